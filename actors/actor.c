@@ -1,0 +1,94 @@
+#include "actors/actor.h"
+
+#include <nng/protocol/pipeline0/pull.h>
+#include <nng/protocol/pipeline0/push.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "actors/errors.h"
+#include "actors/trace.h"
+
+int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {
+  memset(a, 0, sizeof *a);
+  a->id = id;
+  a->trace = trace;
+  snprintf(a->url, sizeof a->url, "%s", url);
+  if (nng_pull0_open(&a->mailbox) != 0) return M0__ETRANSPORT;
+  if (nng_listen(a->mailbox, url, NULL, 0) != 0) {
+    nng_close(a->mailbox);
+    return M0__ETRANSPORT;
+  }
+  a->open = true;
+  return 0;
+}
+
+void m0__actor_close(m0__actor *a) {
+  if (a->open) nng_close(a->mailbox);
+  a->open = false;
+}
+
+int m0__actor_recv_fd(m0__actor *a, int *fd) {
+  return nng_socket_get_int(a->mailbox, NNG_OPT_RECVFD, fd) == 0 ? 0 : M0__ETRANSPORT;
+}
+
+int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms) {
+  memset(p, 0, sizeof *p);
+  p->id = id;
+  snprintf(p->url, sizeof p->url, "%s", url);
+  if (nng_push0_open(&p->sock) != 0) return M0__ETRANSPORT;
+  nng_socket_set_ms(p->sock, NNG_OPT_SENDTIMEO, send_timeout_ms);
+  nng_socket_set_ms(p->sock, NNG_OPT_RECONNMINT, 5);
+  nng_socket_set_ms(p->sock, NNG_OPT_RECONNMAXT, 100);
+  /* A listener that is already up connects now; one that is not yet up is
+   * retried in the background and the first send waits for it. */
+  if (nng_dial(p->sock, url, NULL, 0) != 0 && nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK) != 0) {
+    nng_close(p->sock);
+    return M0__ETRANSPORT;
+  }
+  p->open = true;
+  return 0;
+}
+
+void m0__peer_close(m0__peer *p) {
+  if (p->open) nng_close(p->sock);
+  p->open = false;
+}
+
+int m0__send(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo,
+             const void *payload, size_t len) {
+  if (len > M0__ENV_MAX_PAYLOAD) return M0__ETOOBIG;
+  nng_msg *m;
+  if (nng_msg_alloc(&m, M0__ENV_HEADER + len) != 0) return M0__ENOMEM;
+  m0__env e = {.kind = (uint16_t)kind, .from = self->id, .to = to->id, .seq = ++self->seq,
+               .trace_hi = trace_hi, .trace_lo = trace_lo};
+  uint8_t *body = nng_msg_body(m);
+  m0__env_write(body, &e, (uint32_t)len);
+  if (len) memcpy(body + M0__ENV_HEADER, payload, len);
+  if (self->trace) m0__trace_record(self->trace, "send", &e, len);
+  int rv = nng_sendmsg(to->sock, m, 0);
+  if (rv != 0) {
+    nng_msg_free(m);
+    return rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT : rv == NNG_ECLOSED ? M0__ECLOSED : M0__ETRANSPORT;
+  }
+  return 0;
+}
+
+int m0__recv(m0__actor *self, m0__msg *out, bool nonblock) {
+  nng_msg *m;
+  int rv = nng_recvmsg(self->mailbox, &m, nonblock ? NNG_FLAG_NONBLOCK : 0);
+  if (rv != 0) return rv == NNG_EAGAIN || rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT
+                    : rv == NNG_ECLOSED                       ? M0__ECLOSED
+                                                              : M0__ETRANSPORT;
+  if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0) {
+    nng_msg_free(m);
+    return M0__EBADMSG;
+  }
+  out->nmsg = m;
+  if (self->trace) m0__trace_record(self->trace, "recv", &out->env, out->len);
+  return 0;
+}
+
+void m0__msg_free(m0__msg *m) {
+  if (m->nmsg) nng_msg_free(m->nmsg);
+  m->nmsg = NULL;
+}

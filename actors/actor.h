@@ -1,0 +1,74 @@
+/* Actors: an address (an nng URL), a mailbox listening there, and peers to
+ * send to. Every actor message goes through m0__send and m0__recv, and the
+ * trace hook lives in those two functions and nowhere else.
+ *
+ * Design notes
+ * - A mailbox is a pull0 socket listening at the actor's URL; a peer is a
+ *   push0 socket dialed to another actor's URL. push/pull never drops: a send
+ *   that cannot be delivered within the send timeout fails, and the sender
+ *   learns it. (pub/sub drops when a subscriber is slow, so it is not used.)
+ * - A loop actor wakes on its mailbox through libuv (the receive descriptor
+ *   under uv_poll) and drains it with non-blocking receives; a thread actor
+ *   may block in m0__recv.
+ * - Thread safety: an actor and its peers belong to one thread.
+ */
+#ifndef M0_ACTORS_ACTOR_H
+#define M0_ACTORS_ACTOR_H
+
+#include <nng/nng.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/envelope.h"
+#include "actors/kinds.h"
+
+#define M0__URL_MAX 256
+
+typedef struct m0__tracer m0__tracer;
+
+typedef struct m0__actor {
+  uint32_t id;
+  char url[M0__URL_MAX];
+  nng_socket mailbox;
+  bool open;
+  uint64_t seq;
+  m0__tracer *trace; /* NULL: tracing off, one branch per message */
+} m0__actor;
+
+typedef struct m0__peer {
+  uint32_t id;
+  char url[M0__URL_MAX];
+  nng_socket sock;
+  bool open;
+} m0__peer;
+
+typedef struct m0__msg {
+  m0__env env;
+  const uint8_t *payload;
+  size_t len;
+  nng_msg *nmsg; /* owns payload */
+} m0__msg;
+
+/* Opens the actor's mailbox, listening at url. Returns 0 or M0__ETRANSPORT. */
+int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
+void m0__actor_close(m0__actor *a);
+/* The descriptor that is readable when the mailbox holds a message. */
+int m0__actor_recv_fd(m0__actor *a, int *fd);
+
+/* Dials a peer. A peer whose listener is not up yet is dialed in the
+ * background and the first send waits for it (up to the send timeout). */
+int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms);
+void m0__peer_close(m0__peer *p);
+
+/* Sends one message from `self` to `to`. Returns 0 (the message is queued to
+ * the peer) or a negative m0__err; on failure nothing was sent. */
+int m0__send(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo,
+             const void *payload, size_t len);
+/* Receives one message. nonblock: returns M0__ETIMEDOUT at once when empty.
+ * A malformed envelope is dropped and reported as M0__EBADMSG. On 0 the
+ * caller owns out and frees it with m0__msg_free. */
+int m0__recv(m0__actor *self, m0__msg *out, bool nonblock);
+void m0__msg_free(m0__msg *m);
+
+#endif

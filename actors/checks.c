@@ -1,0 +1,154 @@
+#include "actors/checks.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef void (*check_fn)(const m0_config *cfg, const m0_app *app, m0__check *c);
+
+#define CHECK_FAIL(c, ...) ((c)->ok = false, snprintf((c)->detail, sizeof (c)->detail, __VA_ARGS__))
+#define CHECK_FIX(c, ...) snprintf((c)->fix, sizeof (c)->fix, __VA_ARGS__)
+#define CHECK_OK(c, ...) ((c)->ok = true, snprintf((c)->detail, sizeof (c)->detail, __VA_ARGS__))
+
+int m0__app_max_threads(const m0_app *app) {
+  if (app->max_threads < 0) return 0;
+  return app->max_threads ? app->max_threads : app->max_workers;
+}
+
+static void check_workers_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long w = M0__CFG(cfg, workers);
+  if (w < 1) {
+    CHECK_FAIL(c, "workers is %ld (%s)", w, m0__source_name(cfg->v[M0__O_workers].source));
+    CHECK_FIX(c, "set --workers / M0_WORKERS to 1 or more");
+  } else CHECK_OK(c, "%ld worker process%s", w, w == 1 ? "" : "es");
+}
+
+static void check_workers_vs_application(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long w = M0__CFG(cfg, workers);
+  if (app->max_workers > 0 && w > app->max_workers) {
+    CHECK_FAIL(c, "%ld workers asked, but %s serves at most %d (its state lives in one process)", w,
+               app->name, app->max_workers);
+    CHECK_FIX(c, "set --workers / M0_WORKERS to %d or fewer", app->max_workers);
+  } else CHECK_OK(c, "%s allows %s workers", app->name, app->max_workers ? "limited" : "any number of");
+}
+
+static void check_threads_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long t = M0__CFG(cfg, threads);
+  if (t < 1) {
+    CHECK_FAIL(c, "threads is %ld (%s)", t, m0__source_name(cfg->v[M0__O_threads].source));
+    CHECK_FIX(c, "set --threads / M0_THREADS to 1 or more");
+  } else CHECK_OK(c, "%ld loop%s", t, t == 1 ? "" : "s");
+}
+
+static void check_workers_vs_threads(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads);
+  if (w > 1 && t > 1) {
+    CHECK_FAIL(c, "both workers (%ld, %s) and threads (%ld, %s) are above 1", w,
+               m0__source_name(cfg->v[M0__O_workers].source), t,
+               m0__source_name(cfg->v[M0__O_threads].source));
+    CHECK_FIX(c, "choose one mode: --workers N (processes) or --threads N (loops in one process)");
+  } else CHECK_OK(c, "one mode");
+}
+
+static void check_threads_vs_application(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long t = M0__CFG(cfg, threads);
+  int max = m0__app_max_threads(app);
+  if (max > 0 && t > max) {
+    CHECK_FAIL(c, "%ld loops asked, but %s serves at most %d (its state lives in one loop)", t,
+               app->name, max);
+    CHECK_FIX(c, "set --threads / M0_THREADS to %d or fewer", max);
+  } else CHECK_OK(c, "%s allows %s loops", app->name, max ? "limited" : "any number of");
+}
+
+static void check_blocking_threads_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long b = M0__CFG(cfg, blocking_threads);
+  if (b < 0) {
+    CHECK_FAIL(c, "blocking-threads is %ld", b);
+    CHECK_FIX(c, "set --blocking-threads / M0_BLOCKING_THREADS to 0 or more");
+  } else CHECK_OK(c, "%ld handler thread%s per loop", b, b == 1 ? "" : "s");
+}
+
+static void check_environment(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  if (cfg->env_error[0]) {
+    CHECK_FAIL(c, "cannot read the variable %s", cfg->env_error);
+    CHECK_FIX(c, "set it to a valid value (see --help) or unset it");
+  } else CHECK_OK(c, "every M0_ variable read");
+}
+
+static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  const char *file = M0__CFGS(cfg, topology);
+  if (file[0]) {
+    CHECK_FAIL(c, "topology file %s given, but this build reads no topology files", file);
+    CHECK_FIX(c, "remove --topology / M0_TOPOLOGY and use flags");
+  } else CHECK_OK(c, "no topology file");
+}
+
+static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  const char *dir = M0__CFGS(cfg, run_dir);
+  if (!dir[0]) {
+    CHECK_OK(c, "a private 0700 directory made at start and removed at exit");
+    return;
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    CHECK_FAIL(c, "run directory %s is missing", dir);
+    CHECK_FIX(c, "create it with mode 0700 or leave --run-dir unset");
+  } else if (access(dir, W_OK | X_OK) != 0) {
+    CHECK_FAIL(c, "run directory %s is not writable", dir);
+    CHECK_FIX(c, "give it to this user (chown) or leave --run-dir unset");
+  } else if (st.st_mode & 077) {
+    CHECK_FAIL(c, "run directory %s has mode %04o, open to other users", dir, (unsigned)(st.st_mode & 07777));
+    CHECK_FIX(c, "chmod 0700 %s", dir);
+  } else if (st.st_uid != geteuid()) {
+    CHECK_FAIL(c, "run directory %s belongs to uid %u, not this user", dir, (unsigned)st.st_uid);
+    CHECK_FIX(c, "use a directory this user owns");
+  } else CHECK_OK(c, "%s, mode 0700", dir);
+}
+
+static void check_application(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  if (!app->handle == !app->routes) {
+    CHECK_FAIL(c, "application %s gives %s", app->name ? app->name : "(unnamed)",
+               app->handle ? "both handle and routes" : "neither handle nor routes");
+    CHECK_FIX(c, "set exactly one of m0_app.handle and m0_app.routes");
+  } else CHECK_OK(c, "%s answers with %s", app->name, app->routes ? "a views table" : "a handler");
+}
+
+static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  const char *t = M0__CFGS(cfg, trace);
+  if (t[0] && strcmp(t, "-") != 0) {
+    CHECK_FAIL(c, "trace destination %s is an address; this build traces to stderr only", t);
+    CHECK_FIX(c, "use --trace - (JSON lines on stderr)");
+  } else CHECK_OK(c, t[0] ? "trace records to stderr" : "tracing off");
+}
+
+static void check_mode(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
+  if (w > 1 || t > 1 || b > 0) {
+    CHECK_FAIL(c, "this build serves one loop, and %s asks for more",
+               w > 1 ? "--workers" : t > 1 ? "--threads" : "--blocking-threads");
+    CHECK_FIX(c, "leave workers and threads at 1 and blocking-threads at 0");
+  } else CHECK_OK(c, "single loop");
+}
+
+static const check_fn checks_fns[M0__CHECK_COUNT] = {
+#define M0__CHECK_FN(id, name) check_##id,
+    M0__CHECKS(M0__CHECK_FN)
+#undef M0__CHECK_FN
+};
+static const char *const checks_names[M0__CHECK_COUNT] = {
+#define M0__CHECK_NAME(id, name) name,
+    M0__CHECKS(M0__CHECK_NAME)
+#undef M0__CHECK_NAME
+};
+
+int m0__checks_run(const m0_config *cfg, const m0_app *app, m0__check out[M0__CHECK_COUNT]) {
+  int first = -1;
+  for (int i = 0; i < M0__CHECK_COUNT; i++) {
+    memset(&out[i], 0, sizeof out[i]);
+    out[i].name = checks_names[i];
+    checks_fns[i](cfg, app, &out[i]);
+    if (!out[i].ok && first < 0) first = i;
+  }
+  return first;
+}

@@ -1,0 +1,165 @@
+#include "actors/config.h"
+
+#include <sys/socket.h>
+
+#include "transport/listen.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt_kind { OPT_INT, OPT_STR, OPT_BOOL };
+
+typedef struct opt_spec {
+  const char *flag;
+  const char *var;
+  enum opt_kind kind;
+  const char *def;
+  long min, max;
+  const char *help;
+} opt_spec;
+
+static const opt_spec config_specs[M0__O_COUNT_] = {
+#define M0__OPT_SPEC(id, flag, var, kind, def, min, max, help) {flag, var, OPT_##kind, def, min, max, help},
+    M0__OPTIONS(M0__OPT_SPEC)
+#undef M0__OPT_SPEC
+};
+
+const char *m0__source_name(enum m0__source s) {
+  switch (s) {
+  case M0__SRC_ENV: return "env";
+  case M0__SRC_TOPOLOGY: return "topology";
+  case M0__SRC_FLAG: return "flag";
+  default: return "default";
+  }
+}
+
+/* Parses a whole decimal integer in [min,max]; false otherwise. */
+static bool config_parse_long(const char *s, long min, long max, long *out) {
+  if (!s || !*s) return false;
+  errno = 0;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+static bool config_parse_bool(const char *s, long *out) {
+  if (!strcmp(s, "1") || !strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on")) *out = 1;
+  else if (!strcmp(s, "0") || !strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off")) *out = 0;
+  else return false;
+  return true;
+}
+
+/* Stores text as option i's value. Returns false when it cannot be read. */
+static bool config_set(m0_config *cfg, int i, const char *text, enum m0__source src) {
+  const opt_spec *s = &config_specs[i];
+  m0__value *v = &cfg->v[i];
+  long num = 0;
+  if (s->kind == OPT_INT && !config_parse_long(text, s->min, s->max, &num)) return false;
+  if (s->kind == OPT_BOOL && !config_parse_bool(text, &num)) return false;
+  if (strlen(text) >= sizeof v->str) return false;
+  if (i == M0__O_host) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (!m0__parse_host(text, &ss, &len)) return false;
+  }
+  v->num = num;
+  snprintf(v->str, sizeof v->str, "%s", text);
+  v->source = src;
+  return true;
+}
+
+static int config_find_flag(const char *name, size_t n) {
+  for (int i = 0; i < M0__O_COUNT_; i++)
+    if (config_specs[i].flag && strlen(config_specs[i].flag) == n &&
+        !strncmp(config_specs[i].flag, name, n))
+      return i;
+  return -1;
+}
+
+int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen) {
+  memset(cfg, 0, sizeof *cfg);
+  for (int i = 0; i < M0__O_COUNT_; i++) config_set(cfg, i, config_specs[i].def, M0__SRC_DEFAULT);
+  for (int i = 0; i < M0__O_COUNT_; i++) {
+    const char *text = getenv(config_specs[i].var);
+    if (!text) continue;
+    if (!config_set(cfg, i, text, M0__SRC_ENV) && !cfg->env_error[0])
+      snprintf(cfg->env_error, sizeof cfg->env_error, "%s=%s", config_specs[i].var, text);
+  }
+  for (int a = 1; a < argc; a++) {
+    const char *arg = argv[a];
+    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { cfg->help = true; continue; }
+    if (!strcmp(arg, "--version")) { cfg->version = true; continue; }
+    if (!strcmp(arg, "--doctor")) { cfg->doctor = true; continue; }
+    if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
+      snprintf(why, whylen, "unexpected argument '%s'", arg);
+      return 2;
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t n = eq ? (size_t)(eq - name) : strlen(name);
+    int i = config_find_flag(name, n);
+    if (i < 0) {
+      snprintf(why, whylen, "unknown flag '--%.*s'", (int)n, name);
+      return 2;
+    }
+    const opt_spec *s = &config_specs[i];
+    const char *text;
+    if (s->kind == OPT_BOOL && !eq) {
+      text = "1";
+    } else if (eq) {
+      text = eq + 1;
+    } else if (a + 1 < argc) {
+      text = argv[++a];
+    } else {
+      snprintf(why, whylen, "--%s needs a value", s->flag);
+      return 2;
+    }
+    if (!config_set(cfg, i, text, M0__SRC_FLAG)) {
+      if (s->kind == OPT_INT)
+        snprintf(why, whylen, "--%s wants a whole number from %ld to %ld, not '%s'", s->flag, s->min,
+                 s->max, text);
+      else
+        snprintf(why, whylen, "--%s cannot take '%s'%s", s->flag, text,
+                 i == M0__O_host ? " (an IPv4 or IPv6 address, localhost, or [::1]; no DNS)" : "");
+      return 2;
+    }
+  }
+  return 0;
+}
+
+void m0__config_usage(FILE *out, const char *prog) {
+  fprintf(out, "usage: %s [flags]\n\nflags (each overrides its variable, which overrides the default):\n",
+          prog);
+  for (int i = 0; i < M0__O_COUNT_; i++) {
+    const opt_spec *s = &config_specs[i];
+    char left[64];
+    if (s->flag)
+      snprintf(left, sizeof left, "--%s%s", s->flag, s->kind == OPT_BOOL ? "" : " V");
+    else
+      snprintf(left, sizeof left, "(variable only)");
+    fprintf(out, "  %-30s %-28s default %-10s %s\n", left, s->var, *s->def ? s->def : "none",
+            s->help);
+  }
+  fprintf(out, "  %-30s %-28s %-18s %s\n", "--doctor", "", "",
+          "print the resolved configuration as JSON, bind nothing");
+  fprintf(out, "  %-30s %-28s %-18s %s\n", "-h, --help / --version", "", "", "");
+  fprintf(out, "\nexit codes: 0 served then drained (or help, version, a passing doctor);\n"
+               "  1 failed while starting or serving; 2 a command line that cannot be read;\n"
+               "  78 a configuration that was read and will not be served.\n");
+}
+
+bool m0_config_get(const m0_config *cfg, const char *name, long *out) {
+  for (int i = 0; i < M0__O_COUNT_; i++) {
+    if (!strcmp(m0__config_name(i), name)) {
+      *out = cfg->v[i].num;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char *m0__config_name(int i) { return config_specs[i].flag ? config_specs[i].flag : config_specs[i].var; }
+bool m0__config_is_str(int i) { return config_specs[i].kind == OPT_STR; }

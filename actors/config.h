@@ -1,0 +1,84 @@
+/* The configuration: one table of options, each with its flag, variable,
+ * default and range. A flag overrides its M0_ variable, which overrides the
+ * default. A command line that cannot be read is a usage error (exit 2); a
+ * variable that cannot be read is kept as an error for the `environment`
+ * check (exit 78) and never silently replaced by the default. */
+#ifndef M0_ACTORS_CONFIG_H
+#define M0_ACTORS_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "m0/m0.h"
+
+/* X(id, flag, variable, kind, default, min, max, help) ; kind: INT, STR, BOOL */
+#define M0__OPTIONS(X)                                                                            \
+  X(host, "host", "M0_HOST", STR, "127.0.0.1", 0, 0, "listen address (localhost, ::, [::1])")    \
+  X(port, "port", "M0_PORT", INT, "8080", 0, 65535, "listen port, 0 = ephemeral (printed)")      \
+  X(workers, "workers", "M0_WORKERS", INT, "1", -1000000, 1000000, "worker processes")           \
+  X(threads, "threads", "M0_THREADS", INT, "1", -1000000, 1000000, "loops on threads")           \
+  X(blocking_threads, "blocking-threads", "M0_BLOCKING_THREADS", INT, "0", -1000000, 1000000,    \
+    "handler threads behind each loop")                                                          \
+  X(access_log, "access-log", "M0_ACCESS_LOG", BOOL, "0", 0, 1, "one JSON line per response")    \
+  X(sse_heartbeat_ms, "sse-heartbeat-ms", "M0_SSE_HEARTBEAT_MS", INT, "15000", 0, 86400000,      \
+    "idle-stream heartbeat, 0 = off")                                                            \
+  X(max_keepalive_requests, "max-keepalive-requests", "M0_MAX_KEEPALIVE_REQUESTS", INT, "1000",  \
+    0, 1000000000, "requests per connection, 0 = no cap")                                        \
+  X(drain_timeout_ms, "drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", INT, "5000", 1, 3600000,        \
+    "the one bound of drain, pool join and producer join")                                       \
+  X(max_connections, "max-connections", "M0_MAX_CONNECTIONS", INT, "1024", 1, 1000000,           \
+    "connections per loop; beyond, new ones wait in the backlog")                                \
+  X(header_timeout_ms, "header-timeout-ms", "M0_HEADER_TIMEOUT_MS", INT, "10000", 1, 3600000,    \
+    "request line + headers must arrive within (408)")                                           \
+  X(body_timeout_ms, "body-timeout-ms", "M0_BODY_TIMEOUT_MS", INT, "30000", 1, 3600000,          \
+    "request body must arrive within (408)")                                                     \
+  X(keepalive_timeout_ms, "keepalive-timeout-ms", "M0_KEEPALIVE_TIMEOUT_MS", INT, "60000", 1,    \
+    3600000, "idle keep-alive connection closes after")                                          \
+  X(max_header_bytes, "max-header-bytes", "M0_MAX_HEADER_BYTES", INT, "32768", 1024, 1048576,    \
+    "request line + headers (431)")                                                              \
+  X(max_uri_bytes, "max-uri-bytes", "M0_MAX_URI_BYTES", INT, "8192", 256, 1048576,               \
+    "request target (414)")                                                                      \
+  X(max_body_bytes, "max-body-bytes", "M0_MAX_BODY_BYTES", INT, "4194304", 0, 1073741824,        \
+    "request body (413)")                                                                        \
+  X(accept_share, NULL, "M0_ACCEPT_SHARE", BOOL, "1", 0, 1, "0 = the bare accept race")          \
+  X(topology, "topology", "M0_TOPOLOGY", STR, "", 0, 0, "a declarative topology file")           \
+  X(trace, "trace", "M0_TRACE", STR, "", 0, 0, "where trace records go (- = stderr)")            \
+  X(run_dir, "run-dir", "M0_RUN_DIR", STR, "", 0, 0, "ipc sockets and the shared page")
+
+enum m0__opt {
+#define M0__OPT_ENUM(id, ...) M0__O_##id,
+  M0__OPTIONS(M0__OPT_ENUM)
+#undef M0__OPT_ENUM
+  M0__O_COUNT_
+};
+
+enum m0__source { M0__SRC_DEFAULT, M0__SRC_ENV, M0__SRC_TOPOLOGY, M0__SRC_FLAG };
+
+#define M0__STR_MAX 1024
+
+typedef struct m0__value {
+  long num;
+  char str[M0__STR_MAX];
+  enum m0__source source;
+} m0__value;
+
+struct m0_config {
+  m0__value v[M0__O_COUNT_];
+  bool doctor, help, version;
+  /* The first variable that could not be read, for the environment check. */
+  char env_error[M0__STR_MAX];
+};
+
+#define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)
+#define M0__CFGS(cfg, id) ((cfg)->v[M0__O_##id].str)
+
+/* Resolves defaults, then the environment, then argv. Returns 0, or 2 with a
+ * reason in `why` for a command line that cannot be read. */
+int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen);
+void m0__config_usage(FILE *out, const char *prog);
+const char *m0__source_name(enum m0__source s);
+/* Option i's name (its flag without dashes, or its variable) and kind. */
+const char *m0__config_name(int i);
+bool m0__config_is_str(int i);
+
+#endif

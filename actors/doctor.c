@@ -1,0 +1,92 @@
+/* The doctor: the resolved configuration as ONE JSON object (jansson) on
+ * the last line of stdout. It binds and starts nothing and exits with the
+ * code serving would exit with, because it reads the same checks. */
+#include <jansson.h>
+#include <llhttp.h>
+#include <nng/nng.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "actors/checks.h"
+#include "actors/config.h"
+#include "transport/topology.h"
+
+int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
+
+int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail) {
+  int code = first_fail >= 0 ? 78 : 0;
+  json_t *root = json_object();
+  json_object_set_new(root, "m0", json_integer(1));
+  json_object_set_new(root, "ok", json_boolean(code == 0));
+  json_object_set_new(root, "exit", json_integer(code));
+
+  struct utsname u;
+  uname(&u);
+  char llv[32];
+  snprintf(llv, sizeof llv, "%d.%d.%d", LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR, LLHTTP_VERSION_PATCH);
+  json_object_set_new(root, "build",
+                      json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "os", u.sysname, "arch", u.machine, "m0",
+                                M0_VERSION_STRING, "nng", nng_version(), "libuv", uv_version_string(),
+                                "llhttp", llv));
+
+  json_t *conf = json_object(), *src = json_object();
+  for (int i = 0; i < M0__O_COUNT_; i++) {
+    const m0__value *v = &cfg->v[i];
+    json_object_set_new(conf, m0__config_name(i), m0__config_is_str(i) ? json_string(v->str) : json_integer(v->num));
+    json_object_set_new(src, m0__config_name(i), json_string(m0__source_name(v->source)));
+  }
+  json_object_set_new(root, "config", conf);
+  json_object_set_new(root, "sources", src);
+
+  int loops = (int)M0__CFG(cfg, threads) > 0 ? (int)M0__CFG(cfg, threads) : 1;
+  int pool = (int)M0__CFG(cfg, blocking_threads) > 0 ? (int)M0__CFG(cfg, blocking_threads) : 0;
+  m0__mode mode = M0__CFG(cfg, workers) > 1 ? M0__MODE_PREFORK : loops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE;
+  m0__scheme scheme = mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
+  json_t *topo = json_object();
+  json_object_set_new(topo, "mode", json_string(m0__mode_name(mode)));
+  json_object_set_new(topo, "loops", json_integer(mode == M0__MODE_PREFORK ? M0__CFG(cfg, workers) : loops));
+  json_object_set_new(topo, "handler_threads", json_integer(pool));
+  json_object_set_new(topo, "connections_per_loop", json_integer(M0__CFG(cfg, max_connections)));
+  json_object_set_new(topo, "accept_sharing", json_boolean(M0__CFG(cfg, accept_share) != 0));
+  json_object_set_new(topo, "transport", json_string(m0__scheme_name(scheme)));
+  m0__topology t;
+  char where[M0__STR_MAX + 16];
+  if (scheme == M0__SCHEME_IPC)
+    snprintf(where, sizeof where, "%s", M0__CFGS(cfg, run_dir)[0] ? M0__CFGS(cfg, run_dir) : "<run-dir>");
+  else snprintf(where, sizeof where, "m0-<pid>");
+  json_t *actors = json_array();
+  if (loops > 0 && loops <= 4096 && pool <= 4096 &&
+      m0__topology_build(&t, mode, mode == M0__MODE_PREFORK ? (int)M0__CFG(cfg, workers) : loops, pool, scheme,
+                         where) == 0) {
+    for (int k = 0; k < t.nactors; k++)
+      json_array_append_new(actors, json_pack("{s:s, s:s}", "name", t.actors[k].name, "url", t.actors[k].url));
+    m0__topology_free(&t);
+  }
+  json_object_set_new(topo, "actors", actors);
+  json_object_set_new(root, "topology", topo);
+
+  json_object_set_new(root, "application",
+                      json_pack("{s:s, s:i, s:i, s:I}", "name", app->name ? app->name : "", "max_workers",
+                                app->max_workers, "max_threads", m0__app_max_threads(app), "page_slots",
+                                (json_int_t)(app->page_slots ? app->page_slots(loops) : 0)));
+  json_t *arr = json_array();
+  for (int i = 0; i < M0__CHECK_COUNT; i++) {
+    json_t *o = json_pack("{s:s, s:b, s:s}", "name", checks[i].name, "ok", checks[i].ok, "detail", checks[i].detail);
+    if (!checks[i].ok) {
+      json_object_set_new(o, "fix", json_string(checks[i].fix));
+      json_object_set_new(o, "exit", json_integer(78));
+    }
+    json_array_append_new(arr, o);
+  }
+  json_object_set_new(root, "checks", arr);
+  char *s = json_dumps(root, JSON_COMPACT);
+  printf("%s\n", s);
+  free(s);
+  json_decref(root);
+  fflush(stdout);
+  return code;
+}

@@ -1,0 +1,29 @@
+/* The one list of message kinds actors exchange. The payload of each is
+ * described beside it; ARCHITECTURE.md draws who sends which to whom. */
+#ifndef M0_ACTORS_KINDS_H
+#define M0_ACTORS_KINDS_H
+
+#define M0__KINDS(X)                                                               \
+  X(READY, "ready")     /* loop -> coordinator: handler built. payload: none */    \
+  X(FAILED, "failed")   /* loop -> coordinator: make refused. payload: message */  \
+  X(GO, "go")           /* coordinator -> loop: barrier open, start accepting */   \
+  X(STOP, "stop")       /* coordinator -> loop, producer: start the drain */       \
+  X(STOPPED, "stopped") /* loop -> coordinator: drained. payload: m0__stats */     \
+  X(DIED, "died")       /* any -> coordinator: an actor ended badly. payload: why */ \
+  X(STATS, "stats")     /* loop -> coordinator: counters. payload: m0__stats */    \
+  X(FRAME, "frame")     /* producer/publisher -> loop: a stream frame (bus) */     \
+  X(HANDOFF, "handoff") /* loop -> loop: an accepted connection */                 \
+  X(JOB, "job")         /* loop -> pool: a batch of requests */                    \
+  X(RESULT, "result")   /* pool -> loop: a batch of responses */
+
+enum m0__kind {
+  M0__KIND_NONE_ = 0,
+#define M0__KIND_ENUM(name, text) M0__K_##name,
+  M0__KINDS(M0__KIND_ENUM)
+#undef M0__KIND_ENUM
+  M0__KIND_COUNT_
+};
+
+const char *m0__kind_name(int kind);
+
+#endif

@@ -1,0 +1,66 @@
+/* The loop actor: one libuv loop on its own thread, owning the listener (a
+ * dup in threads mode), its connections and its handler state. The hot path
+ * (accept, parse, view, write) runs here and never crosses an nng hop; the
+ * mailbox carries control (GO, STOP) and the bus (FRAME).
+ *
+ * Design notes
+ * - The mailbox wakes the loop through nng's receive descriptor under
+ *   uv_poll; every message waiting is taken in one callback.
+ * - The barrier: the listener is not polled until GO arrives, and GO is sent
+ *   only when every loop (and the producer) reported READY.
+ * - The drain: STOP closes the listener, closes idle connections, lets every
+ *   request in flight be answered and written, then reports STOPPED; the
+ *   coordinator owns the bound.
+ * - Capacity: past max-connections the loop leaves the next connection in
+ *   the backlog (libuv stops polling the listener until we accept).
+ */
+#ifndef M0_ACTORS_LOOP_H
+#define M0_ACTORS_LOOP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "actors/actor.h"
+#include "actors/config.h"
+#include "http/conn.h"
+#include "transport/page.h"
+#include "transport/topology.h"
+
+typedef struct m0__loop_stats {
+  uint64_t requests, accepted, errors_4xx, timeouts, frames;
+} m0__loop_stats;
+
+typedef struct m0__loop {
+  /* set by the coordinator before start */
+  int index;
+  const m0__topology *topo;
+  const m0_config *cfg;
+  const m0_app *app;
+  m0__tracer *trace;
+  m0__page *page;
+  int listen_fd; /* the loop owns it from start */
+  m0_ctx ctx;
+  /* the loop's own */
+  pthread_t thread;
+  bool started;
+  atomic_bool exited;
+  atomic_bool said_stopped; /* set before STOPPED or FAILED is sent */
+  uv_loop_t uv;
+  uv_tcp_t listener;
+  uv_poll_t mail;
+  uv_timer_t sweep;
+  m0__actor self;
+  m0__peer coord;
+  m0__http http;
+  void *state;
+  bool listening, accept_waiting, stopping, finished;
+  uint64_t frames;
+} m0__loop;
+
+/* Starts the loop's thread. It builds the handler, reports READY or FAILED,
+ * and waits for GO. Returns 0 or M0__ENOMEM (no thread). */
+int m0__loop_start(m0__loop *l);
+
+#endif

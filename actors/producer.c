@@ -1,0 +1,160 @@
+#include "actors/producer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "actors/errors.h"
+
+#define PRODUCER_SLICE_MS 50
+
+int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
+                       int send_timeout_ms) {
+  memset(pub, 0, sizeof *pub);
+  pthread_mutex_init(&pub->mu, NULL);
+  pub->page = page;
+  const m0__actor_desc *me = m0__topology_find(t, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
+  int rv = m0__actor_open(&pub->self, me->id, me->url, trace);
+  if (rv) return rv;
+  pub->loops = calloc((size_t)t->loops, sizeof *pub->loops);
+  if (!pub->loops) return M0__ENOMEM;
+  for (int i = 0; i < t->loops; i++) {
+    const m0__actor_desc *l = m0__topology_find(t, M0__ACTOR_ID(M0__ROLE_LOOP, i));
+    if ((rv = m0__peer_open(&pub->loops[i], l->id, l->url, send_timeout_ms))) return rv;
+    pub->nloops++;
+  }
+  return 0;
+}
+
+void m0__publisher_close(m0_publisher *pub) {
+  for (int i = 0; i < pub->nloops; i++) m0__peer_close(&pub->loops[i]);
+  free(pub->loops);
+  pub->loops = NULL;
+  pub->nloops = 0;
+  m0__actor_close(&pub->self);
+  pthread_mutex_destroy(&pub->mu);
+}
+
+uint64_t m0_next_id(m0_publisher *pub) { return m0__page_next_id(pub->page); }
+
+int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **channel, size_t *chlen,
+                     const uint8_t **frame, size_t *flen) {
+  if (n < 10) return M0__EBADMSG;
+  uint64_t v;
+  memcpy(&v, p, 8);
+  uint16_t cl;
+  memcpy(&cl, p + 8, 2);
+  if (cl == 0 || cl > M0__CHANNEL_MAX || (size_t)cl + 10 > n) return M0__EBADMSG;
+  *id = v;
+  *channel = (const char *)p + 10;
+  *chlen = cl;
+  *frame = p + 10 + cl;
+  *flen = n - 10 - cl;
+  return 0;
+}
+
+bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len) {
+  size_t cl = channel ? strlen(channel) : 0;
+  /* Refused before the bus: empty or long names, the host's own "m0." names,
+   * and frames larger than a stream's whole queue. */
+  if (cl == 0 || cl > M0__CHANNEL_MAX || strncmp(channel, "m0.", 3) == 0 || len > M0__FRAME_MAX) {
+    atomic_fetch_add(&pub->refused, 1);
+    return false;
+  }
+  size_t n = 10 + cl + len;
+  uint8_t *buf = malloc(n);
+  if (!buf) {
+    atomic_fetch_add(&pub->refused, 1);
+    return false;
+  }
+  uint16_t cl16 = (uint16_t)cl;
+  memcpy(buf, &id, 8);
+  memcpy(buf + 8, &cl16, 2);
+  memcpy(buf + 10, channel, cl);
+  if (len) memcpy(buf + 10 + cl, frame, len);
+  bool ok = true;
+  pthread_mutex_lock(&pub->mu);
+  for (int i = 0; i < pub->nloops; i++)
+    if (m0__send(&pub->self, &pub->loops[i], M0__K_FRAME, 0, 0, buf, n) != 0) ok = false;
+  pthread_mutex_unlock(&pub->mu);
+  free(buf);
+  atomic_fetch_add(ok ? &pub->published : &pub->refused, 1);
+  return ok;
+}
+
+static int64_t producer_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Waits for a message up to ms; returns its kind, or 0 when none came. */
+static int producer_wait(m0_publisher *pub, int64_t ms) {
+  if (ms < 0) ms = 0;
+  nng_socket_set_ms(pub->self.mailbox, NNG_OPT_RECVTIMEO, (nng_duration)ms);
+  m0__msg m;
+  if (m0__recv(&pub->self, &m, ms == 0) != 0) return 0;
+  int kind = m.env.kind;
+  m0__msg_free(&m);
+  return kind;
+}
+
+static void *producer_main(void *arg) {
+  m0__producer_run *r = arg;
+  m0_publisher *pub = r->pub;
+  m0__peer coord;
+  char err[512] = "";
+  if (m0__peer_open(&coord, M0__ACTOR_ID(M0__ROLE_COORD, 0), r->coord_url, 1000) != 0) {
+    atomic_store(&r->exited, true);
+    return NULL;
+  }
+  void *state = r->def->make ? r->def->make(&r->ctx, err, sizeof err) : NULL;
+  if (r->def->make && !state) {
+    if (!err[0]) snprintf(err, sizeof err, "the producer's make failed");
+    m0__send(&pub->self, &coord, M0__K_FAILED, 0, 0, err, strlen(err));
+    goto out;
+  }
+  m0__send(&pub->self, &coord, M0__K_READY, 0, 0, NULL, 0);
+  int kind;
+  while ((kind = producer_wait(pub, 1000)) != M0__K_GO)
+    if (kind == M0__K_STOP) goto done;
+  int64_t next = producer_now_ns();
+  for (;;) {
+    int64_t now = producer_now_ns();
+    if (now < next) {
+      int64_t ms = (next - now + 999999) / 1000000;
+      kind = producer_wait(pub, ms < PRODUCER_SLICE_MS ? ms : PRODUCER_SLICE_MS);
+      if (kind == M0__K_STOP) break;
+      continue;
+    }
+    atomic_store(&r->in_step, true);
+    int64_t wait = r->def->step(state, pub);
+    atomic_store(&r->in_step, false);
+    if (wait < 0) {
+      fprintf(stderr, "m0: producer: step failed (returned %lld); the producer stops, serving goes on\n",
+              (long long)wait);
+      while (producer_wait(pub, PRODUCER_SLICE_MS) != M0__K_STOP) {}
+      break;
+    }
+    /* Fixed rate from the schedule; a late step moves the schedule to now. */
+    next += wait;
+    now = producer_now_ns();
+    if (next < now) next = now;
+    if (producer_wait(pub, 0) == M0__K_STOP) break;
+  }
+done:
+  if (r->def->free) r->def->free(state);
+  m0__send(&pub->self, &coord, M0__K_STOPPED, 0, 0, NULL, 0);
+out:
+  m0__peer_close(&coord);
+  atomic_store(&r->exited, true);
+  return NULL;
+}
+
+int m0__producer_start(m0__producer_run *r) {
+  atomic_store(&r->exited, false);
+  if (pthread_create(&r->thread, NULL, producer_main, r) != 0) return M0__ENOMEM;
+  r->started = true;
+  return 0;
+}

@@ -1,0 +1,158 @@
+/* host_check — the host's own gate app.
+ *   GET /health     on the loop: {"status":"ok"}
+ *   GET /pid        the serving process's pid
+ *   GET /instance   {"worker":W,"thread":T,"pid":P,"hits":N}, header x-worker
+ *   GET /slow?ms=N  spins (not sleeps) N ms: {"ms":N}
+ * Its producer publishes a beat on channel "beats" every period:
+ *   data {"beat":k,"pid":P}. (The /events routes arrive with streams.)
+ * Knobs (variables):
+ *   M0_HOSTCHECK_PERIOD_MS    beat period (default 100)
+ *   M0_HOSTCHECK_STEP_MS      time spent spinning inside each step
+ *   M0_HOSTCHECK_MAX_WORKERS  what max_workers answers (default 0: any)
+ *   M0_HOSTCHECK_MAKE_FAILS=1 every handler make fails
+ *   M0_HOSTCHECK_PRODUCER_FAILS=1 the producer's make fails; =step its 3rd step fails
+ *   M0_HOSTCHECK_POOL_MAKE_FAILS=1 a pool thread's make fails
+ *   M0_HOSTCHECK_LOOP_MAKE_FAILS=1 loop 1's make fails alone, 300 ms late
+ */
+#include <m0/m0.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct hc {
+  int worker, thread;
+  long hits;
+} hc;
+
+static long env_long(const char *name, long def) {
+  const char *s = getenv(name);
+  if (!s || !*s) return def;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end) {
+    fprintf(stderr, "host_check: %s=%s is not a number\n", name, s);
+    exit(78);
+  }
+  return v;
+}
+
+static bool env_is(const char *name, const char *value) {
+  const char *s = getenv(name);
+  return s && strcmp(s, value) == 0;
+}
+
+static void *hc_make(const m0_ctx *ctx, char *err, size_t errlen) {
+  if (env_is("M0_HOSTCHECK_MAKE_FAILS", "1")) {
+    snprintf(err, errlen, "host_check: make refused on loop %d (M0_HOSTCHECK_MAKE_FAILS=1)", ctx->worker);
+    return NULL;
+  }
+  if (ctx->thread >= 0 && env_is("M0_HOSTCHECK_POOL_MAKE_FAILS", "1")) {
+    snprintf(err, errlen, "host_check: make refused on pool thread %d.%d (M0_HOSTCHECK_POOL_MAKE_FAILS=1)",
+             ctx->worker, ctx->thread);
+    return NULL;
+  }
+  if (ctx->worker == 1 && ctx->thread < 0 && env_is("M0_HOSTCHECK_LOOP_MAKE_FAILS", "1")) {
+    usleep(300 * 1000);
+    snprintf(err, errlen, "host_check: make refused on loop 1 (M0_HOSTCHECK_LOOP_MAKE_FAILS=1)");
+    return NULL;
+  }
+  hc *h = calloc(1, sizeof *h);
+  if (!h) return NULL;
+  h->worker = ctx->worker;
+  h->thread = ctx->thread;
+  return h;
+}
+
+static void hc_free(void *state) { free(state); }
+
+static void view_health(void *state, const m0_request *req, m0_response *res) {
+  static const char body[] = "{\"status\":\"ok\"}";
+  m0_respond(res, 200, "application/json", body, sizeof body - 1, M0_BODY_STATIC);
+}
+
+static void view_pid(void *state, const m0_request *req, m0_response *res) {
+  m0_respondf(res, 200, "text/plain", "%d", (int)getpid());
+}
+
+static void view_instance(void *state, const m0_request *req, m0_response *res) {
+  hc *h = state;
+  h->hits++;
+  char w[16];
+  snprintf(w, sizeof w, "%d", h->worker);
+  m0_response_header(res, "x-worker", w);
+  m0_respondf(res, 200, "application/json", "{\"worker\":%d,\"thread\":%d,\"pid\":%d,\"hits\":%ld}", h->worker,
+              h->thread, (int)getpid(), h->hits);
+}
+
+static void spin_ms(long ms) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do clock_gettime(CLOCK_MONOTONIC, &b);
+  while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+
+static void view_slow(void *state, const m0_request *req, m0_response *res) {
+  long ms;
+  if (!m0_request_query_int(req, "ms", 0, 600000, &ms)) {
+    m0_respondf(res, 400, "application/json", "{\"error\":\"want ms=0..600000\"}");
+    return;
+  }
+  spin_ms(ms);
+  m0_respondf(res, 200, "application/json", "{\"ms\":%ld}", ms);
+}
+
+static const m0_route hc_routes[] = {
+    {"GET", "/health", view_health, M0_ON_LOOP},
+    {"GET", "/pid", view_pid, 0},
+    {"GET", "/instance", view_instance, 0},
+    {"GET", "/slow", view_slow, 0},
+};
+
+/* ---- the producer: beats ---- */
+
+typedef struct beat {
+  long n, period_ms, step_ms;
+  bool fail_step;
+} beat;
+
+static void *beat_make(const m0_ctx *ctx, char *err, size_t errlen) {
+  if (env_is("M0_HOSTCHECK_PRODUCER_FAILS", "1")) {
+    snprintf(err, errlen, "host_check: the producer's make refused (M0_HOSTCHECK_PRODUCER_FAILS=1)");
+    return NULL;
+  }
+  beat *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->period_ms = env_long("M0_HOSTCHECK_PERIOD_MS", 100);
+  b->step_ms = env_long("M0_HOSTCHECK_STEP_MS", 0);
+  b->fail_step = env_is("M0_HOSTCHECK_PRODUCER_FAILS", "step");
+  return b;
+}
+
+static int64_t beat_step(void *state, m0_publisher *pub) {
+  beat *b = state;
+  b->n++;
+  if (b->fail_step && b->n == 3) return -1;
+  if (b->step_ms > 0) spin_ms(b->step_ms);
+  char frame[128];
+  int len = snprintf(frame, sizeof frame, "event: beat\ndata: {\"beat\":%ld,\"pid\":%d}", b->n, (int)getpid());
+  m0_publish(pub, "beats", m0_next_id(pub), frame, (size_t)len);
+  return b->period_ms * 1000000;
+}
+
+static void beat_free(void *state) { free(state); }
+
+static const m0_producer hc_producer = {.make = beat_make, .step = beat_step, .free = beat_free};
+
+int main(int argc, char **argv) {
+  m0_app app = {
+      .name = "host_check",
+      .make = hc_make,
+      .free = hc_free,
+      .routes = hc_routes,
+      .nroutes = sizeof hc_routes / sizeof hc_routes[0],
+      .max_workers = (int)env_long("M0_HOSTCHECK_MAX_WORKERS", 0),
+  };
+  return m0_serve(&app, &hc_producer, argc, argv);
+}

@@ -1,0 +1,456 @@
+#include "http/conn.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "http/views.h"
+
+#define CONN_ROOM 4096          /* free bytes wanted in a connection's own buffer */
+#define CONN_OUT_HIGH (1u << 20) /* queued output beyond which we stop reading */
+#define CONN_LINGER_MS 1000      /* reading-and-discarding after an error answer */
+
+typedef enum conn_phase {
+  PHASE_FRESH,  /* accepted, nothing read */
+  PHASE_IDLE,   /* between requests */
+  PHASE_HEAD,   /* inside a request's line and headers */
+  PHASE_BODY,   /* inside a request's body */
+  PHASE_LINGER, /* answered an error; discarding input until EOF */
+} conn_phase;
+
+struct m0__conn {
+  uv_tcp_t tcp; /* first: the handle's address is the connection's */
+  m0__http *h;
+  m0__conn *next, *prev;
+  m0__parser p;
+  char *in; /* only what a partial request needs; NULL most of the time */
+  size_t in_len, in_cap, parse_off, req_start;
+  m0__outq q[2]; /* q[qi] is being written; q[1-qi] collects meanwhile */
+  int qi;
+  uv_write_t wreq;
+  uv_shutdown_t sreq;
+  uint64_t deadline;
+  conn_phase phase;
+  uint32_t nreq;
+  bool writing, close_after, closing, paused, linger, continued;
+};
+
+static void conn_close(m0__conn *c);
+static void conn_flush(m0__conn *c);
+static void conn_process(m0__conn *c, char *buf, size_t len);
+static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/* ---- lifecycle ------------------------------------------------------- */
+
+static void conn_on_close(uv_handle_t *handle) {
+  m0__conn *c = (m0__conn *)handle;
+  m0__http *h = c->h;
+  m0__parser_fini(&c->p);
+  free(c->in);
+  m0__outq_free(&c->q[0]);
+  m0__outq_free(&c->q[1]);
+  free(c);
+  h->nconns--;
+  h->stats.closed++;
+  if (h->on_closed) h->on_closed(h);
+}
+
+static void conn_close(m0__conn *c) {
+  if (c->closing) return;
+  c->closing = true;
+  m0__http *h = c->h;
+  if (c->prev) c->prev->next = c->next;
+  else h->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+}
+
+static void conn_on_shutdown(uv_shutdown_t *req, int status) {
+  m0__conn *c = req->data;
+  if (status < 0) conn_close(c);
+}
+
+/* The last response is written: close now, or linger after an error so the
+ * client reads our answer instead of a reset. */
+static void conn_finish(m0__conn *c) {
+  if (c->closing) return;
+  if (!c->linger || c->phase == PHASE_LINGER) {
+    conn_close(c);
+    return;
+  }
+  c->phase = PHASE_LINGER;
+  c->deadline = uv_now(c->h->uv) + CONN_LINGER_MS;
+  c->sreq.data = c;
+  if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, conn_on_shutdown) != 0) conn_close(c);
+}
+
+/* ---- output ---------------------------------------------------------- */
+
+/* Where a response goes now: the shared scratch when nothing is in flight
+ * (written at the end of this callback), else behind the write in flight. */
+static m0__outq *conn_target(m0__conn *c) { return c->writing ? &c->q[1 - c->qi] : &c->h->scratch; }
+
+static void conn_on_write(uv_write_t *req, int status);
+
+static void conn_write(m0__conn *c, int qi) {
+  uv_buf_t iov[2 * M0__OUT_REFS + 1];
+  int n = m0__outq_iov(&c->q[qi], 0, iov);
+  c->qi = qi;
+  c->writing = true;
+  c->wreq.data = c;
+  if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, conn_on_write) != 0) {
+    c->writing = false;
+    conn_close(c);
+  }
+}
+
+static void conn_on_write(uv_write_t *req, int status) {
+  m0__conn *c = req->data;
+  c->writing = false;
+  m0__outq_clear(&c->q[c->qi]);
+  if (c->closing) return;
+  if (status < 0) {
+    conn_close(c);
+    return;
+  }
+  int other = 1 - c->qi;
+  if (m0__outq_bytes(&c->q[other])) {
+    conn_write(c, other);
+    return;
+  }
+  /* The client caught up: give the queues back, it may idle for long. */
+  m0__outq_free(&c->q[0]);
+  m0__outq_free(&c->q[1]);
+  if (c->close_after) {
+    conn_finish(c);
+    return;
+  }
+  if (c->paused) {
+    c->paused = false;
+    conn_process(c, c->in, c->in_len);
+    if (!c->closing && !c->paused && !c->close_after)
+      uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
+    conn_flush(c);
+  }
+}
+
+/* Writes what this callback put in the scratch queue: directly when the
+ * socket takes it all (the common case: no copy, no request object), else
+ * the rest is moved to the connection and written asynchronously. */
+static void conn_flush(m0__conn *c) {
+  m0__outq *s = &c->h->scratch;
+  size_t total = m0__outq_bytes(s);
+  if (c->closing) {
+    m0__outq_clear(s);
+    return;
+  }
+  if (c->writing) return; /* the rest goes when the write in flight completes */
+  if (!total) {
+    if (c->close_after) conn_finish(c);
+    return;
+  }
+  uv_buf_t iov[2 * M0__OUT_REFS + 1];
+  int n = m0__outq_iov(s, 0, iov);
+  int w = uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n);
+  if (w == UV_EAGAIN || w == UV_ENOSYS) w = 0;
+  if (w < 0) {
+    m0__outq_clear(s);
+    conn_close(c);
+    return;
+  }
+  if ((size_t)w == total) {
+    m0__outq_clear(s);
+    if (c->close_after) conn_finish(c);
+    return;
+  }
+  int rv = m0__outq_move_tail(&c->q[0], s, (size_t)w);
+  m0__outq_clear(s);
+  if (rv) {
+    conn_close(c);
+    return;
+  }
+  conn_write(c, 0);
+}
+
+/* ---- requests -------------------------------------------------------- */
+
+static void conn_access_log(m0__conn *c, const m0_request *req, const m0_response *res) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  printf("{\"time\":%lld.%03ld,\"worker\":%d,\"method\":\"%.*s\",\"path\":\"", (long long)ts.tv_sec,
+         ts.tv_nsec / 1000000, c->h->worker, (int)req->method.n, req->method.p);
+  /* The path is the client's: escape what would break the JSON line. */
+  for (size_t i = 0; i < req->path.n; i++) {
+    unsigned char ch = (unsigned char)req->path.p[i];
+    if (ch == '"' || ch == '\\' || ch < 0x20 || ch >= 0x7f) printf("\\u%04x", ch);
+    else putchar(ch);
+  }
+  printf("\",\"status\":%d,\"bytes\":%zu}\n", res->status, res->body_len);
+}
+
+/* Answers the request the parser just completed, into the target queue. */
+static void conn_dispatch(m0__conn *c, const char *buf) {
+  m0__http *h = c->h;
+  m0__parser *p = &c->p;
+  m0_request req;
+  memset(&req, 0, sizeof req);
+  req.method = (m0_str){buf + p->method.off, p->method.len};
+  req.target = (m0_str){buf + p->url.off, p->url.len};
+  const char *q = memchr(req.target.p, '?', req.target.n);
+  req.path = (m0_str){req.target.p, q ? (size_t)(q - req.target.p) : req.target.n};
+  req.query = q ? (m0_str){q + 1, req.target.n - req.path.n - 1} : (m0_str){q, 0};
+  req.version_minor = p->version_minor;
+  for (int i = 0; i < p->nheaders; i++) {
+    h->hdrs[i].name = (m0_str){buf + p->hname[i].off, p->hname[i].len};
+    h->hdrs[i].value = (m0_str){buf + p->hvalue[i].off, p->hvalue[i].len};
+  }
+  req.headers = h->hdrs;
+  req.nheaders = (size_t)p->nheaders;
+  req.body = (m0_str){p->body, p->body_len};
+  req.trace_hi = p->trace_hi;
+  req.trace_lo = p->trace_lo;
+
+  c->nreq++;
+  bool last = !p->keep_alive || h->draining || c->close_after ||
+              (h->max_keepalive_requests > 0 && c->nreq >= (uint64_t)h->max_keepalive_requests);
+  m0_response res;
+  m0__response_init(&res, conn_target(c), &h->date, p->version_minor, p->is_head, last);
+
+  const m0_app *app = h->app;
+  if (!(app->before_request && app->before_request(h->state, &req, &res))) {
+    if (app->routes) {
+      m0__match m;
+      m0__views_match(app->routes, app->nroutes, req.method, req.path, &m);
+      if (m.kind == M0__VIEW_FOUND) {
+        req.params = m.params;
+        req.nparams = m.nparams;
+        m.route->view(h->state, &req, &res);
+      } else if (m.kind == M0__VIEW_NOT_FOUND) {
+        m0__respond_status(&res, 404, NULL);
+      } else {
+        m0__respond_status(&res, m.kind == M0__VIEW_OPTIONS ? 204 : 405, m.allow);
+      }
+    } else {
+      app->handle(h->state, &req, &res);
+    }
+  }
+  if (!res.done) {
+    fprintf(stderr, "m0: loop %d: the view for %.*s %.*s returned without answering; sent 500\n",
+            h->worker, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
+    m0__respond_status(&res, 500, NULL);
+  }
+  h->stats.requests++;
+  if (h->access_log) conn_access_log(c, &req, &res);
+  if (last) c->close_after = true;
+}
+
+/* Answers a request that cannot be read, then closes. */
+static void conn_error(m0__conn *c, int status, const char *why) {
+  m0__http *h = c->h;
+  m0_response res;
+  m0__response_init(&res, conn_target(c), &h->date, 1, false, true);
+  m0__respond_status(&res, status, NULL);
+  h->stats.errors_4xx++;
+  c->close_after = true;
+  c->linger = true;
+  if (h->access_log)
+    printf("{\"worker\":%d,\"status\":%d,\"error\":\"%s\"}\n", h->worker, status, why ? why : "");
+}
+
+/* Keeps the bytes a partial request still needs in the connection's own
+ * buffer: [req_start, keep_end) of a request being parsed (the spans), or
+ * [off, len) not parsed yet. Everything else is dropped. */
+static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
+  size_t from, to;
+  bool started = !m0__parser_idle(&c->p);
+  if (c->close_after) from = to = 0;
+  else if (started) {
+    from = c->req_start;
+    to = c->p.keep_end > from ? c->p.keep_end : from;
+    if (off < len) to = len; /* paused mid-buffer with a request begun: keep all */
+  } else {
+    from = off;
+    to = len;
+  }
+  size_t n = to - from;
+  if (n == 0) {
+    free(c->in);
+    c->in = NULL;
+    c->in_len = c->in_cap = c->parse_off = c->req_start = 0;
+    return;
+  }
+  if (buf != c->in) {
+    if (n > c->in_cap) {
+      char *nb = realloc(c->in, n + CONN_ROOM);
+      if (!nb) {
+        conn_close(c);
+        return;
+      }
+      c->in = nb;
+      c->in_cap = n + CONN_ROOM;
+    }
+    memcpy(c->in, buf + from, n);
+  } else if (from) {
+    memmove(c->in, c->in + from, n);
+  }
+  if (started) m0__parser_shift(&c->p, (uint32_t)from);
+  c->in_len = n;
+  c->req_start = 0;
+  c->parse_off = started ? (off - from) : 0;
+}
+
+/* Parses and answers every whole request in buf[c->parse_off, len). */
+static void conn_process(m0__conn *c, char *buf, size_t len) {
+  m0__http *h = c->h;
+  size_t off = c->parse_off;
+  while (!c->close_after && !c->closing) {
+    if (m0__parser_idle(&c->p)) c->req_start = off;
+    if (off == len) break;
+    m0__parse_result r = m0__parser_feed(&c->p, buf, len, &off);
+    if (r == M0__PARSE_MORE) {
+      if (c->p.headers_done && c->p.expect_continue && !c->continued) {
+        c->continued = true;
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        m0__outq_append(conn_target(c), cont, sizeof cont - 1);
+      }
+      break;
+    }
+    if (r == M0__PARSE_ERROR) {
+      conn_error(c, c->p.status, c->p.why);
+      break;
+    }
+    conn_dispatch(c, buf);
+    m0__parser_next(&c->p);
+    c->continued = false;
+    c->phase = PHASE_IDLE;
+    c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
+    if (m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]) > CONN_OUT_HIGH) {
+      /* The client is not reading its answers: stop reading its requests. */
+      c->paused = true;
+      uv_read_stop((uv_stream_t *)&c->tcp);
+      c->deadline = uv_now(h->uv) + h->body_timeout_ms;
+      break;
+    }
+  }
+  /* Deadlines follow the phase; each is set once, when the phase begins. */
+  if (!c->close_after && !m0__parser_idle(&c->p)) {
+    if (!c->p.headers_done && c->phase != PHASE_HEAD) {
+      if (c->phase != PHASE_FRESH) c->deadline = uv_now(h->uv) + h->header_timeout_ms;
+      c->phase = PHASE_HEAD;
+    } else if (c->p.headers_done && c->phase != PHASE_BODY) {
+      c->phase = PHASE_BODY;
+      c->deadline = uv_now(h->uv) + h->body_timeout_ms;
+    }
+  }
+  conn_keep(c, buf, len, off);
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+  m0__conn *c = (m0__conn *)handle;
+  if (c->in_len == 0 || c->phase == PHASE_LINGER) {
+    *buf = uv_buf_init(c->h->rbuf, M0__RBUF_SIZE);
+    return;
+  }
+  if (c->in_cap - c->in_len < CONN_ROOM) {
+    size_t cap = c->in_len + 4 * CONN_ROOM;
+    char *nb = realloc(c->in, cap);
+    if (!nb) {
+      *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+      return;
+    }
+    c->in = nb;
+    c->in_cap = cap;
+  }
+  *buf = uv_buf_init(c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
+}
+
+static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  m0__conn *c = (m0__conn *)stream;
+  if (nread == 0) return;
+  if (nread < 0) {
+    /* EOF: requests already read were answered; a half-read one cannot be.
+     * Close once what is queued is written. */
+    if (nread == UV_EOF && m0__parser_idle(&c->p) && c->writing && !c->linger) c->close_after = true;
+    else conn_close(c);
+    return;
+  }
+  if (c->phase == PHASE_LINGER || c->close_after) return; /* discarding */
+  if (buf->base == c->h->rbuf) {
+    c->parse_off = 0;
+    conn_process(c, c->h->rbuf, (size_t)nread);
+  } else {
+    c->in_len += (size_t)nread;
+    conn_process(c, c->in, c->in_len);
+  }
+  conn_flush(c);
+}
+
+/* ---- the server ------------------------------------------------------ */
+
+int m0__http_init(m0__http *h) {
+  h->rbuf = malloc(M0__RBUF_SIZE);
+  memset(&h->scratch, 0, sizeof h->scratch);
+  return h->rbuf ? 0 : UV_ENOMEM;
+}
+
+void m0__http_fini(m0__http *h) {
+  free(h->rbuf);
+  h->rbuf = NULL;
+  m0__outq_free(&h->scratch);
+}
+
+int m0__http_accept(m0__http *h, uv_stream_t *server) {
+  m0__conn *c = calloc(1, sizeof *c);
+  if (!c) return UV_ENOMEM;
+  c->h = h;
+  uv_tcp_init(h->uv, &c->tcp);
+  int rv = uv_accept(server, (uv_stream_t *)&c->tcp);
+  if (rv == 0) rv = uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
+  if (rv != 0) {
+    c->closing = true;
+    h->nconns++; /* conn_on_close counts it out again */
+    uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+    return rv;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  m0__parser_init(&c->p, &h->lim);
+  c->phase = PHASE_FRESH;
+  c->deadline = uv_now(h->uv) + h->header_timeout_ms;
+  c->next = h->conns;
+  if (h->conns) h->conns->prev = c;
+  h->conns = c;
+  h->nconns++;
+  h->stats.accepted++;
+  return 0;
+}
+
+void m0__http_sweep(m0__http *h) {
+  uint64_t now = uv_now(h->uv);
+  m0__conn *next;
+  for (m0__conn *c = h->conns; c; c = next) {
+    next = c->next;
+    if (now < c->deadline) continue;
+    if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
+      h->stats.timeouts++;
+      conn_error(c, 408, c->phase == PHASE_HEAD ? "header timeout" : "body timeout");
+      conn_flush(c);
+    } else {
+      conn_close(c); /* idle keep-alive, silent fresh connection, linger over, stuck writer */
+    }
+  }
+}
+
+void m0__http_drain(m0__http *h) {
+  h->draining = true;
+  m0__conn *next;
+  for (m0__conn *c = h->conns; c; c = next) {
+    next = c->next;
+    if (m0__parser_idle(&c->p) && !c->writing && !c->paused) conn_close(c);
+    else c->close_after = c->close_after || c->writing; /* else: Connection: close on its answer */
+  }
+}

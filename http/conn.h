@@ -1,0 +1,77 @@
+/* HTTP/1.1 connections over libuv, and the per-loop server they belong to.
+ *
+ * Design notes
+ * - Everything here runs on one loop's thread. A connection is touched by no
+ *   other thread.
+ * - Input: one buffer per connection; the parser keeps offsets into it. It is
+ *   compacted only before a read needs room: the bytes of the request being
+ *   parsed stay, and body bytes already copied out are dropped.
+ * - One request at a time: the parser pauses at each request's end, the view
+ *   answers it into the output queue, and only then is the next parsed.
+ *   Pipelined responses therefore go out in order, and all responses of one
+ *   read leave in one write.
+ * - Output: at most one uv_write in flight. Responses made while it flies go
+ *   to the second queue, flushed when the first completes. A client that does
+ *   not read stops being read from (backpressure) once its queue is large.
+ * - Timeouts are deadlines checked by one sweep timer per loop, so a request
+ *   costs a store, not a timer restart.
+ * - Close: uv_close, and the memory is freed in the close callback only.
+ */
+#ifndef M0_HTTP_CONN_H
+#define M0_HTTP_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "http/date.h"
+#include "http/parse.h"
+#include "http/response.h"
+#include "m0/m0.h"
+
+typedef struct m0__conn m0__conn;
+
+typedef struct m0__http_stats {
+  uint64_t requests, accepted, closed, errors_4xx, timeouts;
+} m0__http_stats;
+
+typedef struct m0__http {
+  uv_loop_t *uv;
+  const m0_app *app;
+  void *state;
+  int worker;
+  m0__parse_limits lim;
+  uint64_t header_timeout_ms, body_timeout_ms, keepalive_timeout_ms;
+  long max_keepalive_requests;
+  bool access_log;
+  bool draining;
+  m0__date date;
+  m0__conn *conns; /* every open connection, for the sweep and the drain */
+  int nconns;
+  m0__http_stats stats;
+  /* Shared by every connection of the loop, used within one callback: reads
+   * land in rbuf, responses are built in scratch and written at once; only
+   * what cannot be written or parsed yet is copied to the connection. */
+  char *rbuf;
+  m0__outq scratch;
+  m0_header hdrs[M0__MAX_HEADERS];
+  /* Called (on the loop) after a connection's memory is released. */
+  void (*on_closed)(struct m0__http *h);
+  void *owner;
+} m0__http;
+
+#define M0__RBUF_SIZE 65536
+
+/* Sets up h (h->uv and the configuration fields must be filled). */
+int m0__http_init(m0__http *h);
+void m0__http_fini(m0__http *h);
+/* Accepts one connection from server and starts reading. Returns 0 or a
+ * libuv error (nothing was accepted). */
+int m0__http_accept(m0__http *h, uv_stream_t *server);
+/* Closes connections whose deadline passed (408 where a request was begun). */
+void m0__http_sweep(m0__http *h);
+/* Starts the drain: idle connections close now; a connection inside a request
+ * closes once that response is written. */
+void m0__http_drain(m0__http *h);
+
+#endif

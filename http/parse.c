@@ -1,0 +1,243 @@
+#include "http/parse.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum { HDR_OTHER, HDR_HOST, HDR_TE, HDR_EXPECT, HDR_TRACEPARENT };
+
+#define PARSE(ll) ((m0__parser *)(ll)->data)
+
+/* Refuses the request from inside a callback: llhttp stops with HPE_USER. */
+static int parse_refuse(m0__parser *p, int status, const char *why) {
+  p->status = status;
+  p->why = why;
+  return HPE_USER;
+}
+
+static uint32_t parse_off(m0__parser *p, const char *at) { return (uint32_t)(at - p->base); }
+
+/* Extends a span with the next piece; pieces of one span are contiguous. */
+static void parse_extend(m0__parser *p, m0__span *s, const char *at, size_t len) {
+  if (s->len == 0) s->off = parse_off(p, at);
+  s->len += (uint32_t)len;
+  if (s->off + s->len > p->keep_end) p->keep_end = s->off + s->len;
+}
+
+static int parse_head_bytes(m0__parser *p, size_t len) {
+  p->head_bytes += len;
+  if (p->head_bytes > p->lim.max_header_bytes)
+    return parse_refuse(p, 431, "request line and headers too large");
+  return 0;
+}
+
+static int on_message_begin(llhttp_t *ll) {
+  PARSE(ll)->started = true;
+  return 0;
+}
+
+static int on_method(llhttp_t *ll, const char *at, size_t len) {
+  m0__parser *p = PARSE(ll);
+  parse_extend(p, &p->method, at, len);
+  return parse_head_bytes(p, len);
+}
+
+static int on_url(llhttp_t *ll, const char *at, size_t len) {
+  m0__parser *p = PARSE(ll);
+  parse_extend(p, &p->url, at, len);
+  if (p->url.len > p->lim.max_uri_bytes) return parse_refuse(p, 414, "request target too long");
+  return parse_head_bytes(p, len);
+}
+
+static int on_header_field(llhttp_t *ll, const char *at, size_t len) {
+  m0__parser *p = PARSE(ll);
+  if (p->cur_header < 0) { /* a new field */
+    if (p->nheaders == M0__MAX_HEADERS) return parse_refuse(p, 431, "too many headers");
+    p->nheaders++;
+    p->hname[p->nheaders - 1] = (m0__span){0, 0};
+    p->hvalue[p->nheaders - 1] = (m0__span){0, 0};
+    p->cur_header = HDR_OTHER;
+  }
+  parse_extend(p, &p->hname[p->nheaders - 1], at, len);
+  return parse_head_bytes(p, len);
+}
+
+static bool parse_name_is(m0__parser *p, m0__span s, const char *name) {
+  size_t n = strlen(name);
+  return s.len == n && strncasecmp(p->base + s.off, name, n) == 0;
+}
+
+static int on_header_field_complete(llhttp_t *ll) {
+  m0__parser *p = PARSE(ll);
+  m0__span n = p->hname[p->nheaders - 1];
+  /* Cheap first: only names of these lengths can matter. */
+  if (n.len == 4 && parse_name_is(p, n, "host")) p->cur_header = HDR_HOST;
+  else if (n.len == 17 && parse_name_is(p, n, "transfer-encoding")) p->cur_header = HDR_TE;
+  else if (n.len == 6 && parse_name_is(p, n, "expect")) p->cur_header = HDR_EXPECT;
+  else if (n.len == 11 && parse_name_is(p, n, "traceparent")) p->cur_header = HDR_TRACEPARENT;
+  else p->cur_header = HDR_OTHER;
+  return 0;
+}
+
+static int on_header_value(llhttp_t *ll, const char *at, size_t len) {
+  m0__parser *p = PARSE(ll);
+  parse_extend(p, &p->hvalue[p->nheaders - 1], at, len);
+  return parse_head_bytes(p, len);
+}
+
+static int parse_hex(const char *s, size_t n, uint64_t *out) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return -1;
+    v = (v << 4) | (uint64_t)d;
+  }
+  *out = v;
+  return 0;
+}
+
+static int on_header_value_complete(llhttp_t *ll) {
+  m0__parser *p = PARSE(ll);
+  m0__span v = p->hvalue[p->nheaders - 1];
+  const char *s = p->base + v.off;
+  switch (p->cur_header) {
+  case HDR_HOST:
+    p->hosts++;
+    break;
+  case HDR_TE:
+    /* Only "chunked" alone is served: any other coding, or a list, is
+     * ambiguous framing between us and whatever sits in front. */
+    if (p->has_te) return parse_refuse(p, 400, "Transfer-Encoding repeated");
+    p->has_te = true;
+    p->te_chunked_only = v.len == 7 && strncasecmp(s, "chunked", 7) == 0;
+    break;
+  case HDR_EXPECT:
+    if (v.len == 12 && strncasecmp(s, "100-continue", 12) == 0) p->expect_continue = true;
+    else return parse_refuse(p, 417, "unsupported Expect");
+    break;
+  case HDR_TRACEPARENT: /* 00-<32 hex trace id>-<16 hex parent>-<2 hex flags> */
+    if (v.len == 55 && s[2] == '-' && s[35] == '-' &&
+        (parse_hex(s + 3, 16, &p->trace_hi) || parse_hex(s + 19, 16, &p->trace_lo)))
+      p->trace_hi = p->trace_lo = 0;
+    break;
+  default: break;
+  }
+  p->cur_header = -1;
+  return 0;
+}
+
+static int on_headers_complete(llhttp_t *ll) {
+  m0__parser *p = PARSE(ll);
+  p->headers_done = true;
+  if (ll->http_major != 1 || ll->http_minor > 1) return parse_refuse(p, 505, "HTTP version not served");
+  p->version_minor = ll->http_minor;
+  if (p->hosts > 1) return parse_refuse(p, 400, "Host repeated");
+  if (ll->http_minor == 1 && p->hosts == 0) return parse_refuse(p, 400, "Host missing on HTTP/1.1");
+  if (p->has_te && ll->http_minor == 0) return parse_refuse(p, 400, "Transfer-Encoding on HTTP/1.0");
+  if (p->has_te && !p->te_chunked_only) return parse_refuse(p, 400, "Transfer-Encoding not chunked");
+  if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > p->lim.max_body_bytes)
+    return parse_refuse(p, 413, "body too large");
+  p->is_head = ll->method == HTTP_HEAD;
+  return 0;
+}
+
+static int on_body(llhttp_t *ll, const char *at, size_t len) {
+  m0__parser *p = PARSE(ll);
+  if (p->body_len + len > p->lim.max_body_bytes) return parse_refuse(p, 413, "body too large");
+  if (p->body_len + len > p->body_cap) {
+    size_t cap = p->body_cap ? p->body_cap : 4096;
+    while (cap < p->body_len + len) cap *= 2;
+    char *nb = realloc(p->body, cap);
+    if (!nb) return parse_refuse(p, 503, "out of memory for the body");
+    p->body = nb;
+    p->body_cap = cap;
+  }
+  memcpy(p->body + p->body_len, at, len);
+  p->body_len += len;
+  return 0;
+}
+
+static int on_message_complete(llhttp_t *ll) {
+  m0__parser *p = PARSE(ll);
+  p->keep_alive = llhttp_should_keep_alive(ll);
+  return HPE_PAUSED;
+}
+
+static const llhttp_settings_t parse_settings = {
+    .on_message_begin = on_message_begin,
+    .on_method = on_method,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_field_complete = on_header_field_complete,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+static void parse_reset_request(m0__parser *p) {
+  p->started = p->headers_done = false;
+  p->method = p->url = (m0__span){0, 0};
+  p->nheaders = 0;
+  p->head_bytes = 0;
+  p->keep_end = 0;
+  p->hosts = 0;
+  p->has_te = p->te_chunked_only = p->expect_continue = false;
+  p->cur_header = -1;
+  p->trace_hi = p->trace_lo = 0;
+  p->body_len = 0;
+  p->is_head = false;
+}
+
+void m0__parser_init(m0__parser *p, const m0__parse_limits *lim) {
+  memset(p, 0, sizeof *p);
+  p->lim = *lim;
+  llhttp_init(&p->ll, HTTP_REQUEST, &parse_settings);
+  p->ll.data = p;
+  parse_reset_request(p);
+}
+
+void m0__parser_fini(m0__parser *p) {
+  free(p->body);
+  p->body = NULL;
+  p->body_cap = 0;
+}
+
+m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, size_t *off) {
+  if (p->status) return M0__PARSE_ERROR;
+  p->base = buf;
+  llhttp_errno_t e = llhttp_execute(&p->ll, buf + *off, len - *off);
+  if (e == HPE_OK) {
+    *off = len;
+    return M0__PARSE_MORE;
+  }
+  if (e == HPE_PAUSED) {
+    *off = (size_t)(llhttp_get_error_pos(&p->ll) - buf);
+    return M0__PARSE_REQUEST;
+  }
+  if (!p->status) {
+    p->status = e == HPE_INVALID_VERSION ? 505 : 400;
+    p->why = llhttp_get_error_reason(&p->ll);
+  }
+  return M0__PARSE_ERROR;
+}
+
+void m0__parser_next(m0__parser *p) {
+  parse_reset_request(p);
+  llhttp_resume(&p->ll);
+}
+
+void m0__parser_shift(m0__parser *p, uint32_t delta) {
+  if (!delta) return;
+  if (p->method.len) p->method.off -= delta;
+  if (p->url.len) p->url.off -= delta;
+  for (int i = 0; i < p->nheaders; i++) {
+    if (p->hname[i].len) p->hname[i].off -= delta;
+    if (p->hvalue[i].len) p->hvalue[i].off -= delta;
+  }
+  p->keep_end = p->keep_end > delta ? p->keep_end - delta : 0;
+}
+
+bool m0__parser_idle(const m0__parser *p) { return !p->started; }

@@ -1,0 +1,81 @@
+/* The request parser: llhttp (compiled in strict mode) plus m0's own checks,
+ * over a buffer the caller owns. It knows nothing of sockets, so it is unit
+ * tested and fuzzed on bytes alone.
+ *
+ * Design notes
+ * - Spans are offsets into the caller's buffer, never pointers, so the buffer
+ *   may grow (realloc) or be compacted between feeds; the caller reports a
+ *   compaction with m0__parser_shift.
+ * - The parser stops (llhttp pause) at the end of each request, so the caller
+ *   answers one request before the next is parsed: responses go out in order.
+ * - The body is copied out (de-chunked) as it arrives, so body bytes never
+ *   have to stay in the input buffer.
+ * - Refused here, beyond llhttp's strict mode: a 1.1 request without Host or
+ *   with two, Transfer-Encoding other than exactly "chunked", Transfer-Encoding
+ *   on 1.0, and the limits (414, 431, 413).
+ */
+#ifndef M0_HTTP_PARSE_H
+#define M0_HTTP_PARSE_H
+
+#include <llhttp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define M0__MAX_HEADERS 100
+
+typedef struct m0__span {
+  uint32_t off, len;
+} m0__span;
+
+typedef struct m0__parse_limits {
+  size_t max_header_bytes; /* request line + headers: 431 */
+  size_t max_uri_bytes;    /* request target: 414 */
+  size_t max_body_bytes;   /* body: 413 */
+} m0__parse_limits;
+
+typedef enum m0__parse_result {
+  M0__PARSE_MORE,    /* feed more bytes */
+  M0__PARSE_REQUEST, /* a whole request is ready */
+  M0__PARSE_ERROR,   /* answer p->status and close */
+} m0__parse_result;
+
+typedef struct m0__parser {
+  llhttp_t ll;
+  m0__parse_limits lim;
+  const char *base; /* the buffer during a feed */
+  /* the request being parsed */
+  bool started, headers_done;
+  m0__span method, url;
+  m0__span hname[M0__MAX_HEADERS], hvalue[M0__MAX_HEADERS];
+  int nheaders;
+  size_t head_bytes;
+  uint32_t keep_end; /* bytes before this offset are referenced by spans */
+  int hosts;
+  bool te_chunked_only, has_te, expect_continue, want_close;
+  int cur_header; /* which well-known header the value belongs to */
+  uint64_t trace_hi, trace_lo;
+  /* the body, de-chunked */
+  char *body;
+  size_t body_len, body_cap;
+  /* results */
+  int status;        /* on M0__PARSE_ERROR: 400, 413, 414, 431, 505 */
+  const char *why;   /* on M0__PARSE_ERROR: a short reason for the log */
+  bool keep_alive;   /* on M0__PARSE_REQUEST: the client allows another */
+  int version_minor;
+  bool is_head;
+} m0__parser;
+
+void m0__parser_init(m0__parser *p, const m0__parse_limits *lim);
+void m0__parser_fini(m0__parser *p);
+/* Parses buf[*off, len). Advances *off past what was consumed. After
+ * M0__PARSE_REQUEST, read the request, then call m0__parser_next. */
+m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, size_t *off);
+/* Forgets the answered request and readies the parser for the next. */
+void m0__parser_next(m0__parser *p);
+/* The buffer's bytes moved down by delta: adjust every span. */
+void m0__parser_shift(m0__parser *p, uint32_t delta);
+/* True between requests (nothing of a next request seen yet). */
+bool m0__parser_idle(const m0__parser *p);
+
+#endif

@@ -1,0 +1,223 @@
+#include "http/response.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int m0__outq_append(m0__outq *q, const void *p, size_t n) {
+  if (q->len + n > q->cap) {
+    size_t cap = q->cap ? q->cap : 4096;
+    while (cap < q->len + n) cap *= 2;
+    char *nb = realloc(q->buf, cap);
+    if (!nb) return -1;
+    q->buf = nb;
+    q->cap = cap;
+  }
+  memcpy(q->buf + q->len, p, n);
+  q->len += n;
+  return 0;
+}
+
+int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
+  if (n < M0__REF_MIN || q->nrefs == M0__OUT_REFS) return m0__outq_append(q, p, n);
+  q->refs[q->nrefs].at = q->len;
+  q->refs[q->nrefs].p = p;
+  q->refs[q->nrefs].n = n;
+  q->nrefs++;
+  q->ref_bytes += n;
+  return 0;
+}
+
+size_t m0__outq_bytes(const m0__outq *q) { return q->len + q->ref_bytes; }
+
+int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
+  int k = 0;
+  size_t from = 0; /* position in buf */
+  for (int r = 0; r <= q->nrefs; r++) {
+    size_t to = r < q->nrefs ? q->refs[r].at : q->len;
+    size_t n = to - from;
+    if (skip >= n) skip -= n;
+    else {
+      iov[k++] = uv_buf_init(q->buf + from + skip, (unsigned)(n - skip));
+      skip = 0;
+    }
+    from = to;
+    if (r == q->nrefs) break;
+    n = q->refs[r].n;
+    if (skip >= n) skip -= n;
+    else {
+      iov[k++] = uv_buf_init((char *)q->refs[r].p + skip, (unsigned)(n - skip));
+      skip = 0;
+    }
+  }
+  return k;
+}
+
+int m0__outq_move_tail(m0__outq *dst, const m0__outq *src, size_t skip) {
+  uv_buf_t iov[2 * M0__OUT_REFS + 1];
+  int n = m0__outq_iov(src, skip, iov);
+  for (int i = 0; i < n; i++) {
+    /* A piece outside src's own buffer is a reference: keep it one. */
+    bool ref = iov[i].base < src->buf || iov[i].base >= src->buf + src->len;
+    int rv = ref ? m0__outq_ref(dst, iov[i].base, iov[i].len) : m0__outq_append(dst, iov[i].base, iov[i].len);
+    if (rv) return rv;
+  }
+  return 0;
+}
+
+void m0__outq_clear(m0__outq *q) {
+  q->len = 0;
+  q->nrefs = 0;
+  q->ref_bytes = 0;
+}
+
+void m0__outq_free(m0__outq *q) {
+  free(q->buf);
+  memset(q, 0, sizeof *q);
+}
+
+const char *m0__status_reason(int status) {
+  switch (status) {
+  case 100: return "Continue";
+  case 200: return "OK";
+  case 201: return "Created";
+  case 202: return "Accepted";
+  case 204: return "No Content";
+  case 301: return "Moved Permanently";
+  case 302: return "Found";
+  case 304: return "Not Modified";
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 408: return "Request Timeout";
+  case 409: return "Conflict";
+  case 411: return "Length Required";
+  case 413: return "Content Too Large";
+  case 414: return "URI Too Long";
+  case 417: return "Expectation Failed";
+  case 422: return "Unprocessable Content";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  case 501: return "Not Implemented";
+  case 503: return "Service Unavailable";
+  case 505: return "HTTP Version Not Supported";
+  default: return "Unknown";
+  }
+}
+
+void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int version_minor, bool head,
+                       bool close) {
+  r->out = out;
+  r->date = date;
+  r->version_minor = version_minor;
+  r->head = head;
+  r->close = close;
+  r->done = false;
+  r->status = 0;
+  r->body_len = 0;
+  r->extra_len = 0;
+}
+
+int m0_response_header(m0_response *res, const char *name, const char *value) {
+  size_t nn = strlen(name), vn = strlen(value);
+  if (res->done || res->extra_len + nn + vn + 4 > sizeof res->extra) return -1;
+  /* A CR or LF in either would split the response: refuse it. */
+  if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n")) return -1;
+  char *p = res->extra + res->extra_len;
+  memcpy(p, name, nn);
+  memcpy(p + nn, ": ", 2);
+  memcpy(p + nn + 2, value, vn);
+  memcpy(p + nn + 2 + vn, "\r\n", 2);
+  res->extra_len += nn + vn + 4;
+  return 0;
+}
+
+static char *resp_put(char *p, const char *s, size_t n) {
+  memcpy(p, s, n);
+  return p + n;
+}
+
+static char *resp_put_uint(char *p, size_t v) {
+  char tmp[24];
+  int k = 0;
+  do tmp[k++] = (char)('0' + v % 10); while ((v /= 10));
+  while (k) *p++ = tmp[--k];
+  return p;
+}
+
+#define PUT_LIT(p, s) resp_put(p, s, sizeof(s) - 1)
+
+int m0_respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
+               unsigned body_mode) {
+  if (res->done) return -1;
+  res->done = true;
+  res->status = status;
+  res->body_len = len;
+  /* 1xx, 204 and 304 carry no body and no length. */
+  bool bodyless = status < 200 || status == 204 || status == 304;
+  char head[256 + M0__EXTRA_HEADERS];
+  char *p = PUT_LIT(head, "HTTP/1.1 ");
+  p = resp_put_uint(p, (size_t)status);
+  *p++ = ' ';
+  const char *reason = m0__status_reason(status);
+  p = resp_put(p, reason, strlen(reason));
+  p = PUT_LIT(p, "\r\nServer: m0\r\n");
+  size_t dlen;
+  const char *date = m0__date_line(res->date, &dlen);
+  p = resp_put(p, date, dlen);
+  if (!bodyless) {
+    p = PUT_LIT(p, "Content-Length: ");
+    p = resp_put_uint(p, len);
+    p = PUT_LIT(p, "\r\n");
+  }
+  if (content_type) {
+    size_t ctn = strlen(content_type);
+    if (ctn < 128) {
+      p = PUT_LIT(p, "Content-Type: ");
+      p = resp_put(p, content_type, ctn);
+      p = PUT_LIT(p, "\r\n");
+    }
+  }
+  if (res->close) p = PUT_LIT(p, "Connection: close\r\n");
+  else if (res->version_minor == 0) p = PUT_LIT(p, "Connection: keep-alive\r\n");
+  p = resp_put(p, res->extra, res->extra_len);
+  p = PUT_LIT(p, "\r\n");
+  int rv = m0__outq_append(res->out, head, (size_t)(p - head));
+  if (rv == 0 && len && !bodyless && !res->head)
+    rv = body_mode == M0_BODY_STATIC ? m0__outq_ref(res->out, body, len)
+                                     : m0__outq_append(res->out, body, len);
+  return rv;
+}
+
+int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...) {
+  char small[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return -1;
+  if ((size_t)n < sizeof small) return m0_respond(res, status, content_type, small, (size_t)n, M0_BODY_COPY);
+  char *big = malloc((size_t)n + 1);
+  if (!big) return m0_respond(res, 500, NULL, NULL, 0, M0_BODY_COPY);
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  int rv = m0_respond(res, status, content_type, big, (size_t)n, M0_BODY_COPY);
+  free(big);
+  return rv;
+}
+
+void m0__respond_status(m0_response *r, int status, const char *allow) {
+  if (allow) m0_response_header(r, "Allow", allow);
+  if (status == 204) {
+    m0_respond(r, status, NULL, NULL, 0, M0_BODY_STATIC);
+    return;
+  }
+  char body[64];
+  int n = snprintf(body, sizeof body, "%d %s\n", status, m0__status_reason(status));
+  m0_respond(r, status, "text/plain", body, (size_t)n, M0_BODY_COPY);
+}

@@ -1,0 +1,163 @@
+/* m0 — an HTTP application host whose internals are actors exchanging nng
+ * messages. This is the whole public API an application needs:
+ *
+ *   static const m0_route routes[] = {
+ *     { "GET", "/x/now", now_view, M0_ON_LOOP },
+ *     { "GET", "/notes/{id}", note_view, 0 },
+ *   };
+ *   static const m0_app app = { .name = "mine", .make = make, .routes = routes,
+ *                               .nroutes = 2, .max_workers = 0 };
+ *   int main(int argc, char **argv) { return m0_serve(&app, NULL, argc, argv); }
+ *
+ * Thread safety: every function taking an m0_request or m0_response must be
+ * called on the thread that received it (the loop, or the pool thread that
+ * runs the view), before the view returns. m0_publish and m0_next_id are safe
+ * from any thread of the process.
+ */
+#ifndef M0_M0_H
+#define M0_M0_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define M0_VERSION_STRING "0.1.0"
+
+/* A byte string that is not NUL-terminated. Valid until the view returns. */
+typedef struct m0_str {
+  const char *p;
+  size_t n;
+} m0_str;
+
+typedef struct m0_header {
+  m0_str name;
+  m0_str value;
+} m0_header;
+
+typedef struct m0_publisher m0_publisher;
+typedef struct m0_config m0_config;
+
+/* What every make() receives. */
+typedef struct m0_ctx {
+  int worker;        /* 0-based loop (threads) or worker (prefork) index */
+  int workers;       /* how many loops or workers serve */
+  int thread;        /* -1 for a loop's own instance, 0.. for a pool thread */
+  bool threaded;     /* loops share one process */
+  int capacity;      /* connections per loop */
+  uint64_t *page;    /* the application's shared words, or NULL */
+  size_t page_slots; /* how many words page holds */
+  const m0_config *config; /* the resolved configuration (m0_config_get) */
+  m0_publisher *publisher;
+} m0_ctx;
+
+/* A parsed request. Every pointer is valid until the view returns. */
+typedef struct m0_request {
+  m0_str method;
+  m0_str target;  /* as sent: path and query */
+  m0_str path;    /* target before '?' */
+  m0_str query;   /* after '?', without it; empty when none */
+  int version_minor; /* HTTP/1.x */
+  const m0_header *headers;
+  size_t nheaders;
+  m0_str body;       /* whole body, de-chunked */
+  const m0_str *params; /* path parameters of the matched route, in order */
+  size_t nparams;
+  uint64_t trace_hi, trace_lo; /* from a traceparent header, 0 when none */
+} m0_request;
+
+/* The value of a header (case-insensitive name), or {NULL,0}. */
+m0_str m0_request_header(const m0_request *req, const char *name);
+/* The raw value of query parameter `key` (first occurrence); false if absent. */
+bool m0_request_query(const m0_request *req, const char *key, m0_str *out);
+/* A query parameter as an integer in [min,max]; false if absent or not one. */
+bool m0_request_query_int(const m0_request *req, const char *key, long min, long max, long *out);
+
+typedef struct m0_response m0_response;
+
+/* Adds a response header. Name and value are copied. Returns 0, or -1 when
+ * the header block would exceed its limit (the header is then not added). */
+int m0_response_header(m0_response *res, const char *name, const char *value);
+
+/* How m0_respond treats the body it is given. */
+enum {
+  M0_BODY_COPY = 0,   /* copied; the caller's buffer is free on return */
+  M0_BODY_STATIC = 1, /* lives for the whole process: written without a copy */
+};
+
+/* Answers the request. Exactly one call per request; a second returns -1.
+ * content_type may be NULL (no Content-Type header). A HEAD request gets the
+ * headers and Content-Length without the body. Returns 0. */
+int m0_respond(m0_response *res, int status, const char *content_type, const void *body,
+               size_t len, unsigned body_mode);
+/* printf into the body (copied). */
+int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A view: answers one request with the handler state made by app->make. */
+typedef void (*m0_view_fn)(void *state, const m0_request *req, m0_response *res);
+
+#define M0_ON_LOOP 1u /* answered on the loop, never queued to a pool */
+
+/* One route: method + pattern. A pattern segment written {name} matches one
+ * non-empty path segment and is passed in req->params in order. */
+typedef struct m0_route {
+  const char *method;
+  const char *pattern;
+  m0_view_fn view;
+  unsigned flags;
+} m0_route;
+
+/* The application. Either `handle` or `routes` answers requests; with routes
+ * the host answers 404, 405 (with Allow) and OPTIONS (204) itself. */
+typedef struct m0_app {
+  const char *name;
+  /* Builds one loop's (or pool thread's) state on the thread that will use
+   * it. Return NULL and write a message into err to refuse (exit 78). A NULL
+   * make means state is NULL. */
+  void *(*make)(const m0_ctx *ctx, char *err, size_t errlen);
+  m0_view_fn handle;
+  const m0_route *routes;
+  size_t nroutes;
+  /* Optional. Runs on the loop before anything is queued to a pool; returns
+   * true when it answered the request. */
+  bool (*before_request)(void *state, const m0_request *req, m0_response *res);
+  void (*free)(void *state);
+  int max_workers; /* 0 = any number; state that lives in one process says 1 */
+  int max_threads; /* 0 = same as max_workers; -1 = any number */
+  size_t (*page_slots)(int loops); /* shared 64-bit words wanted; NULL = none */
+} m0_app;
+
+/* A producer: work on a cadence that publishes frames to streams. Exactly one
+ * runs in the whole topology. */
+typedef struct m0_producer {
+  void *(*make)(const m0_ctx *ctx, char *err, size_t errlen); /* NULL = refuse, exit 78 */
+  bool (*wanted)(const m0_ctx *ctx);                          /* NULL = yes */
+  /* Returns the nanoseconds until the next step (fixed rate, never catching
+   * up), or a negative number for a failure, which stops the producer. */
+  int64_t (*step)(void *state, m0_publisher *pub);
+  void (*free)(void *state);
+} m0_producer;
+
+/* The next event id from the one shared counter. Thread safety: any thread. */
+uint64_t m0_next_id(m0_publisher *pub);
+/* Publishes a frame to every stream on `channel` in every loop of every
+ * worker. Returns false (and counts it) when any loop refused the frame.
+ * Thread safety: any thread. */
+bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len);
+
+/* Serves the application until SIGTERM/SIGINT, then drains. Returns the exit
+ * code (0, 1, 2 or 78; see the README). Reads argv and the M0_ environment. */
+int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv);
+
+/* Reads a resolved configuration value by its flag name without dashes
+ * ("port", "workers", ...). Returns false for an unknown name. */
+bool m0_config_get(const m0_config *cfg, const char *name, long *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

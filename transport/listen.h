@@ -1,0 +1,16 @@
+/* The listener: an address read without DNS, bound once by the coordinator
+ * before any loop exists, close-on-exec and non-blocking. */
+#ifndef M0_TRANSPORT_LISTEN_H
+#define M0_TRANSPORT_LISTEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+/* Reads "127.0.0.1", "localhost", "::", "[::1]"... into ss. No DNS. */
+bool m0__parse_host(const char *host, struct sockaddr_storage *ss, socklen_t *len);
+/* Binds and listens. Returns the descriptor, or -1 with the reason in err.
+ * *bound_port gets the real port (useful with port 0). */
+int m0__listen(const char *host, int port, int backlog, int *bound_port, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,98 @@
+#include "transport/page.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "actors/errors.h"
+
+_Static_assert(sizeof(m0__page_head) == 64, "page head is one line");
+_Static_assert(sizeof(m0__loop_line) == 64, "a loop line is one line");
+
+static void *page_map_file(const char *path, size_t size, int *fd_out, bool create, char *err,
+                           size_t errlen) {
+  int fd = create ? open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
+                  : open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  if (create && ftruncate(fd, (off_t)size) != 0) {
+    snprintf(err, errlen, "cannot size %s: %s", path, strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    snprintf(err, errlen, "cannot map %s: %s", path, strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  *fd_out = fd;
+  return p;
+}
+
+int m0__page_create(m0__page *pg, const char *dir, int loops, size_t app_slots, char *err, size_t errlen) {
+  memset(pg, 0, sizeof *pg);
+  pg->fd = pg->app_fd = -1;
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/page", dir);
+  pg->size = sizeof(m0__page_head) + (size_t)loops * sizeof(m0__loop_line);
+  pg->head = page_map_file(path, pg->size, &pg->fd, true, err, errlen);
+  if (!pg->head) return M0__EPAGE;
+  pg->lines = (m0__loop_line *)(pg->head + 1);
+  pg->head->version = M0__PAGE_VERSION;
+  pg->head->loops = (uint32_t)loops;
+  pg->head->app_slots = app_slots;
+  if (app_slots) {
+    snprintf(path, sizeof path, "%s/app-page", dir);
+    pg->app_size = app_slots * sizeof(uint64_t);
+    pg->app = page_map_file(path, pg->app_size, &pg->app_fd, true, err, errlen);
+    if (!pg->app) {
+      m0__page_close(pg);
+      return M0__EPAGE;
+    }
+  }
+  /* The magic word goes last: a reader that sees it sees a whole page. */
+  atomic_thread_fence(memory_order_release);
+  pg->head->magic = M0__PAGE_MAGIC;
+  return 0;
+}
+
+int m0__page_attach(m0__page *pg, const char *dir, char *err, size_t errlen) {
+  memset(pg, 0, sizeof *pg);
+  pg->fd = pg->app_fd = -1;
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/page", dir);
+  struct stat st;
+  if (stat(path, &st) != 0 || (size_t)st.st_size < sizeof(m0__page_head)) {
+    snprintf(err, errlen, "no shared page at %s", path);
+    return M0__EPAGE;
+  }
+  pg->size = (size_t)st.st_size;
+  pg->head = page_map_file(path, pg->size, &pg->fd, false, err, errlen);
+  if (!pg->head) return M0__EPAGE;
+  if (pg->head->magic != M0__PAGE_MAGIC || pg->head->version != M0__PAGE_VERSION) {
+    snprintf(err, errlen, "%s is not an m0 shared page (magic word missing)", path);
+    m0__page_close(pg);
+    return M0__EPAGE;
+  }
+  pg->lines = (m0__loop_line *)(pg->head + 1);
+  return 0;
+}
+
+void m0__page_close(m0__page *pg) {
+  if (pg->head) munmap(pg->head, pg->size);
+  if (pg->app) munmap(pg->app, pg->app_size);
+  if (pg->fd >= 0) close(pg->fd);
+  if (pg->app_fd >= 0) close(pg->app_fd);
+  pg->head = NULL;
+  pg->app = NULL;
+  pg->fd = pg->app_fd = -1;
+}

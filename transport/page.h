@@ -1,0 +1,59 @@
+/* The shared page: a file-backed shared mapping made before any loop or worker
+ * exists, so every loop, every (respawned) worker and an external publisher
+ * (m0pub) see the same words. Layout, one 64-byte line each:
+ *
+ *   line 0       magic, version, loops, app_slots, and slot 0: the event-id
+ *                counter every publisher numbers from
+ *   line 1 + i   loop i's line: open and pending connections, hand-offs,
+ *                requests, streams (accept sharing reads these)
+ *
+ * The application's page (page_slots words) is a second file, "app-page".
+ */
+#ifndef M0_TRANSPORT_PAGE_H
+#define M0_TRANSPORT_PAGE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
+#define M0__PAGE_VERSION 1
+
+typedef struct m0__page_head {
+  _Atomic uint64_t event_id; /* slot 0 */
+  uint64_t magic;
+  uint32_t version;
+  uint32_t loops;
+  uint64_t app_slots;
+  uint64_t pad_[4];
+} m0__page_head;
+
+typedef struct m0__loop_line {
+  _Atomic uint64_t open;     /* connections open now */
+  _Atomic uint64_t pending;  /* hand-offs sent to this loop, not yet admitted */
+  _Atomic uint64_t handoffs; /* connections this loop handed away */
+  _Atomic uint64_t requests;
+  _Atomic uint64_t streams;
+  _Atomic uint64_t pass_start_ms; /* when the current loop pass began, 0 idle */
+  uint64_t pad_[2];
+} m0__loop_line;
+
+typedef struct m0__page {
+  int fd, app_fd;
+  size_t size, app_size;
+  m0__page_head *head;
+  m0__loop_line *lines;
+  uint64_t *app; /* NULL when the application wants no words */
+} m0__page;
+
+/* Creates (and maps) the page and the app page in dir. Returns 0 or M0__EPAGE. */
+int m0__page_create(m0__page *pg, const char *dir, int loops, size_t app_slots, char *err, size_t errlen);
+/* Maps an existing page (an external publisher). Checks the magic word. */
+int m0__page_attach(m0__page *pg, const char *dir, char *err, size_t errlen);
+void m0__page_close(m0__page *pg);
+
+static inline uint64_t m0__page_next_id(m0__page *pg) {
+  return atomic_fetch_add_explicit(&pg->head->event_id, 1, memory_order_relaxed) + 1;
+}
+
+#endif

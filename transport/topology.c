@@ -1,0 +1,68 @@
+#include "transport/topology.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/errors.h"
+
+const char *m0__mode_name(m0__mode m) {
+  return m == M0__MODE_THREADS ? "threads" : m == M0__MODE_PREFORK ? "prefork" : "single";
+}
+const char *m0__scheme_name(m0__scheme s) {
+  return s == M0__SCHEME_IPC ? "ipc" : s == M0__SCHEME_TCP ? "tcp" : "inproc";
+}
+
+static int topology_url(char *out, size_t n, m0__scheme scheme, const char *where, const char *name,
+                        int k) {
+  int w;
+  if (scheme == M0__SCHEME_INPROC) {
+    w = snprintf(out, n, "inproc://%s/%s", where, name);
+  } else if (scheme == M0__SCHEME_IPC) {
+    w = snprintf(out, n, "ipc://%s/%s.sock", where, name);
+  } else {
+    const char *colon = strrchr(where, ':');
+    if (!colon) return M0__EINVALID;
+    w = snprintf(out, n, "tcp://%.*s:%d", (int)(colon - where), where, atoi(colon + 1) + k);
+  }
+  return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
+}
+
+int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__scheme scheme,
+                       const char *where) {
+  memset(t, 0, sizeof *t);
+  t->mode = mode;
+  t->scheme = scheme;
+  t->loops = loops;
+  t->pool = pool;
+  t->actors = calloc((size_t)(2 + loops * (1 + pool)), sizeof *t->actors);
+  if (!t->actors) return M0__ENOMEM;
+  uint32_t ids[2] = {M0__ACTOR_ID(M0__ROLE_COORD, 0), M0__ACTOR_ID(M0__ROLE_PRODUCER, 0)};
+  for (int i = 0; i < 2; i++) t->actors[t->nactors++].id = ids[i];
+  for (int l = 0; l < loops; l++) t->actors[t->nactors++].id = M0__ACTOR_ID(M0__ROLE_LOOP, l);
+  for (int l = 0; l < loops; l++)
+    for (int j = 0; j < pool; j++)
+      t->actors[t->nactors++].id = M0__ACTOR_ID(M0__ROLE_POOL, (l << 12) | j);
+  for (int k = 0; k < t->nactors; k++) {
+    m0__actor_desc *a = &t->actors[k];
+    m0__actor_name(a->id, a->name, sizeof a->name);
+    int rv = topology_url(a->url, sizeof a->url, scheme, where, a->name, k);
+    if (rv) {
+      m0__topology_free(t);
+      return rv;
+    }
+  }
+  return 0;
+}
+
+void m0__topology_free(m0__topology *t) {
+  free(t->actors);
+  t->actors = NULL;
+  t->nactors = 0;
+}
+
+const m0__actor_desc *m0__topology_find(const m0__topology *t, uint32_t id) {
+  for (int k = 0; k < t->nactors; k++)
+    if (t->actors[k].id == id) return &t->actors[k];
+  return NULL;
+}

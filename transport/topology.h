@@ -1,0 +1,39 @@
+/* The topology: which actors exist and the URL of each, built from one
+ * description. Only this file knows the transport: the same actors get
+ * inproc:// URLs (one process), ipc:// URLs in the run directory (processes
+ * on one machine) or tcp:// URLs (machines), and nothing else changes. */
+#ifndef M0_TRANSPORT_TOPOLOGY_H
+#define M0_TRANSPORT_TOPOLOGY_H
+
+#include <stdint.h>
+
+#include "actors/actor.h"
+
+typedef enum m0__mode { M0__MODE_SINGLE, M0__MODE_THREADS, M0__MODE_PREFORK } m0__mode;
+typedef enum m0__scheme { M0__SCHEME_INPROC, M0__SCHEME_IPC, M0__SCHEME_TCP } m0__scheme;
+
+typedef struct m0__actor_desc {
+  uint32_t id;
+  char name[32];
+  char url[M0__URL_MAX];
+} m0__actor_desc;
+
+typedef struct m0__topology {
+  m0__mode mode;
+  m0__scheme scheme;
+  int loops;
+  int pool; /* handler threads behind each loop */
+  int nactors;
+  m0__actor_desc *actors; /* coordinator, producer, loops, then pool threads */
+} m0__topology;
+
+/* Builds the actors and their URLs. `where` is the inproc namespace (inproc),
+ * the run directory (ipc) or "host:firstport" (tcp). Returns 0 or an m0__err. */
+int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__scheme scheme,
+                       const char *where);
+void m0__topology_free(m0__topology *t);
+const m0__actor_desc *m0__topology_find(const m0__topology *t, uint32_t id);
+const char *m0__mode_name(m0__mode m);
+const char *m0__scheme_name(m0__scheme s);
+
+#endif

@@ -1,0 +1,121 @@
+"""Shared harness for integration tests: start a real m0 binary on an
+ephemeral port, find the port in its log, stop it by pid, bound every wait.
+
+    with Server("ramp", "--port", "0") as s:
+        s.url("/x/now")  # http://127.0.0.1:PORT/x/now
+        s.stop()          # SIGTERM, waits (bounded), returns the exit code
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+_parser = argparse.ArgumentParser()
+_parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
+ARGS, _ = _parser.parse_known_args()
+BIN = os.path.abspath(ARGS.bin)
+
+LISTEN_RE = re.compile(r"listening on http://(\S+):(\d+) ")
+
+
+class Server:
+    def __init__(self, app, *args, env=None, start_timeout=10.0, expect_listen=True):
+        self.app = app
+        self.args = list(args)
+        self.env = dict(os.environ)
+        if env:
+            self.env.update(env)
+        self.start_timeout = start_timeout
+        self.expect_listen = expect_listen
+        self.proc = None
+        self.port = None
+        self.rc = None
+        self._err = tempfile.TemporaryFile(mode="w+b")
+        self._out = tempfile.TemporaryFile(mode="w+b")
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+    def start(self):
+        self.proc = subprocess.Popen([os.path.join(BIN, self.app)] + self.args, stdout=self._out,
+                                     stderr=self._err, env=self.env)
+        if not self.expect_listen:
+            return self
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            m = LISTEN_RE.search(self.stderr())
+            if m:
+                self.port = int(m.group(2))
+                return self
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.app} exited {self.proc.returncode} before listening:\n{self.stderr()}")
+            time.sleep(0.02)
+        raise AssertionError(f"{self.app} did not listen within {self.start_timeout}s:\n{self.stderr()}")
+
+    def url(self, path="/"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def stderr(self):
+        self._err.seek(0)
+        return self._err.read().decode(errors="replace")
+
+    def stdout(self):
+        self._out.seek(0)
+        return self._out.read().decode(errors="replace")
+
+    def signal(self, sig=signal.SIGTERM):
+        os.kill(self.proc.pid, sig)
+
+    def wait(self, timeout=10.0):
+        """Waits for the exit (bounded); returns the exit code."""
+        try:
+            self.rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.app} did not exit within {timeout}s:\n{self.stderr()}")
+        return self.rc
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        self.signal(sig)
+        return self.wait(timeout)
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
+def run(app, *args, env=None, timeout=10.0):
+    """Runs a binary to completion (bounded): (exit code, stdout, stderr)."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run([os.path.join(BIN, app)] + list(args), capture_output=True, env=e, timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+class Failures:
+    """Collects failed checks so one run reports them all; exits 1 if any."""
+
+    def __init__(self):
+        self.failed = []
+        self.passed = 0
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed.append(what)
+            print(f"FAIL: {what}", flush=True)
+
+    def done(self):
+        print(f"{self.passed} checks passed, {len(self.failed)} failed")
+        sys.exit(1 if self.failed else 0)

@@ -101,6 +101,10 @@ static int on_header_value_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
   m0__span v = p->hvalue[p->nheaders - 1];
   const char *s = p->base + v.off;
+  /* llhttp hands a folded (obs-fold) value over with its line break inside:
+   * RFC 9112 5.2 lets a server refuse it, and we do. */
+  if (v.len && (memchr(s, '\n', v.len) || memchr(s, '\r', v.len)))
+    return parse_refuse(p, 400, "obsolete line folding");
   switch (p->cur_header) {
   case HDR_HOST:
     p->hosts++;

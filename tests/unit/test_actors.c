@@ -1,0 +1,116 @@
+/* The envelope (round trip, every refusal), URL building from one topology
+ * description, and one real message between two actors over inproc and ipc. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors/actor.h"
+#include "actors/errors.h"
+#include "transport/rundir.h"
+#include "transport/topology.h"
+
+static void test_envelope_round_trip(void **st) {
+  uint8_t buf[M0__ENV_HEADER + 5];
+  m0__env e = {.kind = M0__K_FRAME, .from = M0__ACTOR_ID(M0__ROLE_PRODUCER, 0),
+               .to = M0__ACTOR_ID(M0__ROLE_LOOP, 3), .seq = 77, .trace_hi = 0x0123456789abcdefull, .trace_lo = 9};
+  m0__env_write(buf, &e, 5);
+  memcpy(buf + M0__ENV_HEADER, "hello", 5);
+  m0__env got;
+  const uint8_t *p;
+  size_t n;
+  assert_int_equal(m0__env_read(buf, sizeof buf, &got, &p, &n), 0);
+  assert_int_equal(got.kind, M0__K_FRAME);
+  assert_int_equal(got.from, e.from);
+  assert_int_equal(got.to, e.to);
+  assert_int_equal(got.seq, 77);
+  assert_true(got.trace_hi == e.trace_hi && got.trace_lo == 9);
+  assert_int_equal(n, 5);
+  assert_memory_equal(p, "hello", 5);
+  /* refusals: short, wrong length, bad magic, unknown kind */
+  assert_int_equal(m0__env_read(buf, 10, &got, &p, &n), M0__EBADMSG);
+  assert_int_equal(m0__env_read(buf, sizeof buf - 1, &got, &p, &n), M0__EBADMSG);
+  buf[0] ^= 1;
+  assert_int_equal(m0__env_read(buf, sizeof buf, &got, &p, &n), M0__EBADMSG);
+  buf[0] ^= 1;
+  buf[4] = 0xee;
+  assert_int_equal(m0__env_read(buf, sizeof buf, &got, &p, &n), M0__EBADMSG);
+}
+
+static void test_names(void **st) {
+  char b[32];
+  m0__actor_name(M0__ACTOR_ID(M0__ROLE_POOL, (2 << 12) | 5), b, sizeof b);
+  assert_string_equal(b, "pool.2.5");
+  assert_string_equal(m0__kind_name(M0__K_STOP), "stop");
+  assert_string_equal(m0__strerror(M0__EBADMSG), "malformed message envelope");
+}
+
+/* The same topology under three transports differs only in the URLs. */
+static void test_topology_urls(void **st) {
+  m0__topology a, b, c;
+  assert_int_equal(m0__topology_build(&a, M0__MODE_THREADS, 2, 1, M0__SCHEME_INPROC, "m0-1"), 0);
+  assert_int_equal(m0__topology_build(&b, M0__MODE_THREADS, 2, 1, M0__SCHEME_IPC, "/run/x"), 0);
+  assert_int_equal(m0__topology_build(&c, M0__MODE_THREADS, 2, 1, M0__SCHEME_TCP, "10.0.0.1:7000"), 0);
+  assert_int_equal(a.nactors, 2 + 2 * 2);
+  assert_int_equal(b.nactors, a.nactors);
+  for (int k = 0; k < a.nactors; k++) {
+    assert_string_equal(a.actors[k].name, b.actors[k].name);
+    assert_int_equal(a.actors[k].id, c.actors[k].id);
+  }
+  const m0__actor_desc *l1 = m0__topology_find(&a, M0__ACTOR_ID(M0__ROLE_LOOP, 1));
+  assert_string_equal(l1->url, "inproc://m0-1/loop.1");
+  l1 = m0__topology_find(&b, M0__ACTOR_ID(M0__ROLE_LOOP, 1));
+  assert_string_equal(l1->url, "ipc:///run/x/loop.1.sock");
+  assert_string_equal(c.actors[0].url, "tcp://10.0.0.1:7000");
+  assert_string_equal(c.actors[5].url, "tcp://10.0.0.1:7005");
+  assert_string_equal(m0__topology_find(&a, M0__ACTOR_ID(M0__ROLE_POOL, (1 << 12) | 0))->name, "pool.1.0");
+  m0__topology_free(&a);
+  m0__topology_free(&b);
+  m0__topology_free(&c);
+}
+
+static void send_and_receive(const char *url) {
+  m0__actor a, b;
+  m0__peer to_b;
+  assert_int_equal(m0__actor_open(&b, M0__ACTOR_ID(M0__ROLE_LOOP, 0), url, NULL), 0);
+  assert_int_equal(m0__actor_open(&a, M0__ACTOR_ID(M0__ROLE_COORD, 0), "inproc://test-a", NULL), 0);
+  assert_int_equal(m0__peer_open(&to_b, b.id, url, 1000), 0);
+  assert_int_equal(m0__send(&a, &to_b, M0__K_GO, 1, 2, "xyz", 3), 0);
+  nng_socket_set_ms(b.mailbox, NNG_OPT_RECVTIMEO, 2000);
+  m0__msg m;
+  assert_int_equal(m0__recv(&b, &m, false), 0);
+  assert_int_equal(m.env.kind, M0__K_GO);
+  assert_int_equal(m.env.from, a.id);
+  assert_int_equal(m.env.seq, 1);
+  assert_int_equal(m.len, 3);
+  assert_memory_equal(m.payload, "xyz", 3);
+  m0__msg_free(&m);
+  assert_int_equal(m0__recv(&b, &m, true), M0__ETIMEDOUT);
+  m0__peer_close(&to_b);
+  m0__actor_close(&a);
+  m0__actor_close(&b);
+}
+
+static void test_inproc(void **st) { send_and_receive("inproc://test-b"); }
+
+static void test_ipc(void **st) {
+  m0__rundir d;
+  char err[256], url[M0__URL_MAX];
+  assert_int_equal(m0__rundir_open(&d, "", err, sizeof err), 0);
+  snprintf(url, sizeof url, "ipc://%s/loop.0.sock", d.path);
+  send_and_receive(url);
+  m0__rundir_close(&d);
+  assert_int_not_equal(access(d.path, F_OK), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_envelope_round_trip), cmocka_unit_test(test_names),
+                                     cmocka_unit_test(test_topology_urls), cmocka_unit_test(test_inproc),
+                                     cmocka_unit_test(test_ipc)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

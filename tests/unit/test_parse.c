@@ -1,0 +1,139 @@
+/* The parser glue: whole requests, requests split at every byte, pipelining,
+ * chunked bodies, and the refusals (smuggling, limits). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "http/parse.h"
+
+static const m0__parse_limits lim = {32768, 8192, 1 << 20};
+
+static int feed_all(m0__parser *p, const char *s, size_t *off) {
+  return m0__parser_feed(p, s, strlen(s), off);
+}
+
+static void span_eq(const char *buf, m0__span s, const char *want) {
+  assert_int_equal(s.len, strlen(want));
+  assert_memory_equal(buf + s.off, want, s.len);
+}
+
+static void test_simple_get(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim);
+  const char *r = "GET /a?b=1 HTTP/1.1\r\nHost: x\r\nX-Y: z\r\n\r\n";
+  size_t off = 0;
+  assert_int_equal(feed_all(&p, r, &off), M0__PARSE_REQUEST);
+  assert_int_equal(off, strlen(r));
+  span_eq(r, p.method, "GET");
+  span_eq(r, p.url, "/a?b=1");
+  assert_int_equal(p.nheaders, 2);
+  span_eq(r, p.hname[1], "X-Y");
+  span_eq(r, p.hvalue[1], "z");
+  assert_true(p.keep_alive);
+  assert_int_equal(p.version_minor, 1);
+  m0__parser_fini(&p);
+}
+
+/* The same request fed one byte at a time, in one growing buffer. */
+static void test_byte_at_a_time(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim);
+  const char *r = "POST /notes HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello";
+  size_t n = strlen(r), off = 0;
+  int res = M0__PARSE_MORE;
+  for (size_t len = 1; len <= n && res == M0__PARSE_MORE; len++) res = m0__parser_feed(&p, r, len, &off);
+  assert_int_equal(res, M0__PARSE_REQUEST);
+  span_eq(r, p.url, "/notes");
+  span_eq(r, p.hvalue[1], "5");
+  assert_int_equal(p.body_len, 5);
+  assert_memory_equal(p.body, "hello", 5);
+  m0__parser_fini(&p);
+}
+
+static void test_pipelined(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim);
+  const char *r = "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n";
+  size_t off = 0;
+  assert_int_equal(feed_all(&p, r, &off), M0__PARSE_REQUEST);
+  span_eq(r, p.url, "/1");
+  m0__parser_next(&p);
+  assert_true(m0__parser_idle(&p));
+  assert_int_equal(feed_all(&p, r, &off), M0__PARSE_REQUEST);
+  span_eq(r, p.url, "/2");
+  assert_int_equal(off, strlen(r));
+  m0__parser_fini(&p);
+}
+
+static void test_chunked(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim);
+  const char *r = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n";
+  size_t off = 0;
+  assert_int_equal(feed_all(&p, r, &off), M0__PARSE_REQUEST);
+  assert_int_equal(p.body_len, 7);
+  assert_memory_equal(p.body, "abcdefg", 7);
+  m0__parser_fini(&p);
+}
+
+/* A shift (the connection compacting its buffer) keeps spans right. */
+static void test_shift(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim);
+  char buf[128] = "xxxxGET /moved HTTP/1.1\r\nHo";
+  size_t off = 4;
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_MORE);
+  memmove(buf, buf + 4, strlen(buf) - 3);
+  m0__parser_shift(&p, 4);
+  off = strlen(buf);
+  strcat(buf, "st: h\r\n\r\n");
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_REQUEST);
+  span_eq(buf, p.url, "/moved");
+  span_eq(buf, p.hname[0], "Host");
+  m0__parser_fini(&p);
+}
+
+static int refused(const char *r, const m0__parse_limits *l) {
+  m0__parser p;
+  m0__parser_init(&p, l);
+  size_t off = 0;
+  int res = m0__parser_feed(&p, r, strlen(r), &off);
+  int status = res == M0__PARSE_ERROR ? p.status : 0;
+  m0__parser_fini(&p);
+  return status;
+}
+
+static void test_refusals(void **st) {
+  assert_int_equal(refused("GET / HTTP/1.1\r\n\r\n", &lim), 400); /* no Host */
+  assert_int_equal(refused("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", &lim), 400);
+  assert_int_equal(refused("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", &lim), 400);
+  assert_int_equal(refused("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", &lim), 400);
+  assert_int_equal(refused("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +3\r\n\r\nabc", &lim), 400);
+  assert_int_equal(refused("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", &lim), 400);
+  assert_int_equal(refused("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", &lim), 400);
+  assert_int_equal(refused("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", &lim), 400);
+  assert_int_equal(refused("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", &lim), 400); /* obs-fold */
+  assert_int_equal(refused("GET / HTTP/1.1\nHost: a\n\n", &lim), 400);                  /* bare LF */
+  assert_int_equal(refused("G@T / HTTP/1.1\r\nHost: a\r\n\r\n", &lim), 400);
+  assert_int_equal(refused("GET / HTTP/1.1\r\nHost: a\r\nContent-Length : 1\r\n\r\n", &lim), 400);
+  m0__parse_limits small = {1024, 256, 10};
+  char big[2048];
+  snprintf(big, sizeof big, "GET /%0300d HTTP/1.1\r\nHost: a\r\n\r\n", 0);
+  assert_int_equal(refused(big, &small), 414);
+  snprintf(big, sizeof big, "GET / HTTP/1.1\r\nHost: a\r\nX: %01100d\r\n\r\n", 0);
+  assert_int_equal(refused(big, &small), 431);
+  assert_int_equal(refused("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n", &small), 413);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_simple_get), cmocka_unit_test(test_byte_at_a_time), cmocka_unit_test(test_pipelined),
+      cmocka_unit_test(test_chunked),    cmocka_unit_test(test_shift),          cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

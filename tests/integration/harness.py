@@ -9,6 +9,7 @@ import argparse
 import os
 import re
 import signal
+from signal import SIGTERM
 import subprocess
 import sys
 import tempfile
@@ -71,7 +72,7 @@ class Server:
         self._out.seek(0)
         return self._out.read().decode(errors="replace")
 
-    def signal(self, sig=signal.SIGTERM):
+    def signal(self, sig=SIGTERM):
         os.kill(self.proc.pid, sig)
 
     def wait(self, timeout=10.0):
@@ -83,7 +84,7 @@ class Server:
             raise AssertionError(f"{self.app} did not exit within {timeout}s:\n{self.stderr()}")
         return self.rc
 
-    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+    def stop(self, sig=SIGTERM, timeout=10.0):
         self.signal(sig)
         return self.wait(timeout)
 

@@ -411,6 +411,8 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
     free(c);
     return 78;
   }
+  /* Access-log lines leave one at a time, not at exit. */
+  if (M0__CFG(&c->cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
   rc = coord_serve(c);
   coord_cleanup(c);
   if (rc != 0 && !coord_all_exited(c)) {

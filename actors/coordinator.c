@@ -414,6 +414,8 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
   /* Access-log lines leave one at a time, not at exit. */
   if (M0__CFG(&c->cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
   rc = coord_serve(c);
+  /* Threads that said STOPPED are on their way out: give them a moment. */
+  for (int k = 0; k < 1000 && !coord_all_exited(c); k++) usleep(1000);
   coord_cleanup(c);
   if (rc != 0 && !coord_all_exited(c)) {
     fflush(NULL);

@@ -173,9 +173,12 @@ static int coord_drain(coord *c, int64_t deadline) {
         if (role == M0__ROLE_LOOP && m.len == sizeof(m0__loop_stats)) {
           m0__loop_stats st;
           memcpy(&st, m.payload, sizeof st);
-          fprintf(stderr, "m0: loop %d drained: %llu requests, %llu connections, %llu refused, %llu timed out\n", idx,
-                  (unsigned long long)st.requests, (unsigned long long)st.accepted,
-                  (unsigned long long)st.errors_4xx, (unsigned long long)st.timeouts);
+          fprintf(stderr,
+                  "m0: loop %d drained: %llu requests, %llu connections, %llu refused, %llu timed out, "
+                  "%llu handed off, %llu taken over\n",
+                  idx, (unsigned long long)st.requests, (unsigned long long)st.accepted,
+                  (unsigned long long)st.errors_4xx, (unsigned long long)st.timeouts, (unsigned long long)st.handed,
+                  (unsigned long long)st.adopted);
         }
       }
     }
@@ -238,7 +241,7 @@ static int coord_serve(coord *c) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
   }
-  c->nloops = 1;
+  c->nloops = (int)M0__CFG(cfg, threads);
   size_t app_slots = c->app->page_slots ? c->app->page_slots(c->nloops) : 0;
   if (m0__page_create(&c->page, c->rundir.path, c->nloops, app_slots, err, sizeof err) != 0) {
     fprintf(stderr, "m0: %s\n", err);
@@ -246,7 +249,8 @@ static int coord_serve(coord *c) {
   }
   char ns[64];
   snprintf(ns, sizeof ns, "m0-%d", (int)getpid());
-  if (m0__topology_build(&c->topo, M0__MODE_SINGLE, c->nloops, 0, M0__SCHEME_INPROC, ns) != 0) {
+  m0__mode mode = c->nloops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE;
+  if (m0__topology_build(&c->topo, mode, c->nloops, 0, M0__SCHEME_INPROC, ns) != 0) {
     fprintf(stderr, "m0: cannot build the topology\n");
     return 1;
   }
@@ -269,7 +273,7 @@ static int coord_serve(coord *c) {
   c->loop_peers = calloc((size_t)c->nloops, sizeof *c->loop_peers);
   if (!c->loops || !c->loop_peers) return 1;
   c->has_producer = c->producer != NULL;
-  m0_ctx base = {.worker = 0, .workers = c->nloops, .thread = -1, .threaded = false,
+  m0_ctx base = {.worker = 0, .workers = c->nloops, .thread = -1, .threaded = c->nloops > 1,
                  .capacity = (int)M0__CFG(cfg, max_connections), .page = c->page.app,
                  .page_slots = app_slots, .config = cfg, .publisher = &c->pub};
   if (m0__publisher_open(&c->pub, &c->topo, &c->page, c->trace, (int)drain_ms) != 0) {

@@ -11,8 +11,16 @@
  * - The drain: STOP closes the listener, closes idle connections, lets every
  *   request in flight be answered and written, then reports STOPPED; the
  *   coordinator owns the bound.
- * - Capacity: past max-connections the loop leaves the next connection in
- *   the backlog (libuv stops polling the listener until we accept).
+ * - Accept: the listener is a uv_poll on the (shared or dup'd) listening
+ *   descriptor and the loop calls accept4 itself, so an accepted socket is a
+ *   plain descriptor it may keep or hand to a sibling. Past max-connections
+ *   the loop stops polling the listener: new connections wait in the backlog.
+ * - Accept sharing: the winner of an accept hands the connection to the
+ *   least-loaded sibling (open + pending on the shared page; ties stay; a
+ *   rotating start; a sibling leaving or stuck in one pass > 2 ms is skipped).
+ *   Within one process the descriptor is an integer in a HANDOFF message;
+ *   across processes it travels by SCM_RIGHTS (transport/handoff.h). On any
+ *   failure the acceptor keeps the connection: nothing is dropped.
  */
 #ifndef M0_ACTORS_LOOP_H
 #define M0_ACTORS_LOOP_H
@@ -29,7 +37,7 @@
 #include "transport/topology.h"
 
 typedef struct m0__loop_stats {
-  uint64_t requests, accepted, errors_4xx, timeouts, frames;
+  uint64_t requests, accepted, errors_4xx, timeouts, frames, handed, adopted;
 } m0__loop_stats;
 
 typedef struct m0__loop {
@@ -48,14 +56,21 @@ typedef struct m0__loop {
   atomic_bool exited;
   atomic_bool said_stopped; /* set before STOPPED or FAILED is sent */
   uv_loop_t uv;
-  uv_tcp_t listener;
+  uv_poll_t listener;
   uv_poll_t mail;
+  uv_check_t pass_begin;
+  uv_prepare_t pass_end;
   uv_timer_t sweep;
   m0__actor self;
   m0__peer coord;
+  m0__peer *siblings; /* [nloops], own index unused */
+  int nloops;
+  bool share;
+  unsigned rotate;
+  uint64_t handed, adopted;
   m0__http http;
   void *state;
-  bool listening, accept_waiting, stopping, finished;
+  bool listening, polling, stopping, finished;
   uint64_t frames;
 } m0__loop;
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "http/views.h"
 
@@ -404,17 +405,21 @@ void m0__http_fini(m0__http *h) {
   m0__outq_free(&h->scratch);
 }
 
-int m0__http_accept(m0__http *h, uv_stream_t *server) {
+int m0__http_adopt(m0__http *h, int fd) {
   m0__conn *c = calloc(1, sizeof *c);
-  if (!c) return UV_ENOMEM;
+  if (!c) {
+    close(fd);
+    return UV_ENOMEM;
+  }
   c->h = h;
   uv_tcp_init(h->uv, &c->tcp);
-  int rv = uv_accept(server, (uv_stream_t *)&c->tcp);
+  int rv = uv_tcp_open(&c->tcp, fd);
+  if (rv != 0) close(fd); /* not the handle's yet */
   if (rv == 0) rv = uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
   if (rv != 0) {
     c->closing = true;
     h->nconns++; /* conn_on_close counts it out again */
-    uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+    uv_close((uv_handle_t *)&c->tcp, conn_on_close); /* closes fd if it took it */
     return rv;
   }
   uv_tcp_nodelay(&c->tcp, 1);

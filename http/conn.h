@@ -65,9 +65,9 @@ typedef struct m0__http {
 /* Sets up h (h->uv and the configuration fields must be filled). */
 int m0__http_init(m0__http *h);
 void m0__http_fini(m0__http *h);
-/* Accepts one connection from server and starts reading. Returns 0 or a
- * libuv error (nothing was accepted). */
-int m0__http_accept(m0__http *h, uv_stream_t *server);
+/* Takes an accepted socket and starts reading it. Returns 0, or a libuv
+ * error after which the descriptor is closed. */
+int m0__http_adopt(m0__http *h, int fd);
 /* Closes connections whose deadline passed (408 where a request was begun). */
 void m0__http_sweep(m0__http *h);
 /* Starts the drain: idle connections close now; a connection inside a request

@@ -35,7 +35,8 @@ typedef struct m0__loop_line {
   _Atomic uint64_t requests;
   _Atomic uint64_t streams;
   _Atomic uint64_t pass_start_ms; /* when the current loop pass began, 0 idle */
-  uint64_t pad_[2];
+  _Atomic uint64_t leaving;       /* draining: siblings hand it nothing */
+  uint64_t pad_[1];
 } m0__loop_line;
 
 typedef struct m0__page {

@@ -122,15 +122,6 @@ static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
   } else CHECK_OK(c, t[0] ? "trace records to stderr" : "tracing off");
 }
 
-static void check_mode(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
-  if (w > 1 || b > 0) {
-    CHECK_FAIL(c, "this build serves loops on threads only, and %s asks for more",
-               w > 1 ? "--workers" : "--blocking-threads");
-    CHECK_FIX(c, "use --threads N, leave workers at 1 and blocking-threads at 0");
-  } else CHECK_OK(c, t > 1 ? "%ld loops on threads" : "single loop", t);
-}
-
 static const check_fn checks_fns[M0__CHECK_COUNT] = {
 #define M0__CHECK_FN(id, name) check_##id,
     M0__CHECKS(M0__CHECK_FN)

@@ -20,8 +20,7 @@
   X(topology, "topology")                             \
   X(run_dir, "run-dir")                               \
   X(application, "application")                       \
-  X(trace, "trace")                                   \
-  X(mode, "mode")
+  X(trace, "trace")
 
 enum {
 #define M0__CHECK_ENUM(id, name) M0__C_##id,

@@ -9,6 +9,7 @@
 
 #include "actors/errors.h"
 #include "actors/publisher.h"
+#include "transport/handoff.h"
 
 #define LOOP_ACCEPT_BATCH 64
 #define LOOP_STUCK_MS 2
@@ -62,8 +63,15 @@ static int loop_pick(m0__loop *l, uint64_t now_ms) {
 static int loop_hand(m0__loop *l, int i, int fd) {
   m0__loop_line *ln = loop_line(l, i);
   atomic_fetch_add(&ln->pending, 1);
-  int32_t v = fd;
-  if (m0__send(&l->self, &l->siblings[i], M0__K_HANDOFF, 0, 0, &v, sizeof v) == 0) return 0;
+  if (l->handoff) { /* another process: the kernel carries the descriptor */
+    if (m0__handoff_send(l->handoff[2 * i + 1], fd) == 0) {
+      close(fd);
+      return 0;
+    }
+  } else {
+    int32_t v = fd;
+    if (m0__send(&l->self, &l->siblings[i], M0__K_HANDOFF, 0, 0, &v, sizeof v) == 0) return 0;
+  }
   atomic_fetch_sub(&ln->pending, 1);
   return -1;
 }
@@ -95,6 +103,17 @@ static void loop_on_listen(uv_poll_t *p, int status, int events) {
   }
 }
 
+/* Prefork: connections a sibling process handed us. */
+static void loop_on_handin(uv_poll_t *p, int status, int events) {
+  m0__loop *l = p->data;
+  int fd;
+  while ((fd = m0__handoff_recv(l->handoff[2 * l->index])) >= 0) {
+    atomic_fetch_sub(&loop_line(l, l->index)->pending, 1);
+    l->adopted++;
+    loop_adopt(l, fd);
+  }
+}
+
 static void loop_on_closed(m0__http *h) {
   m0__loop *l = h->owner;
   atomic_fetch_sub(&loop_line(l, l->index)->open, 1);
@@ -108,10 +127,56 @@ static void loop_on_sweep(uv_timer_t *t) {
   atomic_store(&loop_line(l, l->index)->requests, l->http.stats.requests);
 }
 
-/* Siblings skip a loop that is stuck inside one pass (a long view). */
+/* ---- the pool lane ---- */
+
+/* Takes a request for the pool: into the batch of the pool thread with the
+ * least waiting, preferring one with no batch in flight. */
+static int loop_defer(m0__http *h, m0__conn *c, const m0_request *req, int route, bool head, bool close) {
+  m0__loop *l = h->owner;
+  int best = 0;
+  for (int j = 1; j < l->npool; j++) {
+    m0__batch *a = &l->batches[j], *b = &l->batches[best];
+    if ((a->inflight < b->inflight) || (a->inflight == b->inflight && a->count < b->count)) best = j;
+  }
+  if (m0__batch_add(&l->batches[best], c, req, route, head, close) != 0) return -1;
+  l->queued++;
+  return 0;
+}
+
+/* One JOB per pool thread per loop pass, at most one in flight each. */
+static void loop_flush_batches(m0__loop *l) {
+  for (int j = 0; j < l->npool; j++) {
+    m0__batch *b = &l->batches[j];
+    if (b->inflight || b->count == 0) continue;
+    if (m0__send(&l->self, &l->pool[j], M0__K_JOB, 0, 0, b->buf, b->len) != 0) continue; /* next pass */
+    b->inflight = true;
+    b->len = 0;
+    b->count = 0;
+  }
+  atomic_store_explicit(&loop_line(l, l->index)->queued, l->queued - l->answered, memory_order_relaxed);
+}
+
+static void loop_on_answer(void *arg, void *conn, const uint8_t *resp, size_t len) {
+  m0__loop *l = arg;
+  l->answered++;
+  m0__http_complete(&l->http, conn, resp, len);
+}
+
+static void loop_on_result(m0__loop *l, const m0__msg *m) {
+  int j = M0__ACTOR_INDEX(m->env.from) & 0xfff;
+  if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_POOL || j >= l->npool) return;
+  l->batches[j].inflight = false;
+  if (m0__result_each(m->payload, m->len, loop_on_answer, l) < 0)
+    fprintf(stderr, "m0: loop %d: a malformed result from pool thread %d\n", l->index, j);
+}
+
+/* After each pass's I/O: mark the pass (siblings skip a loop stuck in a long
+ * view) and send what the pass gave the pool. */
 static void loop_on_pass_begin(uv_check_t *c) {
   m0__loop *l = c->data;
-  atomic_store_explicit(&loop_line(l, l->index)->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
+  if (l->share)
+    atomic_store_explicit(&loop_line(l, l->index)->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
+  if (l->npool) loop_flush_batches(l);
 }
 static void loop_on_pass_end(uv_prepare_t *p) {
   m0__loop *l = p->data;
@@ -129,6 +194,10 @@ static void loop_go(m0__loop *l) {
   l->listener.data = l;
   l->listening = true;
   loop_poll_listener(l, true);
+  if (l->handoff && uv_poll_init(&l->uv, &l->handin, l->handoff[2 * l->index]) == 0) {
+    l->handin.data = l;
+    uv_poll_start(&l->handin, UV_READABLE, loop_on_handin);
+  }
 }
 
 /* The descriptor goes only once the poll handle is closed. */
@@ -162,6 +231,7 @@ static void loop_finish(m0__loop *l) {
   uv_close((uv_handle_t *)&l->sweep, NULL);
   uv_close((uv_handle_t *)&l->pass_begin, NULL);
   uv_close((uv_handle_t *)&l->pass_end, NULL);
+  if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
 }
 
 static void loop_on_mail(uv_poll_t *p, int status, int events) {
@@ -178,6 +248,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     case M0__K_GO: loop_go(l); break;
     case M0__K_STOP: loop_stop(l); break;
     case M0__K_FRAME: l->frames++; break; /* streams carry them (streams issue) */
+    case M0__K_RESULT: loop_on_result(l, &m); break;
     case M0__K_HANDOFF:
       if (m.len == sizeof(int32_t)) {
         int32_t fd;
@@ -196,7 +267,6 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
 }
 
 static int loop_open_siblings(m0__loop *l) {
-  l->nloops = l->topo->loops;
   l->siblings = calloc((size_t)l->nloops, sizeof *l->siblings);
   if (!l->siblings) return M0__ENOMEM;
   for (int i = 0; i < l->nloops; i++) {
@@ -206,6 +276,31 @@ static int loop_open_siblings(m0__loop *l) {
     if (rv) return rv;
   }
   return 0;
+}
+
+static int loop_open_pool(m0__loop *l) {
+  l->pool = calloc((size_t)l->npool, sizeof *l->pool);
+  l->batches = calloc((size_t)l->npool, sizeof *l->batches);
+  if (!l->pool || !l->batches) return M0__ENOMEM;
+  for (int j = 0; j < l->npool; j++) {
+    const m0__actor_desc *d = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_POOL, (l->index << 12) | j));
+    int rv = m0__peer_open(&l->pool[j], d->id, d->url, 100);
+    if (rv) return rv;
+  }
+  l->http.defer = loop_defer;
+  return 0;
+}
+
+static void loop_close_pool(m0__loop *l) {
+  for (int j = 0; l->pool && j < l->npool; j++) {
+    m0__send(&l->self, &l->pool[j], M0__K_STOP, 0, 0, NULL, 0);
+    m0__peer_close(&l->pool[j]);
+  }
+  for (int j = 0; l->batches && j < l->npool; j++) free(l->batches[j].buf);
+  free(l->pool);
+  free(l->batches);
+  l->pool = NULL;
+  l->batches = NULL;
 }
 
 static void loop_close_siblings(m0__loop *l) {
@@ -218,11 +313,10 @@ static void loop_close_siblings(m0__loop *l) {
 static void *loop_main(void *arg) {
   m0__loop *l = arg;
   const m0__actor_desc *me = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_LOOP, l->index));
-  const m0__actor_desc *co = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
   char err[512] = "";
   bool uv_ready = false;
   if (m0__actor_open(&l->self, me->id, me->url, l->trace) != 0 ||
-      m0__peer_open(&l->coord, co->id, co->url, 1000) != 0) {
+      m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: loop %d cannot open its mailbox at %s\n", l->index, me->url);
     goto out;
   }
@@ -251,10 +345,12 @@ static void *loop_main(void *arg) {
   l->http.keepalive_timeout_ms = (uint64_t)M0__CFG(c, keepalive_timeout_ms);
   l->http.max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
   l->http.access_log = M0__CFG(c, access_log) != 0;
-  l->share = l->topo->loops > 1 && M0__CFG(c, accept_share) != 0;
+  l->nloops = l->topo->loops;
+  l->share = l->nloops > 1 && M0__CFG(c, accept_share) != 0;
   int fd;
   if (m0__http_init(&l->http) != 0 || m0__actor_recv_fd(&l->self, &fd) != 0 ||
-      uv_poll_init(&l->uv, &l->mail, fd) != 0 || (l->share && loop_open_siblings(l) != 0)) {
+      uv_poll_init(&l->uv, &l->mail, fd) != 0 || (l->share && !l->handoff && loop_open_siblings(l) != 0) ||
+      (l->npool && loop_open_pool(l) != 0)) {
     snprintf(err, sizeof err, "loop %d cannot start", l->index);
     m0__send(&l->self, &l->coord, M0__K_DIED, 0, 0, err, strlen(err));
     goto out;
@@ -272,10 +368,8 @@ static void *loop_main(void *arg) {
   uv_check_init(&l->uv, &l->pass_begin);
   uv_prepare_init(&l->uv, &l->pass_end);
   l->pass_begin.data = l->pass_end.data = l;
-  if (l->share) {
-    uv_check_start(&l->pass_begin, loop_on_pass_begin);
-    uv_prepare_start(&l->pass_end, loop_on_pass_end);
-  }
+  if (l->share || l->npool) uv_check_start(&l->pass_begin, loop_on_pass_begin);
+  if (l->share) uv_prepare_start(&l->pass_end, loop_on_pass_end);
   m0__send(&l->self, &l->coord, M0__K_READY, 0, 0, NULL, 0);
   uv_run(&l->uv, UV_RUN_DEFAULT);
   if (!l->finished) {
@@ -291,6 +385,7 @@ out:
   }
   if (l->app->free && l->state) l->app->free(l->state);
   loop_close_siblings(l);
+  loop_close_pool(l); /* STOP to the pool threads: their queue is empty by now */
   m0__peer_close(&l->coord);
   m0__actor_close(&l->self);
   if (l->listen_fd >= 0) close(l->listen_fd);

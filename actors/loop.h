@@ -32,6 +32,7 @@
 
 #include "actors/actor.h"
 #include "actors/config.h"
+#include "actors/pool.h"
 #include "http/conn.h"
 #include "transport/page.h"
 #include "transport/topology.h"
@@ -49,6 +50,9 @@ typedef struct m0__loop {
   m0__tracer *trace;
   m0__page *page;
   int listen_fd; /* the loop owns it from start */
+  uint32_t coord_id;    /* who it reports to: the coordinator of its process */
+  const char *coord_url;
+  const int *handoff;   /* prefork: [2*loops] datagram sockets (recv, send) */
   m0_ctx ctx;
   /* the loop's own */
   pthread_t thread;
@@ -58,6 +62,7 @@ typedef struct m0__loop {
   uv_loop_t uv;
   uv_poll_t listener;
   uv_poll_t mail;
+  uv_poll_t handin; /* prefork: connections handed in by SCM_RIGHTS */
   uv_check_t pass_begin;
   uv_prepare_t pass_end;
   uv_timer_t sweep;
@@ -68,6 +73,10 @@ typedef struct m0__loop {
   bool share;
   unsigned rotate;
   uint64_t handed, adopted;
+  int npool;          /* pool threads behind this loop */
+  m0__peer *pool;     /* [npool] */
+  m0__batch *batches; /* [npool]: the batch being filled for each */
+  uint64_t queued, answered;
   m0__http http;
   void *state;
   bool listening, polling, stopping, finished;

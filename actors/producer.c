@@ -10,13 +10,15 @@
 #define PRODUCER_SLICE_MS 50
 
 int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
-                       int send_timeout_ms) {
+                       uint32_t sender, int send_timeout_ms) {
   memset(pub, 0, sizeof *pub);
   pthread_mutex_init(&pub->mu, NULL);
   pub->page = page;
-  const m0__actor_desc *me = m0__topology_find(t, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
-  int rv = m0__actor_open(&pub->self, me->id, me->url, trace);
-  if (rv) return rv;
+  /* A sender only: frames are addressed from this actor, which has no
+   * mailbox of its own here. */
+  pub->self.id = sender;
+  pub->self.trace = trace;
+  int rv;
   pub->loops = calloc((size_t)t->loops, sizeof *pub->loops);
   if (!pub->loops) return M0__ENOMEM;
   for (int i = 0; i < t->loops; i++) {
@@ -32,7 +34,6 @@ void m0__publisher_close(m0_publisher *pub) {
   free(pub->loops);
   pub->loops = NULL;
   pub->nloops = 0;
-  m0__actor_close(&pub->self);
   pthread_mutex_destroy(&pub->mu);
 }
 
@@ -90,11 +91,11 @@ static int64_t producer_now_ns(void) {
 }
 
 /* Waits for a message up to ms; returns its kind, or 0 when none came. */
-static int producer_wait(m0_publisher *pub, int64_t ms) {
+static int producer_wait(m0__actor *mbox, int64_t ms) {
   if (ms < 0) ms = 0;
-  nng_socket_set_ms(pub->self.mailbox, NNG_OPT_RECVTIMEO, (nng_duration)ms);
+  nng_socket_set_ms(mbox->mailbox, NNG_OPT_RECVTIMEO, (nng_duration)ms);
   m0__msg m;
-  if (m0__recv(&pub->self, &m, ms == 0) != 0) return 0;
+  if (m0__recv(mbox, &m, ms == 0) != 0) return 0;
   int kind = m.env.kind;
   m0__msg_free(&m);
   return kind;
@@ -104,27 +105,34 @@ static void *producer_main(void *arg) {
   m0__producer_run *r = arg;
   m0_publisher *pub = r->pub;
   m0__peer coord;
+  m0__actor self;
   char err[512] = "";
-  if (m0__peer_open(&coord, M0__ACTOR_ID(M0__ROLE_COORD, 0), r->coord_url, 1000) != 0) {
+  if (m0__actor_open(&self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, pub->self.trace) != 0) {
+    fprintf(stderr, "m0: the producer cannot open its mailbox at %s\n", r->url);
+    atomic_store(&r->exited, true);
+    return NULL;
+  }
+  if (m0__peer_open(&coord, r->coord_id, r->coord_url, 1000) != 0) {
+    m0__actor_close(&self);
     atomic_store(&r->exited, true);
     return NULL;
   }
   void *state = r->def->make ? r->def->make(&r->ctx, err, sizeof err) : NULL;
   if (r->def->make && !state) {
     if (!err[0]) snprintf(err, sizeof err, "the producer's make failed");
-    m0__send(&pub->self, &coord, M0__K_FAILED, 0, 0, err, strlen(err));
+    m0__send(&self, &coord, M0__K_FAILED, 0, 0, err, strlen(err));
     goto out;
   }
-  m0__send(&pub->self, &coord, M0__K_READY, 0, 0, NULL, 0);
+  m0__send(&self, &coord, M0__K_READY, 0, 0, NULL, 0);
   int kind;
-  while ((kind = producer_wait(pub, 1000)) != M0__K_GO)
+  while ((kind = producer_wait(&self, 1000)) != M0__K_GO)
     if (kind == M0__K_STOP) goto done;
   int64_t next = producer_now_ns();
   for (;;) {
     int64_t now = producer_now_ns();
     if (now < next) {
       int64_t ms = (next - now + 999999) / 1000000;
-      kind = producer_wait(pub, ms < PRODUCER_SLICE_MS ? ms : PRODUCER_SLICE_MS);
+      kind = producer_wait(&self, ms < PRODUCER_SLICE_MS ? ms : PRODUCER_SLICE_MS);
       if (kind == M0__K_STOP) break;
       continue;
     }
@@ -134,20 +142,21 @@ static void *producer_main(void *arg) {
     if (wait < 0) {
       fprintf(stderr, "m0: producer: step failed (returned %lld); the producer stops, serving goes on\n",
               (long long)wait);
-      while (producer_wait(pub, PRODUCER_SLICE_MS) != M0__K_STOP) {}
+      while (producer_wait(&self, PRODUCER_SLICE_MS) != M0__K_STOP) {}
       break;
     }
     /* Fixed rate from the schedule; a late step moves the schedule to now. */
     next += wait;
     now = producer_now_ns();
     if (next < now) next = now;
-    if (producer_wait(pub, 0) == M0__K_STOP) break;
+    if (producer_wait(&self, 0) == M0__K_STOP) break;
   }
 done:
   if (r->def->free) r->def->free(state);
-  m0__send(&pub->self, &coord, M0__K_STOPPED, 0, 0, NULL, 0);
+  m0__send(&self, &coord, M0__K_STOPPED, 0, 0, NULL, 0);
 out:
   m0__peer_close(&coord);
+  m0__actor_close(&self);
   atomic_store(&r->exited, true);
   return NULL;
 }

@@ -17,7 +17,7 @@
 
 struct m0_publisher {
   pthread_mutex_t mu; /* sends come from any thread; one sender actor */
-  m0__actor self;     /* the producer's actor (its mailbox carries STOP) */
+  m0__actor self;     /* the sending actor's id and sequence (no mailbox) */
   m0__peer *loops;
   int nloops;
   m0__page *page;

@@ -19,6 +19,7 @@ typedef enum conn_phase {
   PHASE_HEAD,   /* inside a request's line and headers */
   PHASE_BODY,   /* inside a request's body */
   PHASE_LINGER, /* answered an error; discarding input until EOF */
+  PHASE_WAIT,   /* a request is with the pool */
 } conn_phase;
 
 struct m0__conn {
@@ -36,6 +37,9 @@ struct m0__conn {
   conn_phase phase;
   uint32_t nreq;
   bool writing, close_after, closing, paused, linger, continued;
+  bool waiting;           /* a request is with the pool: parse nothing more */
+  bool close_on_complete; /* that request's answer is the last */
+  bool zombie;            /* closed while waiting: freed by m0__http_complete */
 };
 
 static void conn_close(m0__conn *c);
@@ -46,8 +50,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
 
 /* ---- lifecycle ------------------------------------------------------- */
 
-static void conn_on_close(uv_handle_t *handle) {
-  m0__conn *c = (m0__conn *)handle;
+static void conn_release(m0__conn *c) {
   m0__http *h = c->h;
   m0__parser_fini(&c->p);
   free(c->in);
@@ -57,6 +60,12 @@ static void conn_on_close(uv_handle_t *handle) {
   h->nconns--;
   h->stats.closed++;
   if (h->on_closed) h->on_closed(h);
+}
+
+static void conn_on_close(uv_handle_t *handle) {
+  m0__conn *c = (m0__conn *)handle;
+  if (c->waiting) c->zombie = true; /* the pool still holds a pointer to it */
+  else conn_release(c);
 }
 
 static void conn_close(m0__conn *c) {
@@ -125,7 +134,7 @@ static void conn_on_write(uv_write_t *req, int status) {
   /* The client caught up: give the queues back, it may idle for long. */
   m0__outq_free(&c->q[0]);
   m0__outq_free(&c->q[1]);
-  if (c->close_after) {
+  if (c->close_after && !c->waiting) {
     conn_finish(c);
     return;
   }
@@ -150,7 +159,7 @@ static void conn_flush(m0__conn *c) {
   }
   if (c->writing) return; /* the rest goes when the write in flight completes */
   if (!total) {
-    if (c->close_after) conn_finish(c);
+    if (c->close_after && !c->waiting) conn_finish(c);
     return;
   }
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
@@ -164,7 +173,7 @@ static void conn_flush(m0__conn *c) {
   }
   if ((size_t)w == total) {
     m0__outq_clear(s);
-    if (c->close_after) conn_finish(c);
+    if (c->close_after && !c->waiting) conn_finish(c);
     return;
   }
   int rv = m0__outq_move_tail(&c->q[0], s, (size_t)w);
@@ -190,6 +199,15 @@ static void conn_access_log(m0__conn *c, const m0_request *req, const m0_respons
     else putchar(ch);
   }
   printf("\",\"status\":%d,\"bytes\":%zu}\n", res->status, res->body_len);
+}
+
+/* The request went to the pool: read and parse nothing more until it comes
+ * back, so answers leave in order. */
+static void conn_wait(m0__conn *c, bool last) {
+  c->waiting = true;
+  c->close_on_complete = last;
+  c->phase = PHASE_WAIT;
+  uv_read_stop((uv_stream_t *)&c->tcp);
 }
 
 /* Answers the request the parser just completed, into the target queue. */
@@ -228,12 +246,20 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
       if (m.kind == M0__VIEW_FOUND) {
         req.params = m.params;
         req.nparams = m.nparams;
+        if (h->defer && !(m.route->flags & M0_ON_LOOP) &&
+            h->defer(h, c, &req, (int)(m.route - app->routes), p->is_head, last) == 0) {
+          conn_wait(c, last);
+          return;
+        }
         m.route->view(h->state, &req, &res);
       } else if (m.kind == M0__VIEW_NOT_FOUND) {
         m0__respond_status(&res, 404, NULL);
       } else {
         m0__respond_status(&res, m.kind == M0__VIEW_OPTIONS ? 204 : 405, m.allow);
       }
+    } else if (h->defer && h->defer(h, c, &req, -1, p->is_head, last) == 0) {
+      conn_wait(c, last);
+      return;
     } else {
       app->handle(h->state, &req, &res);
     }
@@ -307,7 +333,7 @@ static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
 static void conn_process(m0__conn *c, char *buf, size_t len) {
   m0__http *h = c->h;
   size_t off = c->parse_off;
-  while (!c->close_after && !c->closing) {
+  while (!c->close_after && !c->closing && !c->waiting) {
     if (m0__parser_idle(&c->p)) c->req_start = off;
     if (off == len) break;
     m0__parse_result r = m0__parser_feed(&c->p, buf, len, &off);
@@ -326,6 +352,7 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
     conn_dispatch(c, buf);
     m0__parser_next(&c->p);
     c->continued = false;
+    if (c->waiting) break;
     c->phase = PHASE_IDLE;
     c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
     if (m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]) > CONN_OUT_HIGH) {
@@ -337,7 +364,7 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
     }
   }
   /* Deadlines follow the phase; each is set once, when the phase begins. */
-  if (!c->close_after && !m0__parser_idle(&c->p)) {
+  if (!c->close_after && !c->waiting && !m0__parser_idle(&c->p)) {
     if (!c->p.headers_done && c->phase != PHASE_HEAD) {
       if (c->phase != PHASE_FRESH) c->deadline = uv_now(h->uv) + h->header_timeout_ms;
       c->phase = PHASE_HEAD;
@@ -376,7 +403,8 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
   if (nread < 0) {
     /* EOF: requests already read were answered; a half-read one cannot be.
      * Close once what is queued is written. */
-    if (nread == UV_EOF && m0__parser_idle(&c->p) && c->writing && !c->linger) c->close_after = true;
+    if (nread == UV_EOF && m0__parser_idle(&c->p) && (c->writing || c->waiting) && !c->linger)
+      c->close_on_complete = c->close_after = true;
     else conn_close(c);
     return;
   }
@@ -434,12 +462,35 @@ int m0__http_adopt(m0__http *h, int fd) {
   return 0;
 }
 
+void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
+  c->waiting = false;
+  if (c->zombie) {
+    conn_release(c);
+    return;
+  }
+  if (c->closing) return;
+  h->stats.requests++;
+  if (m0__outq_append(conn_target(c), resp, n) != 0) {
+    conn_close(c);
+    return;
+  }
+  if (c->close_on_complete || h->draining) c->close_after = true;
+  c->phase = PHASE_IDLE;
+  c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
+  if (!c->close_after) {
+    conn_process(c, c->in, c->in_len); /* requests that came while it waited */
+    if (!c->closing && !c->close_after && !c->waiting && !c->paused)
+      uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
+  }
+  conn_flush(c);
+}
+
 void m0__http_sweep(m0__http *h) {
   uint64_t now = uv_now(h->uv);
   m0__conn *next;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
-    if (now < c->deadline) continue;
+    if (now < c->deadline || c->waiting) continue;
     if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
       h->stats.timeouts++;
       conn_error(c, 408, c->phase == PHASE_HEAD ? "header timeout" : "body timeout");
@@ -455,7 +506,7 @@ void m0__http_drain(m0__http *h) {
   m0__conn *next;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
-    if (m0__parser_idle(&c->p) && !c->writing && !c->paused) conn_close(c);
+    if (m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting) conn_close(c);
     else c->close_after = c->close_after || c->writing; /* else: Connection: close on its answer */
   }
 }

@@ -55,6 +55,12 @@ typedef struct m0__http {
   char *rbuf;
   m0__outq scratch;
   m0_header hdrs[M0__MAX_HEADERS];
+  /* Optional: sends a request to a handler pool instead of answering it on
+   * the loop. Called for every request not answered on the loop (not an
+   * on-loop route, not answered by before_request). route is the index in
+   * app->routes, or -1 for app->handle. Returns 0 when it took the request;
+   * the connection then waits (parses nothing more) until m0__http_complete. */
+  int (*defer)(struct m0__http *h, m0__conn *c, const m0_request *req, int route, bool head, bool close);
   /* Called (on the loop) after a connection's memory is released. */
   void (*on_closed)(struct m0__http *h);
   void *owner;
@@ -68,6 +74,9 @@ void m0__http_fini(m0__http *h);
 /* Takes an accepted socket and starts reading it. Returns 0, or a libuv
  * error after which the descriptor is closed. */
 int m0__http_adopt(m0__http *h, int fd);
+/* The answer to a deferred request: whole response bytes (copied). The
+ * connection may have closed meanwhile; its memory waited for this call. */
+void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n);
 /* Closes connections whose deadline passed (408 where a request was begun). */
 void m0__http_sweep(m0__http *h);
 /* Starts the drain: idle connections close now; a connection inside a request

@@ -36,7 +36,7 @@ typedef struct m0__loop_line {
   _Atomic uint64_t streams;
   _Atomic uint64_t pass_start_ms; /* when the current loop pass began, 0 idle */
   _Atomic uint64_t leaving;       /* draining: siblings hand it nothing */
-  uint64_t pad_[1];
+  _Atomic uint64_t queued;        /* requests with the pool, not yet answered */
 } m0__loop_line;
 
 typedef struct m0__page {
@@ -51,6 +51,9 @@ typedef struct m0__page {
 int m0__page_create(m0__page *pg, const char *dir, int loops, size_t app_slots, char *err, size_t errlen);
 /* Maps an existing page (an external publisher). Checks the magic word. */
 int m0__page_attach(m0__page *pg, const char *dir, char *err, size_t errlen);
+/* Maps a page and app page inherited by descriptor (a spawned worker);
+ * app_fd is -1 when the application wants no words. */
+int m0__page_attach_fd(m0__page *pg, int fd, int app_fd, char *err, size_t errlen);
 void m0__page_close(m0__page *pg);
 
 static inline uint64_t m0__page_next_id(m0__page *pg) {

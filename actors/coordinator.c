@@ -92,7 +92,7 @@ static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
     if (left <= 0) return 0;
     /* Wake at least every 100 ms to notice a thread that ended silently. */
     if (poll(pf, 2, left > 100 ? 100 : (int)left) < 0 && errno != EINTR) return 0;
-    if ((pf[0].revents & POLLIN) && m0__signals_take()) return 2;
+    if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
   }
 }
 
@@ -287,7 +287,7 @@ static int coord_setup(coord *c) {
       return 1;
     }
   }
-  if ((c->sigfd = m0__signals_install()) < 0) {
+  if ((c->sigfd = m0__signals_install(false)) < 0) {
     fprintf(stderr, "m0: cannot install signal handlers\n");
     return 1;
   }

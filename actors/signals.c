@@ -16,7 +16,7 @@ static void signals_on(int sig) {
   errno = saved;
 }
 
-int m0__signals_install(void) {
+int m0__signals_install(bool children) {
   if (pipe2(signals_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -25,20 +25,25 @@ int m0__signals_install(void) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
+  if (children) {
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, NULL);
+  }
   signal(SIGPIPE, SIG_IGN);
   return signals_pipe[0];
 }
 
 int m0__signals_take(void) {
   unsigned char b;
-  int last = 0;
-  while (read(signals_pipe[0], &b, 1) == 1) last = b;
-  return last;
+  int bits = 0;
+  while (read(signals_pipe[0], &b, 1) == 1) bits |= b == SIGCHLD ? M0__SIG_CHILD : M0__SIG_STOP;
+  return bits;
 }
 
 void m0__signals_restore(void) {
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
   if (signals_pipe[0] >= 0) close(signals_pipe[0]);
   if (signals_pipe[1] >= 0) close(signals_pipe[1]);
   signals_pipe[0] = signals_pipe[1] = -1;

@@ -5,10 +5,15 @@
 #ifndef M0_ACTORS_SIGNALS_H
 #define M0_ACTORS_SIGNALS_H
 
-/* Installs the handlers; returns the pipe's read end, or -1. SIGPIPE is
- * ignored (a write to a closed socket is an error, not a death). */
-int m0__signals_install(void);
-/* Reads what is pending; returns the last signal number seen, or 0. */
+#include <stdbool.h>
+
+/* Installs the handlers (and one for SIGCHLD when children is true: the
+ * supervisor wakes at once on a death); returns the pipe's read end, or -1.
+ * SIGPIPE is ignored (a write to a closed socket is an error, not a death). */
+int m0__signals_install(bool children);
+#define M0__SIG_STOP 1  /* SIGTERM or SIGINT came */
+#define M0__SIG_CHILD 2 /* SIGCHLD came */
+/* Reads what is pending; returns M0__SIG_ bits. */
 int m0__signals_take(void);
 void m0__signals_restore(void);
 

@@ -178,8 +178,8 @@ static int sup_reap(sup *s) {
   return -1;
 }
 
-/* Waits for a message, a signal or a 100 ms tick (to reap). 1 message,
- * 2 signal, 0 tick. */
+/* Waits for a message, a signal, a child's death or a 100 ms tick. 1
+ * message, 2 stop signal, 0 otherwise (time to reap). */
 static int sup_wait(sup *s, m0__msg *m) {
   int rv = m0__recv(&s->self, m, true);
   if (rv == 0) return 1;
@@ -187,7 +187,7 @@ static int sup_wait(sup *s, m0__msg *m) {
   m0__actor_recv_fd(&s->self, &fd);
   struct pollfd pf[2] = {{s->sigfd, POLLIN, 0}, {fd, POLLIN, 0}};
   poll(pf, 2, 100);
-  if ((pf[0].revents & POLLIN) && m0__signals_take()) return 2;
+  if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
   return m0__recv(&s->self, m, true) == 0 ? 1 : 0;
 }
 
@@ -261,7 +261,7 @@ static int sup_setup(sup *s, const m0_producer *producer) {
     fprintf(stderr, "m0: cannot make the hand-off channels: %s\n", strerror(errno));
     return 1;
   }
-  if ((s->sigfd = m0__signals_install()) < 0) return 1;
+  if ((s->sigfd = m0__signals_install(true)) < 0) return 1;
   const m0__actor_desc *me = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
   if (m0__actor_open(&s->self, me->id, me->url, s->trace) != 0) {
     fprintf(stderr, "m0: cannot open the supervisor's mailbox at %s\n", me->url);

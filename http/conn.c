@@ -326,7 +326,9 @@ static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
   if (started) m0__parser_shift(&c->p, (uint32_t)from);
   c->in_len = n;
   c->req_start = 0;
-  c->parse_off = started ? (off - from) : 0;
+  /* Bytes the parser consumed but no span needs (the space after a method,
+   * a CR) were dropped with the tail: parsing resumes at the end. */
+  c->parse_off = !started ? 0 : off < len ? off - from : n;
 }
 
 /* Parses and answers every whole request in buf[c->parse_off, len). */

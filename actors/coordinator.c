@@ -33,6 +33,7 @@
 #include "transport/listen.h"
 #include "transport/page.h"
 #include "transport/rundir.h"
+#include "transport/systemd.h"
 
 typedef struct coord {
   const m0__proc *p;
@@ -280,6 +281,7 @@ static int coord_setup(coord *c) {
   if (M0__CFGS(cfg, trace)[0]) c->trace = m0__tracer_new(M0__CFGS(cfg, trace));
   if (p->listen_fd >= 0) {
     c->listen_fd = p->listen_fd;
+    c->port = m0__listen_port(c->listen_fd);
   } else {
     c->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &c->port, err, sizeof err);
     if (c->listen_fd < 0) {
@@ -405,6 +407,7 @@ static int coord_serve(coord *c) {
     fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d)\n",
             p->app->name, v6 ? "[" : "", host, v6 ? "]" : "", c->port, m0__mode_name(p->mode), p->here,
             p->here == 1 ? "" : "s", c->npool, c->npool == 1 ? "" : "s", (int)getpid());
+    m0__sd_notify("READY=1");
   }
   /* Serving: wait for a signal, or a loop that dies. */
   for (;;) {
@@ -426,6 +429,7 @@ static int coord_serve(coord *c) {
     m0__msg_free(&m);
   }
   fprintf(stderr, "m0: %s draining (bound %ld ms)\n", p->mode == M0__MODE_PREFORK ? "worker" : "host", c->drain_ms);
+  if (p->mode != M0__MODE_PREFORK) m0__sd_notify("STOPPING=1");
   rc = coord_drain(c, coord_now_ms() + c->drain_ms);
   if (rc == 0 && p->mode != M0__MODE_PREFORK) fprintf(stderr, "m0: drained, exit 0\n");
   return rc;

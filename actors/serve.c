@@ -10,6 +10,7 @@
 #include "actors/config.h"
 #include "actors/coordinator.h"
 #include "actors/supervisor.h"
+#include "transport/systemd.h"
 
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
 
@@ -66,13 +67,14 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
     } else {
       /* Access-log lines leave one at a time, not at exit. */
       if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
+      int sd_fd = m0__sd_listen_fd(); /* socket activation, instead of binding */
       if (M0__CFG(cfg, workers) > 1) {
-        rc = m0__supervise(app, producer, cfg, argc, argv);
+        rc = m0__supervise(app, producer, cfg, argv, sd_fd);
       } else {
         int loops = (int)M0__CFG(cfg, threads);
         m0__proc p = {.app = app, .producer = producer, .cfg = cfg,
                       .mode = loops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE, .loops = loops, .first = 0,
-                      .here = loops, .run_dir = NULL, .listen_fd = -1, .page_fd = -1, .app_page_fd = -1,
+                      .here = loops, .run_dir = NULL, .listen_fd = sd_fd, .page_fd = -1, .app_page_fd = -1,
                       .handoff = NULL};
         rc = m0__coord_run(&p);
       }

@@ -41,6 +41,7 @@
 #include "transport/listen.h"
 #include "transport/page.h"
 #include "transport/rundir.h"
+#include "transport/systemd.h"
 #include "transport/topology.h"
 
 extern char **environ;
@@ -95,7 +96,7 @@ static int sup_spawn(sup *s, int i) {
   if (!env) return -1;
   size_t k = 0;
   for (size_t e = 0; e < ne; e++)
-    if (strncmp(environ[e], "M0__", 4) != 0) env[k++] = environ[e];
+    if (strncmp(environ[e], "M0__", 4) != 0 && !m0__sd_private(environ[e])) env[k++] = environ[e];
   env[k++] = fds;
   env[k++] = idx;
   env[k++] = dirv;
@@ -252,7 +253,8 @@ static int sup_setup(sup *s, const m0_producer *producer) {
     return 1;
   }
   if (M0__CFGS(cfg, trace)[0]) s->trace = m0__tracer_new(M0__CFGS(cfg, trace));
-  s->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &s->port, err, sizeof err);
+  if (s->listen_fd >= 0) s->port = m0__listen_port(s->listen_fd); /* systemd's */
+  else s->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &s->port, err, sizeof err);
   if (s->listen_fd < 0) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
@@ -342,6 +344,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
   fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (prefork, %d workers, %ld pool threads per loop, pid %d)\n",
           s->app->name, v6 ? "[" : "", host, v6 ? "]" : "", s->port, s->n, M0__CFG(s->cfg, blocking_threads),
           (int)getpid());
+  m0__sd_notify("READY=1");
   for (;;) {
     m0__msg m;
     int w = sup_wait(s, &m);
@@ -363,12 +366,14 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     m0__msg_free(&m);
   }
   fprintf(stderr, "m0: supervisor draining %d workers (bound %ld ms)\n", s->n, s->drain_ms);
+  m0__sd_notify("STOPPING=1");
   rc = sup_drain(s);
   if (rc == 0) fprintf(stderr, "m0: drained, exit 0\n");
   return rc;
 }
 
-int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, int argc, char **argv) {
+int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, char **argv,
+                  int listen_fd) {
   sup *s = calloc(1, sizeof *s);
   if (!s) return 1;
   s->app = app;
@@ -376,7 +381,8 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
   s->argv = argv;
   s->n = (int)M0__CFG(cfg, workers);
   s->drain_ms = M0__CFG(cfg, drain_timeout_ms);
-  s->listen_fd = s->sigfd = -1;
+  s->listen_fd = listen_fd;
+  s->sigfd = -1;
   s->w = calloc((size_t)s->n, sizeof *s->w);
   s->wpeers = calloc((size_t)s->n, sizeof *s->wpeers);
   s->handoff = calloc((size_t)(2 * s->n), sizeof *s->handoff);

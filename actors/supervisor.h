@@ -5,7 +5,8 @@
 #include "actors/config.h"
 
 /* Spawns --workers processes and keeps them alive until SIGTERM/SIGINT.
- * Returns the exit code. */
-int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, int argc, char **argv);
+ * listen_fd: systemd's listener, or -1 to bind. Returns the exit code. */
+int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, char **argv,
+                  int listen_fd);
 
 #endif

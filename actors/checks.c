@@ -78,10 +78,10 @@ static void check_environment(const m0_config *cfg, const m0_app *app, m0__check
 
 static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *file = M0__CFGS(cfg, topology);
-  if (file[0]) {
-    CHECK_FAIL(c, "topology file %s given, but this build reads no topology files", file);
-    CHECK_FIX(c, "remove --topology / M0_TOPOLOGY and use flags");
-  } else CHECK_OK(c, "no topology file");
+  if (cfg->topology_error[0]) {
+    CHECK_FAIL(c, "topology file %s", cfg->topology_error);
+    CHECK_FIX(c, "correct the file (its schema is the doctor's \"topology\" object) or drop --topology / M0_TOPOLOGY");
+  } else CHECK_OK(c, file[0] ? "topology file %s read" : "no topology file", file);
 }
 
 static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c) {

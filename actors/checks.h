@@ -32,7 +32,7 @@ enum {
 typedef struct m0__check {
   const char *name;
   bool ok;
-  char detail[1400];
+  char detail[M0__STR_MAX + 512];
   char fix[1200];
 } m0__check;
 

@@ -71,6 +71,8 @@ struct m0_config {
   bool doctor, help, version;
   /* The first variable that could not be read, for the environment check. */
   char env_error[M0__STR_MAX];
+  /* Why the topology file cannot be served, with line and column. */
+  char topology_error[M0__STR_MAX + 256];
 };
 
 #define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)

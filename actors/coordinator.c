@@ -263,6 +263,9 @@ static int coord_setup(coord *c) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
   }
+  /* A child process the application starts finds the host here (m0pub).
+   * Set before nng starts any thread. */
+  if (!p->run_dir) setenv("M0_RUN_DIR", c->rundir.path, 1);
   size_t app_slots = p->app->page_slots ? p->app->page_slots(p->loops) : 0;
   int rv = p->page_fd >= 0 ? m0__page_attach_fd(&c->page, p->page_fd, p->app_page_fd, err, sizeof err)
                            : m0__page_create(&c->page, c->rundir.path, p->loops, app_slots, err, sizeof err);
@@ -325,8 +328,7 @@ static int coord_start(coord *c) {
                  .capacity = (int)M0__CFG(cfg, max_connections), .page = c->page.app,
                  .page_slots = c->page.head->app_slots, .config = cfg, .publisher = &c->pub};
   const m0__actor_desc *pd = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
-  if (m0__publisher_open(&c->pub, &c->topo, &c->page, c->trace, p->mode == M0__MODE_PREFORK ? c->self.id : pd->id,
-                         100) != 0) {
+  if (m0__publisher_open(&c->pub, &c->topo, &c->page, c->trace, p->mode == M0__MODE_PREFORK ? c->self.id : pd->id) != 0) {
     fprintf(stderr, "m0: cannot open the publisher\n");
     return 1;
   }
@@ -344,6 +346,7 @@ static int coord_start(coord *c) {
     l->coord_id = c->self.id;
     l->coord_url = me_url;
     l->handoff = p->handoff;
+    l->run_dir = c->rundir.path;
     l->npool = c->npool;
     l->listen_fd = i == 0 ? c->listen_fd : dup(c->listen_fd);
     l->ctx = base;

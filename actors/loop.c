@@ -15,6 +15,7 @@
 #define LOOP_STUCK_MS 2
 
 static void loop_finish(m0__loop *l);
+static void loop_on_frame(m0__loop *l, const m0__msg *m);
 static void loop_on_listen(uv_poll_t *p, int status, int events);
 
 static m0__loop_line *loop_line(m0__loop *l, int i) { return &l->page->lines[i]; }
@@ -124,7 +125,6 @@ static void loop_on_closed(m0__http *h) {
 static void loop_on_sweep(uv_timer_t *t) {
   m0__loop *l = t->data;
   m0__http_sweep(&l->http);
-  atomic_store(&loop_line(l, l->index)->requests, l->http.stats.requests);
 }
 
 /* ---- the pool lane ---- */
@@ -170,10 +170,15 @@ static void loop_on_result(m0__loop *l, const m0__msg *m) {
     fprintf(stderr, "m0: loop %d: a malformed result from pool thread %d\n", l->index, j);
 }
 
-/* After each pass's I/O: mark the pass (siblings skip a loop stuck in a long
- * view) and send what the pass gave the pool. */
+/* After each pass's I/O: publish the loop's counters, mark the pass
+ * (siblings skip a loop stuck in a long view) and send what the pass gave
+ * the pool. */
 static void loop_on_pass_begin(uv_check_t *c) {
   m0__loop *l = c->data;
+  /* The page line others read (m0_stats, the dashboard): once per pass. */
+  m0__loop_line *ln = loop_line(l, l->index);
+  atomic_store_explicit(&ln->requests, l->http.stats.requests, memory_order_relaxed);
+  atomic_store_explicit(&ln->streams, (uint64_t)l->http.nstreams, memory_order_relaxed);
   if (l->share)
     atomic_store_explicit(&loop_line(l, l->index)->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
   if (l->npool) loop_flush_batches(l);
@@ -247,7 +252,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     switch (m.env.kind) {
     case M0__K_GO: loop_go(l); break;
     case M0__K_STOP: loop_stop(l); break;
-    case M0__K_FRAME: l->frames++; break; /* streams carry them (streams issue) */
+    case M0__K_FRAME: loop_on_frame(l, &m); break;
     case M0__K_RESULT: loop_on_result(l, &m); break;
     case M0__K_HANDOFF:
       if (m.len == sizeof(int32_t)) {
@@ -264,6 +269,22 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     }
     m0__msg_free(&m);
   }
+}
+
+/* A frame from the bus (the producer, a handler, m0pub): to this loop's
+ * streams on its channel. */
+static void loop_on_frame(m0__loop *l, const m0__msg *m) {
+  uint64_t id;
+  const char *channel;
+  size_t chlen, flen;
+  const uint8_t *frame;
+  if (m0__frame_decode(m->payload, m->len, &id, &channel, &chlen, &frame, &flen) != 0) {
+    fprintf(stderr, "m0: loop %d: dropped a malformed frame message\n", l->index);
+    return;
+  }
+  l->frames++;
+  uint64_t dropped = m0__http_publish(&l->http, channel, chlen, id, frame, flen);
+  if (dropped) atomic_fetch_add_explicit(&loop_line(l, l->index)->dropped, dropped, memory_order_relaxed);
 }
 
 static int loop_open_siblings(m0__loop *l) {
@@ -310,12 +331,22 @@ static void loop_close_siblings(m0__loop *l) {
   l->siblings = NULL;
 }
 
+/* An inproc mailbox is reachable only from this process; m0pub and other
+ * outside publishers dial loop.i.sock in the run directory instead. */
+static int loop_listen_ipc(m0__loop *l) {
+  char url[M0__URL_MAX];
+  int n = snprintf(url, sizeof url, "ipc://%s/loop.%d.sock", l->run_dir, l->index);
+  if (n <= 0 || (size_t)n >= sizeof url) return -1;
+  return m0__actor_listen_also(&l->self, url);
+}
+
 static void *loop_main(void *arg) {
   m0__loop *l = arg;
   const m0__actor_desc *me = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_LOOP, l->index));
   char err[512] = "";
   bool uv_ready = false;
   if (m0__actor_open(&l->self, me->id, me->url, l->trace) != 0 ||
+      (l->topo->scheme == M0__SCHEME_INPROC && loop_listen_ipc(l) != 0) ||
       m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: loop %d cannot open its mailbox at %s\n", l->index, me->url);
     goto out;
@@ -345,6 +376,7 @@ static void *loop_main(void *arg) {
   l->http.keepalive_timeout_ms = (uint64_t)M0__CFG(c, keepalive_timeout_ms);
   l->http.max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
   l->http.access_log = M0__CFG(c, access_log) != 0;
+  l->http.heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
   l->nloops = l->topo->loops;
   l->share = l->nloops > 1 && M0__CFG(c, accept_share) != 0;
   int fd;
@@ -359,6 +391,7 @@ static void *loop_main(void *arg) {
   uv_poll_start(&l->mail, UV_READABLE, loop_on_mail);
   /* The sweep runs often enough to honour the shortest timeout to ~25 %. */
   uint64_t shortest = l->http.header_timeout_ms;
+  if (l->http.heartbeat_ms && l->http.heartbeat_ms < shortest) shortest = l->http.heartbeat_ms;
   if (l->http.body_timeout_ms < shortest) shortest = l->http.body_timeout_ms;
   if (l->http.keepalive_timeout_ms < shortest) shortest = l->http.keepalive_timeout_ms;
   uint64_t every = shortest / 4 < 10 ? 10 : shortest / 4 > 1000 ? 1000 : shortest / 4;
@@ -368,7 +401,7 @@ static void *loop_main(void *arg) {
   uv_check_init(&l->uv, &l->pass_begin);
   uv_prepare_init(&l->uv, &l->pass_end);
   l->pass_begin.data = l->pass_end.data = l;
-  if (l->share || l->npool) uv_check_start(&l->pass_begin, loop_on_pass_begin);
+  uv_check_start(&l->pass_begin, loop_on_pass_begin);
   if (l->share) uv_prepare_start(&l->pass_end, loop_on_pass_end);
   m0__send(&l->self, &l->coord, M0__K_READY, 0, 0, NULL, 0);
   uv_run(&l->uv, UV_RUN_DEFAULT);

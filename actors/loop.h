@@ -53,6 +53,7 @@ typedef struct m0__loop {
   uint32_t coord_id;    /* who it reports to: the coordinator of its process */
   const char *coord_url;
   const int *handoff;   /* prefork: [2*loops] datagram sockets (recv, send) */
+  const char *run_dir;
   m0_ctx ctx;
   /* the loop's own */
   pthread_t thread;

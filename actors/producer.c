@@ -4,13 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "actors/errors.h"
 
 #define PRODUCER_SLICE_MS 50
 
 int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
-                       uint32_t sender, int send_timeout_ms) {
+                       uint32_t sender) {
   memset(pub, 0, sizeof *pub);
   pthread_mutex_init(&pub->mu, NULL);
   pub->page = page;
@@ -23,7 +24,7 @@ int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page,
   if (!pub->loops) return M0__ENOMEM;
   for (int i = 0; i < t->loops; i++) {
     const m0__actor_desc *l = m0__topology_find(t, M0__ACTOR_ID(M0__ROLE_LOOP, i));
-    if ((rv = m0__peer_open(&pub->loops[i], l->id, l->url, send_timeout_ms))) return rv;
+    if ((rv = m0__peer_open(&pub->loops[i], l->id, l->url, 0))) return rv;
     pub->nloops++;
   }
   return 0;
@@ -38,6 +39,53 @@ void m0__publisher_close(m0_publisher *pub) {
 }
 
 uint64_t m0_next_id(m0_publisher *pub) { return m0__page_next_id(pub->page); }
+
+m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen) {
+  m0_publisher *pub = calloc(1, sizeof *pub);
+  m0__page *page = calloc(1, sizeof *page);
+  if (!pub || !page || m0__page_attach(page, run_dir, err, errlen) != 0) {
+    free(pub);
+    free(page);
+    return NULL;
+  }
+  pthread_mutex_init(&pub->mu, NULL);
+  pub->page = page;
+  pub->self.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, getpid());
+  int n = (int)page->head->loops;
+  pub->loops = calloc((size_t)n, sizeof *pub->loops);
+  for (int i = 0; pub->loops && i < n; i++) {
+    char url[M0__URL_MAX];
+    snprintf(url, sizeof url, "ipc://%s/loop.%d.sock", run_dir, i);
+    /* A blocking send with a bound: the frame is handed to the connection
+     * before this short-lived program closes its socket. */
+    if (m0__peer_open(&pub->loops[i], M0__ACTOR_ID(M0__ROLE_LOOP, i), url, 1000) != 0) {
+      snprintf(err, errlen, "cannot reach loop %d at %s", i, url);
+      m0_publisher_detach(pub);
+      return NULL;
+    }
+    pub->nloops++;
+  }
+  return pub;
+}
+
+void m0_publisher_detach(m0_publisher *pub) {
+  if (!pub) return;
+  m0__page *page = pub->page;
+  m0__publisher_close(pub);
+  m0__page_close(page);
+  free(page);
+  free(pub);
+}
+
+int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max) {
+  int n = (int)pub->page->head->loops;
+  for (int i = 0; i < n && i < max; i++) {
+    m0__loop_line *ln = &pub->page->lines[i];
+    out[i] = (m0_loop_stats){atomic_load(&ln->requests), atomic_load(&ln->open), atomic_load(&ln->streams),
+                             atomic_load(&ln->handoffs), atomic_load(&ln->queued), atomic_load(&ln->dropped)};
+  }
+  return n;
+}
 
 int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **channel, size_t *chlen,
                      const uint8_t **frame, size_t *flen) {
@@ -56,14 +104,17 @@ int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **chan
 }
 
 bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len) {
-  size_t cl = channel ? strlen(channel) : 0;
-  /* Refused before the bus: empty or long names, the host's own "m0." names,
-   * and frames larger than a stream's whole queue. */
-  if (cl == 0 || cl > M0__CHANNEL_MAX || strncmp(channel, "m0.", 3) == 0 || len > M0__FRAME_MAX) {
+  /* Refused before the bus: empty, long or blank names, the host's own
+   * "m0." names, frames larger than a stream's whole queue, and frames that
+   * would end their event early (a blank line) or smuggle a CR. */
+  const char *f = frame;
+  bool bad_frame = len > M0__FRAME_MAX || (len && !f) || (len && (memchr(f, '\r', len) || f[len - 1] == '\n'));
+  for (size_t i = 1; !bad_frame && i < len; i++) bad_frame = f[i] == '\n' && f[i - 1] == '\n';
+  if (!m0__channel_ok(channel) || bad_frame) {
     atomic_fetch_add(&pub->refused, 1);
     return false;
   }
-  size_t n = 10 + cl + len;
+  size_t cl = strlen(channel), n = 10 + cl + len;
   uint8_t *buf = malloc(n);
   if (!buf) {
     atomic_fetch_add(&pub->refused, 1);

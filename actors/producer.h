@@ -28,7 +28,7 @@ typedef struct m0__producer_run {
 
 /* Opens the publisher: the producer's actor and a peer per loop. */
 int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
-                       uint32_t sender, int send_timeout_ms);
+                       uint32_t sender);
 void m0__publisher_close(m0_publisher *pub);
 /* Starts the producer thread; it reports READY or FAILED to the coordinator. */
 int m0__producer_start(m0__producer_run *r);

@@ -9,10 +9,10 @@
 #include <stdatomic.h>
 
 #include "actors/actor.h"
+#include "http/response.h"
 #include "m0/m0.h"
 #include "transport/page.h"
 
-#define M0__CHANNEL_MAX 64
 #define M0__FRAME_MAX (64u * 1024u)
 
 struct m0_publisher {

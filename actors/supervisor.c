@@ -242,6 +242,7 @@ static int sup_setup(sup *s, const m0_producer *producer) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
   }
+  setenv("M0_RUN_DIR", s->rundir.path, 1); /* for m0pub in a child; before nng starts */
   size_t app_slots = s->app->page_slots ? s->app->page_slots(s->n) : 0;
   if (m0__page_create(&s->page, s->rundir.path, s->n, app_slots, err, sizeof err) != 0) {
     fprintf(stderr, "m0: %s\n", err);
@@ -277,7 +278,7 @@ static int sup_setup(sup *s, const m0_producer *producer) {
                  .capacity = (int)M0__CFG(cfg, max_connections), .page = s->page.app, .page_slots = app_slots,
                  .config = cfg, .publisher = &s->pub};
   const m0__actor_desc *pd = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
-  if (m0__publisher_open(&s->pub, &s->topo, &s->page, s->trace, pd->id, 100) != 0) {
+  if (m0__publisher_open(&s->pub, &s->topo, &s->page, s->trace, pd->id) != 0) {
     fprintf(stderr, "m0: cannot open the publisher\n");
     return 1;
   }

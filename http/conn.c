@@ -40,6 +40,10 @@ struct m0__conn {
   bool waiting;           /* a request is with the pool: parse nothing more */
   bool close_on_complete; /* that request's answer is the last */
   bool zombie;            /* closed while waiting: freed by m0__http_complete */
+  bool stream;            /* a server-sent-event stream: nothing more is parsed */
+  uint64_t last_write;    /* a stream's last frame or beat, for the heartbeat */
+  m0__conn *snext, *sprev;
+  char channel[M0__CHANNEL_MAX + 1];
 };
 
 static void conn_close(m0__conn *c);
@@ -68,10 +72,20 @@ static void conn_on_close(uv_handle_t *handle) {
   else conn_release(c);
 }
 
+static void conn_stream_forget(m0__conn *c) {
+  m0__http *h = c->h;
+  if (c->sprev) c->sprev->snext = c->snext;
+  else h->streams = c->snext;
+  if (c->snext) c->snext->sprev = c->sprev;
+  h->nstreams--;
+  c->stream = false;
+}
+
 static void conn_close(m0__conn *c) {
   if (c->closing) return;
   c->closing = true;
   m0__http *h = c->h;
+  if (c->stream) conn_stream_forget(c);
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -201,6 +215,22 @@ static void conn_access_log(m0__conn *c, const m0_request *req, const m0_respons
   printf("\",\"status\":%d,\"bytes\":%zu}\n", res->status, res->body_len);
 }
 
+/* m0_respond_stream on the loop: the connection becomes a stream. */
+static int conn_stream_begin(void *ctx, const char *channel) {
+  m0__conn *c = ctx;
+  m0__http *h = c->h;
+  c->stream = true;
+  snprintf(c->channel, sizeof c->channel, "%s", channel);
+  c->snext = h->streams;
+  c->sprev = NULL;
+  if (h->streams) h->streams->sprev = c;
+  h->streams = c;
+  h->nstreams++;
+  c->last_write = uv_now(h->uv);
+  uv_tcp_keepalive(&c->tcp, 1, 60); /* a peer that vanished is found */
+  return 0;
+}
+
 /* The request went to the pool: read and parse nothing more until it comes
  * back, so answers leave in order. */
 static void conn_wait(m0__conn *c, bool last) {
@@ -237,6 +267,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
               (h->max_keepalive_requests > 0 && c->nreq >= (uint64_t)h->max_keepalive_requests);
   m0_response res;
   m0__response_init(&res, conn_target(c), &h->date, p->version_minor, p->is_head, last);
+  res.stream_begin = conn_stream_begin;
+  res.stream_ctx = c;
 
   const m0_app *app = h->app;
   if (!(app->before_request && app->before_request(h->state, &req, &res))) {
@@ -293,7 +325,7 @@ static void conn_error(m0__conn *c, int status, const char *why) {
 static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
   size_t from, to;
   bool started = !m0__parser_idle(&c->p);
-  if (c->close_after) from = to = 0;
+  if (c->close_after || c->stream) from = to = 0;
   else if (started) {
     from = c->req_start;
     to = c->p.keep_end > from ? c->p.keep_end : from;
@@ -335,7 +367,7 @@ static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
 static void conn_process(m0__conn *c, char *buf, size_t len) {
   m0__http *h = c->h;
   size_t off = c->parse_off;
-  while (!c->close_after && !c->closing && !c->waiting) {
+  while (!c->close_after && !c->closing && !c->waiting && !c->stream) {
     if (m0__parser_idle(&c->p)) c->req_start = off;
     if (off == len) break;
     m0__parse_result r = m0__parser_feed(&c->p, buf, len, &off);
@@ -355,6 +387,11 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
     m0__parser_next(&c->p);
     c->continued = false;
     if (c->waiting) break;
+    if (c->stream) {
+      c->phase = PHASE_IDLE;
+      c->deadline = UINT64_MAX; /* a stream has no timeout; the heartbeat finds dead peers */
+      break;
+    }
     c->phase = PHASE_IDLE;
     c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
     if (m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]) > CONN_OUT_HIGH) {
@@ -410,7 +447,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     else conn_close(c);
     return;
   }
-  if (c->phase == PHASE_LINGER || c->close_after) return; /* discarding */
+  if (c->phase == PHASE_LINGER || c->close_after || c->stream) return; /* discarding */
   if (buf->base == c->h->rbuf) {
     c->parse_off = 0;
     conn_process(c, c->h->rbuf, (size_t)nread);
@@ -487,8 +524,51 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
   conn_flush(c);
 }
 
+/* Appends an event to one stream, unless its queue is full. */
+static bool conn_stream_push(m0__conn *c, const char *ev, size_t n) {
+  if (c->closing || c->close_after) return true;
+  size_t queued = m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]);
+  if (queued + n > M0__STREAM_QUEUE) return false;
+  if (m0__outq_append(conn_target(c), ev, n) != 0) return false;
+  c->last_write = uv_now(c->h->uv);
+  conn_flush(c);
+  return true;
+}
+
+uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64_t id, const void *frame,
+                          size_t flen) {
+  if (!h->streams) return 0;
+  char small[1024];
+  size_t cap = flen + 32;
+  char *ev = cap <= sizeof small ? small : malloc(cap);
+  if (!ev) return (uint64_t)h->nstreams;
+  int n = snprintf(ev, cap, "id: %llu\n", (unsigned long long)id);
+  memcpy(ev + n, frame, flen);
+  memcpy(ev + n + flen, "\n\n", 2);
+  size_t len = (size_t)n + flen + 2;
+  uint64_t dropped = 0;
+  m0__conn *next;
+  for (m0__conn *c = h->streams; c; c = next) {
+    next = c->snext;
+    if (strlen(c->channel) != chlen || memcmp(c->channel, channel, chlen) != 0) continue;
+    if (!conn_stream_push(c, ev, len)) dropped++;
+  }
+  if (ev != small) free(ev);
+  h->stats.frames_dropped += dropped;
+  return dropped;
+}
+
 void m0__http_sweep(m0__http *h) {
   uint64_t now = uv_now(h->uv);
+  static const char beat[] = ": beat\n\n";
+  if (h->heartbeat_ms) {
+    m0__conn *next;
+    for (m0__conn *c = h->streams; c; c = next) {
+      next = c->snext;
+      if (now - c->last_write >= h->heartbeat_ms && !conn_stream_push(c, beat, sizeof beat - 1))
+        c->last_write = now; /* full: a beat is pointless; try again a period later */
+    }
+  }
   m0__conn *next;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
@@ -506,6 +586,17 @@ void m0__http_sweep(m0__http *h) {
 void m0__http_drain(m0__http *h) {
   h->draining = true;
   m0__conn *next;
+  /* Streams first: a final event that says why, with a retry hint, then the
+   * server closes them. The queue cap does not apply to this one. */
+  static const char bye[] = "event: m0.closing\ndata: {\"reason\":\"the server is going away\"}\nretry: 1000\n\n";
+  for (m0__conn *c = h->streams; c; c = next) {
+    next = c->snext;
+    if (c->closing) continue;
+    m0__outq_append(conn_target(c), bye, sizeof bye - 1);
+    conn_stream_forget(c);
+    c->close_after = true;
+    conn_flush(c);
+  }
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
     if (m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting) conn_close(c);

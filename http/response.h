@@ -50,6 +50,9 @@ struct m0_response {
   bool done;
   int status;
   size_t body_len;
+  /* Set on the loop only: turns the connection into a stream. */
+  int (*stream_begin)(void *ctx, const char *channel);
+  void *stream_ctx;
   size_t extra_len;
   char extra[M0__EXTRA_HEADERS];
 };
@@ -59,5 +62,8 @@ void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int versio
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
 const char *m0__status_reason(int status);
+#define M0__CHANNEL_MAX 64
+/* A channel name a stream or a publisher may use. */
+bool m0__channel_ok(const char *channel);
 
 #endif

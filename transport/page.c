@@ -13,7 +13,7 @@
 #include "actors/errors.h"
 
 _Static_assert(sizeof(m0__page_head) == 64, "page head is one line");
-_Static_assert(sizeof(m0__loop_line) == 64, "a loop line is one line");
+_Static_assert(sizeof(m0__loop_line) == 128, "a loop's line is two cache lines");
 
 static int page_check(m0__page *pg, const char *what, char *err, size_t errlen);
 

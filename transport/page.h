@@ -1,11 +1,12 @@
 /* The shared page: a file-backed shared mapping made before any loop or worker
  * exists, so every loop, every (respawned) worker and an external publisher
- * (m0pub) see the same words. Layout, one 64-byte line each:
+ * (m0pub) see the same words. Layout:
  *
  *   line 0       magic, version, loops, app_slots, and slot 0: the event-id
  *                counter every publisher numbers from
- *   line 1 + i   loop i's line: open and pending connections, hand-offs,
- *                requests, streams (accept sharing reads these)
+ *   then per loop i, 128 bytes: open and pending connections, hand-offs,
+ *                requests, streams, pool queue, dropped frames (read by
+ *                accept sharing and m0_stats)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -37,6 +38,8 @@ typedef struct m0__loop_line {
   _Atomic uint64_t pass_start_ms; /* when the current loop pass began, 0 idle */
   _Atomic uint64_t leaving;       /* draining: siblings hand it nothing */
   _Atomic uint64_t queued;        /* requests with the pool, not yet answered */
+  _Atomic uint64_t dropped;       /* stream frames dropped: a stream's queue was full */
+  uint64_t pad_[7];
 } m0__loop_line;
 
 typedef struct m0__page {

@@ -5,6 +5,7 @@
  *                 {"t":ms,"mode":M,"pid":P,"loops":[{"rps","requests","open",
  *                 "streams","handoffs","queued","dropped"}, ...]}
  *   GET /hello    on the loop: a tiny answer to put load on
+ *   GET /health   on the loop: {"status":"ok"}
  * The producer reads the host's shared page (m0_stats), so the figures are
  * the same whichever loop or worker serves the page.
  */
@@ -32,7 +33,13 @@ static void view_hello(void *state, const m0_request *req, m0_response *res) {
   m0_respond(res, 200, "text/plain", body, sizeof body - 1, M0_BODY_STATIC);
 }
 
+static void view_health(void *state, const m0_request *req, m0_response *res) {
+  static const char body[] = "{\"status\":\"ok\"}";
+  m0_respond(res, 200, "application/json", body, sizeof body - 1, M0_BODY_STATIC);
+}
+
 static const m0_route routes[] = {
+    {"GET", "/health", view_health, M0_ON_LOOP},
     {"GET", "/", view_page, M0_ON_LOOP},
     {"GET", "/events", view_events, M0_ON_LOOP},
     {"GET", "/hello", view_hello, M0_ON_LOOP},

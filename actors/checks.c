@@ -116,10 +116,11 @@ static void check_application(const m0_config *cfg, const m0_app *app, m0__check
 
 static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *t = M0__CFGS(cfg, trace);
-  if (t[0] && strcmp(t, "-") != 0) {
-    CHECK_FAIL(c, "trace destination %s is an address; this build traces to stderr only", t);
-    CHECK_FIX(c, "use --trace - (JSON lines on stderr)");
-  } else CHECK_OK(c, t[0] ? "trace records to stderr" : "tracing off");
+  bool url = !strncmp(t, "inproc://", 9) || !strncmp(t, "ipc://", 6) || !strncmp(t, "tcp://", 6);
+  if (t[0] && strcmp(t, "-") != 0 && !url) {
+    CHECK_FAIL(c, "trace destination %s is neither - nor an nng URL", t);
+    CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace ipc:///path, tcp://host:port");
+  } else CHECK_OK(c, !t[0] ? "tracing off" : url ? "trace records to %s" : "trace records to stderr", t);
 }
 
 static const check_fn checks_fns[M0__CHECK_COUNT] = {

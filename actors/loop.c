@@ -148,10 +148,12 @@ static void loop_flush_batches(m0__loop *l) {
   for (int j = 0; j < l->npool; j++) {
     m0__batch *b = &l->batches[j];
     if (b->inflight || b->count == 0) continue;
-    if (m0__send(&l->self, &l->pool[j], M0__K_JOB, 0, 0, b->buf, b->len) != 0) continue; /* next pass */
+    if (m0__send(&l->self, &l->pool[j], M0__K_JOB, b->trace_hi, b->trace_lo, b->buf, b->len) != 0)
+      continue; /* next pass */
     b->inflight = true;
     b->len = 0;
     b->count = 0;
+    b->trace_hi = b->trace_lo = 0;
   }
   atomic_store_explicit(&loop_line(l, l->index)->queued, l->queued - l->answered, memory_order_relaxed);
 }

@@ -63,6 +63,10 @@ int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bo
   }
   b->count++;
   memcpy(b->buf, &b->count, 4);
+  if (!b->trace_hi && !b->trace_lo) {
+    b->trace_hi = req->trace_hi;
+    b->trace_lo = req->trace_lo;
+  }
   return 0;
 }
 
@@ -155,8 +159,10 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, m0__outq *out, m
   m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
   const m0_app *app = t->app;
   atomic_store(&t->in_app, true);
+  m0__current_trace = (m0__trace_id){h.trace_hi, h.trace_lo};
   if (h.route >= 0 && (size_t)h.route < app->nroutes) app->routes[h.route].view(state, &req, &res);
   else if (h.route < 0 && app->handle) app->handle(state, &req, &res);
+  m0__current_trace = (m0__trace_id){0, 0};
   atomic_store(&t->in_app, false);
   if (!res.done) {
     fprintf(stderr, "m0: pool %d.%d: the view for %.*s %.*s returned without answering; sent 500\n", t->loop,

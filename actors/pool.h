@@ -48,6 +48,7 @@ typedef struct m0__batch {
   size_t len, cap;
   uint32_t count;
   bool inflight;
+  uint64_t trace_hi, trace_lo; /* the first traced request's: the JOB carries it */
 } m0__batch;
 
 /* Appends one request to a batch. conn is echoed back with its answer. */

@@ -128,7 +128,8 @@ bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void 
   bool ok = true;
   pthread_mutex_lock(&pub->mu);
   for (int i = 0; i < pub->nloops; i++)
-    if (m0__send(&pub->self, &pub->loops[i], M0__K_FRAME, 0, 0, buf, n) != 0) ok = false;
+    if (m0__send(&pub->self, &pub->loops[i], M0__K_FRAME, m0__current_trace.hi, m0__current_trace.lo, buf, n) != 0)
+      ok = false;
   pthread_mutex_unlock(&pub->mu);
   free(buf);
   atomic_fetch_add(ok ? &pub->published : &pub->refused, 1);

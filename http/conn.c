@@ -271,6 +271,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   res.stream_ctx = c;
 
   const m0_app *app = h->app;
+  m0__current_trace = (m0__trace_id){p->trace_hi, p->trace_lo};
   if (!(app->before_request && app->before_request(h->state, &req, &res))) {
     if (app->routes) {
       m0__match m;
@@ -280,6 +281,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
         req.nparams = m.nparams;
         if (h->defer && !(m.route->flags & M0_ON_LOOP) &&
             h->defer(h, c, &req, (int)(m.route - app->routes), p->is_head, last) == 0) {
+          m0__current_trace = (m0__trace_id){0, 0};
           conn_wait(c, last);
           return;
         }
@@ -290,12 +292,14 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
         m0__respond_status(&res, m.kind == M0__VIEW_OPTIONS ? 204 : 405, m.allow);
       }
     } else if (h->defer && h->defer(h, c, &req, -1, p->is_head, last) == 0) {
+      m0__current_trace = (m0__trace_id){0, 0};
       conn_wait(c, last);
       return;
     } else {
       app->handle(h->state, &req, &res);
     }
   }
+  m0__current_trace = (m0__trace_id){0, 0};
   if (!res.done) {
     fprintf(stderr, "m0: loop %d: the view for %.*s %.*s returned without answering; sent 500\n",
             h->worker, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);

@@ -59,6 +59,13 @@ struct m0_response {
 
 void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int version_minor, bool head,
                        bool close);
+/* The trace id (from traceparent) of the request a view on this thread is
+ * answering, so what the view causes (a published frame) carries it. */
+typedef struct m0__trace_id {
+  uint64_t hi, lo;
+} m0__trace_id;
+extern _Thread_local m0__trace_id m0__current_trace;
+
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
 const char *m0__status_reason(int status);

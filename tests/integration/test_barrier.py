@@ -145,8 +145,8 @@ def barrier():
 
     check_failed_make("LOOP_MAKE_FAILS --threads 2", "host_check", ["--threads", "2", "--port", "0"],
                       {"M0_HOSTCHECK_LOOP_MAKE_FAILS": "1"}, "make refused on loop 1", probe=True)
-    err = check_failed_make("LOOP_MAKE_FAILS --workers 2", "host_check", ["--workers", "2", "--port", "0"],
-                            {"M0_HOSTCHECK_LOOP_MAKE_FAILS": "1"}, "make refused on loop 1", probe=True)
+    check_failed_make("LOOP_MAKE_FAILS --workers 2", "host_check", ["--workers", "2", "--port", "0"],
+                      {"M0_HOSTCHECK_LOOP_MAKE_FAILS": "1"}, "make refused on loop 1", probe=True)
     check_failed_make("POOL_MAKE_FAILS --blocking-threads 1", "host_check", ["--blocking-threads", "1", "--port", "0"],
                       {"M0_HOSTCHECK_POOL_MAKE_FAILS": "1"}, "make refused on pool thread")
     check_failed_make("POOL_MAKE_FAILS --workers 2 --blocking-threads 1", "host_check",

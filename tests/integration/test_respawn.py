@@ -134,6 +134,8 @@ def respawn():
         sup = s.proc.pid
         before = wait_for(lambda: children(sup) if len(children(sup)) == 2 else None, 5)
         F.check(before and len(before) == 2, f"{label}: two workers under the supervisor ({before})")
+        if not before:
+            return
         cl = Client(s.port)
         cl.start()
         wait_for(lambda: sum(ok for _, ok, _ in cl.log) >= 10, 5)
@@ -170,6 +172,9 @@ def respawn():
         during = [ok for t, ok, _ in cl.log if t_kill <= t < t_resp]
         print(f"{label}: {len(cl.log)} requests, {sum(not ok for _, ok, _ in cl.log)} failed "
               f"({sum(not ok for ok in during)} of {len(during)} between the kill and the respawn line)", flush=True)
+        fails = [f"{t - t_kill:+.3f}s..{end - t_kill:+.3f}s" for (t, ok, _), end in zip(cl.log, cl.ends) if not ok]
+        print(f"{label}: failures (start..end, relative to the kill; respawn seen at +{t_resp - t_kill:.3f}s): "
+              f"{fails[:10]} {cl.errors[:3]}", flush=True)
         F.check(all(ok for (_, ok, _), end in zip(cl.log, cl.ends) if end < t_kill),
                 f"{label}: no failure among requests finished before the kill ({cl.errors[:3]})")
         # The replacement itself serves: fresh connections until it answers (bounded).
@@ -195,6 +200,7 @@ def crash_loop():
         sup = s.proc.pid
         seen = set()
         wait_for(lambda: len(children(sup)) == 2, 5)
+        t_kill = time.monotonic()
         for i in range(3):
             kids = children(sup)
             seen |= kids
@@ -233,7 +239,9 @@ def stop_cont():
         sup = s.proc.pid
         before = wait_for(lambda: children(sup) if len(children(sup)) == 2 else None, 5)
         F.check(before and len(before) == 2, f"{label}: two workers ({before})")
-        victim = min(before or {0})
+        if not before:
+            return
+        victim = min(before)
         try:
             os.kill(victim, signal.SIGSTOP)
             time.sleep(1.0)

@@ -102,7 +102,7 @@ static void coord_log_stats(int idx, const m0__msg *m) {
   m0__loop_stats st;
   memcpy(&st, m->payload, sizeof st);
   fprintf(stderr,
-          "m0: loop %d drained: %llu requests, %llu connections, %llu refused, %llu timed out, "
+          "m0: loop.%d drained: %llu requests, %llu connections, %llu refused, %llu timed out, "
           "%llu handed off, %llu taken over\n",
           idx, (unsigned long long)st.requests, (unsigned long long)st.accepted, (unsigned long long)st.errors_4xx,
           (unsigned long long)st.timeouts, (unsigned long long)st.handed, (unsigned long long)st.adopted);
@@ -116,12 +116,12 @@ static int coord_drain(coord *c, int64_t deadline) {
   int waiting = 0;
   for (int i = 0; i < p->here; i++) {
     if (c->loop_done[i]) continue;
-    if (!atomic_load(&c->loops[i].exited) && m0__send(&c->self, &c->loop_peers[i], M0__K_STOP, 0, 0, NULL, 0) == 0)
+    if (!atomic_load(&c->loops[i].failed) && !atomic_load(&c->loops[i].exited) && m0__send(&c->self, &c->loop_peers[i], M0__K_STOP, 0, 0, NULL, 0) == 0)
       waiting++;
     else c->loop_done[i] = true;
   }
   if (c->has_producer && !c->prod_done) {
-    if (!atomic_load(&c->prod.exited) && m0__send(&c->self, &c->prod_peer, M0__K_STOP, 0, 0, NULL, 0) == 0)
+    if (!atomic_load(&c->prod.failed) && !atomic_load(&c->prod.exited) && m0__send(&c->self, &c->prod_peer, M0__K_STOP, 0, 0, NULL, 0) == 0)
       waiting++;
     else c->prod_done = true;
   }
@@ -135,7 +135,7 @@ static int coord_drain(coord *c, int64_t deadline) {
     }
     if (w == 3) { /* ended without STOPPED: nothing more will come from it */
       int i = coord_dead(c);
-      fprintf(stderr, "m0: loop %d ended during the drain\n", p->first + i);
+      fprintf(stderr, "m0: loop.%d ended during the drain\n", p->first + i);
       if (!c->loop_done[i]) waiting--;
       c->loop_done[i] = true;
       atomic_store(&c->loops[i].said_stopped, true); /* counted once */
@@ -155,7 +155,7 @@ static int coord_drain(coord *c, int64_t deadline) {
   int rc = 0;
   for (int i = 0; i < p->here; i++)
     if (!c->loop_done[i]) {
-      fprintf(stderr, "m0: loop %d did not finish its drain within %ld ms; exiting anyway\n", p->first + i,
+      fprintf(stderr, "m0: loop.%d did not finish its drain within %ld ms; exiting anyway\n", p->first + i,
               c->drain_ms);
       rc = 1;
     }
@@ -169,7 +169,7 @@ static int coord_drain(coord *c, int64_t deadline) {
     m0__pool_thread *t = &c->pools[k];
     while (t->started && !atomic_load(&t->exited) && coord_now_ms() < deadline) usleep(1000);
     if (t->started && !atomic_load(&t->exited)) {
-      fprintf(stderr, "m0: pool thread %d.%d did not stop within %ld ms%s; exiting anyway\n", t->loop, t->index,
+      fprintf(stderr, "m0: pool.%d.%d did not stop within %ld ms%s; exiting anyway\n", t->loop, t->index,
               c->drain_ms, atomic_load(&t->in_app) ? " (it is inside a view)" : "");
       rc = 1;
     }
@@ -191,10 +191,19 @@ static bool coord_all_exited(coord *c) {
 static void coord_cleanup(coord *c) {
   if (coord_all_exited(c)) {
     for (int i = 0; c->loops && i < c->p->here; i++)
-      if (c->loops[i].started) pthread_join(c->loops[i].thread, NULL);
+      if (c->loops[i].started) {
+        pthread_join(c->loops[i].thread, NULL);
+        m0__loop_release(&c->loops[i]);
+      }
     for (int k = 0; c->pools && k < c->p->here * c->npool; k++)
-      if (c->pools[k].started) pthread_join(c->pools[k].thread, NULL);
-    if (c->has_producer && c->prod.started) pthread_join(c->prod.thread, NULL);
+      if (c->pools[k].started) {
+        pthread_join(c->pools[k].thread, NULL);
+        m0__pool_release(&c->pools[k]);
+      }
+    if (c->has_producer && c->prod.started) {
+      pthread_join(c->prod.thread, NULL);
+      m0__producer_release(&c->prod);
+    }
     for (int i = 0; c->loop_peers && i < c->p->here; i++) m0__peer_close(&c->loop_peers[i]);
     m0__peer_close(&c->prod_peer);
     m0__peer_close(&c->up);
@@ -226,7 +235,7 @@ static int coord_barrier(coord *c) {
       return coord_drain(c, coord_now_ms() + c->drain_ms);
     }
     if (w == 3) {
-      fprintf(stderr, "m0: loop %d ended while starting\n", c->p->first + coord_dead(c));
+      fprintf(stderr, "m0: loop.%d ended while starting\n", c->p->first + coord_dead(c));
       coord_drain(c, coord_now_ms() + c->drain_ms);
       return 1;
     }
@@ -418,7 +427,7 @@ static int coord_serve(coord *c) {
     int w = coord_wait(c, INT64_MAX / 2, &m);
     if (w == 2) break;
     if (w == 3) {
-      fprintf(stderr, "m0: loop %d ended while serving\n", p->first + coord_dead(c));
+      fprintf(stderr, "m0: loop.%d ended while serving\n", p->first + coord_dead(c));
       coord_drain(c, coord_now_ms() + c->drain_ms);
       return 1;
     }

@@ -89,7 +89,7 @@ static void loop_on_listen(uv_poll_t *p, int status, int events) {
     int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE)
-        fprintf(stderr, "m0: loop %d: out of descriptors; connections wait in the backlog\n", l->index);
+        fprintf(stderr, "m0: loop.%d: out of descriptors; connections wait in the backlog\n", l->index);
       return; /* EAGAIN: another loop won it, or the backlog is empty */
     }
     if (l->share) {
@@ -169,7 +169,7 @@ static void loop_on_result(m0__loop *l, const m0__msg *m) {
   if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_POOL || j >= l->npool) return;
   l->batches[j].inflight = false;
   if (m0__result_each(m->payload, m->len, loop_on_answer, l) < 0)
-    fprintf(stderr, "m0: loop %d: a malformed result from pool thread %d\n", l->index, j);
+    fprintf(stderr, "m0: loop.%d: a malformed result from pool.%d.%d\n", l->index, l->index, j);
 }
 
 /* After each pass's I/O: publish the loop's counters, mark the pass
@@ -194,7 +194,7 @@ static void loop_go(m0__loop *l) {
   int rv = uv_poll_init(&l->uv, &l->listener, l->listen_fd);
   if (rv != 0) {
     char why[160];
-    snprintf(why, sizeof why, "loop %d cannot listen: %s", l->index, uv_strerror(rv));
+    snprintf(why, sizeof why, "loop.%d cannot listen: %s", l->index, uv_strerror(rv));
     m0__send(&l->self, &l->coord, M0__K_DIED, 0, 0, why, strlen(why));
     return;
   }
@@ -247,7 +247,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
   int rv;
   while (!l->finished && (rv = m0__recv(&l->self, &m, true)) != M0__ETIMEDOUT) {
     if (rv == M0__EBADMSG) {
-      fprintf(stderr, "m0: loop %d: dropped a malformed message\n", l->index);
+      fprintf(stderr, "m0: loop.%d: dropped a malformed message\n", l->index);
       continue;
     }
     if (rv != 0) break;
@@ -266,7 +266,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
       }
       break;
     default:
-      fprintf(stderr, "m0: loop %d: unexpected %s message\n", l->index, m0__kind_name(m.env.kind));
+      fprintf(stderr, "m0: loop.%d: unexpected %s message\n", l->index, m0__kind_name(m.env.kind));
       break;
     }
     m0__msg_free(&m);
@@ -281,7 +281,7 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
   size_t chlen, flen;
   const uint8_t *frame;
   if (m0__frame_decode(m->payload, m->len, &id, &channel, &chlen, &frame, &flen) != 0) {
-    fprintf(stderr, "m0: loop %d: dropped a malformed frame message\n", l->index);
+    fprintf(stderr, "m0: loop.%d: dropped a malformed frame message\n", l->index);
     return;
   }
   l->frames++;
@@ -315,10 +315,7 @@ static int loop_open_pool(m0__loop *l) {
 }
 
 static void loop_close_pool(m0__loop *l) {
-  for (int j = 0; l->pool && j < l->npool; j++) {
-    m0__send(&l->self, &l->pool[j], M0__K_STOP, 0, 0, NULL, 0);
-    m0__peer_close(&l->pool[j]);
-  }
+  for (int j = 0; l->pool && j < l->npool; j++) m0__peer_close(&l->pool[j]);
   for (int j = 0; l->batches && j < l->npool; j++) free(l->batches[j].buf);
   free(l->pool);
   free(l->batches);
@@ -350,13 +347,14 @@ static void *loop_main(void *arg) {
   if (m0__actor_open(&l->self, me->id, me->url, l->trace) != 0 ||
       (l->topo->scheme == M0__SCHEME_INPROC && loop_listen_ipc(l) != 0) ||
       m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
-    fprintf(stderr, "m0: loop %d cannot open its mailbox at %s\n", l->index, me->url);
+    fprintf(stderr, "m0: loop.%d cannot open its mailbox at %s\n", l->index, me->url);
     goto out;
   }
   if (l->app->make) {
     l->state = l->app->make(&l->ctx, err, sizeof err);
     if (!l->state) {
       if (!err[0]) snprintf(err, sizeof err, "%s: make failed on loop %d", l->app->name, l->index);
+      atomic_store(&l->failed, true);
       atomic_store(&l->said_stopped, true);
       m0__send(&l->self, &l->coord, M0__K_FAILED, 0, 0, err, strlen(err));
       goto out;
@@ -385,7 +383,7 @@ static void *loop_main(void *arg) {
   if (m0__http_init(&l->http) != 0 || m0__actor_recv_fd(&l->self, &fd) != 0 ||
       uv_poll_init(&l->uv, &l->mail, fd) != 0 || (l->share && !l->handoff && loop_open_siblings(l) != 0) ||
       (l->npool && loop_open_pool(l) != 0)) {
-    snprintf(err, sizeof err, "loop %d cannot start", l->index);
+    snprintf(err, sizeof err, "loop.%d cannot start", l->index);
     m0__send(&l->self, &l->coord, M0__K_DIED, 0, 0, err, strlen(err));
     goto out;
   }
@@ -408,7 +406,7 @@ static void *loop_main(void *arg) {
   m0__send(&l->self, &l->coord, M0__K_READY, 0, 0, NULL, 0);
   uv_run(&l->uv, UV_RUN_DEFAULT);
   if (!l->finished) {
-    snprintf(err, sizeof err, "loop %d left its event loop unexpectedly", l->index);
+    snprintf(err, sizeof err, "loop.%d left its event loop unexpectedly", l->index);
     m0__send(&l->self, &l->coord, M0__K_DIED, 0, 0, err, strlen(err));
   }
 out:
@@ -419,13 +417,22 @@ out:
     m0__http_fini(&l->http);
   }
   if (l->app->free && l->state) l->app->free(l->state);
-  loop_close_siblings(l);
-  loop_close_pool(l); /* STOP to the pool threads: their queue is empty by now */
-  m0__peer_close(&l->coord);
-  m0__actor_close(&l->self);
+  /* STOP to the pool threads: their queue is empty by now. */
+  for (int j = 0; l->pool && j < l->npool; j++) m0__send(&l->self, &l->pool[j], M0__K_STOP, 0, 0, NULL, 0);
   if (l->listen_fd >= 0) close(l->listen_fd);
   atomic_store(&l->exited, true);
   return NULL;
+}
+
+/* Closing an nng socket drops what it has not sent yet, so the last
+ * messages (STOPPED, FAILED, the pool's STOP) would be lost if the thread
+ * closed its sockets on its way out. The coordinator closes them after the
+ * join instead. */
+void m0__loop_release(m0__loop *l) {
+  loop_close_siblings(l);
+  loop_close_pool(l);
+  m0__peer_close(&l->coord);
+  m0__actor_close(&l->self);
 }
 
 int m0__loop_start(m0__loop *l) {

@@ -60,6 +60,7 @@ typedef struct m0__loop {
   bool started;
   atomic_bool exited;
   atomic_bool said_stopped; /* set before STOPPED or FAILED is sent */
+  atomic_bool failed;       /* its make refused: no STOPPED will ever come */
   uv_loop_t uv;
   uv_poll_t listener;
   uv_poll_t mail;
@@ -87,5 +88,7 @@ typedef struct m0__loop {
 /* Starts the loop's thread. It builds the handler, reports READY or FAILED,
  * and waits for GO. Returns 0 or M0__ENOMEM (no thread). */
 int m0__loop_start(m0__loop *l);
+/* After the join: closes the loop's sockets (see loop.c on why not before). */
+void m0__loop_release(m0__loop *l);
 
 #endif

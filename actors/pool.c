@@ -165,7 +165,7 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, m0__outq *out, m
   m0__current_trace = (m0__trace_id){0, 0};
   atomic_store(&t->in_app, false);
   if (!res.done) {
-    fprintf(stderr, "m0: pool %d.%d: the view for %.*s %.*s returned without answering; sent 500\n", t->loop,
+    fprintf(stderr, "m0: pool.%d.%d: the view for %.*s %.*s returned without answering; sent 500\n", t->loop,
             t->index, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
     m0__respond_status(&res, 500, NULL);
   }
@@ -183,30 +183,30 @@ static void *pool_main(void *arg) {
   uint32_t my_id = M0__ACTOR_ID(M0__ROLE_POOL, (t->loop << 12) | t->index);
   const m0__actor_desc *me = m0__topology_find(t->topo, my_id);
   const m0__actor_desc *lo = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_LOOP, t->loop));
-  m0__actor self;
-  m0__peer coord, loop;
+  m0__actor *self = &t->self;
+  m0__peer *coord = &t->coord, *loop = &t->loopp;
   char err[512] = "";
   void *state = NULL;
   bool made = false;
   m0__outq out = {0}, resp = {0};
   m0__date date = {0};
-  if (m0__actor_open(&self, me->id, me->url, t->trace) != 0) goto out_noactor;
-  if (m0__peer_open(&coord, t->coord_id, t->coord_url, 1000) != 0) goto out_nocoord;
-  if (m0__peer_open(&loop, lo->id, lo->url, 1000) != 0) goto out_noloop;
+  if (m0__actor_open(self, me->id, me->url, t->trace) != 0 || m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0 ||
+      m0__peer_open(loop, lo->id, lo->url, 1000) != 0)
+    goto out;
   if (t->app->make) {
     state = t->app->make(&t->ctx, err, sizeof err);
     if (!state) {
       if (!err[0]) snprintf(err, sizeof err, "%s: make failed on pool thread %d.%d", t->app->name, t->loop, t->index);
       atomic_store(&t->said_stopped, true);
-      m0__send(&self, &coord, M0__K_FAILED, 0, 0, err, strlen(err));
+      m0__send(self, coord, M0__K_FAILED, 0, 0, err, strlen(err));
       goto out;
     }
   }
   made = true;
-  m0__send(&self, &coord, M0__K_READY, 0, 0, NULL, 0);
+  m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
   for (;;) {
     m0__msg m;
-    int rv = m0__recv(&self, &m, false);
+    int rv = m0__recv(self, &m, false);
     if (rv == M0__EBADMSG) continue;
     if (rv == M0__ETIMEDOUT) continue;
     if (rv != 0) break;
@@ -227,15 +227,15 @@ static void *pool_main(void *arg) {
     m0__outq_append(&out, &done, 4);
     for (uint32_t i = 0; i < count; i++) {
       if (pool_run_one(t, state, &r, &out, &resp, &date) != 0) {
-        fprintf(stderr, "m0: pool %d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, done, count);
+        fprintf(stderr, "m0: pool.%d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, done, count);
         break;
       }
       done++;
     }
     memcpy(out.buf, &done, 4);
     /* The trace id of a batch is its first request's. */
-    if (m0__send(&self, &loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out.buf, out.len) != 0)
-      fprintf(stderr, "m0: pool %d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
+    if (m0__send(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out.buf, out.len) != 0)
+      fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
     m0__msg_free(&m);
   }
   atomic_store(&t->said_stopped, true);
@@ -243,14 +243,14 @@ out:
   if (made && t->app->free && state) t->app->free(state);
   m0__outq_free(&out);
   m0__outq_free(&resp);
-  m0__peer_close(&loop);
-out_noloop:
-  m0__peer_close(&coord);
-out_nocoord:
-  m0__actor_close(&self);
-out_noactor:
   atomic_store(&t->exited, true);
   return NULL;
+}
+
+void m0__pool_release(m0__pool_thread *t) { /* after the join: see m0__loop_release */
+  m0__peer_close(&t->loopp);
+  m0__peer_close(&t->coord);
+  m0__actor_close(&t->self);
 }
 
 int m0__pool_start(m0__pool_thread *t) {

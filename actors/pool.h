@@ -38,9 +38,12 @@ typedef struct m0__pool_thread {
   atomic_bool exited;
   atomic_bool said_stopped;
   atomic_bool in_app; /* inside a view: named if the drain's bound passes */
+  m0__actor self;
+  m0__peer coord, loopp;
 } m0__pool_thread;
 
 int m0__pool_start(m0__pool_thread *t);
+void m0__pool_release(m0__pool_thread *t);
 
 /* The loop's side: one batch being filled per pool thread. */
 typedef struct m0__batch {

@@ -156,35 +156,32 @@ static int producer_wait(m0__actor *mbox, int64_t ms) {
 static void *producer_main(void *arg) {
   m0__producer_run *r = arg;
   m0_publisher *pub = r->pub;
-  m0__peer coord;
-  m0__actor self;
+  m0__peer *coord = &r->coord;
+  m0__actor *self = &r->self;
   char err[512] = "";
-  if (m0__actor_open(&self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, pub->self.trace) != 0) {
+  if (m0__actor_open(self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, pub->self.trace) != 0 ||
+      m0__peer_open(coord, r->coord_id, r->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: the producer cannot open its mailbox at %s\n", r->url);
-    atomic_store(&r->exited, true);
-    return NULL;
-  }
-  if (m0__peer_open(&coord, r->coord_id, r->coord_url, 1000) != 0) {
-    m0__actor_close(&self);
     atomic_store(&r->exited, true);
     return NULL;
   }
   void *state = r->def->make ? r->def->make(&r->ctx, err, sizeof err) : NULL;
   if (r->def->make && !state) {
     if (!err[0]) snprintf(err, sizeof err, "the producer's make failed");
-    m0__send(&self, &coord, M0__K_FAILED, 0, 0, err, strlen(err));
+    atomic_store(&r->failed, true);
+    m0__send(self, coord, M0__K_FAILED, 0, 0, err, strlen(err));
     goto out;
   }
-  m0__send(&self, &coord, M0__K_READY, 0, 0, NULL, 0);
+  m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
   int kind;
-  while ((kind = producer_wait(&self, 1000)) != M0__K_GO)
+  while ((kind = producer_wait(self, 1000)) != M0__K_GO)
     if (kind == M0__K_STOP) goto done;
   int64_t next = producer_now_ns();
   for (;;) {
     int64_t now = producer_now_ns();
     if (now < next) {
       int64_t ms = (next - now + 999999) / 1000000;
-      kind = producer_wait(&self, ms < PRODUCER_SLICE_MS ? ms : PRODUCER_SLICE_MS);
+      kind = producer_wait(self, ms < PRODUCER_SLICE_MS ? ms : PRODUCER_SLICE_MS);
       if (kind == M0__K_STOP) break;
       continue;
     }
@@ -194,23 +191,26 @@ static void *producer_main(void *arg) {
     if (wait < 0) {
       fprintf(stderr, "m0: producer: step failed (returned %lld); the producer stops, serving goes on\n",
               (long long)wait);
-      while (producer_wait(&self, PRODUCER_SLICE_MS) != M0__K_STOP) {}
+      while (producer_wait(self, PRODUCER_SLICE_MS) != M0__K_STOP) {}
       break;
     }
     /* Fixed rate from the schedule; a late step moves the schedule to now. */
     next += wait;
     now = producer_now_ns();
     if (next < now) next = now;
-    if (producer_wait(&self, 0) == M0__K_STOP) break;
+    if (producer_wait(self, 0) == M0__K_STOP) break;
   }
 done:
   if (r->def->free) r->def->free(state);
-  m0__send(&self, &coord, M0__K_STOPPED, 0, 0, NULL, 0);
+  m0__send(self, coord, M0__K_STOPPED, 0, 0, NULL, 0);
 out:
-  m0__peer_close(&coord);
-  m0__actor_close(&self);
   atomic_store(&r->exited, true);
   return NULL;
+}
+
+void m0__producer_release(m0__producer_run *r) { /* after the join: see m0__loop_release */
+  m0__peer_close(&r->coord);
+  m0__actor_close(&r->self);
 }
 
 int m0__producer_start(m0__producer_run *r) {

@@ -23,7 +23,10 @@ typedef struct m0__producer_run {
   pthread_t thread;
   bool started;
   atomic_bool exited;
+  atomic_bool failed; /* its make refused: no STOPPED will ever come */
   atomic_bool in_step; /* inside the application's step, for the drain's naming */
+  m0__actor self;
+  m0__peer coord;
 } m0__producer_run;
 
 /* Opens the publisher: the producer's actor and a peer per loop. */
@@ -32,5 +35,6 @@ int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page,
 void m0__publisher_close(m0_publisher *pub);
 /* Starts the producer thread; it reports READY or FAILED to the coordinator. */
 int m0__producer_start(m0__producer_run *r);
+void m0__producer_release(m0__producer_run *r);
 
 #endif

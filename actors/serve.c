@@ -1,7 +1,10 @@
 /* m0_serve: read the configuration, run the checks (or the doctor), and hand
  * the process to its role: the coordinator (single, threads), the
  * supervisor (prefork), or — in a spawned child — a worker's coordinator. */
+#include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -27,6 +30,14 @@ static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
     if (end == s && *s) break;
   }
   int i = atoi(index);
+  /* A worker outlives no supervisor: if it dies (even by SIGKILL) the worker
+   * drains as on SIGTERM. It may have died before this line: check. */
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  const char *sup = getenv("M0__SUPERVISOR");
+  if (!sup || getppid() != (pid_t)atol(sup)) {
+    fprintf(stderr, "m0: worker %d: the supervisor is gone; exiting\n", i);
+    return 1;
+  }
   if (!dir || n != 3 + 2 * loops || i < 0 || i >= loops) {
     fprintf(stderr, "m0: a worker was started without what the supervisor passes (M0__FDS, M0__RUN_DIR)\n");
     return 1;

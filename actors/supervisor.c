@@ -85,14 +85,15 @@ static int64_t sup_now_ms(void) {
 }
 
 static int sup_spawn(sup *s, int i) {
-  char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16];
+  char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48];
   int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->listen_fd, s->page.fd, s->page.app_fd);
   for (int k = 0; k < 2 * s->n; k++) len += snprintf(fds + len, sizeof fds - (size_t)len, ",%d", s->handoff[k]);
   snprintf(idx, sizeof idx, "M0__WORKER=%d", i);
   snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", s->rundir.path);
+  snprintf(supv, sizeof supv, "M0__SUPERVISOR=%d", (int)getpid());
   size_t ne = 0;
   while (environ[ne]) ne++;
-  char **env = calloc(ne + 4, sizeof *env);
+  char **env = calloc(ne + 5, sizeof *env);
   if (!env) return -1;
   size_t k = 0;
   for (size_t e = 0; e < ne; e++)
@@ -100,6 +101,7 @@ static int sup_spawn(sup *s, int i) {
   env[k++] = fds;
   env[k++] = idx;
   env[k++] = dirv;
+  env[k++] = supv;
   env[k] = NULL;
 
   posix_spawn_file_actions_t fa;
@@ -199,6 +201,8 @@ static int sup_drain(sup *s) {
   sup_kill_all(s, SIGTERM);
   if (s->has_producer && !s->prod_done && !atomic_load(&s->prod.exited))
     m0__send(&s->self, &s->prod_peer, M0__K_STOP, 0, 0, NULL, 0);
+  bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
+  for (int i = 0; was_alive && i < s->n; i++) was_alive[i] = s->w[i].alive;
   int64_t deadline = sup_now_ms() + s->drain_ms + 1000;
   for (;;) {
     sup_reap(s);
@@ -217,7 +221,7 @@ static int sup_drain(sup *s) {
       waitpid(s->w[i].pid, NULL, 0);
       s->w[i].alive = false;
       rc = 1;
-    } else if (!WIFEXITED(s->w[i].status) || WEXITSTATUS(s->w[i].status) != 0) {
+    } else if (was_alive && was_alive[i] && (!WIFEXITED(s->w[i].status) || WEXITSTATUS(s->w[i].status) != 0)) {
       if (WIFSIGNALED(s->w[i].status))
         fprintf(stderr, "m0: worker %d (pid %d) died of signal %d during the drain\n", i, s->w[i].pid,
                 WTERMSIG(s->w[i].status));
@@ -227,6 +231,7 @@ static int sup_drain(sup *s) {
       rc = 1;
     }
   }
+  free(was_alive);
   if (s->has_producer && !atomic_load(&s->prod.exited)) {
     fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", s->drain_ms,
             atomic_load(&s->prod.in_step) ? " (it is inside its step)" : "");
@@ -391,7 +396,10 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
   int rc = (!s->w || !s->wpeers || !s->handoff || !s->deaths) ? 1 : sup_serve(s, producer);
   bool clean = !s->has_producer || !s->prod.started || atomic_load(&s->prod.exited);
   if (clean) {
-    if (s->has_producer && s->prod.started) pthread_join(s->prod.thread, NULL);
+    if (s->has_producer && s->prod.started) {
+      pthread_join(s->prod.thread, NULL);
+      m0__producer_release(&s->prod);
+    }
     for (int i = 0; s->wpeers && i < s->n; i++) m0__peer_close(&s->wpeers[i]);
     m0__peer_close(&s->prod_peer);
     if (s->pub_open) m0__publisher_close(&s->pub);

@@ -72,6 +72,14 @@ class Conn:
         body, self.buf = self.buf[:n], self.buf[n:]
         return status, reason, headers, body, lines[0]
 
+    def try_response(self, timeout=None, head=False):
+        """Like read_response, but never raises: on a close or a timeout it
+        returns (None, "", {}, b"", "<what happened>") so a check can fail."""
+        try:
+            return self.read_response(timeout, head)
+        except (Closed, TimeoutError, OSError, ValueError, IndexError) as e:
+            return None, "", {}, b"", f"no response: {type(e).__name__}: {e}"
+
     def closed_within(self, seconds):
         """True if the server closes the connection (EOF or reset) within
         `seconds`, discarding anything it still sends; False if it stays open."""

@@ -1,0 +1,115 @@
+"""The access log (SPEC §4 `--access-log` / `M0_ACCESS_LOG`: one JSON line per response).
+
+Proves: with --access-log every response, including HEAD, 404, 405, OPTIONS,
+pipelined ones and refusals (414, 400), produces exactly one line on stdout,
+in response order, written while serving (not at exit); each line is one JSON
+object with `method`, `path` (the target without its query, or with it) and
+`status` matching the request; a path with a quote and a backslash is escaped
+so the line stays valid JSON; every line, refusals included, has the same core
+shape (`time`, `status`); a refusal whose request line was read whole still
+names its method and path; M0_ACCESS_LOG=1 turns it on; without either,
+stdout stays empty; nothing of it goes to stderr.
+"""
+import json
+import time
+
+from harness import Failures, Server
+from rawhttp import Conn, request
+
+F = Failures()
+
+
+def wait_lines(s, n, timeout=5.0):
+    """Waits (bounded) until stdout holds at least n lines; returns them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [l for l in s.stdout().splitlines() if l.strip()]
+        if len(lines) >= n or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.02)
+
+
+def parse(lines):
+    out = []
+    for l in lines:
+        try:
+            doc = json.loads(l)
+            F.check(isinstance(doc, dict), f"line is a JSON object: {l!r}")
+        except ValueError:
+            F.check(False, f"line is valid JSON: {l!r}")
+            doc = {}
+        out.append(doc)
+    return out
+
+
+def path_matches(logged, target):
+    base = target.split("?", 1)[0]
+    return logged in (base, target)
+
+
+def served_lines():
+    # (method, target, expected status); sent on one keep-alive connection, then a pipelined batch
+    plan = [("GET", "/x/now", 200), ("HEAD", "/x/now", 200), ("GET", "/x/search?sel=2&k=3", 200),
+            ("GET", "/no/such", 404), ("POST", "/x/now", 405), ("OPTIONS", "/x/search", 204),
+            ("GET", '/q"uo\\te', 404)]
+    batch = [("GET", "/x/now", 200), ("GET", "/x/slow?ms=1", 200), ("GET", "/x/gone", 404),
+             ("GET", "/x/search?sel=9&k=1", 200), ("HEAD", "/x/search?sel=9&k=1", 200)]
+    with Server("ramp", "--port", "0", "--access-log", "--max-uri-bytes", "256") as s:
+        with Conn(s.port) as k:
+            for m, t, want in plan:
+                k.send(request(m, t, [("Content-Length", "0")] if m == "POST" else []))
+                st = k.try_response(head=m == "HEAD")[0]
+                F.check(st == want, f"{m} {t} -> {want} (got {st})")
+            k.send(b"".join(request(m, t) for m, t, _ in batch))
+            for m, t, want in batch:
+                F.check(k.try_response(head=m == "HEAD")[0] == want, f"pipelined {m} {t} -> {want}")
+        n = len(plan) + len(batch)
+        lines = wait_lines(s, n)
+        F.check(len(lines) == n, f"{n} responses -> {n} lines while serving (got {len(lines)})")
+        for (m, t, want), doc in zip(plan + batch, parse(lines)):
+            F.check(doc.get("method") == m and path_matches(doc.get("path"), t) and doc.get("status") == want,
+                    f"line for {m} {t} {want}: {doc}")
+
+        # Refusals are responses too: one line each.
+        with Conn(s.port) as k:
+            k.send(request("GET", "/x/now?" + "u" * 300))
+            F.check(k.try_response()[0] == 414, "long URI -> 414")
+        with Conn(s.port) as k:
+            k.send(b"GET /x/now HTTP/1.1\r\n\r\n")
+            F.check(k.try_response()[0] == 400, "Host-less 1.1 -> 400")
+        lines = wait_lines(s, n + 2)
+        F.check(len(lines) == n + 2, f"2 refusals -> 2 more lines (got {len(lines) - n})")
+        docs = parse(lines)
+        refusals = docs[n:]
+        F.check([d.get("status") for d in refusals] == [414, 400], f"refusal lines carry their status: {refusals}")
+        if len(refusals) == 2:
+            F.check(refusals[1].get("method") == "GET" and refusals[1].get("path") == "/x/now",
+                    f"a 400 whose request line was whole names method and path: {refusals[1]}")
+        shape = [d for d in docs if not ({"time", "status"} <= d.keys())]
+        F.check(not shape, f"every line, refusals included, has time and status: {shape}")
+        F.check('"uo' not in s.stderr() and "/x/search" not in s.stderr(), "no access lines on stderr")
+        F.check(s.stop() == 0, "ramp --access-log exits 0")
+
+
+def switched_by_env_and_off():
+    with Server("ramp", "--port", "0", env={"M0_ACCESS_LOG": "1"}) as s:
+        with Conn(s.port) as k:
+            k.send(request("GET", "/x/now"))
+            k.try_response()
+        lines = wait_lines(s, 1)
+        doc = parse(lines[:1])[0] if lines else {}
+        F.check(doc.get("path") == "/x/now" and doc.get("status") == 200, f"M0_ACCESS_LOG=1 logs too: {lines}")
+        s.stop()
+    with Server("ramp", "--port", "0") as s:
+        with Conn(s.port) as k:
+            for _ in range(3):
+                k.send(request("GET", "/x/now"))
+                k.try_response()
+        time.sleep(0.3)
+        s.stop()
+        F.check(s.stdout() == "", f"without --access-log stdout stays empty ({s.stdout()[:100]!r})")
+
+
+served_lines()
+switched_by_env_and_off()
+F.done()

@@ -103,14 +103,26 @@ int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **chan
   return 0;
 }
 
-bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len) {
-  /* Refused before the bus: empty, long or blank names, the host's own
-   * "m0." names, frames larger than a stream's whole queue, and frames that
-   * would end their event early (a blank line) or smuggle a CR. */
+/* A frame is event lines without the id (the host writes "id: N" first):
+ * refused when larger than a stream's whole queue, when it would end its
+ * event early (a blank line) or smuggle a CR, or when a line is an id field
+ * of its own (it would overrule the shared counter's number). */
+bool m0__frame_ok(const void *frame, size_t len) {
   const char *f = frame;
-  bool bad_frame = len > M0__FRAME_MAX || (len && !f) || (len && (memchr(f, '\r', len) || f[len - 1] == '\n'));
-  for (size_t i = 1; !bad_frame && i < len; i++) bad_frame = f[i] == '\n' && f[i - 1] == '\n';
-  if (!m0__channel_ok(channel) || bad_frame) {
+  if (len > M0__FRAME_MAX || (len && !f)) return false;
+  if (len && (memchr(f, '\r', len) || f[len - 1] == '\n')) return false;
+  for (size_t i = 0; i < len; i++) {
+    if (i > 0 && f[i] == '\n' && f[i - 1] == '\n') return false;
+    bool line_start = i == 0 || f[i - 1] == '\n';
+    if (line_start && len - i >= 2 && f[i] == 'i' && f[i + 1] == 'd' &&
+        (len - i == 2 || f[i + 2] == ':' || f[i + 2] == '\n'))
+      return false;
+  }
+  return true;
+}
+
+bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len) {
+  if (!m0__channel_ok(channel) || !m0__frame_ok(frame, len)) {
     atomic_fetch_add(&pub->refused, 1);
     return false;
   }

@@ -25,6 +25,8 @@ struct m0_publisher {
   atomic_ulong published;
 };
 
+bool m0__frame_ok(const void *frame, size_t len);
+
 /* FRAME payload: u64 id, u16 channel length, channel, frame bytes. */
 int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **channel, size_t *chlen,
                      const uint8_t **frame, size_t *flen);

@@ -201,18 +201,32 @@ static void conn_flush(m0__conn *c) {
 
 /* ---- requests -------------------------------------------------------- */
 
-static void conn_access_log(m0__conn *c, const m0_request *req, const m0_response *res) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  printf("{\"time\":%lld.%03ld,\"worker\":%d,\"method\":\"%.*s\",\"path\":\"", (long long)ts.tv_sec,
-         ts.tv_nsec / 1000000, c->h->worker, (int)req->method.n, req->method.p);
-  /* The path is the client's: escape what would break the JSON line. */
-  for (size_t i = 0; i < req->path.n; i++) {
-    unsigned char ch = (unsigned char)req->path.p[i];
+/* The client's bytes in a JSON string: escape what would break the line. */
+static void conn_log_str(m0_str s) {
+  for (size_t i = 0; i < s.n; i++) {
+    unsigned char ch = (unsigned char)s.p[i];
     if (ch == '"' || ch == '\\' || ch < 0x20 || ch >= 0x7f) printf("\\u%04x", ch);
     else putchar(ch);
   }
-  printf("\",\"status\":%d,\"bytes\":%zu}\n", res->status, res->body_len);
+}
+
+/* One JSON line per response. A refused request logs what was read of it,
+ * and why. */
+static void conn_access_log(m0__conn *c, m0_str method, m0_str path, int status, size_t bytes, const char *error) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  printf("{\"time\":%lld.%03ld,\"worker\":%d,\"method\":\"", (long long)ts.tv_sec, ts.tv_nsec / 1000000,
+         c->h->worker);
+  conn_log_str(method);
+  printf("\",\"path\":\"");
+  conn_log_str(path);
+  printf("\",\"status\":%d,\"bytes\":%zu", status, bytes);
+  if (error) {
+    printf(",\"error\":\"");
+    conn_log_str((m0_str){error, strlen(error)});
+    putchar('"');
+  }
+  printf("}\n");
 }
 
 /* m0_respond_stream on the loop: the connection becomes a stream. */
@@ -306,12 +320,12 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     m0__respond_status(&res, 500, NULL);
   }
   h->stats.requests++;
-  if (h->access_log) conn_access_log(c, &req, &res);
+  if (h->access_log) conn_access_log(c, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
   if (last) c->close_after = true;
 }
 
 /* Answers a request that cannot be read, then closes. */
-static void conn_error(m0__conn *c, int status, const char *why) {
+static void conn_error(m0__conn *c, const char *buf, int status, const char *why) {
   m0__http *h = c->h;
   m0_response res;
   m0__response_init(&res, conn_target(c), &h->date, 1, false, true);
@@ -319,8 +333,14 @@ static void conn_error(m0__conn *c, int status, const char *why) {
   h->stats.errors_4xx++;
   c->close_after = true;
   c->linger = true;
-  if (h->access_log)
-    printf("{\"worker\":%d,\"status\":%d,\"error\":\"%s\"}\n", h->worker, status, why ? why : "");
+  if (h->access_log) {
+    const m0__parser *p = &c->p;
+    m0_str method = {buf && p->method.len ? buf + p->method.off : "", buf ? p->method.len : 0};
+    m0_str target = {buf && p->url.len ? buf + p->url.off : "", buf ? p->url.len : 0};
+    const char *q = target.n ? memchr(target.p, '?', target.n) : NULL;
+    if (q) target.n = (size_t)(q - target.p);
+    conn_access_log(c, method, target, status, res.body_len, why ? why : "");
+  }
 }
 
 /* Keeps the bytes a partial request still needs in the connection's own
@@ -384,7 +404,7 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
       break;
     }
     if (r == M0__PARSE_ERROR) {
-      conn_error(c, c->p.status, c->p.why);
+      conn_error(c, buf, c->p.status, c->p.why);
       break;
     }
     conn_dispatch(c, buf);
@@ -579,7 +599,7 @@ void m0__http_sweep(m0__http *h) {
     if (now < c->deadline || c->waiting) continue;
     if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
       h->stats.timeouts++;
-      conn_error(c, 408, c->phase == PHASE_HEAD ? "header timeout" : "body timeout");
+      conn_error(c, c->in, 408, c->phase == PHASE_HEAD ? "header timeout" : "body timeout");
       conn_flush(c);
     } else {
       conn_close(c); /* idle keep-alive, silent fresh connection, linger over, stuck writer */

@@ -55,6 +55,7 @@ int main(int argc, char **argv) {
     if (a + 1 >= argc) return usage("a flag needs a value");
     *slot = argv[++a];
   }
+  if (event && (!event[0] || strpbrk(event, "\r\n"))) return usage("--event is one word on one line");
   if (!dir || !dir[0]) {
     fprintf(stderr, "m0pub: no run directory: give --run-dir DIR or set M0_RUN_DIR\n");
     return 78;

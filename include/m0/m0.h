@@ -155,8 +155,11 @@ typedef struct m0_producer {
 /* The next event id from the one shared counter. Thread safety: any thread. */
 uint64_t m0_next_id(m0_publisher *pub);
 /* Publishes a frame to every stream on `channel` in every loop of every
- * worker. Returns false (and counts it) when any loop refused the frame.
- * Thread safety: any thread. */
+ * worker. The frame is the event's lines without its id (e.g. "event: beat\n
+ * data: {...}"); the host writes "id: <id>" first. Returns false (and counts
+ * it) when the frame is refused (larger than 64 KiB, a blank line, a CR, an
+ * id line of its own; a channel name that is empty, longer than 64 bytes or
+ * starts "m0.") or when a loop's mailbox is full. Thread safety: any thread. */
 bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len);
 
 /* A publisher for a program outside the host (m0pub, a child process the

@@ -204,7 +204,7 @@ def pool_mode():
         F.check(s.stop() == 0, f"{label}: exit 0 on SIGTERM")
 
 
-DRAINED_RE = re.compile(r"m0: loop (\d+) drained: (\d+) requests, (\d+) connections, .*?(\d+) handed off, (\d+) taken over")
+DRAINED_RE = re.compile(r"m0: loop\.(\d+) drained: (\d+) requests, (\d+) connections, .*?(\d+) handed off, (\d+) taken over")
 
 
 def accept_sharing():

@@ -15,6 +15,7 @@
 #include "actors/coordinator.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -282,7 +283,7 @@ static int coord_setup(coord *c) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
   }
-  char where[M0__URL_MAX];
+  char where[PATH_MAX];
   m0__scheme scheme = p->mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
   if (scheme == M0__SCHEME_IPC) snprintf(where, sizeof where, "%s", c->rundir.path);
   else snprintf(where, sizeof where, "m0-%d", (int)getpid());

@@ -22,6 +22,10 @@ int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace
   return 0;
 }
 
+int m0__actor_listen_also(m0__actor *a, const char *url) {
+  return nng_listen(a->mailbox, url, NULL, 0) == 0 ? 0 : M0__ETRANSPORT;
+}
+
 void m0__actor_close(m0__actor *a) {
   if (a->open) nng_close(a->mailbox);
   a->open = false;
@@ -37,6 +41,7 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
   snprintf(p->url, sizeof p->url, "%s", url);
   if (nng_push0_open(&p->sock) != 0) return M0__ETRANSPORT;
   nng_socket_set_ms(p->sock, NNG_OPT_SENDTIMEO, send_timeout_ms);
+  if (send_timeout_ms == 0) nng_socket_set_int(p->sock, NNG_OPT_SENDBUF, 1024);
   nng_socket_set_ms(p->sock, NNG_OPT_RECONNMINT, 5);
   nng_socket_set_ms(p->sock, NNG_OPT_RECONNMAXT, 100);
   /* A listener that is already up connects now; one that is not yet up is

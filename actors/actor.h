@@ -53,11 +53,15 @@ typedef struct m0__msg {
 /* Opens the actor's mailbox, listening at url. Returns 0 or M0__ETRANSPORT. */
 int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
 void m0__actor_close(m0__actor *a);
+/* Listens at one more URL (an inproc actor reachable from outside). */
+int m0__actor_listen_also(m0__actor *a, const char *url);
 /* The descriptor that is readable when the mailbox holds a message. */
 int m0__actor_recv_fd(m0__actor *a, int *fd);
 
 /* Dials a peer. A peer whose listener is not up yet is dialed in the
- * background and the first send waits for it (up to the send timeout). */
+ * background and the first send waits for it (up to the send timeout).
+ * A send timeout of 0 makes sends queue (up to 1024 messages) or fail at
+ * once: the bus never blocks its sender, and a refusal is counted. */
 int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms);
 void m0__peer_close(m0__peer *p);
 

@@ -78,10 +78,10 @@ static void check_environment(const m0_config *cfg, const m0_app *app, m0__check
 
 static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *file = M0__CFGS(cfg, topology);
-  if (file[0]) {
-    CHECK_FAIL(c, "topology file %s given, but this build reads no topology files", file);
-    CHECK_FIX(c, "remove --topology / M0_TOPOLOGY and use flags");
-  } else CHECK_OK(c, "no topology file");
+  if (cfg->topology_error[0]) {
+    CHECK_FAIL(c, "topology file %s", cfg->topology_error);
+    CHECK_FIX(c, "correct the file (its schema is the doctor's \"topology\" object) or drop --topology / M0_TOPOLOGY");
+  } else CHECK_OK(c, file[0] ? "topology file %s read" : "no topology file", file);
 }
 
 static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c) {
@@ -116,19 +116,11 @@ static void check_application(const m0_config *cfg, const m0_app *app, m0__check
 
 static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *t = M0__CFGS(cfg, trace);
-  if (t[0] && strcmp(t, "-") != 0) {
-    CHECK_FAIL(c, "trace destination %s is an address; this build traces to stderr only", t);
-    CHECK_FIX(c, "use --trace - (JSON lines on stderr)");
-  } else CHECK_OK(c, t[0] ? "trace records to stderr" : "tracing off");
-}
-
-static void check_mode(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
-  if (w > 1 || t > 1 || b > 0) {
-    CHECK_FAIL(c, "this build serves one loop, and %s asks for more",
-               w > 1 ? "--workers" : t > 1 ? "--threads" : "--blocking-threads");
-    CHECK_FIX(c, "leave workers and threads at 1 and blocking-threads at 0");
-  } else CHECK_OK(c, "single loop");
+  bool url = !strncmp(t, "inproc://", 9) || !strncmp(t, "ipc://", 6) || !strncmp(t, "tcp://", 6);
+  if (t[0] && strcmp(t, "-") != 0 && !url) {
+    CHECK_FAIL(c, "trace destination %s is neither - nor an nng URL", t);
+    CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace ipc:///path, tcp://host:port");
+  } else CHECK_OK(c, !t[0] ? "tracing off" : url ? "trace records to %s" : "trace records to stderr", t);
 }
 
 static const check_fn checks_fns[M0__CHECK_COUNT] = {

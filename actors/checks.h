@@ -20,8 +20,7 @@
   X(topology, "topology")                             \
   X(run_dir, "run-dir")                               \
   X(application, "application")                       \
-  X(trace, "trace")                                   \
-  X(mode, "mode")
+  X(trace, "trace")
 
 enum {
 #define M0__CHECK_ENUM(id, name) M0__C_##id,
@@ -33,7 +32,7 @@ enum {
 typedef struct m0__check {
   const char *name;
   bool ok;
-  char detail[1400];
+  char detail[M0__STR_MAX + 512];
   char fix[1200];
 } m0__check;
 

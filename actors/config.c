@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include "actors/topofile.h"
 #include "transport/listen.h"
 
 #include <errno.h>
@@ -127,6 +128,7 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
       return 2;
     }
   }
+  m0__topofile_apply(cfg);
   return 0;
 }
 

@@ -40,6 +40,10 @@
     "request target (414)")                                                                      \
   X(max_body_bytes, "max-body-bytes", "M0_MAX_BODY_BYTES", INT, "4194304", 0, 1073741824,        \
     "request body (413)")                                                                        \
+  X(respawn_budget, "respawn-budget", "M0_RESPAWN_BUDGET", INT, "5", 0, 1000000,                 \
+    "worker deaths allowed per window before the supervisor gives up (exit 1)")                  \
+  X(respawn_window_ms, "respawn-window-ms", "M0_RESPAWN_WINDOW_MS", INT, "10000", 1, 86400000,   \
+    "the window the respawn budget is counted over")                                             \
   X(accept_share, NULL, "M0_ACCEPT_SHARE", BOOL, "1", 0, 1, "0 = the bare accept race")          \
   X(topology, "topology", "M0_TOPOLOGY", STR, "", 0, 0, "a declarative topology file")           \
   X(trace, "trace", "M0_TRACE", STR, "", 0, 0, "where trace records go (- = stderr)")            \
@@ -67,6 +71,8 @@ struct m0_config {
   bool doctor, help, version;
   /* The first variable that could not be read, for the environment check. */
   char env_error[M0__STR_MAX];
+  /* Why the topology file cannot be served, with line and column. */
+  char topology_error[M0__STR_MAX + 256];
 };
 
 #define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)

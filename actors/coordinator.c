@@ -1,23 +1,23 @@
-/* The coordinator actor: m0_serve. It owns start-up, the signals and the
- * drain, and lives on the thread that called m0_serve.
- *
- * Design notes
- * - Order: read the configuration (exit 2), run the checks (exit 78), then
- *   make the run directory and the shared page, bind the listener (exit 1),
- *   open the mailbox, start the loops and the producer, wait for every READY
- *   (a FAILED is exit 78 with nothing served), open the barrier (GO).
- * - Signals: a handler writes one byte to a pipe; the coordinator polls that
- *   pipe and its mailbox. So nothing but the coordinator reacts to a signal,
- *   and it behaves the same as PID 1 (a handler is installed).
- * - The drain has ONE bound (--drain-timeout-ms) shared by the loops and the
- *   producer, counted from the first signal. Whoever is still inside the
- *   application after it is named and the process exits 1 anyway.
+/* Design notes
+ * - Order: run directory and shared page (made, or inherited by a worker),
+ *   listener (bound, or inherited), topology, mailbox; then every actor of
+ *   this process starts and builds its state on its own thread (make) and
+ *   says READY or FAILED. A FAILED is exit 78 with nothing served. When all
+ *   are READY the barrier opens (GO) — in a worker, only once the supervisor
+ *   says GO, so no worker serves before every worker could.
+ * - Signals become a pipe the coordinator polls beside its mailbox.
+ * - The drain has ONE bound (--drain-timeout-ms) from the first signal,
+ *   shared by the loops, their pools and the producer. Whoever is still
+ *   inside the application after it is named and the process exits 1 without
+ *   waiting for it.
+ * - A loop thread that ends without saying STOPPED died: exit 1, named.
  */
+#include "actors/coordinator.h"
+
 #include <errno.h>
-#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,48 +25,42 @@
 #include <unistd.h>
 
 #include "actors/actor.h"
-#include "actors/checks.h"
-#include "actors/config.h"
 #include "actors/errors.h"
 #include "actors/loop.h"
+#include "actors/pool.h"
 #include "actors/producer.h"
+#include "actors/signals.h"
 #include "actors/trace.h"
 #include "transport/listen.h"
 #include "transport/page.h"
 #include "transport/rundir.h"
-#include "transport/topology.h"
+#include "transport/systemd.h"
 
-int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
-
-static int coord_sigpipe[2] = {-1, -1};
-
-static void coord_on_signal(int sig) {
-  int saved = errno;
-  unsigned char b = (unsigned char)sig;
-  if (write(coord_sigpipe[1], &b, 1) < 0) { /* the pipe is full: a signal is already pending */ }
-  errno = saved;
-}
-
-static int coord_signals_install(void) {
-  if (pipe2(coord_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = coord_on_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  return 0;
-}
-
-static void coord_signals_restore(void) {
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGINT, SIG_DFL);
-  close(coord_sigpipe[0]);
-  close(coord_sigpipe[1]);
-  coord_sigpipe[0] = coord_sigpipe[1] = -1;
-}
+typedef struct coord {
+  const m0__proc *p;
+  const m0_config *cfg;
+  long drain_ms;
+  int sigfd;
+  m0__topology topo;
+  m0__rundir rundir;
+  m0__page page;
+  m0__tracer *trace;
+  m0__actor self;
+  m0__peer up; /* a worker's supervisor */
+  bool has_up;
+  m0__loop *loops; /* [here] */
+  m0__peer *loop_peers;
+  int npool;
+  m0__pool_thread *pools; /* [here * npool] */
+  m0_publisher pub;
+  bool pub_open;
+  bool has_producer;
+  m0__producer_run prod;
+  m0__peer prod_peer;
+  int listen_fd, port;
+  bool *loop_done; /* said STOPPED (or died), counted */
+  bool prod_done;
+} coord;
 
 static int64_t coord_now_ms(void) {
   struct timespec ts;
@@ -74,29 +68,9 @@ static int64_t coord_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-typedef struct coord {
-  const m0_app *app;
-  const m0_producer *producer;
-  m0_config cfg;
-  m0__topology topo;
-  m0__rundir rundir;
-  m0__page page;
-  m0__tracer *trace;
-  m0__actor self;
-  m0__loop *loops;
-  int nloops;
-  m0__peer *loop_peers;
-  m0_publisher pub;
-  bool pub_open;
-  m0__producer_run prod;
-  m0__peer prod_peer;
-  bool has_producer;
-  int listen_fd, port;
-} coord;
-
-/* A loop or the producer whose thread ended without saying STOPPED died. */
+/* A loop whose thread ended without saying STOPPED died. */
 static int coord_dead(coord *c) {
-  for (int i = 0; i < c->nloops; i++)
+  for (int i = 0; i < c->p->here; i++)
     if (c->loops[i].started && atomic_load(&c->loops[i].exited) && !atomic_load(&c->loops[i].said_stopped))
       return i;
   return -1;
@@ -115,311 +89,382 @@ static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
       continue;
     }
     if (coord_dead(c) >= 0) return 3;
-    struct pollfd p[2] = {{coord_sigpipe[0], POLLIN, 0}, {fd, POLLIN, 0}};
+    struct pollfd pf[2] = {{c->sigfd, POLLIN, 0}, {fd, POLLIN, 0}};
     int64_t left = deadline - coord_now_ms();
     if (left <= 0) return 0;
     /* Wake at least every 100 ms to notice a thread that ended silently. */
-    if (poll(p, 2, left > 100 ? 100 : (int)left) < 0 && errno != EINTR) return 0;
-    if (p[0].revents & POLLIN) {
-      unsigned char b;
-      while (read(coord_sigpipe[0], &b, 1) == 1) {}
-      return 2;
-    }
+    if (poll(pf, 2, left > 100 ? 100 : (int)left) < 0 && errno != EINTR) return 0;
+    if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
   }
 }
 
-static const char *coord_who(uint32_t id, char *buf, size_t n) {
-  m0__actor_name(id, buf, n);
-  return buf;
+static void coord_log_stats(int idx, const m0__msg *m) {
+  if (m->len != sizeof(m0__loop_stats)) return;
+  m0__loop_stats st;
+  memcpy(&st, m->payload, sizeof st);
+  fprintf(stderr,
+          "m0: loop.%d drained: %llu requests, %llu connections, %llu refused, %llu timed out, "
+          "%llu handed off, %llu taken over\n",
+          idx, (unsigned long long)st.requests, (unsigned long long)st.accepted, (unsigned long long)st.errors_4xx,
+          (unsigned long long)st.timeouts, (unsigned long long)st.handed, (unsigned long long)st.adopted);
 }
 
-/* Sends STOP to every loop and the producer; waits for every STOPPED within
- * the one bound. Returns 0, or 1 when someone did not finish. */
+/* STOP to every loop and the producer; every STOPPED within the bound; then
+ * the pool threads' exits within what is left of it. Returns 0, or 1 when
+ * someone did not finish (named on stderr). */
 static int coord_drain(coord *c, int64_t deadline) {
+  const m0__proc *p = c->p;
   int waiting = 0;
-  bool *done = calloc((size_t)c->nloops + 1, sizeof *done);
-  for (int i = 0; i < c->nloops; i++) {
-    if (!atomic_load(&c->loops[i].exited) && m0__send(&c->self, &c->loop_peers[i], M0__K_STOP, 0, 0, NULL, 0) == 0)
+  for (int i = 0; i < p->here; i++) {
+    if (c->loop_done[i]) continue;
+    if (!atomic_load(&c->loops[i].failed) && !atomic_load(&c->loops[i].exited) && m0__send(&c->self, &c->loop_peers[i], M0__K_STOP, 0, 0, NULL, 0) == 0)
       waiting++;
-    else done[i] = true;
+    else c->loop_done[i] = true;
   }
-  if (c->has_producer) {
-    if (!atomic_load(&c->prod.exited) && m0__send(&c->self, &c->prod_peer, M0__K_STOP, 0, 0, NULL, 0) == 0)
+  if (c->has_producer && !c->prod_done) {
+    if (!atomic_load(&c->prod.failed) && !atomic_load(&c->prod.exited) && m0__send(&c->self, &c->prod_peer, M0__K_STOP, 0, 0, NULL, 0) == 0)
       waiting++;
-    else done[c->nloops] = true;
+    else c->prod_done = true;
   }
   while (waiting > 0) {
     m0__msg m;
     int w = coord_wait(c, deadline, &m);
     if (w == 0) break;
     if (w == 2) {
-      fprintf(stderr, "m0: already draining; the bound is %ld ms\n", M0__CFG(&c->cfg, drain_timeout_ms));
+      fprintf(stderr, "m0: already draining; the bound is %ld ms\n", c->drain_ms);
       continue;
     }
-    if (w == 3) { /* a loop ended without STOPPED: nothing more will come from it */
+    if (w == 3) { /* ended without STOPPED: nothing more will come from it */
       int i = coord_dead(c);
-      fprintf(stderr, "m0: loop %d ended during the drain\n", i);
-      if (!done[i]) waiting--;
-      done[i] = true;
+      fprintf(stderr, "m0: loop.%d ended during the drain\n", p->first + i);
+      if (!c->loop_done[i]) waiting--;
+      c->loop_done[i] = true;
       atomic_store(&c->loops[i].said_stopped, true); /* counted once */
       continue;
     }
-    int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from);
-    if (m.env.kind == M0__K_STOPPED) {
-      int k = role == M0__ROLE_LOOP && idx < c->nloops ? idx : role == M0__ROLE_PRODUCER ? c->nloops : -1;
-      if (k >= 0 && !done[k]) {
-        done[k] = true;
-        waiting--;
-        if (role == M0__ROLE_LOOP && m.len == sizeof(m0__loop_stats)) {
-          m0__loop_stats st;
-          memcpy(&st, m.payload, sizeof st);
-          fprintf(stderr, "m0: loop %d drained: %llu requests, %llu connections, %llu refused, %llu timed out\n", idx,
-                  (unsigned long long)st.requests, (unsigned long long)st.accepted,
-                  (unsigned long long)st.errors_4xx, (unsigned long long)st.timeouts);
-        }
-      }
+    int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from) - p->first;
+    if (m.env.kind == M0__K_STOPPED && role == M0__ROLE_LOOP && idx >= 0 && idx < p->here && !c->loop_done[idx]) {
+      c->loop_done[idx] = true;
+      waiting--;
+      coord_log_stats(p->first + idx, &m);
+    } else if (m.env.kind == M0__K_STOPPED && role == M0__ROLE_PRODUCER && !c->prod_done) {
+      c->prod_done = true;
+      waiting--;
     }
     m0__msg_free(&m);
   }
   int rc = 0;
-  for (int i = 0; i <= c->nloops; i++) {
-    if (i == c->nloops && !c->has_producer) break;
-    if (done[i]) continue;
-    char who[32];
-    if (i < c->nloops)
-      fprintf(stderr, "m0: %s did not finish its drain within %ld ms; exiting anyway\n",
-              coord_who(M0__ACTOR_ID(M0__ROLE_LOOP, i), who, sizeof who), M0__CFG(&c->cfg, drain_timeout_ms));
-    else
-      fprintf(stderr, "m0: the producer %s did not stop within %ld ms; exiting anyway\n",
-              atomic_load(&c->prod.in_step) ? "(inside its step)" : "", M0__CFG(&c->cfg, drain_timeout_ms));
+  for (int i = 0; i < p->here; i++)
+    if (!c->loop_done[i]) {
+      fprintf(stderr, "m0: loop.%d did not finish its drain within %ld ms; exiting anyway\n", p->first + i,
+              c->drain_ms);
+      rc = 1;
+    }
+  if (c->has_producer && !c->prod_done) {
+    fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", c->drain_ms,
+            atomic_load(&c->prod.in_step) ? " (it is inside its step)" : "");
     rc = 1;
   }
-  free(done);
+  /* The pools: their loops sent them STOP on the way out. */
+  for (int k = 0; k < p->here * c->npool; k++) {
+    m0__pool_thread *t = &c->pools[k];
+    while (t->started && !atomic_load(&t->exited) && coord_now_ms() < deadline) usleep(1000);
+    if (t->started && !atomic_load(&t->exited)) {
+      fprintf(stderr, "m0: pool.%d.%d did not stop within %ld ms%s; exiting anyway\n", t->loop, t->index,
+              c->drain_ms, atomic_load(&t->in_app) ? " (it is inside a view)" : "");
+      rc = 1;
+    }
+  }
   return rc;
 }
 
-/* Joins the threads that finished; an unfinished one is left behind (the
- * process is about to exit). */
-static void coord_join(coord *c) {
-  for (int i = 0; i < c->nloops; i++)
-    if (c->loops[i].started && atomic_load(&c->loops[i].exited)) pthread_join(c->loops[i].thread, NULL);
-  if (c->has_producer && c->prod.started && atomic_load(&c->prod.exited)) pthread_join(c->prod.thread, NULL);
-}
-
 static bool coord_all_exited(coord *c) {
-  for (int i = 0; i < c->nloops; i++)
+  for (int i = 0; c->loops && i < c->p->here; i++)
     if (c->loops[i].started && !atomic_load(&c->loops[i].exited)) return false;
+  for (int k = 0; c->pools && k < c->p->here * c->npool; k++)
+    if (c->pools[k].started && !atomic_load(&c->pools[k].exited)) return false;
   if (c->has_producer && c->prod.started && !atomic_load(&c->prod.exited)) return false;
   return true;
 }
 
+/* Frees everything when every thread has ended; otherwise only what no
+ * thread can touch (the process is about to _exit). */
 static void coord_cleanup(coord *c) {
   if (coord_all_exited(c)) {
-    coord_join(c);
-    for (int i = 0; i < c->nloops; i++) m0__peer_close(&c->loop_peers[i]);
-    if (c->has_producer) m0__peer_close(&c->prod_peer);
+    for (int i = 0; c->loops && i < c->p->here; i++)
+      if (c->loops[i].started) {
+        pthread_join(c->loops[i].thread, NULL);
+        m0__loop_release(&c->loops[i]);
+      }
+    for (int k = 0; c->pools && k < c->p->here * c->npool; k++)
+      if (c->pools[k].started) {
+        pthread_join(c->pools[k].thread, NULL);
+        m0__pool_release(&c->pools[k]);
+      }
+    if (c->has_producer && c->prod.started) {
+      pthread_join(c->prod.thread, NULL);
+      m0__producer_release(&c->prod);
+    }
+    for (int i = 0; c->loop_peers && i < c->p->here; i++) m0__peer_close(&c->loop_peers[i]);
+    m0__peer_close(&c->prod_peer);
+    m0__peer_close(&c->up);
     if (c->pub_open) m0__publisher_close(&c->pub);
     m0__actor_close(&c->self);
     free(c->loops);
     free(c->loop_peers);
+    free(c->pools);
+    free(c->loop_done);
     m0__page_close(&c->page);
+    if (c->trace) m0__tracer_free(c->trace);
   }
-  m0__rundir_close(&c->rundir);
+  if (!c->p->run_dir) m0__rundir_close(&c->rundir);
   m0__topology_free(&c->topo);
-  if (c->trace) m0__tracer_free(c->trace);
-  coord_signals_restore();
+  m0__signals_restore();
 }
 
-static int coord_serve(coord *c) {
-  m0_config *cfg = &c->cfg;
+/* Waits for every READY (the barrier), then GO. Returns -1 to go on
+ * serving, or an exit code. */
+static int coord_barrier(coord *c) {
+  int want = c->p->here * (1 + c->npool) + (c->has_producer ? 1 : 0), ready = 0;
+  int64_t forever = INT64_MAX / 2;
+  bool up_go = !c->has_up;
+  while (ready < want || !up_go) {
+    m0__msg m;
+    int w = coord_wait(c, forever, &m);
+    if (w == 2) {
+      fprintf(stderr, "m0: stopped while starting\n");
+      return coord_drain(c, coord_now_ms() + c->drain_ms);
+    }
+    if (w == 3) {
+      fprintf(stderr, "m0: loop.%d ended while starting\n", c->p->first + coord_dead(c));
+      coord_drain(c, coord_now_ms() + c->drain_ms);
+      return 1;
+    }
+    if (w != 1) continue;
+    int kind = m.env.kind;
+    if (kind == M0__K_READY) {
+      if (++ready == want && c->has_up) m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0);
+    } else if (kind == M0__K_GO) {
+      up_go = true;
+    } else if (kind == M0__K_FAILED || kind == M0__K_DIED) {
+      fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
+      m0__msg_free(&m);
+      coord_drain(c, coord_now_ms() + c->drain_ms);
+      return kind == M0__K_FAILED ? 78 : 1;
+    }
+    m0__msg_free(&m);
+  }
+  for (int i = 0; i < c->p->here; i++)
+    if (m0__send(&c->self, &c->loop_peers[i], M0__K_GO, 0, 0, NULL, 0) != 0) {
+      fprintf(stderr, "m0: cannot reach loop %d\n", c->p->first + i);
+      coord_drain(c, coord_now_ms() + c->drain_ms);
+      return 1;
+    }
+  if (c->has_producer) m0__send(&c->self, &c->prod_peer, M0__K_GO, 0, 0, NULL, 0);
+  return -1;
+}
+
+static int coord_setup(coord *c) {
+  const m0__proc *p = c->p;
+  const m0_config *cfg = c->cfg;
   char err[1024];
-  long drain_ms = M0__CFG(cfg, drain_timeout_ms);
-  if (m0__rundir_open(&c->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
+  if (p->run_dir) snprintf(c->rundir.path, sizeof c->rundir.path, "%s", p->run_dir);
+  else if (m0__rundir_open(&c->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
   }
-  c->nloops = 1;
-  size_t app_slots = c->app->page_slots ? c->app->page_slots(c->nloops) : 0;
-  if (m0__page_create(&c->page, c->rundir.path, c->nloops, app_slots, err, sizeof err) != 0) {
+  /* A child process the application starts finds the host here (m0pub).
+   * Set before nng starts any thread. */
+  if (!p->run_dir) setenv("M0_RUN_DIR", c->rundir.path, 1);
+  size_t app_slots = p->app->page_slots ? p->app->page_slots(p->loops) : 0;
+  int rv = p->page_fd >= 0 ? m0__page_attach_fd(&c->page, p->page_fd, p->app_page_fd, err, sizeof err)
+                           : m0__page_create(&c->page, c->rundir.path, p->loops, app_slots, err, sizeof err);
+  if (rv != 0) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
   }
-  char ns[64];
-  snprintf(ns, sizeof ns, "m0-%d", (int)getpid());
-  if (m0__topology_build(&c->topo, M0__MODE_SINGLE, c->nloops, 0, M0__SCHEME_INPROC, ns) != 0) {
-    fprintf(stderr, "m0: cannot build the topology\n");
+  char where[PATH_MAX];
+  m0__scheme scheme = p->mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
+  if (scheme == M0__SCHEME_IPC) snprintf(where, sizeof where, "%s", c->rundir.path);
+  else snprintf(where, sizeof where, "m0-%d", (int)getpid());
+  if (m0__topology_build(&c->topo, p->mode, p->loops, c->npool, scheme, where) != 0) {
+    fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;
   }
   if (M0__CFGS(cfg, trace)[0]) c->trace = m0__tracer_new(M0__CFGS(cfg, trace));
-  c->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &c->port, err, sizeof err);
-  if (c->listen_fd < 0) {
-    fprintf(stderr, "m0: %s\n", err);
-    return 1;
+  if (p->listen_fd >= 0) {
+    c->listen_fd = p->listen_fd;
+    c->port = m0__listen_port(c->listen_fd);
+  } else {
+    c->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &c->port, err, sizeof err);
+    if (c->listen_fd < 0) {
+      fprintf(stderr, "m0: %s\n", err);
+      return 1;
+    }
   }
-  if (coord_signals_install() != 0) {
+  if ((c->sigfd = m0__signals_install(false)) < 0) {
     fprintf(stderr, "m0: cannot install signal handlers\n");
     return 1;
   }
-  const m0__actor_desc *me = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
-  if (m0__actor_open(&c->self, me->id, me->url, c->trace) != 0) {
-    fprintf(stderr, "m0: cannot open the coordinator's mailbox at %s\n", me->url);
+  /* A worker's coordinator is worker.i; the supervisor is the coordinator. */
+  uint32_t me_id = p->mode == M0__MODE_PREFORK ? M0__ACTOR_ID(M0__ROLE_WORKER, p->first)
+                                                : M0__ACTOR_ID(M0__ROLE_COORD, 0);
+  const m0__actor_desc *me = m0__topology_find(&c->topo, me_id);
+  if (!me || m0__actor_open(&c->self, me->id, me->url, c->trace) != 0) {
+    fprintf(stderr, "m0: cannot open the coordinator's mailbox\n");
     return 1;
   }
-  c->loops = calloc((size_t)c->nloops, sizeof *c->loops);
-  c->loop_peers = calloc((size_t)c->nloops, sizeof *c->loop_peers);
-  if (!c->loops || !c->loop_peers) return 1;
-  c->has_producer = c->producer != NULL;
-  m0_ctx base = {.worker = 0, .workers = c->nloops, .thread = -1, .threaded = false,
+  if (p->mode == M0__MODE_PREFORK) {
+    const m0__actor_desc *sup = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
+    if (m0__peer_open(&c->up, sup->id, sup->url, 1000) != 0) {
+      fprintf(stderr, "m0: worker %d cannot reach the supervisor at %s\n", p->first, sup->url);
+      return 1;
+    }
+    c->has_up = true;
+  }
+  return 0;
+}
+
+static int coord_start(coord *c) {
+  const m0__proc *p = c->p;
+  const m0_config *cfg = c->cfg;
+  const char *me_url = c->self.url;
+  c->loops = calloc((size_t)p->here, sizeof *c->loops);
+  c->loop_peers = calloc((size_t)p->here, sizeof *c->loop_peers);
+  c->loop_done = calloc((size_t)p->here, sizeof *c->loop_done);
+  c->pools = calloc((size_t)(p->here * (c->npool ? c->npool : 1)), sizeof *c->pools);
+  if (!c->loops || !c->loop_peers || !c->loop_done || !c->pools) return 1;
+  m0_ctx base = {.worker = 0, .workers = p->loops, .thread = -1, .threaded = p->mode == M0__MODE_THREADS,
                  .capacity = (int)M0__CFG(cfg, max_connections), .page = c->page.app,
-                 .page_slots = app_slots, .config = cfg, .publisher = &c->pub};
-  if (m0__publisher_open(&c->pub, &c->topo, &c->page, c->trace, (int)drain_ms) != 0) {
+                 .page_slots = c->page.head->app_slots, .config = cfg, .publisher = &c->pub};
+  const m0__actor_desc *pd = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
+  if (m0__publisher_open(&c->pub, &c->topo, &c->page, c->trace, p->mode == M0__MODE_PREFORK ? c->self.id : pd->id) != 0) {
     fprintf(stderr, "m0: cannot open the publisher\n");
     return 1;
   }
   c->pub_open = true;
-  if (c->has_producer && c->producer->wanted && !c->producer->wanted(&base)) c->has_producer = false;
-  for (int i = 0; i < c->nloops; i++) {
+  c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
+  for (int i = 0; i < p->here; i++) {
+    int idx = p->first + i;
     m0__loop *l = &c->loops[i];
-    l->index = i;
+    l->index = idx;
     l->topo = &c->topo;
     l->cfg = cfg;
-    l->app = c->app;
+    l->app = p->app;
     l->trace = c->trace;
     l->page = &c->page;
+    l->coord_id = c->self.id;
+    l->coord_url = me_url;
+    l->handoff = p->handoff;
+    l->run_dir = c->rundir.path;
+    l->npool = c->npool;
     l->listen_fd = i == 0 ? c->listen_fd : dup(c->listen_fd);
     l->ctx = base;
-    l->ctx.worker = i;
-    const m0__actor_desc *d = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_LOOP, i));
-    if (m0__loop_start(l) != 0 || m0__peer_open(&c->loop_peers[i], d->id, d->url, (int)drain_ms) != 0) {
-      fprintf(stderr, "m0: cannot start loop %d\n", i);
+    l->ctx.worker = idx;
+    const m0__actor_desc *d = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_LOOP, idx));
+    if (m0__loop_start(l) != 0 || m0__peer_open(&c->loop_peers[i], d->id, d->url, (int)c->drain_ms) != 0) {
+      fprintf(stderr, "m0: cannot start loop %d\n", idx);
       return 1;
+    }
+    for (int j = 0; j < c->npool; j++) {
+      m0__pool_thread *t = &c->pools[i * c->npool + j];
+      t->loop = idx;
+      t->index = j;
+      t->topo = &c->topo;
+      t->app = p->app;
+      t->trace = c->trace;
+      t->coord_id = c->self.id;
+      t->coord_url = me_url;
+      t->ctx = base;
+      t->ctx.worker = idx;
+      t->ctx.thread = j;
+      if (m0__pool_start(t) != 0) {
+        fprintf(stderr, "m0: cannot start pool thread %d.%d\n", idx, j);
+        return 1;
+      }
     }
   }
   if (c->has_producer) {
-    if (m0__peer_open(&c->prod_peer, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), c->pub.self.url, (int)drain_ms) != 0) {
+    if (m0__peer_open(&c->prod_peer, pd->id, pd->url, (int)c->drain_ms) != 0) {
       fprintf(stderr, "m0: cannot reach the producer's mailbox\n");
       return 1;
     }
-    c->prod.def = c->producer;
+    c->prod.def = p->producer;
     c->prod.ctx = base;
     c->prod.pub = &c->pub;
-    c->prod.coord_url = me->url;
+    c->prod.url = pd->url;
+    c->prod.coord_id = c->self.id;
+    c->prod.coord_url = me_url;
     if (m0__producer_start(&c->prod) != 0) {
       fprintf(stderr, "m0: cannot start the producer\n");
       return 1;
     }
   }
-  /* The barrier: every loop and the producer report before anyone serves. */
-  int want = c->nloops + (c->has_producer ? 1 : 0), ready = 0;
-  int64_t forever = INT64_MAX / 2;
-  while (ready < want) {
-    m0__msg m;
-    int w = coord_wait(c, forever, &m);
-    if (w == 2) {
-      fprintf(stderr, "m0: stopped while starting\n");
-      return coord_drain(c, coord_now_ms() + drain_ms) ? 1 : 0;
-    }
-    if (w == 3) {
-      fprintf(stderr, "m0: a loop ended while starting\n");
-      coord_drain(c, coord_now_ms() + drain_ms);
-      return 1;
-    }
-    if (w != 1) continue;
-    if (m.env.kind == M0__K_READY) {
-      ready++;
-    } else if (m.env.kind == M0__K_FAILED || m.env.kind == M0__K_DIED) {
-      fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
-      int code = m.env.kind == M0__K_FAILED ? 78 : 1;
-      m0__msg_free(&m);
-      coord_drain(c, coord_now_ms() + drain_ms);
-      return code;
-    }
-    m0__msg_free(&m);
+  return 0;
+}
+
+static int coord_serve(coord *c) {
+  const m0__proc *p = c->p;
+  int rc;
+  if ((rc = coord_setup(c)) != 0) return rc;
+  if ((rc = coord_start(c)) != 0) {
+    coord_drain(c, coord_now_ms() + c->drain_ms);
+    return rc;
   }
-  for (int i = 0; i < c->nloops; i++) {
-    if (m0__send(&c->self, &c->loop_peers[i], M0__K_GO, 0, 0, NULL, 0) != 0) {
-      fprintf(stderr, "m0: cannot reach loop %d\n", i);
-      coord_drain(c, coord_now_ms() + drain_ms);
-      return 1;
-    }
+  if ((rc = coord_barrier(c)) >= 0) return rc;
+  if (p->mode == M0__MODE_PREFORK) {
+    fprintf(stderr, "m0: worker %d serving (pid %d)\n", p->first, (int)getpid());
+  } else {
+    const char *host = M0__CFGS(c->cfg, host);
+    bool v6 = strchr(host, ':') && host[0] != '[';
+    fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d)\n",
+            p->app->name, v6 ? "[" : "", host, v6 ? "]" : "", c->port, m0__mode_name(p->mode), p->here,
+            p->here == 1 ? "" : "s", c->npool, c->npool == 1 ? "" : "s", (int)getpid());
+    m0__sd_notify("READY=1");
   }
-  if (c->has_producer) m0__send(&c->self, &c->prod_peer, M0__K_GO, 0, 0, NULL, 0);
-  const char *host = M0__CFGS(cfg, host);
-  bool v6 = strchr(host, ':') && host[0] != '[';
-  fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (%s, %d loop%s, pid %d)\n", c->app->name,
-          v6 ? "[" : "", host, v6 ? "]" : "", c->port, m0__mode_name(c->topo.mode), c->nloops,
-          c->nloops == 1 ? "" : "s", (int)getpid());
   /* Serving: wait for a signal, or a loop that dies. */
   for (;;) {
     m0__msg m;
-    int w = coord_wait(c, forever, &m);
+    int w = coord_wait(c, INT64_MAX / 2, &m);
     if (w == 2) break;
     if (w == 3) {
-      fprintf(stderr, "m0: loop %d ended while serving\n", coord_dead(c));
-      coord_drain(c, coord_now_ms() + drain_ms);
+      fprintf(stderr, "m0: loop.%d ended while serving\n", p->first + coord_dead(c));
+      coord_drain(c, coord_now_ms() + c->drain_ms);
       return 1;
     }
     if (w != 1) continue;
     if (m.env.kind == M0__K_DIED) {
       fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
       m0__msg_free(&m);
-      coord_drain(c, coord_now_ms() + drain_ms);
+      coord_drain(c, coord_now_ms() + c->drain_ms);
       return 1;
     }
     m0__msg_free(&m);
   }
-  fprintf(stderr, "m0: draining (bound %ld ms)\n", drain_ms);
-  int rc = coord_drain(c, coord_now_ms() + drain_ms);
-  if (rc == 0) fprintf(stderr, "m0: drained, exit 0\n");
+  fprintf(stderr, "m0: %s draining (bound %ld ms)\n", p->mode == M0__MODE_PREFORK ? "worker" : "host", c->drain_ms);
+  if (p->mode != M0__MODE_PREFORK) m0__sd_notify("STOPPING=1");
+  rc = coord_drain(c, coord_now_ms() + c->drain_ms);
+  if (rc == 0 && p->mode != M0__MODE_PREFORK) fprintf(stderr, "m0: drained, exit 0\n");
   return rc;
 }
 
-int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
+int m0__coord_run(const m0__proc *p) {
   coord *c = calloc(1, sizeof *c);
   if (!c) return 1;
-  c->app = app;
-  c->producer = producer;
+  c->p = p;
+  c->cfg = p->cfg;
+  c->drain_ms = M0__CFG(p->cfg, drain_timeout_ms);
+  c->npool = (int)M0__CFG(p->cfg, blocking_threads);
   c->listen_fd = -1;
-  char why[1200];
-  const char *prog = argc > 0 ? argv[0] : "m0";
-  int rc;
-  if (m0__config_load(&c->cfg, argc, argv, why, sizeof why) != 0) {
-    m0__config_usage(stderr, prog);
-    fprintf(stderr, "m0: %s\n", why);
-    free(c);
-    return 2;
-  }
-  if (c->cfg.help) {
-    m0__config_usage(stdout, prog);
-    free(c);
-    return 0;
-  }
-  if (c->cfg.version) {
-    printf("m0 %s (nng %s, libuv %s)\n", M0_VERSION_STRING, nng_version(), uv_version_string());
-    free(c);
-    return 0;
-  }
-  m0__check checks[M0__CHECK_COUNT];
-  int first = m0__checks_run(&c->cfg, app, checks);
-  if (c->cfg.doctor) {
-    rc = m0__doctor(&c->cfg, app, checks, first);
-    free(c);
-    return rc;
-  }
-  if (first >= 0) {
-    fprintf(stderr, "m0: %s (%s)\n", checks[first].detail, checks[first].fix);
-    free(c);
-    return 78;
-  }
-  /* Access-log lines leave one at a time, not at exit. */
-  if (M0__CFG(&c->cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
-  rc = coord_serve(c);
+  c->sigfd = -1;
+  int rc = coord_serve(c);
   /* Threads that said STOPPED are on their way out: give them a moment. */
   for (int k = 0; k < 1000 && !coord_all_exited(c); k++) usleep(1000);
+  bool clean = coord_all_exited(c);
   coord_cleanup(c);
-  if (rc != 0 && !coord_all_exited(c)) {
+  if (!clean) {
     fflush(NULL);
-    _exit(rc); /* a thread is still inside the application: do not wait for it */
+    _exit(rc ? rc : 1); /* a thread is still inside the application: do not wait for it */
   }
   free(c);
   return rc;

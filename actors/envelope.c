@@ -70,6 +70,7 @@ void m0__actor_name(uint32_t id, char *out, size_t outlen) {
   case M0__ROLE_POOL: snprintf(out, outlen, "pool.%d.%d", idx >> 12, idx & 0xfff); break;
   case M0__ROLE_PRODUCER: snprintf(out, outlen, "producer"); break;
   case M0__ROLE_EXTERNAL: snprintf(out, outlen, "external.%d", idx); break;
+  case M0__ROLE_WORKER: snprintf(out, outlen, "worker.%d", idx); break;
   default: snprintf(out, outlen, "actor.%08x", (unsigned)id); break;
   }
 }

@@ -35,11 +35,11 @@ int m0__env_read(const uint8_t *buf, size_t n, m0__env *e, const uint8_t **paylo
 
 /* Actor ids: the role in the top byte, an index below. */
 enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__ROLE_PRODUCER = 4,
-                M0__ROLE_EXTERNAL = 5 };
+                M0__ROLE_EXTERNAL = 5, M0__ROLE_WORKER = 6 };
 #define M0__ACTOR_ID(role, index) (((uint32_t)(role) << 24) | ((uint32_t)(index) & 0xffffffu))
 #define M0__ACTOR_ROLE(id) ((int)((id) >> 24))
 #define M0__ACTOR_INDEX(id) ((int)((id) & 0xffffffu))
-/* "coordinator", "loop.3", "pool.1.2", "producer", "external.7" */
+/* "coordinator", "loop.3", "pool.1.2", "producer", "external.7", "worker.1" */
 void m0__actor_name(uint32_t id, char *out, size_t outlen);
 
 #endif

@@ -11,8 +11,16 @@
  * - The drain: STOP closes the listener, closes idle connections, lets every
  *   request in flight be answered and written, then reports STOPPED; the
  *   coordinator owns the bound.
- * - Capacity: past max-connections the loop leaves the next connection in
- *   the backlog (libuv stops polling the listener until we accept).
+ * - Accept: the listener is a uv_poll on the (shared or dup'd) listening
+ *   descriptor and the loop calls accept4 itself, so an accepted socket is a
+ *   plain descriptor it may keep or hand to a sibling. Past max-connections
+ *   the loop stops polling the listener: new connections wait in the backlog.
+ * - Accept sharing: the winner of an accept hands the connection to the
+ *   least-loaded sibling (open + pending on the shared page; ties stay; a
+ *   rotating start; a sibling leaving or stuck in one pass > 2 ms is skipped).
+ *   Within one process the descriptor is an integer in a HANDOFF message;
+ *   across processes it travels by SCM_RIGHTS (transport/handoff.h). On any
+ *   failure the acceptor keeps the connection: nothing is dropped.
  */
 #ifndef M0_ACTORS_LOOP_H
 #define M0_ACTORS_LOOP_H
@@ -24,12 +32,13 @@
 
 #include "actors/actor.h"
 #include "actors/config.h"
+#include "actors/pool.h"
 #include "http/conn.h"
 #include "transport/page.h"
 #include "transport/topology.h"
 
 typedef struct m0__loop_stats {
-  uint64_t requests, accepted, errors_4xx, timeouts, frames;
+  uint64_t requests, accepted, errors_4xx, timeouts, frames, handed, adopted;
 } m0__loop_stats;
 
 typedef struct m0__loop {
@@ -41,26 +50,45 @@ typedef struct m0__loop {
   m0__tracer *trace;
   m0__page *page;
   int listen_fd; /* the loop owns it from start */
+  uint32_t coord_id;    /* who it reports to: the coordinator of its process */
+  const char *coord_url;
+  const int *handoff;   /* prefork: [2*loops] datagram sockets (recv, send) */
+  const char *run_dir;
   m0_ctx ctx;
   /* the loop's own */
   pthread_t thread;
   bool started;
   atomic_bool exited;
   atomic_bool said_stopped; /* set before STOPPED or FAILED is sent */
+  atomic_bool failed;       /* its make refused: no STOPPED will ever come */
   uv_loop_t uv;
-  uv_tcp_t listener;
+  uv_poll_t listener;
   uv_poll_t mail;
+  uv_poll_t handin; /* prefork: connections handed in by SCM_RIGHTS */
+  uv_check_t pass_begin;
+  uv_prepare_t pass_end;
   uv_timer_t sweep;
   m0__actor self;
   m0__peer coord;
+  m0__peer *siblings; /* [nloops], own index unused */
+  int nloops;
+  bool share;
+  unsigned rotate;
+  uint64_t handed, adopted;
+  int npool;          /* pool threads behind this loop */
+  m0__peer *pool;     /* [npool] */
+  m0__batch *batches; /* [npool]: the batch being filled for each */
+  uint64_t queued, answered;
   m0__http http;
   void *state;
-  bool listening, accept_waiting, stopping, finished;
+  bool listening, polling, stopping, finished;
   uint64_t frames;
 } m0__loop;
 
 /* Starts the loop's thread. It builds the handler, reports READY or FAILED,
  * and waits for GO. Returns 0 or M0__ENOMEM (no thread). */
 int m0__loop_start(m0__loop *l);
+/* After the join: closes the loop's sockets (see loop.c on why not before). */
+void m0__loop_release(m0__loop *l);
 
 #endif

@@ -4,24 +4,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "actors/errors.h"
 
 #define PRODUCER_SLICE_MS 50
 
 int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
-                       int send_timeout_ms) {
+                       uint32_t sender) {
   memset(pub, 0, sizeof *pub);
   pthread_mutex_init(&pub->mu, NULL);
   pub->page = page;
-  const m0__actor_desc *me = m0__topology_find(t, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
-  int rv = m0__actor_open(&pub->self, me->id, me->url, trace);
-  if (rv) return rv;
+  /* A sender only: frames are addressed from this actor, which has no
+   * mailbox of its own here. */
+  pub->self.id = sender;
+  pub->self.trace = trace;
+  int rv;
   pub->loops = calloc((size_t)t->loops, sizeof *pub->loops);
   if (!pub->loops) return M0__ENOMEM;
   for (int i = 0; i < t->loops; i++) {
     const m0__actor_desc *l = m0__topology_find(t, M0__ACTOR_ID(M0__ROLE_LOOP, i));
-    if ((rv = m0__peer_open(&pub->loops[i], l->id, l->url, send_timeout_ms))) return rv;
+    if ((rv = m0__peer_open(&pub->loops[i], l->id, l->url, 0))) return rv;
     pub->nloops++;
   }
   return 0;
@@ -32,11 +35,57 @@ void m0__publisher_close(m0_publisher *pub) {
   free(pub->loops);
   pub->loops = NULL;
   pub->nloops = 0;
-  m0__actor_close(&pub->self);
   pthread_mutex_destroy(&pub->mu);
 }
 
 uint64_t m0_next_id(m0_publisher *pub) { return m0__page_next_id(pub->page); }
+
+m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen) {
+  m0_publisher *pub = calloc(1, sizeof *pub);
+  m0__page *page = calloc(1, sizeof *page);
+  if (!pub || !page || m0__page_attach(page, run_dir, err, errlen) != 0) {
+    free(pub);
+    free(page);
+    return NULL;
+  }
+  pthread_mutex_init(&pub->mu, NULL);
+  pub->page = page;
+  pub->self.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, getpid());
+  int n = (int)page->head->loops;
+  pub->loops = calloc((size_t)n, sizeof *pub->loops);
+  for (int i = 0; pub->loops && i < n; i++) {
+    char url[M0__URL_MAX];
+    snprintf(url, sizeof url, "ipc://%s/loop.%d.sock", run_dir, i);
+    /* A blocking send with a bound: the frame is handed to the connection
+     * before this short-lived program closes its socket. */
+    if (m0__peer_open(&pub->loops[i], M0__ACTOR_ID(M0__ROLE_LOOP, i), url, 1000) != 0) {
+      snprintf(err, errlen, "cannot reach loop %d at %s", i, url);
+      m0_publisher_detach(pub);
+      return NULL;
+    }
+    pub->nloops++;
+  }
+  return pub;
+}
+
+void m0_publisher_detach(m0_publisher *pub) {
+  if (!pub) return;
+  m0__page *page = pub->page;
+  m0__publisher_close(pub);
+  m0__page_close(page);
+  free(page);
+  free(pub);
+}
+
+int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max) {
+  int n = (int)pub->page->head->loops;
+  for (int i = 0; i < n && i < max; i++) {
+    m0__loop_line *ln = &pub->page->lines[i];
+    out[i] = (m0_loop_stats){atomic_load(&ln->requests), atomic_load(&ln->open), atomic_load(&ln->streams),
+                             atomic_load(&ln->handoffs), atomic_load(&ln->queued), atomic_load(&ln->dropped)};
+  }
+  return n;
+}
 
 int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **channel, size_t *chlen,
                      const uint8_t **frame, size_t *flen) {
@@ -54,15 +103,30 @@ int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **chan
   return 0;
 }
 
+/* A frame is event lines without the id (the host writes "id: N" first):
+ * refused when larger than a stream's whole queue, when it would end its
+ * event early (a blank line) or smuggle a CR, or when a line is an id field
+ * of its own (it would overrule the shared counter's number). */
+bool m0__frame_ok(const void *frame, size_t len) {
+  const char *f = frame;
+  if (len > M0__FRAME_MAX || (len && !f)) return false;
+  if (len && (memchr(f, '\r', len) || f[len - 1] == '\n')) return false;
+  for (size_t i = 0; i < len; i++) {
+    if (i > 0 && f[i] == '\n' && f[i - 1] == '\n') return false;
+    bool line_start = i == 0 || f[i - 1] == '\n';
+    if (line_start && len - i >= 2 && f[i] == 'i' && f[i + 1] == 'd' &&
+        (len - i == 2 || f[i + 2] == ':' || f[i + 2] == '\n'))
+      return false;
+  }
+  return true;
+}
+
 bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len) {
-  size_t cl = channel ? strlen(channel) : 0;
-  /* Refused before the bus: empty or long names, the host's own "m0." names,
-   * and frames larger than a stream's whole queue. */
-  if (cl == 0 || cl > M0__CHANNEL_MAX || strncmp(channel, "m0.", 3) == 0 || len > M0__FRAME_MAX) {
+  if (!m0__channel_ok(channel) || !m0__frame_ok(frame, len)) {
     atomic_fetch_add(&pub->refused, 1);
     return false;
   }
-  size_t n = 10 + cl + len;
+  size_t cl = strlen(channel), n = 10 + cl + len;
   uint8_t *buf = malloc(n);
   if (!buf) {
     atomic_fetch_add(&pub->refused, 1);
@@ -76,7 +140,8 @@ bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void 
   bool ok = true;
   pthread_mutex_lock(&pub->mu);
   for (int i = 0; i < pub->nloops; i++)
-    if (m0__send(&pub->self, &pub->loops[i], M0__K_FRAME, 0, 0, buf, n) != 0) ok = false;
+    if (m0__send(&pub->self, &pub->loops[i], M0__K_FRAME, m0__current_trace.hi, m0__current_trace.lo, buf, n) != 0)
+      ok = false;
   pthread_mutex_unlock(&pub->mu);
   free(buf);
   atomic_fetch_add(ok ? &pub->published : &pub->refused, 1);
@@ -90,11 +155,11 @@ static int64_t producer_now_ns(void) {
 }
 
 /* Waits for a message up to ms; returns its kind, or 0 when none came. */
-static int producer_wait(m0_publisher *pub, int64_t ms) {
+static int producer_wait(m0__actor *mbox, int64_t ms) {
   if (ms < 0) ms = 0;
-  nng_socket_set_ms(pub->self.mailbox, NNG_OPT_RECVTIMEO, (nng_duration)ms);
+  nng_socket_set_ms(mbox->mailbox, NNG_OPT_RECVTIMEO, (nng_duration)ms);
   m0__msg m;
-  if (m0__recv(&pub->self, &m, ms == 0) != 0) return 0;
+  if (m0__recv(mbox, &m, ms == 0) != 0) return 0;
   int kind = m.env.kind;
   m0__msg_free(&m);
   return kind;
@@ -103,28 +168,32 @@ static int producer_wait(m0_publisher *pub, int64_t ms) {
 static void *producer_main(void *arg) {
   m0__producer_run *r = arg;
   m0_publisher *pub = r->pub;
-  m0__peer coord;
+  m0__peer *coord = &r->coord;
+  m0__actor *self = &r->self;
   char err[512] = "";
-  if (m0__peer_open(&coord, M0__ACTOR_ID(M0__ROLE_COORD, 0), r->coord_url, 1000) != 0) {
+  if (m0__actor_open(self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, pub->self.trace) != 0 ||
+      m0__peer_open(coord, r->coord_id, r->coord_url, 1000) != 0) {
+    fprintf(stderr, "m0: the producer cannot open its mailbox at %s\n", r->url);
     atomic_store(&r->exited, true);
     return NULL;
   }
   void *state = r->def->make ? r->def->make(&r->ctx, err, sizeof err) : NULL;
   if (r->def->make && !state) {
     if (!err[0]) snprintf(err, sizeof err, "the producer's make failed");
-    m0__send(&pub->self, &coord, M0__K_FAILED, 0, 0, err, strlen(err));
+    atomic_store(&r->failed, true);
+    m0__send(self, coord, M0__K_FAILED, 0, 0, err, strlen(err));
     goto out;
   }
-  m0__send(&pub->self, &coord, M0__K_READY, 0, 0, NULL, 0);
+  m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
   int kind;
-  while ((kind = producer_wait(pub, 1000)) != M0__K_GO)
+  while ((kind = producer_wait(self, 1000)) != M0__K_GO)
     if (kind == M0__K_STOP) goto done;
   int64_t next = producer_now_ns();
   for (;;) {
     int64_t now = producer_now_ns();
     if (now < next) {
       int64_t ms = (next - now + 999999) / 1000000;
-      kind = producer_wait(pub, ms < PRODUCER_SLICE_MS ? ms : PRODUCER_SLICE_MS);
+      kind = producer_wait(self, ms < PRODUCER_SLICE_MS ? ms : PRODUCER_SLICE_MS);
       if (kind == M0__K_STOP) break;
       continue;
     }
@@ -134,22 +203,26 @@ static void *producer_main(void *arg) {
     if (wait < 0) {
       fprintf(stderr, "m0: producer: step failed (returned %lld); the producer stops, serving goes on\n",
               (long long)wait);
-      while (producer_wait(pub, PRODUCER_SLICE_MS) != M0__K_STOP) {}
+      while (producer_wait(self, PRODUCER_SLICE_MS) != M0__K_STOP) {}
       break;
     }
     /* Fixed rate from the schedule; a late step moves the schedule to now. */
     next += wait;
     now = producer_now_ns();
     if (next < now) next = now;
-    if (producer_wait(pub, 0) == M0__K_STOP) break;
+    if (producer_wait(self, 0) == M0__K_STOP) break;
   }
 done:
   if (r->def->free) r->def->free(state);
-  m0__send(&pub->self, &coord, M0__K_STOPPED, 0, 0, NULL, 0);
+  m0__send(self, coord, M0__K_STOPPED, 0, 0, NULL, 0);
 out:
-  m0__peer_close(&coord);
   atomic_store(&r->exited, true);
   return NULL;
+}
+
+void m0__producer_release(m0__producer_run *r) { /* after the join: see m0__loop_release */
+  m0__peer_close(&r->coord);
+  m0__actor_close(&r->self);
 }
 
 int m0__producer_start(m0__producer_run *r) {

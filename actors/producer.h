@@ -17,18 +17,24 @@ typedef struct m0__producer_run {
   const m0_producer *def;
   m0_ctx ctx;
   m0_publisher *pub;
+  const char *url; /* its mailbox */
+  uint32_t coord_id;
   const char *coord_url;
   pthread_t thread;
   bool started;
   atomic_bool exited;
+  atomic_bool failed; /* its make refused: no STOPPED will ever come */
   atomic_bool in_step; /* inside the application's step, for the drain's naming */
+  m0__actor self;
+  m0__peer coord;
 } m0__producer_run;
 
 /* Opens the publisher: the producer's actor and a peer per loop. */
 int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
-                       int send_timeout_ms);
+                       uint32_t sender);
 void m0__publisher_close(m0_publisher *pub);
 /* Starts the producer thread; it reports READY or FAILED to the coordinator. */
 int m0__producer_start(m0__producer_run *r);
+void m0__producer_release(m0__producer_run *r);
 
 #endif

@@ -9,21 +9,23 @@
 #include <stdatomic.h>
 
 #include "actors/actor.h"
+#include "http/response.h"
 #include "m0/m0.h"
 #include "transport/page.h"
 
-#define M0__CHANNEL_MAX 64
 #define M0__FRAME_MAX (64u * 1024u)
 
 struct m0_publisher {
   pthread_mutex_t mu; /* sends come from any thread; one sender actor */
-  m0__actor self;     /* the producer's actor (its mailbox carries STOP) */
+  m0__actor self;     /* the sending actor's id and sequence (no mailbox) */
   m0__peer *loops;
   int nloops;
   m0__page *page;
   atomic_ulong refused;
   atomic_ulong published;
 };
+
+bool m0__frame_ok(const void *frame, size_t len);
 
 /* FRAME payload: u64 id, u16 channel length, channel, frame bytes. */
 int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **channel, size_t *chlen,

@@ -11,7 +11,9 @@
 
 typedef struct m0__tracer m0__tracer;
 
-/* dest "-" writes JSON lines to stderr. Returns NULL for any other dest. */
+/* dest "-" writes JSON lines to stderr; an nng URL sends each line as a
+ * message to whoever listens there (m0trace). NULL when dest is empty or
+ * cannot be dialed. */
 m0__tracer *m0__tracer_new(const char *dest);
 void m0__tracer_free(m0__tracer *t);
 /* dir is "send" or "recv". Thread safety: any thread. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "http/views.h"
 
@@ -18,6 +19,7 @@ typedef enum conn_phase {
   PHASE_HEAD,   /* inside a request's line and headers */
   PHASE_BODY,   /* inside a request's body */
   PHASE_LINGER, /* answered an error; discarding input until EOF */
+  PHASE_WAIT,   /* a request is with the pool */
 } conn_phase;
 
 struct m0__conn {
@@ -35,6 +37,13 @@ struct m0__conn {
   conn_phase phase;
   uint32_t nreq;
   bool writing, close_after, closing, paused, linger, continued;
+  bool waiting;           /* a request is with the pool: parse nothing more */
+  bool close_on_complete; /* that request's answer is the last */
+  bool zombie;            /* closed while waiting: freed by m0__http_complete */
+  bool stream;            /* a server-sent-event stream: nothing more is parsed */
+  uint64_t last_write;    /* a stream's last frame or beat, for the heartbeat */
+  m0__conn *snext, *sprev;
+  char channel[M0__CHANNEL_MAX + 1];
 };
 
 static void conn_close(m0__conn *c);
@@ -45,8 +54,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
 
 /* ---- lifecycle ------------------------------------------------------- */
 
-static void conn_on_close(uv_handle_t *handle) {
-  m0__conn *c = (m0__conn *)handle;
+static void conn_release(m0__conn *c) {
   m0__http *h = c->h;
   m0__parser_fini(&c->p);
   free(c->in);
@@ -58,10 +66,26 @@ static void conn_on_close(uv_handle_t *handle) {
   if (h->on_closed) h->on_closed(h);
 }
 
+static void conn_on_close(uv_handle_t *handle) {
+  m0__conn *c = (m0__conn *)handle;
+  if (c->waiting) c->zombie = true; /* the pool still holds a pointer to it */
+  else conn_release(c);
+}
+
+static void conn_stream_forget(m0__conn *c) {
+  m0__http *h = c->h;
+  if (c->sprev) c->sprev->snext = c->snext;
+  else h->streams = c->snext;
+  if (c->snext) c->snext->sprev = c->sprev;
+  h->nstreams--;
+  c->stream = false;
+}
+
 static void conn_close(m0__conn *c) {
   if (c->closing) return;
   c->closing = true;
   m0__http *h = c->h;
+  if (c->stream) conn_stream_forget(c);
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -124,7 +148,7 @@ static void conn_on_write(uv_write_t *req, int status) {
   /* The client caught up: give the queues back, it may idle for long. */
   m0__outq_free(&c->q[0]);
   m0__outq_free(&c->q[1]);
-  if (c->close_after) {
+  if (c->close_after && !c->waiting) {
     conn_finish(c);
     return;
   }
@@ -149,7 +173,7 @@ static void conn_flush(m0__conn *c) {
   }
   if (c->writing) return; /* the rest goes when the write in flight completes */
   if (!total) {
-    if (c->close_after) conn_finish(c);
+    if (c->close_after && !c->waiting) conn_finish(c);
     return;
   }
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
@@ -163,7 +187,7 @@ static void conn_flush(m0__conn *c) {
   }
   if ((size_t)w == total) {
     m0__outq_clear(s);
-    if (c->close_after) conn_finish(c);
+    if (c->close_after && !c->waiting) conn_finish(c);
     return;
   }
   int rv = m0__outq_move_tail(&c->q[0], s, (size_t)w);
@@ -177,18 +201,57 @@ static void conn_flush(m0__conn *c) {
 
 /* ---- requests -------------------------------------------------------- */
 
-static void conn_access_log(m0__conn *c, const m0_request *req, const m0_response *res) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  printf("{\"time\":%lld.%03ld,\"worker\":%d,\"method\":\"%.*s\",\"path\":\"", (long long)ts.tv_sec,
-         ts.tv_nsec / 1000000, c->h->worker, (int)req->method.n, req->method.p);
-  /* The path is the client's: escape what would break the JSON line. */
-  for (size_t i = 0; i < req->path.n; i++) {
-    unsigned char ch = (unsigned char)req->path.p[i];
+/* The client's bytes in a JSON string: escape what would break the line. */
+static void conn_log_str(m0_str s) {
+  for (size_t i = 0; i < s.n; i++) {
+    unsigned char ch = (unsigned char)s.p[i];
     if (ch == '"' || ch == '\\' || ch < 0x20 || ch >= 0x7f) printf("\\u%04x", ch);
     else putchar(ch);
   }
-  printf("\",\"status\":%d,\"bytes\":%zu}\n", res->status, res->body_len);
+}
+
+/* One JSON line per response. A refused request logs what was read of it,
+ * and why. */
+static void conn_access_log(m0__conn *c, m0_str method, m0_str path, int status, size_t bytes, const char *error) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  printf("{\"time\":%lld.%03ld,\"worker\":%d,\"method\":\"", (long long)ts.tv_sec, ts.tv_nsec / 1000000,
+         c->h->worker);
+  conn_log_str(method);
+  printf("\",\"path\":\"");
+  conn_log_str(path);
+  printf("\",\"status\":%d,\"bytes\":%zu", status, bytes);
+  if (error) {
+    printf(",\"error\":\"");
+    conn_log_str((m0_str){error, strlen(error)});
+    putchar('"');
+  }
+  printf("}\n");
+}
+
+/* m0_respond_stream on the loop: the connection becomes a stream. */
+static int conn_stream_begin(void *ctx, const char *channel) {
+  m0__conn *c = ctx;
+  m0__http *h = c->h;
+  c->stream = true;
+  snprintf(c->channel, sizeof c->channel, "%s", channel);
+  c->snext = h->streams;
+  c->sprev = NULL;
+  if (h->streams) h->streams->sprev = c;
+  h->streams = c;
+  h->nstreams++;
+  c->last_write = uv_now(h->uv);
+  uv_tcp_keepalive(&c->tcp, 1, 60); /* a peer that vanished is found */
+  return 0;
+}
+
+/* The request went to the pool: read and parse nothing more until it comes
+ * back, so answers leave in order. */
+static void conn_wait(m0__conn *c, bool last) {
+  c->waiting = true;
+  c->close_on_complete = last;
+  c->phase = PHASE_WAIT;
+  uv_read_stop((uv_stream_t *)&c->tcp);
 }
 
 /* Answers the request the parser just completed, into the target queue. */
@@ -218,8 +281,11 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
               (h->max_keepalive_requests > 0 && c->nreq >= (uint64_t)h->max_keepalive_requests);
   m0_response res;
   m0__response_init(&res, conn_target(c), &h->date, p->version_minor, p->is_head, last);
+  res.stream_begin = conn_stream_begin;
+  res.stream_ctx = c;
 
   const m0_app *app = h->app;
+  m0__current_trace = (m0__trace_id){p->trace_hi, p->trace_lo};
   if (!(app->before_request && app->before_request(h->state, &req, &res))) {
     if (app->routes) {
       m0__match m;
@@ -227,28 +293,39 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
       if (m.kind == M0__VIEW_FOUND) {
         req.params = m.params;
         req.nparams = m.nparams;
+        if (h->defer && !(m.route->flags & M0_ON_LOOP) &&
+            h->defer(h, c, &req, (int)(m.route - app->routes), p->is_head, last) == 0) {
+          m0__current_trace = (m0__trace_id){0, 0};
+          conn_wait(c, last);
+          return;
+        }
         m.route->view(h->state, &req, &res);
       } else if (m.kind == M0__VIEW_NOT_FOUND) {
         m0__respond_status(&res, 404, NULL);
       } else {
         m0__respond_status(&res, m.kind == M0__VIEW_OPTIONS ? 204 : 405, m.allow);
       }
+    } else if (h->defer && h->defer(h, c, &req, -1, p->is_head, last) == 0) {
+      m0__current_trace = (m0__trace_id){0, 0};
+      conn_wait(c, last);
+      return;
     } else {
       app->handle(h->state, &req, &res);
     }
   }
+  m0__current_trace = (m0__trace_id){0, 0};
   if (!res.done) {
     fprintf(stderr, "m0: loop %d: the view for %.*s %.*s returned without answering; sent 500\n",
             h->worker, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
     m0__respond_status(&res, 500, NULL);
   }
   h->stats.requests++;
-  if (h->access_log) conn_access_log(c, &req, &res);
+  if (h->access_log) conn_access_log(c, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
   if (last) c->close_after = true;
 }
 
 /* Answers a request that cannot be read, then closes. */
-static void conn_error(m0__conn *c, int status, const char *why) {
+static void conn_error(m0__conn *c, const char *buf, int status, const char *why) {
   m0__http *h = c->h;
   m0_response res;
   m0__response_init(&res, conn_target(c), &h->date, 1, false, true);
@@ -256,8 +333,14 @@ static void conn_error(m0__conn *c, int status, const char *why) {
   h->stats.errors_4xx++;
   c->close_after = true;
   c->linger = true;
-  if (h->access_log)
-    printf("{\"worker\":%d,\"status\":%d,\"error\":\"%s\"}\n", h->worker, status, why ? why : "");
+  if (h->access_log) {
+    const m0__parser *p = &c->p;
+    m0_str method = {buf && p->method.len ? buf + p->method.off : "", buf ? p->method.len : 0};
+    m0_str target = {buf && p->url.len ? buf + p->url.off : "", buf ? p->url.len : 0};
+    const char *q = target.n ? memchr(target.p, '?', target.n) : NULL;
+    if (q) target.n = (size_t)(q - target.p);
+    conn_access_log(c, method, target, status, res.body_len, why ? why : "");
+  }
 }
 
 /* Keeps the bytes a partial request still needs in the connection's own
@@ -266,7 +349,7 @@ static void conn_error(m0__conn *c, int status, const char *why) {
 static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
   size_t from, to;
   bool started = !m0__parser_idle(&c->p);
-  if (c->close_after) from = to = 0;
+  if (c->close_after || c->stream) from = to = 0;
   else if (started) {
     from = c->req_start;
     to = c->p.keep_end > from ? c->p.keep_end : from;
@@ -308,7 +391,7 @@ static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
 static void conn_process(m0__conn *c, char *buf, size_t len) {
   m0__http *h = c->h;
   size_t off = c->parse_off;
-  while (!c->close_after && !c->closing) {
+  while (!c->close_after && !c->closing && !c->waiting && !c->stream) {
     if (m0__parser_idle(&c->p)) c->req_start = off;
     if (off == len) break;
     m0__parse_result r = m0__parser_feed(&c->p, buf, len, &off);
@@ -321,12 +404,18 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
       break;
     }
     if (r == M0__PARSE_ERROR) {
-      conn_error(c, c->p.status, c->p.why);
+      conn_error(c, buf, c->p.status, c->p.why);
       break;
     }
     conn_dispatch(c, buf);
     m0__parser_next(&c->p);
     c->continued = false;
+    if (c->waiting) break;
+    if (c->stream) {
+      c->phase = PHASE_IDLE;
+      c->deadline = UINT64_MAX; /* a stream has no timeout; the heartbeat finds dead peers */
+      break;
+    }
     c->phase = PHASE_IDLE;
     c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
     if (m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]) > CONN_OUT_HIGH) {
@@ -338,7 +427,7 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
     }
   }
   /* Deadlines follow the phase; each is set once, when the phase begins. */
-  if (!c->close_after && !m0__parser_idle(&c->p)) {
+  if (!c->close_after && !c->waiting && !m0__parser_idle(&c->p)) {
     if (!c->p.headers_done && c->phase != PHASE_HEAD) {
       if (c->phase != PHASE_FRESH) c->deadline = uv_now(h->uv) + h->header_timeout_ms;
       c->phase = PHASE_HEAD;
@@ -377,11 +466,12 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
   if (nread < 0) {
     /* EOF: requests already read were answered; a half-read one cannot be.
      * Close once what is queued is written. */
-    if (nread == UV_EOF && m0__parser_idle(&c->p) && c->writing && !c->linger) c->close_after = true;
+    if (nread == UV_EOF && m0__parser_idle(&c->p) && (c->writing || c->waiting) && !c->linger)
+      c->close_on_complete = c->close_after = true;
     else conn_close(c);
     return;
   }
-  if (c->phase == PHASE_LINGER || c->close_after) return; /* discarding */
+  if (c->phase == PHASE_LINGER || c->close_after || c->stream) return; /* discarding */
   if (buf->base == c->h->rbuf) {
     c->parse_off = 0;
     conn_process(c, c->h->rbuf, (size_t)nread);
@@ -406,17 +496,21 @@ void m0__http_fini(m0__http *h) {
   m0__outq_free(&h->scratch);
 }
 
-int m0__http_accept(m0__http *h, uv_stream_t *server) {
+int m0__http_adopt(m0__http *h, int fd) {
   m0__conn *c = calloc(1, sizeof *c);
-  if (!c) return UV_ENOMEM;
+  if (!c) {
+    close(fd);
+    return UV_ENOMEM;
+  }
   c->h = h;
   uv_tcp_init(h->uv, &c->tcp);
-  int rv = uv_accept(server, (uv_stream_t *)&c->tcp);
+  int rv = uv_tcp_open(&c->tcp, fd);
+  if (rv != 0) close(fd); /* not the handle's yet */
   if (rv == 0) rv = uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
   if (rv != 0) {
     c->closing = true;
     h->nconns++; /* conn_on_close counts it out again */
-    uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+    uv_close((uv_handle_t *)&c->tcp, conn_on_close); /* closes fd if it took it */
     return rv;
   }
   uv_tcp_nodelay(&c->tcp, 1);
@@ -431,15 +525,81 @@ int m0__http_accept(m0__http *h, uv_stream_t *server) {
   return 0;
 }
 
+void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
+  c->waiting = false;
+  if (c->zombie) {
+    conn_release(c);
+    return;
+  }
+  if (c->closing) return;
+  h->stats.requests++;
+  if (m0__outq_append(conn_target(c), resp, n) != 0) {
+    conn_close(c);
+    return;
+  }
+  if (c->close_on_complete || h->draining) c->close_after = true;
+  c->phase = PHASE_IDLE;
+  c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
+  if (!c->close_after) {
+    conn_process(c, c->in, c->in_len); /* requests that came while it waited */
+    if (!c->closing && !c->close_after && !c->waiting && !c->paused)
+      uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
+  }
+  conn_flush(c);
+}
+
+/* Appends an event to one stream, unless its queue is full. */
+static bool conn_stream_push(m0__conn *c, const char *ev, size_t n) {
+  if (c->closing || c->close_after) return true;
+  size_t queued = m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]);
+  if (queued + n > M0__STREAM_QUEUE) return false;
+  if (m0__outq_append(conn_target(c), ev, n) != 0) return false;
+  c->last_write = uv_now(c->h->uv);
+  conn_flush(c);
+  return true;
+}
+
+uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64_t id, const void *frame,
+                          size_t flen) {
+  if (!h->streams) return 0;
+  char small[1024];
+  size_t cap = flen + 32;
+  char *ev = cap <= sizeof small ? small : malloc(cap);
+  if (!ev) return (uint64_t)h->nstreams;
+  int n = snprintf(ev, cap, "id: %llu\n", (unsigned long long)id);
+  memcpy(ev + n, frame, flen);
+  memcpy(ev + n + flen, "\n\n", 2);
+  size_t len = (size_t)n + flen + 2;
+  uint64_t dropped = 0;
+  m0__conn *next;
+  for (m0__conn *c = h->streams; c; c = next) {
+    next = c->snext;
+    if (strlen(c->channel) != chlen || memcmp(c->channel, channel, chlen) != 0) continue;
+    if (!conn_stream_push(c, ev, len)) dropped++;
+  }
+  if (ev != small) free(ev);
+  h->stats.frames_dropped += dropped;
+  return dropped;
+}
+
 void m0__http_sweep(m0__http *h) {
   uint64_t now = uv_now(h->uv);
+  static const char beat[] = ": beat\n\n";
+  if (h->heartbeat_ms) {
+    m0__conn *next;
+    for (m0__conn *c = h->streams; c; c = next) {
+      next = c->snext;
+      if (now - c->last_write >= h->heartbeat_ms && !conn_stream_push(c, beat, sizeof beat - 1))
+        c->last_write = now; /* full: a beat is pointless; try again a period later */
+    }
+  }
   m0__conn *next;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
-    if (now < c->deadline) continue;
+    if (now < c->deadline || c->waiting) continue;
     if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
       h->stats.timeouts++;
-      conn_error(c, 408, c->phase == PHASE_HEAD ? "header timeout" : "body timeout");
+      conn_error(c, c->in, 408, c->phase == PHASE_HEAD ? "header timeout" : "body timeout");
       conn_flush(c);
     } else {
       conn_close(c); /* idle keep-alive, silent fresh connection, linger over, stuck writer */
@@ -450,9 +610,20 @@ void m0__http_sweep(m0__http *h) {
 void m0__http_drain(m0__http *h) {
   h->draining = true;
   m0__conn *next;
+  /* Streams first: a final event that says why, with a retry hint, then the
+   * server closes them. The queue cap does not apply to this one. */
+  static const char bye[] = "event: m0.closing\ndata: {\"reason\":\"the server is going away\"}\nretry: 1000\n\n";
+  for (m0__conn *c = h->streams; c; c = next) {
+    next = c->snext;
+    if (c->closing) continue;
+    m0__outq_append(conn_target(c), bye, sizeof bye - 1);
+    conn_stream_forget(c);
+    c->close_after = true;
+    conn_flush(c);
+  }
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
-    if (m0__parser_idle(&c->p) && !c->writing && !c->paused) conn_close(c);
+    if (m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting) conn_close(c);
     else c->close_after = c->close_after || c->writing; /* else: Connection: close on its answer */
   }
 }

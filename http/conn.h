@@ -16,6 +16,12 @@
  * - Timeouts are deadlines checked by one sweep timer per loop, so a request
  *   costs a store, not a timer restart.
  * - Close: uv_close, and the memory is freed in the close callback only.
+ * - Streams: a view that calls m0_respond_stream turns its connection into a
+ *   server-sent-event stream: nothing more is parsed from it, frames
+ *   published on its channel are appended to its queue (a frame that would
+ *   take the queue past 64 KiB is dropped for this stream alone, and
+ *   counted), a comment beats while it is idle, TCP keepalive finds a peer
+ *   that vanished, and the drain sends a final event and closes it.
  */
 #ifndef M0_HTTP_CONN_H
 #define M0_HTTP_CONN_H
@@ -32,8 +38,10 @@
 typedef struct m0__conn m0__conn;
 
 typedef struct m0__http_stats {
-  uint64_t requests, accepted, closed, errors_4xx, timeouts;
+  uint64_t requests, accepted, closed, errors_4xx, timeouts, frames_dropped;
 } m0__http_stats;
+
+#define M0__STREAM_QUEUE (64u * 1024u)
 
 typedef struct m0__http {
   uv_loop_t *uv;
@@ -43,11 +51,14 @@ typedef struct m0__http {
   m0__parse_limits lim;
   uint64_t header_timeout_ms, body_timeout_ms, keepalive_timeout_ms;
   long max_keepalive_requests;
+  uint64_t heartbeat_ms; /* 0 = off */
   bool access_log;
   bool draining;
   m0__date date;
   m0__conn *conns; /* every open connection, for the sweep and the drain */
   int nconns;
+  m0__conn *streams; /* the connections that are streams */
+  int nstreams;
   m0__http_stats stats;
   /* Shared by every connection of the loop, used within one callback: reads
    * land in rbuf, responses are built in scratch and written at once; only
@@ -55,6 +66,12 @@ typedef struct m0__http {
   char *rbuf;
   m0__outq scratch;
   m0_header hdrs[M0__MAX_HEADERS];
+  /* Optional: sends a request to a handler pool instead of answering it on
+   * the loop. Called for every request not answered on the loop (not an
+   * on-loop route, not answered by before_request). route is the index in
+   * app->routes, or -1 for app->handle. Returns 0 when it took the request;
+   * the connection then waits (parses nothing more) until m0__http_complete. */
+  int (*defer)(struct m0__http *h, m0__conn *c, const m0_request *req, int route, bool head, bool close);
   /* Called (on the loop) after a connection's memory is released. */
   void (*on_closed)(struct m0__http *h);
   void *owner;
@@ -65,9 +82,16 @@ typedef struct m0__http {
 /* Sets up h (h->uv and the configuration fields must be filled). */
 int m0__http_init(m0__http *h);
 void m0__http_fini(m0__http *h);
-/* Accepts one connection from server and starts reading. Returns 0 or a
- * libuv error (nothing was accepted). */
-int m0__http_accept(m0__http *h, uv_stream_t *server);
+/* Takes an accepted socket and starts reading it. Returns 0, or a libuv
+ * error after which the descriptor is closed. */
+int m0__http_adopt(m0__http *h, int fd);
+/* The answer to a deferred request: whole response bytes (copied). The
+ * connection may have closed meanwhile; its memory waited for this call. */
+void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n);
+/* Writes one event to every stream on the channel: "id: N\n" + frame +
+ * "\n\n". Returns how many streams dropped it (their queue was full). */
+uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64_t id, const void *frame,
+                          size_t flen);
 /* Closes connections whose deadline passed (408 where a request was begun). */
 void m0__http_sweep(m0__http *h);
 /* Starts the drain: idle connections close now; a connection inside a request

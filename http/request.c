@@ -2,7 +2,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/response.h"
 #include "m0/m0.h"
+
+_Thread_local m0__trace_id m0__current_trace;
 
 m0_str m0_request_header(const m0_request *req, const char *name) {
   size_t n = strlen(name);

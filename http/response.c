@@ -120,6 +120,8 @@ void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int versio
   r->status = 0;
   r->body_len = 0;
   r->extra_len = 0;
+  r->stream_begin = NULL;
+  r->stream_ctx = NULL;
 }
 
 int m0_response_header(m0_response *res, const char *name, const char *value) {
@@ -209,6 +211,45 @@ int m0_respondf(m0_response *res, int status, const char *content_type, const ch
   int rv = m0_respond(res, status, content_type, big, (size_t)n, M0_BODY_COPY);
   free(big);
   return rv;
+}
+
+bool m0__channel_ok(const char *channel) {
+  size_t n = channel ? strlen(channel) : 0;
+  if (n == 0 || n > M0__CHANNEL_MAX || strncmp(channel, "m0.", 3) == 0) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)channel[i] <= ' ' || channel[i] == 0x7f) return false;
+  return true;
+}
+
+int m0_respond_stream(m0_response *res, const char *channel) {
+  if (res->done) return -1;
+  if (!res->stream_begin) {
+    fprintf(stderr, "m0: a stream on %s was begun on a pool thread; answered 409 (open streams on the loop: "
+                    "an M0_ON_LOOP route)\n", channel ? channel : "?");
+    m0__respond_status(res, 409, NULL);
+    return -1;
+  }
+  if (!m0__channel_ok(channel)) {
+    fprintf(stderr, "m0: refused a stream on the channel name %s (1..64 visible bytes, not \"m0.\")\n",
+            channel ? channel : "(null)");
+    m0__respond_status(res, 500, NULL);
+    return -1;
+  }
+  res->done = true;
+  res->status = 200;
+  char head[256 + M0__EXTRA_HEADERS];
+  size_t dlen;
+  const char *date = m0__date_line(res->date, &dlen);
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 200 OK\r\nServer: m0\r\n%.*sContent-Type: text/event-stream\r\n"
+                   "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n%.*s\r\n",
+                   (int)dlen, date, (int)res->extra_len, res->extra);
+  if (m0__outq_append(res->out, head, (size_t)n) != 0) return -1;
+  if (res->head) { /* HEAD: the headers, then close */
+    res->close = true;
+    return 0;
+  }
+  return res->stream_begin(res->stream_ctx, channel);
 }
 
 void m0__respond_status(m0_response *r, int status, const char *allow) {

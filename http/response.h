@@ -50,14 +50,27 @@ struct m0_response {
   bool done;
   int status;
   size_t body_len;
+  /* Set on the loop only: turns the connection into a stream. */
+  int (*stream_begin)(void *ctx, const char *channel);
+  void *stream_ctx;
   size_t extra_len;
   char extra[M0__EXTRA_HEADERS];
 };
 
 void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int version_minor, bool head,
                        bool close);
+/* The trace id (from traceparent) of the request a view on this thread is
+ * answering, so what the view causes (a published frame) carries it. */
+typedef struct m0__trace_id {
+  uint64_t hi, lo;
+} m0__trace_id;
+extern _Thread_local m0__trace_id m0__current_trace;
+
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
 const char *m0__status_reason(int status);
+#define M0__CHANNEL_MAX 64
+/* A channel name a stream or a publisher may use. */
+bool m0__channel_ok(const char *channel);
 
 #endif

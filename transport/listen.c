@@ -53,10 +53,15 @@ int m0__listen(const char *host, int port, int backlog, int *bound_port, char *e
     close(fd);
     return -1;
   }
+  *bound_port = m0__listen_port(fd);
+  return fd;
+}
+
+int m0__listen_port(int fd) {
   struct sockaddr_storage got;
   socklen_t glen = sizeof got;
-  getsockname(fd, (struct sockaddr *)&got, &glen);
-  *bound_port = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
-                                               : ((struct sockaddr_in6 *)&got)->sin6_port);
-  return fd;
+  if (getsockname(fd, (struct sockaddr *)&got, &glen) != 0) return -1;
+  if (got.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&got)->sin_port);
+  if (got.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&got)->sin6_port);
+  return -1;
 }

@@ -13,4 +13,7 @@ bool m0__parse_host(const char *host, struct sockaddr_storage *ss, socklen_t *le
  * *bound_port gets the real port (useful with port 0). */
 int m0__listen(const char *host, int port, int backlog, int *bound_port, char *err, size_t errlen);
 
+/* The port a listening descriptor is bound to, or -1. */
+int m0__listen_port(int fd);
+
 #endif

@@ -13,7 +13,9 @@
 #include "actors/errors.h"
 
 _Static_assert(sizeof(m0__page_head) == 64, "page head is one line");
-_Static_assert(sizeof(m0__loop_line) == 64, "a loop line is one line");
+_Static_assert(sizeof(m0__loop_line) == 128, "a loop's line is two cache lines");
+
+static int page_check(m0__page *pg, const char *what, char *err, size_t errlen);
 
 static void *page_map_file(const char *path, size_t size, int *fd_out, bool create, char *err,
                            size_t errlen) {
@@ -78,12 +80,49 @@ int m0__page_attach(m0__page *pg, const char *dir, char *err, size_t errlen) {
   pg->size = (size_t)st.st_size;
   pg->head = page_map_file(path, pg->size, &pg->fd, false, err, errlen);
   if (!pg->head) return M0__EPAGE;
+  return page_check(pg, path, err, errlen);
+}
+
+static int page_check(m0__page *pg, const char *what, char *err, size_t errlen) {
   if (pg->head->magic != M0__PAGE_MAGIC || pg->head->version != M0__PAGE_VERSION) {
-    snprintf(err, errlen, "%s is not an m0 shared page (magic word missing)", path);
+    snprintf(err, errlen, "%s is not an m0 shared page (magic word missing)", what);
     m0__page_close(pg);
     return M0__EPAGE;
   }
   pg->lines = (m0__loop_line *)(pg->head + 1);
+  return 0;
+}
+
+int m0__page_attach_fd(m0__page *pg, int fd, int app_fd, char *err, size_t errlen) {
+  memset(pg, 0, sizeof *pg);
+  pg->fd = pg->app_fd = -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(m0__page_head)) {
+    snprintf(err, errlen, "inherited descriptor %d is not a shared page", fd);
+    return M0__EPAGE;
+  }
+  pg->size = (size_t)st.st_size;
+  pg->head = mmap(NULL, pg->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (pg->head == MAP_FAILED) {
+    pg->head = NULL;
+    snprintf(err, errlen, "cannot map the inherited shared page: %s", strerror(errno));
+    return M0__EPAGE;
+  }
+  pg->fd = fd;
+  char what[32];
+  snprintf(what, sizeof what, "descriptor %d", fd);
+  if (page_check(pg, what, err, errlen) != 0) return M0__EPAGE;
+  if (app_fd >= 0 && pg->head->app_slots) {
+    pg->app_size = pg->head->app_slots * sizeof(uint64_t);
+    pg->app = mmap(NULL, pg->app_size, PROT_READ | PROT_WRITE, MAP_SHARED, app_fd, 0);
+    if (pg->app == MAP_FAILED) {
+      pg->app = NULL;
+      snprintf(err, errlen, "cannot map the inherited app page: %s", strerror(errno));
+      m0__page_close(pg);
+      return M0__EPAGE;
+    }
+    pg->app_fd = app_fd;
+  }
   return 0;
 }
 

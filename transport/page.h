@@ -1,11 +1,12 @@
 /* The shared page: a file-backed shared mapping made before any loop or worker
  * exists, so every loop, every (respawned) worker and an external publisher
- * (m0pub) see the same words. Layout, one 64-byte line each:
+ * (m0pub) see the same words. Layout:
  *
  *   line 0       magic, version, loops, app_slots, and slot 0: the event-id
  *                counter every publisher numbers from
- *   line 1 + i   loop i's line: open and pending connections, hand-offs,
- *                requests, streams (accept sharing reads these)
+ *   then per loop i, 128 bytes: open and pending connections, hand-offs,
+ *                requests, streams, pool queue, dropped frames (read by
+ *                accept sharing and m0_stats)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -35,7 +36,10 @@ typedef struct m0__loop_line {
   _Atomic uint64_t requests;
   _Atomic uint64_t streams;
   _Atomic uint64_t pass_start_ms; /* when the current loop pass began, 0 idle */
-  uint64_t pad_[2];
+  _Atomic uint64_t leaving;       /* draining: siblings hand it nothing */
+  _Atomic uint64_t queued;        /* requests with the pool, not yet answered */
+  _Atomic uint64_t dropped;       /* stream frames dropped: a stream's queue was full */
+  uint64_t pad_[7];
 } m0__loop_line;
 
 typedef struct m0__page {
@@ -50,6 +54,9 @@ typedef struct m0__page {
 int m0__page_create(m0__page *pg, const char *dir, int loops, size_t app_slots, char *err, size_t errlen);
 /* Maps an existing page (an external publisher). Checks the magic word. */
 int m0__page_attach(m0__page *pg, const char *dir, char *err, size_t errlen);
+/* Maps a page and app page inherited by descriptor (a spawned worker);
+ * app_fd is -1 when the application wants no words. */
+int m0__page_attach_fd(m0__page *pg, int fd, int app_fd, char *err, size_t errlen);
 void m0__page_close(m0__page *pg);
 
 static inline uint64_t m0__page_next_id(m0__page *pg) {

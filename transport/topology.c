@@ -35,10 +35,13 @@ int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__
   t->scheme = scheme;
   t->loops = loops;
   t->pool = pool;
-  t->actors = calloc((size_t)(2 + loops * (1 + pool)), sizeof *t->actors);
+  int per_loop = 1 + pool + (mode == M0__MODE_PREFORK ? 1 : 0);
+  t->actors = calloc((size_t)(2 + loops * per_loop), sizeof *t->actors);
   if (!t->actors) return M0__ENOMEM;
   uint32_t ids[2] = {M0__ACTOR_ID(M0__ROLE_COORD, 0), M0__ACTOR_ID(M0__ROLE_PRODUCER, 0)};
   for (int i = 0; i < 2; i++) t->actors[t->nactors++].id = ids[i];
+  if (mode == M0__MODE_PREFORK) /* each worker process's own coordinator */
+    for (int l = 0; l < loops; l++) t->actors[t->nactors++].id = M0__ACTOR_ID(M0__ROLE_WORKER, l);
   for (int l = 0; l < loops; l++) t->actors[t->nactors++].id = M0__ACTOR_ID(M0__ROLE_LOOP, l);
   for (int l = 0; l < loops; l++)
     for (int j = 0; j < pool; j++)

@@ -24,7 +24,7 @@ typedef struct m0__topology {
   int loops;
   int pool; /* handler threads behind each loop */
   int nactors;
-  m0__actor_desc *actors; /* coordinator, producer, loops, then pool threads */
+  m0__actor_desc *actors; /* coordinator, producer, (prefork: workers), loops, then pool threads */
 } m0__topology;
 
 /* Builds the actors and their URLs. `where` is the inproc namespace (inproc),

@@ -3,8 +3,12 @@
  *   GET /pid        the serving process's pid
  *   GET /instance   {"worker":W,"thread":T,"pid":P,"hits":N}, header x-worker
  *   GET /slow?ms=N  spins (not sleeps) N ms: {"ms":N}
- * Its producer publishes a beat on channel "beats" every period:
- *   data {"beat":k,"pid":P}. (The /events routes arrive with streams.)
+ *   GET /events            a stream of the producer's beats, opened on the
+ *                          loop; header x-worker; each frame id: <n> /
+ *                          event: beat / data: {"beat":k,"pid":P}
+ *   GET /events-from-func  the same stream opened in the request function:
+ *                          served without a pool, 409 under a pool
+ * Its producer publishes a beat on channel "beats" every period.
  * Knobs (variables):
  *   M0_HOSTCHECK_PERIOD_MS    beat period (default 100)
  *   M0_HOSTCHECK_STEP_MS      time spent spinning inside each step
@@ -103,7 +107,17 @@ static void view_slow(void *state, const m0_request *req, m0_response *res) {
   m0_respondf(res, 200, "application/json", "{\"ms\":%ld}", ms);
 }
 
+static void view_events(void *state, const m0_request *req, m0_response *res) {
+  hc *h = state;
+  char w[16];
+  snprintf(w, sizeof w, "%d", h->worker);
+  m0_response_header(res, "x-worker", w);
+  m0_respond_stream(res, "beats");
+}
+
 static const m0_route hc_routes[] = {
+    {"GET", "/events", view_events, M0_ON_LOOP},
+    {"GET", "/events-from-func", view_events, 0},
     {"GET", "/health", view_health, M0_ON_LOOP},
     {"GET", "/pid", view_pid, 0},
     {"GET", "/instance", view_instance, 0},

@@ -97,6 +97,16 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Turns the answer into a server-sent-event stream (text/event-stream) on
+ * `channel` (1..64 bytes; names starting "m0." are the host's). Every frame
+ * published on that channel, in any loop of any worker, is written to it as
+ * "id: N" then the frame's lines; a comment line beats while it is idle
+ * (--sse-heartbeat-ms); at the drain it gets a final "m0.closing" event with a
+ * retry hint and is closed by the server. Headers added with
+ * m0_response_header go out with it. A stream must be opened on the loop: on
+ * a pool thread this answers 409 and returns -1. Returns 0. */
+int m0_respond_stream(m0_response *res, const char *channel);
+
 /* A view: answers one request with the handler state made by app->make. */
 typedef void (*m0_view_fn)(void *state, const m0_request *req, m0_response *res);
 
@@ -145,9 +155,33 @@ typedef struct m0_producer {
 /* The next event id from the one shared counter. Thread safety: any thread. */
 uint64_t m0_next_id(m0_publisher *pub);
 /* Publishes a frame to every stream on `channel` in every loop of every
- * worker. Returns false (and counts it) when any loop refused the frame.
- * Thread safety: any thread. */
+ * worker. The frame is the event's lines without its id (e.g. "event: beat\n
+ * data: {...}"); the host writes "id: <id>" first. Returns false (and counts
+ * it) when the frame is refused (larger than 64 KiB, a blank line, a CR, an
+ * id line of its own; a channel name that is empty, longer than 64 bytes or
+ * starts "m0.") or when a loop's mailbox is full. Thread safety: any thread. */
 bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len);
+
+/* A publisher for a program outside the host (m0pub, a child process the
+ * application starts): it attaches to a running host through its run
+ * directory (M0_RUN_DIR is set for the host's children), numbers from the
+ * same shared counter, and reaches every loop. NULL with a reason in err when
+ * the directory holds no running host. */
+m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen);
+void m0_publisher_detach(m0_publisher *pub);
+
+/* What the host is doing, per loop, read from the shared page: the same
+ * figures in every process. Fills at most max entries; returns the loop
+ * count. Thread safety: any thread. */
+typedef struct m0_loop_stats {
+  uint64_t requests; /* answered since start */
+  uint64_t open;     /* connections open now (streams included) */
+  uint64_t streams;  /* streams open now */
+  uint64_t handoffs; /* connections handed to a sibling since start */
+  uint64_t queued;   /* requests waiting for or inside the pool */
+  uint64_t dropped;  /* stream frames dropped (a stream's queue was full) */
+} m0_loop_stats;
+int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max);
 
 /* Serves the application until SIGTERM/SIGINT, then drains. Returns the exit
  * code (0, 1, 2 or 78; see the README). Reads argv and the M0_ environment. */

@@ -1,0 +1,261 @@
+#include "actors/pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/errors.h"
+#include "http/response.h"
+
+/* Job record: u64 conn, i32 route, u8 head, u8 close, u8 version_minor, u8 pad,
+ * u64 trace_hi, u64 trace_lo, u32 method, u32 target, u32 path_len, u32 body,
+ * u16 nheaders, u16 nparams, then bytes: method, target, each header
+ * (u32 name, u32 value, name, value), each param (u32 off into target, u32 len),
+ * body. A batch is u32 count and the records. */
+
+typedef struct job_head {
+  uint64_t conn;
+  int32_t route;
+  uint8_t head, close, version_minor, pad;
+  uint64_t trace_hi, trace_lo;
+  uint32_t method, target, path_len, body;
+  uint16_t nheaders, nparams;
+} job_head;
+
+static int batch_put(m0__batch *b, const void *p, size_t n) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *nb = realloc(b->buf, cap);
+    if (!nb) return -1;
+    b->buf = nb;
+    b->cap = cap;
+  }
+  memcpy(b->buf + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close) {
+  if (b->len == 0) {
+    uint32_t zero = 0;
+    if (batch_put(b, &zero, 4)) return -1;
+  }
+  size_t mark = b->len;
+  job_head h = {(uint64_t)(uintptr_t)conn, route, head, close, (uint8_t)req->version_minor, 0,
+                req->trace_hi, req->trace_lo, (uint32_t)req->method.n, (uint32_t)req->target.n,
+                (uint32_t)req->path.n, (uint32_t)req->body.n, (uint16_t)req->nheaders, (uint16_t)req->nparams};
+  int rv = batch_put(b, &h, sizeof h) | batch_put(b, req->method.p, req->method.n) |
+           batch_put(b, req->target.p, req->target.n);
+  for (size_t i = 0; i < req->nheaders && !rv; i++) {
+    uint32_t nv[2] = {(uint32_t)req->headers[i].name.n, (uint32_t)req->headers[i].value.n};
+    rv |= batch_put(b, nv, sizeof nv) | batch_put(b, req->headers[i].name.p, nv[0]) |
+          batch_put(b, req->headers[i].value.p, nv[1]);
+  }
+  for (size_t i = 0; i < req->nparams && !rv; i++) {
+    uint32_t ol[2] = {(uint32_t)(req->params[i].p - req->target.p), (uint32_t)req->params[i].n};
+    rv |= batch_put(b, ol, sizeof ol);
+  }
+  if (!rv && req->body.n) rv = batch_put(b, req->body.p, req->body.n);
+  if (rv) {
+    b->len = mark;
+    return -1;
+  }
+  b->count++;
+  memcpy(b->buf, &b->count, 4);
+  if (!b->trace_hi && !b->trace_lo) {
+    b->trace_hi = req->trace_hi;
+    b->trace_lo = req->trace_lo;
+  }
+  return 0;
+}
+
+/* A reader over a payload that refuses to run past its end. */
+typedef struct rd {
+  const uint8_t *p, *end;
+  bool bad;
+} rd;
+
+static const uint8_t *rd_take(rd *r, size_t n) {
+  if (r->bad || (size_t)(r->end - r->p) < n) {
+    r->bad = true;
+    return NULL;
+  }
+  const uint8_t *at = r->p;
+  r->p += n;
+  return at;
+}
+
+int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn, const uint8_t *resp, size_t len),
+                    void *arg) {
+  rd r = {p, p + n, false};
+  const uint8_t *c = rd_take(&r, 4);
+  if (!c) return -1;
+  uint32_t count;
+  memcpy(&count, c, 4);
+  for (uint32_t i = 0; i < count; i++) {
+    const uint8_t *h = rd_take(&r, 12);
+    if (!h) return -1;
+    uint64_t conn;
+    uint32_t len;
+    memcpy(&conn, h, 8);
+    memcpy(&len, h + 8, 4);
+    const uint8_t *resp = rd_take(&r, len);
+    if (!resp) return -1;
+    fn(arg, (void *)(uintptr_t)conn, resp, len);
+  }
+  return (int)count;
+}
+
+/* ---- the pool thread ---- */
+
+#define POOL_MAX_HEADERS 100
+#define POOL_MAX_PARAMS 8
+
+/* Runs one job record from r, appending "u64 conn, u32 len, response" to out. */
+static int pool_run_one(m0__pool_thread *t, void *state, rd *r, m0__outq *out, m0__outq *resp, m0__date *date) {
+  const uint8_t *hp = rd_take(r, sizeof(job_head));
+  if (!hp) return -1;
+  job_head h;
+  memcpy(&h, hp, sizeof h);
+  m0_request req;
+  memset(&req, 0, sizeof req);
+  m0_header hdrs[POOL_MAX_HEADERS];
+  m0_str params[POOL_MAX_PARAMS];
+  if (h.nheaders > POOL_MAX_HEADERS || h.nparams > POOL_MAX_PARAMS || h.path_len > h.target) return -1;
+  req.method = (m0_str){(const char *)rd_take(r, h.method), h.method};
+  req.target = (m0_str){(const char *)rd_take(r, h.target), h.target};
+  for (int i = 0; i < h.nheaders; i++) {
+    const uint8_t *nv = rd_take(r, 8);
+    if (!nv) return -1;
+    uint32_t l[2];
+    memcpy(l, nv, 8);
+    hdrs[i].name = (m0_str){(const char *)rd_take(r, l[0]), l[0]};
+    hdrs[i].value = (m0_str){(const char *)rd_take(r, l[1]), l[1]};
+  }
+  for (int i = 0; i < h.nparams; i++) {
+    const uint8_t *ol = rd_take(r, 8);
+    if (!ol) return -1;
+    uint32_t v[2];
+    memcpy(v, ol, 8);
+    if ((uint64_t)v[0] + v[1] > h.target) return -1;
+    params[i] = (m0_str){req.target.p + v[0], v[1]};
+  }
+  req.body = (m0_str){(const char *)rd_take(r, h.body), h.body};
+  if (r->bad) return -1;
+  req.path = (m0_str){req.target.p, h.path_len};
+  req.query = h.path_len < h.target ? (m0_str){req.target.p + h.path_len + 1, h.target - h.path_len - 1}
+                                    : (m0_str){NULL, 0};
+  req.version_minor = h.version_minor;
+  req.headers = hdrs;
+  req.nheaders = h.nheaders;
+  req.params = params;
+  req.nparams = h.nparams;
+  req.trace_hi = h.trace_hi;
+  req.trace_lo = h.trace_lo;
+
+  m0__outq_clear(resp);
+  m0_response res;
+  m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
+  const m0_app *app = t->app;
+  atomic_store(&t->in_app, true);
+  m0__current_trace = (m0__trace_id){h.trace_hi, h.trace_lo};
+  if (h.route >= 0 && (size_t)h.route < app->nroutes) app->routes[h.route].view(state, &req, &res);
+  else if (h.route < 0 && app->handle) app->handle(state, &req, &res);
+  m0__current_trace = (m0__trace_id){0, 0};
+  atomic_store(&t->in_app, false);
+  if (!res.done) {
+    fprintf(stderr, "m0: pool.%d.%d: the view for %.*s %.*s returned without answering; sent 500\n", t->loop,
+            t->index, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
+    m0__respond_status(&res, 500, NULL);
+  }
+  /* The answer as one piece: references (static bodies) are copied here. */
+  uint32_t len = (uint32_t)m0__outq_bytes(resp);
+  int rv = m0__outq_append(out, &h.conn, 8) | m0__outq_append(out, &len, 4);
+  uv_buf_t iov[2 * M0__OUT_REFS + 1];
+  int k = m0__outq_iov(resp, 0, iov);
+  for (int i = 0; i < k && !rv; i++) rv = m0__outq_append(out, iov[i].base, iov[i].len);
+  return rv;
+}
+
+static void *pool_main(void *arg) {
+  m0__pool_thread *t = arg;
+  uint32_t my_id = M0__ACTOR_ID(M0__ROLE_POOL, (t->loop << 12) | t->index);
+  const m0__actor_desc *me = m0__topology_find(t->topo, my_id);
+  const m0__actor_desc *lo = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_LOOP, t->loop));
+  m0__actor *self = &t->self;
+  m0__peer *coord = &t->coord, *loop = &t->loopp;
+  char err[512] = "";
+  void *state = NULL;
+  bool made = false;
+  m0__outq out = {0}, resp = {0};
+  m0__date date = {0};
+  if (m0__actor_open(self, me->id, me->url, t->trace) != 0 || m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0 ||
+      m0__peer_open(loop, lo->id, lo->url, 1000) != 0)
+    goto out;
+  if (t->app->make) {
+    state = t->app->make(&t->ctx, err, sizeof err);
+    if (!state) {
+      if (!err[0]) snprintf(err, sizeof err, "%s: make failed on pool thread %d.%d", t->app->name, t->loop, t->index);
+      atomic_store(&t->said_stopped, true);
+      m0__send(self, coord, M0__K_FAILED, 0, 0, err, strlen(err));
+      goto out;
+    }
+  }
+  made = true;
+  m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
+  for (;;) {
+    m0__msg m;
+    int rv = m0__recv(self, &m, false);
+    if (rv == M0__EBADMSG) continue;
+    if (rv == M0__ETIMEDOUT) continue;
+    if (rv != 0) break;
+    if (m.env.kind == M0__K_STOP) {
+      m0__msg_free(&m);
+      break;
+    }
+    if (m.env.kind != M0__K_JOB) {
+      m0__msg_free(&m);
+      continue;
+    }
+    rd r = {m.payload, m.payload + m.len, false};
+    const uint8_t *c = rd_take(&r, 4);
+    uint32_t count = 0;
+    if (c) memcpy(&count, c, 4);
+    m0__outq_clear(&out);
+    uint32_t done = 0;
+    m0__outq_append(&out, &done, 4);
+    for (uint32_t i = 0; i < count; i++) {
+      if (pool_run_one(t, state, &r, &out, &resp, &date) != 0) {
+        fprintf(stderr, "m0: pool.%d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, done, count);
+        break;
+      }
+      done++;
+    }
+    memcpy(out.buf, &done, 4);
+    /* The trace id of a batch is its first request's. */
+    if (m0__send(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out.buf, out.len) != 0)
+      fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
+    m0__msg_free(&m);
+  }
+  atomic_store(&t->said_stopped, true);
+out:
+  if (made && t->app->free && state) t->app->free(state);
+  m0__outq_free(&out);
+  m0__outq_free(&resp);
+  atomic_store(&t->exited, true);
+  return NULL;
+}
+
+void m0__pool_release(m0__pool_thread *t) { /* after the join: see m0__loop_release */
+  m0__peer_close(&t->loopp);
+  m0__peer_close(&t->coord);
+  m0__actor_close(&t->self);
+}
+
+int m0__pool_start(m0__pool_thread *t) {
+  atomic_store(&t->exited, false);
+  if (pthread_create(&t->thread, NULL, pool_main, t) != 0) return M0__ENOMEM;
+  t->started = true;
+  return 0;
+}

@@ -1,0 +1,64 @@
+/* The handler pool: N thread actors behind each loop, each with its own
+ * handler state (ctx.thread = j). A view that is not on the loop travels to
+ * a pool thread inside a JOB and its answer comes back inside a RESULT.
+ *
+ * Design notes
+ * - An nng message costs ~130 us here, so the lane batches: every request a
+ *   loop parses in one pass for pool thread j goes into ONE job message, sent
+ *   from the loop's uv_check callback, and j answers the whole batch in ONE
+ *   result message. At most one batch is in flight per pool thread; requests
+ *   that come meanwhile wait in the next batch.
+ * - A connection waits (parses nothing more) while its request is in the
+ *   pool, so pipelined answers stay in order without sequence numbers, and
+ *   its memory outlives a client that leaves meanwhile (http/conn.h).
+ * - Job and result bytes live in the message body: requests are copied out of
+ *   the loop's buffers, answers are whole HTTP responses.
+ */
+#ifndef M0_ACTORS_POOL_H
+#define M0_ACTORS_POOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "actors/actor.h"
+#include "actors/config.h"
+#include "transport/topology.h"
+
+typedef struct m0__pool_thread {
+  int loop, index;
+  const m0__topology *topo;
+  const m0_app *app;
+  m0__tracer *trace;
+  uint32_t coord_id;
+  const char *coord_url;
+  m0_ctx ctx;
+  pthread_t thread;
+  bool started;
+  atomic_bool exited;
+  atomic_bool said_stopped;
+  atomic_bool in_app; /* inside a view: named if the drain's bound passes */
+  m0__actor self;
+  m0__peer coord, loopp;
+} m0__pool_thread;
+
+int m0__pool_start(m0__pool_thread *t);
+void m0__pool_release(m0__pool_thread *t);
+
+/* The loop's side: one batch being filled per pool thread. */
+typedef struct m0__batch {
+  uint8_t *buf;
+  size_t len, cap;
+  uint32_t count;
+  bool inflight;
+  uint64_t trace_hi, trace_lo; /* the first traced request's: the JOB carries it */
+} m0__batch;
+
+/* Appends one request to a batch. conn is echoed back with its answer. */
+int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close);
+/* Walks a RESULT payload: calls fn(conn, bytes, n) per answer. Returns the
+ * count, or -1 for a malformed payload. */
+int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn, const uint8_t *resp, size_t len),
+                    void *arg);
+
+#endif

@@ -1,0 +1,96 @@
+/* m0_serve: read the configuration, run the checks (or the doctor), and hand
+ * the process to its role: the coordinator (single, threads), the
+ * supervisor (prefork), or — in a spawned child — a worker's coordinator. */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "actors/checks.h"
+#include "actors/config.h"
+#include "actors/coordinator.h"
+#include "actors/supervisor.h"
+#include "transport/systemd.h"
+
+int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
+
+/* A spawned worker: its index, descriptors and run directory come from the
+ * supervisor in M0__ variables (actors/supervisor.c writes them). */
+static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
+  const char *fds = getenv("M0__FDS"), *dir = getenv("M0__RUN_DIR");
+  int loops = (int)M0__CFG(cfg, workers);
+  int n = 0, v[3 + 2 * 1024];
+  for (const char *s = fds; s && *s && n < 3 + 2 * loops;) {
+    char *end;
+    v[n++] = (int)strtol(s, &end, 10);
+    s = *end == ',' ? end + 1 : end;
+    if (end == s && *s) break;
+  }
+  int i = atoi(index);
+  /* A worker outlives no supervisor: if it dies (even by SIGKILL) the worker
+   * drains as on SIGTERM. It may have died before this line: check. */
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  const char *sup = getenv("M0__SUPERVISOR");
+  if (!sup || getppid() != (pid_t)atol(sup)) {
+    fprintf(stderr, "m0: worker %d: the supervisor is gone; exiting\n", i);
+    return 1;
+  }
+  if (!dir || n != 3 + 2 * loops || i < 0 || i >= loops) {
+    fprintf(stderr, "m0: a worker was started without what the supervisor passes (M0__FDS, M0__RUN_DIR)\n");
+    return 1;
+  }
+  m0__proc p = {.app = app, .producer = NULL, .cfg = cfg, .mode = M0__MODE_PREFORK, .loops = loops, .first = i,
+                .here = 1, .run_dir = dir, .listen_fd = v[0], .page_fd = v[1], .app_page_fd = v[2],
+                .handoff = &v[3]};
+  return m0__coord_run(&p);
+}
+
+int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
+  m0_config *cfg = calloc(1, sizeof *cfg);
+  if (!cfg) return 1;
+  char why[1200];
+  const char *prog = argc > 0 ? argv[0] : "m0";
+  int rc;
+  if (m0__config_load(cfg, argc, argv, why, sizeof why) != 0) {
+    m0__config_usage(stderr, prog);
+    fprintf(stderr, "m0: %s\n", why);
+    rc = 2;
+  } else if (cfg->help) {
+    m0__config_usage(stdout, prog);
+    rc = 0;
+  } else if (cfg->version) {
+    printf("m0 %s (nng %s, libuv %s)\n", M0_VERSION_STRING, nng_version(), uv_version_string());
+    rc = 0;
+  } else if (getenv("M0__WORKER")) {
+    if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
+    rc = serve_worker(app, cfg, getenv("M0__WORKER"));
+  } else {
+    m0__check checks[M0__CHECK_COUNT];
+    int first = m0__checks_run(cfg, app, checks);
+    if (cfg->doctor) {
+      rc = m0__doctor(cfg, app, checks, first);
+    } else if (first >= 0) {
+      fprintf(stderr, "m0: %s (%s)\n", checks[first].detail, checks[first].fix);
+      rc = 78;
+    } else {
+      /* Access-log lines leave one at a time, not at exit. */
+      if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
+      int sd_fd = m0__sd_listen_fd(); /* socket activation, instead of binding */
+      if (M0__CFG(cfg, workers) > 1) {
+        rc = m0__supervise(app, producer, cfg, argv, sd_fd);
+      } else {
+        int loops = (int)M0__CFG(cfg, threads);
+        m0__proc p = {.app = app, .producer = producer, .cfg = cfg,
+                      .mode = loops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE, .loops = loops, .first = 0,
+                      .here = loops, .run_dir = NULL, .listen_fd = sd_fd, .page_fd = -1, .app_page_fd = -1,
+                      .handoff = NULL};
+        rc = m0__coord_run(&p);
+      }
+    }
+  }
+  free(cfg);
+  return rc;
+}

@@ -1,0 +1,20 @@
+/* SIGTERM and SIGINT become a readable pipe: the handler writes one byte, and
+ * the coordinator (or supervisor) polls the read end beside its mailbox. So
+ * nothing but that one thread reacts to a signal, and the process behaves the
+ * same as PID 1 (a handler is installed, so the signal is delivered). */
+#ifndef M0_ACTORS_SIGNALS_H
+#define M0_ACTORS_SIGNALS_H
+
+#include <stdbool.h>
+
+/* Installs the handlers (and one for SIGCHLD when children is true: the
+ * supervisor wakes at once on a death); returns the pipe's read end, or -1.
+ * SIGPIPE is ignored (a write to a closed socket is an error, not a death). */
+int m0__signals_install(bool children);
+#define M0__SIG_STOP 1  /* SIGTERM or SIGINT came */
+#define M0__SIG_CHILD 2 /* SIGCHLD came */
+/* Reads what is pending; returns M0__SIG_ bits. */
+int m0__signals_take(void);
+void m0__signals_restore(void);
+
+#endif

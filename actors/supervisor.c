@@ -1,0 +1,425 @@
+/* Design notes
+ * - The supervisor is the topology's coordinator under prefork. It makes the
+ *   run directory, the shared page, the listener and the hand-off
+ *   socketpairs BEFORE any worker exists, then SPAWNS each worker (posix_spawn
+ *   of /proc/self/exe with the same arguments: fork then exec, because nng and
+ *   runtimes such as OpenMP do not survive a bare fork). Workers inherit those
+ *   descriptors; their numbers travel in M0__FDS.
+ * - Each worker runs a coordinator of its own (worker.i) that says READY when
+ *   its loop and pool are built; the supervisor says GO to all at once at
+ *   start (the barrier), and at once to a respawned worker.
+ * - The producer lives here, not in a worker, so no worker's death stops it;
+ *   its frames reach every loop's ipc mailbox.
+ * - Deaths are counted over a window: more than the budget stops the rest,
+ *   exit 1. A worker that exits 78 refused its configuration: never
+ *   respawned; siblings stopped; exit 78. A stopped (SIGSTOP) worker is not a
+ *   death (waitpid without WUNTRACED). During the drain nothing is respawned.
+ * - SIGTERM/SIGINT are forwarded as SIGTERM; each worker drains within the
+ *   one bound; a worker still alive a second after it is killed, named, exit 1.
+ */
+#include "actors/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actors/actor.h"
+#include "actors/errors.h"
+#include "actors/producer.h"
+#include "actors/signals.h"
+#include "actors/trace.h"
+#include "transport/handoff.h"
+#include "transport/listen.h"
+#include "transport/page.h"
+#include "transport/rundir.h"
+#include "transport/systemd.h"
+#include "transport/topology.h"
+
+extern char **environ;
+
+typedef struct sup_worker {
+  pid_t pid;
+  bool alive;
+  int64_t died_ms; /* when its predecessor died, for the respawn time */
+  int status;
+} sup_worker;
+
+typedef struct sup {
+  const m0_app *app;
+  const m0_config *cfg;
+  char **argv;
+  int n;
+  sup_worker *w;
+  long drain_ms;
+  int sigfd;
+  m0__rundir rundir;
+  m0__page page;
+  m0__topology topo;
+  m0__tracer *trace;
+  m0__actor self;
+  m0__peer *wpeers;
+  int listen_fd, port;
+  int *handoff; /* [2n] */
+  m0_publisher pub;
+  bool pub_open, has_producer, prod_done;
+  m0__producer_run prod;
+  m0__peer prod_peer;
+  int64_t *deaths; /* the last budget+1 death times */
+  long ndeaths;
+  bool draining;
+} sup;
+
+static int64_t sup_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int sup_spawn(sup *s, int i) {
+  char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48];
+  int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->listen_fd, s->page.fd, s->page.app_fd);
+  for (int k = 0; k < 2 * s->n; k++) len += snprintf(fds + len, sizeof fds - (size_t)len, ",%d", s->handoff[k]);
+  snprintf(idx, sizeof idx, "M0__WORKER=%d", i);
+  snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", s->rundir.path);
+  snprintf(supv, sizeof supv, "M0__SUPERVISOR=%d", (int)getpid());
+  size_t ne = 0;
+  while (environ[ne]) ne++;
+  char **env = calloc(ne + 5, sizeof *env);
+  if (!env) return -1;
+  size_t k = 0;
+  for (size_t e = 0; e < ne; e++)
+    if (strncmp(environ[e], "M0__", 4) != 0 && !m0__sd_private(environ[e])) env[k++] = environ[e];
+  env[k++] = fds;
+  env[k++] = idx;
+  env[k++] = dirv;
+  env[k++] = supv;
+  env[k] = NULL;
+
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  /* dup2 onto itself clears close-on-exec: exactly these are inherited. */
+  int inherit[3] = {s->listen_fd, s->page.fd, s->page.app_fd};
+  for (int j = 0; j < 3; j++)
+    if (inherit[j] >= 0) posix_spawn_file_actions_adddup2(&fa, inherit[j], inherit[j]);
+  for (int j = 0; j < 2 * s->n; j++) posix_spawn_file_actions_adddup2(&fa, s->handoff[j], s->handoff[j]);
+  sigset_t none, def;
+  sigemptyset(&none);
+  sigemptyset(&def);
+  sigaddset(&def, SIGTERM);
+  sigaddset(&def, SIGINT);
+  sigaddset(&def, SIGPIPE);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid;
+  int rv = posix_spawn(&pid, "/proc/self/exe", &fa, &at, s->argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  free(env);
+  if (rv != 0) {
+    fprintf(stderr, "m0: cannot spawn worker %d: %s\n", i, strerror(rv));
+    return -1;
+  }
+  s->w[i].pid = pid;
+  s->w[i].alive = true;
+  return 0;
+}
+
+static void sup_kill_all(sup *s, int sig) {
+  for (int i = 0; i < s->n; i++)
+    if (s->w[i].alive) kill(s->w[i].pid, sig);
+}
+
+/* Counts a death; true when the budget over the window is spent. */
+static bool sup_budget_spent(sup *s, int64_t now) {
+  long budget = M0__CFG(s->cfg, respawn_budget), window = M0__CFG(s->cfg, respawn_window_ms);
+  s->deaths[s->ndeaths % (budget + 1)] = now;
+  s->ndeaths++;
+  if (s->ndeaths <= budget) return false;
+  int64_t oldest = s->deaths[s->ndeaths % (budget + 1)]; /* budget+1 deaths ago */
+  return now - oldest < window;
+}
+
+/* Reaps the dead. Returns -1 to go on, or the exit code to stop with. */
+static int sup_reap(sup *s) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    int i = 0;
+    while (i < s->n && s->w[i].pid != pid) i++;
+    if (i == s->n) continue;
+    s->w[i].alive = false;
+    s->w[i].status = status;
+    if (s->draining) continue;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 78) {
+      fprintf(stderr, "m0: worker %d (pid %d) refused its configuration (exit 78); stopping the rest\n", i, pid);
+      return 78;
+    }
+    if (WIFSIGNALED(status))
+      fprintf(stderr, "m0: worker %d (pid %d) died of signal %d\n", i, pid, WTERMSIG(status));
+    else fprintf(stderr, "m0: worker %d (pid %d) exited %d\n", i, pid, WEXITSTATUS(status));
+    int64_t now = sup_now_ms();
+    if (sup_budget_spent(s, now)) {
+      fprintf(stderr, "m0: more than %ld worker deaths within %ld ms: the respawn budget is spent; stopping\n",
+              M0__CFG(s->cfg, respawn_budget), M0__CFG(s->cfg, respawn_window_ms));
+      return 1;
+    }
+    s->w[i].died_ms = now;
+    if (sup_spawn(s, i) != 0) return 1;
+  }
+  return -1;
+}
+
+/* Waits for a message, a signal, a child's death or a 100 ms tick. 1
+ * message, 2 stop signal, 0 otherwise (time to reap). */
+static int sup_wait(sup *s, m0__msg *m) {
+  int rv = m0__recv(&s->self, m, true);
+  if (rv == 0) return 1;
+  int fd;
+  m0__actor_recv_fd(&s->self, &fd);
+  struct pollfd pf[2] = {{s->sigfd, POLLIN, 0}, {fd, POLLIN, 0}};
+  poll(pf, 2, 100);
+  if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
+  return m0__recv(&s->self, m, true) == 0 ? 1 : 0;
+}
+
+/* SIGTERM to every worker, STOP to the producer; every exit within the bound
+ * (plus a second for the workers' own teardown). Returns 0 or 1. */
+static int sup_drain(sup *s) {
+  s->draining = true;
+  sup_kill_all(s, SIGTERM);
+  if (s->has_producer && !s->prod_done && !atomic_load(&s->prod.exited))
+    m0__send(&s->self, &s->prod_peer, M0__K_STOP, 0, 0, NULL, 0);
+  bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
+  for (int i = 0; was_alive && i < s->n; i++) was_alive[i] = s->w[i].alive;
+  int64_t deadline = sup_now_ms() + s->drain_ms + 1000;
+  for (;;) {
+    sup_reap(s);
+    bool alive = false;
+    for (int i = 0; i < s->n; i++) alive |= s->w[i].alive;
+    bool prod = s->has_producer && !atomic_load(&s->prod.exited);
+    if ((!alive && !prod) || sup_now_ms() >= deadline) break;
+    m0__msg m;
+    if (sup_wait(s, &m) == 1) m0__msg_free(&m);
+  }
+  int rc = 0;
+  for (int i = 0; i < s->n; i++) {
+    if (s->w[i].alive) {
+      fprintf(stderr, "m0: worker %d (pid %d) did not exit within the bound; killed\n", i, s->w[i].pid);
+      kill(s->w[i].pid, SIGKILL);
+      waitpid(s->w[i].pid, NULL, 0);
+      s->w[i].alive = false;
+      rc = 1;
+    } else if (was_alive && was_alive[i] && (!WIFEXITED(s->w[i].status) || WEXITSTATUS(s->w[i].status) != 0)) {
+      if (WIFSIGNALED(s->w[i].status))
+        fprintf(stderr, "m0: worker %d (pid %d) died of signal %d during the drain\n", i, s->w[i].pid,
+                WTERMSIG(s->w[i].status));
+      else
+        fprintf(stderr, "m0: worker %d (pid %d) exited %d from its drain\n", i, s->w[i].pid,
+                WEXITSTATUS(s->w[i].status));
+      rc = 1;
+    }
+  }
+  free(was_alive);
+  if (s->has_producer && !atomic_load(&s->prod.exited)) {
+    fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", s->drain_ms,
+            atomic_load(&s->prod.in_step) ? " (it is inside its step)" : "");
+    rc = 1;
+  }
+  return rc;
+}
+
+static int sup_setup(sup *s, const m0_producer *producer) {
+  const m0_config *cfg = s->cfg;
+  char err[1024];
+  if (m0__rundir_open(&s->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
+    fprintf(stderr, "m0: %s\n", err);
+    return 1;
+  }
+  setenv("M0_RUN_DIR", s->rundir.path, 1); /* for m0pub in a child; before nng starts */
+  size_t app_slots = s->app->page_slots ? s->app->page_slots(s->n) : 0;
+  if (m0__page_create(&s->page, s->rundir.path, s->n, app_slots, err, sizeof err) != 0) {
+    fprintf(stderr, "m0: %s\n", err);
+    return 1;
+  }
+  int pool = (int)M0__CFG(cfg, blocking_threads);
+  if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0) {
+    fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
+    return 1;
+  }
+  if (M0__CFGS(cfg, trace)[0]) s->trace = m0__tracer_new(M0__CFGS(cfg, trace));
+  if (s->listen_fd >= 0) s->port = m0__listen_port(s->listen_fd); /* systemd's */
+  else s->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &s->port, err, sizeof err);
+  if (s->listen_fd < 0) {
+    fprintf(stderr, "m0: %s\n", err);
+    return 1;
+  }
+  if (m0__handoff_make(s->handoff, s->n) != 0) {
+    fprintf(stderr, "m0: cannot make the hand-off channels: %s\n", strerror(errno));
+    return 1;
+  }
+  if ((s->sigfd = m0__signals_install(true)) < 0) return 1;
+  const m0__actor_desc *me = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
+  if (m0__actor_open(&s->self, me->id, me->url, s->trace) != 0) {
+    fprintf(stderr, "m0: cannot open the supervisor's mailbox at %s\n", me->url);
+    return 1;
+  }
+  for (int i = 0; i < s->n; i++) {
+    const m0__actor_desc *d = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_WORKER, i));
+    if (m0__peer_open(&s->wpeers[i], d->id, d->url, 1000) != 0) return 1;
+  }
+  m0_ctx base = {.worker = 0, .workers = s->n, .thread = -1, .threaded = false,
+                 .capacity = (int)M0__CFG(cfg, max_connections), .page = s->page.app, .page_slots = app_slots,
+                 .config = cfg, .publisher = &s->pub};
+  const m0__actor_desc *pd = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
+  if (m0__publisher_open(&s->pub, &s->topo, &s->page, s->trace, pd->id) != 0) {
+    fprintf(stderr, "m0: cannot open the publisher\n");
+    return 1;
+  }
+  s->pub_open = true;
+  s->has_producer = producer && (!producer->wanted || producer->wanted(&base));
+  if (s->has_producer) {
+    if (m0__peer_open(&s->prod_peer, pd->id, pd->url, 1000) != 0) return 1;
+    s->prod.url = pd->url;
+    s->prod.def = producer;
+    s->prod.ctx = base;
+    s->prod.pub = &s->pub;
+    s->prod.coord_id = s->self.id;
+    s->prod.coord_url = s->self.url;
+    if (m0__producer_start(&s->prod) != 0) return 1;
+  }
+  return 0;
+}
+
+static int sup_serve(sup *s, const m0_producer *producer) {
+  int rc;
+  if ((rc = sup_setup(s, producer)) != 0) return rc;
+  for (int i = 0; i < s->n; i++)
+    if (sup_spawn(s, i) != 0) {
+      sup_drain(s);
+      return 1;
+    }
+  /* The barrier: every worker and the producer READY, then GO to all. */
+  int want = s->n + (s->has_producer ? 1 : 0), ready = 0;
+  bool *was_ready = calloc((size_t)s->n, sizeof *was_ready);
+  while (ready < want) {
+    m0__msg m;
+    int w = sup_wait(s, &m);
+    if (w == 2) {
+      fprintf(stderr, "m0: stopped while starting\n");
+      free(was_ready);
+      return sup_drain(s);
+    }
+    if ((rc = sup_reap(s)) >= 0) {
+      free(was_ready);
+      sup_drain(s);
+      return rc;
+    }
+    if (w != 1) continue;
+    int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from);
+    if (m.env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n && !was_ready[idx]) {
+      was_ready[idx] = true;
+      ready++;
+    } else if (m.env.kind == M0__K_READY && role == M0__ROLE_PRODUCER) {
+      ready++;
+    } else if (m.env.kind == M0__K_FAILED) {
+      fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
+      m0__msg_free(&m);
+      free(was_ready);
+      sup_drain(s);
+      return 78;
+    }
+    m0__msg_free(&m);
+  }
+  free(was_ready);
+  for (int i = 0; i < s->n; i++) m0__send(&s->self, &s->wpeers[i], M0__K_GO, 0, 0, NULL, 0);
+  if (s->has_producer) m0__send(&s->self, &s->prod_peer, M0__K_GO, 0, 0, NULL, 0);
+  const char *host = M0__CFGS(s->cfg, host);
+  bool v6 = strchr(host, ':') && host[0] != '[';
+  fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (prefork, %d workers, %ld pool threads per loop, pid %d)\n",
+          s->app->name, v6 ? "[" : "", host, v6 ? "]" : "", s->port, s->n, M0__CFG(s->cfg, blocking_threads),
+          (int)getpid());
+  m0__sd_notify("READY=1");
+  for (;;) {
+    m0__msg m;
+    int w = sup_wait(s, &m);
+    if (w == 2) break;
+    if ((rc = sup_reap(s)) >= 0) {
+      sup_drain(s);
+      return rc;
+    }
+    if (w != 1) continue;
+    int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from);
+    if (m.env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n) {
+      /* A respawned worker: no barrier to wait for. */
+      m0__send(&s->self, &s->wpeers[idx], M0__K_GO, 0, 0, NULL, 0);
+      fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
+              s->w[idx].pid, (long long)(sup_now_ms() - s->w[idx].died_ms));
+    } else if (m.env.kind == M0__K_FAILED) {
+      fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
+    }
+    m0__msg_free(&m);
+  }
+  fprintf(stderr, "m0: supervisor draining %d workers (bound %ld ms)\n", s->n, s->drain_ms);
+  m0__sd_notify("STOPPING=1");
+  rc = sup_drain(s);
+  if (rc == 0) fprintf(stderr, "m0: drained, exit 0\n");
+  return rc;
+}
+
+int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, char **argv,
+                  int listen_fd) {
+  sup *s = calloc(1, sizeof *s);
+  if (!s) return 1;
+  s->app = app;
+  s->cfg = cfg;
+  s->argv = argv;
+  s->n = (int)M0__CFG(cfg, workers);
+  s->drain_ms = M0__CFG(cfg, drain_timeout_ms);
+  s->listen_fd = listen_fd;
+  s->sigfd = -1;
+  s->w = calloc((size_t)s->n, sizeof *s->w);
+  s->wpeers = calloc((size_t)s->n, sizeof *s->wpeers);
+  s->handoff = calloc((size_t)(2 * s->n), sizeof *s->handoff);
+  s->deaths = calloc((size_t)M0__CFG(cfg, respawn_budget) + 1, sizeof *s->deaths);
+  int rc = (!s->w || !s->wpeers || !s->handoff || !s->deaths) ? 1 : sup_serve(s, producer);
+  bool clean = !s->has_producer || !s->prod.started || atomic_load(&s->prod.exited);
+  if (clean) {
+    if (s->has_producer && s->prod.started) {
+      pthread_join(s->prod.thread, NULL);
+      m0__producer_release(&s->prod);
+    }
+    for (int i = 0; s->wpeers && i < s->n; i++) m0__peer_close(&s->wpeers[i]);
+    m0__peer_close(&s->prod_peer);
+    if (s->pub_open) m0__publisher_close(&s->pub);
+    m0__actor_close(&s->self);
+    m0__page_close(&s->page);
+  }
+  m0__rundir_close(&s->rundir);
+  m0__topology_free(&s->topo);
+  m0__signals_restore();
+  if (!clean) {
+    fflush(NULL);
+    _exit(rc ? rc : 1);
+  }
+  if (s->listen_fd >= 0) close(s->listen_fd);
+  for (int k = 0; s->handoff && k < 2 * s->n; k++) close(s->handoff[k]);
+  if (s->trace) m0__tracer_free(s->trace);
+  free(s->w);
+  free(s->wpeers);
+  free(s->handoff);
+  free(s->deaths);
+  free(s);
+  return rc;
+}

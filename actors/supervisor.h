@@ -1,0 +1,12 @@
+/* The supervisor: prefork's top process and the topology's coordinator. */
+#ifndef M0_ACTORS_SUPERVISOR_H
+#define M0_ACTORS_SUPERVISOR_H
+
+#include "actors/config.h"
+
+/* Spawns --workers processes and keeps them alive until SIGTERM/SIGINT.
+ * listen_fd: systemd's listener, or -1 to bind. Returns the exit code. */
+int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, char **argv,
+                  int listen_fd);
+
+#endif

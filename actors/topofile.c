@@ -1,0 +1,176 @@
+#include "actors/topofile.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/topology.h"
+
+/* Where "key" first appears in the text, for an error about its value
+ * (jansson gives positions for syntax errors only). */
+static void topo_where(const char *text, const char *key, int *line, int *col) {
+  char pat[80];
+  snprintf(pat, sizeof pat, "\"%s\"", key);
+  const char *at = text ? strstr(text, pat) : NULL;
+  *line = 1;
+  *col = 1;
+  for (const char *p = text; at && p < at; p++) {
+    if (*p == '\n') {
+      (*line)++;
+      *col = 1;
+    } else (*col)++;
+  }
+}
+
+static void topo_fail(m0_config *cfg, const char *text, const char *key, const char *fmt, const char *what) {
+  int line, col;
+  topo_where(text, key, &line, &col);
+  snprintf(cfg->topology_error, sizeof cfg->topology_error, "%s line %d column %d: ", M0__CFGS(cfg, topology),
+           line, col);
+  size_t n = strlen(cfg->topology_error);
+  snprintf(cfg->topology_error + n, sizeof cfg->topology_error - n, fmt, what);
+}
+
+/* Sets option opt from the file unless a flag or variable already did. */
+static void topo_set(m0_config *cfg, int opt, long v) {
+  if (cfg->v[opt].source != M0__SRC_DEFAULT) return;
+  cfg->v[opt].num = v;
+  snprintf(cfg->v[opt].str, sizeof cfg->v[opt].str, "%ld", v);
+  cfg->v[opt].source = M0__SRC_TOPOLOGY;
+}
+
+static char *topo_read(const char *path, char *why, size_t whylen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(why, whylen, "cannot open %s", path);
+    return NULL;
+  }
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  char chunk[4096];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && len < (1u << 20)) {
+    if (len + n + 1 > cap) {
+      cap = (len + n + 1) * 2;
+      char *nb = realloc(buf, cap);
+      if (!nb) break;
+      buf = nb;
+    }
+    memcpy(buf + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  if (!buf) buf = calloc(1, 1);
+  else buf[len] = 0;
+  return buf;
+}
+
+void m0__topofile_apply(m0_config *cfg) {
+  const char *path = M0__CFGS(cfg, topology);
+  if (!path[0]) return;
+  char why[M0__STR_MAX + 32];
+  char *text = topo_read(path, why, sizeof why);
+  if (!text) {
+    snprintf(cfg->topology_error, sizeof cfg->topology_error, "%s", why);
+    return;
+  }
+  json_error_t e;
+  json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+  if (!root) {
+    snprintf(cfg->topology_error, sizeof cfg->topology_error, "%s line %d column %d: %s", path, e.line, e.column,
+             e.text);
+    free(text);
+    return;
+  }
+  if (!json_is_object(root)) {
+    snprintf(cfg->topology_error, sizeof cfg->topology_error, "%s line 1 column 1: not a JSON object", path);
+    goto out;
+  }
+  static const char *const known[] = {"mode", "loops", "handler_threads", "connections_per_loop", "accept_sharing",
+                                      "transport", "actors", NULL};
+  const char *key;
+  json_t *v;
+  json_object_foreach(root, key, v) {
+    int k = 0;
+    while (known[k] && strcmp(known[k], key)) k++;
+    if (!known[k]) {
+      topo_fail(cfg, text, key, "unknown key \"%s\"", key);
+      goto out;
+    }
+  }
+  json_t *mode = json_object_get(root, "mode"), *loops = json_object_get(root, "loops");
+  const char *m = mode ? json_string_value(mode) : "single";
+  if (!m || (strcmp(m, "single") && strcmp(m, "threads") && strcmp(m, "prefork"))) {
+    topo_fail(cfg, text, "mode", "mode must be \"single\", \"threads\" or \"prefork\"%s", "");
+    goto out;
+  }
+  long n = 1;
+  if (loops) {
+    if (!json_is_integer(loops) || json_integer_value(loops) < 1 || json_integer_value(loops) > 4096) {
+      topo_fail(cfg, text, "loops", "loops must be a whole number from 1 to 4096%s", "");
+      goto out;
+    }
+    n = (long)json_integer_value(loops);
+  }
+  if (!strcmp(m, "single") && n != 1) {
+    topo_fail(cfg, text, "loops", "mode \"single\" has one loop, the file says %s", "more");
+    goto out;
+  }
+  const char *want_transport = !strcmp(m, "prefork") ? "ipc" : "inproc";
+  json_t *tr = json_object_get(root, "transport");
+  if (tr && (!json_is_string(tr) || strcmp(json_string_value(tr), want_transport))) {
+    topo_fail(cfg, text, "transport", "mode %s runs over ", m);
+    size_t len = strlen(cfg->topology_error);
+    snprintf(cfg->topology_error + len, sizeof cfg->topology_error - len, "%s, not %s", want_transport,
+             json_is_string(tr) ? json_string_value(tr) : "that");
+    goto out;
+  }
+  json_t *ht = json_object_get(root, "handler_threads"), *cpl = json_object_get(root, "connections_per_loop");
+  json_t *as = json_object_get(root, "accept_sharing");
+  if (ht && (!json_is_integer(ht) || json_integer_value(ht) < 0 || json_integer_value(ht) > 4096)) {
+    topo_fail(cfg, text, "handler_threads", "handler_threads must be a whole number from 0 to 4096%s", "");
+    goto out;
+  }
+  if (cpl && (!json_is_integer(cpl) || json_integer_value(cpl) < 1 || json_integer_value(cpl) > 1000000)) {
+    topo_fail(cfg, text, "connections_per_loop", "connections_per_loop must be from 1 to 1000000%s", "");
+    goto out;
+  }
+  if (as && !json_is_boolean(as)) {
+    topo_fail(cfg, text, "accept_sharing", "accept_sharing must be true or false%s", "");
+    goto out;
+  }
+  long pool = ht ? (long)json_integer_value(ht) : 0;
+  json_t *actors = json_object_get(root, "actors");
+  if (actors) {
+    m0__topology t;
+    m0__mode md = !strcmp(m, "prefork") ? M0__MODE_PREFORK : !strcmp(m, "threads") ? M0__MODE_THREADS : M0__MODE_SINGLE;
+    if (!json_is_array(actors) || m0__topology_build(&t, md, (int)n, (int)pool, M0__SCHEME_INPROC, "x") != 0) {
+      topo_fail(cfg, text, "actors", "actors must be a list of {\"name\", \"url\"}%s", "");
+      goto out;
+    }
+    bool bad = json_array_size(actors) != (size_t)t.nactors;
+    for (size_t i = 0; !bad && i < json_array_size(actors); i++) {
+      json_t *a = json_array_get(actors, i);
+      const char *name = json_string_value(json_object_get(a, "name"));
+      const char *url = json_string_value(json_object_get(a, "url"));
+      size_t tl = strlen(want_transport);
+      bad = !name || !url || strcmp(name, t.actors[i].name) || strncmp(url, want_transport, tl) ||
+            strncmp(url + tl, "://", 3);
+    }
+    m0__topology_free(&t);
+    if (bad) {
+      topo_fail(cfg, text, "actors",
+                "actors do not match the topology the file declares (every actor, in order, with a %s:// URL)",
+                want_transport);
+      goto out;
+    }
+  }
+  if (!strcmp(m, "prefork")) topo_set(cfg, M0__O_workers, n);
+  else topo_set(cfg, M0__O_threads, n);
+  if (ht) topo_set(cfg, M0__O_blocking_threads, pool);
+  if (cpl) topo_set(cfg, M0__O_max_connections, (long)json_integer_value(cpl));
+  if (as) topo_set(cfg, M0__O_accept_share, json_is_true(as));
+out:
+  json_decref(root);
+  free(text);
+}

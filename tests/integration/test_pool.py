@@ -1,0 +1,163 @@
+"""The handler pool (SPEC §3 "pool", §7 shutdown, §10 host_check).
+
+Proves:
+- Placement: under `--blocking-threads 2`, while two clients keep /slow?ms=200
+  busy on their own connections for ~3 s, 24 samples of /health (an on-loop
+  route) on a third connection are all answered under 100 ms: slow views run
+  behind the loop, not on it. The same load without `--blocking-threads` sees
+  at least one /health sample over 100 ms (the arm proving the measurement can
+  fail: there the slow view spins on the loop itself).
+- Order: five requests pipelined in ONE send on one connection through the
+  pool (/slow?ms=50, /instance, /slow?ms=10, /health, /instance) come back as
+  five responses in request order, each recognisably the answer to its own
+  request, and the connection is still usable.
+- Drain: a SIGTERM while /slow?ms=1000 runs on a pool thread: the response is
+  written whole (200, {"ms":1000}, full Content-Length), the listener is
+  closed meanwhile, and the process exits 0.
+"""
+import json
+import socket
+import threading
+import time
+
+from harness import Failures, Server
+from rawhttp import Closed, Conn, request
+
+F = Failures()
+
+
+def health_under_load(port, label):
+    """Two clients loop /slow?ms=200 for ~3 s; 24 /health samples meanwhile.
+    Returns the sample latencies in ms (None for a failed sample)."""
+    stop = threading.Event()
+    slow_done = [0, 0]
+    errors = []
+
+    def hammer(i):
+        try:
+            with Conn(port, timeout=10) as c:
+                while not stop.is_set():
+                    c.send(request("GET", "/slow?ms=200"))
+                    st, _, _, body, _ = c.read_response(timeout=10)
+                    if st != 200 or json.loads(body) != {"ms": 200}:
+                        raise AssertionError(f"/slow answered {st} {body!r}")
+                    slow_done[i] += 1
+        except Exception as e:
+            errors.append(repr(e))
+
+    ts = [threading.Thread(target=hammer, args=(i,), daemon=True) for i in range(2)]
+    for t in ts:
+        t.start()
+    samples = []
+    with Conn(port, timeout=10) as h:
+        time.sleep(0.1)  # both slow requests in flight before the first sample
+        t_end = time.monotonic() + 3.0
+        for n in range(24):
+            t0 = time.monotonic()
+            try:
+                h.send(request("GET", "/health"))
+                st, _, _, body, _ = h.read_response(timeout=10)
+                ok = st == 200 and body == b'{"status":"ok"}'
+            except Exception as e:
+                errors.append(f"/health sample {n}: {e!r}")
+                ok = False
+            samples.append((time.monotonic() - t0) * 1000 if ok else None)
+            # spread the samples over the ~3 s window
+            left = (t_end - time.monotonic()) / max(1, 23 - n)
+            if left > 0:
+                time.sleep(min(left, 0.2))
+    stop.set()
+    for t in ts:
+        t.join(timeout=15)
+    F.check(not errors and not any(t.is_alive() for t in ts), f"{label}: all requests answered ({errors})")
+    F.check(min(slow_done) >= 3, f"{label}: both slow clients kept busy ({slow_done} /slow?ms=200 each)")
+    F.check(len(samples) == 24 and None not in samples, f"{label}: 24 /health samples answered")
+    good = [x for x in samples if x is not None]
+    print(f"{label}: /health ms {[round(x, 1) for x in good]}; /slow done {slow_done}", flush=True)
+    return good
+
+
+def placement():
+    with Server("host_check", "--blocking-threads", "2", "--port", "0") as s:
+        lat = health_under_load(s.port, "--blocking-threads 2")
+        F.check(lat and max(lat) < 100,
+                f"--blocking-threads 2: every /health under 100 ms while /slow runs on the pool "
+                f"(max {max(lat or [0]):.1f} ms: {[round(x) for x in lat]})")
+        F.check(s.stop() == 0, "--blocking-threads 2: exit 0 on SIGTERM")
+    with Server("host_check", "--port", "0") as s:
+        lat = health_under_load(s.port, "no pool")
+        F.check(lat and max(lat) > 100,
+                f"no pool: some /health over 100 ms behind a /slow on the loop (the control arm; "
+                f"max {max(lat or [0]):.1f} ms: {[round(x) for x in lat]})")
+        F.check(s.stop() == 0, "no pool: exit 0 on SIGTERM")
+
+
+def pipelined_order():
+    label = "pipeline through the pool"
+    with Server("host_check", "--blocking-threads", "2", "--port", "0") as s:
+        with Conn(s.port, timeout=10) as c:
+            c.send(request("GET", "/slow?ms=50") + request("GET", "/instance") + request("GET", "/slow?ms=10")
+                   + request("GET", "/health") + request("GET", "/instance"))
+
+            def is_instance(st, b):
+                d = json.loads(b)
+                return st == 200 and set(d) == {"worker", "thread", "pid", "hits"} and d["thread"] in (0, 1)
+
+            expect = [
+                ("/slow?ms=50", lambda st, b: st == 200 and json.loads(b) == {"ms": 50}),
+                ("/instance", is_instance),
+                ("/slow?ms=10", lambda st, b: st == 200 and json.loads(b) == {"ms": 10}),
+                ("/health", lambda st, b: st == 200 and b == b'{"status":"ok"}'),
+                ("/instance", is_instance),
+            ]
+            got = []
+            for name, ok in expect:
+                try:
+                    st, _, _, body, line = c.read_response(timeout=10)
+                except (Closed, TimeoutError) as e:
+                    F.check(False, f"{label}: response {len(got) + 1} ({name}) missing: {e}")
+                    break
+                got.append(body)
+                F.check(ok(st, body), f"{label}: response {len(got)} answers {name} ({line!r} {body!r})")
+            F.check(len(got) == 5, f"{label}: 5 responses for 5 requests (got {len(got)})")
+            if len(got) == 5:
+                h1, h2 = json.loads(got[1]), json.loads(got[4])
+                if (h1["worker"], h1["thread"]) == (h2["worker"], h2["thread"]):
+                    F.check(h2["hits"] == h1["hits"] + 1, f"{label}: same handler, second /instance counts one more ({h1} {h2})")
+            F.check(c.buf == b"", f"{label}: nothing after the 5th response ({c.buf[:80]!r})")
+            c.send(request("GET", "/health"))
+            F.check(c.read_response(timeout=10)[3] == b'{"status":"ok"}', f"{label}: connection usable afterwards")
+        F.check(s.stop() == 0, f"{label}: exit 0 on SIGTERM")
+
+
+def drain_in_flight():
+    label = "SIGTERM during a pool-thread /slow?ms=1000"
+    with Server("host_check", "--blocking-threads", "1", "--port", "0") as s:
+        with Conn(s.port, timeout=10) as c:
+            c.send(request("GET", "/slow?ms=1000"))
+            t0 = time.monotonic()
+            time.sleep(0.3)  # the view is spinning on the pool thread now
+            s.signal()
+            time.sleep(0.2)
+            try:
+                socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
+                refused = False
+            except OSError:
+                refused = True
+            F.check(refused, f"{label}: the listener is closed during the drain")
+            try:
+                st, _, h, body, line = c.read_response(timeout=10)
+                took = time.monotonic() - t0
+                F.check(st == 200 and body == b'{"ms":1000}' and int(h.get("content-length", -1)) == len(body),
+                        f"{label}: answered whole ({line!r} {h} {body!r})")
+                F.check(took >= 0.95, f"{label}: after the full 1000 ms ({took:.2f}s)")
+            except (Closed, TimeoutError) as e:
+                F.check(False, f"{label}: the in-flight request was answered whole ({e}):\n{s.stderr()}")
+        rc = s.wait(timeout=10)
+        F.check(rc == 0, f"{label}: exit 0 (got {rc}):\n{s.stderr()}")
+
+
+placement()
+pipelined_order()
+drain_in_flight()
+F.done()

@@ -1,0 +1,453 @@
+"""Server-sent event streams (SPEC §2 producer and publisher, §3 the bus, §7
+drain, §9 streams, §10 host_check /events and /events-from-func).
+
+Proves:
+- One loop: GET /events and GET /events-from-func answer 200
+  `text/event-stream`, `x-worker: 0`, no Content-Length; within 1 s at the
+  default period (100 ms) a stream carries at least 3 beats; every frame's
+  first line is `id: <n>`, ids rise by exactly 1, the beat number with them,
+  and the data's pid is the server's.
+- Heartbeat: with the producer idle (period 100 s) and `--sse-heartbeat-ms
+  200`, an idle stream receives `:` comment frames at about that cadence (at
+  least 3 and at most 10 in 1.2 s); a stream that beats every 100 ms is never
+  idle for 200 ms, so it carries no comment at all.
+- `--threads 2`: four streams that span both loops (x-worker 0 and 1; if they
+  do not, the check fails as vacuous) carry the same contiguous id sequence
+  over ~1.5 s (no gap, no repeat, at least 10 ids in common, identical data
+  for each id) and one pid, the server's.
+- `--workers 2`: the same across processes: x-worker spans 0 and 1, ids
+  contiguous and identical across the four streams, one pid in the data.
+- `--blocking-threads 1`: /events-from-func is 409 and the log names the
+  refused stream (409, pool, its channel);
+  /events still streams (opened on the loop).
+- Drain (single, threads, workers): with streams open, SIGTERM: each stream
+  receives a final `event: m0.closing` frame with a `retry:` line, nothing
+  after it, then EOF; the process exits 0; all within 5 s.
+
+The SSE client here (`Stream`, `children`, `Prefork`, `wait_for`) is imported
+by the other stream tests; this file runs its own checks only as a script.
+"""
+import json
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+
+from harness import Failures, Server
+
+SEEN_PIDS = set()  # every worker pid observed: killed by pid at the end if still running
+
+
+def wait_for(cond, timeout, step=0.01):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    return cond()
+
+
+def children(pid):
+    out = set()
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{t}/children") as f:
+                    out.update(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    SEEN_PIDS.update(out)
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def reap_seen():
+    """Kills (by pid) any worker this test saw that is still alive."""
+    for p in SEEN_PIDS:
+        if alive(p):
+            try:
+                os.kill(p, signal.SIGCONT)
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+class Prefork(Server):
+    """A Server whose exit also takes down its workers if the test left the
+    supervisor running: SIGSTOP the supervisor so it spawns nothing more,
+    note its children, SIGKILL it, then SIGKILL those pids."""
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            sup = self.proc.pid
+            try:
+                os.kill(sup, signal.SIGSTOP)
+            except OSError:
+                pass
+            kids = children(sup)
+            super().kill()
+            for p in kids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def private_dir():
+    """A run directory: exists, mode 0700, owned by us."""
+    d = tempfile.mkdtemp(prefix="m0-streams-")
+    os.chmod(d, 0o700)
+    return d
+
+
+class Frame:
+    """One SSE frame (the text between blank lines)."""
+
+    def __init__(self, text, t):
+        self.t = t
+        self.raw = text
+        self.lines = text.split("\n")
+        self.comment = all(line.startswith(":") for line in self.lines)
+        self.fields = []
+        for line in self.lines:
+            if line.startswith(":"):
+                continue
+            k, sep, v = line.partition(":")
+            if sep and v.startswith(" "):
+                v = v[1:]
+            self.fields.append((k, v))
+        get = lambda k: next((v for kk, v in self.fields if kk == k), None)
+        self.event = get("event")
+        self.retry = get("retry")
+        data = [v for k, v in self.fields if k == "data"]
+        self.data = "\n".join(data) if data else None
+        idv = get("id")
+        try:
+            self.id = int(idv) if idv is not None else None
+        except ValueError:
+            self.id = None
+        self.id_first = self.lines[0].startswith("id: ") and self.id is not None
+
+    def json(self):
+        try:
+            return json.loads(self.data)
+        except (TypeError, ValueError):
+            return None
+
+    def __repr__(self):
+        return repr(self.raw)
+
+
+class Stream:
+    """GET `path` on a fresh connection; reads the head (bounded), then a
+    thread reads frames until EOF or close(). A non-stream answer (one with a
+    Content-Length) is read whole into `body` and no thread runs.
+
+    status, headers{lower: value}, frames [Frame], eof (bool), eof_t."""
+
+    def __init__(self, port, path="/events", timeout=5.0):
+        self.path = path
+        self.frames = []
+        self.eof = False
+        self.eof_t = None
+        self.error = None
+        self.body = b""
+        self.halt = threading.Event()
+        self.thread = None
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n".encode())
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while b"\r\n\r\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{path}: no response head within {timeout}s ({buf[:200]!r})")
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"{path}: closed before a response head ({buf[:200]!r})")
+            buf += chunk
+        head, self.buf = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        self.status_line = lines[0]
+        self.status = int(lines[0].split(" ")[1])
+        self.headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            self.headers.setdefault(k.strip().lower(), v.strip())
+        self.t_head = time.monotonic()
+        if "content-length" in self.headers:
+            n = int(self.headers["content-length"])
+            while len(self.buf) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.sock.settimeout(left)
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    break
+                self.buf += chunk
+            self.body = self.buf[:n]
+            return
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    @property
+    def worker(self):
+        return self.headers.get("x-worker")
+
+    def _parse(self):
+        self.buf = self.buf.replace(b"\r\n", b"\n")
+        while b"\n\n" in self.buf:
+            text, self.buf = self.buf.split(b"\n\n", 1)
+            self.frames.append(Frame(text.decode("utf-8", "replace"), time.monotonic()))
+
+    def _read(self):
+        self._parse()
+        while not self.halt.is_set():
+            self.sock.settimeout(0.1)
+            try:
+                chunk = self.sock.recv(65536)
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError as e:  # reset counts as the end of the stream
+                self.error = repr(e)
+                chunk = b""
+            if not chunk:
+                self.eof_t = time.monotonic()
+                self.eof = True
+                return
+            self.buf += chunk
+            self._parse()
+
+    def beats(self):
+        return [f for f in list(self.frames) if f.event == "beat"]
+
+    def ids(self, event="beat"):
+        return [f.id for f in list(self.frames) if f.event == event]
+
+    def comments(self):
+        return [f for f in list(self.frames) if f.comment]
+
+    def wait_frames(self, n, timeout, event="beat"):
+        return wait_for(lambda: len(self.ids(event)) >= n or self.eof, timeout) and len(self.ids(event)) >= n
+
+    def close(self):
+        self.halt.set()
+        if self.thread:
+            self.thread.join(timeout=2)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def is_stream_head(st):
+    return (st.status == 200 and st.headers.get("content-type", "").startswith("text/event-stream")
+            and "content-length" not in st.headers)
+
+
+def contiguous(ids):
+    return all(b == a + 1 for a, b in zip(ids, ids[1:]))
+
+
+def open_spanning(port, n, path="/events"):
+    """Opens n streams one after another (each head read before the next):
+    accept sharing should spread them over the loops/workers."""
+    out = []
+    for _ in range(n):
+        out.append(Stream(port, path))
+    return out
+
+
+def drain_check(F, s, streams, label):
+    """SIGTERM with `streams` open: each gets `event: m0.closing` + `retry:`
+    as its last frame, then EOF; exit 0; all within 5 s."""
+    t0 = time.monotonic()
+    s.signal(signal.SIGTERM)
+    wait_for(lambda: all(st.eof for st in streams), 5.0)
+    for i, st in enumerate(streams):
+        real = [f for f in list(st.frames) if not f.comment]
+        last = real[-1] if real else None
+        F.check(last is not None and last.event == "m0.closing" and last.retry is not None,
+                f"{label}: stream {i} (x-worker {st.worker}) ends with an `event: m0.closing` frame carrying "
+                f"`retry:` (last frames {real[-3:]})")
+        closing = [f for f in real if f.event == "m0.closing"]
+        F.check(len(closing) == 1, f"{label}: stream {i}: exactly one m0.closing frame ({len(closing)})")
+        F.check(last is not None and last.retry == "1000", f"{label}: stream {i}: `retry: 1000` ({last!r})")
+        F.check(st.eof and st.eof_t - t0 <= 5.0,
+                f"{label}: stream {i}: the server closes it (EOF) within 5 s of SIGTERM "
+                f"(eof {st.eof}, {st.eof_t and st.eof_t - t0}, buffered {st.buf[:100]!r})")
+        F.check(not st.buf.strip(), f"{label}: stream {i}: nothing after the closing frame ({st.buf[:100]!r})")
+    try:
+        rc = s.wait(timeout=max(0.1, 5.0 - (time.monotonic() - t0)))
+    except AssertionError as e:
+        rc = None
+        print(e)
+    took = time.monotonic() - t0
+    F.check(rc == 0, f"{label}: SIGTERM -> exit 0 within 5 s (rc {rc}, {took:.2f}s):\n{s.stderr()}")
+    for st in streams:
+        st.close()
+
+
+def check_common(F, streams, label, server_pid=None):
+    """Every stream's beat ids are contiguous; over the window every stream
+    covers, all carry exactly the same ids with the same data; one pid."""
+    ids = [st.ids() for st in streams]
+    for i, (st, l) in enumerate(zip(streams, ids)):
+        F.check(len(l) >= 10, f"{label}: stream {i} (x-worker {st.worker}) carried >= 10 beats in ~1.5 s ({len(l)})")
+        F.check(contiguous(l), f"{label}: stream {i} (x-worker {st.worker}): ids rise by exactly 1, "
+                               f"no gap, no repeat ({l})")
+        bad = [f for f in st.frames if not f.comment and not f.id_first]
+        F.check(not bad, f"{label}: stream {i}: `id:` is the first line of every frame ({bad[:2]})")
+    if not all(ids):
+        F.check(False, f"{label}: every stream carried beats ({[len(l) for l in ids]})")
+        return
+    lo, hi = max(l[0] for l in ids), min(l[-1] for l in ids)
+    F.check(hi - lo + 1 >= 10, f"{label}: the four streams share >= 10 ids ({lo}..{hi})")
+    want = list(range(lo, hi + 1))
+    for i, l in enumerate(ids):
+        got = [x for x in l if lo <= x <= hi]
+        F.check(got == want, f"{label}: stream {i} carries every id {lo}..{hi} exactly once ({got})")
+    data = [{f.id: f.data for f in st.beats() if lo <= f.id <= hi} for st in streams]
+    F.check(all(d == data[0] for d in data), f"{label}: each id has the same data on every stream")
+    pids = {(f.json() or {}).get("pid") for st in streams for f in st.beats()}
+    F.check(len(pids) == 1, f"{label}: one pid in every beat of every stream ({pids})")
+    if server_pid is not None:
+        F.check(pids == {server_pid}, f"{label}: that pid is the server's ({pids} vs {server_pid})")
+    return pids
+
+
+def single(F):
+    label = "single"
+    with Server("host_check", "--port", "0") as s:
+        streams = []
+        for path in ("/events", "/events-from-func"):
+            st = Stream(s.port, path)
+            streams.append(st)
+            F.check(is_stream_head(st), f"{label}: GET {path} -> 200 text/event-stream, no Content-Length "
+                                        f"({st.status_line}, {st.headers})")
+            F.check(st.worker == "0", f"{label}: GET {path} carries x-worker: 0 ({st.worker})")
+            t0 = st.t_head
+            time.sleep(max(0.0, t0 + 1.0 - time.monotonic()))
+            within = [f for f in st.beats() if f.t <= t0 + 1.0]
+            F.check(len(within) >= 3, f"{label}: {path}: >= 3 beats within 1 s at period 100 ({len(within)})")
+            ids = [f.id for f in within]
+            F.check(contiguous(ids) and len(ids) >= 2, f"{label}: {path}: ids rise by exactly 1 ({ids})")
+            beats = [(f.json() or {}).get("beat") for f in within]
+            F.check(all(isinstance(b, int) for b in beats) and contiguous(beats),
+                    f"{label}: {path}: beat numbers rise by exactly 1 ({beats})")
+            bad = [f for f in st.frames if not f.id_first]
+            F.check(not bad and st.frames, f"{label}: {path}: `id: <n>` is the first line of every frame ({bad[:2]})")
+            pids = {(f.json() or {}).get("pid") for f in within}
+            F.check(pids == {s.proc.pid}, f"{label}: {path}: the data's pid is the server's ({pids})")
+            F.check(not st.eof, f"{label}: {path}: the stream stays open")
+        # Both streams: the same ids over the time both were open.
+        a, b = streams[0].ids(), streams[1].ids()
+        common = [x for x in a if x >= b[0]] if b else []
+        F.check(common and common == [x for x in b if x <= a[-1]],
+                f"{label}: the loop-opened and function-opened streams carry the same ids ({a} / {b})")
+        drain_check(F, s, streams, f"{label} drain")
+
+
+def heartbeat(F):
+    label = "heartbeat"
+    with Server("host_check", "--port", "0", "--sse-heartbeat-ms", "200",
+                env={"M0_HOSTCHECK_PERIOD_MS": "100000"}) as s:
+        st = Stream(s.port, "/events")
+        F.check(is_stream_head(st), f"{label}: GET /events is a stream ({st.status_line})")
+        time.sleep(1.2)
+        com = st.comments()
+        real = [f for f in st.frames if not f.comment]
+        F.check(3 <= len(com) <= 10,
+                f"{label}: an idle stream gets a heartbeat comment every ~200 ms (3..10 in 1.2 s, got {len(com)}: "
+                f"{[round(f.t - st.t_head, 2) for f in com]})")
+        F.check(all(f.raw.startswith(":") for f in com) and com and com[0].raw == ": beat",
+                f"{label}: the heartbeat is a `:` comment frame ({com[:2]})")
+        F.check(not real, f"{label}: no beat on the idle stream at period 100 s ({real[:2]})")
+        F.check(not st.eof, f"{label}: the idle stream stays open")
+        st.close()
+    with Server("host_check", "--port", "0", "--sse-heartbeat-ms", "200") as s:
+        st = Stream(s.port, "/events")
+        time.sleep(1.2)
+        F.check(len(st.beats()) >= 8, f"{label}: at period 100 the stream beats ({len(st.beats())} in 1.2 s)")
+        F.check(not st.comments(),
+                f"{label}: a stream beating every 100 ms is never idle for 200 ms: no heartbeat "
+                f"({len(st.comments())} comments)")
+        st.close()
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+def threads(F):
+    label = "threads 2"
+    with Server("host_check", "--threads", "2", "--port", "0") as s:
+        streams = open_spanning(s.port, 4)
+        workers = [st.worker for st in streams]
+        F.check(all(is_stream_head(st) for st in streams),
+                f"{label}: four /events streams answered 200 text/event-stream ({[st.status_line for st in streams]})")
+        F.check(set(workers) == {"0", "1"},
+                f"{label}: the four streams span both loops, else this test proves nothing (x-worker {workers})")
+        time.sleep(1.5)
+        check_common(F, streams, label, server_pid=s.proc.pid)
+        drain_check(F, s, streams, f"{label} drain")
+
+
+def workers(F):
+    label = "workers 2"
+    with Prefork("host_check", "--workers", "2", "--port", "0") as s:
+        sup = s.proc.pid
+        kids = wait_for(lambda: children(sup) if len(children(sup)) == 2 else None, 5)
+        F.check(kids, f"{label}: two worker processes under the supervisor ({children(sup)})")
+        streams = open_spanning(s.port, 4)
+        workers = [st.worker for st in streams]
+        F.check(all(is_stream_head(st) for st in streams),
+                f"{label}: four /events streams answered 200 text/event-stream ({[st.status_line for st in streams]})")
+        F.check(set(workers) == {"0", "1"},
+                f"{label}: the four streams span both workers, else this test proves nothing (x-worker {workers})")
+        time.sleep(1.5)
+        pids = check_common(F, streams, label)
+        print(f"{label}: beats carry pid {pids} (supervisor {sup}, workers {sorted(kids or [])})", flush=True)
+        drain_check(F, s, streams, f"{label} drain")
+
+
+def pool(F):
+    label = "blocking-threads 1"
+    with Server("host_check", "--blocking-threads", "1", "--port", "0") as s:
+        bad = Stream(s.port, "/events-from-func")
+        F.check(bad.status == 409, f"{label}: /events-from-func (opened on a pool thread) -> 409 ({bad.status_line})")
+        F.check(not bad.headers.get("content-type", "").startswith("text/event-stream"),
+                f"{label}: the 409 is not a stream ({bad.headers})")
+        bad.close()
+        named = lambda: [l for l in s.stderr().splitlines() if "409" in l and "pool" in l and "beats" in l]
+        F.check(wait_for(named, 2), f"{label}: the log names the refused stream (a line with 409, pool, "
+                                    f"and its channel `beats`):\n{s.stderr()}")
+        st = Stream(s.port, "/events")
+        F.check(is_stream_head(st), f"{label}: /events (opened on the loop) is a stream ({st.status_line})")
+        F.check(st.wait_frames(3, 2.0) and contiguous(st.ids()), f"{label}: /events beats ({st.ids()})")
+        drain_check(F, s, [st], f"{label} drain")
+
+
+if __name__ == "__main__":
+    F = Failures()
+    try:
+        single(F)
+        heartbeat(F)
+        threads(F)
+        workers(F)
+        pool(F)
+    finally:
+        reap_seen()
+    F.done()

@@ -1,0 +1,18 @@
+/* Handing an accepted connection to a loop in another process: the
+ * descriptor travels by SCM_RIGHTS over a datagram socketpair made by the
+ * supervisor before any worker exists and inherited by every worker (nng
+ * cannot carry a descriptor). Within one process a loop hands the plain
+ * integer in a HANDOFF message instead (actors/loop.c). */
+#ifndef M0_TRANSPORT_HANDOFF_H
+#define M0_TRANSPORT_HANDOFF_H
+
+/* Makes loops socketpairs: fds[2i] is loop i's receiving end, fds[2i+1] the
+ * end others send on. Close-on-exec is cleared at spawn, not here. Returns 0
+ * or -1. */
+int m0__handoff_make(int *fds, int loops);
+/* Sends fd (the caller still closes its copy after success). 0 or -1. */
+int m0__handoff_send(int sock, int fd);
+/* Receives one descriptor, or -1 (EAGAIN: nothing waiting). */
+int m0__handoff_recv(int sock);
+
+#endif

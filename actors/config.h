@@ -44,6 +44,8 @@
     "worker deaths allowed per window before the supervisor gives up (exit 1)")                  \
   X(respawn_window_ms, "respawn-window-ms", "M0_RESPAWN_WINDOW_MS", INT, "10000", 1, 86400000,   \
     "the window the respawn budget is counted over")                                             \
+  X(metrics_path, "metrics-path", "M0_METRICS_PATH", STR, "", 0, 0,                               \
+    "answer Prometheus text at this path, on the loop (off when empty)")                         \
   X(accept_share, NULL, "M0_ACCEPT_SHARE", BOOL, "1", 0, 1, "0 = the bare accept race")          \
   X(topology, "topology", "M0_TOPOLOGY", STR, "", 0, 0, "a declarative topology file")           \
   X(trace, "trace", "M0_TRACE", STR, "", 0, 0, "where trace records go (- = stderr)")            \

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "actors/errors.h"
+#include "actors/metrics.h"
 #include "actors/publisher.h"
 #include "transport/handoff.h"
 
@@ -120,6 +121,11 @@ static void loop_on_closed(m0__http *h) {
   atomic_fetch_sub(&loop_line(l, l->index)->open, 1);
   if (!l->stopping && h->nconns < l->ctx.capacity) loop_poll_listener(l, true);
   if (l->stopping && h->nconns == 0) loop_finish(l);
+}
+
+static void loop_on_metrics(m0__http *h, m0_response *res) {
+  m0__loop *l = h->owner;
+  m0__metrics_respond(l->page, res);
 }
 
 static void loop_on_sweep(uv_timer_t *t) {
@@ -377,6 +383,10 @@ static void *loop_main(void *arg) {
   l->http.max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
   l->http.access_log = M0__CFG(c, access_log) != 0;
   l->http.heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
+  if (M0__CFGS(c, metrics_path)[0]) {
+    l->http.metrics_path = M0__CFGS(c, metrics_path);
+    l->http.metrics = loop_on_metrics;
+  }
   l->nloops = l->topo->loops;
   l->share = l->nloops > 1 && M0__CFG(c, accept_share) != 0;
   int fd;

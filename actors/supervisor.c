@@ -177,6 +177,7 @@ static int sup_reap(sup *s) {
     }
     s->w[i].died_ms = now;
     if (sup_spawn(s, i) != 0) return 1;
+    atomic_fetch_add(&s->page.head->respawns, 1);
   }
   return -1;
 }

@@ -26,7 +26,9 @@ typedef struct m0__page_head {
   uint32_t version;
   uint32_t loops;
   uint64_t app_slots;
-  uint64_t pad_[4];
+  _Atomic uint64_t refused;  /* frames a publisher could not deliver to every loop */
+  _Atomic uint64_t respawns; /* workers the supervisor respawned */
+  uint64_t pad_[2];
 } m0__page_head;
 
 typedef struct m0__loop_line {

@@ -94,7 +94,11 @@ static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
     if (left <= 0) return 0;
     /* Wake at least every 100 ms to notice a thread that ended silently. */
     if (poll(pf, 2, left > 100 ? 100 : (int)left) < 0 && errno != EINTR) return 0;
-    if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
+    if (pf[0].revents & POLLIN) {
+      if (c->p->stop_fd < 0 && (m0__signals_take() & M0__SIG_STOP)) return 2;
+      char b;
+      if (c->p->stop_fd >= 0 && read(c->p->stop_fd, &b, 1) >= 0) return 2;
+    }
   }
 }
 
@@ -219,7 +223,7 @@ static void coord_cleanup(coord *c) {
   }
   if (!c->p->run_dir) m0__rundir_close(&c->rundir);
   m0__topology_free(&c->topo);
-  m0__signals_restore();
+  if (c->p->stop_fd < 0) m0__signals_restore();
 }
 
 /* Waits for every READY (the barrier), then GO. Returns -1 to go on
@@ -275,7 +279,7 @@ static int coord_setup(coord *c) {
   }
   /* A child process the application starts finds the host here (m0pub).
    * Set before nng starts any thread. */
-  if (!p->run_dir) setenv("M0_RUN_DIR", c->rundir.path, 1);
+  if (!p->run_dir && p->stop_fd < 0) setenv("M0_RUN_DIR", c->rundir.path, 1);
   size_t app_slots = p->app->page_slots ? p->app->page_slots(p->loops) : 0;
   int rv = p->page_fd >= 0 ? m0__page_attach_fd(&c->page, p->page_fd, p->app_page_fd, err, sizeof err)
                            : m0__page_create(&c->page, c->rundir.path, p->loops, app_slots, err, sizeof err);
@@ -302,7 +306,7 @@ static int coord_setup(coord *c) {
       return 1;
     }
   }
-  if ((c->sigfd = m0__signals_install(false)) < 0) {
+  if ((c->sigfd = p->stop_fd >= 0 ? p->stop_fd : m0__signals_install(false)) < 0) {
     fprintf(stderr, "m0: cannot install signal handlers\n");
     return 1;
   }
@@ -420,8 +424,9 @@ static int coord_serve(coord *c) {
     fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d)\n",
             p->app->name, v6 ? "[" : "", host, v6 ? "]" : "", c->port, m0__mode_name(p->mode), p->here,
             p->here == 1 ? "" : "s", c->npool, c->npool == 1 ? "" : "s", (int)getpid());
-    m0__sd_notify("READY=1");
+    if (p->stop_fd < 0) m0__sd_notify("READY=1");
   }
+  if (p->on_ready) p->on_ready(p->ready_arg, c->port, c->rundir.path, &c->pub);
   /* Serving: wait for a signal, or a loop that dies. */
   for (;;) {
     m0__msg m;
@@ -462,7 +467,7 @@ int m0__coord_run(const m0__proc *p) {
   for (int k = 0; k < 1000 && !coord_all_exited(c); k++) usleep(1000);
   bool clean = coord_all_exited(c);
   coord_cleanup(c);
-  if (!clean) {
+  if (!clean && p->stop_fd < 0) {
     fflush(NULL);
     _exit(rc ? rc : 1); /* a thread is still inside the application: do not wait for it */
   }

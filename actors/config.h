@@ -75,6 +75,11 @@ struct m0_config {
   char env_error[M0__STR_MAX];
   /* Why the topology file cannot be served, with line and column. */
   char topology_error[M0__STR_MAX + 256];
+  /* A topology file's transport ("" = the mode's own) and its actors' URLs,
+   * in the topology's actor order (placeholders <pid> and <run-dir> kept). */
+  char topo_transport[8];
+  char (*topo_urls)[256];
+  int ntopo_urls;
 };
 
 #define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)
@@ -83,6 +88,7 @@ struct m0_config {
 /* Resolves defaults, then the environment, then argv. Returns 0, or 2 with a
  * reason in `why` for a command line that cannot be read. */
 int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen);
+void m0__config_fini(m0_config *cfg);
 void m0__config_usage(FILE *out, const char *prog);
 const char *m0__source_name(enum m0__source s);
 /* Option i's name (its flag without dashes, or its variable) and kind. */

@@ -289,9 +289,14 @@ static int coord_setup(coord *c) {
   }
   char where[PATH_MAX];
   m0__scheme scheme = p->mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
+  if (cfg->topo_transport[0]) scheme = (m0__scheme)m0__scheme_parse(cfg->topo_transport);
   if (scheme == M0__SCHEME_IPC) snprintf(where, sizeof where, "%s", c->rundir.path);
   else snprintf(where, sizeof where, "m0-%d", (int)getpid());
-  if (m0__topology_build(&c->topo, p->mode, p->loops, c->npool, scheme, where) != 0) {
+  /* A tcp topology needs the file's addresses; the others can be built. */
+  if (m0__topology_build(&c->topo, p->mode, p->loops, c->npool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme,
+                         where) != 0 ||
+      (cfg->ntopo_urls &&
+       m0__topology_use_urls(&c->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, c->rundir.path) != 0)) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;
   }

@@ -131,6 +131,7 @@ int m0_host_stop(m0_host *h) {
   if (write(h->stop[1], "s", 1) != 1) return 1;
   pthread_join(h->thread, NULL); /* the coordinator keeps the drain's bound */
   int rc = h->rc;
+  m0__config_fini(&h->cfg);
   close(h->stop[0]);
   close(h->stop[1]);
   pthread_mutex_destroy(&h->mu);

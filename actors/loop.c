@@ -336,8 +336,9 @@ static void loop_close_siblings(m0__loop *l) {
   l->siblings = NULL;
 }
 
-/* An inproc mailbox is reachable only from this process; m0pub and other
- * outside publishers dial loop.i.sock in the run directory instead. */
+/* An inproc mailbox is reachable only from this process (and a tcp one may
+ * be bound to another machine's interface): outside publishers on this
+ * machine dial loop.i.sock in the run directory. */
 static int loop_listen_ipc(m0__loop *l) {
   char url[M0__URL_MAX];
   int n = snprintf(url, sizeof url, "ipc://%s/loop.%d.sock", l->run_dir, l->index);
@@ -351,7 +352,7 @@ static void *loop_main(void *arg) {
   char err[512] = "";
   bool uv_ready = false;
   if (m0__actor_open(&l->self, me->id, me->url, l->trace) != 0 ||
-      (l->topo->scheme == M0__SCHEME_INPROC && loop_listen_ipc(l) != 0) ||
+      (l->topo->scheme != M0__SCHEME_IPC && loop_listen_ipc(l) != 0) ||
       m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: loop.%d cannot open its mailbox at %s\n", l->index, me->url);
     goto out;

@@ -91,6 +91,7 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
       }
     }
   }
+  m0__config_fini(cfg);
   free(cfg);
   return rc;
 }

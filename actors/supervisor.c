@@ -255,7 +255,10 @@ static int sup_setup(sup *s, const m0_producer *producer) {
     return 1;
   }
   int pool = (int)M0__CFG(cfg, blocking_threads);
-  if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0) {
+  m0__scheme scheme = cfg->topo_transport[0] ? (m0__scheme)m0__scheme_parse(cfg->topo_transport) : M0__SCHEME_IPC;
+  if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0 ||
+      (cfg->ntopo_urls &&
+       m0__topology_use_urls(&s->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, s->rundir.path) != 0)) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;
   }

@@ -46,6 +46,12 @@
     "the window the respawn budget is counted over")                                             \
   X(metrics_path, "metrics-path", "M0_METRICS_PATH", STR, "", 0, 0,                               \
     "answer Prometheus text at this path, on the loop (off when empty)")                         \
+  X(max_requests, "max-requests", "M0_MAX_REQUESTS", INT, "0", 0, 2000000000,                     \
+    "prefork: a worker is recycled after this many requests (0 = never)")                        \
+  X(max_requests_jitter, "max-requests-jitter", "M0_MAX_REQUESTS_JITTER", INT, "0", 0, 2000000000, \
+    "prefork: up to this many more, drawn per worker, so they do not recycle at once")            \
+  X(worker_timeout_ms, "worker-timeout-ms", "M0_WORKER_TIMEOUT_MS", INT, "0", 0, 86400000,        \
+    "prefork: a worker whose loop has not turned for this long is replaced (0 = off)")           \
   X(accept_share, NULL, "M0_ACCEPT_SHARE", BOOL, "1", 0, 1, "0 = the bare accept race")          \
   X(topology, "topology", "M0_TOPOLOGY", STR, "", 0, 0, "a declarative topology file")           \
   X(trace, "trace", "M0_TRACE", STR, "", 0, 0, "where trace records go (- = stderr)")            \

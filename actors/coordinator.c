@@ -432,11 +432,22 @@ static int coord_serve(coord *c) {
     if (p->stop_fd < 0) m0__sd_notify("READY=1");
   }
   if (p->on_ready) p->on_ready(p->ready_arg, c->port, c->rundir.path, &c->pub);
-  /* Serving: wait for a signal, or a loop that dies. */
+  /* Serving: wait for a signal, or a loop that dies; a worker also counts
+   * its requests for recycling. */
+  long max_req = p->mode == M0__MODE_PREFORK ? M0__CFG(c->cfg, max_requests) : 0;
+  if (max_req > 0 && M0__CFG(c->cfg, max_requests_jitter) > 0) {
+    srand((unsigned)getpid() ^ (unsigned)coord_now_ms());
+    max_req += rand() % (M0__CFG(c->cfg, max_requests_jitter) + 1);
+  }
   for (;;) {
     m0__msg m;
-    int w = coord_wait(c, INT64_MAX / 2, &m);
+    int w = coord_wait(c, coord_now_ms() + 100, &m);
     if (w == 2) break;
+    if (w == 0 && max_req > 0 &&
+        atomic_load_explicit(&c->page.lines[p->first].requests, memory_order_relaxed) >= (uint64_t)max_req) {
+      fprintf(stderr, "m0: worker %d recycles after %ld requests\n", p->first, max_req);
+      break; /* the drain, then exit 0: the supervisor starts a fresh one */
+    }
     if (w == 3) {
       fprintf(stderr, "m0: loop.%d ended while serving\n", p->first + coord_dead(c));
       coord_drain(c, coord_now_ms() + c->drain_ms);

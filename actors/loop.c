@@ -187,6 +187,7 @@ static void loop_on_pass_begin(uv_check_t *c) {
   m0__loop_line *ln = loop_line(l, l->index);
   atomic_store_explicit(&ln->requests, l->http.stats.requests, memory_order_relaxed);
   atomic_store_explicit(&ln->streams, (uint64_t)l->http.nstreams, memory_order_relaxed);
+  atomic_store_explicit(&ln->beat_ms, uv_now(&l->uv), memory_order_relaxed);
   if (l->share)
     atomic_store_explicit(&loop_line(l, l->index)->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
   if (l->npool) loop_flush_batches(l);

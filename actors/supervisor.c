@@ -84,7 +84,23 @@ static int64_t sup_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A worker's line on the page starts clean: a stale load would skew accept
+ * sharing, a stale count would recycle it at once, a stale beat would make
+ * it look stuck. */
+static void sup_clear_line(sup *s, int i) {
+  m0__loop_line *ln = &s->page.lines[i];
+  atomic_store(&ln->open, 0);
+  atomic_store(&ln->pending, 0);
+  atomic_store(&ln->requests, 0);
+  atomic_store(&ln->streams, 0);
+  atomic_store(&ln->queued, 0);
+  atomic_store(&ln->pass_start_ms, 0);
+  atomic_store(&ln->leaving, 0);
+  atomic_store(&ln->beat_ms, 0);
+}
+
 static int sup_spawn(sup *s, int i) {
+  sup_clear_line(s, i);
   char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48];
   int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->listen_fd, s->page.fd, s->page.app_fd);
   for (int k = 0; k < 2 * s->n; k++) len += snprintf(fds + len, sizeof fds - (size_t)len, ",%d", s->handoff[k]);
@@ -162,6 +178,12 @@ static int sup_reap(sup *s) {
     s->w[i].alive = false;
     s->w[i].status = status;
     if (s->draining) continue;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) { /* recycled (--max-requests): not a death */
+      fprintf(stderr, "m0: worker %d (pid %d) recycled; starting a fresh one\n", i, pid);
+      s->w[i].died_ms = sup_now_ms();
+      if (sup_spawn(s, i) != 0) return 1;
+      continue;
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 78) {
       fprintf(stderr, "m0: worker %d (pid %d) refused its configuration (exit 78); stopping the rest\n", i, pid);
       return 78;
@@ -180,6 +202,22 @@ static int sup_reap(sup *s) {
     atomic_fetch_add(&s->page.head->respawns, 1);
   }
   return -1;
+}
+
+/* The heartbeat: a worker whose loop has not turned within the timeout is
+ * stuck (a view that never returns, a deadlock): killed, and so replaced. */
+static void sup_check_beats(sup *s) {
+  long timeout = M0__CFG(s->cfg, worker_timeout_ms);
+  if (timeout <= 0 || s->draining) return;
+  int64_t now = sup_now_ms();
+  for (int i = 0; i < s->n; i++) {
+    uint64_t beat = atomic_load_explicit(&s->page.lines[i].beat_ms, memory_order_relaxed);
+    if (!s->w[i].alive || !beat || now - (int64_t)beat <= timeout) continue;
+    fprintf(stderr, "m0: worker %d (pid %d) has not turned its loop for %lld ms (timeout %ld ms); killing it\n", i,
+            s->w[i].pid, (long long)(now - (int64_t)beat), timeout);
+    atomic_store(&s->page.lines[i].beat_ms, 0); /* once */
+    kill(s->w[i].pid, SIGKILL);
+  }
 }
 
 /* Waits for a message, a signal, a child's death or a 100 ms tick. 1
@@ -359,6 +397,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     m0__msg m;
     int w = sup_wait(s, &m);
     if (w == 2) break;
+    sup_check_beats(s);
     if ((rc = sup_reap(s)) >= 0) {
       sup_drain(s);
       return rc;

@@ -41,7 +41,8 @@ typedef struct m0__loop_line {
   _Atomic uint64_t leaving;       /* draining: siblings hand it nothing */
   _Atomic uint64_t queued;        /* requests with the pool, not yet answered */
   _Atomic uint64_t dropped;       /* stream frames dropped: a stream's queue was full */
-  uint64_t pad_[7];
+  _Atomic uint64_t beat_ms;       /* the loop's last turn (monotonic ms): the supervisor's heartbeat */
+  uint64_t pad_[6];
 } m0__loop_line;
 
 typedef struct m0__page {

@@ -234,7 +234,14 @@ static int coord_barrier(coord *c) {
   bool up_go = !c->has_up;
   while (ready < want || !up_go) {
     m0__msg m;
-    int w = coord_wait(c, forever, &m);
+    /* A worker says READY again every half second until GO comes: a message
+     * to a process that just replaced a dead one can be lost in the
+     * reconnect, and a worker that waits forever serves nothing. */
+    int w = coord_wait(c, c->has_up && ready == want ? coord_now_ms() + 500 : forever, &m);
+    if (w == 0 && c->has_up && ready == want) {
+      m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0);
+      continue;
+    }
     if (w == 2) {
       fprintf(stderr, "m0: stopped while starting\n");
       return coord_drain(c, coord_now_ms() + c->drain_ms);

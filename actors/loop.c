@@ -21,6 +21,14 @@ static void loop_on_listen(uv_poll_t *p, int status, int events);
 
 static m0__loop_line *loop_line(m0__loop *l, int i) { return &l->page->lines[i]; }
 
+/* One hand-off arrived. Never below zero: a wrapped count would make this
+ * loop look infinitely loaded, and no sibling would hand it anything again. */
+static void loop_pending_done(m0__loop *l) {
+  _Atomic uint64_t *p = &loop_line(l, l->index)->pending;
+  uint64_t v = atomic_load(p);
+  while (v > 0 && !atomic_compare_exchange_weak(p, &v, v - 1)) {}
+}
+
 static void loop_poll_listener(m0__loop *l, bool on) {
   if (!l->listening || on == l->polling) return;
   l->polling = on;
@@ -110,7 +118,7 @@ static void loop_on_handin(uv_poll_t *p, int status, int events) {
   m0__loop *l = p->data;
   int fd;
   while ((fd = m0__handoff_recv(l->handoff[2 * l->index])) >= 0) {
-    atomic_fetch_sub(&loop_line(l, l->index)->pending, 1);
+    loop_pending_done(l);
     l->adopted++;
     loop_adopt(l, fd);
   }
@@ -198,6 +206,8 @@ static void loop_on_pass_end(uv_prepare_t *p) {
 }
 
 static void loop_go(m0__loop *l) {
+  if (l->listening || l->stopping) return; /* GO is idempotent: a repeated one changes nothing */
+  l->first_id = atomic_load(&l->page->head->event_id);
   int rv = uv_poll_init(&l->uv, &l->listener, l->listen_fd);
   if (rv != 0) {
     char why[160];
@@ -267,7 +277,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
       if (m.len == sizeof(int32_t)) {
         int32_t fd;
         memcpy(&fd, m.payload, sizeof fd);
-        atomic_fetch_sub(&loop_line(l, l->index)->pending, 1);
+        loop_pending_done(l);
         l->adopted++;
         loop_adopt(l, fd);
       }
@@ -291,6 +301,10 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
     fprintf(stderr, "m0: loop.%d: dropped a malformed frame message\n", l->index);
     return;
   }
+  /* A frame numbered before this loop began was queued for a predecessor
+   * (a worker that died): old news, and a new stream must never see ids go
+   * backwards. */
+  if (id <= l->first_id) return;
   l->frames++;
   uint64_t dropped = m0__http_publish(&l->http, channel, chlen, id, frame, flen);
   if (dropped) atomic_fetch_add_explicit(&loop_line(l, l->index)->dropped, dropped, memory_order_relaxed);

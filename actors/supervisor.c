@@ -84,13 +84,14 @@ static int64_t sup_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A worker's line on the page starts clean: a stale load would skew accept
+/* A worker's line on the page starts clean (but for pending): a stale load would skew accept
  * sharing, a stale count would recycle it at once, a stale beat would make
  * it look stuck. */
 static void sup_clear_line(sup *s, int i) {
   m0__loop_line *ln = &s->page.lines[i];
   atomic_store(&ln->open, 0);
-  atomic_store(&ln->pending, 0);
+  /* not pending: hand-offs sent to the dead worker wait in its socket, and
+   * its successor takes them (and counts them down). */
   atomic_store(&ln->requests, 0);
   atomic_store(&ln->streams, 0);
   atomic_store(&ln->queued, 0);
@@ -405,10 +406,14 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     if (w != 1) continue;
     int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from);
     if (m.env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n) {
-      /* A respawned worker: no barrier to wait for. */
+      /* A respawned worker: no barrier to wait for. A READY repeated (the
+       * first GO was lost) is answered again; GO is idempotent. */
       m0__send(&s->self, &s->wpeers[idx], M0__K_GO, 0, 0, NULL, 0);
-      fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
-              s->w[idx].pid, (long long)(sup_now_ms() - s->w[idx].died_ms));
+      if (s->w[idx].died_ms) {
+        fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
+                s->w[idx].pid, (long long)(sup_now_ms() - s->w[idx].died_ms));
+        s->w[idx].died_ms = 0;
+      }
     } else if (m.env.kind == M0__K_FAILED) {
       fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
     }

@@ -123,6 +123,21 @@ static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
   } else CHECK_OK(c, !t[0] ? "tracing off" : url ? "trace records to %s" : "trace records to stderr", t);
 }
 
+static void check_supervision(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long w = M0__CFG(cfg, workers), mr = M0__CFG(cfg, max_requests), wt = M0__CFG(cfg, worker_timeout_ms);
+  if (w <= 1 && (mr > 0 || wt > 0 || M0__CFG(cfg, max_requests_jitter) > 0)) {
+    CHECK_FAIL(c, "%s asks the supervisor to replace workers, but there are none (workers is %ld)",
+               mr > 0 ? "--max-requests" : wt > 0 ? "--worker-timeout-ms" : "--max-requests-jitter", w);
+    CHECK_FIX(c, "use --workers 2 or more, or leave worker recycling and timeouts off");
+  } else if (wt > 0 && wt < 1000) {
+    CHECK_FAIL(c, "--worker-timeout-ms %ld is shorter than a loop's quietest turn (1000 ms)", wt);
+    CHECK_FIX(c, "set --worker-timeout-ms to 1000 or more");
+  } else if (w > 1) {
+    CHECK_OK(c, "recycle after %ld%s requests, replace a worker stuck %s", mr, mr ? "" : " (never)",
+             wt ? "past its timeout" : "(never: no timeout)");
+  } else CHECK_OK(c, "no supervisor in this mode");
+}
+
 static const check_fn checks_fns[M0__CHECK_COUNT] = {
 #define M0__CHECK_FN(id, name) check_##id,
     M0__CHECKS(M0__CHECK_FN)

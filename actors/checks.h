@@ -20,7 +20,8 @@
   X(topology, "topology")                             \
   X(run_dir, "run-dir")                               \
   X(application, "application")                       \
-  X(trace, "trace")
+  X(trace, "trace")                                   \
+  X(supervision, "supervision")
 
 enum {
 #define M0__CHECK_ENUM(id, name) M0__C_##id,

@@ -132,6 +132,12 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
   return 0;
 }
 
+void m0__config_fini(m0_config *cfg) {
+  free(cfg->topo_urls);
+  cfg->topo_urls = NULL;
+  cfg->ntopo_urls = 0;
+}
+
 void m0__config_usage(FILE *out, const char *prog) {
   fprintf(out, "usage: %s [flags]\n\nflags (each overrides its variable, which overrides the default):\n",
           prog);

@@ -44,6 +44,14 @@
     "worker deaths allowed per window before the supervisor gives up (exit 1)")                  \
   X(respawn_window_ms, "respawn-window-ms", "M0_RESPAWN_WINDOW_MS", INT, "10000", 1, 86400000,   \
     "the window the respawn budget is counted over")                                             \
+  X(metrics_path, "metrics-path", "M0_METRICS_PATH", STR, "", 0, 0,                               \
+    "answer Prometheus text at this path, on the loop (off when empty)")                         \
+  X(max_requests, "max-requests", "M0_MAX_REQUESTS", INT, "0", 0, 2000000000,                     \
+    "prefork: a worker is recycled after this many requests (0 = never)")                        \
+  X(max_requests_jitter, "max-requests-jitter", "M0_MAX_REQUESTS_JITTER", INT, "0", 0, 2000000000, \
+    "prefork: up to this many more, drawn per worker, so they do not recycle at once")            \
+  X(worker_timeout_ms, "worker-timeout-ms", "M0_WORKER_TIMEOUT_MS", INT, "0", 0, 86400000,        \
+    "prefork: a worker whose loop has not turned for this long is replaced (0 = off)")           \
   X(accept_share, NULL, "M0_ACCEPT_SHARE", BOOL, "1", 0, 1, "0 = the bare accept race")          \
   X(topology, "topology", "M0_TOPOLOGY", STR, "", 0, 0, "a declarative topology file")           \
   X(trace, "trace", "M0_TRACE", STR, "", 0, 0, "where trace records go (- = stderr)")            \
@@ -73,6 +81,11 @@ struct m0_config {
   char env_error[M0__STR_MAX];
   /* Why the topology file cannot be served, with line and column. */
   char topology_error[M0__STR_MAX + 256];
+  /* A topology file's transport ("" = the mode's own) and its actors' URLs,
+   * in the topology's actor order (placeholders <pid> and <run-dir> kept). */
+  char topo_transport[8];
+  char (*topo_urls)[256];
+  int ntopo_urls;
 };
 
 #define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)
@@ -81,6 +94,7 @@ struct m0_config {
 /* Resolves defaults, then the environment, then argv. Returns 0, or 2 with a
  * reason in `why` for a command line that cannot be read. */
 int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen);
+void m0__config_fini(m0_config *cfg);
 void m0__config_usage(FILE *out, const char *prog);
 const char *m0__source_name(enum m0__source s);
 /* Option i's name (its flag without dashes, or its variable) and kind. */

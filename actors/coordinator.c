@@ -94,7 +94,11 @@ static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
     if (left <= 0) return 0;
     /* Wake at least every 100 ms to notice a thread that ended silently. */
     if (poll(pf, 2, left > 100 ? 100 : (int)left) < 0 && errno != EINTR) return 0;
-    if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
+    if (pf[0].revents & POLLIN) {
+      if (c->p->stop_fd < 0 && (m0__signals_take() & M0__SIG_STOP)) return 2;
+      char b;
+      if (c->p->stop_fd >= 0 && read(c->p->stop_fd, &b, 1) >= 0) return 2;
+    }
   }
 }
 
@@ -219,7 +223,7 @@ static void coord_cleanup(coord *c) {
   }
   if (!c->p->run_dir) m0__rundir_close(&c->rundir);
   m0__topology_free(&c->topo);
-  m0__signals_restore();
+  if (c->p->stop_fd < 0) m0__signals_restore();
 }
 
 /* Waits for every READY (the barrier), then GO. Returns -1 to go on
@@ -230,7 +234,14 @@ static int coord_barrier(coord *c) {
   bool up_go = !c->has_up;
   while (ready < want || !up_go) {
     m0__msg m;
-    int w = coord_wait(c, forever, &m);
+    /* A worker says READY again every half second until GO comes: a message
+     * to a process that just replaced a dead one can be lost in the
+     * reconnect, and a worker that waits forever serves nothing. */
+    int w = coord_wait(c, c->has_up && ready == want ? coord_now_ms() + 500 : forever, &m);
+    if (w == 0 && c->has_up && ready == want) {
+      m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0);
+      continue;
+    }
     if (w == 2) {
       fprintf(stderr, "m0: stopped while starting\n");
       return coord_drain(c, coord_now_ms() + c->drain_ms);
@@ -275,7 +286,7 @@ static int coord_setup(coord *c) {
   }
   /* A child process the application starts finds the host here (m0pub).
    * Set before nng starts any thread. */
-  if (!p->run_dir) setenv("M0_RUN_DIR", c->rundir.path, 1);
+  if (!p->run_dir && p->stop_fd < 0) setenv("M0_RUN_DIR", c->rundir.path, 1);
   size_t app_slots = p->app->page_slots ? p->app->page_slots(p->loops) : 0;
   int rv = p->page_fd >= 0 ? m0__page_attach_fd(&c->page, p->page_fd, p->app_page_fd, err, sizeof err)
                            : m0__page_create(&c->page, c->rundir.path, p->loops, app_slots, err, sizeof err);
@@ -285,9 +296,14 @@ static int coord_setup(coord *c) {
   }
   char where[PATH_MAX];
   m0__scheme scheme = p->mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
+  if (cfg->topo_transport[0]) scheme = (m0__scheme)m0__scheme_parse(cfg->topo_transport);
   if (scheme == M0__SCHEME_IPC) snprintf(where, sizeof where, "%s", c->rundir.path);
   else snprintf(where, sizeof where, "m0-%d", (int)getpid());
-  if (m0__topology_build(&c->topo, p->mode, p->loops, c->npool, scheme, where) != 0) {
+  /* A tcp topology needs the file's addresses; the others can be built. */
+  if (m0__topology_build(&c->topo, p->mode, p->loops, c->npool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme,
+                         where) != 0 ||
+      (cfg->ntopo_urls &&
+       m0__topology_use_urls(&c->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, c->rundir.path) != 0)) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;
   }
@@ -302,7 +318,7 @@ static int coord_setup(coord *c) {
       return 1;
     }
   }
-  if ((c->sigfd = m0__signals_install(false)) < 0) {
+  if ((c->sigfd = p->stop_fd >= 0 ? p->stop_fd : m0__signals_install(false)) < 0) {
     fprintf(stderr, "m0: cannot install signal handlers\n");
     return 1;
   }
@@ -420,13 +436,25 @@ static int coord_serve(coord *c) {
     fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d)\n",
             p->app->name, v6 ? "[" : "", host, v6 ? "]" : "", c->port, m0__mode_name(p->mode), p->here,
             p->here == 1 ? "" : "s", c->npool, c->npool == 1 ? "" : "s", (int)getpid());
-    m0__sd_notify("READY=1");
+    if (p->stop_fd < 0) m0__sd_notify("READY=1");
   }
-  /* Serving: wait for a signal, or a loop that dies. */
+  if (p->on_ready) p->on_ready(p->ready_arg, c->port, c->rundir.path, &c->pub);
+  /* Serving: wait for a signal, or a loop that dies; a worker also counts
+   * its requests for recycling. */
+  long max_req = p->mode == M0__MODE_PREFORK ? M0__CFG(c->cfg, max_requests) : 0;
+  if (max_req > 0 && M0__CFG(c->cfg, max_requests_jitter) > 0) {
+    srand((unsigned)getpid() ^ (unsigned)coord_now_ms());
+    max_req += rand() % (M0__CFG(c->cfg, max_requests_jitter) + 1);
+  }
   for (;;) {
     m0__msg m;
-    int w = coord_wait(c, INT64_MAX / 2, &m);
+    int w = coord_wait(c, coord_now_ms() + 100, &m);
     if (w == 2) break;
+    if (w == 0 && max_req > 0 &&
+        atomic_load_explicit(&c->page.lines[p->first].requests, memory_order_relaxed) >= (uint64_t)max_req) {
+      fprintf(stderr, "m0: worker %d recycles after %ld requests\n", p->first, max_req);
+      break; /* the drain, then exit 0: the supervisor starts a fresh one */
+    }
     if (w == 3) {
       fprintf(stderr, "m0: loop.%d ended while serving\n", p->first + coord_dead(c));
       coord_drain(c, coord_now_ms() + c->drain_ms);
@@ -462,7 +490,7 @@ int m0__coord_run(const m0__proc *p) {
   for (int k = 0; k < 1000 && !coord_all_exited(c); k++) usleep(1000);
   bool clean = coord_all_exited(c);
   coord_cleanup(c);
-  if (!clean) {
+  if (!clean && p->stop_fd < 0) {
     fflush(NULL);
     _exit(rc ? rc : 1); /* a thread is still inside the application: do not wait for it */
   }

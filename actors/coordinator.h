@@ -21,7 +21,13 @@ typedef struct m0__proc {
   int listen_fd;       /* a worker's inherited listener, else -1 (bind) */
   int page_fd;         /* a worker's inherited shared page, else -1 (make) */
   int app_page_fd;     /* and its app page, or -1 */
-  const int *handoff;  /* prefork: [loops] datagram sockets, SCM_RIGHTS */
+  const int *handoff;  /* prefork: [2*loops] datagram sockets, SCM_RIGHTS */
+  /* Embedded (m0_host_start): the host's stop is a byte on stop_fd instead
+   * of a signal, no handler is installed, the environment is left alone, and
+   * on_ready is called once every loop serves. */
+  int stop_fd; /* -1: SIGTERM/SIGINT */
+  void (*on_ready)(void *arg, int port, const char *run_dir, m0_publisher *pub);
+  void *ready_arg;
 } m0__proc;
 
 /* Serves until SIGTERM/SIGINT and drains. Returns the exit code. */

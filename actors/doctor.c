@@ -46,6 +46,7 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   int pool = (int)M0__CFG(cfg, blocking_threads) > 0 ? (int)M0__CFG(cfg, blocking_threads) : 0;
   m0__mode mode = M0__CFG(cfg, workers) > 1 ? M0__MODE_PREFORK : loops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE;
   m0__scheme scheme = mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
+  if (cfg->topo_transport[0]) scheme = (m0__scheme)m0__scheme_parse(cfg->topo_transport);
   json_t *topo = json_object();
   json_object_set_new(topo, "mode", json_string(m0__mode_name(mode)));
   json_object_set_new(topo, "loops", json_integer(mode == M0__MODE_PREFORK ? M0__CFG(cfg, workers) : loops));
@@ -60,10 +61,13 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   else snprintf(where, sizeof where, "m0-<pid>");
   json_t *actors = json_array();
   if (loops > 0 && loops <= 4096 && pool <= 4096 &&
-      m0__topology_build(&t, mode, mode == M0__MODE_PREFORK ? (int)M0__CFG(cfg, workers) : loops, pool, scheme,
-                         where) == 0) {
+      m0__topology_build(&t, mode, mode == M0__MODE_PREFORK ? (int)M0__CFG(cfg, workers) : loops, pool,
+                         scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme, where) == 0) {
+    /* The file's URLs, placeholders kept, when it gave them and they fit. */
+    bool file = cfg->ntopo_urls == t.nactors;
     for (int k = 0; k < t.nactors; k++)
-      json_array_append_new(actors, json_pack("{s:s, s:s}", "name", t.actors[k].name, "url", t.actors[k].url));
+      json_array_append_new(actors, json_pack("{s:s, s:s}", "name", t.actors[k].name, "url",
+                                              file ? cfg->topo_urls[k] : t.actors[k].url));
     m0__topology_free(&t);
   }
   json_object_set_new(topo, "actors", actors);

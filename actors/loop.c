@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "actors/errors.h"
+#include "actors/metrics.h"
 #include "actors/publisher.h"
 #include "transport/handoff.h"
 
@@ -19,6 +20,14 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m);
 static void loop_on_listen(uv_poll_t *p, int status, int events);
 
 static m0__loop_line *loop_line(m0__loop *l, int i) { return &l->page->lines[i]; }
+
+/* One hand-off arrived. Never below zero: a wrapped count would make this
+ * loop look infinitely loaded, and no sibling would hand it anything again. */
+static void loop_pending_done(m0__loop *l) {
+  _Atomic uint64_t *p = &loop_line(l, l->index)->pending;
+  uint64_t v = atomic_load(p);
+  while (v > 0 && !atomic_compare_exchange_weak(p, &v, v - 1)) {}
+}
 
 static void loop_poll_listener(m0__loop *l, bool on) {
   if (!l->listening || on == l->polling) return;
@@ -109,7 +118,7 @@ static void loop_on_handin(uv_poll_t *p, int status, int events) {
   m0__loop *l = p->data;
   int fd;
   while ((fd = m0__handoff_recv(l->handoff[2 * l->index])) >= 0) {
-    atomic_fetch_sub(&loop_line(l, l->index)->pending, 1);
+    loop_pending_done(l);
     l->adopted++;
     loop_adopt(l, fd);
   }
@@ -120,6 +129,11 @@ static void loop_on_closed(m0__http *h) {
   atomic_fetch_sub(&loop_line(l, l->index)->open, 1);
   if (!l->stopping && h->nconns < l->ctx.capacity) loop_poll_listener(l, true);
   if (l->stopping && h->nconns == 0) loop_finish(l);
+}
+
+static void loop_on_metrics(m0__http *h, m0_response *res) {
+  m0__loop *l = h->owner;
+  m0__metrics_respond(l->page, res);
 }
 
 static void loop_on_sweep(uv_timer_t *t) {
@@ -181,6 +195,7 @@ static void loop_on_pass_begin(uv_check_t *c) {
   m0__loop_line *ln = loop_line(l, l->index);
   atomic_store_explicit(&ln->requests, l->http.stats.requests, memory_order_relaxed);
   atomic_store_explicit(&ln->streams, (uint64_t)l->http.nstreams, memory_order_relaxed);
+  atomic_store_explicit(&ln->beat_ms, uv_now(&l->uv), memory_order_relaxed);
   if (l->share)
     atomic_store_explicit(&loop_line(l, l->index)->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
   if (l->npool) loop_flush_batches(l);
@@ -191,6 +206,8 @@ static void loop_on_pass_end(uv_prepare_t *p) {
 }
 
 static void loop_go(m0__loop *l) {
+  if (l->listening || l->stopping) return; /* GO is idempotent: a repeated one changes nothing */
+  l->first_id = atomic_load(&l->page->head->event_id);
   int rv = uv_poll_init(&l->uv, &l->listener, l->listen_fd);
   if (rv != 0) {
     char why[160];
@@ -260,7 +277,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
       if (m.len == sizeof(int32_t)) {
         int32_t fd;
         memcpy(&fd, m.payload, sizeof fd);
-        atomic_fetch_sub(&loop_line(l, l->index)->pending, 1);
+        loop_pending_done(l);
         l->adopted++;
         loop_adopt(l, fd);
       }
@@ -284,6 +301,10 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
     fprintf(stderr, "m0: loop.%d: dropped a malformed frame message\n", l->index);
     return;
   }
+  /* A frame numbered before this loop began was queued for a predecessor
+   * (a worker that died): old news, and a new stream must never see ids go
+   * backwards. */
+  if (id <= l->first_id) return;
   l->frames++;
   uint64_t dropped = m0__http_publish(&l->http, channel, chlen, id, frame, flen);
   if (dropped) atomic_fetch_add_explicit(&loop_line(l, l->index)->dropped, dropped, memory_order_relaxed);
@@ -330,8 +351,9 @@ static void loop_close_siblings(m0__loop *l) {
   l->siblings = NULL;
 }
 
-/* An inproc mailbox is reachable only from this process; m0pub and other
- * outside publishers dial loop.i.sock in the run directory instead. */
+/* An inproc mailbox is reachable only from this process (and a tcp one may
+ * be bound to another machine's interface): outside publishers on this
+ * machine dial loop.i.sock in the run directory. */
 static int loop_listen_ipc(m0__loop *l) {
   char url[M0__URL_MAX];
   int n = snprintf(url, sizeof url, "ipc://%s/loop.%d.sock", l->run_dir, l->index);
@@ -345,7 +367,7 @@ static void *loop_main(void *arg) {
   char err[512] = "";
   bool uv_ready = false;
   if (m0__actor_open(&l->self, me->id, me->url, l->trace) != 0 ||
-      (l->topo->scheme == M0__SCHEME_INPROC && loop_listen_ipc(l) != 0) ||
+      (l->topo->scheme != M0__SCHEME_IPC && loop_listen_ipc(l) != 0) ||
       m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: loop.%d cannot open its mailbox at %s\n", l->index, me->url);
     goto out;
@@ -377,6 +399,10 @@ static void *loop_main(void *arg) {
   l->http.max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
   l->http.access_log = M0__CFG(c, access_log) != 0;
   l->http.heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
+  if (M0__CFGS(c, metrics_path)[0]) {
+    l->http.metrics_path = M0__CFGS(c, metrics_path);
+    l->http.metrics = loop_on_metrics;
+  }
   l->nloops = l->topo->loops;
   l->share = l->nloops > 1 && M0__CFG(c, accept_share) != 0;
   int fd;

@@ -83,6 +83,7 @@ typedef struct m0__loop {
   void *state;
   bool listening, polling, stopping, finished;
   uint64_t frames;
+  uint64_t first_id; /* the shared counter when this loop began serving */
 } m0__loop;
 
 /* Starts the loop's thread. It builds the handler, reports READY or FAILED,

@@ -124,6 +124,7 @@ bool m0__frame_ok(const void *frame, size_t len) {
 bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len) {
   if (!m0__channel_ok(channel) || !m0__frame_ok(frame, len)) {
     atomic_fetch_add(&pub->refused, 1);
+    atomic_fetch_add(&pub->page->head->refused, 1);
     return false;
   }
   size_t cl = strlen(channel), n = 10 + cl + len;
@@ -145,6 +146,7 @@ bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void 
   pthread_mutex_unlock(&pub->mu);
   free(buf);
   atomic_fetch_add(ok ? &pub->published : &pub->refused, 1);
+  if (!ok) atomic_fetch_add(&pub->page->head->refused, 1);
   return ok;
 }
 

@@ -44,7 +44,7 @@ static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
   }
   m0__proc p = {.app = app, .producer = NULL, .cfg = cfg, .mode = M0__MODE_PREFORK, .loops = loops, .first = i,
                 .here = 1, .run_dir = dir, .listen_fd = v[0], .page_fd = v[1], .app_page_fd = v[2],
-                .handoff = &v[3]};
+                .handoff = &v[3], .stop_fd = -1};
   return m0__coord_run(&p);
 }
 
@@ -86,11 +86,12 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
         m0__proc p = {.app = app, .producer = producer, .cfg = cfg,
                       .mode = loops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE, .loops = loops, .first = 0,
                       .here = loops, .run_dir = NULL, .listen_fd = sd_fd, .page_fd = -1, .app_page_fd = -1,
-                      .handoff = NULL};
+                      .handoff = NULL, .stop_fd = -1};
         rc = m0__coord_run(&p);
       }
     }
   }
+  m0__config_fini(cfg);
   free(cfg);
   return rc;
 }

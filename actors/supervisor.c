@@ -84,7 +84,24 @@ static int64_t sup_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A worker's line on the page starts clean (but for pending): a stale load would skew accept
+ * sharing, a stale count would recycle it at once, a stale beat would make
+ * it look stuck. */
+static void sup_clear_line(sup *s, int i) {
+  m0__loop_line *ln = &s->page.lines[i];
+  atomic_store(&ln->open, 0);
+  /* not pending: hand-offs sent to the dead worker wait in its socket, and
+   * its successor takes them (and counts them down). */
+  atomic_store(&ln->requests, 0);
+  atomic_store(&ln->streams, 0);
+  atomic_store(&ln->queued, 0);
+  atomic_store(&ln->pass_start_ms, 0);
+  atomic_store(&ln->leaving, 0);
+  atomic_store(&ln->beat_ms, 0);
+}
+
 static int sup_spawn(sup *s, int i) {
+  sup_clear_line(s, i);
   char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48];
   int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->listen_fd, s->page.fd, s->page.app_fd);
   for (int k = 0; k < 2 * s->n; k++) len += snprintf(fds + len, sizeof fds - (size_t)len, ",%d", s->handoff[k]);
@@ -162,6 +179,12 @@ static int sup_reap(sup *s) {
     s->w[i].alive = false;
     s->w[i].status = status;
     if (s->draining) continue;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) { /* recycled (--max-requests): not a death */
+      fprintf(stderr, "m0: worker %d (pid %d) recycled; starting a fresh one\n", i, pid);
+      s->w[i].died_ms = sup_now_ms();
+      if (sup_spawn(s, i) != 0) return 1;
+      continue;
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 78) {
       fprintf(stderr, "m0: worker %d (pid %d) refused its configuration (exit 78); stopping the rest\n", i, pid);
       return 78;
@@ -177,8 +200,25 @@ static int sup_reap(sup *s) {
     }
     s->w[i].died_ms = now;
     if (sup_spawn(s, i) != 0) return 1;
+    atomic_fetch_add(&s->page.head->respawns, 1);
   }
   return -1;
+}
+
+/* The heartbeat: a worker whose loop has not turned within the timeout is
+ * stuck (a view that never returns, a deadlock): killed, and so replaced. */
+static void sup_check_beats(sup *s) {
+  long timeout = M0__CFG(s->cfg, worker_timeout_ms);
+  if (timeout <= 0 || s->draining) return;
+  int64_t now = sup_now_ms();
+  for (int i = 0; i < s->n; i++) {
+    uint64_t beat = atomic_load_explicit(&s->page.lines[i].beat_ms, memory_order_relaxed);
+    if (!s->w[i].alive || !beat || now - (int64_t)beat <= timeout) continue;
+    fprintf(stderr, "m0: worker %d (pid %d) has not turned its loop for %lld ms (timeout %ld ms); killing it\n", i,
+            s->w[i].pid, (long long)(now - (int64_t)beat), timeout);
+    atomic_store(&s->page.lines[i].beat_ms, 0); /* once */
+    kill(s->w[i].pid, SIGKILL);
+  }
 }
 
 /* Waits for a message, a signal, a child's death or a 100 ms tick. 1
@@ -254,7 +294,10 @@ static int sup_setup(sup *s, const m0_producer *producer) {
     return 1;
   }
   int pool = (int)M0__CFG(cfg, blocking_threads);
-  if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0) {
+  m0__scheme scheme = cfg->topo_transport[0] ? (m0__scheme)m0__scheme_parse(cfg->topo_transport) : M0__SCHEME_IPC;
+  if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0 ||
+      (cfg->ntopo_urls &&
+       m0__topology_use_urls(&s->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, s->rundir.path) != 0)) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;
   }
@@ -355,6 +398,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     m0__msg m;
     int w = sup_wait(s, &m);
     if (w == 2) break;
+    sup_check_beats(s);
     if ((rc = sup_reap(s)) >= 0) {
       sup_drain(s);
       return rc;
@@ -362,10 +406,14 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     if (w != 1) continue;
     int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from);
     if (m.env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n) {
-      /* A respawned worker: no barrier to wait for. */
+      /* A respawned worker: no barrier to wait for. A READY repeated (the
+       * first GO was lost) is answered again; GO is idempotent. */
       m0__send(&s->self, &s->wpeers[idx], M0__K_GO, 0, 0, NULL, 0);
-      fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
-              s->w[idx].pid, (long long)(sup_now_ms() - s->w[idx].died_ms));
+      if (s->w[idx].died_ms) {
+        fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
+                s->w[idx].pid, (long long)(sup_now_ms() - s->w[idx].died_ms));
+        s->w[idx].died_ms = 0;
+      }
     } else if (m.env.kind == M0__K_FAILED) {
       fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
     }

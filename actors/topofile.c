@@ -116,14 +116,19 @@ void m0__topofile_apply(m0_config *cfg) {
     topo_fail(cfg, text, "loops", "mode \"single\" has one loop, the file says %s", "more");
     goto out;
   }
-  const char *want_transport = !strcmp(m, "prefork") ? "ipc" : "inproc";
   json_t *tr = json_object_get(root, "transport");
-  if (tr && (!json_is_string(tr) || strcmp(json_string_value(tr), want_transport))) {
-    topo_fail(cfg, text, "transport", "mode %s runs over ", m);
-    size_t len = strlen(cfg->topology_error);
-    snprintf(cfg->topology_error + len, sizeof cfg->topology_error - len, "%s, not %s", want_transport,
-             json_is_string(tr) ? json_string_value(tr) : "that");
-    goto out;
+  const char *want_transport = !strcmp(m, "prefork") ? "ipc" : "inproc";
+  if (tr) {
+    const char *tv = json_string_value(tr);
+    if (!tv || (strcmp(tv, "inproc") && strcmp(tv, "ipc") && strcmp(tv, "tcp"))) {
+      topo_fail(cfg, text, "transport", "transport must be \"inproc\", \"ipc\" or \"tcp\"%s", "");
+      goto out;
+    }
+    if (!strcmp(m, "prefork") && !strcmp(tv, "inproc")) {
+      topo_fail(cfg, text, "transport", "mode prefork crosses processes: inproc cannot%s (use ipc or tcp)", "");
+      goto out;
+    }
+    want_transport = tv;
   }
   json_t *ht = json_object_get(root, "handler_threads"), *cpl = json_object_get(root, "connections_per_loop");
   json_t *as = json_object_get(root, "accept_sharing");
@@ -148,23 +153,32 @@ void m0__topofile_apply(m0_config *cfg) {
       topo_fail(cfg, text, "actors", "actors must be a list of {\"name\", \"url\"}%s", "");
       goto out;
     }
-    bool bad = json_array_size(actors) != (size_t)t.nactors;
-    for (size_t i = 0; !bad && i < json_array_size(actors); i++) {
+    size_t na = json_array_size(actors);
+    bool bad = na != (size_t)t.nactors;
+    for (size_t i = 0; !bad && i < na; i++) {
       json_t *a = json_array_get(actors, i);
       const char *name = json_string_value(json_object_get(a, "name"));
       const char *url = json_string_value(json_object_get(a, "url"));
       size_t tl = strlen(want_transport);
       bad = !name || !url || strcmp(name, t.actors[i].name) || strncmp(url, want_transport, tl) ||
-            strncmp(url + tl, "://", 3);
+            strncmp(url + tl, "://", 3) || strlen(url) >= sizeof cfg->topo_urls[0];
+      for (size_t j = 0; !bad && j < i; j++) /* two actors cannot share an address */
+        bad = !strcmp(url, json_string_value(json_object_get(json_array_get(actors, j), "url")));
     }
     m0__topology_free(&t);
     if (bad) {
       topo_fail(cfg, text, "actors",
-                "actors do not match the topology the file declares (every actor, in order, with a %s:// URL)",
+                "actors do not match the topology the file declares (every actor, in order, each at its own %s:// URL)",
                 want_transport);
       goto out;
     }
+    cfg->topo_urls = calloc(na, sizeof *cfg->topo_urls);
+    for (size_t i = 0; cfg->topo_urls && i < na; i++)
+      snprintf(cfg->topo_urls[i], sizeof cfg->topo_urls[i], "%s",
+               json_string_value(json_object_get(json_array_get(actors, i), "url")));
+    cfg->ntopo_urls = cfg->topo_urls ? (int)na : 0;
   }
+  snprintf(cfg->topo_transport, sizeof cfg->topo_transport, "%s", tr ? want_transport : "");
   if (!strcmp(m, "prefork")) topo_set(cfg, M0__O_workers, n);
   else topo_set(cfg, M0__O_threads, n);
   if (ht) topo_set(cfg, M0__O_blocking_threads, pool);

@@ -8,8 +8,12 @@
  *    "connections_per_loop": 1024, "accept_sharing": true,
  *    "transport": "inproc", "actors": [{"name": "loop.0", "url": "..."}, ...]}
  *
- * `actors` is checked (the names the topology has, URLs in its transport) and
- * may be left out; the URLs m0 uses are still the ones it builds.
+ * `transport` may be inproc (one process: single, threads), ipc (one
+ * machine) or tcp (across machines); prefork crosses processes, so not
+ * inproc. `actors` may be left out (m0 builds every URL); when given it lists
+ * every actor of the topology in order, each URL in the file's transport,
+ * and those URLs are the ones served (<pid> and <run-dir> are filled in).
+ * docs/topology.md is the annotated schema.
  */
 #ifndef M0_ACTORS_TOPOFILE_H
 #define M0_ACTORS_TOPOFILE_H

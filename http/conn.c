@@ -286,7 +286,9 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
 
   const m0_app *app = h->app;
   m0__current_trace = (m0__trace_id){p->trace_hi, p->trace_lo};
-  if (!(app->before_request && app->before_request(h->state, &req, &res))) {
+  if (h->metrics && req.path.n == strlen(h->metrics_path) && !memcmp(req.path.p, h->metrics_path, req.path.n)) {
+    h->metrics(h, &res);
+  } else if (!(app->before_request && app->before_request(h->state, &req, &res))) {
     if (app->routes) {
       m0__match m;
       m0__views_match(app->routes, app->nroutes, req.method, req.path, &m);

@@ -72,6 +72,9 @@ typedef struct m0__http {
    * app->routes, or -1 for app->handle. Returns 0 when it took the request;
    * the connection then waits (parses nothing more) until m0__http_complete. */
   int (*defer)(struct m0__http *h, m0__conn *c, const m0_request *req, int route, bool head, bool close);
+  /* Optional: a path answered on the loop before the views (metrics). */
+  const char *metrics_path;
+  void (*metrics)(struct m0__http *h, m0_response *res);
   /* Called (on the loop) after a connection's memory is released. */
   void (*on_closed)(struct m0__http *h);
   void *owner;

@@ -26,7 +26,9 @@ typedef struct m0__page_head {
   uint32_t version;
   uint32_t loops;
   uint64_t app_slots;
-  uint64_t pad_[4];
+  _Atomic uint64_t refused;  /* frames a publisher could not deliver to every loop */
+  _Atomic uint64_t respawns; /* workers the supervisor respawned */
+  uint64_t pad_[2];
 } m0__page_head;
 
 typedef struct m0__loop_line {
@@ -39,7 +41,8 @@ typedef struct m0__loop_line {
   _Atomic uint64_t leaving;       /* draining: siblings hand it nothing */
   _Atomic uint64_t queued;        /* requests with the pool, not yet answered */
   _Atomic uint64_t dropped;       /* stream frames dropped: a stream's queue was full */
-  uint64_t pad_[7];
+  _Atomic uint64_t beat_ms;       /* the loop's last turn (monotonic ms): the supervisor's heartbeat */
+  uint64_t pad_[6];
 } m0__loop_line;
 
 typedef struct m0__page {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "actors/errors.h"
 
@@ -55,6 +56,41 @@ int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__
       return rv;
     }
   }
+  return 0;
+}
+
+int m0__scheme_parse(const char *name) {
+  return !strcmp(name, "inproc") ? M0__SCHEME_INPROC : !strcmp(name, "ipc") ? M0__SCHEME_IPC
+       : !strcmp(name, "tcp")    ? M0__SCHEME_TCP : -1;
+}
+
+/* Copies src to out replacing every <pid> and <run-dir>. */
+static int topology_fill(char *out, size_t n, const char *src, const char *pid, const char *run_dir) {
+  size_t k = 0;
+  while (*src) {
+    const char *with = NULL;
+    size_t skip = 0;
+    if (!strncmp(src, "<pid>", 5)) with = pid, skip = 5;
+    else if (!strncmp(src, "<run-dir>", 9)) with = run_dir, skip = 9;
+    size_t len = with ? strlen(with) : 1;
+    if (k + len >= n) return M0__ETOOBIG;
+    memcpy(out + k, with ? with : src, len);
+    k += len;
+    src += with ? skip : 1;
+  }
+  out[k] = 0;
+  return 0;
+}
+
+int m0__topology_use_urls(m0__topology *t, m0__scheme scheme, const char (*urls)[256], int n, const char *run_dir) {
+  if (n != t->nactors) return M0__EINVALID;
+  char pid[24];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  for (int k = 0; k < n; k++) {
+    int rv = topology_fill(t->actors[k].url, sizeof t->actors[k].url, urls[k], pid, run_dir);
+    if (rv) return rv;
+  }
+  t->scheme = scheme;
   return 0;
 }
 

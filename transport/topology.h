@@ -32,6 +32,11 @@ typedef struct m0__topology {
 int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__scheme scheme,
                        const char *where);
 void m0__topology_free(m0__topology *t);
+/* Takes a topology file's URLs (in actor order), filling in <pid> and
+ * <run-dir>. Returns 0, or M0__ETOOBIG when a filled URL is too long. */
+int m0__topology_use_urls(m0__topology *t, m0__scheme scheme, const char (*urls)[256], int n, const char *run_dir);
+/* "inproc", "ipc", "tcp" to a scheme; -1 for anything else. */
+int m0__scheme_parse(const char *name);
 const m0__actor_desc *m0__topology_find(const m0__topology *t, uint32_t id);
 const char *m0__mode_name(m0__mode m);
 const char *m0__scheme_name(m0__scheme s);

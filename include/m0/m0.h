@@ -187,6 +187,23 @@ int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max);
  * code (0, 1, 2 or 78; see the README). Reads argv and the M0_ environment. */
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv);
 
+/* Embedding: the host inside a larger program, which keeps main and its
+ * signal handlers. argv is read like a command line (flags over M0_
+ * variables), the same checks run, and --workers above 1 is refused (a host
+ * inside a program does not spawn processes). Returns once every loop serves;
+ * on refusal NULL, *code the exit code serving would have returned (2 or 78,
+ * or 1) and the reason in err. Thread safety: call from any one thread. */
+typedef struct m0_host m0_host;
+m0_host *m0_host_start(const m0_app *app, const m0_producer *producer, int argc, char **argv, int *code, char *err,
+                       size_t errlen);
+int m0_host_port(const m0_host *h);        /* the bound port (useful with --port 0) */
+const char *m0_host_run_dir(const m0_host *h); /* loop.i.sock and the shared page live here */
+m0_publisher *m0_host_publisher(m0_host *h);   /* publish into the host's streams */
+/* Drains within --drain-timeout-ms and frees the host. Returns 0, or 1 when
+ * the drain missed its bound (a thread still inside the application is left
+ * behind, named on stderr). Thread safety: any thread but the host's own. */
+int m0_host_stop(m0_host *h);
+
 /* Reads a resolved configuration value by its flag name without dashes
  * ("port", "workers", ...). Returns false for an unknown name. */
 bool m0_config_get(const m0_config *cfg, const char *name, long *out);

@@ -182,11 +182,21 @@ def respawn():
             nw = next(iter(new))
             seen = set()
             deadline = time.monotonic() + 10
+            # Accept sharing sends a connection to the least-loaded worker and
+            # keeps ties where they land, so an idle newcomer may lose every
+            # race to an idle survivor. Hold connections open (load) so the
+            # next one is handed to the replacement, as under real traffic.
+            held = []
             while nw not in seen and time.monotonic() < deadline:
                 try:
-                    seen.add(int(get(s.port, "/pid")[1]))
+                    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=2)
+                    c.request("GET", "/pid")
+                    seen.add(int(c.getresponse().read()))
+                    held.append(c)
                 except Exception:
                     pass
+            for c in held:
+                c.close()
             F.check(nw in seen, f"{label}: the replacement pid {nw} answers requests (saw {sorted(seen)})")
         rc = s.stop()
         F.check(rc == 0, f"{label}: SIGTERM -> exit 0 (rc {rc}):\n{s.stderr()}")

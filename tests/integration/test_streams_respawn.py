@@ -9,11 +9,19 @@ Proves, under `--workers 2` (the producer lives in the supervisor):
   goes on beating within 2 s with ids higher than any seen before the kill,
   and its ids stay contiguous across the kill (no frame lost for it).
 - The supervisor respawns the worker (new pid, `respawned` logged, 5 s).
-- A new stream opened after the respawn that lands on the respawned worker
-  (same x-worker as A) beats with ids higher than any seen before the kill,
-  contiguous, and the same ids (same data) as B over the time both are open:
-  the respawned worker numbers from the one shared counter.
+- A new stream opened after the respawn lands on the respawned worker (same
+  x-worker as A), is answered within 5 s, and beats with ids higher than any
+  seen before the kill, contiguous, and the same ids (same data) as B over
+  the time both are open: the respawned worker numbers from the one shared
+  counter. Its first id is not below the last id B had already received
+  before it opened (frames published while the worker was down are not
+  replayed, late, to a stream opened afterwards).
 - SIGTERM then drains both streams (m0.closing, EOF) and exits 0.
+- Slow respawn: the replacement is held (SIGSTOP) for 1 s after it is
+  spawned while beats go on; afterwards a stream opened on it is answered
+  within 5 s and starts no lower than the last id the surviving stream had
+  already received (no backlog of frames published while the worker was
+  down is delivered, late, to a stream opened afterwards); ids contiguous.
 """
 import http.client
 import json
@@ -38,6 +46,71 @@ def instance(port, timeout=3.0):
         c.close()
 
 
+def hold_each(port, label, want=("0", "1")):
+    """Opens streams one after another until one is held on each worker in
+    `want` (accept sharing spreads them); closes the extras. {x-worker: Stream}."""
+    held, extra = {}, []
+    for _ in range(8):
+        st = Stream(port, "/events")
+        if st.worker in held or st.worker not in want or not is_stream_head(st):
+            extra.append(st)
+        else:
+            held[st.worker] = st
+        if set(held) == set(want):
+            break
+    F.check(set(held) == set(want), f"{label}: a stream held on worker(s) {list(want)} (x-worker {sorted(held)}, "
+                                    f"extras {[st.worker for st in extra]})")
+    for st in extra:
+        st.close()
+    return held if set(held) == set(want) else None
+
+
+def map_workers(port, kids, label):
+    """x-worker -> pid, by GET /instance on fresh connections (bounded); with
+    one worker seen, the other is the other child."""
+    pid_of = {}
+    for _ in range(100):
+        try:
+            j = instance(port)
+            pid_of[str(j["worker"])] = j["pid"]
+        except Exception:
+            pass
+        if len(pid_of) == 2:
+            break
+    if len(pid_of) == 1:
+        (w, p), = pid_of.items()
+        rest = kids - {p}
+        if len(rest) == 1:
+            pid_of[{"0": "1", "1": "0"}[w]] = rest.pop()
+    ok = set(pid_of) == {"0", "1"} and set(pid_of.values()) == kids
+    F.check(ok, f"{label}: x-worker mapped to the worker pids ({pid_of}, children {kids})")
+    return pid_of if ok else None
+
+
+def open_on(s, worker, label, tries=8):
+    """A new stream that lands on `worker` (others closed); None, with a
+    failed check, if a connection goes unanswered for 5 s or none lands."""
+    others = []
+    C = None
+    for i in range(tries):
+        try:
+            st = Stream(s.port, "/events")
+        except (OSError, TimeoutError) as e:
+            F.check(False, f"{label}: new stream {i} after the respawn is answered within 5 s ({e!r}, earlier ones "
+                           f"on x-worker {[o.worker for o in others]}, children {children(s.proc.pid)}):"
+                           f"\n{s.stderr()}")
+            break
+        if st.worker == worker and is_stream_head(st):
+            C = st
+            break
+        others.append(st)
+    for st in others:
+        st.close()
+    F.check(C is not None, f"{label}: a new stream lands on the respawned worker {worker} "
+                           f"(x-worker {[st.worker for st in others]})")
+    return C
+
+
 def respawn_continuity():
     label = "respawn"
     with Prefork("host_check", "--workers", "2", "--port", "0") as s:
@@ -46,40 +119,11 @@ def respawn_continuity():
         F.check(kids, f"{label}: two workers under the supervisor ({children(sup)})")
         if not kids:
             return
-        # One stream on each worker (opened one after another; accept sharing spreads them).
-        held = {}
-        extra = []
-        for _ in range(8):
-            st = Stream(s.port, "/events")
-            if st.worker in held or not is_stream_head(st):
-                extra.append(st)
-            else:
-                held[st.worker] = st
-            if set(held) == {"0", "1"}:
-                break
-        F.check(set(held) == {"0", "1"}, f"{label}: a stream held on each worker (x-worker {sorted(held)})")
-        for st in extra:
-            st.close()
-        if set(held) != {"0", "1"}:
+        held = hold_each(s.port, label)
+        if not held:
             return
-        # x-worker -> pid.
-        pid_of = {}
-        for _ in range(100):
-            try:
-                j = instance(s.port)
-                pid_of[str(j["worker"])] = j["pid"]
-            except Exception:
-                pass
-            if len(pid_of) == 2:
-                break
-        if len(pid_of) == 1:  # the other worker is the other child
-            (w, p), = pid_of.items()
-            rest = kids - {p}
-            if len(rest) == 1:
-                pid_of[{"0": "1", "1": "0"}[w]] = rest.pop()
-        F.check(set(pid_of) == {"0", "1"} and set(pid_of.values()) == kids,
-                f"{label}: x-worker mapped to the worker pids ({pid_of}, children {kids})")
-        if set(pid_of) != {"0", "1"}:
+        pid_of = map_workers(s.port, kids, label)
+        if not pid_of:
             return
         a_w = "0"
         b_w = "1"
@@ -107,31 +151,16 @@ def respawn_continuity():
         after = wait_for(replaced, 5)
         F.check(after, f"{label}: the killed worker is respawned within 5 s (children {children(sup)}):\n{s.stderr()}")
         before_new = max(B.ids())
-        C = None
-        others = []
-        for i in range(8):
-            try:
-                st = Stream(s.port, "/events")
-            except (OSError, TimeoutError) as e:
-                F.check(False, f"{label}: new stream {i} after the respawn is answered within 5 s ({e!r}, "
-                               f"earlier ones on x-worker {[o.worker for o in others]}, children {children(sup)}):"
-                               f"\n{s.stderr()}")
-                continue
-            if st.worker == a_w and is_stream_head(st):
-                C = st
-                break
-            others.append(st)
-        for st in others:
-            st.close()
-        F.check(C is not None, f"{label}: a new stream lands on the respawned worker {a_w} "
-                               f"(x-worker {[st.worker for st in others]})")
+        C = open_on(s, a_w, label)
         if C is None:
             return
         F.check(C.wait_frames(5, 2), f"{label}: the new stream on worker {a_w} beats ({C.ids()})")
         c_ids = C.ids()
-        F.check(c_ids and c_ids[0] > before and c_ids[0] >= before_new,
-                f"{label}: its ids are higher than any seen before the kill ({before}) and not below B's last "
-                f"before it opened ({before_new}): {c_ids}")
+        F.check(c_ids and c_ids[0] > before,
+                f"{label}: its ids are higher than any seen before the kill ({before}): {c_ids}")
+        F.check(c_ids and c_ids[0] >= before_new,
+                f"{label}: it starts no lower than the last id the surviving stream had before it opened "
+                f"({before_new}): no stale frame queued during the respawn is replayed to it ({c_ids})")
         F.check(contiguous(c_ids), f"{label}: the new stream's ids rise by exactly 1 ({c_ids})")
         time.sleep(0.5)
         b_ids = B.ids()
@@ -148,8 +177,52 @@ def respawn_continuity():
         F.check(s.stderr().count("respawned") == 1, f"{label}: exactly one respawn, none during the drain")
 
 
+def slow_respawn():
+    """The replacement is slow to come back (SIGSTOP for 1 s right after it is
+    spawned, as a slow `make` would be): frames are published meanwhile."""
+    label = "slow respawn"
+    with Prefork("host_check", "--workers", "2", "--port", "0") as s:
+        sup = s.proc.pid
+        kids = wait_for(lambda: children(sup) if len(children(sup)) == 2 else None, 5)
+        F.check(kids, f"{label}: two workers under the supervisor ({children(sup)})")
+        if not kids:
+            return
+        held = hold_each(s.port, label, want=("1",))
+        pid_of = held and map_workers(s.port, kids, label)
+        if not pid_of:
+            return
+        B = held["1"]
+        F.check(B.wait_frames(3, 2), f"{label}: the stream on worker 1 beats ({B.ids()})")
+        victim = pid_of["0"]
+        os.kill(victim, signal.SIGKILL)
+        new = wait_for(lambda: children(sup) - kids, 5, step=0.0005)
+        F.check(new, f"{label}: a replacement is spawned ({children(sup)})")
+        try:
+            for p in new:
+                os.kill(p, signal.SIGSTOP)
+            time.sleep(1.0)
+        finally:
+            for p in new:
+                os.kill(p, signal.SIGCONT)
+        F.check(wait_for(lambda: "respawned" in s.stderr(), 5), f"{label}: `respawned` logged:\n{s.stderr()}")
+        before_new = max(B.ids())
+        C = open_on(s, "0", label)
+        if C is None:
+            return
+        F.check(C.wait_frames(5, 2), f"{label}: the new stream on worker 0 beats ({C.ids()})")
+        c_ids = C.ids()
+        F.check(c_ids and c_ids[0] >= before_new,
+                f"{label}: the new stream starts no lower than the last id the surviving stream had before it "
+                f"opened ({before_new}): frames published while the worker was down are not replayed to it "
+                f"({c_ids})")
+        F.check(contiguous(c_ids), f"{label}: the new stream's ids rise by exactly 1 ({c_ids})")
+        F.check(contiguous(B.ids()), f"{label}: the surviving stream's ids stay contiguous ({B.ids()})")
+        drain_check(F, s, [B, C], f"{label} drain")
+
+
 try:
     respawn_continuity()
+    slow_respawn()
 finally:
     reap_seen()
 F.done()

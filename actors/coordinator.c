@@ -147,11 +147,14 @@ static int coord_drain(coord *c, int64_t deadline) {
       continue;
     }
     int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from) - p->first;
-    if (m.env.kind == M0__K_STOPPED && role == M0__ROLE_LOOP && idx >= 0 && idx < p->here && !c->loop_done[idx]) {
+    /* A FAILED now is a make that was still running when the drain began:
+     * that actor has nothing to drain and will say nothing more. */
+    bool over = m.env.kind == M0__K_STOPPED || m.env.kind == M0__K_FAILED;
+    if (over && role == M0__ROLE_LOOP && idx >= 0 && idx < p->here && !c->loop_done[idx]) {
       c->loop_done[idx] = true;
       waiting--;
-      coord_log_stats(p->first + idx, &m);
-    } else if (m.env.kind == M0__K_STOPPED && role == M0__ROLE_PRODUCER && !c->prod_done) {
+      if (m.env.kind == M0__K_STOPPED) coord_log_stats(p->first + idx, &m);
+    } else if (over && role == M0__ROLE_PRODUCER && !c->prod_done) {
       c->prod_done = true;
       waiting--;
     }

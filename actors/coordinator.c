@@ -305,7 +305,7 @@ static int coord_setup(coord *c) {
   /* A tcp topology needs the file's addresses; the others can be built. */
   if (m0__topology_build(&c->topo, p->mode, p->loops, c->npool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme,
                          where) != 0 ||
-      (cfg->ntopo_urls &&
+      (cfg->ntopo_urls == c->topo.nactors &&
        m0__topology_use_urls(&c->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, c->rundir.path) != 0)) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;

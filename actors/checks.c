@@ -78,9 +78,22 @@ static void check_environment(const m0_config *cfg, const m0_app *app, m0__check
 
 static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *file = M0__CFGS(cfg, topology);
-  if (cfg->topology_error[0]) {
+  long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
+  long loops = w > 1 ? w : t, pool = b > 0 ? b : 0;
+  long want = 2 + loops * (1 + pool) + (w > 1 ? loops : 0);
+  bool refit = cfg->ntopo_urls && cfg->ntopo_urls != want; /* a flag changed the topology */
+  if (!cfg->topology_error[0] && refit && !strcmp(cfg->topo_transport, "tcp")) {
+    CHECK_FAIL(c, "topology file %s lists %d tcp actors, but the flags and variables make a topology of %ld", file,
+               cfg->ntopo_urls, want);
+    CHECK_FIX(c, "list every actor's tcp URL for the topology you serve, or drop the flag that changes it");
+  } else if (!cfg->topology_error[0] && w > 1 && !strcmp(cfg->topo_transport, "inproc")) {
+    CHECK_FAIL(c, "topology file %s says transport inproc, but --workers %ld crosses processes", file, w);
+    CHECK_FIX(c, "set \"transport\" to ipc or tcp in the file, or serve it on threads");
+  } else if (cfg->topology_error[0]) {
     CHECK_FAIL(c, "topology file %s", cfg->topology_error);
     CHECK_FIX(c, "correct the file (its schema is the doctor's \"topology\" object) or drop --topology / M0_TOPOLOGY");
+  } else if (refit) {
+    CHECK_OK(c, "topology file %s read; the flags change its topology, so m0 builds every actor's URL", file);
   } else CHECK_OK(c, file[0] ? "topology file %s read" : "no topology file", file);
 }
 

@@ -147,11 +147,14 @@ static int coord_drain(coord *c, int64_t deadline) {
       continue;
     }
     int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from) - p->first;
-    if (m.env.kind == M0__K_STOPPED && role == M0__ROLE_LOOP && idx >= 0 && idx < p->here && !c->loop_done[idx]) {
+    /* A FAILED now is a make that was still running when the drain began:
+     * that actor has nothing to drain and will say nothing more. */
+    bool over = m.env.kind == M0__K_STOPPED || m.env.kind == M0__K_FAILED;
+    if (over && role == M0__ROLE_LOOP && idx >= 0 && idx < p->here && !c->loop_done[idx]) {
       c->loop_done[idx] = true;
       waiting--;
-      coord_log_stats(p->first + idx, &m);
-    } else if (m.env.kind == M0__K_STOPPED && role == M0__ROLE_PRODUCER && !c->prod_done) {
+      if (m.env.kind == M0__K_STOPPED) coord_log_stats(p->first + idx, &m);
+    } else if (over && role == M0__ROLE_PRODUCER && !c->prod_done) {
       c->prod_done = true;
       waiting--;
     }
@@ -302,7 +305,7 @@ static int coord_setup(coord *c) {
   /* A tcp topology needs the file's addresses; the others can be built. */
   if (m0__topology_build(&c->topo, p->mode, p->loops, c->npool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme,
                          where) != 0 ||
-      (cfg->ntopo_urls &&
+      (cfg->ntopo_urls == c->topo.nactors &&
        m0__topology_use_urls(&c->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, c->rundir.path) != 0)) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;

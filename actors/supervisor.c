@@ -261,7 +261,10 @@ static int sup_drain(sup *s) {
       waitpid(s->w[i].pid, NULL, 0);
       s->w[i].alive = false;
       rc = 1;
-    } else if (was_alive && was_alive[i] && (!WIFEXITED(s->w[i].status) || WEXITSTATUS(s->w[i].status) != 0)) {
+    } else if (was_alive && was_alive[i] && !(WIFSIGNALED(s->w[i].status) && WTERMSIG(s->w[i].status) == SIGTERM) &&
+               (!WIFEXITED(s->w[i].status) || WEXITSTATUS(s->w[i].status) != 0)) {
+      /* (A worker killed by the forwarded SIGTERM itself was still starting,
+       * before its handler: it had nothing in flight. That is a clean stop.) */
       if (WIFSIGNALED(s->w[i].status))
         fprintf(stderr, "m0: worker %d (pid %d) died of signal %d during the drain\n", i, s->w[i].pid,
                 WTERMSIG(s->w[i].status));
@@ -296,7 +299,7 @@ static int sup_setup(sup *s, const m0_producer *producer) {
   int pool = (int)M0__CFG(cfg, blocking_threads);
   m0__scheme scheme = cfg->topo_transport[0] ? (m0__scheme)m0__scheme_parse(cfg->topo_transport) : M0__SCHEME_IPC;
   if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0 ||
-      (cfg->ntopo_urls &&
+      (cfg->ntopo_urls == s->topo.nactors &&
        m0__topology_use_urls(&s->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, s->rundir.path) != 0)) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;

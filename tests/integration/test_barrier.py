@@ -69,7 +69,7 @@ def alive(pid):
         return False
 
 
-def start_and_probe(app, args, env, probe_within=0.25, exit_within=10.0):
+def start_and_probe(app, args, env, probe_within=0.29, exit_within=10.0):
     """Starts app; within probe_within s finds its listener through /proc and
     sends GET /health on it. Returns (rc or None, stderr, seconds to exit,
     probe) where probe is None (no listener seen) or the bytes the probe got
@@ -125,7 +125,7 @@ def check_failed_make(label, app, args, env, reason, probe=False):
     F.check("respawned" not in err, f"{label}: nothing respawned:\n{err}")
     if probe:
         F.check(got is not None, f"{label}: the probe found the bound listener (else the barrier check is vacuous)")
-        F.check(not got, f"{label}: a connection made while loop 1 is still in its make is not served ({got[:120]!r})")
+        F.check(not got, f"{label}: a connection made while loop 1 is still in its make is not served ({(got or b'')[:120]!r})")
     # Nothing is in flight: the refusal must not wait out the drain bound, nor
     # name a thread that was never inside the application.
     quiet = QUIET_RE.findall(err)

@@ -1,0 +1,264 @@
+"""Metrics (`--metrics-path`: Prometheus text answered on the loop; SPEC §3
+"hand-off counts are visible (log and metrics)", §2 refusals counted,
+§3 respawns).
+
+Proves:
+- `--metrics-path /metrics` answers 200 `text/plain; version=0.0.4`; the text
+  parses: every non-comment line is `name{labels} value` (labels `k="v"`,
+  value a float), every family has exactly one `# HELP` and one `# TYPE`
+  (counter, gauge or untyped) before its samples, a family's samples are
+  together, no series appears twice. The families are there: m0_requests_total,
+  m0_open_connections, m0_streams, m0_handoffs_total, m0_pool_queue,
+  m0_stream_frames_dropped_total (each with a line per loop: loop="0" and
+  loop="1" under --threads 2), m0_bus_refusals_total, m0_respawns_total,
+  m0_events_published, and m0_nng_stat lines labelled exactly scope, id, stat.
+- Counting: 50 GET /health raise the sum of m0_requests_total by 50 + the
+  earlier scrape (+ at most the current one); m0_events_published rises while the producer beats;
+  a held keep-alive connection raises m0_open_connections by one and its close
+  lowers it again (bounded wait); an open /events stream shows in m0_streams.
+- `--workers 2`: m0_respawns_total is 0, a worker (a child of the supervisor)
+  is SIGKILLed, it is respawned (bounded wait for a new child), and
+  m0_respawns_total rises to >= 1 (bounded wait).
+- Without --metrics-path, GET /metrics is 404.
+- Found on the way (SPEC §7): a SIGTERM to the supervisor ~1 ms after it
+  respawned a SIGKILLed worker (the new worker still starting) must still be
+  a drain that exits 0.
+"""
+import http.client
+import os
+import re
+import signal
+import time
+
+from harness import Failures, Server
+from test_streams import Prefork, Stream, children, reap_seen, wait_for
+
+F = Failures()
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+SAMPLE_RE = re.compile(rf"^({NAME})(?:\{{(.*)\}})? (\S+)(?: -?\d+)?$")
+LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+PER_LOOP = ["m0_requests_total", "m0_open_connections", "m0_streams", "m0_handoffs_total", "m0_pool_queue",
+            "m0_stream_frames_dropped_total"]
+GLOBAL = ["m0_bus_refusals_total", "m0_respawns_total", "m0_events_published"]
+
+
+def get(port, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read().decode(errors="replace")
+    finally:
+        c.close()
+
+
+def parse_labels(s):
+    out, pos = {}, 0
+    while pos < len(s):
+        m = LABEL_RE.match(s, pos)
+        if not m or m.end() == pos:
+            return None
+        out[m.group(1)] = m.group(2)
+        pos = m.end()
+    return out
+
+
+def parse(text, label, strict=True):
+    """[(name, labels dict, value)]; with strict, checks the format."""
+    samples, errors = [], []
+    helps, types, order = {}, {}, []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            p = line.split(None, 3)
+            if len(p) >= 3 and p[1] in ("HELP", "TYPE"):
+                d = helps if p[1] == "HELP" else types
+                if p[2] in d:
+                    errors.append(f"second # {p[1]} for {p[2]}")
+                d[p[2]] = p[3] if len(p) > 3 else ""
+                if p[2] not in order:
+                    order.append(p[2])
+            continue
+        m = SAMPLE_RE.match(line)
+        labels = parse_labels(m.group(2)) if m and m.group(2) is not None else {}
+        try:
+            value = float(m.group(3)) if m else None
+        except ValueError:
+            value = None
+        if not m or labels is None or value is None:
+            errors.append(f"not `name{{labels}} value`: {line!r}")
+            continue
+        name = m.group(1)
+        if name not in helps or name not in types:
+            errors.append(f"{name}: a sample before its # HELP and # TYPE")
+        samples.append((name, labels, value))
+    if strict:
+        F.check(not errors, f"{label}: the text is Prometheus exposition format ({errors[:5]})")
+        fams = [n for n, _, _ in samples]
+        F.check(all(n in helps and n in types for n in set(fams)), f"{label}: every family has HELP and TYPE")
+        bad_types = {n: t for n, t in types.items() if t not in ("counter", "gauge", "untyped", "summary", "histogram")}
+        F.check(not bad_types, f"{label}: TYPEs are known ({bad_types})")
+        F.check(not [n for n in helps if not helps[n].strip()], f"{label}: every HELP has text")
+        runs = [n for i, n in enumerate(fams) if i == 0 or fams[i - 1] != n]
+        F.check(len(runs) == len(set(runs)), f"{label}: each family's samples are together")
+        keys = [(n, tuple(sorted(l.items()))) for n, l, _ in samples]
+        dup = {k for k in keys if keys.count(k) > 1}
+        F.check(not dup, f"{label}: no series appears twice ({list(dup)[:3]})")
+    return samples
+
+
+def value(samples, name, **labels):
+    v = [x for n, l, x in samples if n == name and all(l.get(k) == w for k, w in labels.items())]
+    return sum(v) if v else None
+
+
+def scrape(port):
+    st, h, body = get(port, "/metrics")
+    return parse(body, "scrape", strict=False) if st == 200 else []
+
+
+def format_and_counts():
+    label = "threads 2"
+    with Server("host_check", "--port", "0", "--threads", "2", "--metrics-path", "/metrics",
+                env={"M0_HOSTCHECK_PERIOD_MS": "50"}) as s:
+        st, h, body = get(s.port, "/metrics")
+        F.check(st == 200, f"{label}: GET /metrics -> 200 ({st})")
+        F.check(h.get("content-type", "").startswith("text/plain") and "version=0.0.4" in h.get("content-type", ""),
+                f"{label}: Content-Type text/plain; version=0.0.4 ({h.get('content-type')})")
+        smp = parse(body, label)
+        names = {n for n, _, _ in smp}
+        for n in PER_LOOP:
+            loops = sorted(l.get("loop") for nn, l, _ in smp if nn == n)
+            F.check(loops == ["0", "1"], f"{label}: {n} has a line per loop ({loops})")
+        for n in GLOBAL:
+            F.check(n in names, f"{label}: {n} is there")
+        nng = [l for n, l, _ in smp if n == "m0_nng_stat"]
+        F.check(nng and all(set(l) == {"scope", "id", "stat"} for l in nng),
+                f"{label}: m0_nng_stat lines labelled scope, id, stat ({len(nng)} lines, {nng[:2]})")
+        F.check(all(x >= 0 for n, _, x in smp if n.startswith("m0_") and n != "m0_nng_stat"),
+                f"{label}: no negative count")
+
+        # 50 requests.
+        before = value(scrape(s.port), "m0_requests_total")
+        ok = 0
+        c = None
+        for i in range(50):
+            if i % 10 == 0:  # a few connections, keep-alive on each
+                if c:
+                    c.close()
+                c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=5)
+            c.request("GET", "/health")
+            r = c.getresponse()
+            r.read()
+            ok += r.status == 200
+        c.close()
+        after = value(scrape(s.port), "m0_requests_total")
+        F.check(ok == 50, f"{label}: 50 GET /health answered 200 ({ok})")
+        # The first scrape is counted too; the second may or may not count itself.
+        F.check(before is not None and after is not None and 51 <= after - before <= 52,
+                f"{label}: m0_requests_total rose by the 50 requests + the first scrape (+ maybe the second) "
+                f"({before} -> {after})")
+        e0 = value(scrape(s.port), "m0_events_published")
+        time.sleep(0.5)
+        e1 = value(scrape(s.port), "m0_events_published")
+        F.check(e0 is not None and e1 is not None and e1 >= e0 + 3,
+                f"{label}: m0_events_published rises while the producer beats every 50 ms ({e0} -> {e1})")
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+def open_connections():
+    label = "single"
+    with Server("host_check", "--port", "0", "--metrics-path", "/metrics") as s:
+        base = value(scrape(s.port), "m0_open_connections", loop="0")
+        held = http.client.HTTPConnection("127.0.0.1", s.port, timeout=5)
+        held.request("GET", "/health")
+        held.getresponse().read()
+        with_held = value(scrape(s.port), "m0_open_connections", loop="0")
+        F.check(base is not None and with_held == base + 1,
+                f"{label}: a held keep-alive connection counts in m0_open_connections ({base} -> {with_held})")
+        held.close()
+        back = wait_for(lambda: value(scrape(s.port), "m0_open_connections", loop="0") == base, 2)
+        F.check(back, f"{label}: closing it lowers m0_open_connections again "
+                      f"({value(scrape(s.port), 'm0_open_connections', loop='0')}, want {base})")
+        s0 = value(scrape(s.port), "m0_streams", loop="0")
+        st = Stream(s.port, "/events")
+        s1 = wait_for(lambda: value(scrape(s.port), "m0_streams", loop="0") == (s0 or 0) + 1, 2)
+        F.check(s0 == 0 and s1, f"{label}: an open /events stream shows in m0_streams ({s0} -> "
+                                f"{value(scrape(s.port), 'm0_streams', loop='0')})")
+        st.close()
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+def respawns():
+    label = "workers 2"
+    with Prefork("host_check", "--port", "0", "--workers", "2", "--metrics-path", "/metrics") as s:
+        sup = s.proc.pid
+        kids = wait_for(lambda: children(sup) if len(children(sup)) == 2 else None, 5)
+        F.check(kids, f"{label}: two workers under the supervisor ({children(sup)})")
+        r0 = value(scrape(s.port), "m0_respawns_total")
+        F.check(r0 == 0, f"{label}: m0_respawns_total starts at 0 ({r0})")
+        if not kids:
+            return
+        victim = min(kids)
+        os.kill(victim, signal.SIGKILL)
+        new = wait_for(lambda: (lambda c: c if len(c) == 2 and victim not in c else None)(children(sup)), 5)
+        F.check(new, f"{label}: the killed worker {victim} is respawned ({children(sup)})")
+        # Stop only once the new worker serves (SIGTERM while it starts is checked in term_after_respawn).
+        serving = wait_for(lambda: re.search(r"worker \d+ respawned \(pid \d+\), serving", s.stderr()), 5)
+        F.check(serving, f"{label}: the respawned worker serves:\n{s.stderr()}")
+        r1 = wait_for(lambda: (value(scrape(s.port), "m0_respawns_total") or 0) >= 1, 3)
+        F.check(r1, f"{label}: m0_respawns_total rises after the SIGKILL "
+                    f"({value(scrape(s.port), 'm0_respawns_total')})")
+        smp = scrape(s.port)
+        F.check(value(smp, "m0_respawns_total") == 1, f"{label}: by exactly one ({value(smp, 'm0_respawns_total')})")
+        rc = s.stop()
+        F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc}):\n{s.stderr()}")
+
+
+def term_after_respawn():
+    """SIGTERM to the supervisor just after it respawned a worker (the new
+    worker still starting) is still a drain: exit 0 (SPEC §7, §5: exit 1
+    is a failure, and nothing failed). Tried 3 times, ~1 ms after the new
+    child appears."""
+    label = "workers 2, SIGTERM right after a respawn"
+    for attempt in range(3):
+        with Prefork("host_check", "--port", "0", "--workers", "2") as s:
+            sup = s.proc.pid
+            kids = wait_for(lambda: children(sup) if len(children(sup)) == 2 else None, 5)
+            if not kids or not wait_for(lambda: s.stderr().count("serving (pid") >= 2, 5):
+                F.check(False, f"{label}: two workers serve ({children(sup)}):\n{s.stderr()}")
+                return
+            victim = min(kids)
+            os.kill(victim, signal.SIGKILL)
+            new = wait_for(lambda: (lambda c: c if len(c) == 2 and victim not in c else None)(children(sup)), 5,
+                           step=0.0005)
+            time.sleep(0.001)
+            try:
+                rc = s.stop(timeout=8)
+            except AssertionError as e:
+                rc = str(e)
+            F.check(new and rc == 0, f"{label} (attempt {attempt + 1}): exit 0 (rc {rc}; new worker seen {new}):\n"
+                                     f"{s.stderr()}")
+            if rc != 0:
+                return
+
+
+def no_path():
+    label = "no --metrics-path"
+    with Server("host_check", "--port", "0") as s:
+        st, _, body = get(s.port, "/metrics")
+        F.check(st == 404, f"{label}: GET /metrics -> 404 ({st} {body[:80]!r})")
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+if __name__ == "__main__":
+    try:
+        format_and_counts()
+        open_connections()
+        respawns()
+        term_after_respawn()
+        no_path()
+    finally:
+        reap_seen()
+    F.done()

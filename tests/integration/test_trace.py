@@ -1,0 +1,364 @@
+"""Tracing (SPEC §4 `--trace`, §8 tracing; ARCHITECTURE "Tracing").
+
+Proves:
+- `--trace -` with `--blocking-threads 1`: a GET /instance carrying
+  `traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01`
+  yields, on stderr, exactly four records with that trace id, in this order
+  (file order and time order): send job loop.0->pool.0.0, recv job, send
+  result pool.0.0->loop.0, recv result; each send and its recv share seq and
+  bytes. Every record on stderr is one JSON object with t, dir (send|recv),
+  from, to, kind, seq, bytes, trace (32 lowercase hex). A request without
+  traceparent causes a job/result that does NOT carry that id. The lifecycle
+  shows up as well: ready, go (before the request), stop, stopped (after
+  SIGTERM), and the producer's frames; exit 0.
+- `--threads 2` with held connections: accept sharing's hand-offs are traced
+  as `handoff` records between loop.0 and loop.1.
+- Tracing off (no --trace): the same traceparent request leaves no JSON
+  record, no trace id, no `"kind"` on stderr.
+- m0trace live: started first at ipc://TMP/x.sock, the host with `--trace` to
+  that URL; while the host still runs, m0trace's stdout already holds the four
+  job/result records with the trace id, in time order as above (lines come
+  over several sockets, so their arrival order is not asserted; every line a
+  JSON record).
+  `m0trace --kind job` prints only job lines (and at least the two of the
+  request); `--actor pool.0.0` only records from or to pool.0.0.
+  `--chrome FILE`: after SIGINT, m0trace exits 0 and FILE is JSON
+  {"traceEvents":[...]} with ph "M" thread_name metadata naming loop.0 and
+  pool.0.0 (one tid per actor, no two actors on one tid), ph "i" instant
+  events (one per record it saw), and flow events where every "s" id has
+  exactly one "f" with that id, no earlier than it, on another track; a job
+  flow starts on loop.0's track and finishes on pool.0.0's. `--seconds 1`
+  stops by itself (exit 0) and still writes valid Chrome JSON.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import BIN, Failures, Server
+from test_streams import wait_for
+
+F = Failures()
+TID = "0af7651916cd43dd8448eb211c80319c"
+TP = f"00-{TID}-b7ad6b7169203331-01"
+KEYS = {"t", "dir", "from", "to", "kind", "seq", "bytes", "trace"}
+HEX32 = re.compile(r"^[0-9a-f]{32}$")
+TMP = tempfile.mkdtemp(prefix="m0-trace-")
+
+
+def get(port, path, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        c.request("GET", path, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def records(text):
+    """(records, bad lines) from the JSON-looking lines of a text."""
+    recs, bad = [], []
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            recs.append(json.loads(line))
+        except ValueError:
+            bad.append(line)
+    return recs, bad
+
+
+def well_formed(r):
+    return (isinstance(r, dict) and set(r) == KEYS and r["dir"] in ("send", "recv")
+            and isinstance(r["t"], (int, float)) and isinstance(r["seq"], int) and isinstance(r["bytes"], int)
+            and isinstance(r["from"], str) and isinstance(r["to"], str) and isinstance(r["kind"], str)
+            and isinstance(r["trace"], str) and HEX32.match(r["trace"]) is not None)
+
+
+def the_four(recs, label, by_time=False):
+    """Checks the traceparent request's four records (in the order given, or
+    sorted by their time when they came over several sockets); returns them."""
+    mine = [r for r in recs if r.get("trace") == TID]
+    if by_time:
+        mine.sort(key=lambda r: r["t"])
+    shape = [(r["dir"], r["kind"], r["from"], r["to"]) for r in mine]
+    want = [("send", "job", "loop.0", "pool.0.0"), ("recv", "job", "loop.0", "pool.0.0"),
+            ("send", "result", "pool.0.0", "loop.0"), ("recv", "result", "pool.0.0", "loop.0")]
+    F.check(shape == want, f"{label}: exactly four records carry the trace id, in {'time' if by_time else 'file'} "
+                           f"order send job, recv job, "
+                           f"send result, recv result\n  got  {shape}\n  want {want}")
+    if len(mine) == 4:
+        ts = [r["t"] for r in mine]
+        F.check(ts == sorted(ts), f"{label}: their times do not go backwards ({ts})")
+        F.check(mine[0]["seq"] == mine[1]["seq"] and mine[2]["seq"] == mine[3]["seq"],
+                f"{label}: each send and its recv share a seq ({[r['seq'] for r in mine]})")
+        F.check(mine[0]["bytes"] == mine[1]["bytes"] > 0 and mine[2]["bytes"] == mine[3]["bytes"] > 0,
+                f"{label}: each send and its recv carry the same (nonzero) bytes ({[r['bytes'] for r in mine]})")
+    return mine
+
+
+def stderr_trace():
+    label = "--trace -"
+    with Server("host_check", "--port", "0", "--blocking-threads", "1", "--trace", "-") as s:
+        st, body = get(s.port, "/instance", {"traceparent": TP})
+        F.check(st == 200, f"{label}: GET /instance with traceparent -> 200 ({st} {body[:100]!r})")
+        wait_for(lambda: len([r for r in records(s.stderr())[0] if r.get("trace") == TID]) >= 4, 3)
+        st2, _ = get(s.port, "/instance")
+        wait_for(lambda: len([r for r in records(s.stderr())[0] if r.get("kind") == "result"]) >= 4, 3)
+        rc = s.stop()
+        F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc})")
+        err = s.stderr()
+    recs, bad = records(err)
+    F.check(not bad, f"{label}: every JSON-looking stderr line parses ({bad[:2]})")
+    malformed = [r for r in recs if not well_formed(r)]
+    F.check(recs and not malformed, f"{label}: every record has exactly t, dir, from, to, kind, seq, bytes, trace "
+                                    f"(32 hex) ({len(recs)} records, malformed {malformed[:2]})")
+    the_four(recs, label)
+    other = [r for r in recs if r["kind"] in ("job", "result") and r.get("trace") != TID]
+    F.check(st2 == 200 and len(other) == 4,
+            f"{label}: the request without traceparent has its own job/result records, not carrying the id "
+            f"({[(r['dir'], r['kind'], r['trace']) for r in other]})")
+    kinds = {r["kind"] for r in recs}
+    F.check({"ready", "go", "stop", "stopped", "frame", "job", "result"} <= kinds,
+            f"{label}: the lifecycle and the bus are traced: ready, go, stop, stopped, frame, job, result ({kinds})")
+    frames = [r for r in recs if r["kind"] == "frame" and r["dir"] == "send"]
+    F.check(frames and all(r["to"] == "loop.0" for r in frames), f"{label}: frames go to loop.0 ({frames[:2]})")
+    first_job = next((i for i, r in enumerate(recs) if r["kind"] == "job"), None)
+    first_stop = next((i for i, r in enumerate(recs) if r["kind"] == "stop"), None)
+    gos = [i for i, r in enumerate(recs) if r["kind"] == "go"]
+    F.check(gos and first_job is not None and max(gos) < first_job and first_stop is not None and first_stop > first_job,
+            f"{label}: go before the request, stop after it (go {gos}, job {first_job}, stop {first_stop})")
+
+
+def handoff_trace():
+    label = "--trace - --threads 2"
+    with Server("host_check", "--port", "0", "--threads", "2", "--trace", "-") as s:
+        conns = []
+        try:
+            def handoffs():
+                return [r for r in records(s.stderr())[0] if r.get("kind") == "handoff"]
+            for _ in range(40):
+                c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=5)
+                c.request("GET", "/instance")
+                c.getresponse().read()
+                conns.append(c)
+                if handoffs():
+                    break
+            h = wait_for(handoffs, 2)
+        finally:
+            for c in conns:
+                c.close()
+        F.check(h, f"{label}: held connections cause hand-offs, traced as `handoff` records")
+        F.check(h and all({r["from"], r["to"]} == {"loop.0", "loop.1"} for r in h),
+                f"{label}: a handoff goes from one loop to the other ({h[:2]})")
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+def tracing_off():
+    label = "no --trace"
+    with Server("host_check", "--port", "0", "--blocking-threads", "1") as s:
+        st, _ = get(s.port, "/instance", {"traceparent": TP})
+        F.check(st == 200, f"{label}: GET /instance with traceparent -> 200 ({st})")
+        time.sleep(0.3)
+        rc = s.stop()
+        err = s.stderr()
+    recs, bad = records(err)
+    F.check(not recs and not bad and TID not in err and '"kind"' not in err,
+            f"{label}: no trace record on stderr ({len(recs)} records):\n{err[:600]}")
+    F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc})")
+
+
+class Tracer:
+    n = 0
+
+    def __init__(self, *args):
+        Tracer.n += 1
+        self.url = f"ipc://{TMP}/t{Tracer.n}.sock"
+        self.out = tempfile.TemporaryFile(mode="w+b")
+        self.err = tempfile.TemporaryFile(mode="w+b")
+        self.proc = subprocess.Popen([os.path.join(BIN, "m0trace")] + list(args) + [self.url],
+                                     stdout=self.out, stderr=self.err)
+        ok = wait_for(lambda: "listening" in self.stderr() or self.proc.poll() is not None, 5)
+        if not ok or self.proc.poll() is not None:
+            self.kill()
+            raise AssertionError(f"m0trace {args} did not start listening: {self.stderr()}")
+
+    def stdout(self):
+        self.out.seek(0)
+        return self.out.read().decode(errors="replace")
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")
+
+    def stop(self, sig=signal.SIGINT, timeout=5):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+            return None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
+def traced_run(tracer, label):
+    """A pool host tracing to `tracer`: one traceparent request; returns what
+    m0trace printed while the host was still running."""
+    with Server("host_check", "--port", "0", "--blocking-threads", "1", "--trace", tracer.url) as s:
+        st, _ = get(s.port, "/instance", {"traceparent": TP})
+        F.check(st == 200, f"{label}: GET /instance with traceparent -> 200 ({st})")
+        live = wait_for(lambda: (lambda t: t if t.count(TID) >= 4 else None)(tracer.stdout()), 3) or tracer.stdout()
+        alive = s.proc.poll() is None
+        F.check(alive, f"{label}: the host is still running while m0trace prints")
+        time.sleep(0.3)
+        F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
+    return live
+
+
+def m0trace_live():
+    label = "m0trace"
+    chrome = os.path.join(TMP, "trace.json")
+    t = Tracer("--chrome", chrome)
+    try:
+        live = traced_run(t, label)
+        recs, bad = records(live)
+        lines = [l for l in live.splitlines() if l.strip()]
+        F.check(lines and not bad and len(recs) == len(lines) and all(well_formed(r) for r in recs),
+                f"{label}: every stdout line is one trace record ({len(lines)} lines, {len(recs)} records, {bad[:2]})")
+        the_four(recs, f"{label} (live)", by_time=True)
+        # Let the drain's records arrive, then stop.
+        time.sleep(0.3)
+        rc = t.stop(signal.SIGINT)
+        F.check(rc == 0, f"{label}: SIGINT -> m0trace exits 0 ({rc}): {t.stderr()}")
+        total = len([l for l in t.stdout().splitlines() if l.strip()])
+        chrome_check(chrome, total, label)
+    finally:
+        t.kill()
+
+    label = "m0trace --kind job"
+    t = Tracer("--kind", "job")
+    try:
+        live = traced_run(t, label)
+        time.sleep(0.2)
+        rc = t.stop(signal.SIGTERM)
+        out = t.stdout()
+        recs, bad = records(out)
+        lines = [l for l in out.splitlines() if l.strip()]
+        F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc})")
+        F.check(len(recs) == len(lines) and all(r.get("kind") == "job" for r in recs),
+                f"{label}: only job records ({sorted({r.get('kind') for r in recs})})")
+        mine = [(r["dir"], r["from"], r["to"]) for r in recs if r["trace"] == TID]
+        F.check(mine == [("send", "loop.0", "pool.0.0"), ("recv", "loop.0", "pool.0.0")],
+                f"{label}: the request's send and recv job records ({mine})")
+    finally:
+        t.kill()
+
+    label = "m0trace --actor pool.0.0"
+    t = Tracer("--actor", "pool.0.0")
+    try:
+        traced_run(t, label)
+        time.sleep(0.2)
+        rc = t.stop(signal.SIGTERM)
+        recs, _ = records(t.stdout())
+        F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc})")
+        F.check(recs and all("pool.0.0" in (r["from"], r["to"]) for r in recs),
+                f"{label}: only records from or to pool.0.0 "
+                f"({sorted({(r['from'], r['to']) for r in recs})})")
+        F.check({"job", "result", "ready"} <= {r["kind"] for r in recs},
+                f"{label}: pool.0.0's ready, job and result are there ({sorted({r['kind'] for r in recs})})")
+    finally:
+        t.kill()
+
+    label = "m0trace --seconds 1"
+    chrome = os.path.join(TMP, "seconds.json")
+    t = Tracer("--seconds", "1", "--chrome", chrome)
+    try:
+        t0 = time.monotonic()
+        try:
+            rc = t.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
+        F.check(rc == 0 and time.monotonic() - t0 < 3, f"{label}: stops by itself, exit 0 ({rc}, "
+                                                        f"{time.monotonic() - t0:.2f}s)")
+        try:
+            with open(chrome) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            d = repr(e)
+        F.check(isinstance(d, dict) and isinstance(d.get("traceEvents"), list),
+                f"{label}: the Chrome file is {{\"traceEvents\": [...]}} even with nothing seen ({d})")
+    finally:
+        t.kill()
+
+
+def chrome_check(path, total, label):
+    label = f"{label} --chrome"
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        F.check(False, f"{label}: the file is valid JSON ({e!r})")
+        return
+    ev = d.get("traceEvents") if isinstance(d, dict) else None
+    F.check(isinstance(ev, list) and ev, f"{label}: an object with a non-empty traceEvents list ({str(d)[:200]})")
+    if not ev:
+        return
+    meta = [e for e in ev if e.get("ph") == "M"]
+    names = {}
+    for e in meta:
+        if e.get("name") == "thread_name":
+            names.setdefault(e.get("tid"), []).append((e.get("args") or {}).get("name"))
+    tid_of = {n[0]: tid for tid, n in names.items() if n}
+    F.check("loop.0" in tid_of and "pool.0.0" in tid_of,
+            f"{label}: thread_name metadata names loop.0 and pool.0.0 ({names})")
+    F.check(all(len(n) == 1 for n in names.values()) and len(set(tid_of)) == len(names),
+            f"{label}: one track (tid) per actor ({names})")
+    inst = [e for e in ev if e.get("ph") == "i"]
+    F.check(len(inst) >= total > 0, f"{label}: one instant event per record (>= the {total} records printed, "
+                                    f"{len(inst)})")
+    F.check(all(e.get("tid") in names and isinstance(e.get("ts"), (int, float)) for e in inst),
+            f"{label}: every instant event is on a named track, with a ts ({inst[:1]})")
+    mine = [e for e in inst if ((e.get("args") or {}).get("trace")) == TID]
+    F.check(len(mine) == 4, f"{label}: the request's four records are instant events carrying its trace id "
+                            f"({len(mine)})")
+    s = [e for e in ev if e.get("ph") == "s"]
+    f_ = [e for e in ev if e.get("ph") == "f"]
+    F.check(s and f_, f"{label}: flow events (s and f) are present ({len(s)} s, {len(f_)} f)")
+    by_id = {}
+    for e in f_:
+        by_id.setdefault(e.get("id"), []).append(e)
+    unmatched = [e for e in s if len(by_id.get(e.get("id"), [])) != 1]
+    F.check(not unmatched, f"{label}: every s has exactly one f with its id ({unmatched[:2]})")
+    sids = {e.get("id") for e in s}
+    orphans = [e for e in f_ if e.get("id") not in sids]
+    F.check(not orphans, f"{label}: every f has an s ({orphans[:2]})")
+    backwards = [e for e in s if by_id.get(e.get("id")) and by_id[e["id"]][0].get("ts", 0) < e.get("ts", 0)]
+    F.check(not backwards, f"{label}: no flow ends before it starts ({backwards[:2]})")
+    same = [e for e in s if by_id.get(e.get("id")) and by_id[e["id"]][0].get("tid") == e.get("tid")]
+    F.check(not same, f"{label}: each flow goes from one actor's track to another's ({same[:2]})")
+    job = [e for e in s if e.get("name") == "job" and e.get("tid") == tid_of.get("loop.0")
+           and by_id.get(e.get("id")) and by_id[e["id"]][0].get("tid") == tid_of.get("pool.0.0")]
+    F.check(job, f"{label}: a job flow runs from loop.0's track to pool.0.0's")
+
+
+if __name__ == "__main__":
+    try:
+        stderr_trace()
+        handoff_trace()
+        tracing_off()
+        m0trace_live()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    F.done()

@@ -89,7 +89,9 @@ static int loop_hand(m0__loop *l, int i, int fd) {
 static void loop_on_listen(uv_poll_t *p, int status, int events) {
   m0__loop *l = p->data;
   if (status < 0 || l->stopping) return;
-  uint64_t now = uv_now(&l->uv);
+  /* The time now, not the pass's cached start: a sibling's pass start is
+   * compared against it. */
+  uint64_t now = uv_hrtime() / 1000000;
   for (int k = 0; k < LOOP_ACCEPT_BATCH; k++) {
     if (l->http.nconns >= l->ctx.capacity) {
       loop_poll_listener(l, false); /* the rest wait in the backlog */
@@ -316,7 +318,9 @@ static int loop_open_siblings(m0__loop *l) {
   for (int i = 0; i < l->nloops; i++) {
     if (i == l->index) continue;
     const m0__actor_desc *d = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_LOOP, i));
-    int rv = m0__peer_open(&l->siblings[i], d->id, d->url, 100);
+    /* No wait: two loops handing to each other at once must never block on
+     * each other's mailbox. A hand-off that cannot be queued is kept. */
+    int rv = m0__peer_open(&l->siblings[i], d->id, d->url, 0);
     if (rv) return rv;
   }
   return 0;

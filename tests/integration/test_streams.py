@@ -385,12 +385,14 @@ def heartbeat(F):
         F.check(not real, f"{label}: no beat after the first on the idle stream at period 100 s ({real[:2]})")
         F.check(not st.eof, f"{label}: the idle stream stays open")
         st.close()
-    with Server("host_check", "--port", "0", "--sse-heartbeat-ms", "200") as s:
+    # The heartbeat at 6x the beat period: a loaded machine may delay a beat
+    # by a few hundred ms, which must not make this check flaky.
+    with Server("host_check", "--port", "0", "--sse-heartbeat-ms", "600") as s:
         st = Stream(s.port, "/events")
         time.sleep(1.2)
         F.check(len(st.beats()) >= 8, f"{label}: at period 100 the stream beats ({len(st.beats())} in 1.2 s)")
         F.check(not st.comments(),
-                f"{label}: a stream beating every 100 ms is never idle for 200 ms: no heartbeat "
+                f"{label}: a stream beating every 100 ms is never idle for 600 ms: no heartbeat "
                 f"({len(st.comments())} comments)")
         st.close()
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")

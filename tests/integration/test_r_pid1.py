@@ -1,0 +1,150 @@
+"""The host behaves the same as PID 1 (SPEC §7: "The binary behaves the same
+as PID 1"), as in a container without an init.
+
+host_check runs as PID 1 of a new PID namespace:
+    unshare --pid --fork --mount-proc BIN/host_check --port 0 [mode flags]
+(the namespace's init is the child of the unshare process; its pid as seen
+from here is read from /proc, and /proc/<it>/status NSpid says it is 1
+inside). If unshare is missing or not permitted, the test prints SKIP with
+the reason and exits 0.
+
+Proves, in single, --threads 2 and --workers 2 (each ~2 s):
+  - the server inside the namespace is PID 1 (NSpid and its own log line
+    "pid 1") and serves /health;
+  - under --workers 2, /pid answers (fresh connections held open so both
+    workers answer) are pids INSIDE the namespace: exactly the inner NSpid
+    values of the init's children, none of them a pid as seen from outside;
+  - SIGTERM sent to the namespace's init drains it: a /slow?ms=800 in flight
+    at the signal is answered whole ({"ms":800}) and the process exits 0
+    (unshare passes its exit code on) within 5 s; nothing of it is left.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from harness import BIN, Failures, Server
+from rawhttp import Conn, request
+
+F = Failures()
+UNSHARE = shutil.which("unshare")
+NS = ["--pid", "--fork", "--mount-proc"]
+
+
+def children(pid):
+    out = set()
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{t}/children") as f:
+                    out.update(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def nspid(pid):
+    """The pid in every namespace, outermost first (NSpid line of status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(x) for x in line.split()[1:]]
+    except OSError:
+        pass
+    return []
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(0)
+
+
+if not UNSHARE:
+    skip("unshare is not installed")
+try:
+    probe = subprocess.run([UNSHARE] + NS + ["true"], capture_output=True, timeout=10)
+except (OSError, subprocess.TimeoutExpired) as e:
+    skip(f"unshare {' '.join(NS)} could not run: {e}")
+if probe.returncode != 0:
+    skip(f"unshare {' '.join(NS)} is not permitted here (exit {probe.returncode}): "
+         f"{probe.stderr.decode(errors='replace').strip()}")
+
+
+def mode_run(mode, args):
+    t0 = time.monotonic()
+    s = Server(UNSHARE, *NS, os.path.join(BIN, "host_check"), "--port", "0", *args)
+    init = None
+    try:
+        s.start()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            kids = children(s.proc.pid)
+            if kids:
+                init = next(iter(kids))
+                break
+            time.sleep(0.02)
+        F.check(init is not None, f"[{mode}] the unshare process has a child (the namespace's init)")
+        if init is None:
+            return
+        ns = nspid(init)
+        F.check(len(ns) >= 2 and ns[-1] == 1, f"[{mode}] the server is PID 1 inside its namespace (NSpid {ns})")
+        F.check(os.path.realpath(f"/proc/{init}/exe") == os.path.realpath(os.path.join(BIN, "host_check")),
+                f"[{mode}] that PID 1 is host_check itself")
+        F.check("pid 1)" in s.stderr(), f"[{mode}] its log says pid 1: {s.stderr().splitlines()[:1]}")
+        with Conn(s.port) as k:
+            k.send(request("GET", "/health"))
+            st, _, _, body, line = k.try_response()
+            F.check(st == 200 and body == b'{"status":"ok"}', f"[{mode}] /health served by PID 1 ({line!r})")
+        if "--workers" in args:
+            deadline = time.monotonic() + 5
+            while len(children(init)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            workers = children(init)
+            inner = {nspid(p)[-1] for p in workers}
+            answers, held = set(), []
+            for _ in range(12):
+                k = Conn(s.port)
+                held.append(k)
+                k.send(request("GET", "/pid"))
+                st, _, _, body, _ = k.try_response()
+                if st == 200 and body.isdigit():
+                    answers.add(int(body))
+                if len(answers) >= 2:
+                    break
+            for k in held:
+                k.close()
+            print(f"[{mode}] workers seen from outside {sorted(workers)}, inside {sorted(inner)}; /pid answered {sorted(answers)}")
+            F.check(len(workers) == 2, f"[{mode}] PID 1 has 2 worker children ({workers})")
+            F.check(len(answers) == 2 and answers == inner,
+                    f"[{mode}] /pid answers are the workers' pids inside the namespace: {answers} vs {inner}")
+            F.check(not answers & workers, f"[{mode}] no /pid answer is a pid as seen from outside")
+        busy = Conn(s.port, timeout=8)
+        busy.send(request("GET", "/slow?ms=800"))
+        time.sleep(0.3)
+        t_sig = time.monotonic()
+        os.kill(init, signal.SIGTERM)
+        st, _, h, body, line = busy.try_response(timeout=6)
+        busy.close()
+        F.check(st == 200 and body == b'{"ms":800}' and h.get("content-length") == "10",
+                f"[{mode}] the request in flight at SIGTERM is answered whole ({line!r} {body!r})")
+        rc = s.wait(6)
+        took = time.monotonic() - t_sig
+        F.check(rc == 0, f"[{mode}] SIGTERM to PID 1 drains: exit 0 (got {rc})\n{s.stderr()[-1500:]}")
+        F.check(took < 5, f"[{mode}] exited within 5 s of the signal ({took:.2f}s)")
+        F.check(not children(s.proc.pid), f"[{mode}] nothing of the namespace is left")
+    finally:
+        if s.proc and s.proc.poll() is None:
+            if init is not None and nspid(init)[-1:] == [1]:
+                os.kill(init, signal.SIGKILL)  # takes the whole namespace with it
+            s.kill()
+    print(f"[{mode}] done in {time.monotonic() - t0:.1f}s", flush=True)
+
+
+for mode, args in [("single", []), ("threads2", ["--threads", "2"]), ("workers2", ["--workers", "2"])]:
+    mode_run(mode, args)
+F.done()

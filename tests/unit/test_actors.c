@@ -129,10 +129,12 @@ typedef struct ids_run {
   m0__page *pg;
   uint64_t *out;
   int n;
+  pthread_barrier_t *go;
 } ids_run;
 
 static void *ids_take(void *arg) {
   ids_run *r = arg;
+  pthread_barrier_wait(r->go); /* both at once, or there is no race to lose */
   for (int i = 0; i < r->n; i++) r->out[i] = m0__page_next_id(r->pg);
   return NULL;
 }
@@ -148,14 +150,17 @@ static void test_counter_shared(void **st) {
   assert_int_equal(m0__rundir_open(&d, "", err, sizeof err), 0);
   m0__page pg;
   assert_int_equal(m0__page_create(&pg, d.path, 2, 0, err, sizeof err), 0);
-  enum { N = 500000 };
+  enum { N = 2000000 };
   uint64_t *all = malloc(sizeof(uint64_t) * 2 * N);
-  ids_run a = {&pg, all, N}, b = {&pg, all + N, N};
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  ids_run a = {&pg, all, N, &go}, b = {&pg, all + N, N, &go};
   pthread_t ta, tb;
   pthread_create(&ta, NULL, ids_take, &a);
   pthread_create(&tb, NULL, ids_take, &b);
   pthread_join(ta, NULL);
   pthread_join(tb, NULL);
+  pthread_barrier_destroy(&go);
   qsort(all, 2 * N, sizeof *all, ids_cmp);
   for (int i = 0; i < 2 * N; i++) assert_int_equal(all[i], (uint64_t)i + 1); /* 1..2N, each once */
   /* A second mapping (another process's view) continues the same counter. */

@@ -4,6 +4,7 @@ tell whether the server closed the connection within a bound.
 
 Every read has a deadline; nothing here can hang a test.
 """
+import re
 import socket
 import time
 
@@ -58,6 +59,10 @@ class Conn:
         raw_head, self.buf = self.buf.split(b"\r\n\r\n", 1)
         lines = raw_head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
+        # Strict: bytes left over from the previous answer (a HEAD that sent
+        # a body) must not pass for the next status line.
+        if not re.fullmatch(r"HTTP/1\.[01] \d{3}( .*)?", lines[0]):
+            raise ValueError(f"not a status line: {lines[0][:80]!r}")
         status = int(parts[1])
         reason = parts[2] if len(parts) > 2 else ""
         headers = {}

@@ -10,7 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "actors/actor.h"
+#include "actors/publisher.h"
+#include "transport/page.h"
 #include "actors/errors.h"
 #include "transport/rundir.h"
 #include "transport/topology.h"
@@ -108,9 +112,71 @@ static void test_ipc(void **st) {
   assert_int_not_equal(access(d.path, F_OK), 0);
 }
 
+/* A frame is event lines without an id: the host writes "id: N" first. */
+static void test_frame_ok(void **st) {
+  const char *good[] = {"data: x", "event: beat\ndata: {}", "idle: x", "data: id: 7", ": comment"};
+  const char *bad[] = {"id: 7\ndata: x", "data: x\nid: 7", "data: x\nid", "data: a\n\ndata: b", "data: x\r",
+                       "data: x\n"};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) assert_true(m0__frame_ok(good[i], strlen(good[i])));
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_false(m0__frame_ok(bad[i], strlen(bad[i])));
+  static char big[M0__FRAME_MAX + 1];
+  memset(big, 'a', sizeof big);
+  assert_false(m0__frame_ok(big, sizeof big));
+}
+
+/* Two threads taking ids from one page never see the same id. */
+typedef struct ids_run {
+  m0__page *pg;
+  uint64_t *out;
+  int n;
+  pthread_barrier_t *go;
+} ids_run;
+
+static void *ids_take(void *arg) {
+  ids_run *r = arg;
+  pthread_barrier_wait(r->go); /* both at once, or there is no race to lose */
+  for (int i = 0; i < r->n; i++) r->out[i] = m0__page_next_id(r->pg);
+  return NULL;
+}
+
+static int ids_cmp(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void test_counter_shared(void **st) {
+  m0__rundir d;
+  char err[256];
+  assert_int_equal(m0__rundir_open(&d, "", err, sizeof err), 0);
+  m0__page pg;
+  assert_int_equal(m0__page_create(&pg, d.path, 2, 0, err, sizeof err), 0);
+  enum { N = 2000000 };
+  uint64_t *all = malloc(sizeof(uint64_t) * 2 * N);
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  ids_run a = {&pg, all, N, &go}, b = {&pg, all + N, N, &go};
+  pthread_t ta, tb;
+  pthread_create(&ta, NULL, ids_take, &a);
+  pthread_create(&tb, NULL, ids_take, &b);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  pthread_barrier_destroy(&go);
+  qsort(all, 2 * N, sizeof *all, ids_cmp);
+  for (int i = 0; i < 2 * N; i++) assert_int_equal(all[i], (uint64_t)i + 1); /* 1..2N, each once */
+  /* A second mapping (another process's view) continues the same counter. */
+  m0__page other;
+  assert_int_equal(m0__page_attach(&other, d.path, err, sizeof err), 0);
+  assert_int_equal(m0__page_next_id(&other), (uint64_t)2 * N + 1);
+  m0__page_close(&other);
+  free(all);
+  m0__page_close(&pg);
+  m0__rundir_close(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_envelope_round_trip), cmocka_unit_test(test_names),
                                      cmocka_unit_test(test_topology_urls), cmocka_unit_test(test_inproc),
-                                     cmocka_unit_test(test_ipc)};
+                                     cmocka_unit_test(test_ipc), cmocka_unit_test(test_frame_ok),
+                                     cmocka_unit_test(test_counter_shared)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

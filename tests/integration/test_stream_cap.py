@@ -1,0 +1,45 @@
+"""A stream whose client stops reading is capped at 64 KiB of queued frames:
+beyond it frames are dropped for that stream alone and counted
+(m0_stream_frames_dropped_total), while a stream that reads, on the same
+loop, receives every frame with contiguous ids."""
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+from harness import BIN, Failures, Server
+from test_streams import Stream
+
+F = Failures()
+run_dir = tempfile.mkdtemp()
+os.chmod(run_dir, 0o700)
+N = 200
+with Server("host_check", "--port", "0", "--run-dir", run_dir, "--metrics-path", "/metrics",
+            env={"M0_HOSTCHECK_PERIOD_MS": "100000"}) as s:
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(("127.0.0.1", s.port))
+    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")  # and never read again
+    reader = Stream(s.port, "/events")
+    time.sleep(0.3)
+    line = "x" * 30000
+    p = subprocess.run([os.path.join(BIN, "m0pub"), "--run-dir", run_dir, "--event", "big"],
+                       input="\n".join(f"{i}{line}" for i in range(N)) + "\n", capture_output=True, text=True,
+                       timeout=60)
+    F.check(p.returncode == 0, f"m0pub published {N} frames of 30 KB ({p.stderr[-200:]})")
+    deadline = time.monotonic() + 10
+    while len([f for f in reader.frames if "big" in f.raw]) < N and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ids = [f.id for f in reader.frames if "big" in f.raw]
+    F.check(len(ids) == N and ids == list(range(ids[0], ids[0] + N)) if ids else False,
+            f"the reading stream got all {N} frames, ids contiguous (got {len(ids)})")
+    text = urllib.request.urlopen(s.url("/metrics"), timeout=5).read().decode()
+    dropped = sum(int(v) for v in re.findall(r'^m0_stream_frames_dropped_total\{[^}]*\} (\d+)', text, re.M))
+    F.check(dropped > 0, f"frames for the stream that stopped reading were dropped and counted ({dropped}; the kernel's socket buffers took the rest)")
+    reader.close()
+    stuck.close()
+    F.check(s.stop() == 0, "exit 0")
+F.done()

@@ -6,6 +6,7 @@ ephemeral port, find the port in its log, stop it by pid, bound every wait.
         s.stop()          # SIGTERM, waits (bounded), returns the exit code
 """
 import argparse
+import fcntl
 import os
 import re
 import signal
@@ -23,6 +24,16 @@ BIN = os.path.abspath(ARGS.bin)
 LISTEN_RE = re.compile(r"listening on http://(\S+):(\d+) ")
 
 
+def log_file():
+    """A temporary file for a server's output, opened O_APPEND: the server's
+    writes always land at the end even while the test seeks this same open
+    file to read it (without it, a write racing a seek(0) overwrote the start
+    of the log)."""
+    f = tempfile.TemporaryFile(mode="w+b")
+    fcntl.fcntl(f.fileno(), fcntl.F_SETFL, fcntl.fcntl(f.fileno(), fcntl.F_GETFL) | os.O_APPEND)
+    return f
+
+
 class Server:
     def __init__(self, app, *args, env=None, start_timeout=10.0, expect_listen=True):
         self.app = app
@@ -35,8 +46,8 @@ class Server:
         self.proc = None
         self.port = None
         self.rc = None
-        self._err = tempfile.TemporaryFile(mode="w+b")
-        self._out = tempfile.TemporaryFile(mode="w+b")
+        self._err = log_file()
+        self._out = log_file()
 
     def __enter__(self):
         self.start()

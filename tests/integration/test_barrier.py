@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 import time
 
+import harness
 from harness import BIN, Failures, run
 
 F = Failures()
@@ -76,7 +77,7 @@ def start_and_probe(app, args, env, probe_within=0.29, exit_within=10.0):
     back before the connection closed (b"" = no answer)."""
     e = dict(os.environ)
     e.update(env)
-    err = tempfile.TemporaryFile(mode="w+b")
+    err = harness.log_file()
     t0 = time.monotonic()
     proc = subprocess.Popen([os.path.join(BIN, app)] + args, stdout=subprocess.DEVNULL, stderr=err, env=e)
     probe = None

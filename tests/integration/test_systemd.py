@@ -10,6 +10,7 @@ import tempfile
 import time
 import urllib.request
 
+import harness
 from harness import BIN, Failures, Server
 
 f = Failures()
@@ -48,7 +49,7 @@ unused.close()
 
 
 for args in ([], ["--workers", "2"]):
-    err = tempfile.TemporaryFile()
+    err = harness.log_file()
     env = dict(os.environ, LISTEN_FDS="1")
     # LISTEN_PID must be the server's own pid: set in the child before exec.
     p = subprocess.Popen(["/bin/sh", "-c", 'export LISTEN_PID=$$; exec "$0" "$@"', os.path.join(BIN, "host_check"),

@@ -40,6 +40,7 @@ import subprocess
 import tempfile
 import time
 
+import harness
 from harness import BIN, Failures, Server
 from test_streams import wait_for
 
@@ -180,8 +181,8 @@ class Tracer:
     def __init__(self, *args):
         Tracer.n += 1
         self.url = f"ipc://{TMP}/t{Tracer.n}.sock"
-        self.out = tempfile.TemporaryFile(mode="w+b")
-        self.err = tempfile.TemporaryFile(mode="w+b")
+        self.out = harness.log_file()
+        self.err = harness.log_file()
         self.proc = subprocess.Popen([os.path.join(BIN, "m0trace")] + list(args) + [self.url],
                                      stdout=self.out, stderr=self.err)
         ok = wait_for(lambda: "listening" in self.stderr() or self.proc.poll() is not None, 5)

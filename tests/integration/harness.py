@@ -105,6 +105,22 @@ class Server:
             self.proc.wait(timeout=5)
 
 
+def children(pid):
+    """The child pids of pid (every thread's children), an empty set if it is
+    gone: under --workers, the supervisor's workers."""
+    out = set()
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{t}/children") as f:
+                    out.update(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
 def run(app, *args, env=None, timeout=10.0):
     """Runs a binary to completion (bounded): (exit code, stdout, stderr)."""
     e = dict(os.environ)

@@ -30,6 +30,7 @@ import os
 import re
 import threading
 
+import harness
 from harness import Failures, Server
 from rawhttp import Conn, request
 
@@ -40,16 +41,7 @@ NCONN = 4
 
 def children(pid):
     """Child pids of `pid` (all its threads' children), [] if it is gone."""
-    out = set()
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{t}/children") as f:
-                    out.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
-    except OSError:
-        pass
+    out = harness.children(pid)
     return sorted(out)
 
 

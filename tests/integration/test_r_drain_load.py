@@ -44,6 +44,7 @@ import socket
 import threading
 import time
 
+import harness
 from harness import BIN, Failures, Server
 from rawhttp import Closed, Conn, request
 
@@ -63,16 +64,7 @@ EXIT_BOUND = 6.0
 
 
 def children(pid):
-    out = set()
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{t}/children") as f:
-                    out.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
-    except OSError:
-        pass
+    out = harness.children(pid)
     return out
 
 

@@ -25,6 +25,7 @@ import socket
 import signal
 import time
 
+import harness
 from harness import BIN, Failures, Server
 from rawhttp import Conn
 
@@ -57,16 +58,7 @@ REPEAT = 2
 
 
 def children(pid):
-    out = set()
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{t}/children") as f:
-                    out.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
-    except OSError:
-        pass
+    out = harness.children(pid)
     return out
 
 

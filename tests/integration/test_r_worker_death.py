@@ -31,6 +31,7 @@ import socket
 import threading
 import time
 
+import harness
 from harness import BIN, Failures, Server
 from rawhttp import Closed, Conn, request
 
@@ -39,16 +40,7 @@ SEEN = set()
 
 
 def children(pid):
-    out = set()
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{t}/children") as f:
-                    out.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
-    except OSError:
-        pass
+    out = harness.children(pid)
     SEEN.update(out)
     return out
 

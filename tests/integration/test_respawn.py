@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 
+import harness
 from harness import Failures, Server
 from rawhttp import Closed, Conn, request
 
@@ -32,16 +33,7 @@ SEEN_PIDS = set()  # every worker pid observed: killed by pid at the end if stil
 
 
 def children(pid):
-    out = set()
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{t}/children") as f:
-                    out.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
-    except OSError:
-        pass
+    out = harness.children(pid)
     SEEN_PIDS.update(out)
     return out
 

@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 
+import harness
 from harness import Failures, Server
 
 SEEN_PIDS = set()  # every worker pid observed: killed by pid at the end if still running
@@ -51,16 +52,7 @@ def wait_for(cond, timeout, step=0.01):
 
 
 def children(pid):
-    out = set()
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{t}/children") as f:
-                    out.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
-    except OSError:
-        pass
+    out = harness.children(pid)
     SEEN_PIDS.update(out)
     return out
 

@@ -267,8 +267,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   req.query = q ? (m0_str){q + 1, req.target.n - req.path.n - 1} : (m0_str){q, 0};
   req.version_minor = p->version_minor;
   for (int i = 0; i < p->nheaders; i++) {
-    h->hdrs[i].name = (m0_str){buf + p->hname[i].off, p->hname[i].len};
-    h->hdrs[i].value = (m0_str){buf + p->hvalue[i].off, p->hvalue[i].len};
+    h->hdrs[i].name = (m0_str){buf + p->hs->name[i].off, p->hs->name[i].len};
+    h->hdrs[i].value = (m0_str){buf + p->hs->value[i].off, p->hs->value[i].len};
   }
   req.headers = h->hdrs;
   req.nheaders = (size_t)p->nheaders;
@@ -496,6 +496,7 @@ void m0__http_fini(m0__http *h) {
   free(h->rbuf);
   h->rbuf = NULL;
   m0__outq_free(&h->scratch);
+  m0__span_pool_fini(&h->spans);
 }
 
 int m0__http_adopt(m0__http *h, int fd) {
@@ -516,7 +517,7 @@ int m0__http_adopt(m0__http *h, int fd) {
     return rv;
   }
   uv_tcp_nodelay(&c->tcp, 1);
-  m0__parser_init(&c->p, &h->lim);
+  m0__parser_init(&c->p, &h->lim, &h->spans);
   c->phase = PHASE_FRESH;
   c->deadline = uv_now(h->uv) + h->header_timeout_ms;
   c->next = h->conns;

@@ -66,6 +66,7 @@ typedef struct m0__http {
   char *rbuf;
   m0__outq scratch;
   m0_header hdrs[M0__MAX_HEADERS];
+  m0__span_pool spans; /* header spans lent to the parser of a request */
   /* Optional: sends a request to a handler pool instead of answering it on
    * the loop. Called for every request not answered on the loop (not an
    * on-loop route, not answered by before_request). route is the index in

@@ -49,16 +49,45 @@ static int on_url(llhttp_t *ll, const char *at, size_t len) {
   return parse_head_bytes(p, len);
 }
 
+static m0__header_spans *spans_take(m0__span_pool *pool) {
+  if (!pool || !pool->spare) return malloc(sizeof(m0__header_spans));
+  m0__header_spans *hs = pool->spare;
+  pool->spare = hs->next;
+  pool->nspare--;
+  return hs;
+}
+
+static void spans_give(m0__span_pool *pool, m0__header_spans *hs) {
+  if (!hs) return;
+  if (!pool || pool->nspare >= M0__SPANS_SPARE) {
+    free(hs);
+    return;
+  }
+  hs->next = pool->spare;
+  pool->spare = hs;
+  pool->nspare++;
+}
+
+void m0__span_pool_fini(m0__span_pool *pool) {
+  while (pool->spare) {
+    m0__header_spans *hs = pool->spare;
+    pool->spare = hs->next;
+    free(hs);
+  }
+  pool->nspare = 0;
+}
+
 static int on_header_field(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   if (p->cur_header < 0) { /* a new field */
     if (p->nheaders == M0__MAX_HEADERS) return parse_refuse(p, 431, "too many headers");
+    if (!p->hs && !(p->hs = spans_take(p->pool))) return parse_refuse(p, 503, "out of memory for the headers");
     p->nheaders++;
-    p->hname[p->nheaders - 1] = (m0__span){0, 0};
-    p->hvalue[p->nheaders - 1] = (m0__span){0, 0};
+    p->hs->name[p->nheaders - 1] = (m0__span){0, 0};
+    p->hs->value[p->nheaders - 1] = (m0__span){0, 0};
     p->cur_header = HDR_OTHER;
   }
-  parse_extend(p, &p->hname[p->nheaders - 1], at, len);
+  parse_extend(p, &p->hs->name[p->nheaders - 1], at, len);
   return parse_head_bytes(p, len);
 }
 
@@ -69,7 +98,7 @@ static bool parse_name_is(m0__parser *p, m0__span s, const char *name) {
 
 static int on_header_field_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
-  m0__span n = p->hname[p->nheaders - 1];
+  m0__span n = p->hs->name[p->nheaders - 1];
   /* Cheap first: only names of these lengths can matter. */
   if (n.len == 4 && parse_name_is(p, n, "host")) p->cur_header = HDR_HOST;
   else if (n.len == 17 && parse_name_is(p, n, "transfer-encoding")) p->cur_header = HDR_TE;
@@ -81,7 +110,7 @@ static int on_header_field_complete(llhttp_t *ll) {
 
 static int on_header_value(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
-  parse_extend(p, &p->hvalue[p->nheaders - 1], at, len);
+  parse_extend(p, &p->hs->value[p->nheaders - 1], at, len);
   return parse_head_bytes(p, len);
 }
 
@@ -99,7 +128,7 @@ static int parse_hex(const char *s, size_t n, uint64_t *out) {
 
 static int on_header_value_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
-  m0__span v = p->hvalue[p->nheaders - 1];
+  m0__span v = p->hs->value[p->nheaders - 1];
   const char *s = p->base + v.off;
   /* llhttp hands a folded (obs-fold) value over with its line break inside:
    * RFC 9112 5.2 lets a server refuse it, and we do. */
@@ -184,6 +213,8 @@ static const llhttp_settings_t parse_settings = {
 static void parse_reset_request(m0__parser *p) {
   p->started = p->headers_done = false;
   p->method = p->url = (m0__span){0, 0};
+  spans_give(p->pool, p->hs);
+  p->hs = NULL;
   p->nheaders = 0;
   p->head_bytes = 0;
   p->keep_end = 0;
@@ -195,15 +226,19 @@ static void parse_reset_request(m0__parser *p) {
   p->is_head = false;
 }
 
-void m0__parser_init(m0__parser *p, const m0__parse_limits *lim) {
+void m0__parser_init(m0__parser *p, const m0__parse_limits *lim, m0__span_pool *pool) {
   memset(p, 0, sizeof *p);
   p->lim = *lim;
+  p->pool = pool;
   llhttp_init(&p->ll, HTTP_REQUEST, &parse_settings);
   p->ll.data = p;
   parse_reset_request(p);
 }
 
 void m0__parser_fini(m0__parser *p) {
+  spans_give(p->pool, p->hs);
+  p->hs = NULL;
+  p->nheaders = 0;
   free(p->body);
   p->body = NULL;
   p->body_cap = 0;
@@ -238,8 +273,8 @@ void m0__parser_shift(m0__parser *p, uint32_t delta) {
   if (p->method.len) p->method.off -= delta;
   if (p->url.len) p->url.off -= delta;
   for (int i = 0; i < p->nheaders; i++) {
-    if (p->hname[i].len) p->hname[i].off -= delta;
-    if (p->hvalue[i].len) p->hvalue[i].off -= delta;
+    if (p->hs->name[i].len) p->hs->name[i].off -= delta;
+    if (p->hs->value[i].len) p->hs->value[i].off -= delta;
   }
   p->keep_end = p->keep_end > delta ? p->keep_end - delta : 0;
 }

@@ -28,6 +28,25 @@ typedef struct m0__span {
   uint32_t off, len;
 } m0__span;
 
+/* Where the header fields of the request being parsed are. 1.6 KiB, so a
+ * parser holds one only from a request's first header to its answer and
+ * returns it then: an idle keep-alive connection holds none. */
+typedef struct m0__header_spans {
+  m0__span name[M0__MAX_HEADERS], value[M0__MAX_HEADERS];
+  struct m0__header_spans *next; /* in the pool's spare list */
+} m0__header_spans;
+
+/* Spare header spans shared by the parsers of one thread (one loop), so a
+ * request costs no malloc. It keeps at most M0__SPANS_SPARE: a burst of slow
+ * requests does not pin its peak for ever. */
+typedef struct m0__span_pool {
+  m0__header_spans *spare;
+  int nspare;
+} m0__span_pool;
+
+#define M0__SPANS_SPARE 16
+void m0__span_pool_fini(m0__span_pool *pool);
+
 typedef struct m0__parse_limits {
   size_t max_header_bytes; /* request line + headers: 431 */
   size_t max_uri_bytes;    /* request target: 414 */
@@ -47,8 +66,9 @@ typedef struct m0__parser {
   /* the request being parsed */
   bool started, headers_done;
   m0__span method, url;
-  m0__span hname[M0__MAX_HEADERS], hvalue[M0__MAX_HEADERS];
+  m0__header_spans *hs; /* non-NULL once the request has a header */
   int nheaders;
+  m0__span_pool *pool; /* NULL: hs is malloc'd and freed per request */
   size_t head_bytes;
   uint32_t keep_end; /* bytes before this offset are referenced by spans */
   int hosts;
@@ -66,7 +86,8 @@ typedef struct m0__parser {
   bool is_head;
 } m0__parser;
 
-void m0__parser_init(m0__parser *p, const m0__parse_limits *lim);
+/* pool may be NULL; when given it must outlive the parser. */
+void m0__parser_init(m0__parser *p, const m0__parse_limits *lim, m0__span_pool *pool);
 void m0__parser_fini(m0__parser *p);
 /* Parses buf[*off, len). Advances *off past what was consumed. After
  * M0__PARSE_REQUEST, read the request, then call m0__parser_next. */

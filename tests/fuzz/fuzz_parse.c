@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(buf, data, size);
   m0__parse_limits lim = {2048, 512, 4096};
   m0__parser p;
-  m0__parser_init(&p, &lim);
+  m0__parser_init(&p, &lim, NULL);
   size_t off = 0, have = split;
   for (int guard = 0; guard < 1000; guard++) {
     m0__parse_result r = m0__parser_feed(&p, buf, have, &off);
@@ -38,8 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_span(p.method, have);
     check_span(p.url, have);
     for (int i = 0; i < p.nheaders; i++) {
-      check_span(p.hname[i], have);
-      check_span(p.hvalue[i], have);
+      check_span(p.hs->name[i], have);
+      check_span(p.hs->value[i], have);
     }
     if (p.body_len > lim.max_body_bytes) abort();
     m0__parser_next(&p);

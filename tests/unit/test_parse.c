@@ -21,9 +21,44 @@ static void span_eq(const char *buf, m0__span s, const char *want) {
   assert_memory_equal(buf + s.off, want, s.len);
 }
 
+/* An idle parser holds no header spans: they are lent from the pool for one
+ * request and given back at its answer, and the pool keeps only a few. */
+static void test_span_pool(void **st) {
+  (void)st;
+  m0__span_pool pool = {0};
+  enum { N = M0__SPANS_SPARE + 4 };
+  m0__parser ps[N];
+  const char *head = "GET / HTTP/1.1\r\nHost: x\r\n"; /* unfinished: spans held */
+  for (int i = 0; i < N; i++) {
+    m0__parser_init(&ps[i], &lim, &pool);
+    assert_null(ps[i].hs);
+    size_t off = 0;
+    assert_int_equal(feed_all(&ps[i], head, &off), M0__PARSE_MORE);
+    assert_non_null(ps[i].hs);
+  }
+  assert_int_equal(pool.nspare, 0);
+  for (int i = 0; i < N; i++) m0__parser_fini(&ps[i]);
+  assert_int_equal(pool.nspare, M0__SPANS_SPARE);
+  /* a whole request borrows one and gives it back at next() */
+  m0__parser p;
+  m0__parser_init(&p, &lim, &pool);
+  const char *r = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  size_t off = 0;
+  assert_int_equal(feed_all(&p, r, &off), M0__PARSE_REQUEST);
+  assert_int_equal(pool.nspare, M0__SPANS_SPARE - 1);
+  span_eq(r, p.hs->name[0], "Host");
+  m0__parser_next(&p);
+  assert_null(p.hs);
+  assert_int_equal(pool.nspare, M0__SPANS_SPARE);
+  m0__parser_fini(&p);
+  m0__span_pool_fini(&pool);
+  assert_int_equal(pool.nspare, 0);
+  assert_null(pool.spare);
+}
+
 static void test_simple_get(void **st) {
   m0__parser p;
-  m0__parser_init(&p, &lim);
+  m0__parser_init(&p, &lim, NULL);
   const char *r = "GET /a?b=1 HTTP/1.1\r\nHost: x\r\nX-Y: z\r\n\r\n";
   size_t off = 0;
   assert_int_equal(feed_all(&p, r, &off), M0__PARSE_REQUEST);
@@ -31,8 +66,8 @@ static void test_simple_get(void **st) {
   span_eq(r, p.method, "GET");
   span_eq(r, p.url, "/a?b=1");
   assert_int_equal(p.nheaders, 2);
-  span_eq(r, p.hname[1], "X-Y");
-  span_eq(r, p.hvalue[1], "z");
+  span_eq(r, p.hs->name[1], "X-Y");
+  span_eq(r, p.hs->value[1], "z");
   assert_true(p.keep_alive);
   assert_int_equal(p.version_minor, 1);
   m0__parser_fini(&p);
@@ -41,14 +76,14 @@ static void test_simple_get(void **st) {
 /* The same request fed one byte at a time, in one growing buffer. */
 static void test_byte_at_a_time(void **st) {
   m0__parser p;
-  m0__parser_init(&p, &lim);
+  m0__parser_init(&p, &lim, NULL);
   const char *r = "POST /notes HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello";
   size_t n = strlen(r), off = 0;
   int res = M0__PARSE_MORE;
   for (size_t len = 1; len <= n && res == M0__PARSE_MORE; len++) res = m0__parser_feed(&p, r, len, &off);
   assert_int_equal(res, M0__PARSE_REQUEST);
   span_eq(r, p.url, "/notes");
-  span_eq(r, p.hvalue[1], "5");
+  span_eq(r, p.hs->value[1], "5");
   assert_int_equal(p.body_len, 5);
   assert_memory_equal(p.body, "hello", 5);
   m0__parser_fini(&p);
@@ -56,7 +91,7 @@ static void test_byte_at_a_time(void **st) {
 
 static void test_pipelined(void **st) {
   m0__parser p;
-  m0__parser_init(&p, &lim);
+  m0__parser_init(&p, &lim, NULL);
   const char *r = "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n";
   size_t off = 0;
   assert_int_equal(feed_all(&p, r, &off), M0__PARSE_REQUEST);
@@ -71,7 +106,7 @@ static void test_pipelined(void **st) {
 
 static void test_chunked(void **st) {
   m0__parser p;
-  m0__parser_init(&p, &lim);
+  m0__parser_init(&p, &lim, NULL);
   const char *r = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
                   "3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n";
   size_t off = 0;
@@ -84,7 +119,7 @@ static void test_chunked(void **st) {
 /* A shift (the connection compacting its buffer) keeps spans right. */
 static void test_shift(void **st) {
   m0__parser p;
-  m0__parser_init(&p, &lim);
+  m0__parser_init(&p, &lim, NULL);
   char buf[128] = "xxxxGET /moved HTTP/1.1\r\nHo";
   size_t off = 4;
   assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_MORE);
@@ -94,13 +129,13 @@ static void test_shift(void **st) {
   strcat(buf, "st: h\r\n\r\n");
   assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_REQUEST);
   span_eq(buf, p.url, "/moved");
-  span_eq(buf, p.hname[0], "Host");
+  span_eq(buf, p.hs->name[0], "Host");
   m0__parser_fini(&p);
 }
 
 static int refused(const char *r, const m0__parse_limits *l) {
   m0__parser p;
-  m0__parser_init(&p, l);
+  m0__parser_init(&p, l, NULL);
   size_t off = 0;
   int res = m0__parser_feed(&p, r, strlen(r), &off);
   int status = res == M0__PARSE_ERROR ? p.status : 0;
@@ -132,7 +167,7 @@ static void test_refusals(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_simple_get), cmocka_unit_test(test_byte_at_a_time), cmocka_unit_test(test_pipelined),
+      cmocka_unit_test(test_span_pool), cmocka_unit_test(test_simple_get), cmocka_unit_test(test_byte_at_a_time), cmocka_unit_test(test_pipelined),
       cmocka_unit_test(test_chunked),    cmocka_unit_test(test_shift),          cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

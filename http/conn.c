@@ -489,6 +489,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
 int m0__http_init(m0__http *h) {
   h->rbuf = malloc(M0__RBUF_SIZE);
   memset(&h->scratch, 0, sizeof h->scratch);
+  memset(&h->spans, 0, sizeof h->spans);
   return h->rbuf ? 0 : UV_ENOMEM;
 }
 

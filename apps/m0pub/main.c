@@ -1,7 +1,7 @@
 /* m0pub — publish into a running host's streams from the shell or from a
  * child process the application starts.
  *
- *   m0pub [--run-dir DIR] [--channel NAME] [--event TYPE] [DATA...]
+ *   m0pub [--run-dir DIR] [--channel NAME] [--event TYPE] [--id N] [DATA...]
  *
  * DATA (the arguments joined by spaces, or each line of standard input when
  * there are none) becomes one frame each: "event: TYPE" (when given) and
@@ -9,19 +9,47 @@
  * the producer's. The run directory is --run-dir, else $M0_RUN_DIR (the host
  * sets it for its children). Prints each id used. Exit: 0 published;
  * 1 a loop refused a frame; 2 usage; 78 no running host at the directory.
+ *
+ * --id N (for tests and operators, not for applications) publishes the one
+ * frame of DATA with the id N, a decimal 1..2^64-1, and takes nothing from
+ * the shared counter: a way to send a frame numbered in the past (each loop
+ * drops a frame numbered at or below the counter's value when it began
+ * serving, so a respawned worker's streams never see ids go backwards). It
+ * needs DATA (not standard input); anything else is usage, exit 2.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <m0/m0.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int usage(const char *why) {
-  fprintf(stderr, "usage: m0pub [--run-dir DIR] [--channel NAME] [--event TYPE] [DATA...]\n");
+  fprintf(stderr, "usage: m0pub [--run-dir DIR] [--channel NAME] [--event TYPE] [--id N] [DATA...]\n"
+                  "  --id N  (tests, operators) one frame of DATA with the id N (1..2^64-1), not from the counter\n");
   if (why) fprintf(stderr, "m0pub: %s\n", why);
   return 2;
 }
 
-static int publish(m0_publisher *pub, const char *channel, const char *event, const char *data) {
+/* The frame's id: --id N when given, else the next from the shared counter. */
+static uint64_t frame_id(m0_publisher *pub, uint64_t chosen) {
+  if (chosen) return chosen;
+  uint64_t id = m0_next_id(pub);
+  return id;
+}
+
+/* --id's value: decimal digits only (no sign, no space), 1..UINT64_MAX; 0 when it is not. */
+static uint64_t parse_id(const char *s) {
+  if (!s[0]) return 0;
+  for (const char *p = s; *p; p++)
+    if (!isdigit((unsigned char)*p)) return 0;
+  errno = 0;
+  unsigned long long v = strtoull(s, NULL, 10);
+  if (errno == ERANGE) return 0;
+  return (uint64_t)v;
+}
+
+static int publish(m0_publisher *pub, const char *channel, const char *event, const char *data, uint64_t chosen) {
   if (strchr(data, '\n') || strchr(data, '\r')) {
     fprintf(stderr, "m0pub: one line of data per frame\n");
     return 1;
@@ -30,7 +58,7 @@ static int publish(m0_publisher *pub, const char *channel, const char *event, co
   char *frame = malloc(n);
   if (!frame) return 1;
   int len = event ? snprintf(frame, n, "event: %s\ndata: %s", event, data) : snprintf(frame, n, "data: %s", data);
-  uint64_t id = m0_next_id(pub);
+  uint64_t id = frame_id(pub, chosen);
   bool ok = m0_publish(pub, channel, id, frame, (size_t)len);
   free(frame);
   if (!ok) {
@@ -42,11 +70,12 @@ static int publish(m0_publisher *pub, const char *channel, const char *event, co
 }
 
 int main(int argc, char **argv) {
-  const char *dir = getenv("M0_RUN_DIR"), *channel = "beats", *event = NULL;
+  const char *dir = getenv("M0_RUN_DIR"), *channel = "beats", *event = NULL, *id_arg = NULL;
   int a = 1;
   for (; a < argc && strncmp(argv[a], "--", 2) == 0; a++) {
     const char **slot = !strcmp(argv[a], "--run-dir") ? &dir : !strcmp(argv[a], "--channel") ? &channel
-                      : !strcmp(argv[a], "--event")   ? &event : NULL;
+                      : !strcmp(argv[a], "--event")   ? &event
+                      : !strcmp(argv[a], "--id")      ? &id_arg : NULL;
     if (!strcmp(argv[a], "--")) {
       a++;
       break;
@@ -56,6 +85,12 @@ int main(int argc, char **argv) {
     *slot = argv[++a];
   }
   if (event && (!event[0] || strpbrk(event, "\r\n"))) return usage("--event is one word on one line");
+  uint64_t chosen = 0;
+  if (id_arg) {
+    chosen = parse_id(id_arg);
+    if (!chosen) return usage("--id is a decimal number from 1 to 18446744073709551615");
+    if (a >= argc) return usage("--id numbers one frame: give DATA, not standard input");
+  }
   if (!dir || !dir[0]) {
     fprintf(stderr, "m0pub: no run directory: give --run-dir DIR or set M0_RUN_DIR\n");
     return 78;
@@ -75,13 +110,13 @@ int main(int argc, char **argv) {
       if (i > a) strcat(data, " ");
       strcat(data, argv[i]);
     }
-    rc = data ? publish(pub, channel, event, data) : 1;
+    rc = data ? publish(pub, channel, event, data, chosen) : 1;
     free(data);
   } else {
     char line[65536];
     while (fgets(line, sizeof line, stdin)) {
       line[strcspn(line, "\r\n")] = 0;
-      if (publish(pub, channel, event, line) != 0) rc = 1;
+      if (publish(pub, channel, event, line, 0) != 0) rc = 1;
     }
   }
   fflush(stdout);

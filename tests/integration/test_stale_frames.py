@@ -1,0 +1,215 @@
+"""Stale frames: a loop never sends its streams a frame numbered at or below
+the shared counter's value when that loop began serving (SPEC §2 one shared
+id counter, §3 prefork respawn and the bus: "a respawned worker's producer
+continues ids above what streams have already seen"; actors/loop.c
+`first_id`, read from the page's counter at GO, and `loop_on_frame`).
+
+Under `--workers 2` the only loop that begins serving after the counter has
+moved is a respawned worker's, so that is where the rule is tested, with
+`m0pub --id N` (a frame with a chosen id, taken from nowhere) and with the
+producer quiet (`M0_HOSTCHECK_PERIOD_MS=100000`: one beat at GO, then none
+for 100 s), so the counter moves only when this test publishes and its value
+at every step is known exactly (m0pub prints the ids; `/metrics`
+`m0_events_published` is the counter itself).
+
+Proves:
+- `m0pub --id` refuses what is not a decimal id 1..2^64-1 (`0`, `-3`, `2x`,
+  `+5`, 2^64, no value) and `--id` without DATA (standard input), each with
+  exit 2 and the usage; none of them puts a frame on a stream or takes an id
+  from the counter.
+- Five frames published normally take ids LOW..C from the counter (printed,
+  contiguous; the counter reads C on /metrics).
+- Worker 0 is SIGKILLed and respawned; nothing is published meanwhile, so
+  when the replacement begins serving the counter is still exactly C (read
+  again on /metrics after a stream is held on it): its first id is C.
+- With a stream held on the survivor (worker 1, began serving at id <= 1)
+  and one on the respawned worker 0: `m0pub --id C` (exactly the respawned
+  loop's first id) and `m0pub --id LOW` (below it) exit 0 and print the
+  chosen ids; the survivor's stream receives both (so they did go out on the
+  bus, and a loop that began before them delivers them), the respawned
+  worker's stream receives neither.
+- A frame published normally afterwards takes C+1 (the chosen ids took
+  nothing from the counter) and reaches BOTH streams, and it is the first
+  and only numbered frame on the respawned worker's stream (so that stream
+  works: the missing stale frames are not a dead stream); no frame on it has
+  an id <= C.
+- SIGTERM drains both streams and exits 0.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from harness import BIN, Failures
+from test_streams import Prefork, Stream, children, drain_check, is_stream_head, private_dir, reap_seen, wait_for
+
+F = Failures()
+QUIET = {"M0_HOSTCHECK_PERIOD_MS": "100000"}
+
+
+def m0pub(*args, stdin=None):
+    e = dict(os.environ)
+    e.pop("M0_RUN_DIR", None)
+    p = subprocess.run([os.path.join(BIN, "m0pub")] + list(args), input=stdin, capture_output=True, env=e,
+                       timeout=10)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def get(port, path, timeout=3.0):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path, headers={"Connection": "close"})
+        r = c.getresponse()
+        return r.status, r.read().decode(errors="replace")
+    finally:
+        c.close()
+
+
+def counter(port):
+    """The shared event-id counter (`m0_events_published` on /metrics), None if unreadable."""
+    try:
+        st, text = get(port, "/metrics")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if st == 200 and k == "m0_events_published" and v.strip().isdigit():
+            return int(v)
+    return None
+
+
+def worker_pids(port):
+    """x-worker -> pid, by GET /instance on fresh connections (bounded)."""
+    out = {}
+    for _ in range(100):
+        try:
+            j = json.loads(get(port, "/instance")[1])
+            out[str(j["worker"])] = j["pid"]
+        except (OSError, ValueError, KeyError):
+            pass
+        if len(out) == 2:
+            break
+    return out
+
+
+def hold_each(port, label):
+    """One stream held on each worker (accept sharing spreads them); extras
+    closed. {x-worker: Stream}, or None with a failed check."""
+    held, extra = {}, []
+    for _ in range(8):
+        st = Stream(port, "/events")
+        if st.worker in held or not is_stream_head(st):
+            extra.append(st)
+        else:
+            held[st.worker] = st
+        if set(held) == {"0", "1"}:
+            break
+    for st in extra:
+        st.close()
+    ok = set(held) == {"0", "1"}
+    F.check(ok, f"{label}: a stream held on each worker (x-worker {sorted(held)}, extras "
+                f"{[st.worker for st in extra]})")
+    if not ok:
+        for st in held.values():
+            st.close()
+    return held if ok else None
+
+
+def numbered(st):
+    return [f for f in list(st.frames) if not f.comment and f.id is not None]
+
+
+def refusals(d, label):
+    for bad in (["--id", "0", "x"], ["--id", "-3", "x"], ["--id", "2x", "x"], ["--id", "+5", "x"],
+                ["--id", "18446744073709551616", "x"], ["--id"], ["--id", "5"]):
+        rc, out, err = m0pub("--run-dir", d, *bad)
+        F.check(rc == 2 and "usage" in err and not out.strip(),
+                f"{label}: m0pub {' '.join(bad)} -> exit 2 with the usage, no id printed ({rc}, {out!r}, {err!r})")
+
+
+def stale_after_respawn():
+    label = "stale frames"
+    d = private_dir()
+    try:
+        with Prefork("host_check", "--workers", "2", "--port", "0", "--run-dir", d, "--metrics-path", "/metrics",
+                     env=QUIET) as s:
+            sup = s.proc.pid
+            kids = wait_for(lambda: children(sup) if len(children(sup)) == 2 else None, 5)
+            F.check(kids, f"{label}: two workers under the supervisor ({children(sup)})")
+            if not kids:
+                return
+            # The producer's one beat (at GO) has taken id 1: from here on only this test moves the counter.
+            c0 = wait_for(lambda: (counter(s.port) or 0) >= 1 and counter(s.port), 3)
+            F.check(c0 == 1, f"{label}: the quiet producer's one beat took id 1 ({c0})")
+            refusals(d, label)
+            F.check(counter(s.port) == c0, f"{label}: the refused --id calls took no id ({c0} -> {counter(s.port)})")
+            rc, out, err = m0pub("--run-dir", d, "--event", "warm", stdin=b"w1\nw2\nw3\nw4\nw5\n")
+            warm = [int(x) for x in out.split() if x.isdigit()]
+            F.check(rc == 0 and len(warm) == 5 and warm == list(range(warm[0], warm[0] + 5)) and warm[0] >= 2,
+                    f"{label}: five frames take five contiguous ids from the counter, above the producer's first "
+                    f"beat ({rc}, {warm}, {err!r})")
+            if len(warm) != 5:
+                return
+            low, c = warm[0], warm[-1]
+            F.check(counter(s.port) == c, f"{label}: the counter reads {c} after them ({counter(s.port)})")
+            pid_of = worker_pids(s.port)
+            F.check(set(pid_of) == {"0", "1"} and set(pid_of.values()) == kids,
+                    f"{label}: x-worker mapped to the worker pids ({pid_of}, children {kids})")
+            if set(pid_of) != {"0", "1"}:
+                return
+            victim = pid_of["0"]
+            os.kill(victim, signal.SIGKILL)
+
+            def replaced():
+                k = children(sup)
+                return k if len(k) == 2 and victim not in k and "respawned" in s.stderr() else None
+
+            F.check(wait_for(replaced, 5), f"{label}: worker 0 (pid {victim}) is respawned within 5 s "
+                                           f"(children {children(sup)}):\n{s.stderr()}")
+            held = hold_each(s.port, label)
+            if not held:
+                return
+            new, old = held["0"], held["1"]
+            first = counter(s.port)
+            F.check(first == c, f"{label}: nothing was published across the respawn: the replacement began serving "
+                                f"at counter {c} ({first})")
+            # The stale frames: exactly the respawned loop's first id, and one below it.
+            for chosen, data in ((c, "at-first-id"), (low, "below-first-id")):
+                rc, out, err = m0pub("--run-dir", d, "--event", "stale", "--id", str(chosen), data)
+                F.check(rc == 0 and out.strip() == str(chosen),
+                        f"{label}: m0pub --id {chosen} {data} -> exit 0, prints {chosen} ({rc}, {out!r}, {err!r})")
+            got_old = wait_for(lambda: len([f for f in numbered(old) if f.event == "stale"]) == 2, 3)
+            stale_old = [(f.id, f.data) for f in numbered(old) if f.event == "stale"]
+            F.check(got_old and sorted(stale_old) == sorted([(c, "at-first-id"), (low, "below-first-id")]),
+                    f"{label}: the survivor's stream (its loop began before them) receives both chosen-id frames, "
+                    f"so they went out on the bus ({stale_old})")
+            rc, out, err = m0pub("--run-dir", d, "--event", "fresh", "after")
+            F.check(rc == 0 and out.strip() == str(c + 1),
+                    f"{label}: a normal frame afterwards takes {c + 1}: the chosen ids took nothing from the counter "
+                    f"({rc}, {out!r}, {err!r})")
+            fresh = lambda st: [f for f in numbered(st) if f.event == "fresh"]
+            F.check(wait_for(lambda: fresh(new) and fresh(old), 3),
+                    f"{label}: the normal frame reaches both streams (respawned {numbered(new)}, survivor "
+                    f"{[f.id for f in numbered(old)]})")
+            time.sleep(0.3)
+            got = numbered(new)
+            F.check(not [f for f in got if f.event == "stale"],
+                    f"{label}: the respawned worker's stream receives no frame numbered at or below its first id "
+                    f"{c} ({[(f.id, f.event, f.data) for f in got]})")
+            F.check([(f.id, f.event, f.data) for f in got] == [(c + 1, "fresh", "after")],
+                    f"{label}: its only numbered frame is the normal one, id {c + 1} "
+                    f"({[(f.id, f.event, f.data) for f in got]})")
+            F.check(all(f.id > c for f in got), f"{label}: no id <= {c} on it ({[f.id for f in got]})")
+            drain_check(F, s, [old, new], f"{label} drain")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+try:
+    stale_after_respawn()
+finally:
+    reap_seen()
+F.done()

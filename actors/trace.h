@@ -11,8 +11,9 @@
 
 typedef struct m0__tracer m0__tracer;
 
-/* dest "-" writes JSON lines to stderr; an nng URL sends each line as a
- * message to whoever listens there (m0trace). NULL when dest is empty or
+/* dest "-" writes JSON lines to stderr; an nng URL sends the lines, batched
+ * (one or more whole lines per message, each ending in a newline, within
+ * 50 ms), to whoever listens there (m0trace). NULL when dest is empty or
  * cannot be dialed. */
 m0__tracer *m0__tracer_new(const char *dest);
 void m0__tracer_free(m0__tracer *t);

@@ -39,6 +39,43 @@ static int track_of(json_t *tracks, const char *name) {
   return id;
 }
 
+/* One record: printed (and added to the Chrome events when events is set)
+ * when it passes the filters. Returns 1 when it was kept. */
+static int trace_line(const char *line, size_t n, const char *actor, const char *kind, json_t *events,
+                      json_t *tracks) {
+  if (n == 0) return 0;
+  json_error_t e;
+  json_t *r = json_loadb(line, n, 0, &e);
+  const char *from = json_string_value(json_object_get(r, "from"));
+  const char *to = json_string_value(json_object_get(r, "to"));
+  const char *k = json_string_value(json_object_get(r, "kind"));
+  const char *dir = json_string_value(json_object_get(r, "dir"));
+  bool keep = r && from && to && k && dir && (!actor || !strcmp(actor, from) || !strcmp(actor, to)) &&
+              (!kind || !strcmp(kind, k));
+  if (keep) {
+    fwrite(line, 1, n, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (events) {
+      bool send = !strcmp(dir, "send");
+      const char *who = send ? from : to;
+      double ts = json_real_value(json_object_get(r, "t")) * 1e6; /* microseconds */
+      if (ts == 0) ts = (double)json_integer_value(json_object_get(r, "t")) * 1e6;
+      int tid = track_of(tracks, who);
+      char name[96], fid[160];
+      snprintf(name, sizeof name, "%s %s %s", send ? "send" : "recv", k, send ? to : from);
+      snprintf(fid, sizeof fid, "%s>%s#%lld", from, to, (long long)json_integer_value(json_object_get(r, "seq")));
+      json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:i, s:i, s:s, s:O}", "name", name, "cat", k,
+                                              "ph", "i", "ts", ts, "pid", 1, "tid", tid, "s", "t", "args", r));
+      json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:s}", "name", k, "cat", "flow",
+                                              "ph", send ? "s" : "f", "id", fid, "ts", ts, "pid", 1, "tid", tid, "bp",
+                                              "e"));
+    }
+  }
+  json_decref(r);
+  return keep ? 1 : 0;
+}
+
 static int write_chrome(const char *path, json_t *events, json_t *tracks) {
   const char *name;
   json_t *v;
@@ -89,36 +126,13 @@ int main(int argc, char **argv) {
     char *buf;
     size_t n;
     if (nng_recv(s, &buf, &n, NNG_FLAG_ALLOC) != 0) continue;
-    json_error_t e;
-    json_t *r = json_loadb(buf, n, 0, &e);
-    const char *from = json_string_value(json_object_get(r, "from"));
-    const char *to = json_string_value(json_object_get(r, "to"));
-    const char *k = json_string_value(json_object_get(r, "kind"));
-    const char *dir = json_string_value(json_object_get(r, "dir"));
-    bool keep = r && from && to && k && dir && (!actor || !strcmp(actor, from) || !strcmp(actor, to)) &&
-                (!kind || !strcmp(kind, k));
-    if (keep) {
-      fwrite(buf, 1, n, stdout);
-      fputc('\n', stdout);
-      fflush(stdout);
-      seen++;
-      if (chrome) {
-        bool send = !strcmp(dir, "send");
-        const char *who = send ? from : to;
-        double ts = json_real_value(json_object_get(r, "t")) * 1e6; /* microseconds */
-        if (ts == 0) ts = (double)json_integer_value(json_object_get(r, "t")) * 1e6;
-        int tid = track_of(tracks, who);
-        char name[96], fid[160];
-        snprintf(name, sizeof name, "%s %s %s", send ? "send" : "recv", k, send ? to : from);
-        snprintf(fid, sizeof fid, "%s>%s#%lld", from, to, (long long)json_integer_value(json_object_get(r, "seq")));
-        json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:i, s:i, s:s, s:O}", "name", name, "cat",
-                                                k, "ph", "i", "ts", ts, "pid", 1, "tid", tid, "s", "t", "args", r));
-        json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:s}", "name", k, "cat", "flow",
-                                                "ph", send ? "s" : "f", "id", fid, "ts", ts, "pid", 1, "tid", tid,
-                                                "bp", "e"));
-      }
+    /* A message carries one or more lines, each ending in a newline. */
+    for (char *line = buf, *end = buf + n; line < end;) {
+      char *nl = memchr(line, '\n', (size_t)(end - line));
+      size_t len = nl ? (size_t)(nl - line) : (size_t)(end - line);
+      seen += trace_line(line, len, actor, kind, chrome ? events : NULL, tracks);
+      line += len + 1;
     }
-    json_decref(r);
     nng_free(buf, n);
   }
   nng_close(s);

@@ -133,7 +133,14 @@ static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
   if (t[0] && strcmp(t, "-") != 0 && !url) {
     CHECK_FAIL(c, "trace destination %s is neither - nor an nng URL", t);
     CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace ipc:///path, tcp://host:port");
-  } else CHECK_OK(c, !t[0] ? "tracing off" : url ? "trace records to %s" : "trace records to stderr", t);
+  }
+#ifdef M0_NO_TRACE_HOOK
+  else if (t[0]) {
+    CHECK_FAIL(c, "--trace %s asked of a build without the trace hook (M0_TRACE_HOOK=OFF)", t);
+    CHECK_FIX(c, "drop --trace, or build with cmake -DM0_TRACE_HOOK=ON (the default)");
+  }
+#endif
+  else CHECK_OK(c, !t[0] ? "tracing off" : url ? "trace records to %s" : "trace records to stderr", t);
 }
 
 static void check_supervision(const m0_config *cfg, const m0_app *app, m0__check *c) {

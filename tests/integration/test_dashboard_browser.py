@@ -1,0 +1,406 @@
+"""The dashboard in a real browser (SPEC §10 dashboard, §9 streams, §7 drain).
+
+Proves, with `dashboard --threads 2` and Debian's headless `chromium` driven
+through `chromedriver` (W3C WebDriver over HTTP, standard library only; both
+are apt-get installed when missing, and a failed install fails the test):
+- the page at GET / loads and opens one EventSource, on /events, that is OPEN
+  (readyState 1) and receives `stats` frames with numeric ids (seen through a
+  hook chromedriver adds before the page's own script: it wraps `EventSource`
+  to count what each instance receives and changes nothing the page does); no
+  script error on the page;
+- the page draws them: its badge says "live", its header names mode threads,
+  2 loops and the server's pid, its per-loop table has two rows, and its
+  streams card counts the browser's own stream (>= 1);
+- 200 GET /hello from the test: within 5 s the requests the page shows
+  (summed over its per-loop rows) are at least 200 above what it showed
+  before, and its requests / s card rises to 50 or more;
+- a screenshot of the page, a PNG of the window's width, lands in the test's
+  output directory as dashboard.png (chromedriver's log beside it);
+- SIGTERM: the page's EventSource receives `m0.closing`; exit 0 within 5 s.
+Chromedriver and chromium are stopped by process group, then by pid.
+"""
+import argparse
+import base64
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+from harness import BIN, Failures, Server, children
+
+F = Failures()
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+PACKAGES = ["chromium", "chromium-driver"]
+INSTALL_TIMEOUT = 600.0  # the whole install, apt-get update included
+WIDTH, HEIGHT = 1280, 900
+RPS = 50  # the least the requests / s card may show for a burst of 200 (it shows ~400)
+
+# Runs in every document before its own scripts: records each EventSource the
+# page makes and counts what it receives, and records script errors.
+HOOK = r"""
+(() => {
+  const Native = window.EventSource;
+  const seen = window.__m0_es = [];
+  const errors = window.__m0_errors = [];
+  window.addEventListener("error", (e) => errors.push(String(e.message)));
+  window.addEventListener("unhandledrejection", (e) => errors.push("unhandled rejection: " + String(e.reason)));
+  window.EventSource = class extends Native {
+    constructor(url, init) {
+      super(url, init);
+      const rec = { es: this, url: this.url, events: {}, lastEventId: "" };
+      seen.push(rec);
+      const count = (e) => { rec.events[e.type] = (rec.events[e.type] || 0) + 1; rec.lastEventId = e.lastEventId; };
+      for (const t of ["message", "stats", "m0.closing"]) this.addEventListener(t, count);
+    }
+  };
+})();
+"""
+
+STREAMS_JS = """return (window.__m0_es || []).map((r) => ({url: r.url, readyState: r.es.readyState,
+  events: r.events, lastEventId: r.lastEventId, errors: window.__m0_errors}));"""
+
+VIEW_JS = """const $ = (id) => document.getElementById(id);
+return {state: $("state").textContent, live: $("state").className, mode: $("mode").textContent,
+  rps: $("rps").textContent, open: $("open").textContent, streams: $("streams").textContent,
+  rows: [...document.querySelectorAll("#rows tr")].map((tr) => [...tr.cells].map((td) => td.textContent.trim())),
+  errors: window.__m0_errors || []};"""
+
+
+def output_dir():
+    """The test's output directory, created: --out, as tests/CMakeLists.txt
+    gives it (build/test-output/test_dashboard_browser), else the same place
+    beside --bin."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--out")
+    a, _ = p.parse_known_args()
+    d = os.path.abspath(a.out or os.path.join(BIN, "..", "test-output", "test_dashboard_browser"))
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def run_bounded(cmd, timeout):
+    """Runs cmd in its own process group; on timeout kills the group.
+    Returns (exit code or None on timeout, output)."""
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=max(1.0, timeout))
+        return p.returncode, out.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return None, out.decode(errors="replace") + f"\n(killed after {timeout:.0f}s)"
+
+
+def have_browser():
+    return all(os.access(p, os.X_OK) for p in (CHROMIUM, CHROMEDRIVER))
+
+
+def install():
+    """apt-get install chromium chromium-driver (through `sudo -n` when not
+    root); when that fails, apt-get update and once more. All within
+    INSTALL_TIMEOUT. Returns what apt-get said when the browser is still
+    missing, else None."""
+    pre = ([] if os.geteuid() == 0 else ["sudo", "-n"]) + ["env", "DEBIAN_FRONTEND=noninteractive"]
+    get = pre + ["apt-get", "-q", "-o", "DPkg::Lock::Timeout=120"]
+    deadline = time.monotonic() + INSTALL_TIMEOUT
+    said = []
+    for cmd in (get + ["install", "-y", "--no-install-recommends"] + PACKAGES, get + ["update"],
+                get + ["install", "-y", "--no-install-recommends"] + PACKAGES):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            said.append(f"(no time left of {INSTALL_TIMEOUT:.0f}s)")
+            break
+        print("test: " + " ".join(cmd), flush=True)
+        try:
+            rc, out = run_bounded(cmd, left)
+        except OSError as e:
+            rc, out = -1, str(e)
+        said.append(f"$ {' '.join(cmd)} -> {rc}\n{out[-1500:]}")
+        if rc is None:
+            break
+        if "install" in cmd and rc == 0 and have_browser():
+            return None
+    return "\n".join(said)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def descendants(pid):
+    out, todo = set(), [pid]
+    while todo:
+        for c in children(todo.pop()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+class WebDriverError(Exception):
+    pass
+
+
+class Driver:
+    """chromedriver on a free port, one session of headless chromium; every
+    call bounded; stopped by process group, then by pid."""
+
+    def __init__(self, out):
+        self.out = out
+        self.port = free_port()
+        self.sid = None
+        self.proc = None
+        # HOME too, so that what chromium keeps (its crash handler's database)
+        # is in here and every process of this browser names this path.
+        self.home = tempfile.mkdtemp(prefix="m0-chromium-")
+        self.profile = os.path.join(self.home, "profile")
+        self.left = []
+        self.log = os.path.join(out, "chromedriver.log")
+
+    def __enter__(self):
+        env = dict(os.environ, HOME=self.home, XDG_CONFIG_HOME=os.path.join(self.home, "config"),
+                   XDG_CACHE_HOME=os.path.join(self.home, "cache"))
+        self.proc = subprocess.Popen([CHROMEDRIVER, f"--port={self.port}", f"--log-path={self.log}"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True, env=env)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if (self.call("GET", "/status", timeout=2) or {}).get("ready"):
+                    break
+            except (OSError, WebDriverError, ValueError):
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"chromedriver did not answer /status within 10 s "
+                                     f"(exit {self.proc.poll()}); its log: {self.log}")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def call(self, method, path, body=None, timeout=30):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            c.request(method, path, body=data, headers={"Content-Type": "application/json; charset=utf-8"})
+            r = c.getresponse()
+            raw = r.read()
+        finally:
+            c.close()
+        j = json.loads(raw or b"null")
+        value = j.get("value") if isinstance(j, dict) else None
+        if r.status != 200:
+            v = value if isinstance(value, dict) else {}
+            raise WebDriverError(f"{method} {path} -> {r.status} {v.get('error')}: {str(v.get('message'))[:600]}")
+        return value
+
+    def session(self, method, path, body=None, timeout=30):
+        return self.call(method, f"/session/{self.sid}{path}", body, timeout)
+
+    def start(self):
+        args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={WIDTH},{HEIGHT}", f"--user-data-dir={self.profile}", "--no-first-run",
+                "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync"]
+        caps = {"capabilities": {"alwaysMatch": {
+            "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
+            "timeouts": {"script": 5000, "pageLoad": 15000, "implicit": 0}}}}
+        v = self.call("POST", "/session", caps, timeout=30)
+        self.sid = v["sessionId"]
+        return v.get("capabilities", {})
+
+    def js(self, script, *args):
+        return self.session("POST", "/execute/sync", {"script": script, "args": list(args)}, timeout=10)
+
+    def stop(self):
+        if self.proc is None:
+            return
+        pids = descendants(self.proc.pid)
+        if self.sid:
+            try:
+                self.session("DELETE", "", timeout=10)
+            except (OSError, WebDriverError, ValueError) as e:
+                print(f"test: deleting the session: {e}")
+            self.sid = None
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        # What left the group (chrome_crashpad_handler starts its own session
+        # under init) or outlived chromedriver, by pid; then none may be left.
+        for pid in pids | self.mine():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc = None
+        self.left = poll(lambda: not self.mine(), 5) and [] or sorted(self.mine())
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def mine(self):
+        """The live (not zombie) processes whose command line names self.home."""
+        out = set()
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if self.home.encode() not in f.read():
+                        continue
+                with open(f"/proc/{d}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        out.add(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+        return out
+
+
+def num(text):
+    """The page's fmt() undone: "12", "3.4k", "1.2M" -> a number (None if not one)."""
+    t = (text or "").strip()
+    scale = {"k": 1e3, "M": 1e6}.get(t[-1:], 1)
+    try:
+        return float(t[:-1] if scale != 1 else t) * scale
+    except ValueError:
+        return None
+
+
+def shown_requests(view):
+    vals = [num(r[2]) if len(r) > 2 else None for r in view.get("rows", [])]
+    return None if not vals or None in vals else sum(vals)
+
+
+def poll(fn, timeout, every=0.1):
+    """fn() until it is truthy or timeout s have passed; its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(every)
+
+
+def png_size(data):
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", data[16:24])
+
+
+def browser():
+    label = "chromium: dashboard --threads 2"
+    out = output_dir()
+    if not have_browser():
+        why = install()
+        F.check(have_browser(), f"chromium and chromedriver installed ({CHROMIUM}, {CHROMEDRIVER}): `apt-get install "
+                                f"{' '.join(PACKAGES)}` failed; install them by hand (as root: apt-get install "
+                                f"--no-install-recommends {' '.join(PACKAGES)}):\n{why}")
+        if not have_browser():
+            return
+    t0 = time.monotonic()
+    with Server("dashboard", "--threads", "2", "--port", "0") as s, Driver(out) as d:
+        caps = d.start()
+        print(f"test: {caps.get('browserName')} {caps.get('browserVersion')} session in "
+              f"{time.monotonic() - t0:.1f}s", flush=True)
+        d.session("POST", "/goog/cdp/execute", {"cmd": "Page.addScriptToEvaluateOnNewDocument",
+                                                "params": {"source": HOOK}})
+        d.session("POST", "/url", {"url": s.url("/")}, timeout=20)
+        title = d.session("GET", "/title")
+        F.check(title.startswith("m0"), f"{label}: the page loaded (title {title!r})")
+
+        # The page's EventSource: one, on /events, OPEN, receiving stats frames.
+        es = poll(lambda: [e for e in d.js(STREAMS_JS) if e["readyState"] == 1
+                           and e["events"].get("stats", 0) >= 2], 5) or d.js(STREAMS_JS)
+        F.check(len(es) == 1 and es[0]["url"] == s.url("/events"),
+                f"{label}: the page opened one EventSource, on {s.url('/events')} ({es})")
+        e = es[0] if es else {"events": {}}
+        F.check(e.get("readyState") == 1, f"{label}: its readyState is 1, OPEN ({e})")
+        F.check(e["events"].get("stats", 0) >= 2, f"{label}: it received `stats` frames within 5 s ({e})")
+        F.check(str(e.get("lastEventId", "")).isdigit(), f"{label}: the frames carry numeric ids ({e})")
+
+        # What the page draws from them.
+        view = poll(lambda: (lambda v: v if v["state"] == "live" and len(v["rows"]) == 2 else None)(d.js(VIEW_JS)),
+                    3) or d.js(VIEW_JS)
+        F.check(view["state"] == "live" and view["live"] == "live", f"{label}: the badge says live ({view['state']!r})")
+        F.check("threads" in view["mode"] and "2 loops" in view["mode"] and f"pid {s.proc.pid}" in view["mode"],
+                f"{label}: the header names mode threads, 2 loops, pid {s.proc.pid} ({view['mode']!r})")
+        F.check(len(view["rows"]) == 2, f"{label}: the per-loop table has two rows ({view['rows']})")
+        F.check((num(view["streams"]) or 0) >= 1,
+                f"{label}: the streams card counts the browser's own stream ({view['streams']!r})")
+        before = shown_requests(view)
+        F.check(before is not None, f"{label}: the rows show numeric request counts ({view['rows']})")
+
+        # Traffic from here; the page's numbers follow.
+        conns = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=5) for _ in range(4)]
+        ok = 0
+        for i in range(200):
+            c = conns[i % 4]
+            c.request("GET", "/hello")
+            r = c.getresponse()
+            ok += r.status == 200 and r.read() == b"hello from m0\n"
+        for c in conns:
+            c.close()
+        F.check(ok == 200, f"{label}: 200 GET /hello answered 200 ({ok})")
+        want = (before or 0) + 200
+        seen = {"rps": 0.0, "view": view}
+
+        def risen():
+            v = seen["view"] = d.js(VIEW_JS)
+            seen["rps"] = max(seen["rps"], num(v["rps"]) or 0)
+            return (shown_requests(v) or 0) >= want and seen["rps"] >= RPS
+
+        t1 = time.monotonic()
+        poll(risen, 5)
+        after = seen["view"]
+        F.check((shown_requests(after) or 0) >= want,
+                f"{label}: within 5 s the page shows requests >= {want:.0f}, 200 above the {before} it showed "
+                f"({shown_requests(after)}; rows {after['rows']})")
+        F.check(seen["rps"] >= RPS and seen["rps"] > (num(view["rps"]) or 0),
+                f"{label}: the requests / s card rose to {RPS} or more (from {view['rps']!r}; max {seen['rps']})")
+        print(f"test: the page's numbers followed in {time.monotonic() - t1:.1f}s "
+              f"(requests {before} -> {shown_requests(after)}, rps {seen['rps']})", flush=True)
+        F.check(not after["errors"], f"{label}: no script error on the page ({after['errors']})")
+
+        # The screenshot.
+        png = base64.b64decode(d.session("GET", "/screenshot", timeout=15) or "")
+        size = png_size(png)
+        path = os.path.join(out, "dashboard.png")
+        with open(path, "wb") as f:
+            f.write(png)
+        F.check(size is not None and len(png) > 10000,
+                f"{label}: the screenshot is a PNG of some size ({len(png)} bytes, {png[:8]!r})")
+        F.check(size is not None and size[0] == WIDTH and size[1] >= HEIGHT // 2,
+                f"{label}: the screenshot is {WIDTH} wide, the window's width ({size})")
+        print(f"test: screenshot {path} ({len(png)} bytes, {size})", flush=True)
+
+        # SIGTERM: the page's EventSource hears m0.closing; the host exits 0.
+        t2 = time.monotonic()
+        s.signal(signal.SIGTERM)
+        closing = poll(lambda: [e for e in d.js(STREAMS_JS) if e["events"].get("m0.closing")], 5)
+        F.check(closing, f"{label}: SIGTERM: the page's EventSource received m0.closing within 5 s "
+                         f"({d.js(STREAMS_JS)})")
+        try:
+            rc = s.wait(timeout=max(0.1, 5.0 - (time.monotonic() - t2)))
+        except AssertionError as err:
+            rc = None
+            print(err)
+        F.check(rc == 0, f"{label}: SIGTERM -> exit 0 within 5 s (rc {rc}):\n{s.stderr()}")
+    F.check(not d.left, f"{label}: no chromium process left after stopping chromedriver ({d.left})")
+    print(f"test: browser part took {time.monotonic() - t0:.1f}s", flush=True)
+
+
+browser()
+F.done()

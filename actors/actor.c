@@ -43,9 +43,13 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
   nng_socket_set_ms(p->sock, NNG_OPT_SENDTIMEO, send_timeout_ms);
   if (send_timeout_ms == 0) nng_socket_set_int(p->sock, NNG_OPT_SENDBUF, 1024);
   nng_socket_set_ms(p->sock, NNG_OPT_RECONNMINT, 5);
-  nng_socket_set_ms(p->sock, NNG_OPT_RECONNMAXT, 100);
+  nng_socket_set_ms(p->sock, NNG_OPT_RECONNMAXT, 10);
   /* A listener that is already up connects now; one that is not yet up is
-   * retried in the background and the first send waits for it. */
+   * retried in the background and the first send waits for it. The retry
+   * backs off from 5 to at most 10 ms: a worker's mailbox appears 30-70 ms
+   * after its spawn, and with nng's doubling up to 100 ms the supervisor's
+   * GO waited up to 68 ms more for the next retry (a failed ipc connect
+   * costs microseconds). */
   if (nng_dial(p->sock, url, NULL, 0) != 0 && nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK) != 0) {
     nng_close(p->sock);
     return M0__ETRANSPORT;

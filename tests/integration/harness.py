@@ -4,6 +4,12 @@ ephemeral port, find the port in its log, stop it by pid, bound every wait.
     with Server("ramp", "--port", "0") as s:
         s.url("/x/now")  # http://127.0.0.1:PORT/x/now
         s.stop()          # SIGTERM, waits (bounded), returns the exit code
+
+The helpers every test shares, defined here once: `Prefork` (a Server under
+--workers that takes its workers down with it), `wait_for` (a bounded poll),
+`children`, `alive`, `ours` and `reap` (pids from /proc, so nothing is
+signalled by name or after its pid was reused), `run` and `m0pub` (a binary to completion,
+bounded), `Failures` (checks collected, exit 1 if any failed).
 """
 import argparse
 import fcntl
@@ -105,6 +111,68 @@ class Server:
             self.proc.wait(timeout=5)
 
 
+class Prefork(Server):
+    """A Server for `--workers N` whose exit (kill(), the end of its `with`)
+    also takes down its workers if the test left the supervisor running (a
+    failed check): SIGSTOP the supervisor so it spawns nothing more, note its
+    children, SIGKILL it, then SIGKILL those pids."""
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            sup = self.proc.pid
+            try:
+                os.kill(sup, signal.SIGSTOP)
+            except OSError:
+                pass
+            kids = children(sup)
+            super().kill()
+            for p in kids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def wait_for(cond, timeout, step=0.01):
+    """Calls cond() every `step` seconds until it returns something true or
+    `timeout` seconds have passed (every wait in a test is bounded); returns
+    that value, else what cond() returns once more at the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    return cond()
+
+
+def alive(pid):
+    """True if pid runs: it exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def ours(pid, app):
+    """pid is alive (not a zombie) and still runs the binary BIN/app: never
+    signal a pid that exited and was reused by someone else."""
+    return alive(pid) and os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(os.path.join(BIN, app))
+
+
+def reap(pids):
+    """Kills (by pid: SIGCONT, then SIGKILL) each of `pids` still alive: what
+    a failed run must not leave behind (the workers a test saw)."""
+    for p in pids:
+        if alive(p):
+            try:
+                os.kill(p, signal.SIGCONT)
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def children(pid):
     """The child pids of pid (every thread's children), an empty set if it is
     gone: under --workers, the supervisor's workers."""
@@ -127,6 +195,19 @@ def run(app, *args, env=None, timeout=10.0):
     if env:
         e.update(env)
     p = subprocess.run([os.path.join(BIN, app)] + list(args), capture_output=True, env=e, timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def m0pub(*args, env=None, stdin=None, timeout=10.0):
+    """Runs BIN/m0pub to completion (bounded) without the M0_RUN_DIR this
+    process may have inherited (the test names the host: --run-dir, or
+    M0_RUN_DIR in `env`); `stdin` is bytes or None: (exit code, stdout, stderr)."""
+    e = dict(os.environ)
+    e.pop("M0_RUN_DIR", None)
+    if env:
+        e.update(env)
+    p = subprocess.run([os.path.join(BIN, "m0pub")] + list(args), input=stdin, capture_output=True, env=e,
+                       timeout=timeout)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 

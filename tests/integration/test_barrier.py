@@ -28,7 +28,7 @@ import tempfile
 import time
 
 import harness
-from harness import BIN, Failures, run
+from harness import BIN, Failures, alive, run
 
 F = Failures()
 QUIET_RE = re.compile(r"did not (finish its drain|stop)")
@@ -59,15 +59,6 @@ def listen_ports(pid):
             if len(p) > 9 and p[3] == "0A" and p[9] in inodes:
                 ports.append(int(p[1].rsplit(":", 1)[1], 16))
     return ports
-
-
-def alive(pid):
-    """True if pid runs (not gone, not a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def start_and_probe(app, args, env, probe_within=0.29, exit_within=10.0):

@@ -20,8 +20,8 @@ import json
 import statistics
 import time
 
-from harness import Failures, Server
-from test_streams import Stream, drain_check, is_stream_head, wait_for
+from harness import Failures, Server, wait_for
+from test_streams import Stream, drain_check, is_stream_head
 
 F = Failures()
 KEYS = ("rps", "requests", "open", "streams", "handoffs", "queued", "dropped")

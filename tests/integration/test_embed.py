@@ -28,8 +28,8 @@ import stat
 import time
 import urllib.request
 
-from harness import Failures, Server, run
-from test_streams import Stream, contiguous, wait_for
+from harness import Failures, Server, run, wait_for
+from test_streams import Stream, contiguous
 
 F = Failures()
 SERVING_RE = re.compile(r"embed: serving on http://127\.0\.0\.1:(\d+) \(run dir (\S+)\)")

@@ -19,25 +19,13 @@ Proves, with host_check started with `--run-dir DIR` (a private 0700 dir):
   (a second `id:` line) into the frame: m0pub refuses it (exit 1 or 2) and no
   frame on the stream carries more than one `id:` line.
 """
-import os
 import shutil
-import subprocess
 import time
 
-from harness import BIN, Failures, Server
-from test_streams import Prefork, Stream, children, contiguous, reap_seen, private_dir, wait_for
+from harness import Failures, Prefork, Server, m0pub, wait_for
+from test_streams import Stream, children, contiguous, reap_seen, private_dir
 
 F = Failures()
-
-
-def m0pub(*args, env=None, stdin=None):
-    e = dict(os.environ)
-    e.pop("M0_RUN_DIR", None)
-    if env:
-        e.update(env)
-    p = subprocess.run([os.path.join(BIN, "m0pub")] + list(args), input=stdin, capture_output=True, env=e,
-                       timeout=10)
-    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 
 def frames_with(st, pred):

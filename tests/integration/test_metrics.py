@@ -30,8 +30,8 @@ import re
 import signal
 import time
 
-from harness import Failures, Server
-from test_streams import Prefork, Stream, children, reap_seen, wait_for
+from harness import Failures, Prefork, Server, wait_for
+from test_streams import Stream, children, reap_seen
 
 F = Failures()
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"

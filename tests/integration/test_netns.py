@@ -38,8 +38,8 @@ import sys
 import tempfile
 import time
 
-from harness import BIN, Failures
-from test_streams import contiguous, wait_for
+from harness import BIN, Failures, wait_for
+from test_streams import contiguous
 
 F = Failures()
 TAG = f"{os.getpid() % 100000}"

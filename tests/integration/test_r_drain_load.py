@@ -44,8 +44,7 @@ import socket
 import threading
 import time
 
-import harness
-from harness import BIN, Failures, Server
+from harness import Failures, Server, children, ours
 from rawhttp import Closed, Conn, request
 
 F = Failures()
@@ -61,23 +60,6 @@ MODES = [
 if os.environ.get("M0_TEST_DRAIN_MODES"):  # e.g. "workers2,threads2+bt2" to run a subset
     MODES = [m for m in MODES if m[0] in os.environ["M0_TEST_DRAIN_MODES"].split(",")]
 EXIT_BOUND = 6.0
-
-
-def children(pid):
-    out = harness.children(pid)
-    return out
-
-
-def ours(pid, app):
-    """pid is alive (not a zombie) and still runs the binary BIN/app: never
-    signal a pid that exited and was reused by someone else."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-        return os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(os.path.join(BIN, app))
-    except OSError:
-        return False
 
 
 def body_ok(path, body):

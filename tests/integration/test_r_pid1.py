@@ -25,18 +25,12 @@ import subprocess
 import sys
 import time
 
-import harness
-from harness import BIN, Failures, Server
+from harness import BIN, Failures, Server, children
 from rawhttp import Conn, request
 
 F = Failures()
 UNSHARE = shutil.which("unshare")
 NS = ["--pid", "--fork", "--mount-proc"]
-
-
-def children(pid):
-    out = harness.children(pid)
-    return out
 
 
 def nspid(pid):

@@ -25,8 +25,7 @@ import socket
 import signal
 import time
 
-import harness
-from harness import BIN, Failures, Server
+from harness import Failures, Server, children, ours
 from rawhttp import Conn
 
 F = Failures()
@@ -55,23 +54,6 @@ MODES = [
     ("workers2+bt2", ["--workers", "2", "--blocking-threads", "2"]),
 ]
 REPEAT = 2
-
-
-def children(pid):
-    out = harness.children(pid)
-    return out
-
-
-def ours(pid, app):
-    """pid is alive (not a zombie) and still runs the binary BIN/app: never
-    signal a pid that exited and was reused by someone else."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-        return os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(os.path.join(BIN, app))
-    except OSError:
-        return False
 
 
 t_all = time.monotonic()

@@ -32,7 +32,7 @@ import threading
 import time
 
 import harness
-from harness import BIN, Failures, Server
+from harness import Failures, Server, ours
 from rawhttp import Closed, Conn, request
 
 F = Failures()
@@ -43,18 +43,6 @@ def children(pid):
     out = harness.children(pid)
     SEEN.update(out)
     return out
-
-
-def ours(pid, app):
-    """pid is alive (not a zombie) and still runs the binary BIN/app: never
-    signal a pid that exited and was reused by someone else."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-        return os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(os.path.join(BIN, app))
-    except OSError:
-        return False
 
 
 def instance(conn):

@@ -25,7 +25,7 @@ import threading
 import time
 
 import harness
-from harness import Failures, Server
+from harness import Failures, Prefork, alive, reap, wait_for
 from rawhttp import Closed, Conn, request
 
 F = Failures()
@@ -36,45 +36,6 @@ def children(pid):
     out = harness.children(pid)
     SEEN_PIDS.update(out)
     return out
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-class Prefork(Server):
-    """A Server whose exit also takes down its workers if the test left the
-    supervisor running (a failed check): SIGSTOP the supervisor so it spawns
-    nothing more, note its children, SIGKILL it, then SIGKILL those pids."""
-
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            sup = self.proc.pid
-            try:
-                os.kill(sup, signal.SIGSTOP)
-            except OSError:
-                pass
-            kids = children(sup)
-            super().kill()
-            for p in kids:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
-
-
-def wait_for(cond, timeout, step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(step)
-    return cond()
 
 
 def get(port, path, timeout=3.0):
@@ -296,11 +257,5 @@ try:
     stop_cont()
     drain()
 finally:
-    for p in SEEN_PIDS:  # a failed run leaves no worker behind
-        if alive(p):
-            try:
-                os.kill(p, signal.SIGCONT)
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+    reap(SEEN_PIDS)  # a failed run leaves no worker behind
 F.done()

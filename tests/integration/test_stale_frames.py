@@ -36,86 +36,34 @@ Proves:
 - SIGTERM drains both streams and exits 0.
 """
 import http.client
-import json
 import os
 import shutil
 import signal
-import subprocess
 import time
 
-from harness import BIN, Failures
-from test_streams import Prefork, Stream, children, drain_check, is_stream_head, private_dir, reap_seen, wait_for
+from harness import Failures, Prefork, m0pub, wait_for
+from test_streams import children, drain_check, hold_each, map_workers, private_dir, reap_seen
 
 F = Failures()
 QUIET = {"M0_HOSTCHECK_PERIOD_MS": "100000"}
 
 
-def m0pub(*args, stdin=None):
-    e = dict(os.environ)
-    e.pop("M0_RUN_DIR", None)
-    p = subprocess.run([os.path.join(BIN, "m0pub")] + list(args), input=stdin, capture_output=True, env=e,
-                       timeout=10)
-    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
-
-
-def get(port, path, timeout=3.0):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        c.request("GET", path, headers={"Connection": "close"})
-        r = c.getresponse()
-        return r.status, r.read().decode(errors="replace")
-    finally:
-        c.close()
-
-
 def counter(port):
     """The shared event-id counter (`m0_events_published` on /metrics), None if unreadable."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=3.0)
     try:
-        st, text = get(port, "/metrics")
+        c.request("GET", "/metrics", headers={"Connection": "close"})
+        r = c.getresponse()
+        st, text = r.status, r.read().decode(errors="replace")
     except OSError:
         return None
+    finally:
+        c.close()
     for line in text.splitlines():
         k, _, v = line.partition(" ")
         if st == 200 and k == "m0_events_published" and v.strip().isdigit():
             return int(v)
     return None
-
-
-def worker_pids(port):
-    """x-worker -> pid, by GET /instance on fresh connections (bounded)."""
-    out = {}
-    for _ in range(100):
-        try:
-            j = json.loads(get(port, "/instance")[1])
-            out[str(j["worker"])] = j["pid"]
-        except (OSError, ValueError, KeyError):
-            pass
-        if len(out) == 2:
-            break
-    return out
-
-
-def hold_each(port, label):
-    """One stream held on each worker (accept sharing spreads them); extras
-    closed. {x-worker: Stream}, or None with a failed check."""
-    held, extra = {}, []
-    for _ in range(8):
-        st = Stream(port, "/events")
-        if st.worker in held or not is_stream_head(st):
-            extra.append(st)
-        else:
-            held[st.worker] = st
-        if set(held) == {"0", "1"}:
-            break
-    for st in extra:
-        st.close()
-    ok = set(held) == {"0", "1"}
-    F.check(ok, f"{label}: a stream held on each worker (x-worker {sorted(held)}, extras "
-                f"{[st.worker for st in extra]})")
-    if not ok:
-        for st in held.values():
-            st.close()
-    return held if ok else None
 
 
 def numbered(st):
@@ -155,10 +103,8 @@ def stale_after_respawn():
                 return
             low, c = warm[0], warm[-1]
             F.check(counter(s.port) == c, f"{label}: the counter reads {c} after them ({counter(s.port)})")
-            pid_of = worker_pids(s.port)
-            F.check(set(pid_of) == {"0", "1"} and set(pid_of.values()) == kids,
-                    f"{label}: x-worker mapped to the worker pids ({pid_of}, children {kids})")
-            if set(pid_of) != {"0", "1"}:
+            pid_of = map_workers(F, s.port, kids, label)
+            if not pid_of:
                 return
             victim = pid_of["0"]
             os.kill(victim, signal.SIGKILL)
@@ -169,7 +115,7 @@ def stale_after_respawn():
 
             F.check(wait_for(replaced, 5), f"{label}: worker 0 (pid {victim}) is respawned within 5 s "
                                            f"(children {children(sup)}):\n{s.stderr()}")
-            held = hold_each(s.port, label)
+            held = hold_each(F, s.port, label)
             if not held:
                 return
             new, old = held["0"], held["1"]

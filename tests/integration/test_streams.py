@@ -24,9 +24,12 @@ Proves:
   receives a final `event: m0.closing` frame with a `retry:` line, nothing
   after it, then EOF; the process exits 0; all within 5 s.
 
-The SSE client here (`Stream`, `children`, `Prefork`, `wait_for`) is imported
-by the other stream tests; this file runs its own checks only as a script.
+The SSE client here (`Stream`, `drain_check`, and `children` / `reap_seen`,
+which remember every worker pid seen and kill the ones left) is imported by
+the other stream tests; this file runs its own checks only as a script.
+`Prefork` and `wait_for` are the harness's.
 """
+import http.client
 import json
 import os
 import signal
@@ -36,19 +39,9 @@ import threading
 import time
 
 import harness
-from harness import Failures, Server
+from harness import Failures, Prefork, Server, reap, wait_for
 
 SEEN_PIDS = set()  # every worker pid observed: killed by pid at the end if still running
-
-
-def wait_for(cond, timeout, step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(step)
-    return cond()
 
 
 def children(pid):
@@ -57,44 +50,9 @@ def children(pid):
     return out
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def reap_seen():
     """Kills (by pid) any worker this test saw that is still alive."""
-    for p in SEEN_PIDS:
-        if alive(p):
-            try:
-                os.kill(p, signal.SIGCONT)
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-
-
-class Prefork(Server):
-    """A Server whose exit also takes down its workers if the test left the
-    supervisor running: SIGSTOP the supervisor so it spawns nothing more,
-    note its children, SIGKILL it, then SIGKILL those pids."""
-
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            sup = self.proc.pid
-            try:
-                os.kill(sup, signal.SIGSTOP)
-            except OSError:
-                pass
-            kids = children(sup)
-            super().kill()
-            for p in kids:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
+    reap(SEEN_PIDS)
 
 
 def private_dir():
@@ -263,6 +221,60 @@ def open_spanning(port, n, path="/events"):
     for _ in range(n):
         out.append(Stream(port, path))
     return out
+
+
+def instance(port, timeout=3.0):
+    """GET /instance on a fresh connection: its JSON (worker, thread, pid, hits)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", "/instance", headers={"Connection": "close"})
+        r = c.getresponse()
+        return json.loads(r.read())
+    finally:
+        c.close()
+
+
+def hold_each(F, port, label, want=("0", "1")):
+    """Opens streams one after another until one is held on each worker in
+    `want` (accept sharing spreads them); closes the extras. {x-worker: Stream},
+    or None with a failed check on F."""
+    held, extra = {}, []
+    for _ in range(8):
+        st = Stream(port, "/events")
+        if st.worker in held or st.worker not in want or not is_stream_head(st):
+            extra.append(st)
+        else:
+            held[st.worker] = st
+        if set(held) == set(want):
+            break
+    F.check(set(held) == set(want), f"{label}: a stream held on worker(s) {list(want)} (x-worker {sorted(held)}, "
+                                    f"extras {[st.worker for st in extra]})")
+    for st in extra:
+        st.close()
+    return held if set(held) == set(want) else None
+
+
+def map_workers(F, port, kids, label):
+    """x-worker -> pid under --workers 2 (`kids`: the supervisor's two
+    children), by GET /instance on fresh connections (bounded); with one
+    worker seen, the other is the other child. None with a failed check on F."""
+    pid_of = {}
+    for _ in range(100):
+        try:
+            j = instance(port)
+            pid_of[str(j["worker"])] = j["pid"]
+        except Exception:
+            pass
+        if len(pid_of) == 2:
+            break
+    if len(pid_of) == 1:
+        (w, p), = pid_of.items()
+        rest = kids - {p}
+        if len(rest) == 1:
+            pid_of[{"0": "1", "1": "0"}[w]] = rest.pop()
+    ok = set(pid_of) == {"0", "1"} and set(pid_of.values()) == kids
+    F.check(ok, f"{label}: x-worker mapped to the worker pids ({pid_of}, children {kids})")
+    return pid_of if ok else None
 
 
 def drain_check(F, s, streams, label):

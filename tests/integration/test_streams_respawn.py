@@ -23,68 +23,14 @@ Proves, under `--workers 2` (the producer lives in the supervisor):
   already received (no backlog of frames published while the worker was
   down is delivered, late, to a stream opened afterwards); ids contiguous.
 """
-import http.client
-import json
 import os
 import signal
 import time
 
-from harness import Failures
-from test_streams import (Prefork, Stream, children, contiguous, drain_check, is_stream_head, reap_seen,
-                          wait_for)
+from harness import Failures, Prefork, wait_for
+from test_streams import Stream, children, contiguous, drain_check, hold_each, is_stream_head, map_workers, reap_seen
 
 F = Failures()
-
-
-def instance(port, timeout=3.0):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        c.request("GET", "/instance", headers={"Connection": "close"})
-        r = c.getresponse()
-        return json.loads(r.read())
-    finally:
-        c.close()
-
-
-def hold_each(port, label, want=("0", "1")):
-    """Opens streams one after another until one is held on each worker in
-    `want` (accept sharing spreads them); closes the extras. {x-worker: Stream}."""
-    held, extra = {}, []
-    for _ in range(8):
-        st = Stream(port, "/events")
-        if st.worker in held or st.worker not in want or not is_stream_head(st):
-            extra.append(st)
-        else:
-            held[st.worker] = st
-        if set(held) == set(want):
-            break
-    F.check(set(held) == set(want), f"{label}: a stream held on worker(s) {list(want)} (x-worker {sorted(held)}, "
-                                    f"extras {[st.worker for st in extra]})")
-    for st in extra:
-        st.close()
-    return held if set(held) == set(want) else None
-
-
-def map_workers(port, kids, label):
-    """x-worker -> pid, by GET /instance on fresh connections (bounded); with
-    one worker seen, the other is the other child."""
-    pid_of = {}
-    for _ in range(100):
-        try:
-            j = instance(port)
-            pid_of[str(j["worker"])] = j["pid"]
-        except Exception:
-            pass
-        if len(pid_of) == 2:
-            break
-    if len(pid_of) == 1:
-        (w, p), = pid_of.items()
-        rest = kids - {p}
-        if len(rest) == 1:
-            pid_of[{"0": "1", "1": "0"}[w]] = rest.pop()
-    ok = set(pid_of) == {"0", "1"} and set(pid_of.values()) == kids
-    F.check(ok, f"{label}: x-worker mapped to the worker pids ({pid_of}, children {kids})")
-    return pid_of if ok else None
 
 
 def open_on(s, worker, label, tries=8):
@@ -119,10 +65,10 @@ def respawn_continuity():
         F.check(kids, f"{label}: two workers under the supervisor ({children(sup)})")
         if not kids:
             return
-        held = hold_each(s.port, label)
+        held = hold_each(F, s.port, label)
         if not held:
             return
-        pid_of = map_workers(s.port, kids, label)
+        pid_of = map_workers(F, s.port, kids, label)
         if not pid_of:
             return
         a_w = "0"
@@ -187,8 +133,8 @@ def slow_respawn():
         F.check(kids, f"{label}: two workers under the supervisor ({children(sup)})")
         if not kids:
             return
-        held = hold_each(s.port, label, want=("1",))
-        pid_of = held and map_workers(s.port, kids, label)
+        held = hold_each(F, s.port, label, want=("1",))
+        pid_of = held and map_workers(F, s.port, kids, label)
         if not pid_of:
             return
         B = held["1"]

@@ -38,8 +38,8 @@ import socket
 import tempfile
 import time
 
-from harness import Failures, Server, run
-from test_streams import Prefork, Stream, contiguous, private_dir, reap_seen, wait_for
+from harness import Failures, Prefork, Server, run, wait_for
+from test_streams import Stream, contiguous, private_dir, reap_seen
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-topology-")

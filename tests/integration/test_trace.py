@@ -41,8 +41,7 @@ import tempfile
 import time
 
 import harness
-from harness import BIN, Failures, Server
-from test_streams import wait_for
+from harness import BIN, Failures, Server, wait_for
 
 F = Failures()
 TID = "0af7651916cd43dd8448eb211c80319c"

@@ -90,7 +90,8 @@ def snapshot(build_dir, names, tmpdir):
 def need(*tools):
     missing = [t for t in tools if not shutil.which(t)]
     if missing:
-        raise BenchError(f"missing: {' '.join(missing)} (apt-get install wrk util-linux; bench/run_loop --help)")
+        raise BenchError(f"missing: {' '.join(missing)} (bench/run installs what the benchmarks use: "
+                         f"wrk nginx-light h2o gnuplot-nox util-linux)")
 
 
 def raise_nofile(want):
@@ -155,11 +156,12 @@ def tree(pid):
     return out
 
 
-def tree_ticks(pid):
+def tree_ticks(pid, pids=None):
     """CPU ticks of a process tree: every live process's utime + stime + cutime
-    + cstime (threads, exited threads, and children already waited for)."""
+    + cstime (threads, exited threads, and children already waited for).
+    pids: count these processes instead of pid's tree."""
     total = 0
-    for p in tree(pid):
+    for p in (tree(pid) if pids is None else pids):
         try:
             total += proc_ticks_with_children(p)
         except (FileNotFoundError, ProcessLookupError):
@@ -186,12 +188,12 @@ def pss_kib(pid):
     return None
 
 
-def tree_mem(pid, pss=True):
-    """(sum of VmRSS KiB, sum of Pss KiB or None, {pid: rss}) over a process tree.
-    RSS counts pages shared by several processes (the binary, libc) once per
-    process; Pss divides them among their sharers."""
+def tree_mem(pid, pss=True, pids=None):
+    """(sum of VmRSS KiB, sum of Pss KiB or None, {pid: rss}) over a process tree
+    (or over pids). RSS counts pages shared by several processes (the binary,
+    libc) once per process; Pss divides them among their sharers."""
     rss, ps, per = 0, 0, {}
-    for p in tree(pid):
+    for p in (tree(pid) if pids is None else pids):
         try:
             r = vm_rss_kib(p)
             per[p] = r
@@ -419,6 +421,333 @@ class M0:
         self.tmp.cleanup()
 
 
+# ---------------------------------------------------------------- comparators
+
+NOW_PATH, NOW_TYPE, NOW_BODY = "/x/now", "application/json", b'{"route":"now"}'
+
+# Debian package of each tool the benchmarks use (bench/run installs them).
+PACKAGES = {"wrk": "wrk", "nginx": "nginx-light", "h2o": "h2o", "gnuplot": "gnuplot-nox", "taskset": "util-linux"}
+
+
+def find_tool(name):
+    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/sbin/{name}", f"/usr/bin/{name}")
+                                       if os.access(p, os.X_OK)), None)
+
+
+def install_missing(tools):
+    """apt-get install the Debian packages of the tools that are missing (as
+    root, or through sudo). Raises BenchError when one is still missing."""
+    missing = [t for t in tools if not find_tool(t)]
+    if not missing:
+        return []
+    pkgs = sorted({PACKAGES[t] for t in missing})
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    log(f"installing {' '.join(pkgs)} (apt-get)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (sudo + ["apt-get", "update", "-q"],
+                sudo + ["apt-get", "install", "-y", "-q", "--no-install-recommends"] + pkgs):
+        if subprocess.run(cmd, env=env, stdout=sys.stderr, timeout=900).returncode != 0:
+            raise BenchError(f"failed: {shlex.join(cmd)}")
+    still = [t for t in tools if not find_tool(t)]
+    if still:
+        raise BenchError(f"still missing after apt-get install: {' '.join(still)}")
+    return pkgs
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def response_head(port, path, timeout=5.0):
+    """The raw status line and headers of GET path (HTTP/1.1, keep-alive), and
+    the body: to record what each server actually sends."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+        head, _, body = buf.partition(b"\r\n\r\n")
+        n = 0
+        for line in head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"content-length":
+                n = int(v)
+        while len(body) < n:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            body += chunk
+    return head.decode(errors="replace"), body
+
+
+class External:
+    """A comparator server (nginx, h2o) answering GET /x/now with the same
+    15-byte JSON body as ramp, on a free port, optionally pinned. Same surface
+    as M0 for measure_wrk: pid, url(), measured_pids(), stop(), kill()."""
+
+    name = None
+    stop_signal = signal.SIGTERM
+
+    def __init__(self, cpu=None):
+        self.cpu = cpu
+        self.tmp = tempfile.TemporaryDirectory(prefix=f"m0bench-{self.name}-")
+        self.err_path = os.path.join(self.tmp.name, "stderr")
+        self._err = open(self.err_path, "w+b")
+        self.proc = self.pid = self.port = self.cmd = None
+        self.conf_text = None
+
+    def stderr(self):
+        self._err.flush()
+        with open(self.err_path, "rb") as f:
+            return f.read().decode(errors="replace") + self._extra_log()
+
+    def _extra_log(self):
+        return ""
+
+    def url(self, path=NOW_PATH):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def conf(self):
+        raise NotImplementedError
+
+    def argv(self, conf_path):
+        raise NotImplementedError
+
+    def ready(self):
+        return True
+
+    def spawn(self):
+        """Writes the configuration for a free port and starts the server;
+        returns at once (bench/run_lifecycle times what follows)."""
+        self.port = free_port()
+        self.conf_text = self.conf()
+        conf_path = os.path.join(self.tmp.name, f"{self.name}.conf")
+        with open(conf_path, "w") as f:
+            f.write(self.conf_text)
+        self.cmd = (["taskset", "-c", str(self.cpu)] if self.cpu is not None else []) + self.argv(conf_path)
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self._err, cwd=self.tmp.name)
+        self.pid = self.proc.pid  # taskset execs the server: same pid
+        return self
+
+    def start(self, timeout=15.0, attempts=3):
+        for attempt in range(attempts):
+            self.spawn()
+            deadline = time.monotonic() + timeout
+            up = False
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if self.ready():
+                    try:
+                        with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                            up = True
+                            break
+                    except OSError:
+                        pass
+                time.sleep(0.02)
+            if up:
+                break
+            if self.proc.poll() is None:
+                self.kill_tree()
+                raise BenchError(f"{self.name} did not listen within {timeout}s:\n{self.stderr()[-3000:]}")
+            err = self.stderr()
+            if "in use" not in err or attempt == attempts - 1:
+                raise BenchError(f"{self.name} exited {self.proc.returncode} while starting:\n{err[-3000:]}")
+        status, ctype, body = fetch(self.url(NOW_PATH))
+        if status != 200 or body != NOW_BODY or not (ctype or "").startswith(NOW_TYPE):
+            raise BenchError(f"{self.name}: GET {NOW_PATH} answered {status} {ctype!r} {body!r}")
+        if self.cpu is not None:
+            check_pinned(self.pid, self.cpu, self.name)
+        return self
+
+    def measured_pids(self):
+        return tree(self.pid)
+
+    def cpu_pids(self):
+        """The processes whose CPU is 'the server's' in bench/run_loop."""
+        return self.measured_pids()
+
+    def stop(self, timeout=15.0):
+        self.proc.send_signal(self.stop_signal)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{self.name} did not exit within {timeout}s of {signal.Signals(self.stop_signal).name}")
+        if rc != 0:
+            raise BenchError(f"{self.name} exited {rc} after {signal.Signals(self.stop_signal).name}:\n{self.stderr()[-3000:]}")
+        return {}
+
+    def stop_recorded(self, failures, label, timeout=15.0):
+        try:
+            return self.stop(timeout)
+        except BenchError as e:
+            failures.append(f"{label}: {e}")
+            log(f"FAIL: {label}: {str(e).splitlines()[0]}")
+            return {"stop_error": str(e).splitlines()[0]}
+
+    def drained(self):
+        return {}
+
+    def kill_tree(self):
+        if self.proc and self.proc.poll() is None:
+            for p in tree(self.proc.pid)[1:]:  # a SIGKILLed master leaves its workers running
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+    def kill(self):
+        self.kill_tree()
+        if not self._err.closed:
+            self._err.close()
+        self.tmp.cleanup()
+
+
+NGINX_CONF = """\
+# m0 bench: the nginx comparator — {workers} worker(s), keep-alive without a request cap.
+worker_processes {workers};
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{
+    worker_connections {worker_connections};
+}}
+http {{
+    access_log off;
+    keepalive_requests 1000000000;
+    keepalive_timeout {keepalive_timeout};
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location = /x/now {{
+            default_type application/json;
+            return 200 '{{"route":"now"}}';
+        }}
+    }}
+}}
+"""
+
+
+class Nginx(External):
+    """nginx -c CONF -g 'daemon off;': a master and `workers` workers; stopped
+    gracefully with SIGQUIT (exit 0 wanted)."""
+
+    name = "nginx"
+    stop_signal = signal.SIGQUIT
+
+    def __init__(self, workers=1, cpu=None, worker_connections=4096, keepalive_timeout="65s"):
+        self.workers, self.worker_connections, self.keepalive_timeout = workers, worker_connections, keepalive_timeout
+        super().__init__(cpu)
+
+    def conf(self):
+        return NGINX_CONF.format(tmp=self.tmp.name, port=self.port, workers=self.workers,
+                                 worker_connections=self.worker_connections, keepalive_timeout=self.keepalive_timeout)
+
+    def argv(self, conf_path):
+        return [find_tool("nginx"), "-p", self.tmp.name + "/", "-e", os.path.join(self.tmp.name, "error.log"),
+                "-c", conf_path, "-g", "daemon off;"]
+
+    def _extra_log(self):
+        try:
+            with open(os.path.join(self.tmp.name, "error.log")) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def worker_pids(self):
+        return [c for c in children(self.pid) if "worker process" in cmdline(c)]
+
+    def ready(self):
+        return len(self.worker_pids()) == self.workers
+
+    def start(self, timeout=15.0, attempts=3):
+        super().start(timeout, attempts)
+        w = self.worker_pids()
+        if len(w) != self.workers:
+            raise BenchError(f"nginx: want {self.workers} worker(s), found {[(c, cmdline(c)) for c in children(self.pid)]}")
+        return self
+
+    def cpu_pids(self):
+        return self.worker_pids()
+
+
+H2O_CONF = """\
+# m0 bench: the h2o comparator — {threads} thread(s); /x/now is a 15-byte
+# static file served as application/json, without the ETag, Last-Modified and
+# Accept-Ranges headers, so its response head is the size of m0's and nginx's.
+num-threads: {threads}
+{user}listen:
+  host: 127.0.0.1
+  port: {port}
+max-connections: {max_connections}
+{extra}file.etag: OFF
+file.mime.addtypes:
+  application/json: .json
+hosts:
+  default:
+    header.unset: accept-ranges
+    paths:
+      /x/now:
+        file.file: {tmp}/now.json
+        header.unset: last-modified
+"""
+
+
+def nginx_conf_doc(workers=1, worker_connections=4096, keepalive_timeout="65s"):
+    """The nginx configuration as the JSON records it (TMP, PORT for the real ones)."""
+    return NGINX_CONF.format(tmp="TMP", port="PORT", workers=workers, worker_connections=worker_connections,
+                             keepalive_timeout=keepalive_timeout)
+
+
+def h2o_conf_doc(threads=1, max_connections=4096, extra=""):
+    return H2O_CONF.format(tmp="TMP", port="PORT", threads=threads, max_connections=max_connections, extra=extra,
+                           user="user: root\n" if os.geteuid() == 0 else "")
+
+
+class H2o(External):
+    """h2o -c CONF with num-threads N; stopped with SIGTERM (exit 0 wanted).
+    h2o 2.2 also starts an idle perl child (its crash handler,
+    annotate-backtrace-symbols) that reads a pipe: it is not counted as
+    the server (measured_pids), but is reported apart."""
+
+    name = "h2o"
+
+    def __init__(self, threads=1, cpu=None, max_connections=4096, extra=""):
+        self.threads, self.max_connections, self.extra = threads, max_connections, extra
+        super().__init__(cpu)
+        with open(os.path.join(self.tmp.name, "now.json"), "wb") as f:
+            f.write(NOW_BODY)
+
+    def conf(self):
+        # As root, h2o drops to 'nobody' unless told otherwise; the files are in
+        # a 0700 directory of ours.
+        user = "user: root\n" if os.geteuid() == 0 else ""
+        return H2O_CONF.format(tmp=self.tmp.name, port=self.port, threads=self.threads, user=user,
+                               max_connections=self.max_connections, extra=self.extra)
+
+    def argv(self, conf_path):
+        return [find_tool("h2o"), "-c", conf_path]
+
+    def ready(self):
+        return "ready to serve requests" in self.stderr()
+
+    def measured_pids(self):
+        return [self.pid]
+
+    def helper_pids(self):
+        return [p for p in tree(self.pid) if p != self.pid]
+
+
 # ---------------------------------------------------------------- wrk
 
 def wrk_cmd(conns, seconds, url, cpu=None, threads=1, timeout_s=None):
@@ -473,8 +802,11 @@ def measure_wrk(server, url, conns, duration, warmup, wrk_cpu=None, wrk_threads=
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     me0 = resource.getrusage(resource.RUSAGE_SELF)
     pid = server.pid
-    u0 = sum(proc_user_sys(p)[0] for p in tree(pid))
-    t0 = tree_ticks(pid)
+    # The processes that are the server: its tree, unless the server says
+    # otherwise (h2o: not its idle crash-handler child).
+    pids_of = getattr(server, "measured_pids", None) or (lambda: tree(pid))
+    u0 = sum(proc_user_sys(p)[0] for p in pids_of())
+    t0 = tree_ticks(pid, pids_of())
     x0 = sum(proc_ticks(p) for p in extra_pids)
     th0 = thread_ticks(threads_of) if threads_of else None
     cs0 = ctx_switches(threads_of) if threads_of else None
@@ -486,7 +818,7 @@ def measure_wrk(server, url, conns, duration, warmup, wrk_cpu=None, wrk_threads=
     if sample_mem:
         time.sleep(min(1.0, duration / 2))
         while p.poll() is None:
-            rss, pss, per = tree_mem(pid)
+            rss, pss, per = tree_mem(pid, pids=pids_of())
             rss_max, procs_max = max(rss_max, rss), max(procs_max, len(per))
             if pss is not None:
                 pss_max = max(pss_max, pss)
@@ -501,8 +833,8 @@ def measure_wrk(server, url, conns, duration, warmup, wrk_cpu=None, wrk_threads=
         raise BenchError(f"wrk did not finish: {shlex.join(cmd)}")
     wall = time.monotonic() - w0
     b1 = cpu_busy_ticks()
-    t1 = tree_ticks(pid)
-    u1 = sum(proc_user_sys(p_)[0] for p_ in tree(pid))
+    t1 = tree_ticks(pid, pids_of())
+    u1 = sum(proc_user_sys(p_)[0] for p_ in pids_of())
     x1 = sum(proc_ticks(p_) for p_ in extra_pids)
     th1 = thread_ticks(threads_of) if threads_of else None
     cs1 = ctx_switches(threads_of) if threads_of else None
@@ -550,6 +882,12 @@ def versions(binaries):
     p = sh(["wrk", "-v"]) if shutil.which("wrk") else None
     if p:
         v["wrk"] = (p.stdout + p.stderr).splitlines()[0].strip() if (p.stdout + p.stderr) else None
+    for tool, flag in (("nginx", "-v"), ("h2o", "--version")):
+        path = find_tool(tool)
+        if path:
+            p = sh([path, flag])
+            out = (p.stdout + p.stderr).strip()
+            v[tool] = out.splitlines()[0] if out else None
     some = next(iter(binaries.values()), None)
     if some:
         p = sh([some, "--version"])
@@ -600,6 +938,35 @@ def pct(xs, q):
         return None
     k = max(0, min(len(xs) - 1, int(round(q / 100.0 * len(xs) + 0.5)) - 1))
     return xs[k]
+
+
+def target(name, value, op, bound, unit="", where=None):
+    """One target judged: op is '>=', '<=', '<' or 'in' (bound = (lo, hi)).
+    'by' is the margin when met and the shortfall when missed, both >= 0,
+    in the unit of the value; 'text' says it in words."""
+    t = {"target": name, "where": where, "value": value, "op": op, "bound": bound, "unit": unit}
+    if value is None:
+        t.update(met=None, by=None, text="not measured")
+        return t
+    if op == ">=":
+        met, by = value >= bound, value - bound
+    elif op == "<=":
+        met, by = value <= bound, bound - value
+    elif op == "<":
+        met, by = value < bound, bound - value
+    elif op == "in":
+        lo, hi = bound
+        met, by = lo <= value <= hi, min(value - lo, hi - value)
+    else:
+        raise ValueError(op)
+    t.update(met=met, by=abs(by))
+    g = ".3g" if unit in ("x", "") else ".3g"
+    want = f"{bound[0]:g}-{bound[1]:g}{unit}" if op == "in" else f"{op} {bound:g}{unit}"
+    side = ""
+    if op == "in" and not met:
+        side = " (high)" if value > bound[1] else " (low)"
+    t["text"] = f"{'met' if met else 'MISSED'} by {abs(by):{g}}{unit}{side}: {value:.4g}{unit} against {want}"
+    return t
 
 
 def fmt(x, spec):

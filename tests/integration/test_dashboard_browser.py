@@ -209,7 +209,11 @@ class Driver:
         return self.call(method, f"/session/{self.sid}{path}", body, timeout)
 
     def start(self):
-        args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        # --remote-debugging-pipe: chromedriver talks to the browser over a
+        # pipe, not a DevTools socket on "localhost" (a minbase Debian chroot
+        # has no /etc/hosts, and the session then fails with "unable to
+        # connect to renderer").
+        args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe",
                 f"--window-size={WIDTH},{HEIGHT}", f"--user-data-dir={self.profile}", "--no-first-run",
                 "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync"]

@@ -316,19 +316,7 @@ def browser():
             return
     t0 = time.monotonic()
     with Server("dashboard", "--threads", "2", "--port", "0") as s, Driver(out) as d:
-        # A browser's first start on a fresh machine builds its caches (fonts)
-        # and can miss chromedriver's wait for the renderer ("session not
-        # created ... unable to connect to renderer", seen in a fresh Debian
-        # chroot under load): two more tries, each bounded by the call.
-        for attempt in range(3):
-            try:
-                caps = d.start()
-                break
-            except WebDriverError as e:
-                if attempt == 2 or "session not created" not in str(e):
-                    raise
-                print(f"test: {e}; starting the browser again", flush=True)
-                time.sleep(2)
+        caps = d.start()
         print(f"test: {caps.get('browserName')} {caps.get('browserVersion')} session in "
               f"{time.monotonic() - t0:.1f}s", flush=True)
         d.session("POST", "/goog/cdp/execute", {"cmd": "Page.addScriptToEvaluateOnNewDocument",

@@ -58,11 +58,17 @@ def utc_now():
 
 # ---------------------------------------------------------------- build, binaries
 
-def build(build_dir):
+def build_commands(build_dir, *flags):
+    """The cmake commands of a Release build into build_dir (warnings as
+    errors), with extra -D flags."""
+    return [["cmake", "-S", ".", "-B", build_dir, "-DM0_WERROR=ON", "-DCMAKE_BUILD_TYPE=Release", *flags],
+            ["cmake", "--build", build_dir, "-j2"]]
+
+
+def build(build_dir, *flags):
     """cmake into build_dir (Release, warnings as errors): the bench's own
     directory, so other people's builds of build/ do not move under it."""
-    for cmd in (["cmake", "-S", ".", "-B", build_dir, "-DM0_WERROR=ON", "-DCMAKE_BUILD_TYPE=Release"],
-                ["cmake", "--build", build_dir, "-j2"]):
+    for cmd in build_commands(build_dir, *flags):
         log(shlex.join(cmd))
         p = sh(cmd, cwd=ROOT)
         if p.returncode != 0:
@@ -321,7 +327,35 @@ def m0_env(extra=None):
     return env
 
 
-class M0:
+def stop_process(proc, name, sig, timeout, stderr):
+    """Sends sig and wants exit 0 within timeout; stderr() is quoted otherwise."""
+    proc.send_signal(sig)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{name} did not exit within {timeout}s of {signal.Signals(sig).name}")
+    if rc != 0:
+        raise BenchError(f"{name} exited {rc} after {signal.Signals(sig).name}:\n{stderr()[-3000:]}")
+
+
+class Stoppable:
+    """stop_recorded() for a server class with stop() and drained()."""
+
+    def stop_recorded(self, failures, label, timeout=15.0):
+        """stop(), but a server that does not exit 0 is recorded in failures
+        (with its stderr) and the session goes on: the run's figures stand."""
+        try:
+            return self.stop(timeout)
+        except BenchError as e:
+            first = str(e).splitlines()[0]
+            failures.append(f"{label}: {e}")
+            log(f"FAIL: {label}: {first}")
+            d = self.drained()
+            d["stop_error"] = first
+            return d
+
+
+class M0(Stoppable):
     """One m0 host: BINARY --port 0 --max-keepalive-requests 0 ARGS, optionally
     pinned with taskset. Its stderr goes to a file read for the listening,
     serving and drained lines."""
@@ -378,27 +412,8 @@ class M0:
 
     def stop(self, timeout=15.0):
         """SIGTERM; wants exit 0. Returns the drained lines' sums."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"{os.path.basename(self.binary)} did not exit within {timeout}s of SIGTERM")
-        if rc != 0:
-            raise BenchError(f"{os.path.basename(self.binary)} exited {rc} after SIGTERM:\n{self.stderr()[-3000:]}")
+        stop_process(self.proc, os.path.basename(self.binary), signal.SIGTERM, timeout, self.stderr)
         return self.drained()
-
-    def stop_recorded(self, failures, label, timeout=15.0):
-        """stop(), but a server that does not exit 0 is recorded in failures
-        (with its stderr) and the session goes on: the run's figures stand."""
-        try:
-            return self.stop(timeout)
-        except BenchError as e:
-            first = str(e).splitlines()[0]
-            failures.append(f"{label}: {e}")
-            log(f"FAIL: {label}: {first}")
-            d = self.drained()
-            d["stop_error"] = first
-            return d
 
     def drained(self):
         loops = [dict(zip(("loop", "requests", "connections", "refused", "timed_out", "handed_off", "taken_over"),
@@ -487,7 +502,7 @@ def response_head(port, path, timeout=5.0):
     return head.decode(errors="replace"), body
 
 
-class External:
+class External(Stoppable):
     """A comparator server (nginx, h2o) answering GET /x/now with the same
     15-byte JSON body as ramp, on a free port, optionally pinned. Same surface
     as M0 for measure_wrk: pid, url(), measured_pids(), stop(), kill()."""
@@ -573,22 +588,8 @@ class External:
         return self.measured_pids()
 
     def stop(self, timeout=15.0):
-        self.proc.send_signal(self.stop_signal)
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"{self.name} did not exit within {timeout}s of {signal.Signals(self.stop_signal).name}")
-        if rc != 0:
-            raise BenchError(f"{self.name} exited {rc} after {signal.Signals(self.stop_signal).name}:\n{self.stderr()[-3000:]}")
+        stop_process(self.proc, self.name, self.stop_signal, timeout, self.stderr)
         return {}
-
-    def stop_recorded(self, failures, label, timeout=15.0):
-        try:
-            return self.stop(timeout)
-        except BenchError as e:
-            failures.append(f"{label}: {e}")
-            log(f"FAIL: {label}: {str(e).splitlines()[0]}")
-            return {"stop_error": str(e).splitlines()[0]}
 
     def drained(self):
         return {}

@@ -146,6 +146,22 @@ def wait_for(cond, timeout, step=0.01):
     return cond()
 
 
+def socket_inodes(pid):
+    """The inode numbers of pid's sockets (empty when it is gone)."""
+    out = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                t = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if t.startswith("socket:["):
+                out.add(t[8:-1])
+    except OSError:
+        pass
+    return out
+
+
 def alive(pid):
     """True if pid runs: it exists and is not a zombie."""
     try:

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from harness import BIN, Failures, wait_for
+from harness import BIN, Failures, socket_inodes, wait_for
 from test_streams import contiguous
 
 F = Failures()
@@ -167,18 +167,6 @@ def teardown():
     sh("ip", "link", "del", VETH_A)  # only if it never left the root namespace
     left = sh("ip", "netns", "list")[1]
     F.check(NS_A not in left and NS_B not in left, f"teardown: both namespaces deleted ({left!r})")
-
-
-def socket_inodes(pid):
-    out = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            t = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if t.startswith("socket:["):
-            out.add(t[8:-1])
-    return out
 
 
 def hexaddr(a):

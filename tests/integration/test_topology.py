@@ -38,7 +38,7 @@ import socket
 import tempfile
 import time
 
-from harness import Failures, Prefork, Server, run, wait_for
+from harness import Failures, Prefork, Server, run, socket_inodes, wait_for
 from test_streams import Stream, contiguous, private_dir, reap_seen
 
 F = Failures()
@@ -255,21 +255,6 @@ def free_ports(n):
     for s in socks:
         s.close()
     return ports
-
-
-def socket_inodes(pid):
-    out = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                t = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if t.startswith("socket:["):
-                out.add(t[8:-1])
-    except OSError:
-        pass
-    return out
 
 
 def tcp_sockets(pid):

@@ -339,7 +339,20 @@ def stop_process(proc, name, sig, timeout, stderr):
 
 
 class Stoppable:
-    """stop_recorded() for a server class with stop() and drained()."""
+    """stop_recorded() and kill_tree() for a server class with proc, stop()
+    and drained()."""
+
+    def kill_tree(self):
+        """SIGKILL to the children first (a SIGKILLed master leaves its
+        workers running), then to the process itself."""
+        if self.proc and self.proc.poll() is None:
+            for p in tree(self.proc.pid)[1:]:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.proc.kill()
+            self.proc.wait(timeout=5)
 
     def stop_recorded(self, failures, label, timeout=15.0):
         """stop(), but a server that does not exit 0 is recorded in failures
@@ -423,14 +436,7 @@ class M0(Stoppable):
         return {"loops": loops, **sums}
 
     def kill(self):
-        if self.proc and self.proc.poll() is None:
-            for p in tree(self.proc.pid)[1:]:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+        self.kill_tree()
         if not self._err.closed:
             self._err.close()
         self.tmp.cleanup()
@@ -593,16 +599,6 @@ class External(Stoppable):
 
     def drained(self):
         return {}
-
-    def kill_tree(self):
-        if self.proc and self.proc.poll() is None:
-            for p in tree(self.proc.pid)[1:]:  # a SIGKILLed master leaves its workers running
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self.proc.kill()
-            self.proc.wait(timeout=5)
 
     def kill(self):
         self.kill_tree()

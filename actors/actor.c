@@ -66,11 +66,11 @@ void m0__peer_close(m0__peer *p) {
 /* The trace hook, one branch when tracing is off. -DM0_TRACE_HOOK=OFF builds
  * it out, so bench/run_trace can show the branch costs nothing measurable. */
 #ifdef M0_NO_TRACE_HOOK
-#define TRACE_HOOK(self, dir, e, len) ((void)0)
+#define TRACE_HOOK(self, recv, e, len) ((void)0)
 #else
-#define TRACE_HOOK(self, dir, e, len)                                                                            \
+#define TRACE_HOOK(self, recv, e, len)                                                                           \
   do {                                                                                                           \
-    if ((self)->trace) m0__trace_record((self)->trace, dir, e, len);                                             \
+    if ((self)->trace) m0__trace_record((self)->trace, recv, e, len);                                            \
   } while (0)
 #endif
 
@@ -84,7 +84,7 @@ int m0__send(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_
   uint8_t *body = nng_msg_body(m);
   m0__env_write(body, &e, (uint32_t)len);
   if (len) memcpy(body + M0__ENV_HEADER, payload, len);
-  TRACE_HOOK(self, "send", &e, len);
+  TRACE_HOOK(self, false, &e, len);
   int rv = nng_sendmsg(to->sock, m, 0);
   if (rv != 0) {
     nng_msg_free(m);
@@ -104,7 +104,7 @@ int m0__recv(m0__actor *self, m0__msg *out, bool nonblock) {
     return M0__EBADMSG;
   }
   out->nmsg = m;
-  TRACE_HOOK(self, "recv", &out->env, out->len);
+  TRACE_HOOK(self, true, &out->env, out->len);
   return 0;
 }
 

@@ -9,7 +9,7 @@ static void env_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8
 static void env_put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
-static void env_put64(uint8_t *p, uint64_t v) {
+void m0__le_put64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint16_t env_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -18,7 +18,7 @@ static uint32_t env_get32(const uint8_t *p) {
   for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
   return v;
 }
-static uint64_t env_get64(const uint8_t *p) {
+uint64_t m0__le_get64(const uint8_t *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
   return v;
@@ -30,24 +30,32 @@ void m0__env_write(uint8_t hdr[M0__ENV_HEADER], const m0__env *e, uint32_t len) 
   env_put16(hdr + 6, 0);
   env_put32(hdr + 8, e->from);
   env_put32(hdr + 12, e->to);
-  env_put64(hdr + 16, e->seq);
-  env_put64(hdr + 24, e->trace_hi);
-  env_put64(hdr + 32, e->trace_lo);
+  m0__le_put64(hdr + 16, e->seq);
+  m0__le_put64(hdr + 24, e->trace_hi);
+  m0__le_put64(hdr + 32, e->trace_lo);
   env_put32(hdr + 40, len);
 }
 
-int m0__env_read(const uint8_t *buf, size_t n, m0__env *e, const uint8_t **payload, size_t *len) {
-  if (n < M0__ENV_HEADER || env_get32(buf) != M0__ENV_MAGIC) return M0__EBADMSG;
-  uint16_t kind = env_get16(buf + 4);
-  uint32_t plen = env_get32(buf + 40);
-  if (kind == 0 || kind >= M0__KIND_COUNT_ || env_get16(buf + 6) != 0) return M0__EBADMSG;
-  if (plen > M0__ENV_MAX_PAYLOAD || (size_t)plen != n - M0__ENV_HEADER) return M0__EBADMSG;
+int m0__env_read_header(const uint8_t hdr[M0__ENV_HEADER], m0__env *e, uint32_t *len) {
+  if (env_get32(hdr) != M0__ENV_MAGIC) return M0__EBADMSG;
+  uint16_t kind = env_get16(hdr + 4);
+  uint32_t plen = env_get32(hdr + 40);
+  if (kind == 0 || kind >= M0__KIND_COUNT_ || env_get16(hdr + 6) != 0 || plen > M0__ENV_MAX_PAYLOAD)
+    return M0__EBADMSG;
   e->kind = kind;
-  e->from = env_get32(buf + 8);
-  e->to = env_get32(buf + 12);
-  e->seq = env_get64(buf + 16);
-  e->trace_hi = env_get64(buf + 24);
-  e->trace_lo = env_get64(buf + 32);
+  e->from = env_get32(hdr + 8);
+  e->to = env_get32(hdr + 12);
+  e->seq = m0__le_get64(hdr + 16);
+  e->trace_hi = m0__le_get64(hdr + 24);
+  e->trace_lo = m0__le_get64(hdr + 32);
+  *len = plen;
+  return 0;
+}
+
+int m0__env_read(const uint8_t *buf, size_t n, m0__env *e, const uint8_t **payload, size_t *len) {
+  uint32_t plen;
+  if (n < M0__ENV_HEADER || m0__env_read_header(buf, e, &plen) != 0) return M0__EBADMSG;
+  if ((size_t)plen != n - M0__ENV_HEADER) return M0__EBADMSG;
   *payload = buf + M0__ENV_HEADER;
   *len = plen;
   return 0;

@@ -32,6 +32,13 @@ void m0__env_write(uint8_t hdr[M0__ENV_HEADER], const m0__env *e, uint32_t len);
 /* Reads and validates a whole message of n bytes. Returns 0 and sets the
  * payload span, or M0__EBADMSG (bad magic, unknown kind, length mismatch). */
 int m0__env_read(const uint8_t *buf, size_t n, m0__env *e, const uint8_t **payload, size_t *len);
+/* The header alone (a trace record carries one): 0 and the payload length it
+ * states, or M0__EBADMSG (bad magic, unknown kind, length over the limit). */
+int m0__env_read_header(const uint8_t hdr[M0__ENV_HEADER], m0__env *e, uint32_t *len);
+
+/* Little-endian fields, shared by the envelope and the trace records. */
+void m0__le_put64(uint8_t *p, uint64_t v);
+uint64_t m0__le_get64(const uint8_t *p);
 
 /* Actor ids: the role in the top byte, an index below. */
 enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__ROLE_PRODUCER = 4,

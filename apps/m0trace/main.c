@@ -4,7 +4,8 @@
  *   m0trace [--actor NAME] [--kind KIND] [--chrome FILE] [--seconds N] URL
  *
  * Listens at URL (an nng address: the host runs with --trace URL and dials
- * it). Each record is one JSON line (time, dir, from, to, kind, seq, bytes,
+ * it, sending binary records, actors/trace.h). Each record is printed as one
+ * JSON line (time, dir, from, to, kind, seq, bytes,
  * trace id); --actor keeps records from or to that actor (e.g. loop.1),
  * --kind those of one kind (e.g. job). With --chrome FILE it also writes
  * Chrome trace-event JSON when it stops (SIGINT, SIGTERM or --seconds): one
@@ -20,6 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "actors/envelope.h"
+#include "actors/kinds.h"
+#include "actors/trace.h"
 
 static volatile sig_atomic_t trace_stop;
 static void on_stop(int sig) { trace_stop = 1; }
@@ -39,41 +44,35 @@ static int track_of(json_t *tracks, const char *name) {
   return id;
 }
 
-/* One record: printed (and added to the Chrome events when events is set)
- * when it passes the filters. Returns 1 when it was kept. */
-static int trace_line(const char *line, size_t n, const char *actor, const char *kind, json_t *events,
-                      json_t *tracks) {
-  if (n == 0) return 0;
-  json_error_t e;
-  json_t *r = json_loadb(line, n, 0, &e);
-  const char *from = json_string_value(json_object_get(r, "from"));
-  const char *to = json_string_value(json_object_get(r, "to"));
-  const char *k = json_string_value(json_object_get(r, "kind"));
-  const char *dir = json_string_value(json_object_get(r, "dir"));
-  bool keep = r && from && to && k && dir && (!actor || !strcmp(actor, from) || !strcmp(actor, to)) &&
-              (!kind || !strcmp(kind, k));
-  if (keep) {
-    fwrite(line, 1, n, stdout);
-    fputc('\n', stdout);
-    fflush(stdout);
-    if (events) {
-      bool send = !strcmp(dir, "send");
-      const char *who = send ? from : to;
-      double ts = json_real_value(json_object_get(r, "t")) * 1e6; /* microseconds */
-      if (ts == 0) ts = (double)json_integer_value(json_object_get(r, "t")) * 1e6;
-      int tid = track_of(tracks, who);
-      char name[96], fid[160];
-      snprintf(name, sizeof name, "%s %s %s", send ? "send" : "recv", k, send ? to : from);
-      snprintf(fid, sizeof fid, "%s>%s#%lld", from, to, (long long)json_integer_value(json_object_get(r, "seq")));
-      json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:i, s:i, s:s, s:O}", "name", name, "cat", k,
-                                              "ph", "i", "ts", ts, "pid", 1, "tid", tid, "s", "t", "args", r));
-      json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:s}", "name", k, "cat", "flow",
-                                              "ph", send ? "s" : "f", "id", fid, "ts", ts, "pid", 1, "tid", tid, "bp",
-                                              "e"));
-    }
+/* One record: printed as a JSON line (and added to the Chrome events when
+ * events is set) when it passes the filters. Returns 1 when it was kept. */
+static int trace_one(const m0__trace_rec *r, const char *actor, const char *kind, json_t *events, json_t *tracks) {
+  char from[32], to[32], line[512];
+  m0__actor_name(r->e.from, from, sizeof from);
+  m0__actor_name(r->e.to, to, sizeof to);
+  const char *k = m0__kind_name(r->e.kind);
+  if ((actor && strcmp(actor, from) && strcmp(actor, to)) || (kind && strcmp(kind, k))) return 0;
+  fwrite(line, 1, m0__trace_format(r, line, sizeof line), stdout);
+  fflush(stdout);
+  if (events) {
+    const char *who = r->recv ? to : from;
+    double ts = (double)r->t_ns / 1e3; /* microseconds */
+    int tid = track_of(tracks, who);
+    char name[96], fid[160], trace[33];
+    snprintf(name, sizeof name, "%s %s %s", r->recv ? "recv" : "send", k, r->recv ? from : to);
+    snprintf(fid, sizeof fid, "%s>%s#%llu", from, to, (unsigned long long)r->e.seq);
+    snprintf(trace, sizeof trace, "%016llx%016llx", (unsigned long long)r->e.trace_hi,
+             (unsigned long long)r->e.trace_lo);
+    json_t *args = json_pack("{s:f, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "t", (double)r->t_ns / 1e9, "dir",
+                             r->recv ? "recv" : "send", "from", from, "to", to, "kind", k, "seq",
+                             (json_int_t)r->e.seq, "bytes", (json_int_t)r->bytes, "trace", trace);
+    json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:i, s:i, s:s, s:o}", "name", name, "cat", k,
+                                            "ph", "i", "ts", ts, "pid", 1, "tid", tid, "s", "t", "args", args));
+    json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:s}", "name", k, "cat", "flow",
+                                            "ph", r->recv ? "f" : "s", "id", fid, "ts", ts, "pid", 1, "tid", tid,
+                                            "bp", "e"));
   }
-  json_decref(r);
-  return keep ? 1 : 0;
+  return 1;
 }
 
 static int write_chrome(const char *path, json_t *events, json_t *tracks) {
@@ -118,7 +117,7 @@ int main(int argc, char **argv) {
   json_t *events = json_array(), *tracks = json_object();
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  long seen = 0;
+  long seen = 0, bad = 0;
   while (!trace_stop) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (seconds > 0 && (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9 >= seconds)
@@ -126,16 +125,18 @@ int main(int argc, char **argv) {
     char *buf;
     size_t n;
     if (nng_recv(s, &buf, &n, NNG_FLAG_ALLOC) != 0) continue;
-    /* A message carries one or more lines, each ending in a newline. */
-    for (char *line = buf, *end = buf + n; line < end;) {
-      char *nl = memchr(line, '\n', (size_t)(end - line));
-      size_t len = nl ? (size_t)(nl - line) : (size_t)(end - line);
-      seen += trace_line(line, len, actor, kind, chrome ? events : NULL, tracks);
-      line += len + 1;
+    /* A message carries one or more whole binary records. */
+    m0__trace_rec r;
+    for (size_t at = 0; at + M0__TRACE_RECORD <= n; at += M0__TRACE_RECORD) {
+      if (m0__trace_decode((const uint8_t *)buf + at, &r) == 0)
+        seen += trace_one(&r, actor, kind, chrome ? events : NULL, tracks);
+      else bad++;
     }
+    if (n % M0__TRACE_RECORD) bad++;
     nng_free(buf, n);
   }
   nng_close(s);
+  if (bad) fprintf(stderr, "m0trace: %ld records were not m0 trace records (another sender, or another version)\n", bad);
   int rc = 0;
   if (chrome) {
     if (write_chrome(chrome, events, tracks) != 0) {

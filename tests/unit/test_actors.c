@@ -10,9 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/pipeline0/pull.h>
 #include <pthread.h>
 
 #include "actors/actor.h"
+#include "actors/trace.h"
 #include "actors/publisher.h"
 #include "transport/page.h"
 #include "actors/errors.h"
@@ -52,6 +55,48 @@ static void test_names(void **st) {
   assert_string_equal(b, "pool.2.5");
   assert_string_equal(m0__kind_name(M0__K_STOP), "stop");
   assert_string_equal(m0__strerror(M0__EBADMSG), "malformed message envelope");
+}
+
+/* A tracer on an nng address sends binary records, batched; decoded and
+ * formatted they are the JSON lines "-" writes. Anything else is refused. */
+static void test_trace_records(void **st) {
+  nng_socket pull;
+  assert_int_equal(nng_pull0_open(&pull), 0);
+  assert_int_equal(nng_listen(pull, "inproc://test-trace", NULL, 0), 0);
+  nng_socket_set_ms(pull, NNG_OPT_RECVTIMEO, 2000);
+  m0__tracer *t = m0__tracer_new("inproc://test-trace");
+  assert_non_null(t);
+  m0__env e = {.kind = M0__K_JOB, .from = M0__ACTOR_ID(M0__ROLE_LOOP, 1),
+               .to = M0__ACTOR_ID(M0__ROLE_POOL, (1 << 12) | 2), .seq = 42, .trace_hi = 0xabcull, .trace_lo = 7};
+  m0__trace_record(t, false, &e, 100);
+  e.seq = 43;
+  m0__trace_record(t, true, &e, 5);
+  uint8_t *buf;
+  size_t n;
+  assert_int_equal(nng_recv(pull, &buf, &n, NNG_FLAG_ALLOC), 0); /* within the 50 ms flush, in one batch */
+  assert_int_equal(n, 2 * M0__TRACE_RECORD);
+  m0__trace_rec r;
+  assert_int_equal(m0__trace_decode(buf, &r), 0);
+  assert_false(r.recv);
+  assert_int_equal(r.bytes, 100);
+  assert_true(r.e.kind == M0__K_JOB && r.e.from == e.from && r.e.to == e.to && r.e.seq == 42);
+  assert_true(r.e.trace_hi == 0xabcull && r.e.trace_lo == 7);
+  assert_true(r.t_ns > 1700000000ull * 1000000000ull);
+  r.t_ns = 1234567890000000123ull;
+  char line[512];
+  size_t len = m0__trace_format(&r, line, sizeof line);
+  assert_string_equal(line, "{\"t\":1234567890.000000123,\"dir\":\"send\",\"from\":\"loop.1\",\"to\":\"pool.1.2\","
+                            "\"kind\":\"job\",\"seq\":42,\"bytes\":100,\"trace\":\"0000000000000abc0000000000000007\"}\n");
+  assert_int_equal(len, strlen(line));
+  assert_int_equal(m0__trace_decode(buf + M0__TRACE_RECORD, &r), 0);
+  assert_true(r.recv && r.e.seq == 43 && r.bytes == 5);
+  buf[M0__TRACE_RECORD + M0__ENV_HEADER + 8] = 2; /* neither send nor recv */
+  assert_int_equal(m0__trace_decode(buf + M0__TRACE_RECORD, &r), M0__EBADMSG);
+  buf[0] ^= 1; /* not an envelope header */
+  assert_int_equal(m0__trace_decode(buf, &r), M0__EBADMSG);
+  nng_free(buf, n);
+  m0__tracer_free(t);
+  nng_close(pull);
 }
 
 /* The same topology under three transports differs only in the URLs. */
@@ -174,7 +219,7 @@ static void test_counter_shared(void **st) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_envelope_round_trip), cmocka_unit_test(test_names),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_envelope_round_trip), cmocka_unit_test(test_names), cmocka_unit_test(test_trace_records),
                                      cmocka_unit_test(test_topology_urls), cmocka_unit_test(test_inproc),
                                      cmocka_unit_test(test_ipc), cmocka_unit_test(test_frame_ok),
                                      cmocka_unit_test(test_counter_shared)};

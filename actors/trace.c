@@ -22,8 +22,9 @@
  * Design notes
  * - Over nng a record is 60 bytes copied into a batch, not text: formatting
  *   a JSON line (two actor names, a kind, the trace id, all by snprintf)
- *   took ~6,800 instructions per record in the host (callgrind), and a
- *   request through the pool makes four records. m0trace formats instead.
+ *   took ~6,800 instructions per record in the host (callgrind): tracing
+ *   on cost the pool lane ~9,100 instructions per request, now ~350.
+ *   m0trace formats instead.
  * - The records are batched: a message carries up to TRACE_BATCH bytes of
  *   whole records, sent when the next would not fit, and at the latest
  *   TRACE_FLUSH_MS after it was written (an nng sleep aio, on nng's own

@@ -82,7 +82,7 @@ static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
   int fd;
   m0__actor_recv_fd(&c->self, &fd);
   for (;;) {
-    int rv = m0__recv(&c->self, m, true);
+    int rv = m0__recv(&c->self, m, M0__RECV_NOWAIT);
     if (rv == 0) return 1;
     if (rv == M0__EBADMSG) {
       fprintf(stderr, "m0: coordinator: dropped a malformed message\n");
@@ -217,6 +217,8 @@ static void coord_cleanup(coord *c) {
     m0__peer_close(&c->up);
     if (c->pub_open) m0__publisher_close(&c->pub);
     m0__actor_close(&c->self);
+    for (int i = 0; c->loops && i < c->p->here; i++) m0__inbox_fini(&c->loops[i].inbox);
+    for (int k = 0; c->pools && k < c->p->here * c->npool; k++) m0__inbox_fini(&c->pools[k].inbox);
     free(c->loops);
     free(c->loop_peers);
     free(c->pools);
@@ -363,6 +365,16 @@ static int coord_start(coord *c) {
   }
   c->pub_open = true;
   c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
+  /* inproc URLs: each loop and its pool threads talk through direct inboxes
+   * (actors/pool.h), made here before any of them starts. */
+  bool direct = c->npool && c->topo.scheme == M0__SCHEME_INPROC;
+  for (int i = 0; direct && i < p->here; i++) {
+    if (m0__inbox_init(&c->loops[i].inbox) != 0) return 1;
+    for (int j = 0; j < c->npool; j++) {
+      if (m0__inbox_init(&c->pools[i * c->npool + j].inbox) != 0) return 1;
+      c->pools[i * c->npool + j].loop_inbox = &c->loops[i].inbox;
+    }
+  }
   for (int i = 0; i < p->here; i++) {
     int idx = p->first + i;
     m0__loop *l = &c->loops[i];
@@ -377,6 +389,7 @@ static int coord_start(coord *c) {
     l->handoff = p->handoff;
     l->run_dir = c->rundir.path;
     l->npool = c->npool;
+    l->pool_threads = &c->pools[i * c->npool];
     l->listen_fd = i == 0 ? c->listen_fd : dup(c->listen_fd);
     l->ctx = base;
     l->ctx.worker = idx;

@@ -253,6 +253,7 @@ static void loop_finish(m0__loop *l) {
   m0__send(&l->self, &l->coord, M0__K_STOPPED, 0, 0, &st, sizeof st);
   uv_poll_stop(&l->mail);
   uv_close((uv_handle_t *)&l->mail, NULL);
+  if (l->inbox.ready) uv_close((uv_handle_t *)&l->lane, NULL);
   uv_timer_stop(&l->sweep);
   uv_close((uv_handle_t *)&l->sweep, NULL);
   uv_close((uv_handle_t *)&l->pass_begin, NULL);
@@ -260,11 +261,14 @@ static void loop_finish(m0__loop *l) {
   if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
 }
 
+/* Both the mailbox's descriptor and the direct lane's eventfd land here;
+ * the lane's wake reads the lane only. */
 static void loop_on_mail(uv_poll_t *p, int status, int events) {
   m0__loop *l = p->data;
+  int how = p == &l->lane ? M0__RECV_INBOX : M0__RECV_NOWAIT;
   m0__msg m;
   int rv;
-  while (!l->finished && (rv = m0__recv(&l->self, &m, true)) != M0__ETIMEDOUT) {
+  while (!l->finished && (rv = m0__recv(&l->self, &m, how)) != M0__ETIMEDOUT) {
     if (rv == M0__EBADMSG) {
       fprintf(stderr, "m0: loop.%d: dropped a malformed message\n", l->index);
       continue;
@@ -334,6 +338,7 @@ static int loop_open_pool(m0__loop *l) {
     const m0__actor_desc *d = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_POOL, (l->index << 12) | j));
     int rv = m0__peer_open(&l->pool[j], d->id, d->url, 100);
     if (rv) return rv;
+    if (l->pool_threads && l->pool_threads[j].inbox.ready) l->pool[j].direct = &l->pool_threads[j].inbox;
   }
   l->http.defer = loop_defer;
   return 0;
@@ -411,7 +416,8 @@ static void *loop_main(void *arg) {
   l->share = l->nloops > 1 && M0__CFG(c, accept_share) != 0;
   int fd;
   if (m0__http_init(&l->http) != 0 || m0__actor_recv_fd(&l->self, &fd) != 0 ||
-      uv_poll_init(&l->uv, &l->mail, fd) != 0 || (l->share && !l->handoff && loop_open_siblings(l) != 0) ||
+      uv_poll_init(&l->uv, &l->mail, fd) != 0 || (l->inbox.ready && uv_poll_init(&l->uv, &l->lane, l->inbox.efd) != 0) ||
+      (l->share && !l->handoff && loop_open_siblings(l) != 0) ||
       (l->npool && loop_open_pool(l) != 0)) {
     snprintf(err, sizeof err, "loop.%d cannot start", l->index);
     m0__send(&l->self, &l->coord, M0__K_DIED, 0, 0, err, strlen(err));
@@ -419,6 +425,11 @@ static void *loop_main(void *arg) {
   }
   l->mail.data = l;
   uv_poll_start(&l->mail, UV_READABLE, loop_on_mail);
+  if (l->inbox.ready) { /* the direct lane's RESULTs: the same handler, m0__recv reads both */
+    l->self.inbox = &l->inbox;
+    l->lane.data = l;
+    uv_poll_start(&l->lane, UV_READABLE, loop_on_mail);
+  }
   /* The sweep runs often enough to honour the shortest timeout to ~25 %. */
   uint64_t shortest = l->http.header_timeout_ms;
   if (l->http.heartbeat_ms && l->http.heartbeat_ms < shortest) shortest = l->http.heartbeat_ms;

@@ -193,6 +193,10 @@ static void *pool_main(void *arg) {
   if (m0__actor_open(self, me->id, me->url, t->trace) != 0 || m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0 ||
       m0__peer_open(loop, lo->id, lo->url, 1000) != 0)
     goto out;
+  if (t->inbox.ready) {
+    self->inbox = &t->inbox;
+    loop->direct = t->loop_inbox;
+  }
   if (t->app->make) {
     state = t->app->make(&t->ctx, err, sizeof err);
     if (!state) {
@@ -206,7 +210,7 @@ static void *pool_main(void *arg) {
   m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
   for (;;) {
     m0__msg m;
-    int rv = m0__recv(self, &m, false);
+    int rv = m0__recv(self, &m, M0__RECV_WAIT);
     if (rv == M0__EBADMSG) continue;
     if (rv == M0__ETIMEDOUT) continue;
     if (rv != 0) break;

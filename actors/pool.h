@@ -11,6 +11,11 @@
  * - A connection waits (parses nothing more) while its request is in the
  *   pool, so pipelined answers stay in order without sequence numbers, and
  *   its memory outlives a client that leaves meanwhile (http/conn.h).
+ * - With inproc URLs (threads, single) the JOB, RESULT and STOP between a
+ *   loop and its pool threads go through direct inboxes (actors/actor.h):
+ *   the same messages, one wake per batch each way, no nng task threads.
+ *   The coordinator makes the inboxes before either end starts and frees
+ *   them after both are joined.
  * - Job and result bytes live in the message body: requests are copied out of
  *   the loop's buffers, answers are whole HTTP responses.
  */
@@ -40,6 +45,8 @@ typedef struct m0__pool_thread {
   atomic_bool in_app; /* inside a view: named if the drain's bound passes */
   m0__actor self;
   m0__peer coord, loopp;
+  m0__inbox inbox;       /* the direct lane (inbox.ready): JOB and STOP from the loop */
+  m0__inbox *loop_inbox; /* and RESULT to it */
 } m0__pool_thread;
 
 int m0__pool_start(m0__pool_thread *t);

@@ -161,7 +161,7 @@ static int producer_wait(m0__actor *mbox, int64_t ms) {
   if (ms < 0) ms = 0;
   nng_socket_set_ms(mbox->mailbox, NNG_OPT_RECVTIMEO, (nng_duration)ms);
   m0__msg m;
-  if (m0__recv(mbox, &m, ms == 0) != 0) return 0;
+  if (m0__recv(mbox, &m, ms == 0 ? M0__RECV_NOWAIT : M0__RECV_WAIT) != 0) return 0;
   int kind = m.env.kind;
   m0__msg_free(&m);
   return kind;

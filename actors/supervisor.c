@@ -224,14 +224,14 @@ static void sup_check_beats(sup *s) {
 /* Waits for a message, a signal, a child's death or a 100 ms tick. 1
  * message, 2 stop signal, 0 otherwise (time to reap). */
 static int sup_wait(sup *s, m0__msg *m) {
-  int rv = m0__recv(&s->self, m, true);
+  int rv = m0__recv(&s->self, m, M0__RECV_NOWAIT);
   if (rv == 0) return 1;
   int fd;
   m0__actor_recv_fd(&s->self, &fd);
   struct pollfd pf[2] = {{s->sigfd, POLLIN, 0}, {fd, POLLIN, 0}};
   poll(pf, 2, 100);
   if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
-  return m0__recv(&s->self, m, true) == 0 ? 1 : 0;
+  return m0__recv(&s->self, m, M0__RECV_NOWAIT) == 0 ? 1 : 0;
 }
 
 /* SIGTERM to every worker, STOP to the producer; every exit within the bound

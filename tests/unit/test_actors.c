@@ -132,14 +132,14 @@ static void send_and_receive(const char *url) {
   assert_int_equal(m0__send(&a, &to_b, M0__K_GO, 1, 2, "xyz", 3), 0);
   nng_socket_set_ms(b.mailbox, NNG_OPT_RECVTIMEO, 2000);
   m0__msg m;
-  assert_int_equal(m0__recv(&b, &m, false), 0);
+  assert_int_equal(m0__recv(&b, &m, M0__RECV_WAIT), 0);
   assert_int_equal(m.env.kind, M0__K_GO);
   assert_int_equal(m.env.from, a.id);
   assert_int_equal(m.env.seq, 1);
   assert_int_equal(m.len, 3);
   assert_memory_equal(m.payload, "xyz", 3);
   m0__msg_free(&m);
-  assert_int_equal(m0__recv(&b, &m, true), M0__ETIMEDOUT);
+  assert_int_equal(m0__recv(&b, &m, M0__RECV_NOWAIT), M0__ETIMEDOUT);
   m0__peer_close(&to_b);
   m0__actor_close(&a);
   m0__actor_close(&b);

@@ -73,7 +73,8 @@ void m0__inbox_fini(m0__inbox *b) {
 /* The eventfd is written (under the mutex) only when the ring goes from
  * empty to not empty, and read back when it becomes empty again, so it is
  * readable exactly while there is something to take: one wake per batch of
- * messages, however many the sender adds before the receiver runs. */
+ * messages, however many the sender adds before the receiver runs, and no
+ * system call for a look into an empty ring. */
 static int inbox_put(m0__inbox *b, nng_msg *m) {
   pthread_mutex_lock(&b->mu);
   if (b->n == b->cap) {
@@ -103,11 +104,10 @@ static nng_msg *inbox_take(m0__inbox *b) {
   if (b->n) {
     m = b->q[b->head];
     b->head = (b->head + 1) % b->cap;
-    b->n--;
-  }
-  if (b->n == 0) {
-    uint64_t v;
-    (void)!read(b->efd, &v, sizeof v);
+    if (--b->n == 0) {
+      uint64_t v;
+      (void)!read(b->efd, &v, sizeof v);
+    }
   }
   pthread_mutex_unlock(&b->mu);
   return m;

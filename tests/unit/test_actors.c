@@ -12,6 +12,7 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/pull.h>
+#include <poll.h>
 #include <pthread.h>
 
 #include "actors/actor.h"
@@ -147,6 +148,81 @@ static void send_and_receive(const char *url) {
 
 static void test_inproc(void **st) { send_and_receive("inproc://test-b"); }
 
+/* A direct inbox: FIFO past its first ring size, its eventfd readable
+ * exactly while it holds something, a blocked WAIT woken by a direct send,
+ * the mailbox still read beside it, INBOX reading the inbox only, and what
+ * nobody took freed by fini (ASan's leak check). */
+typedef struct inbox_waiter {
+  m0__actor *self;
+  int kind;
+} inbox_waiter;
+
+static void *inbox_wait(void *arg) {
+  inbox_waiter *w = arg;
+  m0__msg m;
+  if (m0__recv(w->self, &m, M0__RECV_WAIT) == 0) {
+    w->kind = m.env.kind;
+    m0__msg_free(&m);
+  }
+  return NULL;
+}
+
+static bool fd_readable(int fd) {
+  struct pollfd pf = {.fd = fd, .events = POLLIN};
+  return poll(&pf, 1, 0) == 1;
+}
+
+static void test_inbox(void **st) {
+  m0__actor a, b;
+  m0__peer to_b, to_b_nng;
+  m0__inbox box;
+  assert_int_equal(m0__inbox_init(&box), 0);
+  assert_int_equal(m0__actor_open(&b, M0__ACTOR_ID(M0__ROLE_POOL, 0), "inproc://test-inbox-b", NULL), 0);
+  assert_int_equal(m0__actor_open(&a, M0__ACTOR_ID(M0__ROLE_LOOP, 0), "inproc://test-inbox-a", NULL), 0);
+  assert_int_equal(m0__peer_open(&to_b, b.id, b.url, 1000), 0);
+  assert_int_equal(m0__peer_open(&to_b_nng, b.id, b.url, 1000), 0);
+  b.inbox = &box;
+  to_b.direct = &box;
+  assert_false(fd_readable(box.efd));
+  for (int i = 0; i < 20; i++) assert_int_equal(m0__send(&a, &to_b, M0__K_JOB, 0, (uint64_t)i, &i, sizeof i), 0);
+  assert_true(fd_readable(box.efd));
+  m0__msg m;
+  for (int i = 0; i < 20; i++) {
+    assert_int_equal(m0__recv(&b, &m, M0__RECV_INBOX), 0);
+    int got;
+    memcpy(&got, m.payload, sizeof got);
+    assert_int_equal(got, i);
+    assert_int_equal(m.env.seq, (uint64_t)i + 1);
+    assert_true(fd_readable(box.efd) == (i < 19));
+    m0__msg_free(&m);
+  }
+  assert_int_equal(m0__recv(&b, &m, M0__RECV_INBOX), M0__ETIMEDOUT);
+  /* the mailbox beside it: INBOX does not look there, NOWAIT does */
+  assert_int_equal(m0__send(&a, &to_b_nng, M0__K_STOP, 0, 0, NULL, 0), 0);
+  usleep(50000);
+  assert_int_equal(m0__recv(&b, &m, M0__RECV_INBOX), M0__ETIMEDOUT);
+  assert_int_equal(m0__recv(&b, &m, M0__RECV_NOWAIT), 0);
+  assert_int_equal(m.env.kind, M0__K_STOP);
+  m0__msg_free(&m);
+  assert_int_equal(m0__recv(&b, &m, M0__RECV_NOWAIT), M0__ETIMEDOUT);
+  /* a blocked WAIT is woken by a direct send */
+  inbox_waiter w = {&b, 0};
+  nng_socket_set_ms(b.mailbox, NNG_OPT_RECVTIMEO, 2000); /* the wait's bound */
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, inbox_wait, &w), 0);
+  usleep(50000);
+  assert_int_equal(m0__send(&a, &to_b, M0__K_RESULT, 0, 0, NULL, 0), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(w.kind, M0__K_RESULT);
+  /* left behind: freed by fini */
+  assert_int_equal(m0__send(&a, &to_b, M0__K_JOB, 0, 0, "x", 1), 0);
+  m0__peer_close(&to_b);
+  m0__peer_close(&to_b_nng);
+  m0__actor_close(&a);
+  m0__actor_close(&b);
+  m0__inbox_fini(&box);
+}
+
 static void test_ipc(void **st) {
   m0__rundir d;
   char err[256], url[M0__URL_MAX];
@@ -221,7 +297,7 @@ static void test_counter_shared(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_envelope_round_trip), cmocka_unit_test(test_names), cmocka_unit_test(test_trace_records),
                                      cmocka_unit_test(test_topology_urls), cmocka_unit_test(test_inproc),
-                                     cmocka_unit_test(test_ipc), cmocka_unit_test(test_frame_ok),
+                                     cmocka_unit_test(test_ipc), cmocka_unit_test(test_inbox), cmocka_unit_test(test_frame_ok),
                                      cmocka_unit_test(test_counter_shared)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -365,9 +365,9 @@ static int coord_start(coord *c) {
   }
   c->pub_open = true;
   c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
-  /* inproc URLs: each loop and its pool threads talk through direct inboxes
-   * (actors/pool.h), made here before any of them starts. */
-  bool direct = c->npool && c->topo.scheme == M0__SCHEME_INPROC;
+  /* Each loop and its pool threads, always in one process, talk through
+   * direct inboxes (actors/pool.h), made here before any of them starts. */
+  bool direct = c->npool > 0;
   for (int i = 0; direct && i < p->here; i++) {
     if (m0__inbox_init(&c->loops[i].inbox) != 0) return 1;
     for (int j = 0; j < c->npool; j++) {

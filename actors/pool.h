@@ -11,8 +11,8 @@
  * - A connection waits (parses nothing more) while its request is in the
  *   pool, so pipelined answers stay in order without sequence numbers, and
  *   its memory outlives a client that leaves meanwhile (http/conn.h).
- * - With inproc URLs (threads, single) the JOB, RESULT and STOP between a
- *   loop and its pool threads go through direct inboxes (actors/actor.h):
+ * - A loop and its pool threads are always in one process, so the JOB,
+ *   RESULT and STOP between them go through direct inboxes (actors/actor.h):
  *   the same messages, one wake per batch each way, no nng task threads.
  *   The coordinator makes the inboxes before either end starts and frees
  *   them after both are joined.

@@ -224,14 +224,13 @@ static void sup_check_beats(sup *s) {
 /* Waits for a message, a signal, a child's death or a 100 ms tick. 1
  * message, 2 stop signal, 0 otherwise (time to reap). */
 static int sup_wait(sup *s, m0__msg *m) {
-  int rv = m0__recv(&s->self, m, M0__RECV_NOWAIT);
-  if (rv == 0) return 1;
-  int fd;
-  m0__actor_recv_fd(&s->self, &fd);
+  if (s->self.open && m0__recv(&s->self, m, M0__RECV_NOWAIT) == 0) return 1;
+  int fd = -1; /* no mailbox yet (a failed start): signals and deaths only */
+  if (s->self.open) m0__actor_recv_fd(&s->self, &fd);
   struct pollfd pf[2] = {{s->sigfd, POLLIN, 0}, {fd, POLLIN, 0}};
   poll(pf, 2, 100);
   if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
-  return m0__recv(&s->self, m, M0__RECV_NOWAIT) == 0 ? 1 : 0;
+  return s->self.open && m0__recv(&s->self, m, M0__RECV_NOWAIT) == 0 ? 1 : 0;
 }
 
 /* SIGTERM to every worker, STOP to the producer; every exit within the bound
@@ -283,7 +282,10 @@ static int sup_drain(sup *s) {
   return rc;
 }
 
-static int sup_setup(sup *s, const m0_producer *producer) {
+/* What a worker inherits or needs before it exists: the run directory, the
+ * page, the topology, the listener, the hand-off channels; and the signal
+ * pipe, so that a SIGTERM from now on is forwarded. */
+static int sup_setup(sup *s) {
   const m0_config *cfg = s->cfg;
   char err[1024];
   if (m0__rundir_open(&s->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
@@ -304,7 +306,6 @@ static int sup_setup(sup *s, const m0_producer *producer) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return 1;
   }
-  if (M0__CFGS(cfg, trace)[0]) s->trace = m0__tracer_new(M0__CFGS(cfg, trace));
   if (s->listen_fd >= 0) s->port = m0__listen_port(s->listen_fd); /* systemd's */
   else s->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &s->port, err, sizeof err);
   if (s->listen_fd < 0) {
@@ -316,6 +317,16 @@ static int sup_setup(sup *s, const m0_producer *producer) {
     return 1;
   }
   if ((s->sigfd = m0__signals_install(true)) < 0) return 1;
+  return 0;
+}
+
+/* The supervisor's actors, the publisher and the producer: made while the
+ * workers, already spawned, start (a worker's READY waits in its dialer until
+ * the mailbox is up, a few milliseconds at most). */
+static int sup_setup_actors(sup *s, const m0_producer *producer) {
+  const m0_config *cfg = s->cfg;
+  size_t app_slots = s->app->page_slots ? s->app->page_slots(s->n) : 0;
+  if (M0__CFGS(cfg, trace)[0]) s->trace = m0__tracer_new(M0__CFGS(cfg, trace));
   const m0__actor_desc *me = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
   if (m0__actor_open(&s->self, me->id, me->url, s->trace) != 0) {
     fprintf(stderr, "m0: cannot open the supervisor's mailbox at %s\n", me->url);
@@ -348,14 +359,22 @@ static int sup_setup(sup *s, const m0_producer *producer) {
   return 0;
 }
 
+/* The workers are spawned first and the supervisor's own nng setup runs
+ * while they start: a worker takes ~12 ms to exec and build its loop, and the
+ * supervisor's actors, publisher and producer (nng's threads among them)
+ * took as long again before it (bench/run_lifecycle, --workers 2). */
 static int sup_serve(sup *s, const m0_producer *producer) {
   int rc;
-  if ((rc = sup_setup(s, producer)) != 0) return rc;
+  if ((rc = sup_setup(s)) != 0) return rc;
   for (int i = 0; i < s->n; i++)
     if (sup_spawn(s, i) != 0) {
       sup_drain(s);
       return 1;
     }
+  if ((rc = sup_setup_actors(s, producer)) != 0) {
+    sup_drain(s);
+    return rc;
+  }
   /* The barrier: every worker and the producer READY, then GO to all. */
   int want = s->n + (s->has_producer ? 1 : 0), ready = 0;
   bool *was_ready = calloc((size_t)s->n, sizeof *was_ready);

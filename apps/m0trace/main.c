@@ -52,8 +52,7 @@ static int trace_one(const m0__trace_rec *r, const char *actor, const char *kind
   m0__actor_name(r->e.to, to, sizeof to);
   const char *k = m0__kind_name(r->e.kind);
   if ((actor && strcmp(actor, from) && strcmp(actor, to)) || (kind && strcmp(kind, k))) return 0;
-  fwrite(line, 1, m0__trace_format(r, line, sizeof line), stdout);
-  fflush(stdout);
+  fwrite(line, 1, m0__trace_format(r, line, sizeof line), stdout); /* flushed per nng message */
   if (events) {
     const char *who = r->recv ? to : from;
     double ts = (double)r->t_ns / 1e3; /* microseconds */
@@ -134,6 +133,7 @@ int main(int argc, char **argv) {
     }
     if (n % M0__TRACE_RECORD) bad++;
     nng_free(buf, n);
+    fflush(stdout); /* live: each batch as it comes (the host sends one within 50 ms) */
   }
   nng_close(s);
   if (bad) fprintf(stderr, "m0trace: %ld records were not m0 trace records (another sender, or another version)\n", bad);

@@ -332,10 +332,6 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
     fprintf(stderr, "m0: cannot open the supervisor's mailbox at %s\n", me->url);
     return 1;
   }
-  for (int i = 0; i < s->n; i++) {
-    const m0__actor_desc *d = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_WORKER, i));
-    if (m0__peer_open(&s->wpeers[i], d->id, d->url, 1000) != 0) return 1;
-  }
   m0_ctx base = {.worker = 0, .workers = s->n, .thread = -1, .threaded = false,
                  .capacity = (int)M0__CFG(cfg, max_connections), .page = s->page.app, .page_slots = app_slots,
                  .config = cfg, .publisher = &s->pub};
@@ -363,6 +359,19 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
  * while they start: a worker takes ~12 ms to exec and build its loop, and the
  * supervisor's actors, publisher and producer (nng's threads among them)
  * took as long again before it (bench/run_lifecycle, --workers 2). */
+/* GO to worker i, which said READY, so its mailbox is listening. The peer
+ * is dialed now, not at setup: a dialer made before the worker existed
+ * connects only at its next retry (every 5-10 ms), and GO waited for it. A
+ * new worker (a respawn) gets a new peer; the old one's GO was delivered
+ * long ago. */
+static void sup_go(sup *s, int i) {
+  const m0__actor_desc *d = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_WORKER, i));
+  m0__peer_close(&s->wpeers[i]);
+  if (m0__peer_open(&s->wpeers[i], d->id, d->url, 1000) != 0 ||
+      m0__send(&s->self, &s->wpeers[i], M0__K_GO, 0, 0, NULL, 0) != 0)
+    fprintf(stderr, "m0: cannot send GO to worker %d at %s\n", i, d->url);
+}
+
 static int sup_serve(sup *s, const m0_producer *producer) {
   int rc;
   if ((rc = sup_setup(s)) != 0) return rc;
@@ -408,7 +417,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     m0__msg_free(&m);
   }
   free(was_ready);
-  for (int i = 0; i < s->n; i++) m0__send(&s->self, &s->wpeers[i], M0__K_GO, 0, 0, NULL, 0);
+  for (int i = 0; i < s->n; i++) sup_go(s, i);
   if (s->has_producer) m0__send(&s->self, &s->prod_peer, M0__K_GO, 0, 0, NULL, 0);
   const char *host = M0__CFGS(s->cfg, host);
   bool v6 = strchr(host, ':') && host[0] != '[';
@@ -430,7 +439,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     if (m.env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n) {
       /* A respawned worker: no barrier to wait for. A READY repeated (the
        * first GO was lost) is answered again; GO is idempotent. */
-      m0__send(&s->self, &s->wpeers[idx], M0__K_GO, 0, 0, NULL, 0);
+      sup_go(s, idx);
       if (s->w[idx].died_ms) {
         fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
                 s->w[idx].pid, (long long)(sup_now_ms() - s->w[idx].died_ms));

@@ -425,7 +425,7 @@ static void *loop_main(void *arg) {
   }
   l->mail.data = l;
   uv_poll_start(&l->mail, UV_READABLE, loop_on_mail);
-  if (l->inbox.ready) { /* the direct lane's RESULTs: the same handler, m0__recv reads both */
+  if (l->inbox.ready) { /* the pool's RESULTs: the same handler, reading the inbox only */
     l->self.inbox = &l->inbox;
     l->lane.data = l;
     uv_poll_start(&l->lane, UV_READABLE, loop_on_mail);

@@ -12,6 +12,7 @@
 
 #include "actors/errors.h"
 #include "actors/kinds.h"
+#include "http/response.h"
 
 /* "-": JSON lines on stderr, each written at once. An nng URL: binary
  * records on a push socket dialed to it (m0trace listens there and prints
@@ -147,51 +148,25 @@ static char *put_str(char *o, const char *s) {
   while (*s) *o++ = *s++;
   return o;
 }
-static char *put_u64(char *o, uint64_t v, int width) { /* width: zero-padded to at least this */
-  char t[20];
-  int n = 0;
-  do {
-    t[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  while (n < width) t[n++] = '0';
-  while (n) *o++ = t[--n];
-  return o;
-}
 static char *put_hex64(char *o, uint64_t v) {
   for (int i = 15; i >= 0; i--) *o++ = "0123456789abcdef"[(v >> (4 * i)) & 15];
   return o;
 }
 
-/* Actor names, remembered per thread: a host has few actors, and naming
- * one by snprintf cost ~1,700 instructions. */
-static const char *trace_name(uint32_t id) {
-  static __thread struct {
-    uint32_t id;
-    char name[32];
-  } seen[16];
-  unsigned k = (id ^ (id >> 24) * 7u) & 15u;
-  if (seen[k].id != id || !seen[k].name[0]) {
-    seen[k].id = id;
-    m0__actor_name(id, seen[k].name, sizeof seen[k].name);
-  }
-  return seen[k].name;
-}
-
 size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen) {
-  char line[320], from[32]; /* the longest line is ~260 bytes */
-  *put_str(from, trace_name(r->e.from)) = 0; /* copied: both may share a slot */
-  const char *to = trace_name(r->e.to);
-  char *o = put_str(line, "{\"t\":");
-  o = put_u64(o, r->t_ns / 1000000000u, 1);
-  *o++ = '.';
-  o = put_u64(o, r->t_ns % 1000000000u, 9);
+  char line[320], from[32], to[32]; /* the longest line is ~260 bytes */
+  m0__actor_name(r->e.from, from, sizeof from);
+  m0__actor_name(r->e.to, to, sizeof to);
+  char *o = m0__put_uint(put_str(line, "{\"t\":"), r->t_ns / 1000000000u);
+  char *dot = o; /* nanoseconds, zero-padded to nine digits: 1xxxxxxxxx, its 1 made the dot */
+  o = m0__put_uint(o, 1000000000u + r->t_ns % 1000000000u);
+  *dot = '.';
   o = put_str(put_str(o, ",\"dir\":\""), r->recv ? "recv" : "send");
   o = put_str(put_str(o, "\",\"from\":\""), from);
   o = put_str(put_str(o, "\",\"to\":\""), to);
   o = put_str(put_str(o, "\",\"kind\":\""), m0__kind_name(r->e.kind));
-  o = put_u64(put_str(o, "\",\"seq\":"), r->e.seq, 1);
-  o = put_u64(put_str(o, ",\"bytes\":"), r->bytes, 1);
+  o = m0__put_uint(put_str(o, "\",\"seq\":"), r->e.seq);
+  o = m0__put_uint(put_str(o, ",\"bytes\":"), r->bytes);
   o = put_hex64(put_hex64(put_str(o, ",\"trace\":\""), r->e.trace_hi), r->e.trace_lo);
   o = put_str(o, "\"}\n");
   size_t n = (size_t)(o - line);

@@ -143,7 +143,7 @@ static char *resp_put(char *p, const char *s, size_t n) {
   return p + n;
 }
 
-static char *resp_put_uint(char *p, size_t v) {
+char *m0__put_uint(char *p, uint64_t v) {
   char tmp[24];
   int k = 0;
   do tmp[k++] = (char)('0' + v % 10); while ((v /= 10));
@@ -163,7 +163,7 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
   bool bodyless = status < 200 || status == 204 || status == 304;
   char head[256 + M0__EXTRA_HEADERS];
   char *p = PUT_LIT(head, "HTTP/1.1 ");
-  p = resp_put_uint(p, (size_t)status);
+  p = m0__put_uint(p, (size_t)status);
   *p++ = ' ';
   const char *reason = m0__status_reason(status);
   p = resp_put(p, reason, strlen(reason));
@@ -173,7 +173,7 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
   p = resp_put(p, date, dlen);
   if (!bodyless) {
     p = PUT_LIT(p, "Content-Length: ");
-    p = resp_put_uint(p, len);
+    p = m0__put_uint(p, len);
     p = PUT_LIT(p, "\r\n");
   }
   if (content_type) {

@@ -47,14 +47,11 @@ static int track_of(json_t *tracks, const char *name) {
 /* One record: printed as a JSON line (and added to the Chrome events when
  * events is set) when it passes the filters. Returns 1 when it was kept. */
 static int trace_one(const m0__trace_rec *r, const char *actor, const char *kind, json_t *events, json_t *tracks) {
-  char from[32] = "", to[32] = "", line[512];
+  char from[32], to[32], line[512];
   const char *k = m0__kind_name(r->e.kind);
-  if (kind && strcmp(kind, k)) return 0;
-  if (actor || events) { /* names only when needed: the line names them itself */
-    m0__actor_name(r->e.from, from, sizeof from);
-    m0__actor_name(r->e.to, to, sizeof to);
-  }
-  if (actor && strcmp(actor, from) && strcmp(actor, to)) return 0;
+  m0__actor_name(r->e.from, from, sizeof from);
+  m0__actor_name(r->e.to, to, sizeof to);
+  if ((kind && strcmp(kind, k)) || (actor && strcmp(actor, from) && strcmp(actor, to))) return 0;
   fwrite(line, 1, m0__trace_format(r, line, sizeof line), stdout); /* flushed per nng message */
   if (events) {
     const char *who = r->recv ? to : from;

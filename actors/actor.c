@@ -136,6 +136,12 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
   return 0;
 }
 
+void m0__peer_direct(m0__peer *p, uint32_t id, m0__inbox *to) {
+  memset(p, 0, sizeof *p);
+  p->id = id;
+  p->direct = to;
+}
+
 void m0__peer_close(m0__peer *p) {
   if (p->open) nng_close(p->sock);
   p->open = false;

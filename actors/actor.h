@@ -61,7 +61,7 @@ typedef struct m0__peer {
   char url[M0__URL_MAX];
   nng_socket sock;
   bool open;
-  m0__inbox *direct; /* set after m0__peer_open: sends go there, not to sock */
+  m0__inbox *direct; /* m0__peer_direct: sends go there; no socket */
 } m0__peer;
 
 typedef struct m0__msg {
@@ -89,6 +89,8 @@ void m0__inbox_fini(m0__inbox *b);
  * A send timeout of 0 makes sends queue (up to 1024 messages) or fail at
  * once: the bus never blocks its sender, and a refusal is counted. */
 int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms);
+/* A peer that is an inbox in this process, with no socket: sends go there. */
+void m0__peer_direct(m0__peer *p, uint32_t id, m0__inbox *to);
 void m0__peer_close(m0__peer *p);
 
 /* Sends one message from `self` to `to`. Returns 0 (the message is queued to

@@ -367,8 +367,7 @@ static int coord_start(coord *c) {
   c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
   /* Each loop and its pool threads, always in one process, talk through
    * direct inboxes (actors/pool.h), made here before any of them starts. */
-  bool direct = c->npool > 0;
-  for (int i = 0; direct && i < p->here; i++) {
+  for (int i = 0; c->npool && i < p->here; i++) {
     if (m0__inbox_init(&c->loops[i].inbox) != 0) return 1;
     for (int j = 0; j < c->npool; j++) {
       if (m0__inbox_init(&c->pools[i * c->npool + j].inbox) != 0) return 1;

@@ -336,9 +336,7 @@ static int loop_open_pool(m0__loop *l) {
   if (!l->pool || !l->batches) return M0__ENOMEM;
   for (int j = 0; j < l->npool; j++) {
     const m0__actor_desc *d = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_POOL, (l->index << 12) | j));
-    int rv = m0__peer_open(&l->pool[j], d->id, d->url, 100);
-    if (rv) return rv;
-    if (l->pool_threads && l->pool_threads[j].inbox.ready) l->pool[j].direct = &l->pool_threads[j].inbox;
+    m0__peer_direct(&l->pool[j], d->id, &l->pool_threads[j].inbox);
   }
   l->http.defer = loop_defer;
   return 0;

@@ -77,7 +77,7 @@ typedef struct m0__loop {
   uint64_t handed, adopted;
   int npool;          /* pool threads behind this loop */
   m0__pool_thread *pool_threads; /* [npool]: JOB and STOP go to their inboxes */
-  m0__inbox inbox;    /* their RESULTs come here (inbox.ready with a pool), not over nng */
+  m0__inbox inbox;    /* their RESULTs come here, not over nng (ready when npool > 0) */
   uv_poll_t lane;     /* the inbox's eventfd */
   m0__peer *pool;     /* [npool] */
   m0__batch *batches; /* [npool]: the batch being filled for each */

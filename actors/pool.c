@@ -190,13 +190,10 @@ static void *pool_main(void *arg) {
   bool made = false;
   m0__outq out = {0}, resp = {0};
   m0__date date = {0};
-  if (m0__actor_open(self, me->id, me->url, t->trace) != 0 || m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0 ||
-      m0__peer_open(loop, lo->id, lo->url, 1000) != 0)
+  if (m0__actor_open(self, me->id, me->url, t->trace) != 0 || m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0)
     goto out;
-  if (t->inbox.ready) {
-    self->inbox = &t->inbox;
-    loop->direct = t->loop_inbox;
-  }
+  self->inbox = &t->inbox; /* the loop's JOB and STOP */
+  m0__peer_direct(loop, lo->id, t->loop_inbox);
   if (t->app->make) {
     state = t->app->make(&t->ctx, err, sizeof err);
     if (!state) {

@@ -179,10 +179,9 @@ static void test_inbox(void **st) {
   assert_int_equal(m0__inbox_init(&box), 0);
   assert_int_equal(m0__actor_open(&b, M0__ACTOR_ID(M0__ROLE_POOL, 0), "inproc://test-inbox-b", NULL), 0);
   assert_int_equal(m0__actor_open(&a, M0__ACTOR_ID(M0__ROLE_LOOP, 0), "inproc://test-inbox-a", NULL), 0);
-  assert_int_equal(m0__peer_open(&to_b, b.id, b.url, 1000), 0);
+  m0__peer_direct(&to_b, b.id, &box);
   assert_int_equal(m0__peer_open(&to_b_nng, b.id, b.url, 1000), 0);
   b.inbox = &box;
-  to_b.direct = &box;
   assert_false(fd_readable(box.efd));
   for (int i = 0; i < 20; i++) assert_int_equal(m0__send(&a, &to_b, M0__K_JOB, 0, (uint64_t)i, &i, sizeof i), 0);
   assert_true(fd_readable(box.efd));

@@ -23,18 +23,19 @@
  * - Over nng a record is 60 bytes copied into a batch, not text: formatting
  *   a JSON line (two actor names, a kind, the trace id, all by snprintf)
  *   took ~6,800 instructions per record in the host (callgrind): tracing
- *   on cost the pool lane ~9,100 instructions per request, now ~350.
- *   m0trace formats instead.
+ *   on cost the pool lane ~9,100 instructions per request, now ~200
+ *   (bench/profile_trace). m0trace formats instead.
  * - The records are batched: a message carries up to TRACE_BATCH bytes of
  *   whole records, sent when the next would not fit, and at the latest
  *   TRACE_FLUSH_MS after it was written (an nng sleep aio, on nng's own
  *   threads). One nng message per record cost the pool lane a third of its
  *   throughput (bench/run_trace); a batch costs one send per ~540 records.
  * - Never waiting: a batch that cannot be queued at once (nobody listening
- *   for a while) is dropped and its lines counted. Tracing must never slow
- *   the host down, and each line still carries the time it was made.
- * - One batch per process, under a mutex held only to copy a line in (and to
- *   hand a full batch to nng, which copies it and does not block). */
+ *   for a while) is dropped and its records counted; the count is printed
+ *   when the tracer is freed. Tracing must never slow the host down, and
+ *   each record still carries the time it was made.
+ * - One batch per process, under a mutex held only to copy a record in (and
+ *   to hand a full batch to nng, which copies it and does not block). */
 #define TRACE_BATCH 32768
 #define TRACE_FLUSH_MS 50
 
@@ -103,6 +104,9 @@ void m0__tracer_free(m0__tracer *t) {
     nng_aio_stop(t->tick); /* waits for a tick running now */
     nng_aio_free(t->tick);
     trace_flush(t); /* no other user is left */
+    unsigned long dropped = atomic_load(&t->dropped);
+    if (dropped)
+      fprintf(stderr, "m0: trace: %lu records dropped (nobody was receiving at the trace address)\n", dropped);
     nng_close(t->sock);
     pthread_mutex_destroy(&t->mu);
   }

@@ -355,10 +355,6 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
   return 0;
 }
 
-/* The workers are spawned first and the supervisor's own nng setup runs
- * while they start: a worker takes ~12 ms to exec and build its loop, and the
- * supervisor's actors, publisher and producer (nng's threads among them)
- * took as long again before it (bench/run_lifecycle, --workers 2). */
 /* GO to worker i, which said READY, so its mailbox is listening. The peer
  * is dialed now, not at setup: a dialer made before the worker existed
  * connects only at its next retry (every 5-10 ms), and GO waited for it. A
@@ -372,6 +368,10 @@ static void sup_go(sup *s, int i) {
     fprintf(stderr, "m0: cannot send GO to worker %d at %s\n", i, d->url);
 }
 
+/* The workers are spawned first and the supervisor's own nng setup runs
+ * while they start: a worker takes ~12 ms to exec and build its loop, and the
+ * supervisor's actors, publisher and producer (nng's threads among them)
+ * took as long again before it (bench/run_lifecycle, --workers 2). */
 static int sup_serve(sup *s, const m0_producer *producer) {
   int rc;
   if ((rc = sup_setup(s)) != 0) return rc;

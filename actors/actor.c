@@ -182,28 +182,33 @@ int m0__send(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_
   return 0;
 }
 
-/* With an inbox there are two sources: a wait is a poll() on the inbox's
- * eventfd and the mailbox's receive descriptor, and the mailbox is read only
- * when its descriptor says it holds something (a non-blocking nng receive
- * that finds nothing costs ~650 instructions). */
+/* nng's non-blocking receive, its errors as ours. */
+static int recv_mailbox(m0__actor *self, nng_msg **m, int flags) {
+  int rv = nng_recvmsg(self->mailbox, m, flags);
+  return rv == 0                                   ? 0
+         : rv == NNG_EAGAIN || rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT
+         : rv == NNG_ECLOSED                       ? M0__ECLOSED
+                                                   : M0__ETRANSPORT;
+}
+
+/* With an inbox there are two sources. A look takes from the inbox, then
+ * from the mailbox without blocking; a wait is a poll() on the inbox's
+ * eventfd and the mailbox's receive descriptor (nng cannot wait on both). */
 static int recv_either(m0__actor *self, nng_msg **m, bool wait) {
+  if ((*m = inbox_take(self->inbox))) return 0;
+  if (!wait) return recv_mailbox(self, m, NNG_FLAG_NONBLOCK);
   int fd;
   nng_duration ms = -1;
   if (m0__actor_recv_fd(self, &fd) != 0) return M0__ETRANSPORT;
-  if (wait) nng_socket_get_ms(self->mailbox, NNG_OPT_RECVTIMEO, &ms);
+  nng_socket_get_ms(self->mailbox, NNG_OPT_RECVTIMEO, &ms);
   for (;;) {
-    if ((*m = inbox_take(self->inbox))) return 0;
     struct pollfd pf[2] = {{.fd = self->inbox->efd, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
-    int rv = poll(pf, 2, !wait ? 0 : ms < 0 ? -1 : (int)ms);
+    int rv = poll(pf, 2, ms < 0 ? -1 : (int)ms);
     if (rv < 0 && errno == EINTR) continue;
     if (rv < 0) return M0__ETRANSPORT;
     if (rv == 0) return M0__ETIMEDOUT;
-    if (pf[1].revents) {
-      rv = nng_recvmsg(self->mailbox, m, NNG_FLAG_NONBLOCK);
-      if (rv == 0) return 0;
-      if (rv == NNG_ECLOSED) return M0__ECLOSED;
-      if (rv != NNG_EAGAIN) return M0__ETRANSPORT;
-    }
+    if ((*m = inbox_take(self->inbox))) return 0;
+    if (pf[1].revents && (rv = recv_mailbox(self, m, NNG_FLAG_NONBLOCK)) != M0__ETIMEDOUT) return rv;
   }
 }
 
@@ -214,8 +219,8 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
     if (!self->inbox || !(m = inbox_take(self->inbox))) return M0__ETIMEDOUT;
   } else if (self->inbox) {
     if ((rv = recv_either(self, &m, how == M0__RECV_WAIT)) != 0) return rv;
-  } else if ((rv = nng_recvmsg(self->mailbox, &m, how == M0__RECV_NOWAIT ? NNG_FLAG_NONBLOCK : 0)) != 0) {
-    return rv == NNG_EAGAIN || rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT : rv == NNG_ECLOSED ? M0__ECLOSED : M0__ETRANSPORT;
+  } else if ((rv = recv_mailbox(self, &m, how == M0__RECV_NOWAIT ? NNG_FLAG_NONBLOCK : 0)) != 0) {
+    return rv;
   }
   if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0) {
     nng_msg_free(m);

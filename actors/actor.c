@@ -122,12 +122,14 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
   if (send_timeout_ms == 0) nng_socket_set_int(p->sock, NNG_OPT_SENDBUF, 1024);
   nng_socket_set_ms(p->sock, NNG_OPT_RECONNMINT, 5);
   nng_socket_set_ms(p->sock, NNG_OPT_RECONNMAXT, 10);
-  /* A listener that is already up connects now; one that is not yet up is
-   * retried in the background and the first send waits for it. The retry
-   * backs off from 5 to at most 10 ms: a worker's mailbox appears 30-70 ms
-   * after its spawn, and with nng's doubling up to 100 ms the supervisor's
-   * GO waited up to 68 ms more for the next retry (a failed ipc connect
-   * costs microseconds). */
+  /* A listener that is already up connects now. Callers dial only a
+   * mailbox known to be open (opened in this process before the dial, or
+   * its owner said READY): with nng 1.5.2, every redial attempt against an
+   * absent ipc listener costs ~1.3 ms of CPU (its poller spins on the failed
+   * socket, its expire thread on the retry timer), so a peer dialed early
+   * burned a fifth to a half of a CPU until its listener came. The
+   * background redial (5 to 10 ms apart) is what reconnects a peer whose
+   * listener went away and comes back: a respawned worker's loop. */
   if (nng_dial(p->sock, url, NULL, 0) != 0 && nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK) != 0) {
     nng_close(p->sock);
     return M0__ETRANSPORT;
@@ -191,24 +193,28 @@ static int recv_mailbox(m0__actor *self, nng_msg **m, int flags) {
                                                    : M0__ETRANSPORT;
 }
 
-/* With an inbox there are two sources. A look takes from the inbox, then
- * from the mailbox without blocking; a wait is a poll() on the inbox's
- * eventfd and the mailbox's receive descriptor (nng cannot wait on both). */
-static int recv_either(m0__actor *self, nng_msg **m, bool wait) {
-  if ((*m = inbox_take(self->inbox))) return 0;
+/* A look takes from the inbox, then from the mailbox without blocking. A
+ * wait is a poll() on the inbox's eventfd (when there is one) and the
+ * mailbox's receive descriptor, bounded by the mailbox's receive timeout:
+ * nng cannot wait on both, and a timed nng receive arms a timer whose expiry
+ * costs nng 1.5.2's expire thread up to a millisecond of spinning (it takes
+ * only deadlines strictly in the past: see ARCHITECTURE.md, "nng's timers
+ * and redials"). */
+static int recv_wait(m0__actor *self, nng_msg **m, bool wait) {
+  if (self->inbox && (*m = inbox_take(self->inbox))) return 0;
   if (!wait) return recv_mailbox(self, m, NNG_FLAG_NONBLOCK);
   int fd;
   nng_duration ms = -1;
   if (m0__actor_recv_fd(self, &fd) != 0) return M0__ETRANSPORT;
   nng_socket_get_ms(self->mailbox, NNG_OPT_RECVTIMEO, &ms);
   for (;;) {
-    struct pollfd pf[2] = {{.fd = self->inbox->efd, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
-    int rv = poll(pf, 2, ms < 0 ? -1 : (int)ms);
+    struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = self->inbox ? self->inbox->efd : -1, .events = POLLIN}};
+    int rv = poll(pf, self->inbox ? 2 : 1, ms < 0 ? -1 : (int)ms);
     if (rv < 0 && errno == EINTR) continue;
     if (rv < 0) return M0__ETRANSPORT;
     if (rv == 0) return M0__ETIMEDOUT;
-    if ((*m = inbox_take(self->inbox))) return 0;
-    if (pf[1].revents && (rv = recv_mailbox(self, m, NNG_FLAG_NONBLOCK)) != M0__ETIMEDOUT) return rv;
+    if (self->inbox && (*m = inbox_take(self->inbox))) return 0;
+    if (pf[0].revents && (rv = recv_mailbox(self, m, NNG_FLAG_NONBLOCK)) != M0__ETIMEDOUT) return rv;
   }
 }
 
@@ -217,9 +223,7 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   int rv;
   if (how == M0__RECV_INBOX) {
     if (!self->inbox || !(m = inbox_take(self->inbox))) return M0__ETIMEDOUT;
-  } else if (self->inbox) {
-    if ((rv = recv_either(self, &m, how == M0__RECV_WAIT)) != 0) return rv;
-  } else if ((rv = recv_mailbox(self, &m, how == M0__RECV_NOWAIT ? NNG_FLAG_NONBLOCK : 0)) != 0) {
+  } else if ((rv = recv_wait(self, &m, how == M0__RECV_WAIT)) != 0) {
     return rv;
   }
   if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0) {

@@ -198,11 +198,10 @@ static bool coord_all_exited(coord *c) {
  * thread can touch (the process is about to _exit). */
 static void coord_cleanup(coord *c) {
   if (coord_all_exited(c)) {
-    for (int i = 0; c->loops && i < c->p->here; i++)
-      if (c->loops[i].started) {
-        pthread_join(c->loops[i].thread, NULL);
-        m0__loop_release(&c->loops[i]);
-      }
+    for (int i = 0; c->loops && i < c->p->here; i++) {
+      if (c->loops[i].started) pthread_join(c->loops[i].thread, NULL);
+      m0__loop_release(&c->loops[i]); /* also a mailbox opened for a loop never started */
+    }
     for (int k = 0; c->pools && k < c->p->here * c->npool; k++)
       if (c->pools[k].started) {
         pthread_join(c->pools[k].thread, NULL);
@@ -231,6 +230,20 @@ static void coord_cleanup(coord *c) {
   if (c->p->stop_fd < 0) m0__signals_restore();
 }
 
+/* READY to the supervisor. Its mailbox is dialed now, not at setup: the
+ * supervisor opens it while this worker starts, and a dial made before it
+ * was open would be retried at a cost (actors/actor.c, m0__peer_open). */
+static void coord_ready_up(coord *c) {
+  if (!c->up.open) {
+    const m0__actor_desc *sup = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
+    if (m0__peer_open(&c->up, sup->id, sup->url, 1000) != 0) {
+      fprintf(stderr, "m0: worker %d cannot reach the supervisor at %s\n", c->p->first, sup->url);
+      return;
+    }
+  }
+  m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0);
+}
+
 /* Waits for every READY (the barrier), then GO. Returns -1 to go on
  * serving, or an exit code. */
 static int coord_barrier(coord *c) {
@@ -244,7 +257,7 @@ static int coord_barrier(coord *c) {
      * reconnect, and a worker that waits forever serves nothing. */
     int w = coord_wait(c, c->has_up && ready == want ? coord_now_ms() + 500 : forever, &m);
     if (w == 0 && c->has_up && ready == want) {
-      m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0);
+      coord_ready_up(c);
       continue;
     }
     if (w == 2) {
@@ -259,7 +272,7 @@ static int coord_barrier(coord *c) {
     if (w != 1) continue;
     int kind = m.env.kind;
     if (kind == M0__K_READY) {
-      if (++ready == want && c->has_up) m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0);
+      if (++ready == want && c->has_up) coord_ready_up(c);
     } else if (kind == M0__K_GO) {
       up_go = true;
     } else if (kind == M0__K_FAILED || kind == M0__K_DIED) {
@@ -270,6 +283,11 @@ static int coord_barrier(coord *c) {
     }
     m0__msg_free(&m);
   }
+  /* A worker's publisher reaches the other workers' loops too; their
+   * mailboxes are open once GO came (the supervisor waited for every READY). */
+  for (int i = 0; c->has_up && i < c->p->loops; i++)
+    if ((i < c->p->first || i >= c->p->first + c->p->here) && m0__publisher_connect(&c->pub, i) != 0)
+      fprintf(stderr, "m0: worker %d cannot reach loop %d\n", c->p->first, i);
   for (int i = 0; i < c->p->here; i++)
     if (m0__send(&c->self, &c->loop_peers[i], M0__K_GO, 0, 0, NULL, 0) != 0) {
       fprintf(stderr, "m0: cannot reach loop %d\n", c->p->first + i);
@@ -335,14 +353,7 @@ static int coord_setup(coord *c) {
     fprintf(stderr, "m0: cannot open the coordinator's mailbox\n");
     return 1;
   }
-  if (p->mode == M0__MODE_PREFORK) {
-    const m0__actor_desc *sup = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
-    if (m0__peer_open(&c->up, sup->id, sup->url, 1000) != 0) {
-      fprintf(stderr, "m0: worker %d cannot reach the supervisor at %s\n", p->first, sup->url);
-      return 1;
-    }
-    c->has_up = true;
-  }
+  c->has_up = p->mode == M0__MODE_PREFORK; /* dialed at READY: coord_ready_up */
   return 0;
 }
 
@@ -393,7 +404,18 @@ static int coord_start(coord *c) {
     l->ctx = base;
     l->ctx.worker = idx;
     const m0__actor_desc *d = m0__topology_find(&c->topo, M0__ACTOR_ID(M0__ROLE_LOOP, idx));
-    if (m0__loop_start(l) != 0 || m0__peer_open(&c->loop_peers[i], d->id, d->url, (int)c->drain_ms) != 0) {
+    if (m0__loop_open(l) != 0 || m0__peer_open(&c->loop_peers[i], d->id, d->url, (int)c->drain_ms) != 0 ||
+        m0__publisher_connect(&c->pub, idx) != 0) {
+      fprintf(stderr, "m0: cannot open loop %d\n", idx);
+      return 1;
+    }
+  }
+  /* Every mailbox here is open before any thread starts: sibling loops dial
+   * each other, and none may dial a mailbox not yet open (actors/actor.c,
+   * m0__peer_open). */
+  for (int i = 0; i < p->here; i++) {
+    int idx = p->first + i;
+    if (m0__loop_start(&c->loops[i]) != 0) {
       fprintf(stderr, "m0: cannot start loop %d\n", idx);
       return 1;
     }
@@ -416,10 +438,6 @@ static int coord_start(coord *c) {
     }
   }
   if (c->has_producer) {
-    if (m0__peer_open(&c->prod_peer, pd->id, pd->url, (int)c->drain_ms) != 0) {
-      fprintf(stderr, "m0: cannot reach the producer's mailbox\n");
-      return 1;
-    }
     c->prod.def = p->producer;
     c->prod.ctx = base;
     c->prod.pub = &c->pub;
@@ -428,6 +446,10 @@ static int coord_start(coord *c) {
     c->prod.coord_url = me_url;
     if (m0__producer_start(&c->prod) != 0) {
       fprintf(stderr, "m0: cannot start the producer\n");
+      return 1;
+    }
+    if (m0__peer_open(&c->prod_peer, pd->id, pd->url, (int)c->drain_ms) != 0) {
+      fprintf(stderr, "m0: cannot reach the producer's mailbox\n");
       return 1;
     }
   }

@@ -370,13 +370,10 @@ static int loop_listen_ipc(m0__loop *l) {
 
 static void *loop_main(void *arg) {
   m0__loop *l = arg;
-  const m0__actor_desc *me = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_LOOP, l->index));
   char err[512] = "";
   bool uv_ready = false;
-  if (m0__actor_open(&l->self, me->id, me->url, l->trace) != 0 ||
-      (l->topo->scheme != M0__SCHEME_IPC && loop_listen_ipc(l) != 0) ||
-      m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
-    fprintf(stderr, "m0: loop.%d cannot open its mailbox at %s\n", l->index, me->url);
+  if (m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
+    fprintf(stderr, "m0: loop.%d cannot reach its coordinator at %s\n", l->index, l->coord_url);
     goto out;
   }
   if (l->app->make) {
@@ -472,6 +469,16 @@ void m0__loop_release(m0__loop *l) {
   loop_close_pool(l);
   m0__peer_close(&l->coord);
   m0__actor_close(&l->self);
+}
+
+int m0__loop_open(m0__loop *l) {
+  const m0__actor_desc *me = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_LOOP, l->index));
+  if (m0__actor_open(&l->self, me->id, me->url, l->trace) != 0 ||
+      (l->topo->scheme != M0__SCHEME_IPC && loop_listen_ipc(l) != 0)) {
+    fprintf(stderr, "m0: loop.%d cannot open its mailbox at %s\n", l->index, me->url);
+    return M0__ETRANSPORT;
+  }
+  return 0;
 }
 
 int m0__loop_start(m0__loop *l) {

@@ -89,7 +89,11 @@ typedef struct m0__loop {
   uint64_t first_id; /* the shared counter when this loop began serving */
 } m0__loop;
 
-/* Starts the loop's thread. It builds the handler, reports READY or FAILED,
+/* Opens the loop's mailbox, before any thread starts, so that whoever
+ * dials it (the coordinator, sibling loops, the publisher) finds it open.
+ * Returns 0 or M0__ETRANSPORT (reported on stderr). */
+int m0__loop_open(m0__loop *l);
+/* Starts the loop's thread (its mailbox open). It builds the handler, reports READY or FAILED,
  * and waits for GO. Returns 0 or M0__ENOMEM (no thread). */
 int m0__loop_start(m0__loop *l);
 /* After the join: closes the loop's sockets (see loop.c on why not before). */

@@ -15,19 +15,30 @@ int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page,
   memset(pub, 0, sizeof *pub);
   pthread_mutex_init(&pub->mu, NULL);
   pub->page = page;
+  pub->topo = t;
   /* A sender only: frames are addressed from this actor, which has no
    * mailbox of its own here. */
   pub->self.id = sender;
   pub->self.trace = trace;
-  int rv;
   pub->loops = calloc((size_t)t->loops, sizeof *pub->loops);
   if (!pub->loops) return M0__ENOMEM;
-  for (int i = 0; i < t->loops; i++) {
-    const m0__actor_desc *l = m0__topology_find(t, M0__ACTOR_ID(M0__ROLE_LOOP, i));
-    if ((rv = m0__peer_open(&pub->loops[i], l->id, l->url, 0))) return rv;
-    pub->nloops++;
-  }
+  pub->nloops = t->loops; /* each dialed by m0__publisher_connect */
   return 0;
+}
+
+int m0__publisher_connect(m0_publisher *pub, int i) {
+  const m0__actor_desc *l = m0__topology_find(pub->topo, M0__ACTOR_ID(M0__ROLE_LOOP, i));
+  pthread_mutex_lock(&pub->mu);
+  m0__peer_close(&pub->loops[i]);
+  int rv = m0__peer_open(&pub->loops[i], l->id, l->url, 0);
+  pthread_mutex_unlock(&pub->mu);
+  return rv;
+}
+
+void m0__publisher_disconnect(m0_publisher *pub, int i) {
+  pthread_mutex_lock(&pub->mu);
+  m0__peer_close(&pub->loops[i]);
+  pthread_mutex_unlock(&pub->mu);
 }
 
 void m0__publisher_close(m0_publisher *pub) {
@@ -173,9 +184,8 @@ static void *producer_main(void *arg) {
   m0__peer *coord = &r->coord;
   m0__actor *self = &r->self;
   char err[512] = "";
-  if (m0__actor_open(self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, pub->self.trace) != 0 ||
-      m0__peer_open(coord, r->coord_id, r->coord_url, 1000) != 0) {
-    fprintf(stderr, "m0: the producer cannot open its mailbox at %s\n", r->url);
+  if (m0__peer_open(coord, r->coord_id, r->coord_url, 1000) != 0) {
+    fprintf(stderr, "m0: the producer cannot reach its coordinator at %s\n", r->coord_url);
     atomic_store(&r->exited, true);
     return NULL;
   }
@@ -228,8 +238,19 @@ void m0__producer_release(m0__producer_run *r) { /* after the join: see m0__loop
 }
 
 int m0__producer_start(m0__producer_run *r) {
+  atomic_store(&r->exited, true); /* until its thread runs */
+  /* The mailbox is opened here, so the coordinator dials it once this
+   * returns (actors/actor.c, m0__peer_open). */
+  if (m0__actor_open(&r->self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, r->pub->self.trace) != 0) {
+    fprintf(stderr, "m0: the producer cannot open its mailbox at %s\n", r->url);
+    return M0__ETRANSPORT;
+  }
   atomic_store(&r->exited, false);
-  if (pthread_create(&r->thread, NULL, producer_main, r) != 0) return M0__ENOMEM;
+  if (pthread_create(&r->thread, NULL, producer_main, r) != 0) {
+    atomic_store(&r->exited, true);
+    m0__actor_close(&r->self);
+    return M0__ENOMEM;
+  }
   r->started = true;
   return 0;
 }

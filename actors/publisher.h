@@ -12,13 +12,15 @@
 #include "http/response.h"
 #include "m0/m0.h"
 #include "transport/page.h"
+#include "transport/topology.h"
 
 #define M0__FRAME_MAX (64u * 1024u)
 
 struct m0_publisher {
   pthread_mutex_t mu; /* sends come from any thread; one sender actor */
   m0__actor self;     /* the sending actor's id and sequence (no mailbox) */
-  m0__peer *loops;
+  const m0__topology *topo; /* where each loop's mailbox is */
+  m0__peer *loops;          /* one per loop; open once connected */
   int nloops;
   m0__page *page;
   atomic_ulong refused;

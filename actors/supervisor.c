@@ -168,6 +168,15 @@ static bool sup_budget_spent(sup *s, int64_t now) {
   return now - oldest < window;
 }
 
+/* A dead worker's mailbox and loop are gone: the supervisor's peers to them
+ * are closed rather than left redialing until a successor listens (each
+ * attempt costs CPU the successor needs to start: actors/actor.c,
+ * m0__peer_open). sup_go dials them again. */
+static void sup_hang_up(sup *s, int i) {
+  m0__peer_close(&s->wpeers[i]);
+  if (s->pub_open) m0__publisher_disconnect(&s->pub, i);
+}
+
 /* Reaps the dead. Returns -1 to go on, or the exit code to stop with. */
 static int sup_reap(sup *s) {
   int status;
@@ -178,6 +187,7 @@ static int sup_reap(sup *s) {
     if (i == s->n) continue;
     s->w[i].alive = false;
     s->w[i].status = status;
+    sup_hang_up(s, i);
     if (s->draining) continue;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) { /* recycled (--max-requests): not a death */
       fprintf(stderr, "m0: worker %d (pid %d) recycled; starting a fresh one\n", i, pid);
@@ -343,26 +353,25 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
   s->pub_open = true;
   s->has_producer = producer && (!producer->wanted || producer->wanted(&base));
   if (s->has_producer) {
-    if (m0__peer_open(&s->prod_peer, pd->id, pd->url, 1000) != 0) return 1;
     s->prod.url = pd->url;
     s->prod.def = producer;
     s->prod.ctx = base;
     s->prod.pub = &s->pub;
     s->prod.coord_id = s->self.id;
     s->prod.coord_url = s->self.url;
-    if (m0__producer_start(&s->prod) != 0) return 1;
+    if (m0__producer_start(&s->prod) != 0 || m0__peer_open(&s->prod_peer, pd->id, pd->url, 1000) != 0) return 1;
   }
   return 0;
 }
 
-/* GO to worker i, which said READY, so its mailbox is listening. The peer
- * is dialed now, not at setup: a dialer made before the worker existed
- * connects only at its next retry (every 5-10 ms), and GO waited for it. A
- * new worker (a respawn) gets a new peer; the old one's GO was delivered
- * long ago. */
+/* GO to worker i, which said READY, so its mailbox and its loop's are
+ * open: both are dialed now, never before (actors/actor.c, m0__peer_open),
+ * and hung up on when the worker dies (sup_hang_up). A new worker (a
+ * respawn) gets new peers. */
 static void sup_go(sup *s, int i) {
   const m0__actor_desc *d = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_WORKER, i));
   m0__peer_close(&s->wpeers[i]);
+  if (m0__publisher_connect(&s->pub, i) != 0) fprintf(stderr, "m0: cannot reach loop %d\n", i);
   if (m0__peer_open(&s->wpeers[i], d->id, d->url, 1000) != 0 ||
       m0__send(&s->self, &s->wpeers[i], M0__K_GO, 0, 0, NULL, 0) != 0)
     fprintf(stderr, "m0: cannot send GO to worker %d at %s\n", i, d->url);

@@ -182,6 +182,9 @@ static int coord_drain(coord *c, int64_t deadline) {
       rc = 1;
     }
   }
+  /* Nothing here publishes any more. Hung up on now, the loops of other
+   * workers (draining too, or not) are not redialed if they close first. */
+  for (int i = 0; c->pub_open && i < c->pub.nloops; i++) m0__publisher_disconnect(&c->pub, i);
   return rc;
 }
 
@@ -198,23 +201,26 @@ static bool coord_all_exited(coord *c) {
  * thread can touch (the process is about to _exit). */
 static void coord_cleanup(coord *c) {
   if (coord_all_exited(c)) {
-    for (int i = 0; c->loops && i < c->p->here; i++) {
+    int npools = c->pools ? c->p->here * c->npool : 0;
+    for (int i = 0; c->loops && i < c->p->here; i++)
       if (c->loops[i].started) pthread_join(c->loops[i].thread, NULL);
-      m0__loop_release(&c->loops[i]); /* also a mailbox opened for a loop never started */
-    }
-    for (int k = 0; c->pools && k < c->p->here * c->npool; k++)
-      if (c->pools[k].started) {
-        pthread_join(c->pools[k].thread, NULL);
-        m0__pool_release(&c->pools[k]);
-      }
-    if (c->has_producer && c->prod.started) {
-      pthread_join(c->prod.thread, NULL);
-      m0__producer_release(&c->prod);
-    }
+    for (int k = 0; k < npools; k++)
+      if (c->pools[k].started) pthread_join(c->pools[k].thread, NULL);
+    bool producer = c->has_producer && c->prod.started;
+    if (producer) pthread_join(c->prod.thread, NULL);
+    /* Every peer before any mailbox (see m0__loop_hang_up). */
     for (int i = 0; c->loop_peers && i < c->p->here; i++) m0__peer_close(&c->loop_peers[i]);
     m0__peer_close(&c->prod_peer);
     m0__peer_close(&c->up);
     if (c->pub_open) m0__publisher_close(&c->pub);
+    for (int i = 0; c->loops && i < c->p->here; i++) m0__loop_hang_up(&c->loops[i]);
+    for (int k = 0; k < npools; k++)
+      if (c->pools[k].started) m0__pool_hang_up(&c->pools[k]);
+    if (producer) m0__producer_hang_up(&c->prod);
+    for (int i = 0; c->loops && i < c->p->here; i++) m0__loop_release(&c->loops[i]); /* also one never started */
+    for (int k = 0; k < npools; k++)
+      if (c->pools[k].started) m0__pool_release(&c->pools[k]);
+    if (producer) m0__producer_release(&c->prod);
     m0__actor_close(&c->self);
     for (int i = 0; c->loops && i < c->p->here; i++) m0__inbox_fini(&c->loops[i].inbox);
     for (int k = 0; c->pools && k < c->p->here * c->npool; k++) m0__inbox_fini(&c->pools[k].inbox);

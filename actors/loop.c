@@ -464,10 +464,14 @@ out:
  * messages (STOPPED, FAILED, the pool's STOP) would be lost if the thread
  * closed its sockets on its way out. The coordinator closes them after the
  * join instead. */
-void m0__loop_release(m0__loop *l) {
+void m0__loop_hang_up(m0__loop *l) {
   loop_close_siblings(l);
   loop_close_pool(l);
   m0__peer_close(&l->coord);
+}
+
+void m0__loop_release(m0__loop *l) {
+  m0__loop_hang_up(l);
   m0__actor_close(&l->self);
 }
 

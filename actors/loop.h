@@ -96,7 +96,11 @@ int m0__loop_open(m0__loop *l);
 /* Starts the loop's thread (its mailbox open). It builds the handler, reports READY or FAILED,
  * and waits for GO. Returns 0 or M0__ENOMEM (no thread). */
 int m0__loop_start(m0__loop *l);
-/* After the join: closes the loop's sockets (see loop.c on why not before). */
+/* After the join: closes the loop's peers (hang up), then its sockets (see
+ * loop.c on why not before). Teardown closes every peer before any mailbox:
+ * a peer whose mailbox closed first would redial it until closed itself
+ * (actors/actor.c, m0__peer_open). */
+void m0__loop_hang_up(m0__loop *l);
 void m0__loop_release(m0__loop *l);
 
 #endif

@@ -248,9 +248,13 @@ out:
   return NULL;
 }
 
-void m0__pool_release(m0__pool_thread *t) { /* after the join: see m0__loop_release */
+void m0__pool_hang_up(m0__pool_thread *t) { /* after the join: see m0__loop_release */
   m0__peer_close(&t->loopp);
   m0__peer_close(&t->coord);
+}
+
+void m0__pool_release(m0__pool_thread *t) {
+  m0__pool_hang_up(t);
   m0__actor_close(&t->self);
 }
 

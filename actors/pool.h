@@ -50,6 +50,7 @@ typedef struct m0__pool_thread {
 } m0__pool_thread;
 
 int m0__pool_start(m0__pool_thread *t);
+void m0__pool_hang_up(m0__pool_thread *t);
 void m0__pool_release(m0__pool_thread *t);
 
 /* The loop's side: one batch being filled per pool thread. */

@@ -232,8 +232,12 @@ out:
   return NULL;
 }
 
-void m0__producer_release(m0__producer_run *r) { /* after the join: see m0__loop_release */
+void m0__producer_hang_up(m0__producer_run *r) { /* after the join: see m0__loop_release */
   m0__peer_close(&r->coord);
+}
+
+void m0__producer_release(m0__producer_run *r) {
+  m0__producer_hang_up(r);
   m0__actor_close(&r->self);
 }
 

@@ -41,6 +41,7 @@ void m0__publisher_disconnect(m0_publisher *pub, int i);
 void m0__publisher_close(m0_publisher *pub);
 /* Starts the producer thread; it reports READY or FAILED to the coordinator. */
 int m0__producer_start(m0__producer_run *r);
+void m0__producer_hang_up(m0__producer_run *r);
 void m0__producer_release(m0__producer_run *r);
 
 #endif

@@ -248,6 +248,10 @@ static int sup_wait(sup *s, m0__msg *m) {
 static int sup_drain(sup *s) {
   s->draining = true;
   sup_kill_all(s, SIGTERM);
+  /* Draining loops end their streams, so a frame for them is moot, and their
+   * mailboxes are about to close: hung up on now rather than redialed until
+   * each worker is reaped. */
+  for (int i = 0; i < s->n; i++) sup_hang_up(s, i);
   if (s->has_producer && !s->prod_done && !atomic_load(&s->prod.exited))
     m0__send(&s->self, &s->prod_peer, M0__K_STOP, 0, 0, NULL, 0);
   bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
@@ -484,13 +488,13 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
   int rc = (!s->w || !s->wpeers || !s->handoff || !s->deaths) ? 1 : sup_serve(s, producer);
   bool clean = !s->has_producer || !s->prod.started || atomic_load(&s->prod.exited);
   if (clean) {
-    if (s->has_producer && s->prod.started) {
-      pthread_join(s->prod.thread, NULL);
-      m0__producer_release(&s->prod);
-    }
+    bool prod = s->has_producer && s->prod.started;
+    if (prod) pthread_join(s->prod.thread, NULL);
+    /* Every peer before any mailbox (see m0__loop_hang_up). */
     for (int i = 0; s->wpeers && i < s->n; i++) m0__peer_close(&s->wpeers[i]);
     m0__peer_close(&s->prod_peer);
     if (s->pub_open) m0__publisher_close(&s->pub);
+    if (prod) m0__producer_release(&s->prod);
     m0__actor_close(&s->self);
     m0__page_close(&s->page);
   }

@@ -27,9 +27,12 @@
  *   (bench/profile_trace). m0trace formats instead.
  * - The records are batched: a message carries up to TRACE_BATCH bytes of
  *   whole records, sent when the next would not fit, and at the latest
- *   TRACE_FLUSH_MS after it was written (an nng sleep aio, on nng's own
- *   threads). One nng message per record cost the pool lane a third of its
- *   throughput (bench/run_trace); a batch costs one send per ~540 records.
+ *   TRACE_FLUSH_MS after it was written (by a thread of the tracer's own,
+ *   asleep on a condition variable: an nng sleep aio's every expiry cost
+ *   nng 1.5.2's expire thread up to a millisecond of spinning, 2 % of a CPU
+ *   at 20 ticks a second; ARCHITECTURE.md, "nng's timers and redials").
+ *   One nng message per record cost the pool lane a third of its throughput
+ *   (bench/run_trace); a batch costs one send per ~540 records.
  * - Never waiting: a batch that cannot be queued at once (nobody listening
  *   for a while) is dropped and its records counted; the count is printed
  *   when the tracer is freed. Tracing must never slow the host down, and
@@ -48,7 +51,8 @@ struct m0__tracer {
   char batch[TRACE_BATCH];
   size_t len;
   unsigned long records;
-  nng_aio *tick;
+  pthread_cond_t tick; /* CLOCK_MONOTONIC; signalled to stop */
+  pthread_t flusher;
   bool stopping;
 };
 
@@ -60,14 +64,22 @@ static void trace_flush(m0__tracer *t) {
   t->records = 0;
 }
 
-static void trace_tick(void *arg) {
+static void *trace_flusher(void *arg) {
   m0__tracer *t = arg;
   pthread_mutex_lock(&t->mu);
-  trace_flush(t);
-  int rv = nng_aio_result(t->tick); /* a stopped aio ends the ticks */
-  bool again = !t->stopping && (rv == 0 || rv == NNG_ETIMEDOUT);
+  while (!t->stopping) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += TRACE_FLUSH_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&t->tick, &t->mu, &until);
+    trace_flush(t);
+  }
   pthread_mutex_unlock(&t->mu);
-  if (again) nng_sleep_aio(TRACE_FLUSH_MS, t->tick);
+  return NULL;
 }
 
 m0__tracer *m0__tracer_new(const char *dest) {
@@ -79,17 +91,22 @@ m0__tracer *m0__tracer_new(const char *dest) {
     return t;
   }
   pthread_mutex_init(&t->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&t->tick, &ca);
+  pthread_condattr_destroy(&ca);
   if (nng_push0_open(&t->sock) != 0) goto fail;
   nng_socket_set_int(t->sock, NNG_OPT_SENDBUF, 1024);
   nng_socket_set_ms(t->sock, NNG_OPT_RECONNMAXT, 200);
-  if (nng_dial(t->sock, dest, NULL, NNG_FLAG_NONBLOCK) != 0 || nng_aio_alloc(&t->tick, trace_tick, t) != 0) {
+  if (nng_dial(t->sock, dest, NULL, NNG_FLAG_NONBLOCK) != 0 || pthread_create(&t->flusher, NULL, trace_flusher, t) != 0) {
     nng_close(t->sock);
     goto fail;
   }
   t->nng = true;
-  nng_sleep_aio(TRACE_FLUSH_MS, t->tick);
   return t;
 fail:
+  pthread_cond_destroy(&t->tick);
   pthread_mutex_destroy(&t->mu);
   free(t);
   return NULL;
@@ -100,14 +117,15 @@ void m0__tracer_free(m0__tracer *t) {
   if (t->nng) {
     pthread_mutex_lock(&t->mu);
     t->stopping = true;
+    pthread_cond_signal(&t->tick);
     pthread_mutex_unlock(&t->mu);
-    nng_aio_stop(t->tick); /* waits for a tick running now */
-    nng_aio_free(t->tick);
-    trace_flush(t); /* no other user is left */
+    pthread_join(t->flusher, NULL); /* it flushed once more on its way out */
+    trace_flush(t);                  /* no other user is left */
     unsigned long dropped = atomic_load(&t->dropped);
     if (dropped)
       fprintf(stderr, "m0: trace: %lu records dropped (nobody was receiving at the trace address)\n", dropped);
     nng_close(t->sock);
+    pthread_cond_destroy(&t->tick);
     pthread_mutex_destroy(&t->mu);
   }
   free(t);

@@ -335,8 +335,9 @@ static int sup_setup(sup *s) {
 }
 
 /* The supervisor's actors, the publisher and the producer: made while the
- * workers, already spawned, start (a worker's READY waits in its dialer until
- * the mailbox is up, a few milliseconds at most). */
+ * workers, already spawned, start. A worker dials this mailbox only when it
+ * says READY, ~10 ms after its spawn; the publisher dials no loop yet
+ * (sup_go does, at each READY). */
 static int sup_setup_actors(sup *s, const m0_producer *producer) {
   const m0_config *cfg = s->cfg;
   size_t app_slots = s->app->page_slots ? s->app->page_slots(s->n) : 0;

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/pull.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "m0trace: cannot listen at %s: %s\n", url, nng_strerror(rv));
     return 1;
   }
-  nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 100);
+  /* Waiting is a poll() on the receive descriptor, 100 ms at a time (to see
+   * a signal or the end of --seconds): an nng receive timeout that expires
+   * spins nng 1.5.2's expire thread for up to a millisecond (ARCHITECTURE.md,
+   * "nng's timers and redials"). */
+  int rfd;
+  if ((rv = nng_socket_get_int(s, NNG_OPT_RECVFD, &rfd)) != 0) {
+    fprintf(stderr, "m0trace: cannot wait on %s: %s\n", url, nng_strerror(rv));
+    return 1;
+  }
   fprintf(stderr, "m0trace: listening at %s\n", url);
   json_t *events = json_array(), *tracks = json_object();
   struct timespec start, now;
@@ -123,7 +132,8 @@ int main(int argc, char **argv) {
       break;
     char *buf;
     size_t n;
-    if (nng_recv(s, &buf, &n, NNG_FLAG_ALLOC) != 0) continue;
+    struct pollfd pf = {.fd = rfd, .events = POLLIN};
+    if (poll(&pf, 1, 100) <= 0 || nng_recv(s, &buf, &n, NNG_FLAG_ALLOC | NNG_FLAG_NONBLOCK) != 0) continue;
     /* A message carries one or more whole binary records. */
     m0__trace_rec r;
     for (size_t at = 0; at + M0__TRACE_RECORD <= n; at += M0__TRACE_RECORD) {

@@ -1,5 +1,6 @@
 /* The envelope (round trip, every refusal), URL building from one topology
- * description, and one real message between two actors over inproc and ipc. */
+ * description, one real message between two actors over inproc and ipc, the
+ * direct inbox, and the publisher dialing a loop only when told. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 
 #include "actors/actor.h"
 #include "actors/trace.h"
+#include "actors/producer.h"
 #include "actors/publisher.h"
 #include "transport/page.h"
 #include "actors/errors.h"
@@ -293,10 +295,77 @@ static void test_counter_shared(void **st) {
   m0__rundir_close(&d);
 }
 
+/* The publisher dials a loop only when told its mailbox is open
+ * (m0__publisher_connect): until then, and after a hang-up, a frame for that
+ * loop is a refusal the caller sees, and the other loops still get it. */
+static bool frame_arrives(m0__actor *loop, uint64_t id) {
+  m0__msg m;
+  nng_socket_set_ms(loop->mailbox, NNG_OPT_RECVTIMEO, 2000);
+  if (m0__recv(loop, &m, M0__RECV_WAIT) != 0) return false;
+  uint64_t got;
+  const char *ch;
+  const uint8_t *f;
+  size_t chlen, flen;
+  bool ok = m.env.kind == M0__K_FRAME && m0__frame_decode(m.payload, m.len, &got, &ch, &chlen, &f, &flen) == 0 &&
+            got == id && chlen == 5 && memcmp(ch, "beats", 5) == 0;
+  m0__msg_free(&m);
+  return ok;
+}
+
+static bool mailbox_empty(m0__actor *loop) {
+  m0__msg m;
+  usleep(20000);
+  if (m0__recv(loop, &m, M0__RECV_NOWAIT) != 0) return true;
+  m0__msg_free(&m);
+  return false;
+}
+
+static void test_publisher_connect(void **st) {
+  m0__rundir d;
+  char err[256];
+  assert_int_equal(m0__rundir_open(&d, "", err, sizeof err), 0);
+  m0__page pg;
+  assert_int_equal(m0__page_create(&pg, d.path, 2, 0, err, sizeof err), 0);
+  m0__topology t;
+  assert_int_equal(m0__topology_build(&t, M0__MODE_PREFORK, 2, 0, M0__SCHEME_IPC, d.path), 0);
+  m0_publisher pub;
+  assert_int_equal(m0__publisher_open(&pub, &t, &pg, NULL, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0)), 0);
+  m0__actor loop[2];
+  for (int i = 0; i < 2; i++) {
+    const m0__actor_desc *l = m0__topology_find(&t, M0__ACTOR_ID(M0__ROLE_LOOP, i));
+    assert_int_equal(m0__actor_open(&loop[i], l->id, l->url, NULL), 0);
+  }
+  /* nothing dialed yet */
+  assert_false(m0_publish(&pub, "beats", 1, "data: x", 7));
+  assert_true(mailbox_empty(&loop[0]));
+  assert_int_equal(m0__publisher_connect(&pub, 0), 0);
+  assert_false(m0_publish(&pub, "beats", 2, "data: x", 7)); /* loop 1 not dialed: refused */
+  assert_true(frame_arrives(&loop[0], 2));                  /* loop 0 got it all the same */
+  assert_true(mailbox_empty(&loop[1]));
+  assert_int_equal(m0__publisher_connect(&pub, 1), 0);
+  assert_true(m0_publish(&pub, "beats", 3, "data: x", 7));
+  assert_true(frame_arrives(&loop[0], 3));
+  assert_true(frame_arrives(&loop[1], 3));
+  m0__publisher_disconnect(&pub, 1); /* its worker died */
+  assert_false(m0_publish(&pub, "beats", 4, "data: x", 7));
+  assert_true(frame_arrives(&loop[0], 4));
+  assert_true(mailbox_empty(&loop[1]));
+  assert_int_equal(m0__publisher_connect(&pub, 1), 0); /* its successor said READY */
+  assert_true(m0_publish(&pub, "beats", 5, "data: x", 7));
+  assert_true(frame_arrives(&loop[1], 5));
+  assert_true(frame_arrives(&loop[0], 5));
+  m0__publisher_close(&pub);
+  for (int i = 0; i < 2; i++) m0__actor_close(&loop[i]);
+  m0__topology_free(&t);
+  m0__page_close(&pg);
+  m0__rundir_close(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_envelope_round_trip), cmocka_unit_test(test_names), cmocka_unit_test(test_trace_records),
                                      cmocka_unit_test(test_topology_urls), cmocka_unit_test(test_inproc),
                                      cmocka_unit_test(test_ipc), cmocka_unit_test(test_inbox), cmocka_unit_test(test_frame_ok),
-                                     cmocka_unit_test(test_counter_shared)};
+                                     cmocka_unit_test(test_counter_shared),
+                                     cmocka_unit_test(test_publisher_connect)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

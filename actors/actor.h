@@ -84,8 +84,10 @@ int m0__actor_recv_fd(m0__actor *a, int *fd);
 int m0__inbox_init(m0__inbox *b);
 void m0__inbox_fini(m0__inbox *b);
 
-/* Dials a peer. A peer whose listener is not up yet is dialed in the
- * background and the first send waits for it (up to the send timeout).
+/* Dials a peer, whose mailbox should be open already (see actor.c: a
+ * redial against an absent listener costs CPU). One that is not up yet is
+ * dialed in the background and the first send waits for it (up to the send
+ * timeout).
  * A send timeout of 0 makes sends queue (up to 1024 messages) or fail at
  * once: the bus never blocks its sender, and a refusal is counted. */
 int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms);

@@ -200,7 +200,7 @@ static int recv_mailbox(m0__actor *self, nng_msg **m, int flags) {
  * costs nng 1.5.2's expire thread up to a millisecond of spinning (it takes
  * only deadlines strictly in the past: see ARCHITECTURE.md, "nng's timers
  * and redials"). */
-static int recv_wait(m0__actor *self, nng_msg **m, bool wait) {
+static int recv_any(m0__actor *self, nng_msg **m, bool wait) {
   if (self->inbox && (*m = inbox_take(self->inbox))) return 0;
   if (!wait) return recv_mailbox(self, m, NNG_FLAG_NONBLOCK);
   int fd;
@@ -223,7 +223,7 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   int rv;
   if (how == M0__RECV_INBOX) {
     if (!self->inbox || !(m = inbox_take(self->inbox))) return M0__ETIMEDOUT;
-  } else if ((rv = recv_wait(self, &m, how == M0__RECV_WAIT)) != 0) {
+  } else if ((rv = recv_any(self, &m, how == M0__RECV_WAIT)) != 0) {
     return rv;
   }
   if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0) {

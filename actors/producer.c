@@ -151,8 +151,9 @@ bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void 
   if (len) memcpy(buf + 10 + cl, frame, len);
   bool ok = true;
   pthread_mutex_lock(&pub->mu);
-  for (int i = 0; i < pub->nloops; i++)
-    if (m0__send(&pub->self, &pub->loops[i], M0__K_FRAME, m0__current_trace.hi, m0__current_trace.lo, buf, n) != 0)
+  for (int i = 0; i < pub->nloops; i++) /* a loop not dialed (yet, or any more) is a refusal too */
+    if (!pub->loops[i].open ||
+        m0__send(&pub->self, &pub->loops[i], M0__K_FRAME, m0__current_trace.hi, m0__current_trace.lo, buf, n) != 0)
       ok = false;
   pthread_mutex_unlock(&pub->mu);
   free(buf);

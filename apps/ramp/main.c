@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define ROWS 4096
 #define DIM 256
+#define HUGE_PAGE (2u << 20)
 
 typedef struct ramp {
   float *rows; /* ROWS x DIM */
@@ -26,9 +28,22 @@ static uint64_t ramp_rand(uint64_t *s) { /* splitmix64: fixed seed, same table e
   return z ^ (z >> 31);
 }
 
+/* The table is 4 MiB: 1,024 first-touch page faults at ~11 us each on these
+ * machines (a paravirtualized guest), 13 ms of a handler's build, against
+ * 1.3 ms for the filling itself. Aligned to 2 MiB and marked for transparent
+ * huge pages it takes two faults where the kernel allows it (THP "madvise"
+ * or "always"); elsewhere the advice is ignored and nothing changes. The
+ * same bytes are resident either way. */
+static float *ramp_table(void) {
+  size_t n = sizeof(float) * ROWS * DIM, size = (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  float *rows = aligned_alloc(HUGE_PAGE, size);
+  if (rows) (void)madvise(rows, size, MADV_HUGEPAGE);
+  return rows;
+}
+
 static void *ramp_make(const m0_ctx *ctx, char *err, size_t errlen) {
   ramp *r = calloc(1, sizeof *r);
-  if (r) r->rows = malloc(sizeof(float) * ROWS * DIM);
+  if (r) r->rows = ramp_table();
   if (!r || !r->rows) {
     free(r);
     snprintf(err, errlen, "ramp: out of memory for the %d x %d table", ROWS, DIM);

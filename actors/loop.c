@@ -470,10 +470,7 @@ void m0__loop_hang_up(m0__loop *l) {
   m0__peer_close(&l->coord);
 }
 
-void m0__loop_release(m0__loop *l) {
-  m0__loop_hang_up(l);
-  m0__actor_close(&l->self);
-}
+void m0__loop_release(m0__loop *l) { m0__actor_close(&l->self); }
 
 int m0__loop_open(m0__loop *l) {
   const m0__actor_desc *me = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_LOOP, l->index));

@@ -96,10 +96,11 @@ int m0__loop_open(m0__loop *l);
 /* Starts the loop's thread (its mailbox open). It builds the handler, reports READY or FAILED,
  * and waits for GO. Returns 0 or M0__ENOMEM (no thread). */
 int m0__loop_start(m0__loop *l);
-/* After the join: closes the loop's peers (hang up), then its sockets (see
- * loop.c on why not before). Teardown closes every peer before any mailbox:
- * a peer whose mailbox closed first would redial it until closed itself
- * (actors/actor.c, m0__peer_open). */
+/* After the join (see loop.c on why not before): hang_up closes the loop's
+ * peers, release its mailbox. Teardown hangs up every actor before it
+ * releases any: a peer whose mailbox closed first would redial it until
+ * closed itself (actors/actor.c, m0__peer_open). The pool's and the
+ * producer's pairs work the same way. */
 void m0__loop_hang_up(m0__loop *l);
 void m0__loop_release(m0__loop *l);
 

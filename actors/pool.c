@@ -253,10 +253,7 @@ void m0__pool_hang_up(m0__pool_thread *t) { /* after the join: see m0__loop_rele
   m0__peer_close(&t->coord);
 }
 
-void m0__pool_release(m0__pool_thread *t) {
-  m0__pool_hang_up(t);
-  m0__actor_close(&t->self);
-}
+void m0__pool_release(m0__pool_thread *t) { m0__actor_close(&t->self); }
 
 int m0__pool_start(m0__pool_thread *t) {
   atomic_store(&t->exited, false);

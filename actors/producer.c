@@ -237,10 +237,7 @@ void m0__producer_hang_up(m0__producer_run *r) { /* after the join: see m0__loop
   m0__peer_close(&r->coord);
 }
 
-void m0__producer_release(m0__producer_run *r) {
-  m0__producer_hang_up(r);
-  m0__actor_close(&r->self);
-}
+void m0__producer_release(m0__producer_run *r) { m0__actor_close(&r->self); }
 
 int m0__producer_start(m0__producer_run *r) {
   atomic_store(&r->exited, true); /* until its thread runs */

@@ -495,7 +495,10 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
     for (int i = 0; s->wpeers && i < s->n; i++) m0__peer_close(&s->wpeers[i]);
     m0__peer_close(&s->prod_peer);
     if (s->pub_open) m0__publisher_close(&s->pub);
-    if (prod) m0__producer_release(&s->prod);
+    if (prod) {
+      m0__producer_hang_up(&s->prod);
+      m0__producer_release(&s->prod);
+    }
     m0__actor_close(&s->self);
     m0__page_close(&s->page);
   }

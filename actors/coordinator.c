@@ -47,7 +47,6 @@ typedef struct coord {
   m0__tracer *trace;
   m0__actor self;
   m0__peer up; /* a worker's supervisor */
-  bool has_up;
   m0__loop *loops; /* [here] */
   m0__peer *loop_peers;
   int npool;
@@ -255,14 +254,15 @@ static void coord_ready_up(coord *c) {
 static int coord_barrier(coord *c) {
   int want = c->p->here * (1 + c->npool) + (c->has_producer ? 1 : 0), ready = 0;
   int64_t forever = INT64_MAX / 2;
-  bool up_go = !c->has_up;
+  bool up = c->p->mode == M0__MODE_PREFORK; /* a worker: READY up, GO down (coord_ready_up) */
+  bool up_go = !up;
   while (ready < want || !up_go) {
     m0__msg m;
     /* A worker says READY again every half second until GO comes: a message
      * to a process that just replaced a dead one can be lost in the
      * reconnect, and a worker that waits forever serves nothing. */
-    int w = coord_wait(c, c->has_up && ready == want ? coord_now_ms() + 500 : forever, &m);
-    if (w == 0 && c->has_up && ready == want) {
+    int w = coord_wait(c, up && ready == want ? coord_now_ms() + 500 : forever, &m);
+    if (w == 0 && up && ready == want) {
       coord_ready_up(c);
       continue;
     }
@@ -278,7 +278,7 @@ static int coord_barrier(coord *c) {
     if (w != 1) continue;
     int kind = m.env.kind;
     if (kind == M0__K_READY) {
-      if (++ready == want && c->has_up) coord_ready_up(c);
+      if (++ready == want && up) coord_ready_up(c);
     } else if (kind == M0__K_GO) {
       up_go = true;
     } else if (kind == M0__K_FAILED || kind == M0__K_DIED) {
@@ -291,7 +291,7 @@ static int coord_barrier(coord *c) {
   }
   /* A worker's publisher reaches the other workers' loops too; their
    * mailboxes are open once GO came (the supervisor waited for every READY). */
-  for (int i = 0; c->has_up && i < c->p->loops; i++)
+  for (int i = 0; up && i < c->p->loops; i++)
     if ((i < c->p->first || i >= c->p->first + c->p->here) && m0__publisher_connect(&c->pub, i) != 0)
       fprintf(stderr, "m0: worker %d cannot reach loop %d\n", c->p->first, i);
   for (int i = 0; i < c->p->here; i++)
@@ -359,7 +359,6 @@ static int coord_setup(coord *c) {
     fprintf(stderr, "m0: cannot open the coordinator's mailbox\n");
     return 1;
   }
-  c->has_up = p->mode == M0__MODE_PREFORK; /* dialed at READY: coord_ready_up */
   return 0;
 }
 

@@ -70,11 +70,21 @@ void m0__inbox_fini(m0__inbox *b) {
   b->ready = false;
 }
 
-/* The eventfd is written (under the mutex) only when the ring goes from
- * empty to not empty, and read back when it becomes empty again, so it is
- * readable exactly while there is something to take: one wake per batch of
- * messages, however many the sender adds before the receiver runs, and no
- * system call for a look into an empty ring. */
+/* The eventfd is written when the ring goes from empty to not empty and
+ * read back when a take leaves it empty, so it is readable while there is
+ * something to take: one wake per batch of messages, however many the
+ * sender adds before the receiver runs, and no system call for a look into
+ * an empty ring.
+ * The write comes after the unlock. Written under the mutex, it woke the
+ * receiver (the loop) while the sender still held the lock: the loop, which
+ * preempts a pool thread at once, then blocked on that lock until the
+ * preempted sender got the CPU back, which on a busy CPU is the next tick
+ * (~4 ms at HZ=250: bench/run_pool, "pinned").
+ * So a write can land after the receiver has emptied the ring. `unwoken`
+ * counts the writes decided and not yet read back (eventfd adds them up): a
+ * take that finds the ring empty while some are outstanding reads again,
+ * and a wake that finds nothing clears itself. No wake is lost: every put
+ * that makes the ring not empty writes after the read that emptied it. */
 static int inbox_put(m0__inbox *b, nng_msg *m) {
   pthread_mutex_lock(&b->mu);
   if (b->n == b->cap) {
@@ -90,11 +100,13 @@ static int inbox_put(m0__inbox *b, nng_msg *m) {
     b->cap *= 2;
   }
   b->q[(b->head + b->n++) % b->cap] = m;
-  if (b->n == 1) {
+  bool wake = b->n == 1;
+  b->unwoken += wake;
+  pthread_mutex_unlock(&b->mu);
+  if (wake) {
     uint64_t one = 1;
     (void)!write(b->efd, &one, sizeof one);
   }
-  pthread_mutex_unlock(&b->mu);
   return 0;
 }
 
@@ -104,11 +116,10 @@ static nng_msg *inbox_take(m0__inbox *b) {
   if (b->n) {
     m = b->q[b->head];
     b->head = (b->head + 1) % b->cap;
-    if (--b->n == 0) {
-      uint64_t v;
-      (void)!read(b->efd, &v, sizeof v);
-    }
+    b->n--;
   }
+  uint64_t v;
+  if (b->n == 0 && b->unwoken && read(b->efd, &v, sizeof v) == sizeof v) b->unwoken -= v;
   pthread_mutex_unlock(&b->mu);
   return m;
 }

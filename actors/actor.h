@@ -41,7 +41,8 @@ typedef struct m0__inbox {
   pthread_mutex_t mu;
   nng_msg **q; /* a ring of cap, n from head */
   size_t head, n, cap;
-  int efd; /* an eventfd, readable while the ring holds a message */
+  uint64_t unwoken; /* wakes written (or about to be) and not read back */
+  int efd;          /* an eventfd, readable while the ring holds a message */
   bool ready;
 } m0__inbox;
 

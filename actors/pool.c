@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "actors/errors.h"
 #include "http/response.h"
@@ -178,6 +181,26 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, m0__outq *out, m
   return rv;
 }
 
+#define POOL_SLOW_VIEW_NS 1000000 /* CPU per request of a batch that makes a thread yield */
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* After each batch until it yields: one clock read (design notes, pool.h). */
+static void pool_maybe_yield(m0__pool_thread *t, uint64_t since_ns, uint32_t done) {
+  uint64_t used = thread_cpu_ns() - since_ns;
+  if (done == 0 || used / done < POOL_SLOW_VIEW_NS) return;
+  t->yields = true;
+  if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) != 0)
+    fprintf(stderr, "m0: pool.%d.%d: cannot lower its priority (%m); its loop may wait for it\n", t->loop, t->index);
+  else
+    fprintf(stderr, "m0: pool.%d.%d: a view took %.1f ms of CPU; it now runs at nice 19 and gives way to loop %d\n",
+            t->loop, t->index, (double)used / done / 1e6, t->loop);
+}
+
 static void *pool_main(void *arg) {
   m0__pool_thread *t = arg;
   uint32_t my_id = M0__ACTOR_ID(M0__ROLE_POOL, (t->loop << 12) | t->index);
@@ -223,6 +246,7 @@ static void *pool_main(void *arg) {
     const uint8_t *c = rd_take(&r, 4);
     uint32_t count = 0;
     if (c) memcpy(&count, c, 4);
+    uint64_t began = t->yields ? 0 : thread_cpu_ns();
     m0__outq_clear(&out);
     uint32_t done = 0;
     m0__outq_append(&out, &done, 4);
@@ -234,6 +258,7 @@ static void *pool_main(void *arg) {
       done++;
     }
     memcpy(out.buf, &done, 4);
+    if (!t->yields) pool_maybe_yield(t, began, done);
     /* The trace id of a batch is its first request's. */
     if (m0__send(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out.buf, out.len) != 0)
       fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);

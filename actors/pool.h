@@ -18,6 +18,16 @@
  *   them after both are joined.
  * - Job and result bytes live in the message body: requests are copied out of
  *   the loop's buffers, answers are whole HTTP responses.
+ * - A pool thread that runs slow views gives way to its loop. Its first batch
+ *   that took 1 ms or more of CPU per request moves it to nice 19 for the rest
+ *   of its life; a trivial-view pool is never moved. Why: a loop woken
+ *   beside a thread that spins at the same weight waits up to a scheduler
+ *   tick (4 ms at HZ=250) on ~1-2 % of its wakes; at nice 19 the wake runs
+ *   at once (bench/run_pool, "pinned": on-loop p99 4 -> 0.2 ms). Not from the
+ *   start: a demoted thread is preempted by every request the loop reads, so
+ *   the batches of a fast lane shrink (lane 0.80 -> 0.52x the loop at 16
+ *   connections). One way only: raising a priority back needs CAP_SYS_NICE.
+ *   The price: beside other busy processes, a demoted thread gets little CPU.
  */
 #ifndef M0_ACTORS_POOL_H
 #define M0_ACTORS_POOL_H
@@ -43,6 +53,7 @@ typedef struct m0__pool_thread {
   atomic_bool exited;
   atomic_bool said_stopped;
   atomic_bool in_app; /* inside a view: named if the drain's bound passes */
+  bool yields;        /* at nice 19: it ran slow views (design notes) */
   m0__actor self;
   m0__peer coord, loopp;
   m0__inbox inbox;       /* the direct lane (inbox.ready): JOB and STOP from the loop */

@@ -11,16 +11,21 @@ Proves:
   pool (/slow?ms=50, /instance, /slow?ms=10, /health, /instance) come back as
   five responses in request order, each recognisably the answer to its own
   request, and the connection is still usable.
+- Yielding: a pool thread that has run a slow view (/slow?ms=30, ~30 ms of
+  CPU) is at nice 19 and says so on stderr, one line each, while the loop's
+  thread stays at nice 0; 300 trivial views (/instance) through the same pool
+  before that leave every thread at nice 0 and say nothing.
 - Drain: a SIGTERM while /slow?ms=1000 runs on a pool thread: the response is
   written whole (200, {"ms":1000}, full Content-Length), the listener is
   closed meanwhile, and the process exits 0.
 """
 import json
+import os
 import socket
 import threading
 import time
 
-from harness import Failures, Server
+from harness import Failures, Server, wait_for
 from rawhttp import Closed, Conn, request
 
 F = Failures()
@@ -130,6 +135,66 @@ def pipelined_order():
         F.check(s.stop() == 0, f"{label}: exit 0 on SIGTERM")
 
 
+def nices(pid):
+    """{thread name: [nice, ...]} of pid's threads (/proc/pid/task/*/stat)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                st = f.read()
+        except FileNotFoundError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        out.setdefault(comm, []).append(int(st[st.rindex(")") + 2:].split()[16]))  # field 19: nice
+    return out
+
+
+def yielding():
+    label = "pool threads yield after slow views"
+    with Server("host_check", "--blocking-threads", "2", "--port", "0") as s:
+        pid = s.proc.pid
+        with Conn(s.port, timeout=10) as c:
+            for _ in range(300):
+                c.send(request("GET", "/instance"))
+                st, _, _, _, line = c.read_response(timeout=10)
+                if st != 200:
+                    F.check(False, f"{label}: /instance answered {line!r}")
+                    break
+        before = nices(pid)
+        F.check(all(n == 0 for ns in before.values() for n in ns),
+                f"{label}: after 300 trivial views every thread is at nice 0 ({before})")
+        F.check("nice 19" not in s.stderr(), f"{label}: nothing said after trivial views:\n{s.stderr()}")
+        errors = []
+
+        def slow():
+            try:
+                with Conn(s.port, timeout=10) as c:
+                    for _ in range(3):
+                        c.send(request("GET", "/slow?ms=30"))
+                        if c.read_response(timeout=10)[0] != 200:
+                            errors.append("/slow not 200")
+            except Exception as e:
+                errors.append(repr(e))
+
+        ts = [threading.Thread(target=slow, daemon=True) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=15)
+        F.check(not errors and not any(t.is_alive() for t in ts), f"{label}: the slow views answered ({errors})")
+        said = wait_for(lambda: s.stderr().count("it now runs at nice 19"), 5)
+        after = nices(pid)
+        niced = [n for ns in after.values() for n in ns if n == 19]
+        F.check(len(niced) == 2 and said == 2,
+                f"{label}: both pool threads at nice 19 and said so once each ({after}):\n{s.stderr()}")
+        F.check(all(n in (0, 19) for ns in after.values() for n in ns),
+                f"{label}: every other thread (the loop's among them) still at nice 0 ({after})")
+        with Conn(s.port, timeout=10) as c:
+            c.send(request("GET", "/health"))
+            F.check(c.read_response(timeout=10)[3] == b'{"status":"ok"}', f"{label}: the loop still answers")
+        F.check(s.stop() == 0, f"{label}: exit 0 on SIGTERM")
+
+
 def drain_in_flight():
     label = "SIGTERM during a pool-thread /slow?ms=1000"
     with Server("host_check", "--blocking-threads", "1", "--port", "0") as s:
@@ -159,5 +224,6 @@ def drain_in_flight():
 
 placement()
 pipelined_order()
+yielding()
 drain_in_flight()
 F.done()

@@ -55,6 +55,8 @@ typedef struct m0__actor {
   m0__tracer *trace; /* NULL: tracing off, one branch per message */
   m0__inbox *inbox;  /* NULL: the mailbox only; set after m0__actor_open */
   int recv_fd;       /* the mailbox's, once asked for (-1 before) */
+  bool local;        /* also at an inproc alias for peers in this process (actor.c) */
+  struct m0__actor *local_next;
 } m0__actor;
 
 typedef struct m0__peer {
@@ -75,6 +77,9 @@ typedef struct m0__msg {
 /* Opens the actor's mailbox, listening at url. Returns 0 or M0__ETRANSPORT. */
 int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
 void m0__actor_close(m0__actor *a);
+/* Whether mailboxes opened from now on take a same-process shortcut (on by
+ * default; off when a topology file names the transport): actor.c. */
+void m0__actor_shortcuts(bool on);
 /* Listens at one more URL (an inproc actor reachable from outside). */
 int m0__actor_listen_also(m0__actor *a, const char *url);
 /* The descriptor that is readable when the mailbox holds a message. */

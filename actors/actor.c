@@ -43,19 +43,17 @@ static void local_add(m0__actor *a) {
   pthread_mutex_lock(&local_mu);
   a->local_next = local_boxes;
   local_boxes = a;
-  a->local = true;
   pthread_mutex_unlock(&local_mu);
 }
 
+/* An actor without an alias is simply not found. */
 static void local_remove(m0__actor *a) {
-  if (!a->local) return;
   pthread_mutex_lock(&local_mu);
   for (m0__actor **pp = &local_boxes; *pp; pp = &(*pp)->local_next)
     if (*pp == a) {
       *pp = a->local_next;
       break;
     }
-  a->local = false;
   pthread_mutex_unlock(&local_mu);
 }
 

@@ -55,8 +55,7 @@ typedef struct m0__actor {
   m0__tracer *trace; /* NULL: tracing off, one branch per message */
   m0__inbox *inbox;  /* NULL: the mailbox only; set after m0__actor_open */
   int recv_fd;       /* the mailbox's, once asked for (-1 before) */
-  bool local;        /* also at an inproc alias for peers in this process (actor.c) */
-  struct m0__actor *local_next;
+  struct m0__actor *local_next; /* the mailboxes with an inproc alias (actor.c) */
 } m0__actor;
 
 typedef struct m0__peer {

@@ -189,16 +189,20 @@ static uint64_t thread_cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* After each batch until it yields: one clock read (design notes, pool.h). */
-static void pool_maybe_yield(m0__pool_thread *t, uint64_t since_ns, uint32_t done) {
-  uint64_t used = thread_cpu_ns() - since_ns;
-  if (done == 0 || used / done < POOL_SLOW_VIEW_NS) return;
+/* After each batch until the thread yields: one clock read, which is also
+ * the next batch's start (the wait between batches costs microseconds of
+ * CPU, against a threshold of a millisecond). Returns that reading. Design
+ * notes in pool.h. */
+static uint64_t pool_maybe_yield(m0__pool_thread *t, uint64_t since_ns, uint32_t done) {
+  uint64_t now = thread_cpu_ns(), used = now - since_ns;
+  if (done == 0 || used / done < POOL_SLOW_VIEW_NS) return now;
   t->yields = true;
   if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) != 0)
     fprintf(stderr, "m0: pool.%d.%d: cannot lower its priority (%m); its loop may wait for it\n", t->loop, t->index);
   else
     fprintf(stderr, "m0: pool.%d.%d: a view took %.1f ms of CPU; it now runs at nice 19 and gives way to loop %d\n",
             t->loop, t->index, (double)used / done / 1e6, t->loop);
+  return now;
 }
 
 static void *pool_main(void *arg) {
@@ -228,6 +232,7 @@ static void *pool_main(void *arg) {
   }
   made = true;
   m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
+  uint64_t cpu_mark = thread_cpu_ns(); /* this thread's CPU when its last batch ended */
   for (;;) {
     m0__msg m;
     int rv = m0__recv(self, &m, M0__RECV_WAIT);
@@ -246,7 +251,6 @@ static void *pool_main(void *arg) {
     const uint8_t *c = rd_take(&r, 4);
     uint32_t count = 0;
     if (c) memcpy(&count, c, 4);
-    uint64_t began = t->yields ? 0 : thread_cpu_ns();
     m0__outq_clear(&out);
     uint32_t done = 0;
     m0__outq_append(&out, &done, 4);
@@ -258,7 +262,7 @@ static void *pool_main(void *arg) {
       done++;
     }
     memcpy(out.buf, &done, 4);
-    if (!t->yields) pool_maybe_yield(t, began, done);
+    if (!t->yields) cpu_mark = pool_maybe_yield(t, cpu_mark, done);
     /* The trace id of a batch is its first request's. */
     if (m0__send(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out.buf, out.len) != 0)
       fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);

@@ -277,12 +277,23 @@ static int ids_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* A fresh run directory with a shared page of two loops in it. */
+static void page_open(m0__rundir *d, m0__page *pg) {
+  char err[256];
+  assert_int_equal(m0__rundir_open(d, "", err, sizeof err), 0);
+  assert_int_equal(m0__page_create(pg, d->path, 2, 0, err, sizeof err), 0);
+}
+
+static void page_done(m0__rundir *d, m0__page *pg) {
+  m0__page_close(pg);
+  m0__rundir_close(d);
+}
+
 static void test_counter_shared(void **st) {
   m0__rundir d;
-  char err[256];
-  assert_int_equal(m0__rundir_open(&d, "", err, sizeof err), 0);
   m0__page pg;
-  assert_int_equal(m0__page_create(&pg, d.path, 2, 0, err, sizeof err), 0);
+  char err[256];
+  page_open(&d, &pg);
   enum { N = 2000000 };
   uint64_t *all = malloc(sizeof(uint64_t) * 2 * N);
   pthread_barrier_t go;
@@ -302,8 +313,7 @@ static void test_counter_shared(void **st) {
   assert_int_equal(m0__page_next_id(&other), (uint64_t)2 * N + 1);
   m0__page_close(&other);
   free(all);
-  m0__page_close(&pg);
-  m0__rundir_close(&d);
+  page_done(&d, &pg);
 }
 
 /* The publisher dials a loop only when told its mailbox is open
@@ -333,10 +343,8 @@ static bool mailbox_empty(m0__actor *loop) {
 
 static void test_publisher_connect(void **st) {
   m0__rundir d;
-  char err[256];
-  assert_int_equal(m0__rundir_open(&d, "", err, sizeof err), 0);
   m0__page pg;
-  assert_int_equal(m0__page_create(&pg, d.path, 2, 0, err, sizeof err), 0);
+  page_open(&d, &pg);
   m0__topology t;
   assert_int_equal(m0__topology_build(&t, M0__MODE_PREFORK, 2, 0, M0__SCHEME_IPC, d.path), 0);
   m0_publisher pub;
@@ -368,8 +376,7 @@ static void test_publisher_connect(void **st) {
   m0__publisher_close(&pub);
   for (int i = 0; i < 2; i++) m0__actor_close(&loop[i]);
   m0__topology_free(&t);
-  m0__page_close(&pg);
-  m0__rundir_close(&d);
+  page_done(&d, &pg);
 }
 
 int main(void) {

@@ -191,11 +191,13 @@ static uint64_t thread_cpu_ns(void) {
 
 /* After each batch until the thread yields: one clock read, which is also
  * the next batch's start (the wait between batches costs microseconds of
- * CPU, against a threshold of a millisecond). Returns that reading. Design
- * notes in pool.h. */
+ * CPU, against a threshold of a millisecond). Returns that reading. The
+ * thread's first batch is not judged (since_ns 0): it pays the cold start,
+ * first-touch page faults at ~11 us each here and lazy binding, which made a
+ * trivial view take a millisecond under TSan. Design notes in pool.h. */
 static uint64_t pool_maybe_yield(m0__pool_thread *t, uint64_t since_ns, uint32_t done) {
   uint64_t now = thread_cpu_ns(), used = now - since_ns;
-  if (done == 0 || used / done < POOL_SLOW_VIEW_NS) return now;
+  if (since_ns == 0 || done == 0 || used / done < POOL_SLOW_VIEW_NS) return now;
   t->yields = true;
   if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) != 0)
     fprintf(stderr, "m0: pool.%d.%d: cannot lower its priority (%m); its loop may wait for it\n", t->loop, t->index);
@@ -232,7 +234,7 @@ static void *pool_main(void *arg) {
   }
   made = true;
   m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
-  uint64_t cpu_mark = thread_cpu_ns(); /* this thread's CPU when its last batch ended */
+  uint64_t cpu_mark = 0; /* this thread's CPU when its last batch ended; 0 before the first */
   for (;;) {
     m0__msg m;
     int rv = m0__recv(self, &m, M0__RECV_WAIT);

@@ -18,9 +18,9 @@
  *   them after both are joined.
  * - Job and result bytes live in the message body: requests are copied out of
  *   the loop's buffers, answers are whole HTTP responses.
- * - A pool thread that runs slow views gives way to its loop. Its first batch
- *   that took 1 ms or more of CPU per request moves it to nice 19 for the rest
- *   of its life; a trivial-view pool is never moved. Why: a loop woken
+ * - A pool thread that runs slow views gives way to its loop. A batch (not
+ *   its first: cold start) that took 1 ms or more of CPU per request moves it
+ *   to nice 19 for the rest of its life; a trivial-view pool is never moved. Why: a loop woken
  *   beside a thread that spins at the same weight waits up to a scheduler
  *   tick (4 ms at HZ=250) on ~1-2 % of its wakes; at nice 19 the wake runs
  *   at once (bench/run_pool, "pinned": on-loop p99 4 -> 0.2 ms). Not from the

@@ -3,7 +3,6 @@
 #include <nng/protocol/pipeline0/pull.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <errno.h>
-#include <pthread.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,60 +12,6 @@
 
 #include "actors/errors.h"
 #include "actors/trace.h"
-
-/* Mailboxes of this process that listen on ipc or tcp also listen at an
- * inproc alias, and a peer dialed to one of them from this process dials the
- * alias: a prefork worker's coordinator, loops and pool threads, and the
- * supervisor with its producer, reach each other without a socket. Why: nng
- * 1.5.2 adds a dialing socket to its poller before connect(), and an
- * unconnected socket reports EPOLLHUP, so the poller thread spins until the
- * dialer gets to connect; at a prefork start (three processes starting on
- * 2 vCPUs) the woken poller often preempted the dialer and spun for up to a
- * scheduler tick (perf trace: 2.7 ms between a dial's epoll_ctl and its
- * connect). A message through inproc also skips the poller. The topology
- * keeps one URL per actor; only here do two actors of one process find out
- * that they are neighbours. A transport named by a topology file is taken by
- * every message, neighbours' too (m0__actor_shortcuts). */
-static pthread_mutex_t local_mu = PTHREAD_MUTEX_INITIALIZER;
-static m0__actor *local_boxes; /* linked by local_next */
-static bool local_on = true;
-
-void m0__actor_shortcuts(bool on) { local_on = on; }
-
-static void local_alias(const m0__actor *a, char *out, size_t n) { snprintf(out, n, "inproc://m0-local-%p", (void *)a); }
-
-static void local_add(m0__actor *a) {
-  if (!local_on) return;
-  char alias[64];
-  local_alias(a, alias, sizeof alias);
-  if (nng_listen(a->mailbox, alias, NULL, 0) != 0) return; /* peers dial the real URL */
-  pthread_mutex_lock(&local_mu);
-  a->local_next = local_boxes;
-  local_boxes = a;
-  pthread_mutex_unlock(&local_mu);
-}
-
-/* An actor without an alias is simply not found. */
-static void local_remove(m0__actor *a) {
-  pthread_mutex_lock(&local_mu);
-  for (m0__actor **pp = &local_boxes; *pp; pp = &(*pp)->local_next)
-    if (*pp == a) {
-      *pp = a->local_next;
-      break;
-    }
-  pthread_mutex_unlock(&local_mu);
-}
-
-/* The URL a peer in this process dials for `url`: its alias, or itself. */
-static const char *local_dial_url(const char *url, char *buf, size_t n) {
-  pthread_mutex_lock(&local_mu);
-  const m0__actor *hit = NULL;
-  for (const m0__actor *a = local_boxes; a && !hit; a = a->local_next)
-    if (strcmp(a->url, url) == 0) hit = a;
-  if (hit) local_alias(hit, buf, n);
-  pthread_mutex_unlock(&local_mu);
-  return hit ? buf : url;
-}
 
 int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {
   memset(a, 0, sizeof *a);
@@ -80,7 +25,6 @@ int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace
     return M0__ETRANSPORT;
   }
   a->open = true;
-  if (strncmp(url, "inproc://", 9) != 0) local_add(a);
   return 0;
 }
 
@@ -89,7 +33,6 @@ int m0__actor_listen_also(m0__actor *a, const char *url) {
 }
 
 void m0__actor_close(m0__actor *a) {
-  local_remove(a);
   if (a->open) nng_close(a->mailbox);
   a->open = false;
 }
@@ -198,9 +141,7 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
    * burned a fifth to a half of a CPU until its listener came. The
    * background redial (5 to 10 ms apart) is what reconnects a peer whose
    * listener went away and comes back: a respawned worker's loop. */
-  char alias[64];
-  const char *at = local_dial_url(url, alias, sizeof alias);
-  if (nng_dial(p->sock, at, NULL, 0) != 0 && nng_dial(p->sock, at, NULL, NNG_FLAG_NONBLOCK) != 0) {
+  if (nng_dial(p->sock, url, NULL, 0) != 0 && nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK) != 0) {
     nng_close(p->sock);
     return M0__ETRANSPORT;
   }

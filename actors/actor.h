@@ -55,7 +55,6 @@ typedef struct m0__actor {
   m0__tracer *trace; /* NULL: tracing off, one branch per message */
   m0__inbox *inbox;  /* NULL: the mailbox only; set after m0__actor_open */
   int recv_fd;       /* the mailbox's, once asked for (-1 before) */
-  struct m0__actor *local_next; /* the mailboxes with an inproc alias (actor.c) */
 } m0__actor;
 
 typedef struct m0__peer {
@@ -76,9 +75,6 @@ typedef struct m0__msg {
 /* Opens the actor's mailbox, listening at url. Returns 0 or M0__ETRANSPORT. */
 int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
 void m0__actor_close(m0__actor *a);
-/* Whether mailboxes opened from now on take a same-process shortcut (on by
- * default; off when a topology file names the transport): actor.c. */
-void m0__actor_shortcuts(bool on);
 /* Listens at one more URL (an inproc actor reachable from outside). */
 int m0__actor_listen_also(m0__actor *a, const char *url);
 /* The descriptor that is readable when the mailbox holds a message. */

@@ -326,7 +326,6 @@ static int coord_setup(coord *c) {
   char where[PATH_MAX];
   m0__scheme scheme = p->mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
   if (cfg->topo_transport[0]) scheme = (m0__scheme)m0__scheme_parse(cfg->topo_transport);
-  m0__actor_shortcuts(!cfg->topo_transport[0]); /* a named transport is taken by every message */
   if (scheme == M0__SCHEME_IPC) snprintf(where, sizeof where, "%s", c->rundir.path);
   else snprintf(where, sizeof where, "m0-%d", (int)getpid());
   /* A tcp topology needs the file's addresses; the others can be built. */

@@ -314,7 +314,6 @@ static int sup_setup(sup *s) {
   }
   int pool = (int)M0__CFG(cfg, blocking_threads);
   m0__scheme scheme = cfg->topo_transport[0] ? (m0__scheme)m0__scheme_parse(cfg->topo_transport) : M0__SCHEME_IPC;
-  m0__actor_shortcuts(!cfg->topo_transport[0]); /* a named transport is taken by every message */
   if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0 ||
       (cfg->ntopo_urls == s->topo.nactors &&
        m0__topology_use_urls(&s->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, s->rundir.path) != 0)) {

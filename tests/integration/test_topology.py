@@ -28,15 +28,7 @@ Proves:
   for ipc the coordinator's and producer's sockets exist in the run dir; for
   tcp the server holds established TCP connections to each loop's port;
   SIGTERM -> exit 0.
-- Neighbours: under `--workers 2` with no topology file, no process holds
-  both ends of a mailbox connection (a unix socket under the run directory):
-  actors of one process reach each other through inproc (actors/actor.c).
-  The same prefork topology given as a file naming transport ipc (with a
-  `--blocking-threads 1` pool, whose threads dial their coordinator) makes
-  every worker hold such pairs: a transport the file names is taken by every
-  message, and the check can fail.
 """
-import subprocess
 import http.client
 import json
 import os
@@ -46,7 +38,7 @@ import socket
 import tempfile
 import time
 
-from harness import Failures, Prefork, Server, children, run, socket_inodes, wait_for
+from harness import Failures, Prefork, Server, run, socket_inodes, wait_for
 from test_streams import Stream, contiguous, private_dir, reap_seen
 
 F = Failures()
@@ -351,54 +343,6 @@ def transports():
             shutil.rmtree(rd, ignore_errors=True)
 
 
-def mailbox_pairs(pids, run_dir):
-    """{pid: number of connected unix socket pairs with both ends in that one
-    process and one end at a path under run_dir} (from `ss -x -p`)."""
-    out = subprocess.run(["ss", "-x", "-n", "-p", "state", "connected"], capture_output=True, text=True,
-                         timeout=10).stdout
-    ends = {}  # inode -> (path, peer inode, owners)
-    for line in out.splitlines()[1:]:
-        m = re.match(r"\S+\s+\S+\s+\d+\s+\d+\s+(\S+)\s+(\d+)\s+\S+\s+(\d+)\s*(.*)$", line.strip())
-        if m:
-            ends[m.group(2)] = (m.group(1), m.group(3), {int(x) for x in re.findall(r"pid=(\d+)", m.group(4))})
-    pairs = {p: 0 for p in pids}
-    for ino, (path, peer, owners) in ends.items():
-        if not path.startswith(run_dir) or peer not in ends or len(owners) != 1:
-            continue
-        (pid,) = owners
-        if pid in pairs and ends[peer][2] == owners:
-            pairs[pid] += 1
-    return pairs
-
-
-def neighbours():
-    rc, d0, _, err = doctor("--workers", "2", "--blocking-threads", "1")
-    if not d0:
-        F.check(False, f"neighbours: the doctor of --workers 2 prints JSON ({rc}, {err})")
-        return
-    names = [a["name"] for a in d0["topology"]["actors"]]
-    topo = dict(d0["topology"], transport="ipc", actors=[{"name": n, "url": f"ipc://<run-dir>/{n}.sock"} for n in names])
-    path = write("neighbours-ipc.json", topo)
-    for label, args, want_pairs in (("prefork 2, no file", ["--workers", "2", "--blocking-threads", "1"], False),
-                                    ("prefork 2, a file naming ipc", ["--topology", path], True)):
-        rd = private_dir()
-        try:
-            with Prefork("host_check", *args, "--port", "0", "--run-dir", rd) as s:
-                sup = s.proc.pid
-                kids = wait_for(lambda: len(children(sup)) == 2 and children(sup), 5) or []
-                wait_for(lambda: instances(s.port, 4), 5)  # serving: every dial made
-                pairs = mailbox_pairs([sup] + list(kids), rd)
-                if want_pairs:
-                    F.check(len(kids) == 2 and all(pairs[k] > 0 for k in kids),
-                            f"neighbours, {label}: every worker holds both ends of a mailbox connection ({pairs})")
-                else:
-                    F.check(len(kids) == 2 and not any(pairs.values()),
-                            f"neighbours, {label}: no process holds both ends of a mailbox connection ({pairs})")
-                F.check(s.stop() == 0, f"neighbours, {label}: exit 0 on SIGTERM")
-        finally:
-            shutil.rmtree(rd, ignore_errors=True)
-
-
 if __name__ == "__main__":
     try:
         round_trip("threads 2 + pool 1", ["--threads", "2", "--blocking-threads", "1"], {"0", "1"})
@@ -406,7 +350,6 @@ if __name__ == "__main__":
         round_trip("single", [], {"0"})
         broken()
         transports()
-        neighbours()
     finally:
         reap_seen()
         shutil.rmtree(TMP, ignore_errors=True)

@@ -928,6 +928,23 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def paired(runs, key, rounds, a, b, **same):
+    """Two arms paired by round: for each round 1..rounds, KEY of the run that
+    matches the fields of `a` (a dict, e.g. {"arm": "m0"}) over KEY of the run
+    that matches `b`, both also matching `same`. Returns (per_round, median).
+    A round runs its arms back to back, so this leaves out the drift between
+    rounds that a ratio of medians keeps."""
+    def value(rnd, sel):
+        want = {**same, **sel, "round": rnd}
+        return next((r[key] for r in runs if all(r.get(k) == v for k, v in want.items())), None)
+    per_round = []
+    for rnd in range(1, rounds + 1):
+        x, y = value(rnd, a), value(rnd, b)
+        if x is not None and y:
+            per_round.append(x / y)
+    return per_round, median(per_round)
+
+
 def pct(xs, q):
     """The q-th percentile (0..100) of xs, nearest rank."""
     xs = sorted(xs)

@@ -20,10 +20,12 @@
  *   the loop's buffers, answers are whole HTTP responses.
  * - A pool thread that runs slow views gives way to its loop. A batch (not
  *   its first: cold start) that took 1 ms or more of CPU per request moves it
- *   to nice 19 for the rest of its life; a trivial-view pool is never moved. Why: a loop woken
- *   beside a thread that spins at the same weight waits up to a scheduler
- *   tick (4 ms at HZ=250) on ~1-2 % of its wakes; at nice 19 the wake runs
- *   at once (bench/run_pool, "pinned": on-loop p99 4 -> 0.2 ms). Not from the
+ *   to nice 19 for the rest of its life; a trivial-view pool is never moved.
+ *   Why: a loop woken beside a thread that spins at the same weight waits up
+ *   to a scheduler tick (4 ms at HZ=250) on ~1-2 % of its wakes; at nice 19
+ *   the wake runs at once, but for this guest's own wake-up tail
+ *   (bench/run_pool, "pinned": on-loop p99 4 -> ~0.15 ms; bench/wake_floor.c
+ *   for the tail). Not from the
  *   start: a demoted thread is preempted by every request the loop reads, so
  *   the batches of a fast lane shrink (lane 0.80 -> 0.52x the loop at 16
  *   connections). One way only: raising a priority back needs CAP_SYS_NICE.

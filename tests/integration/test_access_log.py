@@ -1,4 +1,5 @@
-"""The access log (SPEC §4 `--access-log` / `M0_ACCESS_LOG`: one JSON line per response).
+"""The access log (docs/reference.md, Access log: `--access-log` / `M0_ACCESS_LOG`,
+one JSON line per response answered on the loop).
 
 Proves: with --access-log every response, including HEAD, 404, 405, OPTIONS,
 pipelined ones and refusals (414, 400), produces exactly one line on stdout,

@@ -1,4 +1,5 @@
-"""The start barrier and the refusals of the execution modes (SPEC §3, §5, §10).
+"""The start barrier and the refusals of the execution modes (docs/behaviour.md,
+The barrier, Modes; docs/reference.md, Checks; docs/apps.md, host_check).
 
 Proves:
 - `M0_HOSTCHECK_LOOP_MAKE_FAILS=1 host_check --threads 2 --port 0` (loop 1's

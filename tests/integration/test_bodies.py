@@ -1,5 +1,6 @@
-"""Request bodies on a real notes server (SPEC §9 chunked bodies and the 4 MiB /
---max-body-bytes limit, §10 notes routes).
+"""Request bodies on a real notes server (docs/behaviour.md, HTTP: chunked
+bodies, and Limits and timeouts: the 4 MiB --max-body-bytes limit;
+docs/apps.md, notes).
 
 Proves: POST /notes with Content-Length stores the exact text (201 {"id":N},
 GET /notes/{id} and GET /notes give it back); a chunked body of several chunks,

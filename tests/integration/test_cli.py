@@ -1,4 +1,5 @@
-"""Command line, refusals, exit codes and the doctor (SPEC §4, §5, §6).
+"""Command line, refusals, exit codes and the doctor (docs/reference.md:
+Reading the command line, Exit codes, Checks, The doctor).
 
 Proves: --help and --version exit 0; unreadable command lines (--prot 9,
 --port abc, --port 70000, --workers with no value, --doctor=1, a stray

@@ -1,5 +1,5 @@
-"""The dashboard, the README's demo (SPEC §10 dashboard, §2 producer, §9
-streams, §7 drain).
+"""The dashboard, the README's demo (docs/apps.md, dashboard;
+docs/behaviour.md, The producer, Streams and the bus, Drain).
 
 Proves, with `dashboard --threads 2`:
 - GET / is 200 `text/html` and the page opens an `EventSource`.

@@ -1,4 +1,5 @@
-"""The dashboard in a real browser (SPEC §10 dashboard, §9 streams, §7 drain).
+"""The dashboard in a real browser (docs/apps.md, dashboard; docs/behaviour.md,
+Streams and the bus, Drain).
 
 Proves, with `dashboard --threads 2` and Debian's headless `chromium` driven
 through `chromedriver` (W3C WebDriver over HTTP, standard library only; both

@@ -1,4 +1,5 @@
-"""Graceful drain on SIGTERM / SIGINT (SPEC §7, exit codes §5), on host_check.
+"""Graceful drain on SIGTERM / SIGINT (docs/behaviour.md, Drain;
+docs/reference.md, Exit codes), on host_check.
 
 Proves: a request in flight when the signal lands (/slow?ms=1500 spinning in
 the handler) is answered whole (200, exact body {"ms":1500}) and the process

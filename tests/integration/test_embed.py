@@ -1,4 +1,4 @@
-"""Embedding (SPEC §8 embedding: a program starts the host inside its own
+"""Embedding (docs/behaviour.md, Embedding: a program starts the host inside its own
 process, keeps main and its signals, its own nng actor publishes into the
 host's streams, it stops the host with a bound).
 

@@ -1,4 +1,5 @@
-"""Keep-alive and the basic HTTP/1.1 surface of a real ramp server (SPEC §9, §10).
+"""Keep-alive and the basic HTTP/1.1 surface of a real ramp server
+(docs/behaviour.md, HTTP; docs/apps.md, ramp).
 
 Proves: several requests on one http.client connection travel over ONE TCP
 connection; HEAD answers Content-Length with no body; 404, 405 with Allow and

@@ -1,4 +1,5 @@
-"""Request limits and timeouts (SPEC §9 table; flags of §4 / `--help`).
+"""Request limits and timeouts (docs/behaviour.md, Limits and timeouts;
+docs/reference.md, Flags and variables / `--help`).
 
 Proves, on a real server with small limits: request line + headers over
 --max-header-bytes is 431, a target over --max-uri-bytes is 414, a body over

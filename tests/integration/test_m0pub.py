@@ -1,5 +1,6 @@
-"""m0pub: publishing into a running host's streams from outside (SPEC §2 the
-publisher and its one shared counter, §3 the shared page, §10 m0pub).
+"""m0pub: publishing into a running host's streams from outside
+(docs/behaviour.md, Streams and the bus: outside publishers and the one shared counter; Run
+directory and shared page; docs/apps.md, m0pub).
 
 Proves, with host_check started with `--run-dir DIR` (a private 0700 dir):
 - `m0pub --run-dir DIR --event note hello` exits 0 and prints an id; a stream

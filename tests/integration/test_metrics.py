@@ -1,6 +1,6 @@
-"""Metrics (`--metrics-path`: Prometheus text answered on the loop; SPEC §3
-"hand-off counts are visible (log and metrics)", §2 refusals counted,
-§3 respawns).
+"""Metrics (`--metrics-path`: Prometheus text answered on the loop;
+docs/reference.md, Metrics: hand-offs, the bus's refusals and the respawns are counted there;
+docs/behaviour.md, Accept sharing: hand-offs are in the log too).
 
 Proves:
 - `--metrics-path /metrics` answers 200 `text/plain; version=0.0.4`; the text
@@ -20,7 +20,7 @@ Proves:
   is SIGKILLed, it is respawned (bounded wait for a new child), and
   m0_respawns_total rises to >= 1 (bounded wait).
 - Without --metrics-path, GET /metrics is 404.
-- Found on the way (SPEC §7): a SIGTERM to the supervisor ~1 ms after it
+- Found on the way (docs/behaviour.md, Drain): a SIGTERM to the supervisor ~1 ms after it
   respawned a SIGKILLed worker (the new worker still starting) must still be
   a drain that exits 0.
 """
@@ -218,9 +218,9 @@ def respawns():
 
 def term_after_respawn():
     """SIGTERM to the supervisor just after it respawned a worker (the new
-    worker still starting) is still a drain: exit 0 (SPEC §7, §5: exit 1
-    is a failure, and nothing failed). Tried 3 times, ~1 ms after the new
-    child appears."""
+    worker still starting) is still a drain: exit 0 (docs/behaviour.md, Drain;
+    docs/reference.md, Exit codes: exit 1 is a failure, and nothing failed).
+    Tried 3 times, ~1 ms after the new child appears."""
     label = "workers 2, SIGTERM right after a respawn"
     for attempt in range(3):
         with Prefork("host_check", "--port", "0", "--workers", "2") as s:

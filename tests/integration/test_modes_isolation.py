@@ -1,5 +1,6 @@
 """Execution modes keep one handler instance per loop / worker / pool thread
-(SPEC §3, §10 host_check /instance), and accept sharing spreads connections.
+(docs/behaviour.md, Modes; docs/apps.md, host_check /instance), and accept
+sharing spreads connections.
 
 Proves:
 - `--threads 2`: four keep-alive connections opened at once, /instance five

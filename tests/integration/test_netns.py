@@ -1,5 +1,5 @@
-"""Across machines on one host (SPEC §8 "Across machines": the same topology
-with tcp:// URLs spans hosts; test it between network namespaces).
+"""Across machines on one host (docs/topology.md, Across machines: the same
+topology with tcp:// URLs, tested between network namespaces).
 
 Two network namespaces A and B joined by a veth pair (10.77.0.1/24 in A,
 10.77.0.2/24 in B; both ends and both `lo` up). host_check runs in B with a

@@ -1,4 +1,5 @@
-"""OpenMP inside a view, in every execution mode (SPEC §3, §10 parallel).
+"""OpenMP inside a view, in every execution mode (docs/behaviour.md, Modes;
+docs/apps.md, parallel).
 
 Workers are spawned (fork then exec), so an OpenMP runtime works in them; and
 under --threads each loop's request gets its own OpenMP team.

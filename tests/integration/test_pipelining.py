@@ -1,4 +1,5 @@
-"""HTTP/1.1 pipelining on a real ramp server (SPEC §9: "pipelining (answered in order)").
+"""HTTP/1.1 pipelining on a real ramp server (docs/behaviour.md, HTTP:
+"pipelining (answered in order)").
 
 Proves: 16 GETs to different routes (/x/now, /x/search?sel=N&k=1, /x/slow?ms=0,
 an unknown path) written in ONE send come back as 16 whole responses in request

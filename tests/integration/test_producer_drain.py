@@ -1,6 +1,6 @@
-"""The producer and the drain's one bound (SPEC §2, §7): a producer whose
-period is 60 s leaves at once on SIGTERM (its sleep is sliced), exit 0; a
-producer stuck inside a 60 s step is named on stderr when the bound passes and
+"""The producer and the drain's one bound (docs/behaviour.md, The producer,
+Drain): a producer whose period is 60 s leaves at once on SIGTERM (its sleep
+is sliced), exit 0; a producer stuck inside a 60 s step is named on stderr when the bound passes and
 the process exits anyway (exit 1), within the bound plus a margin."""
 import time
 

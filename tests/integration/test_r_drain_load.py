@@ -1,4 +1,5 @@
-"""SIGTERM under load drains cleanly in every mode (SPEC §7, §5 exit codes).
+"""SIGTERM under load drains cleanly in every mode (docs/behaviour.md, Drain;
+docs/reference.md, Exit codes).
 
 Modes: single, --threads 2, --workers 2, each with and without
 --blocking-threads 2 (six). In each mode, ROUNDS servers (4 by default;

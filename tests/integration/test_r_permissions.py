@@ -1,5 +1,7 @@
-"""The run directory is private and no secret leaks (SPEC §4 --run-dir "a
-private 0700 dir", §5 check `run-dir`, §6 "No secret is ever printed").
+"""The run directory is private and no secret leaks (docs/reference.md, Flags and
+variables --run-dir "a private 0700 dir", Checks `run-dir`, The doctor: "no
+secret kept in the environment is ever printed"; docs/behaviour.md, Run
+directory and shared page).
 
 Part 1, the run directory (host_check --workers 2, so the ipc sockets
 exist), twice: without --run-dir (the host makes its own; it is found from

@@ -1,5 +1,5 @@
-"""The host behaves the same as PID 1 (SPEC §7: "The binary behaves the same
-as PID 1"), as in a container without an init.
+"""The host behaves the same as PID 1 (docs/behaviour.md, Drain: "the binary
+behaves the same as PID 1"), as in a container without an init.
 
 host_check runs as PID 1 of a new PID namespace:
     unshare --pid --fork --mount-proc BIN/host_check --port 0 [mode flags]

@@ -1,9 +1,9 @@
 """Slow clients (slowloris) are cut off by the timeouts and do not slow the
-others (SPEC §9: header read timeout -> 408 and close, body read timeout ->
-408 and close).
+others (docs/behaviour.md, Limits and timeouts: request line + headers -> 408
+and close, body -> 408 and close).
 
 Server: host_check --header-timeout-ms 2000 --body-timeout-ms 2000
---max-connections 4096, in single mode (the brief's case), then the same with
+--max-connections 4096, in single mode first, then the same with
 --threads 2 and with --workers 2, because 1000 connections arriving at once
 exercise the accept sharing between loops (M0_TEST_SLOW_MODES=single,...
 runs a subset). The test raises its own RLIMIT_NOFILE (soft limit up to

@@ -1,4 +1,5 @@
-"""Request smuggling is refused the same way in every mode (SPEC §9, §3).
+"""Request smuggling is refused the same way in every mode (docs/behaviour.md,
+Request smuggling and malformed requests, Modes).
 
 test_smuggling.py proves its vectors on ramp in single mode. This test takes
 the SAME vectors and the same probe/control functions from that file (its

@@ -1,4 +1,5 @@
-"""A worker killed under load hurts only its own connections (SPEC §3 prefork).
+"""A worker killed under load hurts only its own connections (docs/behaviour.md,
+Prefork and the supervisor).
 
 Setup: host_check --workers 2 (M0_HOSTCHECK_PERIOD_MS=50). 16 keep-alive
 connections are opened and each asks /instance once to learn which worker

@@ -1,4 +1,5 @@
-"""Prefork supervision (SPEC §3 prefork, §5 exit codes, §7 shutdown).
+"""Prefork supervision (docs/behaviour.md, Prefork and the supervisor, Drain;
+docs/reference.md, Exit codes).
 
 Proves:
 - Respawn: under `--workers 2`, with a client doing requests continuously (a

@@ -1,6 +1,7 @@
-"""Request smuggling and malformed requests are refused (SPEC §9: "both
-Content-Length and Transfer-Encoding, duplicate or malformed lengths, obsolete
-line folding: 400 and close").
+"""Request smuggling and malformed requests are refused (docs/behaviour.md,
+Request smuggling and malformed requests: both Content-Length and
+Transfer-Encoding, duplicate or malformed lengths, obsolete line folding: 400
+and close).
 
 Proves: each vector below, sent whole in ONE write on a fresh connection,
 gets exactly one answer with the expected status and then the server closes

@@ -1,7 +1,7 @@
 """Stale frames: a loop never sends its streams a frame numbered at or below
-the shared counter's value when that loop began serving (SPEC §2 one shared
-id counter, §3 prefork respawn and the bus: "a respawned worker's producer
-continues ids above what streams have already seen"; actors/loop.c
+the shared counter's value when that loop began serving (docs/behaviour.md,
+Streams and the bus: one shared id counter, and a loop drops a frame numbered
+at or below the counter's value when it began serving; actors/loop.c
 `first_id`, read from the page's counter at GO, and `loop_on_frame`).
 
 Under `--workers 2` the only loop that begins serving after the counter has

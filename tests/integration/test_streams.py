@@ -1,5 +1,5 @@
-"""Server-sent event streams (SPEC §2 producer and publisher, §3 the bus, §7
-drain, §9 streams, §10 host_check /events and /events-from-func).
+"""Server-sent event streams (docs/behaviour.md, The producer, Streams and the
+bus, Drain; docs/apps.md, host_check /events and /events-from-func).
 
 Proves:
 - One loop: GET /events and GET /events-from-func answer 200

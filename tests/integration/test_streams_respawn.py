@@ -1,5 +1,5 @@
-"""Stream continuity across a worker's respawn (SPEC §2 one shared id
-counter, §3 prefork respawn and the bus, §9 streams).
+"""Stream continuity across a worker's respawn (docs/behaviour.md, Streams and
+the bus: one shared id counter; Prefork and the supervisor: respawn).
 
 Proves, under `--workers 2` (the producer lives in the supervisor):
 - A stream held on each worker (x-worker 0 and 1); the worker processes are

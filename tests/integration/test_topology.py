@@ -1,5 +1,5 @@
-"""Topology files (SPEC §4 `--topology`, §5 check `topology`, §6 the doctor's
-`topology` and `sources`, §8 topology files and transports; docs/topology.md).
+"""Topology files (docs/reference.md, Flags and variables `--topology`, Checks
+`topology`, The doctor's `topology` and `sources`; docs/topology.md).
 
 Proves:
 - Round trip, for threads 2 + pool 1, prefork 2 and single: the doctor's
@@ -9,7 +9,8 @@ Proves:
   blocking-threads, max-connections, M0_ACCEPT_SHARE) as "topology" and
   `topology` itself as "flag". A flag still overrides the file
   (`--blocking-threads 2` wins, its source "flag"), and the server does what
-  that doctor says (SPEC §5: serves, or refuses with the doctor's line).
+  that doctor says (docs/reference.md, Checks: serves, or refuses with the
+  doctor's line).
 - Serving that file works: the listening line names the mode; /instance over
   held connections answers with x-worker spanning both loops (threads, prefork)
   or loop 0 (single), the body's worker equal to the header; under the pool
@@ -97,8 +98,8 @@ def instances(port, n=6):
 
 
 def agree(label, args, d, server_cls):
-    """The server does what the doctor `d` said for the same args (SPEC §5:
-    the doctor never reports as served what the server refuses): served ->
+    """The server does what the doctor `d` said for the same args (docs/reference.md,
+    Checks: the doctor never reports as served what the server refuses): served ->
     it listens, answers /health, SIGTERM -> 0; refused -> the same exit and
     the check's line."""
     if not d:

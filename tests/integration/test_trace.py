@@ -1,4 +1,5 @@
-"""Tracing (docs/reference.md, Flags and variables `--trace`, Tracing; ARCHITECTURE "Tracing").
+"""Tracing (docs/reference.md, Flags and variables `--trace`, Tracing;
+ARCHITECTURE "Tracing").
 
 Proves:
 - `--trace -` with `--blocking-threads 1`: a GET /instance carrying

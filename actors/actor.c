@@ -21,7 +21,7 @@ int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace
   snprintf(a->url, sizeof a->url, "%s", url);
   if (nng_pull0_open(&a->mailbox) != 0) return M0__ETRANSPORT;
   if (nng_listen(a->mailbox, url, NULL, 0) != 0) {
-    nng_close(a->mailbox);
+    m0__socket_close(a->mailbox);
     return M0__ETRANSPORT;
   }
   a->open = true;
@@ -33,7 +33,7 @@ int m0__actor_listen_also(m0__actor *a, const char *url) {
 }
 
 void m0__actor_close(m0__actor *a) {
-  if (a->open) nng_close(a->mailbox);
+  if (a->open) m0__socket_close(a->mailbox);
   a->open = false;
 }
 
@@ -142,7 +142,7 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
    * background redial (5 to 10 ms apart) is what reconnects a peer whose
    * listener went away and comes back: a respawned worker's loop. */
   if (nng_dial(p->sock, url, NULL, 0) != 0 && nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK) != 0) {
-    nng_close(p->sock);
+    m0__socket_close(p->sock);
     return M0__ETRANSPORT;
   }
   p->open = true;
@@ -156,7 +156,7 @@ void m0__peer_direct(m0__peer *p, uint32_t id, m0__inbox *to) {
 }
 
 void m0__peer_close(m0__peer *p) {
-  if (p->open) nng_close(p->sock);
+  if (p->open) m0__socket_close(p->sock);
   p->open = false;
 }
 

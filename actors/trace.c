@@ -12,6 +12,7 @@
 
 #include "actors/errors.h"
 #include "actors/kinds.h"
+#include "actors/nng_compat.h"
 #include "http/response.h"
 
 /* "-": JSON lines on stderr, each written at once. An nng URL: binary
@@ -100,7 +101,7 @@ m0__tracer *m0__tracer_new(const char *dest) {
   nng_socket_set_int(t->sock, NNG_OPT_SENDBUF, 1024);
   nng_socket_set_ms(t->sock, NNG_OPT_RECONNMAXT, 200);
   if (nng_dial(t->sock, dest, NULL, NNG_FLAG_NONBLOCK) != 0 || pthread_create(&t->flusher, NULL, trace_flusher, t) != 0) {
-    nng_close(t->sock);
+    m0__socket_close(t->sock);
     goto fail;
   }
   t->nng = true;
@@ -124,7 +125,7 @@ void m0__tracer_free(m0__tracer *t) {
     unsigned long dropped = atomic_load(&t->dropped);
     if (dropped)
       fprintf(stderr, "m0: trace: %lu records dropped (nobody was receiving at the trace address)\n", dropped);
-    nng_close(t->sock);
+    m0__socket_close(t->sock);
     pthread_cond_destroy(&t->tick);
     pthread_mutex_destroy(&t->mu);
   }

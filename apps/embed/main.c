@@ -32,6 +32,14 @@ static const m0_route routes[] = {{"GET", "/events", view_events, M0_ON_LOOP},
                                   {"GET", "/health", view_health, M0_ON_LOOP}};
 static const m0_app app = {.name = "embed", .routes = routes, .nroutes = 2};
 
+/* nng 1.10 renamed nng_close to nng_socket_close (nng_close goes in nng 2);
+ * nng 1.5 has only nng_close. */
+#if NNG_MAJOR_VERSION > 1 || (NNG_MAJOR_VERSION == 1 && NNG_MINOR_VERSION >= 10)
+#define embed_close nng_socket_close
+#else
+#define embed_close nng_close
+#endif
+
 /* The program's own actor: takes "tick N" messages from its mailbox and
  * publishes each into the host's streams. */
 typedef struct ticker {
@@ -93,8 +101,8 @@ int main(int argc, char **argv) {
   }
   nng_send(feed, "stop", 4, 0);
   pthread_join(th, NULL);
-  nng_close(feed);
-  nng_close(t.mailbox);
+  embed_close(feed);
+  embed_close(t.mailbox);
   int rc = m0_host_stop(host);
   fprintf(stderr, "embed: ticker published %ld (%ld refused); host stopped with %d\n", t.published, t.refused, rc);
   return rc;

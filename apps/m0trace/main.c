@@ -25,6 +25,7 @@
 
 #include "actors/envelope.h"
 #include "actors/kinds.h"
+#include "actors/nng_compat.h"
 #include "actors/trace.h"
 
 static volatile sig_atomic_t trace_stop;
@@ -145,7 +146,7 @@ int main(int argc, char **argv) {
     nng_free(buf, n);
     fflush(stdout); /* live: each batch as it comes (the host sends one within 50 ms) */
   }
-  nng_close(s);
+  m0__socket_close(s);
   if (bad) fprintf(stderr, "m0trace: %ld records were not m0 trace records (another sender, or another version)\n", bad);
   int rc = 0;
   if (chrome) {

@@ -99,7 +99,7 @@ static void test_trace_records(void **st) {
   assert_int_equal(m0__trace_decode(buf, &r), M0__EBADMSG);
   nng_free(buf, n);
   m0__tracer_free(t);
-  nng_close(pull);
+  m0__socket_close(pull);
 }
 
 /* The same topology under three transports differs only in the URLs. */

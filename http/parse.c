@@ -4,6 +4,14 @@
 #include <string.h>
 #include <strings.h>
 
+/* Strict parsing on both llhttp releases m0 builds with: llhttp 8 (Debian
+ * 12's sources) is strict only when compiled with LLHTTP_STRICT_MODE=1;
+ * llhttp 9 (Debian 13's library) has no such build, it is strict unless a
+ * llhttp_set_lenient_* call relaxes it, and nothing here makes one. */
+#if LLHTTP_VERSION_MAJOR < 9 && !LLHTTP_STRICT_MODE
+#error "llhttp 8 must be compiled with LLHTTP_STRICT_MODE=1 (see CMakeLists.txt)"
+#endif
+
 enum { HDR_OTHER, HDR_HOST, HDR_TE, HDR_EXPECT, HDR_TRACEPARENT };
 
 #define PARSE(ll) ((m0__parser *)(ll)->data)
@@ -31,6 +39,24 @@ static int parse_head_bytes(m0__parser *p, size_t len) {
   return 0;
 }
 
+/* Every LF in the framing llhttp has consumed, [p->scan, upto), must follow
+ * a CR. RFC 9112 2.2 lets a recipient take a bare LF for a line end, but a
+ * server that does reads the bytes differently from one that does not (a
+ * proxy in front), so m0 refuses it. llhttp 9 refuses every bare LF itself;
+ * llhttp 8 lets one end the request line, the head or the trailers. The
+ * parser checks up to the start of each piece llhttp hands over, skips the
+ * body's bytes, and checks the rest where llhttp stops. */
+static int parse_scan(m0__parser *p, const char *upto) {
+  const char *s = p->scan;
+  if (upto <= s) return 0;
+  for (const char *lf = memchr(s, '\n', (size_t)(upto - s)); lf;
+       lf = memchr(lf + 1, '\n', (size_t)(upto - lf - 1)))
+    if (lf == s ? !p->after_cr : lf[-1] != '\r') return parse_refuse(p, 400, "bare LF");
+  p->after_cr = upto[-1] == '\r';
+  p->scan = upto;
+  return 0;
+}
+
 static int on_message_begin(llhttp_t *ll) {
   PARSE(ll)->started = true;
   return 0;
@@ -38,12 +64,14 @@ static int on_message_begin(llhttp_t *ll) {
 
 static int on_method(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  if (parse_scan(p, at)) return HPE_USER;
   parse_extend(p, &p->method, at, len);
   return parse_head_bytes(p, len);
 }
 
 static int on_url(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  if (parse_scan(p, at)) return HPE_USER;
   parse_extend(p, &p->url, at, len);
   if (p->url.len > p->lim.max_uri_bytes) return parse_refuse(p, 414, "request target too long");
   return parse_head_bytes(p, len);
@@ -77,8 +105,24 @@ void m0__span_pool_fini(m0__span_pool *pool) {
   pool->nspare = 0;
 }
 
+/* The version's digits ("1.1" of HTTP/1.1). A well-formed version other
+ * than 1.0 and 1.1 is refused with 505 as soon as it is read: llhttp would
+ * call HTTP/9.9 invalid (400) but HTTP/2.0 valid, and a request line it
+ * finds malformed afterwards (HTTP/1.1 followed by a bare LF) is a 400. */
+static int on_version(llhttp_t *ll, const char *at, size_t len) {
+  m0__parser *p = PARSE(ll);
+  for (size_t i = 0; i < len && p->nver <= sizeof p->ver; i++)
+    if (p->nver++ < sizeof p->ver) p->ver[p->nver - 1] = at[i];
+  const char *v = p->ver;
+  if (p->nver == sizeof p->ver && v[0] >= '0' && v[0] <= '9' && v[1] == '.' && v[2] >= '0' && v[2] <= '9' &&
+      !(v[0] == '1' && (v[2] == '0' || v[2] == '1')))
+    return parse_refuse(p, 505, "HTTP version not served");
+  return 0;
+}
+
 static int on_header_field(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  if (parse_scan(p, at)) return HPE_USER;
   if (p->cur_header < 0) { /* a new field */
     if (p->nheaders == M0__MAX_HEADERS) return parse_refuse(p, 431, "too many headers");
     if (!p->hs && !(p->hs = spans_take(p->pool))) return parse_refuse(p, 503, "out of memory for the headers");
@@ -98,6 +142,8 @@ static bool parse_name_is(m0__parser *p, m0__span s, const char *name) {
 
 static int on_header_field_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
+  /* An empty field name (": x"): llhttp 9 refuses it, llhttp 8 does not. */
+  if (p->cur_header < 0 || p->hs->name[p->nheaders - 1].len == 0) return parse_refuse(p, 400, "empty header name");
   m0__span n = p->hs->name[p->nheaders - 1];
   /* Cheap first: only names of these lengths can matter. */
   if (n.len == 4 && parse_name_is(p, n, "host")) p->cur_header = HDR_HOST;
@@ -105,11 +151,17 @@ static int on_header_field_complete(llhttp_t *ll) {
   else if (n.len == 6 && parse_name_is(p, n, "expect")) p->cur_header = HDR_EXPECT;
   else if (n.len == 11 && parse_name_is(p, n, "traceparent")) p->cur_header = HDR_TRACEPARENT;
   else p->cur_header = HDR_OTHER;
+  /* Framing in the trailers (RFC 9110 6.5.1): llhttp 9 refuses a
+   * Content-Length there, llhttp 8 does not. (A second Transfer-Encoding is
+   * refused below on both.) */
+  if (p->headers_done && n.len == 14 && parse_name_is(p, n, "content-length"))
+    return parse_refuse(p, 400, "Content-Length in the trailers");
   return 0;
 }
 
 static int on_header_value(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  if (parse_scan(p, at)) return HPE_USER;
   parse_extend(p, &p->hs->value[p->nheaders - 1], at, len);
   return parse_head_bytes(p, len);
 }
@@ -160,8 +212,16 @@ static int on_header_value_complete(llhttp_t *ll) {
   return 0;
 }
 
+/* llhttp pauses at the end of the head, so the head's last line end is
+ * checked (parse_scan, in m0__parser_feed) before the checks below, which
+ * run there too. */
 static int on_headers_complete(llhttp_t *ll) {
-  m0__parser *p = PARSE(ll);
+  PARSE(ll)->head_pending = true;
+  return HPE_PAUSED;
+}
+
+static int parse_head_checks(m0__parser *p) {
+  llhttp_t *ll = &p->ll;
   p->headers_done = true;
   if (ll->http_major != 1 || ll->http_minor > 1) return parse_refuse(p, 505, "HTTP version not served");
   p->version_minor = ll->http_minor;
@@ -177,6 +237,9 @@ static int on_headers_complete(llhttp_t *ll) {
 
 static int on_body(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  if (parse_scan(p, at)) return HPE_USER;
+  p->scan = at + len; /* data, not framing */
+  p->after_cr = false;
   if (p->body_len + len > p->lim.max_body_bytes) return parse_refuse(p, 413, "body too large");
   if (p->body_len + len > p->body_cap) {
     size_t cap = p->body_cap ? p->body_cap : 4096;
@@ -201,6 +264,7 @@ static const llhttp_settings_t parse_settings = {
     .on_message_begin = on_message_begin,
     .on_method = on_method,
     .on_url = on_url,
+    .on_version = on_version,
     .on_header_field = on_header_field,
     .on_header_field_complete = on_header_field_complete,
     .on_header_value = on_header_value,
@@ -220,6 +284,8 @@ static void parse_reset_request(m0__parser *p) {
   p->keep_end = 0;
   p->hosts = 0;
   p->has_te = p->te_chunked_only = p->expect_continue = false;
+  p->head_pending = false;
+  p->nver = 0;
   p->cur_header = -1;
   p->trace_hi = p->trace_lo = 0;
   p->body_len = 0;
@@ -247,20 +313,30 @@ void m0__parser_fini(m0__parser *p) {
 m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, size_t *off) {
   if (p->status) return M0__PARSE_ERROR;
   p->base = buf;
-  llhttp_errno_t e = llhttp_execute(&p->ll, buf + *off, len - *off);
-  if (e == HPE_OK) {
-    *off = len;
-    return M0__PARSE_MORE;
+  for (;;) {
+    p->scan = buf + *off;
+    llhttp_errno_t e = llhttp_execute(&p->ll, buf + *off, len - *off);
+    if (e == HPE_OK) {
+      *off = len;
+      if (parse_scan(p, buf + len)) return M0__PARSE_ERROR;
+      return M0__PARSE_MORE;
+    }
+    if (e == HPE_PAUSED) {
+      const char *at = llhttp_get_error_pos(&p->ll);
+      *off = (size_t)(at - buf);
+      if (parse_scan(p, at)) return M0__PARSE_ERROR;
+      if (!p->head_pending) return M0__PARSE_REQUEST; /* paused at the message's end */
+      p->head_pending = false;
+      if (parse_head_checks(p)) return M0__PARSE_ERROR;
+      llhttp_resume(&p->ll);
+      continue;
+    }
+    if (!p->status) { /* llhttp's own refusal: malformed, 400 (505 is on_version's) */
+      p->status = 400;
+      p->why = llhttp_get_error_reason(&p->ll);
+    }
+    return M0__PARSE_ERROR;
   }
-  if (e == HPE_PAUSED) {
-    *off = (size_t)(llhttp_get_error_pos(&p->ll) - buf);
-    return M0__PARSE_REQUEST;
-  }
-  if (!p->status) {
-    p->status = e == HPE_INVALID_VERSION ? 505 : 400;
-    p->why = llhttp_get_error_reason(&p->ll);
-  }
-  return M0__PARSE_ERROR;
 }
 
 void m0__parser_next(m0__parser *p) {

@@ -165,10 +165,86 @@ static void test_refusals(void **st) {
   assert_int_equal(refused("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n", &small), 413);
 }
 
+/* The same request fed one byte at a time, in one growing buffer. */
+static int refused_bytewise(const char *r) {
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  size_t n = strlen(r), off = 0;
+  int res = M0__PARSE_MORE;
+  for (size_t len = 1; len <= n && res == M0__PARSE_MORE; len++) res = m0__parser_feed(&p, r, len, &off);
+  int status = res == M0__PARSE_ERROR ? p.status : 0;
+  m0__parser_fini(&p);
+  return status;
+}
+
+/* What llhttp 8 (Debian 12's, compiled in strict mode) lets through and
+ * llhttp 9 (Debian 13's) refuses, so m0 refuses it itself: both answer the
+ * same. And no leniency is ever switched on. */
+static void test_same_on_every_llhttp(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  assert_int_equal(p.ll.lenient_flags, 0);
+  m0__parser_fini(&p);
+  static const char *const bad[] = {
+      "GET / HTTP/1.1\nHost: a\r\n\r\n",                           /* a bare LF ends the request line */
+      "GET / HTTP/1.1\r\nHost: a\r\n\n",                           /* ... the head */
+      "\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",                       /* ... an empty line before it */
+      "GET / HTTP/1.0\n\n",                                        /* ... a 1.0 request without headers */
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: y\r\n\n", /* ... the trailers */
+      "GET / HTTP/1.1\r\nHost: a\r\n: x\r\n\r\n",                 /* an empty field name */
+      "GET / HTTP/1.1\r\n:\r\nHost: a\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nContent-Length: 5\r\n\r\n",
+      "GET / HTTP/1.1 \r\nHost: a\r\n\r\n",                        /* a malformed request line: 400, not 505 */
+      "GET / HTTP/1.1\r\r\nHost: a\r\n\r\n",
+      "GET / HTTP/1.10\r\nHost: a\r\n\r\n",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    assert_int_equal(refused(bad[i], &lim), 400);
+    assert_int_equal(refused_bytewise(bad[i]), 400);
+  }
+  static const char *const other_version[] = {"GET / HTTP/9.9\r\nHost: a\r\n\r\n", "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+                                              "GET / HTTP/1.2\r\nHost: a\r\n\r\n", "GET / HTTP/0.9\r\n\r\n",
+                                              "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"};
+  for (size_t i = 0; i < sizeof other_version / sizeof *other_version; i++) {
+    assert_int_equal(refused(other_version[i], &lim), 505);
+    assert_int_equal(refused_bytewise(other_version[i]), 505);
+  }
+  /* A bare LF in a body is data, not a line end. */
+  assert_int_equal(refused("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\na\nb", &lim), 0);
+  assert_int_equal(refused_bytewise("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\na\nb\r\n0\r\n\r\n"), 0);
+}
+
+/* A CR read in one feed and its LF in the next, after the connection dropped
+ * the bytes no span needs (the CR among them): still a CRLF. */
+static void test_crlf_across_feeds(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  char buf[128] = "GET /x HTTP/1.1\r";
+  size_t off = 0;
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_MORE);
+  strcpy(buf, "GET /x\nHost: h\r\n\r\n"); /* what the connection keeps, then the next read */
+  off = 6;
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_REQUEST);
+  span_eq(buf, p.url, "/x");
+  span_eq(buf, p.hs->value[0], "h");
+  m0__parser_fini(&p);
+  /* and a bare LF split the same way is still refused */
+  m0__parser_init(&p, &lim, NULL);
+  strcpy(buf, "GET /x HTTP/1.1");
+  off = 0;
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_MORE);
+  strcpy(buf, "GET /x\nHost: h\r\n\r\n");
+  off = 6;
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_ERROR);
+  assert_int_equal(p.status, 400);
+  m0__parser_fini(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_span_pool), cmocka_unit_test(test_simple_get), cmocka_unit_test(test_byte_at_a_time), cmocka_unit_test(test_pipelined),
       cmocka_unit_test(test_chunked),    cmocka_unit_test(test_shift),          cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_same_on_every_llhttp), cmocka_unit_test(test_crlf_across_feeds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,6 +53,13 @@ VECTORS = [
     ("obs-fold hiding Transfer-Encoding", B400,
      req("X-A: a", b" Transfer-Encoding: chunked", "Content-Length: 5", body=b"hello" + SMUGGLED)),
     ("bare LF line endings", B400, b"GET /x/now HTTP/1.1\nHost: t\n\n" + SMUGGLED),
+    # Each of these four passed Debian 12's llhttp 8.1 (strict mode) and is
+    # refused by llhttp 9.2: m0 refuses them itself (http/parse.h).
+    ("bare LF ending the request line only", B400, b"GET /x/now HTTP/1.1\nHost: t\r\n\r\n" + SMUGGLED),
+    ("bare LF ending the head only", B400, b"GET /x/now HTTP/1.1\r\nHost: t\r\n\n" + SMUGGLED),
+    ("empty header name", B400, req(b": x", line=b"GET /x/now HTTP/1.1")),
+    ("Content-Length in the trailers", B400,
+     req("Transfer-Encoding: chunked", body=b"0\r\nContent-Length: 44\r\n\r\n" + SMUGGLED)),
     ("bare CR inside a header value", B400, req(b"X-A: a\rb", line=b"GET /x/now HTTP/1.1")),
     ("NUL byte in a header value", B400, req(b"X-A: a\x00b", line=b"GET /x/now HTTP/1.1")),
     ("space before the colon (Content-Length : 5)", B400, req("Content-Length : 5", body=b"hello" + SMUGGLED)),

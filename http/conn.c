@@ -117,6 +117,9 @@ static void conn_finish(m0__conn *c) {
  * (written at the end of this callback), else behind the write in flight. */
 static m0__outq *conn_target(m0__conn *c) { return c->writing ? &c->q[1 - c->qi] : &c->h->scratch; }
 
+/* Output queued behind the socket: non-zero only while a write is in flight. */
+static size_t conn_queued(const m0__conn *c) { return m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]); }
+
 static void conn_on_write(uv_write_t *req, int status);
 
 static void conn_write(m0__conn *c, int qi) {
@@ -155,7 +158,7 @@ static void conn_on_write(uv_write_t *req, int status) {
   if (c->paused) {
     c->paused = false;
     conn_process(c, c->in, c->in_len);
-    if (!c->closing && !c->paused && !c->close_after)
+    if (!c->closing && !c->paused && !c->close_after && !c->waiting)
       uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
     conn_flush(c);
   }
@@ -420,7 +423,15 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
     }
     c->phase = PHASE_IDLE;
     c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
-    if (m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]) > CONN_OUT_HIGH) {
+    /* The answers of one read collect in the scratch while nothing is in
+     * flight: past the mark, write them now, so the rest waits in q[0] and
+     * what follows counts against the mark below (else one read of pipelined
+     * requests could queue any amount). */
+    if (!c->writing && m0__outq_bytes(&h->scratch) > CONN_OUT_HIGH) {
+      conn_flush(c);
+      if (c->closing) break;
+    }
+    if (conn_queued(c) > CONN_OUT_HIGH) {
       /* The client is not reading its answers: stop reading its requests. */
       c->paused = true;
       uv_read_stop((uv_stream_t *)&c->tcp);
@@ -544,7 +555,12 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
   if (c->close_on_complete || h->draining) c->close_after = true;
   c->phase = PHASE_IDLE;
   c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
-  if (!c->close_after) {
+  if (!c->close_after && conn_queued(c) > CONN_OUT_HIGH) {
+    /* The client is not reading its answers: take no more of its requests
+     * (reading stopped when this one went to the pool) until it catches up. */
+    c->paused = true;
+    c->deadline = uv_now(h->uv) + h->body_timeout_ms;
+  } else if (!c->close_after) {
     conn_process(c, c->in, c->in_len); /* requests that came while it waited */
     if (!c->closing && !c->close_after && !c->waiting && !c->paused)
       uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);

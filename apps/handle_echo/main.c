@@ -9,17 +9,25 @@
  *   /stream              a server-sent-event stream on channel "echo" (a
  *                        stream opens on the loop only: 409 under a pool)
  *   /silent              returns without answering (the host answers 500)
+ *   /hold                waits (at most 30 s) for a /release, then answers
+ *                        "released\n" (a request that stays in the pool for
+ *                        as long as a test needs; only under --blocking-threads
+ *                        2 or more, or it holds the loop); /release answers
+ *                        "ok\n" (a release before the hold is kept for it)
  *   anything else        200 text/plain: "METHOD TARGET\nworker W thread T\n
  *                        body N\n" and then the N bytes of the request body
  */
 #include <m0/m0.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define BIG_MAX (8u << 20)
 
 static char pattern[BIG_MAX]; /* filled before serving, read-only after */
+static atomic_long releases;  /* /release adds one, a /hold takes one */
 
 typedef struct echo {
   int worker, thread;
@@ -62,6 +70,24 @@ static void echo_handle(void *state, const m0_request *req, m0_response *res) {
     return;
   }
   if (path_is(req, "/silent")) return;
+  if (path_is(req, "/release")) {
+    atomic_fetch_add(&releases, 1);
+    m0_respond(res, 200, "text/plain", "ok\n", 3, M0_BODY_STATIC);
+    return;
+  }
+  if (path_is(req, "/hold")) {
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 30000; i++) {
+      long r = atomic_load(&releases);
+      if (r > 0 && atomic_compare_exchange_weak(&releases, &r, r - 1)) {
+        m0_respond(res, 200, "text/plain", "released\n", 9, M0_BODY_STATIC);
+        return;
+      }
+      nanosleep(&ms, NULL);
+    }
+    m0_respond(res, 504, "text/plain", "no release within 30 s\n", 23, M0_BODY_STATIC);
+    return;
+  }
   char head[512];
   int k = snprintf(head, sizeof head, "%.*s %.*s\nworker %d thread %d\nbody %zu\n", (int)req->method.n,
                    req->method.p, (int)req->target.n, req->target.p, e->worker, e->thread, req->body.n);

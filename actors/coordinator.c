@@ -390,9 +390,17 @@ static int coord_start(coord *c) {
       c->pools[i * c->npool + j].loop_inbox = &c->loops[i].inbox;
     }
   }
+  /* A worker's recycling count (--max-requests), drawn once: its loop stops
+   * accepting at it, and the coordinator drains it then. */
+  long max_req = p->mode == M0__MODE_PREFORK ? M0__CFG(cfg, max_requests) : 0;
+  if (max_req > 0 && M0__CFG(cfg, max_requests_jitter) > 0) {
+    srand((unsigned)getpid() ^ (unsigned)coord_now_ms());
+    max_req += rand() % (M0__CFG(cfg, max_requests_jitter) + 1);
+  }
   for (int i = 0; i < p->here; i++) {
     int idx = p->first + i;
     m0__loop *l = &c->loops[i];
+    l->recycle_at = (uint64_t)max_req;
     l->index = idx;
     l->topo = &c->topo;
     l->cfg = cfg;
@@ -482,12 +490,8 @@ static int coord_serve(coord *c) {
   }
   if (p->on_ready) p->on_ready(p->ready_arg, c->port, c->rundir.path, &c->pub);
   /* Serving: wait for a signal, or a loop that dies; a worker also counts
-   * its requests for recycling. */
-  long max_req = p->mode == M0__MODE_PREFORK ? M0__CFG(c->cfg, max_requests) : 0;
-  if (max_req > 0 && M0__CFG(c->cfg, max_requests_jitter) > 0) {
-    srand((unsigned)getpid() ^ (unsigned)coord_now_ms());
-    max_req += rand() % (M0__CFG(c->cfg, max_requests_jitter) + 1);
-  }
+   * its requests for recycling (its loop stopped accepting at the count). */
+  long max_req = p->mode == M0__MODE_PREFORK ? (long)c->loops[0].recycle_at : 0;
   for (;;) {
     m0__msg m;
     int w = coord_wait(c, coord_now_ms() + 100, &m);

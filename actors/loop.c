@@ -30,7 +30,7 @@ static void loop_pending_done(m0__loop *l) {
 }
 
 static void loop_poll_listener(m0__loop *l, bool on) {
-  if (!l->listening || on == l->polling) return;
+  if (!l->listening || on == l->polling || (on && l->recycling)) return;
   l->polling = on;
   if (on) uv_poll_start(&l->listener, UV_READABLE, loop_on_listen);
   else uv_poll_stop(&l->listener);
@@ -198,6 +198,14 @@ static void loop_on_pass_begin(uv_check_t *c) {
   atomic_store_explicit(&ln->requests, l->http.stats.requests, memory_order_relaxed);
   atomic_store_explicit(&ln->streams, (uint64_t)l->http.nstreams, memory_order_relaxed);
   atomic_store_explicit(&ln->beat_ms, uv_now(&l->uv), memory_order_relaxed);
+  /* Recycling (--max-requests): at its count the loop takes no more
+   * connections (siblings skip it, the backlog is theirs) and answers what
+   * it has until its coordinator, which reads the same count, drains it. */
+  if (l->recycle_at && !l->recycling && l->http.stats.requests >= l->recycle_at) {
+    l->recycling = true;
+    atomic_store(&ln->leaving, 1);
+    loop_poll_listener(l, false);
+  }
   if (l->share)
     atomic_store_explicit(&loop_line(l, l->index)->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
   if (l->npool) loop_flush_batches(l);
@@ -240,6 +248,10 @@ static void loop_stop(m0__loop *l) {
   if (l->listening) uv_close((uv_handle_t *)&l->listener, loop_on_listener_closed);
   l->listening = false;
   m0__http_drain(&l->http);
+  /* A fresh connection's grace (drain_fresh_ms) ends at a sweep: the next
+   * one runs then, not up to a sweep period later. */
+  if (l->http.drain_fresh_ms)
+    uv_timer_start(&l->sweep, loop_on_sweep, l->http.drain_fresh_ms + 1, uv_timer_get_repeat(&l->sweep));
   if (l->http.nconns == 0) loop_finish(l);
 }
 
@@ -400,6 +412,11 @@ static void *loop_main(void *arg) {
   l->http.header_timeout_ms = (uint64_t)M0__CFG(c, header_timeout_ms);
   l->http.body_timeout_ms = (uint64_t)M0__CFG(c, body_timeout_ms);
   l->http.keepalive_timeout_ms = (uint64_t)M0__CFG(c, keepalive_timeout_ms);
+  /* A quarter of the drain's bound (at most the header timeout) for a
+   * connection accepted just before the drain to send its request. */
+  l->http.drain_fresh_ms = (uint64_t)M0__CFG(c, drain_timeout_ms) / 4;
+  if (l->http.drain_fresh_ms > l->http.header_timeout_ms) l->http.drain_fresh_ms = l->http.header_timeout_ms;
+  if (!l->http.drain_fresh_ms) l->http.drain_fresh_ms = 1;
   l->http.max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
   l->http.access_log = M0__CFG(c, access_log) != 0;
   l->http.heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
@@ -431,6 +448,11 @@ static void *loop_main(void *arg) {
   if (l->http.body_timeout_ms < shortest) shortest = l->http.body_timeout_ms;
   if (l->http.keepalive_timeout_ms < shortest) shortest = l->http.keepalive_timeout_ms;
   uint64_t every = shortest / 4 < 10 ? 10 : shortest / 4 > 1000 ? 1000 : shortest / 4;
+  /* Under the heartbeat (--worker-timeout-ms, 1000 or more) an idle loop
+   * must turn, and so beat, well within the timeout: at 1000 ms a quiet
+   * loop's once-a-second sweep let the supervisor kill idle workers. */
+  uint64_t beat_every = (uint64_t)M0__CFG(c, worker_timeout_ms) / 4;
+  if (beat_every && beat_every < every) every = beat_every;
   uv_timer_init(&l->uv, &l->sweep);
   l->sweep.data = l;
   uv_timer_start(&l->sweep, loop_on_sweep, every, every);

@@ -55,6 +55,7 @@ typedef struct m0__loop {
   const int *handoff;   /* prefork: [2*loops] datagram sockets (recv, send) */
   const char *run_dir;
   m0_ctx ctx;
+  uint64_t recycle_at; /* prefork: requests after which it takes no more connections (0 = never) */
   /* the loop's own */
   pthread_t thread;
   bool started;
@@ -85,6 +86,7 @@ typedef struct m0__loop {
   m0__http http;
   void *state;
   bool listening, polling, stopping, finished;
+  bool recycling; /* reached recycle_at: accepts nothing more, waits for STOP */
   uint64_t frames;
   uint64_t first_id; /* the shared counter when this loop began serving */
 } m0__loop;

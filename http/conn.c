@@ -68,8 +68,7 @@ static void conn_release(m0__conn *c) {
 
 static void conn_on_close(uv_handle_t *handle) {
   m0__conn *c = (m0__conn *)handle;
-  if (c->waiting) c->zombie = true; /* the pool still holds a pointer to it */
-  else conn_release(c);
+  conn_release(c);
 }
 
 static void conn_stream_forget(m0__conn *c) {
@@ -532,6 +531,8 @@ int m0__http_adopt(m0__http *h, int fd) {
   m0__parser_init(&c->p, &h->lim, &h->spans);
   c->phase = PHASE_FRESH;
   c->deadline = uv_now(h->uv) + h->header_timeout_ms;
+  if (h->draining && h->drain_fresh_ms && h->drain_fresh_ms < h->header_timeout_ms)
+    c->deadline = uv_now(h->uv) + h->drain_fresh_ms; /* handed in during the drain */
   c->next = h->conns;
   if (h->conns) h->conns->prev = c;
   h->conns = c;
@@ -562,8 +563,6 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
     c->deadline = uv_now(h->uv) + h->body_timeout_ms;
   } else if (!c->close_after) {
     conn_process(c, c->in, c->in_len); /* requests that came while it waited */
-    if (!c->closing && !c->close_after && !c->waiting && !c->paused)
-      uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
   }
   conn_flush(c);
 }
@@ -641,9 +640,14 @@ void m0__http_drain(m0__http *h) {
     c->close_after = true;
     conn_flush(c);
   }
+  uint64_t fresh_by = uv_now(h->uv) + h->drain_fresh_ms;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
-    if (m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting) conn_close(c);
+    if (c->phase == PHASE_FRESH && h->drain_fresh_ms) {
+      /* Accepted just before the drain, its request may be on its way (closed
+       * now, it would be lost): the sweep closes it if none comes in time. */
+      if (fresh_by < c->deadline) c->deadline = fresh_by;
+    } else if (m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting) conn_close(c);
     else c->close_after = c->close_after || c->writing; /* else: Connection: close on its answer */
   }
 }

@@ -50,6 +50,9 @@ typedef struct m0__http {
   int worker;
   m0__parse_limits lim;
   uint64_t header_timeout_ms, body_timeout_ms, keepalive_timeout_ms;
+  /* At the drain, how long a connection accepted but not yet read may still
+   * send its first request (it gets its answer, the last); 0 = closed at once. */
+  uint64_t drain_fresh_ms;
   long max_keepalive_requests;
   uint64_t heartbeat_ms; /* 0 = off */
   bool access_log;

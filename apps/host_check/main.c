@@ -17,6 +17,12 @@
  *   M0_HOSTCHECK_PRODUCER_FAILS=1 the producer's make fails; =step its 3rd step fails
  *   M0_HOSTCHECK_POOL_MAKE_FAILS=1 a pool thread's make fails
  *   M0_HOSTCHECK_LOOP_MAKE_FAILS=1 loop 1's make fails alone, 300 ms late
+ *   M0_HOSTCHECK_POOL_MAKE_FAILS=late pool thread 1.0's make fails alone, 300 ms late
+ *   M0_HOSTCHECK_PRODUCER_FAILS=late the producer's make fails, 300 ms late
+ *   M0_HOSTCHECK_FAIL_GATE=FILE    a late make above fails once FILE exists (up
+ *                                  to 60 s) instead of after 300 ms
+ *   M0_HOSTCHECK_SLOW_SAYS=1  /slow says "host_check: /slow N ms begins on loop
+ *                             W thread T" on stderr before it spins
  */
 #include <m0/m0.h>
 #include <stdio.h>
@@ -47,6 +53,14 @@ static bool env_is(const char *name, const char *value) {
   return s && strcmp(s, value) == 0;
 }
 
+/* The wait of a make that fails late: until M0_HOSTCHECK_FAIL_GATE names a
+ * file that exists (so a test fails it once the others are READY), else 300 ms. */
+static void late(void) {
+  const char *gate = getenv("M0_HOSTCHECK_FAIL_GATE");
+  for (int i = 0; gate && *gate && i < 6000 && access(gate, F_OK) != 0; i++) usleep(10 * 1000);
+  if (!gate || !*gate) usleep(300 * 1000);
+}
+
 static void *hc_make(const m0_ctx *ctx, char *err, size_t errlen) {
   if (env_is("M0_HOSTCHECK_MAKE_FAILS", "1")) {
     snprintf(err, errlen, "host_check: make refused on loop %d (M0_HOSTCHECK_MAKE_FAILS=1)", ctx->worker);
@@ -57,8 +71,13 @@ static void *hc_make(const m0_ctx *ctx, char *err, size_t errlen) {
              ctx->worker, ctx->thread);
     return NULL;
   }
+  if (ctx->worker == 1 && ctx->thread == 0 && env_is("M0_HOSTCHECK_POOL_MAKE_FAILS", "late")) {
+    late();
+    snprintf(err, errlen, "host_check: make refused on pool thread 1.0 (M0_HOSTCHECK_POOL_MAKE_FAILS=late)");
+    return NULL;
+  }
   if (ctx->worker == 1 && ctx->thread < 0 && env_is("M0_HOSTCHECK_LOOP_MAKE_FAILS", "1")) {
-    usleep(300 * 1000);
+    late();
     snprintf(err, errlen, "host_check: make refused on loop 1 (M0_HOSTCHECK_LOOP_MAKE_FAILS=1)");
     return NULL;
   }
@@ -103,6 +122,10 @@ static void view_slow(void *state, const m0_request *req, m0_response *res) {
     m0_respondf(res, 400, "application/json", "{\"error\":\"want ms=0..600000\"}");
     return;
   }
+  if (env_is("M0_HOSTCHECK_SLOW_SAYS", "1")) {
+    hc *h = state;
+    fprintf(stderr, "host_check: /slow %ld ms begins on loop %d thread %d\n", ms, h->worker, h->thread);
+  }
   spin_ms(ms);
   m0_respondf(res, 200, "application/json", "{\"ms\":%ld}", ms);
 }
@@ -134,6 +157,11 @@ typedef struct beat {
 static void *beat_make(const m0_ctx *ctx, char *err, size_t errlen) {
   if (env_is("M0_HOSTCHECK_PRODUCER_FAILS", "1")) {
     snprintf(err, errlen, "host_check: the producer's make refused (M0_HOSTCHECK_PRODUCER_FAILS=1)");
+    return NULL;
+  }
+  if (env_is("M0_HOSTCHECK_PRODUCER_FAILS", "late")) {
+    late();
+    snprintf(err, errlen, "host_check: the producer's make refused late (M0_HOSTCHECK_PRODUCER_FAILS=late)");
     return NULL;
   }
   beat *b = calloc(1, sizeof *b);

@@ -68,7 +68,8 @@ static void conn_release(m0__conn *c) {
 
 static void conn_on_close(uv_handle_t *handle) {
   m0__conn *c = (m0__conn *)handle;
-  conn_release(c);
+  if (c->waiting) c->zombie = true; /* the pool still holds a pointer to it */
+  else conn_release(c);
 }
 
 static void conn_stream_forget(m0__conn *c) {
@@ -563,6 +564,8 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
     c->deadline = uv_now(h->uv) + h->body_timeout_ms;
   } else if (!c->close_after) {
     conn_process(c, c->in, c->in_len); /* requests that came while it waited */
+    if (!c->closing && !c->close_after && !c->waiting && !c->paused)
+      uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
   }
   conn_flush(c);
 }

@@ -40,11 +40,18 @@ def _hexaddr(addr):
     return "%02X%02X%02X%02X:%04X" % tuple([int(x) for x in reversed(ip.split("."))] + [port])
 
 
+def ends(client):
+    """(server address, client address) of a connected client socket."""
+    return client.getpeername(), client.getsockname()
+
+
 def server_queue(pid, client):
     """(tx_queue, rx_queue) in bytes of the server-side socket (owned by pid)
-    of the connection `client` is the other end of; None if there is none.
-    rx_queue: what the client sent that the server has not read."""
-    local, remote = _hexaddr(client.getpeername()), _hexaddr(client.getsockname())
+    of the connection `client` (a socket, or its ends()) is the other end of;
+    None if there is none. rx_queue: what the client sent that the server has
+    not read."""
+    server, me = client if isinstance(client, tuple) else ends(client)
+    local, remote = _hexaddr(server), _hexaddr(me)
     mine = socket_inodes(pid)
     with open("/proc/net/tcp") as f:
         for line in f.readlines()[1:]:
@@ -136,6 +143,35 @@ class Turns:
             self.sock.sendall(get(self.path))
             ok = self.reader.response(timeout=20)[0] == 200 and ok
         return ok
+
+    def close(self):
+        self.sock.close()
+
+
+class Metrics:
+    """m0's --metrics-path over one keep-alive connection, so every reading
+    counts that connection once (m0_open_connections) and no other metrics
+    connection of ours is still closing: m("open_connections") is the sum of
+    m0_open_connections over the loops."""
+
+    def __init__(self, port, path="/metrics"):
+        self.port, self.path = port, path
+        self._connect()
+
+    def _connect(self):
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        self.reader = Reader(self.sock)
+
+    def __call__(self, name):
+        self.sock.sendall(get(self.path))
+        st, h, body = self.reader.response(timeout=20)
+        if h.get("connection") == "close":  # --max-keepalive-requests: the next reading on a new one
+            self.sock.close()
+            self._connect()
+        if st != 200:
+            raise AssertionError(f"{self.path} answered {st}")
+        return sum(int(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+                   if line.startswith(f"m0_{name}{{") or line.startswith(f"m0_{name} "))
 
     def close(self):
         self.sock.close()

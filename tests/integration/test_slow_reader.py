@@ -51,14 +51,12 @@ and under --blocking-threads:
      (< 4 MiB); after the /release everything is answered (the body echoed
      whole).
 """
-import os
 import select
 import socket
 import time
-import urllib.request
 
 from harness import Failures, Server, wait_for
-from slowpeer import Reader, Turns, get, pattern, reset, server_queue, small_socket, vm_rss
+from slowpeer import Metrics, Reader, Turns, get, pattern, reset, server_queue, small_socket, vm_rss
 
 F = Failures()
 BIG = 1 << 20
@@ -69,14 +67,6 @@ MiB = 1 << 20
 BIG_BODY = pattern(BIG)
 
 
-def metric(port, name):
-    """The sum over loops of m0_<name> from /metrics."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    total = 0
-    for line in text.splitlines():
-        if line.startswith(f"m0_{name}{{") or line.startswith(f"m0_{name} "):
-            total += int(line.rsplit(" ", 1)[1])
-    return total
 
 
 def check_big(label, r, query, n=BIG, timeout=60):
@@ -102,8 +92,8 @@ def read_all(label, sock, queries):
 
 
 def still_serves(label, sock, r):
-    sock.sendall(get("/after"))
     try:
+        sock.sendall(get("/after"))
         st, _, body = r.response(timeout=20)
     except (OSError, TimeoutError, ValueError) as e:
         st, body = None, repr(e).encode()
@@ -130,8 +120,11 @@ def single():
     with Server("handle_echo", "--port", "0", "--metrics-path", "/metrics") as s:
         pid = s.proc.pid
         warm_up(s.port)
+        m = Metrics(s.port)
         turns = Turns(s.port)
-        open0 = metric(s.port, "open_connections")
+        open0 = 2  # m's connection and turns'
+        F.check(wait_for(lambda: m("open_connections") == open0, 10),
+                f"two connections open before the slow clients ({m('open_connections')})")
         base = vm_rss(pid)
 
         # A: a burst in one send
@@ -200,8 +193,8 @@ def single():
         still_serves("D: client B", b, rb)
         a.close()
         b.close()
-        F.check(wait_for(lambda: metric(s.port, "open_connections") == open0, 10),
-                f"D: both connections closed and counted out ({metric(s.port, 'open_connections')} open, {open0} before)")
+        F.check(wait_for(lambda: m("open_connections") == open0, 10),
+                f"D: both connections closed and counted out ({m('open_connections')} open, {open0} before)")
 
         # E: a reset while output is queued
         e = small_socket(s.port)
@@ -209,11 +202,11 @@ def single():
         turns()
         q = server_queue(pid, e)
         F.check(q is not None and q[0] > 0, f"E: the server has output queued for the client ({q})")
-        F.check(metric(s.port, "open_connections") == open0 + 1, "E: the connection is counted open")
+        F.check(m("open_connections") == open0 + 1, "E: the connection is counted open")
         reset(e)
-        F.check(wait_for(lambda: metric(s.port, "open_connections") == open0, 10),
+        F.check(wait_for(lambda: m("open_connections") == open0, 10),
                 f"E: after the reset the connection is closed and counted out "
-                f"({metric(s.port, 'open_connections')} open, {open0} before)")
+                f"({m('open_connections')} open, {open0} before)")
         F.check(s.proc.poll() is None, "E: the server is still running")
         fresh_big("E: then a new client", s.port)
         turns.close()
@@ -258,7 +251,8 @@ def pool_wait():
         r = read_all("G: the client reads its first answers", g, [f"n={8 * MiB}&g=0", "n=1&g=1"])
         turns = Turns(s.port, "/metrics")
         turns()
-        F.check(metric(s.port, "pool_queue") >= 1, "G: /hold waits in the pool")
+        m = Metrics(s.port)
+        F.check(m("pool_queue") >= 1, "G: /hold waits in the pool")
         body = pattern(body_n)
         g.setblocking(False)
         sent = 0

@@ -1,0 +1,289 @@
+"""The drain's one bound, `--drain-timeout-ms B`, missed by each kind of actor
+(docs/behaviour.md, the drain and the exit codes): whoever has not finished
+when the bound passes is named on stderr and the process exits 1 without
+waiting for it, while everyone else's answers are delivered.
+
+A stuck request is GET /slow?ms=600000 (it spins in the view); an in-bound one
+is GET /slow?ms=700, begun before the signal. M0_HOSTCHECK_SLOW_SAYS says on
+stderr when each view begins, so the signal is sent once both are running.
+Proves, each case exiting 1 within the bound plus 5 s (plus the supervisor's
+extra second under prefork) and the in-bound request answered whole (200,
+{"ms":700}):
+- a loop (--threads 2, B 2000): the loop inside the endless view is named
+  (`loop.A did not finish its drain within 2000 ms`); the other loop drains
+  (`loop.B drained`) and is not named;
+- a pool thread (--blocking-threads 2, B 2000): the thread inside the endless
+  view is named (`pool.0.X did not stop within 2000 ms (it is inside a
+  view)`), the thread that answered is not;
+- a worker whose loop is stuck (--workers 2, B 2000): it says its loop did not
+  finish, exits 1, and the supervisor names it (`worker A (pid P) exited 1
+  from its drain`); the other worker exits cleanly; no worker outlives it;
+- a worker that does not exit at all (SIGSTOP before the SIGTERM): the
+  supervisor kills it when the bound and its second have passed (`worker A
+  (pid P) did not exit within the bound; killed`); the other worker's answer
+  is delivered; no worker outlives it;
+- the producer, inside a 600 s step (M0_HOSTCHECK_STEP_MS), under --threads 2
+  and under --workers 2 (where it lives in the supervisor): `the producer did
+  not stop within B ms (it is inside its step)`; no loop or worker named;
+- and within the bound: a connection accepted before the drain whose request
+  is sent once the drain has begun (the listener provably closed) is answered,
+  with Connection: close; one that never sends is closed by the server within
+  the bound, and that drain exits 0.
+"""
+import re
+import signal
+import socket
+import time
+
+import harness
+from harness import Failures, Prefork, Server, alive, reap, wait_for
+from hostpaths import conn_on, instance
+from rawhttp import Closed, Conn, request
+
+F = Failures()
+SEEN = set()
+SAYS = {"M0_HOSTCHECK_SLOW_SAYS": "1"}
+
+
+def begin(s, conn, ms, where, label):
+    """Sends /slow?ms=ms on conn and waits until the view says it began on
+    `where` (`loop W thread T`)."""
+    conn.send(request("GET", f"/slow?ms={ms}"))
+    ok = wait_for(lambda: f"host_check: /slow {ms} ms begins on {where}" in s.stderr(), 15)
+    F.check(ok, f"{label}: /slow?ms={ms} began on {where}:\n{s.stderr()}")
+    return ok
+
+
+def answered(conn, label):
+    try:
+        st, _, h, body, line = conn.read_response(timeout=15)
+        F.check(st == 200 and body == b'{"ms":700}' and h.get("content-length") == str(len(body)),
+                f"{label}: the in-bound request is answered whole ({line!r} {body!r})")
+    except (Closed, TimeoutError, OSError) as e:
+        F.check(False, f"{label}: the in-bound request is answered ({type(e).__name__}: {e})")
+
+
+def exits(s, bound_s, label, want=1):
+    t0 = time.monotonic()
+    try:
+        rc = s.wait(timeout=bound_s + 15)
+    except AssertionError as e:
+        F.check(False, f"{label}: {e}")
+        return None
+    took = time.monotonic() - t0
+    F.check(rc == want, f"{label}: exit {want} (rc {rc}):\n{s.stderr()}")
+    F.check(took < bound_s + 5, f"{label}: exits within the bound plus 5 s ({took:.2f} s, bound {bound_s} s)")
+    return rc
+
+
+def loop_misses():
+    label = "a loop (--threads 2)"
+    with Server("host_check", "--threads", "2", "--port", "0", "--drain-timeout-ms", "2000", env=SAYS) as s:
+        held = []
+        stuck = Conn(s.port, timeout=15)
+        a, _ = instance(stuck)
+        got = conn_on(s.port, lambda w, _: w != a, held)
+        F.check(got is not None, f"{label}: a connection on the other loop")
+        if not got:
+            return
+        inb, b, _ = got
+        if not (begin(s, stuck, 600000, f"loop {a} thread -1", label) and begin(s, inb, 700, f"loop {b} thread -1", label)):
+            return
+        s.signal(signal.SIGTERM)
+        answered(inb, label)
+        exits(s, 2, label)
+        err = s.stderr()
+        F.check(f"m0: loop.{a} did not finish its drain within 2000 ms; exiting anyway" in err,
+                f"{label}: loop.{a} is named:\n{err}")
+        F.check(f"m0: loop.{b} drained:" in err and f"loop.{b} did not" not in err,
+                f"{label}: loop.{b} drained and is not named:\n{err}")
+        F.check(not stuck.try_response(timeout=5)[0], f"{label}: the stuck request has no answer")
+        for c in held + [stuck, inb]:
+            c.close()
+
+
+def pool_misses():
+    label = "a pool thread (--blocking-threads 2)"
+    with Server("host_check", "--blocking-threads", "2", "--port", "0", "--drain-timeout-ms", "2000", env=SAYS) as s:
+        stuck, inb = Conn(s.port, timeout=15), Conn(s.port, timeout=15)
+        stuck.send(request("GET", "/slow?ms=600000"))
+        m = wait_for(lambda: re.search(r"/slow 600000 ms begins on loop 0 thread (\d)", s.stderr()), 15)
+        F.check(m is not None, f"{label}: the endless view began on a pool thread:\n{s.stderr()}")
+        if not m:
+            return
+        x = int(m.group(1))
+        y = 1 - x
+        if not begin(s, inb, 700, f"loop 0 thread {y}", label):
+            return
+        s.signal(signal.SIGTERM)
+        answered(inb, label)
+        exits(s, 2, label)
+        err = s.stderr()
+        F.check(f"m0: pool.0.{x} did not stop within 2000 ms (it is inside a view); exiting anyway" in err,
+                f"{label}: pool.0.{x} is named, inside a view:\n{err}")
+        F.check(f"pool.0.{y} did not" not in err, f"{label}: pool.0.{y}, which answered, is not named:\n{err}")
+        stuck.close()
+        inb.close()
+
+
+def workers(s):
+    sup = s.proc.pid
+    kids = wait_for(lambda: harness.children(sup) if len(harness.children(sup)) == 2
+                    and s.stderr().count(" serving (pid") == 2 else None, 10)
+    SEEN.update(kids or ())
+    return kids
+
+
+def none_outlive(s, label):
+    mine = set(SEEN) | {int(p) for p in re.findall(r"\(pid (\d+)\)", s.stderr())}
+    mine.discard(s.proc.pid)
+    F.check(wait_for(lambda: not [p for p in mine if alive(p)], 5),
+            f"{label}: no worker outlives the supervisor ({[p for p in mine if alive(p)]})")
+
+
+def worker_loop_misses():
+    label = "a worker whose loop is stuck (--workers 2)"
+    with Prefork("host_check", "--workers", "2", "--port", "0", "--drain-timeout-ms", "2000", env=SAYS) as s:
+        if not workers(s):
+            F.check(False, f"{label}: two workers serving:\n{s.stderr()}")
+            return
+        held = []
+        stuck = Conn(s.port, timeout=15)
+        a, pa = instance(stuck)
+        got = conn_on(s.port, lambda w, _: w != a, held)
+        F.check(got is not None, f"{label}: a connection on the other worker")
+        if not got:
+            return
+        inb, b, pb = got
+        if not (begin(s, stuck, 600000, f"loop {a} thread -1", label) and begin(s, inb, 700, f"loop {b} thread -1", label)):
+            return
+        s.signal(signal.SIGTERM)
+        answered(inb, label)
+        exits(s, 3, label)
+        err = s.stderr()
+        F.check(f"m0: loop.{a} did not finish its drain within 2000 ms; exiting anyway" in err,
+                f"{label}: worker {a} names its loop:\n{err}")
+        F.check(f"m0: worker {a} (pid {pa}) exited 1 from its drain" in err,
+                f"{label}: the supervisor names worker {a} (pid {pa}):\n{err}")
+        F.check(f"m0: loop.{b} drained:" in err and f"worker {b} (pid" not in err.split("supervisor draining")[-1],
+                f"{label}: worker {b} drained and is not named:\n{err}")
+        none_outlive(s, label)
+        for c in held + [stuck, inb]:
+            c.close()
+
+
+def worker_stays():
+    label = "a worker that does not exit (SIGSTOP, --workers 2)"
+    with Prefork("host_check", "--workers", "2", "--port", "0", "--drain-timeout-ms", "2000", env=SAYS) as s:
+        if not workers(s):
+            F.check(False, f"{label}: two workers serving:\n{s.stderr()}")
+            return
+        held = []
+        inb = Conn(s.port, timeout=15)
+        b, pb = instance(inb)
+        kids = harness.children(s.proc.pid)
+        pa = next(iter(kids - {pb}))
+        a = 1 - b
+        if not begin(s, inb, 700, f"loop {b} thread -1", label):
+            return
+        try:
+            os_kill(pa, signal.SIGSTOP)
+            s.signal(signal.SIGTERM)
+            answered(inb, label)
+            exits(s, 3, label)
+        finally:
+            os_kill(pa, signal.SIGCONT)
+        err = s.stderr()
+        F.check(f"m0: worker {a} (pid {pa}) did not exit within the bound; killed" in err,
+                f"{label}: the supervisor kills and names worker {a} (pid {pa}):\n{err}")
+        F.check(f"m0: loop.{b} drained:" in err, f"{label}: worker {b} drained:\n{err}")
+        none_outlive(s, label)
+        inb.close()
+
+
+def os_kill(pid, sig):
+    try:
+        import os
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def producer_misses(mode):
+    label = f"the producer ({' '.join(mode)})"
+    cls = Prefork if "--workers" in mode else Server
+    env = dict(SAYS, M0_HOSTCHECK_STEP_MS="600000", M0_HOSTCHECK_PERIOD_MS="100")
+    with cls("host_check", *mode, "--port", "0", "--drain-timeout-ms", "1500", env=env) as s:
+        if cls is Prefork and not workers(s):
+            F.check(False, f"{label}: two workers serving:\n{s.stderr()}")
+            return
+        # GO reached the producer before `listening on`: it is in (or, taking
+        # GO before any STOP, about to enter) its first step.
+        inb = Conn(s.port, timeout=15)
+        w, _ = instance(inb)
+        if not begin(s, inb, 700, f"loop {w} thread -1", label):
+            return
+        s.signal(signal.SIGTERM)
+        answered(inb, label)
+        exits(s, 2.5 if cls is Prefork else 1.5, label)
+        err = s.stderr()
+        F.check("m0: the producer did not stop within 1500 ms (it is inside its step); exiting anyway" in err,
+                f"{label}: the producer is named, inside its step:\n{err}")
+        F.check(not re.search(r"loop\.\d did not|worker \d \(pid \d+\) (did not|exited|died)", err),
+                f"{label}: no loop or worker is named:\n{err}")
+        F.check(err.count(" drained:") == 2, f"{label}: both loops drained:\n{err}")
+        if cls is Prefork:
+            none_outlive(s, label)
+        inb.close()
+
+
+def fresh_connection():
+    label = "a connection accepted before the drain"
+    with Server("host_check", "--port", "0", "--drain-timeout-ms", "4000", "--metrics-path", "/metrics") as s:
+        fresh, silent = Conn(s.port, timeout=15), Conn(s.port, timeout=15)
+        probe = Conn(s.port, timeout=15)
+
+        def accepted():  # probe, fresh and silent are the loop's
+            probe.send(request("GET", "/metrics"))
+            body = probe.read_response()[3]
+            return re.search(rb'(?m)^m0_open_connections\{loop="0"\} 3$', body)
+
+        F.check(wait_for(accepted, 10, step=0.05), f"{label}: the loop accepted both connections")
+        probe.close()
+        t0 = time.monotonic()
+        s.signal(signal.SIGTERM)
+
+        def refused():  # the loop closed its listener: its drain has run
+            try:
+                socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+                return False
+            except ConnectionRefusedError:
+                return True
+            except OSError:
+                return False
+
+        F.check(wait_for(refused, 10), f"{label}: the listener closes at the drain")
+        fresh.send(request("GET", "/health"))
+        st, _, h, body, line = fresh.try_response(timeout=10)
+        F.check(st == 200 and body == b'{"status":"ok"}', f"{label}: its request, sent after the drain began, "
+                                                           f"is answered ({line!r} {body!r})")
+        F.check(h.get("connection", "").lower() == "close", f"{label}: ... with Connection: close ({h})")
+        F.check(fresh.closed_within(5), f"{label}: ... and the connection closed")
+        F.check(silent.closed_within(4 + 5), f"{label}: a connection that never sends is closed by the server")
+        exits(s, 4, label, want=0)
+        F.check(time.monotonic() - t0 < 4 + 5, f"{label}: within the bound")
+        fresh.close()
+        silent.close()
+
+
+try:
+    fresh_connection()
+    loop_misses()
+    pool_misses()
+    worker_loop_misses()
+    worker_stays()
+    producer_misses(["--threads", "2"])
+    producer_misses(["--workers", "2"])
+finally:
+    reap(SEEN)
+F.done()

@@ -234,6 +234,14 @@ static void coord_cleanup(coord *c) {
     free(c->loop_done);
     m0__page_close(&c->page);
     if (c->trace) m0__tracer_free(c->trace);
+  } else {
+    /* One is still inside the application: the others that ended are
+     * joined, not left for the exit to find (ThreadSanitizer reports them). */
+    for (int i = 0; c->loops && i < c->p->here; i++)
+      if (c->loops[i].started && atomic_load(&c->loops[i].exited)) pthread_join(c->loops[i].thread, NULL);
+    for (int k = 0; c->pools && k < c->p->here * c->npool; k++)
+      if (c->pools[k].started && atomic_load(&c->pools[k].exited)) pthread_join(c->pools[k].thread, NULL);
+    if (c->has_producer && c->prod.started && atomic_load(&c->prod.exited)) pthread_join(c->prod.thread, NULL);
   }
   if (!c->p->run_dir) m0__rundir_close(&c->rundir);
   m0__topology_free(&c->topo);

@@ -12,7 +12,10 @@ reading is on has had its waiting input read by then (libuv watches it level-
 triggered). No sleeping, no timing: if the server's socket still holds input
 after that, the server has stopped reading it.
 """
+import fcntl
 import socket
+import struct
+import termios
 import time
 
 from harness import socket_inodes
@@ -60,6 +63,11 @@ def server_queue(pid, client):
                 tx, rx = p[4].split(":")
                 return int(tx, 16), int(rx, 16)
     return None
+
+
+def unread(sock):
+    """Bytes waiting in sock's own receive buffer (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 def small_socket(port, rcvbuf=4096, sndbuf=None):

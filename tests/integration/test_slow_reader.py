@@ -38,6 +38,11 @@ Proves, in single mode (one loop: every connection on the same loop):
      output queued for it: the connection is closed and counted out
      (m0_open_connections back to what it was), the server still serves a
      1 MiB answer byte-exact, and SIGTERM drains to exit 0;
+  H. the last answer written while the client does not read: a GET /big of
+     8 MiB with Connection: close; and requests of 256 KiB one at a time
+     until one answer is partly queued behind the kernel's buffer (the server
+     still reading), then the client's half-close (shutdown SHUT_WR): every
+     answer arrives whole, then the server closes the connection (EOF);
 and under --blocking-threads:
   F. the same burst through the pool (every answer made by a pool thread):
      the server stops taking the client's requests once its queue is full
@@ -57,7 +62,7 @@ import socket
 import time
 
 from harness import Failures, Server, wait_for
-from slowpeer import Metrics, Reader, Turns, get, pattern, reset, server_queue, small_socket, vm_rss
+from slowpeer import Metrics, Reader, Turns, get, pattern, reset, server_queue, small_socket, unread, vm_rss
 
 F = Failures()
 BIG = 1 << 20
@@ -166,15 +171,15 @@ def single():
         F.check(paused_at is not None and paused_at >= 1,
                 f"B: the server read requests into the second queue, then stopped reading once it was full "
                 f"(stopped at request {paused_at}, {server_queue(pid, b)})")
-        unread = server_queue(pid, b)[1] if paused_at is not None else 0
+        held_b = server_queue(pid, b)[1] if paused_at is not None else 0
         more = [f"n={QUARTER}&b=more{i}&static={i % 2}" for i in range(100)]
         burst = b"".join(get(f"/big?{q}") for q in more)
         b.sendall(burst)
         qb += more
         turns()
         q = server_queue(pid, b)
-        F.check(q is not None and q[1] == unread + len(burst),
-                f"B: nothing read while paused: {q and q[1]} == {unread} + {len(burst)} bytes unread")
+        F.check(q is not None and q[1] == held_b + len(burst),
+                f"B: nothing read while paused: {q and q[1]} == {held_b} + {len(burst)} bytes unread")
         grew = vm_rss(pid) - base
         print(f"B: stopped reading at request {paused_at}; {q} (tx, rx); memory +{grew / MiB:.1f} MiB", flush=True)
         withheld = N_BIG + 1 + len(qb) // 4
@@ -216,6 +221,43 @@ def single():
                 f"({m('open_connections')} open, {open0} before)")
         F.check(s.proc.poll() is None, "E: the server is still running")
         fresh_big("E: then a new client", s.port)
+
+        # H: the last answer, written while the client does not read
+        eight = 8 * MiB
+        for how in ("Connection: close", "half-close"):
+            h = small_socket(s.port)
+            if how == "half-close":
+                # One 256 KiB answer at a time until the kernel takes no more
+                # of one (the rest is queued: a write in flight) while the
+                # server still reads (below the mark); then the half-close.
+                qh, writing = [], False
+                for i in range(64):
+                    qh.append(f"n={QUARTER}&h={i}")
+                    h.sendall(get(f"/big?{qh[-1]}"))
+                    turns()
+                    q = server_queue(pid, h)
+                    if q is None or q[1] > 0:
+                        break  # paused first: this run cannot show it
+                    if q[0] + unread(h) < len(qh) * QUARTER:  # in the kernel: the server's send queue, our receive buffer
+                        writing = True
+                        break
+                F.check(writing, f"H ({how}): an answer is being written while the server reads ({server_queue(pid, h)})")
+                h.shutdown(socket.SHUT_WR)
+                turns()
+                r = read_all(f"H ({how})", h, qh)
+            else:
+                h.sendall(get(f"/big?n={eight}&h=0", "Connection: close\r\n"))
+                turns()
+                q = server_queue(pid, h)
+                F.check(q is not None and q[0] > 0, f"H ({how}): the answer is being written ({q})")
+                r = read_all(f"H ({how})", h, [f"n={eight}&h=0"])
+            try:
+                h.settimeout(20)
+                rest = h.recv(65536)
+            except OSError as e:
+                rest = repr(e).encode()
+            F.check(rest == b"" and not r.buf, f"H ({how}): then the server closes ({rest[:40]!r}, {len(r.buf)} left)")
+            h.close()
         turns.close()
         rc = s.stop(timeout=15)
         F.check(rc == 0, f"exit 0 on SIGTERM (got {rc}):\n{s.stderr()[-600:]}")

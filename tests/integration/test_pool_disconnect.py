@@ -3,7 +3,7 @@ a connection waiting on the pool reads nothing, so its close is found when
 the answer comes back; a connection the server closed meanwhile keeps its
 memory for the pool's answer, which m0__http_complete then drops).
 
-Proves, for host_check /slow?ms=400 under --blocking-threads 1, in single
+Proves, for host_check /slow?ms=1000 under --blocking-threads 1, in single
 mode, with --threads 2 and with --workers 2: a client that sends it, waits
 until the request is in the pool (m0_pool_queue 1) and then closes (FIN), or
 resets (SO_LINGER 0): the answer arriving for it is dropped without harm, the
@@ -56,7 +56,7 @@ def host_check(mode, args, cls=Server):
         for how in ("close", "reset"):
             label = f"{mode}, {how} while in the pool"
             c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
-            c.sendall(get("/slow?ms=400"))
+            c.sendall(get("/slow?ms=1000"))
             F.check(wait_for(lambda: m("pool_queue") == 1, 10),
                     f"{label}: the request is in the pool (m0_pool_queue {m('pool_queue')})")
             F.check(m("open_connections") == open0 + 1, f"{label}: its connection counted open")

@@ -25,6 +25,8 @@ extra second under prefork) and the in-bound request answered whole (200,
 - the producer, inside a 600 s step (M0_HOSTCHECK_STEP_MS), under --threads 2
   and under --workers 2 (where it lives in the supervisor): `the producer did
   not stop within B ms (it is inside its step)`; no loop or worker named;
+  and a producer whose step ends within the bound (1000 ms of a 4000 ms
+  bound, --workers 2) is waited for: exit 0, nobody named;
 - and within the bound: a connection accepted before the drain whose request
   is sent once the drain has begun (the listener provably closed) is answered,
   with Connection: close; one that never sends is closed by the server within
@@ -237,6 +239,20 @@ def producer_misses(mode):
         inb.close()
 
 
+def producer_within():
+    label = "the producer within the bound (--workers 2)"
+    env = dict(SAYS, M0_HOSTCHECK_STEP_MS="1000", M0_HOSTCHECK_PERIOD_MS="100")
+    with Prefork("host_check", "--workers", "2", "--port", "0", "--drain-timeout-ms", "4000", env=env) as s:
+        if not workers(s):
+            F.check(False, f"{label}: two workers serving:\n{s.stderr()}")
+            return
+        s.signal(signal.SIGTERM)
+        exits(s, 5, label, want=0)
+        err = s.stderr()
+        F.check(not re.search(r"did not|exited \d|died", err), f"{label}: nobody named:\n{err}")
+        none_outlive(s, label)
+
+
 def fresh_connection():
     label = "a connection accepted before the drain"
     with Server("host_check", "--port", "0", "--drain-timeout-ms", "4000", "--metrics-path", "/metrics") as s:
@@ -284,6 +300,7 @@ try:
     worker_stays()
     producer_misses(["--threads", "2"])
     producer_misses(["--workers", "2"])
+    producer_within()
 finally:
     reap(SEEN)
 F.done()

@@ -7,7 +7,11 @@ host_check --workers 2 --worker-timeout-ms 1000 (the least allowed)
 --respawn-budget 1, with the producer's beats off (M0_HOSTCHECK_PERIOD_MS=600000:
 no frame turns a loop, only the loop itself does). Proves:
 - idle workers are not replaced: for 4 s (four timeouts) no worker is killed
-  and both pids stay;
+  and both pids stay, and each idle loop's stamp (read from the shared page,
+  --run-dir: 64-byte head, then 128 bytes per loop, beat_ms its 10th word)
+  moves on by at most 3/4 of the timeout at a time: an idle loop turns on its
+  own well within it (at 1000 ms an idle loop once turned only every 1000 ms,
+  and the supervisor now and then killed one);
 - a worker whose loop is stuck (GET /slow?ms=600000 with no pool spins on the
   loop; M0_HOSTCHECK_SLOW_SAYS tells when it began) is killed: stderr names
   it, `worker W (pid P) has not turned its loop for X ms (timeout 1000 ms);
@@ -23,7 +27,12 @@ no frame turns a loop, only the loop itself does). Proves:
 - the heartbeat is refused outside prefork and below 1000 ms (exit 78, one
   `m0: <detail> (<fix>)` line).
 """
+import mmap
+import os
 import re
+import shutil
+import struct
+import tempfile
 import threading
 import time
 
@@ -71,6 +80,33 @@ class Survivor(threading.Thread):
         self.join(timeout=15)
 
 
+def beat_gaps(run_dir, seconds):
+    """Samples both loops' beat_ms on the shared page for `seconds`: the
+    largest step between successive stamps of each loop, and how many steps."""
+    with open(os.path.join(run_dir, "page"), "rb") as f:
+        page = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    try:
+        magic, = struct.unpack_from("<Q", page, 8)
+        if magic != 0x6567617030306d:
+            return None
+        last, gaps, steps = [None, None], [0, 0], [0, 0]
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for i in (0, 1):
+                a, = struct.unpack_from("<Q", page, 64 + 128 * i + 72)
+                b, = struct.unpack_from("<Q", page, 64 + 128 * i + 72)
+                if a != b or a == 0:
+                    continue  # a store in between, or no pass yet
+                if last[i] is not None and a != last[i]:
+                    gaps[i] = max(gaps[i], a - last[i])
+                    steps[i] += 1
+                last[i] = a
+            time.sleep(0.005)
+        return gaps, steps
+    finally:
+        page.close()
+
+
 def stuck(s, conn, w, pid, label):
     """Sends the endless view on conn (served by worker w, pid) and waits for
     the supervisor to kill that worker. Returns the match of the kill line."""
@@ -97,7 +133,15 @@ def stuck(s, conn, w, pid, label):
 
 def watchdog():
     label = "watchdog"
-    with Prefork("host_check", "--workers", "2", "--port", "0", "--worker-timeout-ms", str(T),
+    run_dir = tempfile.mkdtemp()
+    try:
+        watched(label, run_dir)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def watched(label, run_dir):
+    with Prefork("host_check", "--workers", "2", "--port", "0", "--worker-timeout-ms", str(T), "--run-dir", run_dir,
                  "--respawn-budget", "1", "--respawn-window-ms", "600000", "--metrics-path", "/metrics",
                  env={"M0_HOSTCHECK_PERIOD_MS": "600000", "M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
         sup = s.proc.pid
@@ -107,7 +151,14 @@ def watchdog():
         if not before:
             return
         # Idle workers: their loops turn on their own, within the timeout.
-        killed = wait_for(lambda: "has not turned" in s.stderr(), 4 * T / 1000)
+        got = beat_gaps(run_dir, 4 * T / 1000)
+        F.check(got is not None, f"{label}: the shared page is in the run directory")
+        if got:
+            gaps, steps = got
+            F.check(all(steps) and max(gaps) <= 3 * T // 4,
+                    f"{label}: each idle loop stamps its beat at most {3 * T // 4} ms apart "
+                    f"(largest steps {gaps} ms, over {steps} steps)")
+        killed = "has not turned" in s.stderr()
         F.check(not killed, f"{label}: idle workers are not killed in four timeouts:\n{s.stderr()}")
         F.check(children(sup) == before, f"{label}: both idle workers' pids unchanged ({before} -> {children(sup)})")
 

@@ -153,6 +153,12 @@ def nices(pid):
 
 def yielding():
     label = "pool threads yield after slow views"
+    # The host inherits the suite's nice (`nice -n 5 ./dev coverage`): the
+    # threads that do not yield stay at it, the two that do go to 19.
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    if base >= 19:
+        F.check(False, f"{label}: cannot be judged when the suite itself runs at nice {base}")
+        return
     with Server("host_check", "--blocking-threads", "2", "--port", "0") as s:
         pid = s.proc.pid
         with Conn(s.port, timeout=10) as c:
@@ -167,8 +173,8 @@ def yielding():
                     F.check(False, f"{label}: {path} answered {line!r}")
                     break
         before = nices(pid)
-        F.check(all(n == 0 for ns in before.values() for n in ns),
-                f"{label}: after 300 trivial views (and six 2 ms ones) every thread is at nice 0 ({before})")
+        F.check(all(n == base for ns in before.values() for n in ns),
+                f"{label}: after 300 trivial views (and six 2 ms ones) every thread is at nice {base} ({before})")
         F.check("nice 19" not in s.stderr(), f"{label}: nothing said after trivial views:\n{s.stderr()}")
         errors = []
 
@@ -193,8 +199,8 @@ def yielding():
         niced = [n for ns in after.values() for n in ns if n == 19]
         F.check(len(niced) == 2 and said == 2,
                 f"{label}: both pool threads at nice 19 and said so once each ({after}):\n{s.stderr()}")
-        F.check(all(n in (0, 19) for ns in after.values() for n in ns),
-                f"{label}: every other thread (the loop's among them) still at nice 0 ({after})")
+        F.check(all(n in (base, 19) for ns in after.values() for n in ns),
+                f"{label}: every other thread (the loop's among them) still at nice {base} ({after})")
         with Conn(s.port, timeout=10) as c:
             c.send(request("GET", "/health"))
             F.check(c.read_response(timeout=10)[3] == b'{"status":"ok"}', f"{label}: the loop still answers")

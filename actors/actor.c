@@ -237,7 +237,12 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   } else if ((rv = recv_any(self, &m, how == M0__RECV_WAIT)) != 0) {
     return rv;
   }
-  if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0) {
+  /* JOB and RESULT carry this process's connection pointers and only travel
+   * through a direct inbox (m0__peer_direct), never over nng: one that came
+   * through a pipe was forged by a peer, and a loop answering its pointer
+   * crashed the host. Refused like a malformed envelope. */
+  if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0 ||
+      ((out->env.kind == M0__K_JOB || out->env.kind == M0__K_RESULT) && nng_pipe_id(nng_msg_get_pipe(m)) > 0)) {
     nng_msg_free(m);
     return M0__EBADMSG;
   }

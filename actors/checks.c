@@ -1,8 +1,12 @@
 #include "actors/checks.h"
 
+#include <errno.h>
+#include <nng/nng.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 typedef void (*check_fn)(const m0_config *cfg, const m0_app *app, m0__check *c);
@@ -11,6 +15,9 @@ typedef void (*check_fn)(const m0_config *cfg, const m0_app *app, m0__check *c);
 #define CHECK_FIX(c, ...) snprintf((c)->fix, sizeof (c)->fix, __VA_ARGS__)
 #define CHECK_OK(c, ...) ((c)->ok = true, snprintf((c)->detail, sizeof (c)->detail, __VA_ARGS__))
 
+/* An m0_app may leave its name out: never printf's "(null)". */
+static const char *app_name(const m0_app *app) { return app->name ? app->name : "(unnamed)"; }
+
 int m0__app_max_threads(const m0_app *app) {
   if (app->max_threads < 0) return 0;
   return app->max_threads ? app->max_threads : app->max_workers;
@@ -18,9 +25,9 @@ int m0__app_max_threads(const m0_app *app) {
 
 static void check_workers_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
   long w = M0__CFG(cfg, workers);
-  if (w < 1) {
+  if (w < 1 || w > M0__TOPO_MAX) {
     CHECK_FAIL(c, "workers is %ld (%s)", w, m0__source_name(cfg->v[M0__O_workers].source));
-    CHECK_FIX(c, "set --workers / M0_WORKERS to 1 or more");
+    CHECK_FIX(c, "set --workers / M0_WORKERS to a number from 1 to %d", M0__TOPO_MAX);
   } else CHECK_OK(c, "%ld worker process%s", w, w == 1 ? "" : "es");
 }
 
@@ -28,16 +35,16 @@ static void check_workers_vs_application(const m0_config *cfg, const m0_app *app
   long w = M0__CFG(cfg, workers);
   if (app->max_workers > 0 && w > app->max_workers) {
     CHECK_FAIL(c, "%ld workers asked, but %s serves at most %d (its state lives in one process)", w,
-               app->name, app->max_workers);
+               app_name(app), app->max_workers);
     CHECK_FIX(c, "set --workers / M0_WORKERS to %d or fewer", app->max_workers);
-  } else CHECK_OK(c, "%s allows %s workers", app->name, app->max_workers ? "limited" : "any number of");
+  } else CHECK_OK(c, "%s allows %s workers", app_name(app), app->max_workers ? "limited" : "any number of");
 }
 
 static void check_threads_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
   long t = M0__CFG(cfg, threads);
-  if (t < 1) {
+  if (t < 1 || t > M0__TOPO_MAX) {
     CHECK_FAIL(c, "threads is %ld (%s)", t, m0__source_name(cfg->v[M0__O_threads].source));
-    CHECK_FIX(c, "set --threads / M0_THREADS to 1 or more");
+    CHECK_FIX(c, "set --threads / M0_THREADS to a number from 1 to %d", M0__TOPO_MAX);
   } else CHECK_OK(c, "%ld loop%s", t, t == 1 ? "" : "s");
 }
 
@@ -56,16 +63,16 @@ static void check_threads_vs_application(const m0_config *cfg, const m0_app *app
   int max = m0__app_max_threads(app);
   if (max > 0 && t > max) {
     CHECK_FAIL(c, "%ld loops asked, but %s serves at most %d (its state lives in one loop)", t,
-               app->name, max);
+               app_name(app), max);
     CHECK_FIX(c, "set --threads / M0_THREADS to %d or fewer", max);
-  } else CHECK_OK(c, "%s allows %s loops", app->name, max ? "limited" : "any number of");
+  } else CHECK_OK(c, "%s allows %s loops", app_name(app), max ? "limited" : "any number of");
 }
 
 static void check_blocking_threads_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
   long b = M0__CFG(cfg, blocking_threads);
-  if (b < 0) {
-    CHECK_FAIL(c, "blocking-threads is %ld", b);
-    CHECK_FIX(c, "set --blocking-threads / M0_BLOCKING_THREADS to 0 or more");
+  if (b < 0 || b > M0__TOPO_MAX) {
+    CHECK_FAIL(c, "blocking-threads is %ld (%s)", b, m0__source_name(cfg->v[M0__O_blocking_threads].source));
+    CHECK_FIX(c, "set --blocking-threads / M0_BLOCKING_THREADS to a number from 0 to %d", M0__TOPO_MAX);
   } else CHECK_OK(c, "%ld handler thread%s per loop", b, b == 1 ? "" : "s");
 }
 
@@ -97,6 +104,22 @@ static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c
   } else CHECK_OK(c, file[0] ? "topology file %s read" : "no topology file", file);
 }
 
+/* The longest socket name the host makes in the run directory for cfg: every
+ * loop's loop.i.sock, and every actor's mailbox when they are ipc (prefork,
+ * or a topology file that says ipc). */
+static void longest_socket(const m0_config *cfg, char *name, size_t n) {
+  long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
+  long loops = w > 1 ? w : t;
+  bool ipc = w > 1 || !strcmp(cfg->topo_transport, "ipc");
+  char v[64];
+  snprintf(name, n, "loop.%ld.sock", loops > 1 ? loops - 1 : 0);
+  if (ipc && strlen(name) < strlen("coordinator.sock")) snprintf(name, n, "coordinator.sock");
+  snprintf(v, sizeof v, "worker.%ld.sock", loops - 1);
+  if (ipc && w > 1 && strlen(v) > strlen(name)) snprintf(name, n, "%s", v);
+  snprintf(v, sizeof v, "pool.%ld.%ld.sock", loops > 1 ? loops - 1 : 0, b - 1);
+  if (ipc && b > 0 && strlen(v) > strlen(name)) snprintf(name, n, "%s", v);
+}
+
 static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *dir = M0__CFGS(cfg, run_dir);
   if (!dir[0]) {
@@ -104,9 +127,16 @@ static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c)
     return;
   }
   struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+  int err = stat(dir, &st) != 0 ? errno : 0;
+  if (err == ENOENT || err == ENOTDIR) {
     CHECK_FAIL(c, "run directory %s is missing", dir);
     CHECK_FIX(c, "create it with mode 0700 or leave --run-dir unset");
+  } else if (err) { /* EACCES on a directory above it, ELOOP, ...: it may well be there */
+    CHECK_FAIL(c, "run directory %s cannot be looked at: %s", dir, strerror(err));
+    CHECK_FIX(c, "give this user access to it (and to the directories above it) or leave --run-dir unset");
+  } else if (!S_ISDIR(st.st_mode)) {
+    CHECK_FAIL(c, "run directory %s is not a directory", dir);
+    CHECK_FIX(c, "name a directory with mode 0700 or leave --run-dir unset");
   } else if (access(dir, W_OK | X_OK) != 0) {
     CHECK_FAIL(c, "run directory %s is not writable", dir);
     CHECK_FIX(c, "give it to this user (chown) or leave --run-dir unset");
@@ -116,22 +146,60 @@ static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c)
   } else if (st.st_uid != geteuid()) {
     CHECK_FAIL(c, "run directory %s belongs to uid %u, not this user", dir, (unsigned)st.st_uid);
     CHECK_FIX(c, "use a directory this user owns");
-  } else CHECK_OK(c, "%s, mode 0700", dir);
+  } else {
+    /* A socket's path has room for sizeof sun_path - 1 bytes: longer, and
+     * the host got as far as its first mailbox and exited 1 naming an inproc
+     * URL, while the doctor had said ok. */
+    char sock[80];
+    longest_socket(cfg, sock, sizeof sock);
+    size_t len = strlen(dir) + 1 + strlen(sock), room = sizeof ((struct sockaddr_un *)0)->sun_path - 1;
+    if (len > room) {
+      CHECK_FAIL(c, "run directory %s is too long for its sockets: %s/%s would be %zu bytes, a socket's path has %zu",
+                 dir, dir, sock, len, room);
+      CHECK_FIX(c, "use a run directory of at most %zu bytes", room - 1 - strlen(sock));
+    } else CHECK_OK(c, "%s, mode 0700", dir);
+  }
 }
 
 static void check_application(const m0_config *cfg, const m0_app *app, m0__check *c) {
   if (!app->handle == !app->routes) {
-    CHECK_FAIL(c, "application %s gives %s", app->name ? app->name : "(unnamed)",
+    CHECK_FAIL(c, "application %s gives %s", app_name(app),
                app->handle ? "both handle and routes" : "neither handle nor routes");
     CHECK_FIX(c, "set exactly one of m0_app.handle and m0_app.routes");
-  } else CHECK_OK(c, "%s answers with %s", app->name, app->routes ? "a views table" : "a handler");
+  } else CHECK_OK(c, "%s answers with %s", app_name(app), app->routes ? "a views table" : "a handler");
+}
+
+/* Why the tracer could not dial url (NULL: it can), by nng's own rules for a
+ * dialer, read from nng_url_parse (which starts no thread and binds
+ * nothing): a tcp URL needs a host and a port (a number) and nothing after
+ * them, an ipc URL a path. Without this a URL nng refuses was a host that
+ * served untraced and said nothing. */
+static const char *trace_undialable(const char *url) {
+  nng_url *u;
+  if (nng_url_parse(&u, url) != 0) return "nng cannot parse it";
+  const char *why = NULL;
+  if (!strcmp(u->u_scheme, "ipc")) {
+    if (!u->u_path[0]) why = "an ipc URL needs a path (ipc:///path/to/socket)";
+  } else if (!strcmp(u->u_scheme, "tcp")) {
+    char *end = NULL;
+    long port = u->u_port[0] ? strtol(u->u_port, &end, 10) : 0;
+    if (!u->u_hostname[0] || !end || *end || port < 1 || port > 65535 || u->u_userinfo || u->u_query ||
+        u->u_fragment || (u->u_path[0] && strcmp(u->u_path, "/")))
+      why = "a tcp URL is tcp://HOST:PORT, a port from 1 to 65535 and nothing after it";
+  }
+  nng_url_free(u);
+  return why;
 }
 
 static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *t = M0__CFGS(cfg, trace);
   bool url = !strncmp(t, "inproc://", 9) || !strncmp(t, "ipc://", 6) || !strncmp(t, "tcp://", 6);
+  const char *why = url ? trace_undialable(t) : NULL;
   if (t[0] && strcmp(t, "-") != 0 && !url) {
     CHECK_FAIL(c, "trace destination %s is neither - nor an nng URL", t);
+    CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace ipc:///path, tcp://host:port");
+  } else if (why) {
+    CHECK_FAIL(c, "trace destination %s cannot be dialed: %s", t, why);
     CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace ipc:///path, tcp://host:port");
   }
 #ifdef M0_NO_TRACE_HOOK

@@ -122,9 +122,13 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
       if (s->kind == OPT_INT)
         snprintf(why, whylen, "--%s wants a whole number from %ld to %ld, not '%s'", s->flag, s->min,
                  s->max, text);
+      else if (strlen(text) >= sizeof cfg->v[i].str)
+        snprintf(why, whylen, "--%s takes at most %zu bytes, not %zu", s->flag, sizeof cfg->v[i].str - 1,
+                 strlen(text));
       else
         snprintf(why, whylen, "--%s cannot take '%s'%s", s->flag, text,
-                 i == M0__O_host ? " (an IPv4 or IPv6 address, localhost, or [::1]; no DNS)" : "");
+                 i == M0__O_host ? " (an IPv4 or IPv6 address, localhost, or [::1]; no DNS)"
+                                 : " (1, true, yes, on or 0, false, no, off)");
       return 2;
     }
   }

@@ -67,6 +67,10 @@ enum m0__opt {
 enum m0__source { M0__SRC_DEFAULT, M0__SRC_ENV, M0__SRC_TOPOLOGY, M0__SRC_FLAG };
 
 #define M0__STR_MAX 1024
+/* The most loops, worker processes or pool threads per loop a topology holds:
+ * a pool thread's actor id keeps its loop in 12 bits and its index in 12
+ * (transport/topology.c), so beyond 4096 two actors would share an id. */
+#define M0__TOPO_MAX 4096
 
 typedef struct m0__value {
   long num;

@@ -1,5 +1,6 @@
 #include "actors/topofile.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,16 +41,26 @@ static void topo_set(m0_config *cfg, int opt, long v) {
   cfg->v[opt].source = M0__SRC_TOPOLOGY;
 }
 
+/* A topology file is a few hundred bytes; beyond this it is not one (it was
+ * cut here and read as if it ended, without a word). */
+#define TOPO_FILE_MAX (1u << 20)
+
 static char *topo_read(const char *path, char *why, size_t whylen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(why, whylen, "cannot open %s", path);
+    snprintf(why, whylen, "%s cannot be opened: %s", path, strerror(errno));
     return NULL;
   }
   char *buf = NULL;
   size_t len = 0, cap = 0, n;
   char chunk[4096];
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && len < (1u << 20)) {
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n > TOPO_FILE_MAX) {
+      fclose(f);
+      free(buf);
+      snprintf(why, whylen, "%s is larger than %u bytes: not a topology file", path, TOPO_FILE_MAX);
+      return NULL;
+    }
     if (len + n + 1 > cap) {
       cap = (len + n + 1) * 2;
       char *nb = realloc(buf, cap);
@@ -58,6 +69,12 @@ static char *topo_read(const char *path, char *why, size_t whylen) {
     }
     memcpy(buf + len, chunk, n);
     len += n;
+  }
+  if (ferror(f)) { /* a directory, say: it opens, then every read fails */
+    snprintf(why, whylen, "%s cannot be read: %s", path, strerror(errno));
+    fclose(f);
+    free(buf);
+    return NULL;
   }
   fclose(f);
   if (!buf) buf = calloc(1, 1);
@@ -68,7 +85,7 @@ static char *topo_read(const char *path, char *why, size_t whylen) {
 void m0__topofile_apply(m0_config *cfg) {
   const char *path = M0__CFGS(cfg, topology);
   if (!path[0]) return;
-  char why[M0__STR_MAX + 32];
+  char why[M0__STR_MAX + 128];
   char *text = topo_read(path, why, sizeof why);
   if (!text) {
     snprintf(cfg->topology_error, sizeof cfg->topology_error, "%s", why);
@@ -153,23 +170,44 @@ void m0__topofile_apply(m0_config *cfg) {
       topo_fail(cfg, text, "actors", "actors must be a list of {\"name\", \"url\"}%s", "");
       goto out;
     }
-    size_t na = json_array_size(actors);
-    bool bad = na != (size_t)t.nactors;
-    for (size_t i = 0; !bad && i < na; i++) {
+    /* The first entry that does not fit, named, at its own line when it has
+     * a name (else at "actors"). */
+    size_t na = json_array_size(actors), tl = strlen(want_transport);
+    char bad[700] = "";
+    const char *at = "actors";
+    for (size_t i = 0; !bad[0] && i < na && i < (size_t)t.nactors; i++) {
       json_t *a = json_array_get(actors, i);
       const char *name = json_string_value(json_object_get(a, "name"));
       const char *url = json_string_value(json_object_get(a, "url"));
-      size_t tl = strlen(want_transport);
-      bad = !name || !url || strcmp(name, t.actors[i].name) || strncmp(url, want_transport, tl) ||
-            strncmp(url + tl, "://", 3) || strlen(url) >= sizeof cfg->topo_urls[0];
-      for (size_t j = 0; !bad && j < i; j++) /* two actors cannot share an address */
-        bad = !strcmp(url, json_string_value(json_object_get(json_array_get(actors, j), "url")));
+      if (name) at = name;
+      if (!name || !url)
+        snprintf(bad, sizeof bad, "actors[%zu] has no \"name\" or no \"url\" string (the topology's is \"%s\")", i,
+                 t.actors[i].name);
+      else if (strcmp(name, t.actors[i].name))
+        snprintf(bad, sizeof bad, "actors[%zu] is \"%.64s\" where the topology has \"%s\"", i, name, t.actors[i].name);
+      else if (strncmp(url, want_transport, tl) || strncmp(url + tl, "://", 3))
+        snprintf(bad, sizeof bad, "actors[%zu] (%s) has the URL \"%.300s\", not a %s:// one", i, name, url,
+                 want_transport);
+      else if (strlen(url) >= sizeof cfg->topo_urls[0])
+        snprintf(bad, sizeof bad, "actors[%zu] (%s) has a URL of %zu bytes, longer than %zu", i, name, strlen(url),
+                 sizeof cfg->topo_urls[0] - 1);
+      for (size_t j = 0; !bad[0] && j < i; j++) /* two actors cannot share an address */
+        if (!strcmp(url, json_string_value(json_object_get(json_array_get(actors, j), "url"))))
+          snprintf(bad, sizeof bad, "actors[%zu] (%s) has the URL of actors[%zu] (%s)", i, name, j, t.actors[j].name);
+    }
+    if (!bad[0] && na < (size_t)t.nactors) {
+      at = "actors";
+      snprintf(bad, sizeof bad, "actors lists %zu of the %d actors the file declares: \"%s\" is missing", na, t.nactors,
+               t.actors[na].name);
+    } else if (!bad[0] && na > (size_t)t.nactors) {
+      const char *extra = json_string_value(json_object_get(json_array_get(actors, (size_t)t.nactors), "name"));
+      at = extra ? extra : "actors";
+      snprintf(bad, sizeof bad, "actors lists %zu actors, the file declares %d: actors[%d] (%.64s) is one too many", na,
+               t.nactors, t.nactors, extra ? extra : "unnamed");
     }
     m0__topology_free(&t);
-    if (bad) {
-      topo_fail(cfg, text, "actors",
-                "actors do not match the topology the file declares (every actor, in order, each at its own %s:// URL)",
-                want_transport);
+    if (bad[0]) {
+      topo_fail(cfg, text, at, "%s", bad);
       goto out;
     }
     cfg->topo_urls = calloc(na, sizeof *cfg->topo_urls);

@@ -1,0 +1,926 @@
+/* The configuration as its readers rely on it (docs/reference.md: Reading the
+ * command line, Flags and variables, Checks, The doctor; docs/topology.md):
+ * m0__config_load's flags, variables and their refusals; every check of
+ * actors/checks.c refusing what it should and passing what it should; the
+ * topology file reader's refusals, each naming the file, the line and the
+ * key; the doctor's JSON; m0_serve's exit codes without a server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "actors/checks.h"
+#include "actors/config.h"
+#include "actors/trace.h"
+
+extern char **environ;
+int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
+
+static char tmpdir[] = "/tmp/m0-test-config-XXXXXX";
+
+static void dummy_view(void *state, const m0_request *req, m0_response *res) {}
+static const m0_route routes[] = {{"GET", "/", dummy_view, M0_ON_LOOP}};
+static const m0_app app_routes = {.name = "t", .routes = routes, .nroutes = 1};
+
+/* No M0_ variable of the environment ctest runs in leaks into a test. */
+static void clear_m0_env(void) {
+  char names[64][64];
+  int n = 0;
+  for (char **e = environ; *e && n < 64; e++)
+    if (!strncmp(*e, "M0_", 3)) {
+      const char *eq = strchr(*e, '=');
+      snprintf(names[n++], sizeof names[0], "%.*s", (int)(eq ? eq - *e : (long)strlen(*e)), *e);
+    }
+  for (int i = 0; i < n; i++) unsetenv(names[i]);
+}
+
+static int setup(void **st) {
+  clear_m0_env();
+  return 0;
+}
+
+/* m0__config_load on a command line given as a NULL-terminated list. */
+static int load(m0_config *cfg, char *why, size_t whylen, ...) {
+  char *argv[32] = {"prog"};
+  int argc = 1;
+  va_list ap;
+  va_start(ap, whylen);
+  for (char *a; argc < 31 && (a = va_arg(ap, char *));) argv[argc++] = a;
+  va_end(ap);
+  why[0] = 0;
+  m0__config_fini(cfg); /* a previous load's topology URLs */
+  return m0__config_load(cfg, argc, argv, why, whylen);
+}
+#define LOAD(cfg, why, ...) load(cfg, why, sizeof why, __VA_ARGS__, (char *)NULL)
+
+static m0_config *cfg_new(void) {
+  m0_config *c = calloc(1, sizeof *c);
+  assert_non_null(c);
+  return c;
+}
+static void cfg_done(m0_config *c) {
+  m0__config_fini(c);
+  free(c);
+}
+
+static bool has(const char *hay, const char *needle) {
+  if (!strstr(hay, needle)) {
+    print_error("expected \"%s\" in \"%s\"\n", needle, hay);
+    return false;
+  }
+  return true;
+}
+
+/* ---- reading the command line ---- */
+
+static void test_flag_forms(void **st) {
+  m0_config *c = cfg_new();
+  char why[1200];
+  assert_int_equal(LOAD(c, why, "--port", "9000", "--max-body-bytes=12", "--metrics-path", "/m"), 0);
+  assert_int_equal(M0__CFG(c, port), 9000);
+  assert_int_equal(c->v[M0__O_port].source, M0__SRC_FLAG);
+  assert_int_equal(M0__CFG(c, max_body_bytes), 12);
+  assert_string_equal(M0__CFGS(c, metrics_path), "/m");
+  assert_int_equal(M0__CFG(c, threads), 1); /* untouched: the default */
+  assert_int_equal(c->v[M0__O_threads].source, M0__SRC_DEFAULT);
+  assert_false(c->help || c->version || c->doctor);
+  long v = -1;
+  assert_true(m0_config_get(c, "max-body-bytes", &v));
+  assert_int_equal(v, 12);
+  assert_true(m0_config_get(c, "M0_ACCEPT_SHARE", &v)); /* an option without a flag goes by its variable */
+  assert_int_equal(v, 1);
+  v = -7;
+  assert_false(m0_config_get(c, "no-such-option", &v));
+  assert_int_equal(v, -7); /* an unknown name leaves out alone */
+  m0__config_fini(c);
+
+  /* -h, --help, --version, --doctor: taken, and nothing else changes */
+  assert_int_equal(LOAD(c, why, "-h"), 0);
+  assert_true(c->help);
+  assert_int_equal(LOAD(c, why, "--help", "--version", "--doctor"), 0);
+  assert_true(c->help && c->version && c->doctor);
+
+  /* a boolean flag alone is on; =VALUE reads every documented spelling */
+  assert_int_equal(LOAD(c, why, "--access-log"), 0);
+  assert_int_equal(M0__CFG(c, access_log), 1);
+  const char *on[] = {"1", "true", "yes", "on"}, *off[] = {"0", "false", "no", "off"};
+  for (int i = 0; i < 4; i++) {
+    char a[40];
+    snprintf(a, sizeof a, "--access-log=%s", off[i]);
+    assert_int_equal(LOAD(c, why, "--access-log", a), 0);
+    assert_int_equal(M0__CFG(c, access_log), 0);
+    snprintf(a, sizeof a, "--access-log=%s", on[i]);
+    assert_int_equal(LOAD(c, why, a), 0);
+    assert_int_equal(M0__CFG(c, access_log), 1);
+    setenv("M0_ACCEPT_SHARE", off[i], 1);
+    assert_int_equal(LOAD(c, why, "--port", "1"), 0);
+    assert_int_equal(M0__CFG(c, accept_share), 0);
+    assert_int_equal(c->v[M0__O_accept_share].source, M0__SRC_ENV);
+    assert_string_equal(c->env_error, "");
+  }
+  unsetenv("M0_ACCEPT_SHARE");
+  /* the names the doctor prints */
+  assert_string_equal(m0__config_name(M0__O_max_connections), "max-connections");
+  assert_string_equal(m0__config_name(M0__O_accept_share), "M0_ACCEPT_SHARE");
+  assert_true(m0__config_is_str(M0__O_run_dir));
+  assert_false(m0__config_is_str(M0__O_port));
+  assert_string_equal(m0__source_name(M0__SRC_DEFAULT), "default");
+  assert_string_equal(m0__source_name(M0__SRC_ENV), "env");
+  assert_string_equal(m0__source_name(M0__SRC_TOPOLOGY), "topology");
+  assert_string_equal(m0__source_name(M0__SRC_FLAG), "flag");
+  cfg_done(c);
+}
+
+/* Each command line that cannot be read is 2 and one reason naming the flag
+ * and the value. */
+static void test_flag_refusals(void **st) {
+  static char longval[2001];
+  memset(longval, 'x', 2000);
+  struct {
+    const char *args[3];
+    const char *reason;
+  } rows[] = {
+      {{"--prot", "9"}, "unknown flag '--prot'"},
+      {{"--doctor=1"}, "unknown flag '--doctor'"},
+      {{"stray"}, "unexpected argument 'stray'"},
+      {{"--"}, "unexpected argument '--'"},
+      {{"-p"}, "unexpected argument '-p'"},
+      {{"--port"}, "--port needs a value"},
+      {{"--port="}, "--port wants a whole number from 0 to 65535, not ''"},
+      {{"--port", "-1"}, "--port wants a whole number from 0 to 65535, not '-1'"},
+      {{"--port", "65536"}, "not '65536'"},
+      {{"--port", "12ab"}, "not '12ab'"},
+      {{"--port", "99999999999999999999"}, "not '99999999999999999999'"}, /* overflows a long */
+      {{"--max-uri-bytes", "255"}, "--max-uri-bytes wants a whole number from 256 to 1048576"},
+      {{"--access-log=maybe"}, "--access-log cannot take 'maybe' (1, true, yes, on or 0, false, no, off)"},
+      {{"--access-log="}, "--access-log cannot take ''"},
+      {{"--host", "example.com"}, "--host cannot take 'example.com' (an IPv4 or IPv6 address"},
+      {{"--host", "300.1.1.1"}, "--host cannot take '300.1.1.1'"},
+      {{"--run-dir", longval}, "--run-dir takes at most 1023 bytes, not 2000"},
+  };
+  m0_config *c = cfg_new();
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    char why[1200] = "";
+    char *argv[4] = {"prog", (char *)rows[i].args[0], (char *)rows[i].args[1], NULL};
+    int argc = rows[i].args[1] ? 3 : 2;
+    int rc = m0__config_load(c, argc, argv, why, sizeof why);
+    if (rc != 2 || !strstr(why, rows[i].reason))
+      fail_msg("row %zu (%s %s): rc %d, reason \"%s\", want 2 and \"%s\"", i, rows[i].args[0],
+               rows[i].args[1] ? rows[i].args[1] : "", rc, why, rows[i].reason);
+    m0__config_fini(c);
+  }
+  cfg_done(c);
+}
+
+/* A variable that cannot be read is kept for the environment check (78),
+ * never replaced by the default in silence, and a flag does not rescue it. */
+static void test_variables(void **st) {
+  m0_config *c = cfg_new();
+  m0__check ch[M0__CHECK_COUNT];
+  char why[1200];
+  setenv("M0_PORT", "9001", 1);
+  setenv("M0_HOST", "::1", 1);
+  assert_int_equal(LOAD(c, why, "--doctor"), 0);
+  assert_int_equal(M0__CFG(c, port), 9001);
+  assert_int_equal(c->v[M0__O_port].source, M0__SRC_ENV);
+  assert_string_equal(M0__CFGS(c, host), "::1");
+  assert_int_equal(LOAD(c, why, "--port", "9002"), 0); /* the flag outranks the variable */
+  assert_int_equal(M0__CFG(c, port), 9002);
+  assert_int_equal(c->v[M0__O_port].source, M0__SRC_FLAG);
+  unsetenv("M0_HOST");
+
+  const char *bad[][2] = {{"M0_PORT", "abc"},         {"M0_PORT", ""},          {"M0_ACCESS_LOG", "maybe"},
+                          {"M0_HOST", "example.com"}, {"M0_THREADS", "2x"},     {"M0_MAX_URI_BYTES", "1"},
+                          {"M0_DRAIN_TIMEOUT_MS", "0"}, {"M0_WORKERS", "99999999999999999999"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    unsetenv("M0_PORT");
+    setenv(bad[i][0], bad[i][1], 1);
+    assert_int_equal(LOAD(c, why, "--port", "0"), 0);
+    char want[200];
+    snprintf(want, sizeof want, "cannot read the variable %s=%s", bad[i][0], bad[i][1]);
+    int first = m0__checks_run(c, &app_routes, ch);
+    if (first != M0__C_environment || strcmp(ch[first].detail, want) || !has(ch[first].fix, "unset it"))
+      fail_msg("%s=%s: first failing check %d \"%s\", want environment \"%s\"", bad[i][0], bad[i][1], first,
+               first >= 0 ? ch[first].detail : "", want);
+    unsetenv(bad[i][0]);
+  }
+  /* the value read is not the default in disguise: M0_PORT=abc keeps 8080
+   * only as a placeholder, and the check names the variable, not the port */
+  setenv("M0_PORT", "abc", 1);
+  assert_int_equal(LOAD(c, why, "--doctor"), 0);
+  assert_int_equal(c->v[M0__O_port].source, M0__SRC_DEFAULT);
+  assert_string_equal(c->env_error, "M0_PORT=abc");
+  /* two that cannot be read: the first of the table (M0_PORT before
+   * M0_THREADS) is the one named */
+  setenv("M0_THREADS", "many", 1);
+  assert_int_equal(LOAD(c, why, "--doctor"), 0);
+  assert_string_equal(c->env_error, "M0_PORT=abc");
+  unsetenv("M0_PORT");
+  assert_int_equal(LOAD(c, why, "--doctor"), 0);
+  assert_string_equal(c->env_error, "M0_THREADS=many");
+  unsetenv("M0_THREADS");
+  cfg_done(c);
+}
+
+/* ---- the checks ---- */
+
+/* Runs the checks on a command line: the first failing check's index. */
+static int checks_for(const m0_app *app, m0__check *ch, ...) {
+  char *argv[32] = {"prog"};
+  int argc = 1;
+  va_list ap;
+  va_start(ap, ch);
+  for (char *a; argc < 31 && (a = va_arg(ap, char *));) argv[argc++] = a;
+  va_end(ap);
+  m0_config *c = cfg_new();
+  char why[1200];
+  int rc = m0__config_load(c, argc, argv, why, sizeof why);
+  if (rc != 0) fail_msg("the command line was refused: %s", why);
+  int first = m0__checks_run(c, app, ch);
+  cfg_done(c);
+  return first;
+}
+#define CHECKS(app, ch, ...) checks_for(app, ch, __VA_ARGS__, (char *)NULL)
+
+/* The first failing check is `id`, its detail says `detail` and its fix `fix`. */
+static void refused(int first, const m0__check *ch, int id, const char *detail, const char *fix) {
+  if (first != id) fail_msg("first failing check %d (%s), want %d (%s)", first, first >= 0 ? ch[first].detail : "-",
+                            id, ch[id].name);
+  assert_false(ch[id].ok);
+  assert_true(has(ch[id].detail, detail));
+  assert_true(has(ch[id].fix, fix));
+}
+
+static void test_checks_counts_and_modes(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  static const char *const order[] = {"workers-count", "workers-vs-application", "threads-count", "workers-vs-threads",
+                                      "threads-vs-application", "blocking-threads-count", "environment", "topology",
+                                      "run-dir", "application", "trace", "supervision"};
+  for (int i = 0; i < M0__CHECK_COUNT; i++) {
+    assert_string_equal(ch[i].name, order[i]);
+    assert_true(ch[i].ok);
+    assert_string_equal(ch[i].fix, "");
+  }
+  refused(CHECKS(&app_routes, ch, "--workers", "0"), ch, M0__C_workers_count, "workers is 0 (flag)", "from 1 to 4096");
+  /* beyond 4096 a pool thread's actor id would be another's (the doctor
+   * printed no actors and said ok) */
+  refused(CHECKS(&app_routes, ch, "--workers", "4097"), ch, M0__C_workers_count, "workers is 4097", "from 1 to 4096");
+  refused(CHECKS(&app_routes, ch, "--threads", "-3"), ch, M0__C_threads_count, "threads is -3 (flag)", "from 1 to 4096");
+  refused(CHECKS(&app_routes, ch, "--threads", "5000"), ch, M0__C_threads_count, "threads is 5000", "--threads");
+  refused(CHECKS(&app_routes, ch, "--blocking-threads", "-1"), ch, M0__C_blocking_threads_count,
+          "blocking-threads is -1 (flag)", "from 0 to 4096");
+  refused(CHECKS(&app_routes, ch, "--blocking-threads", "4097"), ch, M0__C_blocking_threads_count,
+          "blocking-threads is 4097", "M0_BLOCKING_THREADS");
+  assert_int_equal(CHECKS(&app_routes, ch, "--workers", "4096", "--blocking-threads", "4096"), -1);
+  /* two failures: the first is the refusal, the second is still reported */
+  refused(CHECKS(&app_routes, ch, "--workers", "0", "--threads", "0"), ch, M0__C_workers_count, "workers is 0", "--workers");
+  assert_false(ch[M0__C_threads_count].ok);
+  assert_true(has(ch[M0__C_threads_count].detail, "threads is 0 (flag)"));
+  refused(CHECKS(&app_routes, ch, "--workers", "2", "--threads", "3"), ch, M0__C_workers_vs_threads,
+          "both workers (2, flag) and threads (3, flag) are above 1", "choose one mode");
+  assert_true(has(ch[M0__C_workers_vs_threads - 1].detail, "3 loops"));
+}
+
+static void test_checks_application(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  /* max_threads: -1 any number, 0 falls back to max_workers, N at most N */
+  m0_app any = app_routes, fallback = app_routes, two = app_routes;
+  any.max_threads = -1;
+  any.max_workers = 1;
+  fallback.max_workers = 3;
+  two.max_threads = 2;
+  assert_int_equal(m0__app_max_threads(&any), 0);
+  assert_int_equal(m0__app_max_threads(&fallback), 3);
+  assert_int_equal(m0__app_max_threads(&two), 2);
+  assert_int_equal(m0__app_max_threads(&app_routes), 0);
+  assert_int_equal(CHECKS(&any, ch, "--threads", "64"), -1);
+  assert_true(has(ch[M0__C_threads_vs_application].detail, "t allows any number of loops"));
+  refused(CHECKS(&any, ch, "--workers", "2"), ch, M0__C_workers_vs_application,
+          "2 workers asked, but t serves at most 1", "set --workers / M0_WORKERS to 1 or fewer");
+  refused(CHECKS(&fallback, ch, "--threads", "4"), ch, M0__C_threads_vs_application,
+          "4 loops asked, but t serves at most 3", "set --threads / M0_THREADS to 3 or fewer");
+  assert_int_equal(CHECKS(&two, ch, "--threads", "2"), -1);
+  assert_true(has(ch[M0__C_threads_vs_application].detail, "t allows limited loops"));
+  refused(CHECKS(&two, ch, "--threads", "3"), ch, M0__C_threads_vs_application, "at most 2", "2 or fewer");
+
+  /* exactly one of handle and routes */
+  m0_app both = app_routes, neither = {.name = "n"}, unnamed = {0}, handler = {.name = "h", .handle = dummy_view};
+  both.handle = dummy_view;
+  refused(CHECKS(&both, ch, "--port", "0"), ch, M0__C_application, "application t gives both handle and routes",
+          "set exactly one of m0_app.handle and m0_app.routes");
+  refused(CHECKS(&neither, ch, "--port", "0"), ch, M0__C_application, "application n gives neither handle nor routes",
+          "exactly one");
+  refused(CHECKS(&unnamed, ch, "--port", "0"), ch, M0__C_application, "application (unnamed) gives neither", "m0_app");
+  assert_int_equal(CHECKS(&handler, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_application].detail, "h answers with a handler");
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_application].detail, "t answers with a views table");
+}
+
+static void test_checks_supervision(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  refused(CHECKS(&app_routes, ch, "--max-requests", "5"), ch, M0__C_supervision,
+          "--max-requests asks the supervisor to replace workers, but there are none (workers is 1)", "--workers 2");
+  refused(CHECKS(&app_routes, ch, "--worker-timeout-ms", "2000"), ch, M0__C_supervision,
+          "--worker-timeout-ms asks the supervisor", "--workers 2 or more");
+  refused(CHECKS(&app_routes, ch, "--max-requests-jitter", "3"), ch, M0__C_supervision,
+          "--max-requests-jitter asks the supervisor", "leave worker recycling and timeouts off");
+  refused(CHECKS(&app_routes, ch, "--workers", "2", "--worker-timeout-ms", "999"), ch, M0__C_supervision,
+          "--worker-timeout-ms 999 is shorter than a loop's quietest turn (1000 ms)", "1000 or more");
+  assert_int_equal(CHECKS(&app_routes, ch, "--workers", "2", "--worker-timeout-ms", "1000", "--max-requests", "50"), -1);
+  assert_string_equal(ch[M0__C_supervision].detail, "recycle after 50 requests, replace a worker stuck past its timeout");
+  assert_int_equal(CHECKS(&app_routes, ch, "--workers", "2"), -1);
+  assert_string_equal(ch[M0__C_supervision].detail,
+                      "recycle after 0 (never) requests, replace a worker stuck (never: no timeout)");
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_supervision].detail, "no supervisor in this mode");
+}
+
+/* What the trace check accepts, the tracer can dial: a URL nng refuses
+ * synchronously was served untraced without a word. */
+static void test_checks_trace(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_trace].detail, "tracing off");
+  assert_int_equal(CHECKS(&app_routes, ch, "--trace", "-"), -1);
+  assert_string_equal(ch[M0__C_trace].detail, "trace records to stderr");
+  refused(CHECKS(&app_routes, ch, "--trace", "/tmp/trace.log"), ch, M0__C_trace,
+          "trace destination /tmp/trace.log is neither - nor an nng URL", "--trace ipc:///path");
+  refused(CHECKS(&app_routes, ch, "--trace", "udp://1.2.3.4:5"), ch, M0__C_trace, "neither - nor an nng URL", "-");
+  const char *refuse[][2] = {
+      {"tcp://127.0.0.1", "a tcp URL is tcp://HOST:PORT"}, {"tcp://:7000", "tcp://HOST:PORT"},
+      {"tcp://127.0.0.1:x", "a port from 1 to 65535"},     {"tcp://127.0.0.1:0", "a port from 1 to 65535"},
+      {"tcp://127.0.0.1:70000", "a port"},                 {"tcp://127.0.0.1:7000/path", "nothing after it"},
+      {"tcp://u@127.0.0.1:7000", "tcp://HOST:PORT"},       {"tcp://[::1", "nng cannot parse it"},
+      {"tcp://127.0.0.1:7000?q", "nothing after it"},      {"tcp://127.0.0.1:7000#f", "nothing after it"},
+      {"ipc://", "an ipc URL needs a path"},
+  };
+  for (size_t i = 0; i < sizeof refuse / sizeof *refuse; i++) {
+    char want[300];
+    snprintf(want, sizeof want, "trace destination %s cannot be dialed: ", refuse[i][0]);
+    refused(CHECKS(&app_routes, ch, "--trace", refuse[i][0]), ch, M0__C_trace, want, "--trace -");
+    assert_true(has(ch[M0__C_trace].detail, refuse[i][1]));
+  }
+  const char *accept[] = {"ipc:///tmp/m0-test-config-trace.sock", "tcp://127.0.0.1:1", "tcp://[::1]:1",
+                          "tcp://127.0.0.1:1/", "inproc://m0-test-config-trace"};
+  for (size_t i = 0; i < sizeof accept / sizeof *accept; i++) {
+    assert_int_equal(CHECKS(&app_routes, ch, "--trace", accept[i]), -1);
+    char want[200];
+    snprintf(want, sizeof want, "trace records to %s", accept[i]);
+    assert_string_equal(ch[M0__C_trace].detail, want);
+    m0__tracer *t = m0__tracer_new(accept[i]); /* and the tracer takes it */
+    if (!t) fail_msg("the check accepts --trace %s, the tracer cannot dial it", accept[i]);
+    m0__tracer_free(t);
+  }
+  for (size_t i = 0; i < 2; i++) assert_null(m0__tracer_new(refuse[i][0])); /* what nng itself refuses */
+}
+
+static void test_checks_run_dir(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  char d[300], f[300], missing[300];
+  snprintf(d, sizeof d, "%s/run", tmpdir);
+  snprintf(f, sizeof f, "%s/file", tmpdir);
+  snprintf(missing, sizeof missing, "%s/none", tmpdir);
+  assert_int_equal(mkdir(d, 0700), 0);
+  int fd = open(f, O_CREAT | O_WRONLY, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  assert_true(has(ch[M0__C_run_dir].detail, "a private 0700 directory made at start"));
+  assert_int_equal(CHECKS(&app_routes, ch, "--run-dir", d), -1);
+  assert_true(has(ch[M0__C_run_dir].detail, "mode 0700"));
+  char want[400];
+  snprintf(want, sizeof want, "run directory %s is missing", missing);
+  refused(CHECKS(&app_routes, ch, "--run-dir", missing), ch, M0__C_run_dir, want, "create it with mode 0700");
+  snprintf(want, sizeof want, "run directory %s is not a directory", f); /* not "missing": it is there */
+  refused(CHECKS(&app_routes, ch, "--run-dir", f), ch, M0__C_run_dir, want, "name a directory");
+  char under_file[400];
+  snprintf(under_file, sizeof under_file, "%s/x", f); /* ENOTDIR: missing as well */
+  snprintf(want, sizeof want, "run directory %s is missing", under_file);
+  refused(CHECKS(&app_routes, ch, "--run-dir", under_file), ch, M0__C_run_dir, want, "create it");
+
+  /* a socket path has room for 107 bytes: DIR/loop.0.sock fits in a DIR of
+   * 95, not 96 (the host exited 1 at its first mailbox, the doctor said ok);
+   * prefork puts every mailbox there: coordinator.sock, pool.I.J.sock */
+  char d95[200], d96[200];
+  snprintf(d95, sizeof d95, "%s/%0*d", tmpdir, 95 - (int)strlen(tmpdir) - 1, 0);
+  snprintf(d96, sizeof d96, "%s/%0*d", tmpdir, 96 - (int)strlen(tmpdir) - 1, 0);
+  assert_int_equal(strlen(d95), 95);
+  assert_int_equal(mkdir(d95, 0700), 0);
+  assert_int_equal(mkdir(d96, 0700), 0);
+  assert_int_equal(CHECKS(&app_routes, ch, "--run-dir", d95), -1);
+  snprintf(want, sizeof want, "run directory %s is too long for its sockets: %s/loop.0.sock would be 108 bytes, a socket's "
+           "path has 107", d96, d96);
+  refused(CHECKS(&app_routes, ch, "--run-dir", d96), ch, M0__C_run_dir, want, "at most 95 bytes");
+  snprintf(want, sizeof want, "%s/coordinator.sock would be 112 bytes", d95);
+  refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--workers", "2", "--blocking-threads", "1"), ch, M0__C_run_dir,
+          want, "at most 90 bytes");
+  snprintf(want, sizeof want, "%s/pool.1000.1000.sock would be 115 bytes", d95);
+  refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--workers", "1001", "--blocking-threads", "1001"), ch,
+          M0__C_run_dir, want, "at most 87 bytes");
+  /* threads over inproc: only loop.i.sock goes there (loop.10.sock in a 95 is 108) */
+  assert_int_equal(CHECKS(&app_routes, ch, "--run-dir", d95, "--threads", "10", "--blocking-threads", "1"), -1);
+  refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--threads", "11"), ch, M0__C_run_dir, "loop.10.sock would be 108",
+          "at most 94 bytes");
+  rmdir(d95);
+  rmdir(d96);
+  assert_int_equal(chmod(d, 0750), 0);
+  snprintf(want, sizeof want, "run directory %s has mode 0750, open to other users", d);
+  refused(CHECKS(&app_routes, ch, "--run-dir", d), ch, M0__C_run_dir, want, "chmod 0700");
+  assert_int_equal(chmod(d, 0700), 0);
+  if (geteuid() == 0) {
+    /* one this user cannot even look at (its parent is 0700 root's): not
+     * "missing", it may well be there */
+    assert_int_equal(setresuid(65534, 65534, 0), 0);
+    int first = CHECKS(&app_routes, ch, "--run-dir", d);
+    assert_int_equal(setresuid(0, 0, 0), 0);
+    snprintf(want, sizeof want, "run directory %s cannot be looked at: Permission denied", d);
+    refused(first, ch, M0__C_run_dir, want, "give this user access to it");
+    assert_int_equal(chmod(tmpdir, 0711), 0);
+    /* another user's directory: chown it, then look as that user */
+    assert_int_equal(chown(d, 65534, 65534), 0);
+    snprintf(want, sizeof want, "run directory %s belongs to uid 65534, not this user", d);
+    refused(CHECKS(&app_routes, ch, "--run-dir", d), ch, M0__C_run_dir, want, "a directory this user owns");
+    assert_int_equal(chown(d, 0, 0), 0);
+    /* a directory this user cannot write: root writes everywhere, so the
+     * check runs as uid 65534 (real and effective: access() reads the real
+     * one), the saved uid 0 to come back */
+    assert_int_equal(setresuid(65534, 65534, 0), 0);
+    first = CHECKS(&app_routes, ch, "--run-dir", d);
+    assert_int_equal(setresuid(0, 0, 0), 0);
+    assert_int_equal(chmod(tmpdir, 0700), 0);
+    snprintf(want, sizeof want, "run directory %s is not writable", d);
+    refused(first, ch, M0__C_run_dir, want, "chown");
+  } else {
+    assert_int_equal(chmod(d, 0500), 0);
+    snprintf(want, sizeof want, "run directory %s is not writable", d);
+    refused(CHECKS(&app_routes, ch, "--run-dir", d), ch, M0__C_run_dir, want, "chown");
+    assert_int_equal(chmod(d, 0700), 0);
+  }
+  rmdir(d);
+  unlink(f);
+}
+
+/* ---- topology files ---- */
+
+static const char *topo_write(const char *name, const char *text) {
+  static char paths[8][300];
+  static int next;
+  char *path = paths[next++ % 8];
+  snprintf(path, sizeof paths[0], "%s/%s", tmpdir, name);
+  FILE *fp = fopen(path, "w");
+  assert_non_null(fp);
+  fputs(text, fp);
+  fclose(fp);
+  return path;
+}
+
+/* The file is refused: the error names the file, `line` (0: any line) and
+ * says `what`; the topology check carries it and its fix. */
+static void topo_refused(const char *label, const char *text, int line, const char *what) {
+  const char *path = topo_write("t.json", text);
+  m0_config *c = cfg_new();
+  char why[1200], at[400];
+  assert_int_equal(LOAD(c, why, "--topology", path), 0);
+  if (line) snprintf(at, sizeof at, "%s line %d column ", path, line);
+  else snprintf(at, sizeof at, "%s ", path);
+  if (strncmp(c->topology_error, at, strlen(at)) || !strstr(c->topology_error, what))
+    fail_msg("%s: the error is \"%s\", want it to begin \"%s\" and say \"%s\"", label, c->topology_error, at, what);
+  m0__check ch[M0__CHECK_COUNT];
+  int first = m0__checks_run(c, &app_routes, ch);
+  assert_int_equal(first, M0__C_topology);
+  char detail[1400];
+  snprintf(detail, sizeof detail, "topology file %s", c->topology_error);
+  assert_string_equal(ch[first].detail, detail);
+  assert_true(has(ch[first].fix, "correct the file"));
+  /* nothing of a refused file is applied */
+  assert_int_equal(c->ntopo_urls, 0);
+  assert_int_equal(c->v[M0__O_threads].source, M0__SRC_DEFAULT);
+  cfg_done(c);
+}
+
+static void test_topology_refusals(void **st) {
+  topo_refused("a list", "[1, 2]\n", 1, "not a JSON object");
+  topo_refused("empty", "", 1, "expected");
+  topo_refused("a syntax error", "{\n  \"mode\": \"threads\",\n  \"loops\" 2\n}\n", 3, "");
+  topo_refused("a duplicate key", "{\n  \"loops\": 2,\n  \"loops\": 3\n}\n", 3, "duplicate object key");
+  topo_refused("unknown key", "{\n  \"mode\": \"threads\",\n  \"colour\": \"blue\"\n}\n", 3, "unknown key \"colour\"");
+  /* a key spelled with an escape is still the key it spells */
+  topo_refused("unknown escaped key", "{\"c\\u006flour\": 1}", 1, "unknown key \"colour\"");
+  topo_refused("mode not a string", "{\n  \"mode\": 2\n}\n", 2, "mode must be \"single\", \"threads\" or \"prefork\"");
+  topo_refused("mode unknown", "{\n\n  \"mode\": \"cluster\"\n}\n", 3, "mode must be");
+  topo_refused("loops a string", "{\n  \"mode\": \"threads\",\n  \"loops\": \"2\"\n}\n", 3,
+               "loops must be a whole number from 1 to 4096");
+  topo_refused("loops a fraction", "{\"mode\": \"threads\", \"loops\": 2.5}", 1, "loops must be a whole number");
+  topo_refused("loops 0", "{\"mode\": \"threads\", \"loops\": 0}", 1, "loops must be");
+  topo_refused("loops 4097", "{\"mode\": \"prefork\",\n\"loops\": 4097}", 2, "from 1 to 4096");
+  topo_refused("single with 2 loops", "{\"mode\": \"single\",\n \"loops\": 2}", 2, "mode \"single\" has one loop");
+  topo_refused("no mode, 2 loops", "{\"loops\": 2}", 1, "mode \"single\" has one loop"); /* single is the default */
+  topo_refused("transport a number", "{\n\"transport\": 4}", 2, "transport must be \"inproc\", \"ipc\" or \"tcp\"");
+  topo_refused("transport unknown", "{\"transport\": \"udp\"}", 1, "transport must be");
+  topo_refused("prefork over inproc", "{\"mode\": \"prefork\", \"loops\": 2,\n \"transport\": \"inproc\"}", 2,
+               "mode prefork crosses processes: inproc cannot (use ipc or tcp)");
+  topo_refused("handler_threads a string", "{\"handler_threads\": \"1\"}", 1,
+               "handler_threads must be a whole number from 0 to 4096");
+  topo_refused("handler_threads -1", "{\n\"handler_threads\": -1}", 2, "handler_threads must be");
+  topo_refused("handler_threads 4097", "{\"handler_threads\": 4097}", 1, "handler_threads must be");
+  topo_refused("connections_per_loop 0", "{\n\n\"connections_per_loop\": 0}", 3,
+               "connections_per_loop must be from 1 to 1000000");
+  topo_refused("connections_per_loop too many", "{\"connections_per_loop\": 1000001}", 1, "connections_per_loop");
+  topo_refused("connections_per_loop a bool", "{\"connections_per_loop\": true}", 1, "connections_per_loop");
+  topo_refused("accept_sharing a string", "{\n \"accept_sharing\": \"yes\"}", 2, "accept_sharing must be true or false");
+  topo_refused("accept_sharing 1", "{\"accept_sharing\": 1}", 1, "accept_sharing must be true or false");
+  topo_refused("actors an object", "{\n\"actors\": {}}", 2, "actors must be a list of {\"name\", \"url\"}");
+}
+
+#define A(n, u) "{\"name\": \"" n "\", \"url\": \"" u "\"}"
+
+static void test_topology_actors(void **st) {
+  topo_refused("an actor without url",
+               "{\"mode\": \"threads\", \"loops\": 2, \"actors\": [\n" A("coordinator", "inproc://a") ",\n"
+               "{\"name\": \"producer\"},\n" A("loop.0", "inproc://c") ",\n" A("loop.1", "inproc://d") "]}",
+               3, "actors[1] has no \"name\" or no \"url\" string (the topology's is \"producer\")");
+  topo_refused("an actor's url a number",
+               "{\"actors\": [\n{\"name\": \"coordinator\", \"url\": 7}]}", 2, "actors[0] has no \"name\" or no \"url\"");
+  topo_refused("out of order",
+               "{\"mode\": \"threads\", \"loops\": 2, \"actors\": [\n" A("coordinator", "inproc://a") ",\n"
+               A("producer", "inproc://b") ",\n" A("loop.1", "inproc://c") ",\n" A("loop.0", "inproc://d") "]}",
+               4, "actors[2] is \"loop.1\" where the topology has \"loop.0\"");
+  topo_refused("a url of another transport",
+               "{\"transport\": \"tcp\", \"actors\": [\n" A("coordinator", "tcp://127.0.0.1:1") ",\n"
+               A("producer", "ipc:///tmp/p.sock") ",\n" A("loop.0", "tcp://127.0.0.1:3") "]}",
+               3, "actors[1] (producer) has the URL \"ipc:///tmp/p.sock\", not a tcp:// one");
+  topo_refused("a url without ://",
+               "{\"actors\": [" A("coordinator", "inproc:/a") ", " A("producer", "inproc://b") ", "
+               A("loop.0", "inproc://c") "]}", 1, "actors[0] (coordinator) has the URL \"inproc:/a\", not a inproc:// one");
+  char text[2000], longurl[300];
+  memset(longurl, 'u', sizeof longurl - 1);
+  longurl[sizeof longurl - 1] = 0;
+  snprintf(text, sizeof text, "{\"actors\": [" A("coordinator", "inproc://a") ",\n" A("producer", "inproc://%s") ", "
+           A("loop.0", "inproc://c") "]}", longurl);
+  topo_refused("a url too long", text, 2, "actors[1] (producer) has a URL of 308 bytes, longer than 255");
+  topo_refused("two actors at one address",
+               "{\"actors\": [" A("coordinator", "inproc://a") ",\n" A("producer", "inproc://b") ",\n"
+               A("loop.0", "inproc://a") "]}", 3, "actors[2] (loop.0) has the URL of actors[0] (coordinator)");
+  topo_refused("an actor missing",
+               "{\"mode\": \"threads\", \"loops\": 2,\n \"actors\": [" A("coordinator", "inproc://a") ", "
+               A("producer", "inproc://b") ", " A("loop.0", "inproc://c") "]}",
+               2, "actors lists 3 of the 4 actors the file declares: \"loop.1\" is missing");
+  topo_refused("an actor too many",
+               "{\"actors\": [" A("coordinator", "inproc://a") ", " A("producer", "inproc://b") ", "
+               A("loop.0", "inproc://c") ",\n" A("pool.0.0", "inproc://d") "]}",
+               2, "actors lists 4 actors, the file declares 3: actors[3] (pool.0.0) is one too many");
+  /* files that are not files, or too big to be one */
+  char path[300];
+  snprintf(path, sizeof path, "%s/none.json", tmpdir);
+  m0_config *c = cfg_new();
+  char why[1200], want[600];
+  assert_int_equal(LOAD(c, why, "--topology", path), 0);
+  snprintf(want, sizeof want, "%s cannot be opened: No such file or directory", path);
+  assert_string_equal(c->topology_error, want);
+  assert_int_equal(LOAD(c, why, "--topology", tmpdir), 0);
+  snprintf(want, sizeof want, "%s cannot be read: Is a directory", tmpdir);
+  assert_string_equal(c->topology_error, want);
+  cfg_done(c);
+  /* a valid object padded past 1 MiB was cut at 1 MiB and refused as a
+   * syntax error at the cut */
+  size_t big = (1u << 20) + 10;
+  char *pad = malloc(big + 1);
+  assert_non_null(pad);
+  memset(pad, ' ', big);
+  pad[0] = '{';
+  pad[big - 1] = '}';
+  pad[big] = 0;
+  const char *p = topo_write("big.json", pad);
+  free(pad);
+  c = cfg_new();
+  assert_int_equal(LOAD(c, why, "--topology", p), 0);
+  snprintf(want, sizeof want, "%s is larger than 1048576 bytes: not a topology file", p);
+  assert_string_equal(c->topology_error, want);
+  cfg_done(c);
+}
+
+/* A file that is read: what it sets, from where, and what flags override. */
+static void test_topology_applied(void **st) {
+  m0_config *c = cfg_new();
+  char why[1200];
+  m0__check ch[M0__CHECK_COUNT];
+  /* {} is single mode with nothing else said */
+  assert_int_equal(LOAD(c, why, "--topology", topo_write("empty.json", "{}")), 0);
+  assert_string_equal(c->topology_error, "");
+  assert_int_equal(M0__CFG(c, threads), 1);
+  assert_int_equal(c->v[M0__O_threads].source, M0__SRC_TOPOLOGY);
+  assert_int_equal(c->v[M0__O_blocking_threads].source, M0__SRC_DEFAULT);
+  assert_string_equal(c->topo_transport, "");
+  assert_int_equal(m0__checks_run(c, &app_routes, ch), -1);
+  char want[500];
+  snprintf(want, sizeof want, "topology file %s/empty.json read", tmpdir);
+  assert_string_equal(ch[M0__C_topology].detail, want);
+  /* whitespace past the first 4 KiB read: the whole file is read */
+  char text[12000];
+  memset(text, ' ', sizeof text);
+  snprintf(text + 10000, sizeof text - 10000, "{\"mode\": \"threads\", \"loops\": 3, \"accept_sharing\": false}");
+  text[0] = '\n';
+  assert_int_equal(LOAD(c, why, "--topology", topo_write("padded.json", text)), 0);
+  assert_string_equal(c->topology_error, "");
+  assert_int_equal(M0__CFG(c, threads), 3);
+  assert_int_equal(M0__CFG(c, accept_share), 0);
+  assert_int_equal(c->v[M0__O_accept_share].source, M0__SRC_TOPOLOGY);
+  /* every key, and the actors' URLs as written */
+  const char *full = "{\"mode\": \"prefork\", \"loops\": 2, \"handler_threads\": 1, \"connections_per_loop\": 77,"
+                     " \"accept_sharing\": true, \"transport\": \"ipc\", \"actors\": ["
+                     A("coordinator", "ipc://<run-dir>/c.sock") ", " A("producer", "ipc://<run-dir>/p.sock") ", "
+                     A("worker.0", "ipc://<run-dir>/w0.sock") ", " A("worker.1", "ipc://<run-dir>/w1.sock") ", "
+                     A("loop.0", "ipc://<run-dir>/l0.sock") ", " A("loop.1", "ipc://<run-dir>/l1.sock") ", "
+                     A("pool.0.0", "ipc://<run-dir>/p00.sock") ", " A("pool.1.0", "ipc://<run-dir>/p10.sock") "]}";
+  const char *fp = topo_write("full.json", full);
+  assert_int_equal(LOAD(c, why, "--topology", fp), 0);
+  assert_string_equal(c->topology_error, "");
+  assert_int_equal(M0__CFG(c, workers), 2);
+  assert_int_equal(c->v[M0__O_workers].source, M0__SRC_TOPOLOGY);
+  assert_int_equal(M0__CFG(c, blocking_threads), 1);
+  assert_int_equal(M0__CFG(c, max_connections), 77);
+  assert_int_equal(M0__CFG(c, accept_share), 1);
+  assert_string_equal(c->topo_transport, "ipc");
+  assert_int_equal(c->ntopo_urls, 8);
+  assert_string_equal(c->topo_urls[0], "ipc://<run-dir>/c.sock");
+  assert_string_equal(c->topo_urls[7], "ipc://<run-dir>/p10.sock");
+  assert_int_equal(m0__checks_run(c, &app_routes, ch), -1);
+  /* a flag outranks the file; one that changes the actor count makes m0
+   * build the URLs (ipc), which the check says */
+  assert_int_equal(LOAD(c, why, "--topology", fp, "--blocking-threads", "2", "--max-connections", "5"), 0);
+  assert_int_equal(M0__CFG(c, blocking_threads), 2);
+  assert_int_equal(c->v[M0__O_blocking_threads].source, M0__SRC_FLAG);
+  assert_int_equal(M0__CFG(c, max_connections), 5);
+  assert_int_equal(c->v[M0__O_workers].source, M0__SRC_TOPOLOGY);
+  assert_int_equal(m0__checks_run(c, &app_routes, ch), -1);
+  assert_true(has(ch[M0__C_topology].detail, "the flags change its topology, so m0 builds every actor's URL"));
+  /* the same in a tcp file is refused: m0 cannot invent tcp addresses */
+  const char *tcp = "{\"mode\": \"threads\", \"loops\": 2, \"transport\": \"tcp\", \"actors\": ["
+                    A("coordinator", "tcp://127.0.0.1:1") ", " A("producer", "tcp://127.0.0.1:2") ", "
+                    A("loop.0", "tcp://127.0.0.1:3") ", " A("loop.1", "tcp://127.0.0.1:4") "]}";
+  const char *tp = topo_write("tcp.json", tcp);
+  assert_int_equal(LOAD(c, why, "--topology", tp), 0);
+  assert_int_equal(m0__checks_run(c, &app_routes, ch), -1);
+  assert_int_equal(LOAD(c, why, "--topology", tp, "--threads", "3"), 0);
+  snprintf(want, sizeof want, "topology file %s lists 4 tcp actors, but the flags and variables make a topology of 5",
+           tp);
+  refused(m0__checks_run(c, &app_routes, ch), ch, M0__C_topology, want, "list every actor's tcp URL");
+  /* an inproc file under --workers 2 */
+  const char *ip = topo_write("inproc.json", "{\"transport\": \"inproc\"}");
+  assert_int_equal(LOAD(c, why, "--topology", ip, "--workers", "2"), 0);
+  snprintf(want, sizeof want, "topology file %s says transport inproc, but --workers 2 crosses processes", ip);
+  refused(m0__checks_run(c, &app_routes, ch), ch, M0__C_topology, want, "set \"transport\" to ipc or tcp");
+  /* M0_TOPOLOGY names the file as --topology does */
+  setenv("M0_TOPOLOGY", tp, 1);
+  assert_int_equal(LOAD(c, why, "--port", "0"), 0);
+  assert_int_equal(c->ntopo_urls, 4);
+  assert_int_equal(M0__CFG(c, threads), 2);
+  unsetenv("M0_TOPOLOGY");
+  cfg_done(c);
+}
+
+/* ---- the doctor and m0_serve ---- */
+
+/* Runs fn with stdout (fd 1) going to a file; returns what it wrote. */
+static char *capture_fd(int fd, int (*fn)(void *), void *arg, int *rc) {
+  fflush(NULL);
+  char path[300];
+  snprintf(path, sizeof path, "%s/captured", tmpdir);
+  int out = open(path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+  assert_true(out >= 0);
+  int saved = dup(fd);
+  dup2(out, fd);
+  *rc = fn(arg);
+  fflush(NULL);
+  dup2(saved, fd);
+  close(saved);
+  off_t n = lseek(out, 0, SEEK_END);
+  char *buf = calloc(1, (size_t)n + 1);
+  assert_int_equal(pread(out, buf, (size_t)n, 0), n);
+  close(out);
+  unlink(path);
+  return buf;
+}
+
+typedef struct doc_run {
+  const m0_app *app;
+  char *argv[8];
+} doc_run;
+
+static int doctor_fn(void *arg) {
+  doc_run *d = arg;
+  int argc = 0;
+  while (d->argv[argc]) argc++;
+  m0_config *c = cfg_new();
+  char why[1200];
+  assert_int_equal(m0__config_load(c, argc, d->argv, why, sizeof why), 0);
+  m0__check ch[M0__CHECK_COUNT];
+  int first = m0__checks_run(c, d->app, ch);
+  int rc = m0__doctor(c, d->app, ch, first);
+  cfg_done(c);
+  return rc;
+}
+
+/* The doctor's one JSON line for argv on app; its exit code in *rc. */
+static json_t *doctor(const m0_app *app, int *rc, ...) {
+  doc_run d = {.app = app, .argv = {"prog"}};
+  va_list ap;
+  va_start(ap, rc);
+  for (int i = 1; i < 7 && (d.argv[i] = va_arg(ap, char *)); i++) {}
+  va_end(ap);
+  char *out = capture_fd(1, doctor_fn, &d, rc);
+  size_t n = strlen(out);
+  assert_true(n > 2 && out[n - 1] == '\n' && !memchr(out, '\n', n - 1)); /* one line */
+  json_error_t e;
+  json_t *j = json_loads(out, 0, &e);
+  if (!j) fail_msg("the doctor printed no JSON: %s (%s)", out, e.text);
+  free(out);
+  return j;
+}
+#define DOCTOR(app, rc, ...) doctor(app, rc, __VA_ARGS__, (char *)NULL)
+
+static size_t slots(int loops) { return (size_t)loops * 3; }
+
+static void test_doctor(void **st) {
+  int rc;
+  m0_app a = app_routes;
+  a.page_slots = slots;
+  a.name = NULL;
+  json_t *j = DOCTOR(&a, &rc, "--threads", "2"); /* a nameless app is served; the doctor says "" */
+  assert_int_equal(rc, 0);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(j, "application"), "name")), "");
+  json_t *c10 = json_array_get(json_object_get(j, "checks"), M0__C_application);
+  assert_string_equal(json_string_value(json_object_get(c10, "detail")), "(unnamed) answers with a views table");
+  json_t *c2 = json_array_get(json_object_get(j, "checks"), M0__C_workers_vs_application);
+  assert_string_equal(json_string_value(json_object_get(c2, "detail")), "(unnamed) allows any number of workers");
+  json_decref(j);
+  a.name = "slotted";
+  j = DOCTOR(&a, &rc, "--threads", "2");
+  assert_int_equal(rc, 0);
+  assert_true(json_is_true(json_object_get(j, "ok")));
+  assert_int_equal(json_integer_value(json_object_get(j, "exit")), 0);
+  json_t *app = json_object_get(j, "application");
+  assert_string_equal(json_string_value(json_object_get(app, "name")), "slotted");
+  assert_int_equal(json_integer_value(json_object_get(app, "page_slots")), 6);
+  json_t *checks = json_object_get(j, "checks");
+  assert_int_equal(json_array_size(checks), M0__CHECK_COUNT);
+  for (size_t i = 0; i < json_array_size(checks); i++) /* a passing check has no fix */
+    assert_null(json_object_get(json_array_get(checks, i), "fix"));
+  json_decref(j);
+
+  /* M0_ACCEPT_SHARE=0: accept_sharing false, its source env */
+  setenv("M0_ACCEPT_SHARE", "0", 1);
+  j = DOCTOR(&app_routes, &rc, "--threads", "2");
+  unsetenv("M0_ACCEPT_SHARE");
+  assert_true(json_is_false(json_object_get(json_object_get(j, "topology"), "accept_sharing")));
+  assert_string_equal(json_string_value(json_object_get(json_object_get(j, "sources"), "M0_ACCEPT_SHARE")), "env");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "config"), "M0_ACCEPT_SHARE")), 0);
+  json_decref(j);
+
+  /* prefork with --run-dir: the actors' ipc URLs are in that directory */
+  char d[300], want[400];
+  snprintf(d, sizeof d, "%s/rd", tmpdir);
+  assert_int_equal(mkdir(d, 0700), 0);
+  j = DOCTOR(&app_routes, &rc, "--workers", "2", "--run-dir", d);
+  assert_int_equal(rc, 0);
+  json_t *topo = json_object_get(j, "topology"), *actors = json_object_get(topo, "actors");
+  assert_string_equal(json_string_value(json_object_get(topo, "mode")), "prefork");
+  assert_string_equal(json_string_value(json_object_get(topo, "transport")), "ipc");
+  assert_int_equal(json_array_size(actors), 6);
+  snprintf(want, sizeof want, "ipc://%s/loop.1.sock", d);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(actors, 5), "url")), want);
+  json_decref(j);
+  rmdir(d);
+  j = DOCTOR(&app_routes, &rc, "--workers", "2"); /* no run dir yet: a placeholder */
+  actors = json_object_get(json_object_get(j, "topology"), "actors");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(actors, 0), "url")), "ipc://<run-dir>/coordinator.sock");
+  json_decref(j);
+
+  /* a tcp topology file: its transport and its URLs, placeholders kept */
+  char tp[300];
+  snprintf(tp, sizeof tp, "%s/tcp.json", tmpdir);
+  FILE *fp = fopen(tp, "w");
+  fputs("{\"transport\": \"tcp\", \"actors\": [" A("coordinator", "tcp://127.0.0.1:7100") ", "
+        A("producer", "tcp://127.0.0.1:7101") ", " A("loop.0", "tcp://127.0.0.1:7102") "]}", fp);
+  fclose(fp);
+  j = DOCTOR(&app_routes, &rc, "--topology", tp);
+  assert_int_equal(rc, 0);
+  topo = json_object_get(j, "topology");
+  actors = json_object_get(topo, "actors");
+  assert_string_equal(json_string_value(json_object_get(topo, "transport")), "tcp");
+  assert_int_equal(json_array_size(actors), 3);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(actors, 2), "url")), "tcp://127.0.0.1:7102");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(actors, 2), "name")), "loop.0");
+  json_decref(j);
+  /* with a flag that changes it, m0's own URLs (and the check refuses) */
+  j = DOCTOR(&app_routes, &rc, "--topology", tp, "--threads", "2");
+  assert_int_equal(rc, 78);
+  actors = json_object_get(json_object_get(j, "topology"), "actors");
+  assert_int_equal(json_array_size(actors), 4);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(actors, 3), "url")), "inproc://m0-<pid>/loop.1");
+  json_decref(j);
+
+  /* more than a topology holds, or a run dir too long for any URL: refused,
+   * and the doctor lists no actors rather than wrong ones */
+  const char *huge[][2] = {{"--blocking-threads", "5000"}, {"--threads", "5000"}};
+  for (int i = 0; i < 2; i++) {
+    j = DOCTOR(&app_routes, &rc, huge[i][0], huge[i][1]);
+    assert_int_equal(rc, 78);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(j, "topology"), "actors")), 0);
+    json_decref(j);
+  }
+  char longdir[400];
+  snprintf(longdir, sizeof longdir, "/%0300d", 0);
+  j = DOCTOR(&app_routes, &rc, "--workers", "2", "--run-dir", longdir);
+  assert_int_equal(rc, 78);
+  assert_int_equal(json_array_size(json_object_get(json_object_get(j, "topology"), "actors")), 0);
+  json_decref(j);
+
+  /* a refusal: ok false, exit 78, the failing check with fix and exit */
+  j = DOCTOR(&app_routes, &rc, "--threads", "5000");
+  assert_int_equal(rc, 78);
+  assert_true(json_is_false(json_object_get(j, "ok")));
+  assert_int_equal(json_integer_value(json_object_get(j, "exit")), 78);
+  json_t *tc = json_array_get(json_object_get(j, "checks"), M0__C_threads_count);
+  assert_string_equal(json_string_value(json_object_get(tc, "name")), "threads-count");
+  assert_true(json_is_false(json_object_get(tc, "ok")));
+  assert_true(has(json_string_value(json_object_get(tc, "fix")), "from 1 to 4096"));
+  assert_int_equal(json_integer_value(json_object_get(tc, "exit")), 78);
+  json_decref(j);
+}
+
+typedef struct serve_run {
+  int argc;
+  char **argv;
+} serve_run;
+
+static int serve_fn(void *arg) {
+  serve_run *s = arg;
+  return m0_serve(&app_routes, NULL, s->argc, s->argv);
+}
+
+/* m0_serve's exit codes where no server starts. */
+static void test_serve_codes(void **st) {
+  int rc;
+  char *help[] = {"prog", "--help", NULL}, *version[] = {"prog", "--version", NULL}, *bad[] = {"prog", "--prot", NULL};
+  serve_run s = {2, help};
+  char *out = capture_fd(1, serve_fn, &s, &rc);
+  assert_int_equal(rc, 0);
+  assert_true(has(out, "usage: prog [flags]") && has(out, "--max-body-bytes V") && has(out, "M0_ACCEPT_SHARE"));
+  assert_true(has(out, "78 a configuration that was read and will not be served"));
+  free(out);
+  s.argv = version;
+  out = capture_fd(1, serve_fn, &s, &rc);
+  assert_int_equal(rc, 0);
+  assert_true(!strncmp(out, "m0 ", 3) && has(out, "(nng ") && has(out, ", libuv "));
+  free(out);
+  s.argv = bad;
+  char *err = capture_fd(2, serve_fn, &s, &rc);
+  assert_int_equal(rc, 2);
+  assert_true(has(err, "usage: prog") && has(err, "\nm0: unknown flag '--prot'\n"));
+  free(err);
+  /* a program that passes no argv at all: the variables still count */
+  setenv("M0_PORT", "abc", 1);
+  s.argc = 0;
+  s.argv = NULL;
+  err = capture_fd(2, serve_fn, &s, &rc);
+  unsetenv("M0_PORT");
+  assert_int_equal(rc, 78);
+  assert_string_equal(err, "m0: cannot read the variable M0_PORT=abc (set it to a valid value (see --help) or unset it)\n");
+  free(err);
+}
+
+int main(void) {
+  if (!mkdtemp(tmpdir)) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_flag_forms, setup),
+      cmocka_unit_test_setup(test_flag_refusals, setup),
+      cmocka_unit_test_setup(test_variables, setup),
+      cmocka_unit_test_setup(test_checks_counts_and_modes, setup),
+      cmocka_unit_test_setup(test_checks_application, setup),
+      cmocka_unit_test_setup(test_checks_supervision, setup),
+      cmocka_unit_test_setup(test_checks_trace, setup),
+      cmocka_unit_test_setup(test_checks_run_dir, setup),
+      cmocka_unit_test_setup(test_topology_refusals, setup),
+      cmocka_unit_test_setup(test_topology_actors, setup),
+      cmocka_unit_test_setup(test_topology_applied, setup),
+      cmocka_unit_test_setup(test_doctor, setup),
+      cmocka_unit_test_setup(test_serve_codes, setup),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "test_config: could not remove %s\n", tmpdir);
+  return rc;
+}

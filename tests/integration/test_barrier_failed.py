@@ -24,9 +24,15 @@ each:
   still in the listener's backlog (the test accepts it itself): no loop ever
   accepted a connection;
 - no worker outlives the supervisor.
+And a SIGTERM during the start, while loop 1's make still runs (held at the
+gate; --threads 2 and --workers 2): every coordinator says `stopped while
+starting` (under prefork the supervisor and both workers), the make then
+returns (its failure is the end of that loop's drain), and the host exits 0
+with the usual drain, no GO sent, nobody named, the probe never accepted.
 """
 import os
 import re
+import signal
 import socket
 import tempfile
 import time
@@ -60,6 +66,70 @@ CASES = [
 def ready_at_coordinator(text):
     return {r["from"] for r in trace_records(text)
             if r.get("dir") == "recv" and r.get("to") == "coordinator" and r.get("kind") == "ready"}
+
+
+def probe_unseen(label, probe, lsock):
+    """The probe got no byte and no close, and is still in the backlog."""
+    probe.settimeout(0)
+    try:
+        got = probe.recv(4096)
+    except BlockingIOError:
+        got = None  # nothing came, and the connection is still open
+    except OSError as e:
+        got = repr(e).encode()
+    F.check(got is None, f"{label}: the probe got no answer and no close ({got!r})")
+    lsock.settimeout(0)
+    try:
+        c, peer = lsock.accept()
+        c.close()
+        F.check(peer == probe.getsockname(), f"{label}: the probe is still in the backlog ({peer})")
+    except BlockingIOError:
+        F.check(False, f"{label}: the probe is still in the listener's backlog: no loop accepted it")
+
+
+def stopped_while_starting(label, args, ready, coordinators):
+    gate = os.path.join(tempfile.mkdtemp(), "gate")
+    env = {"M0_HOSTCHECK_LOOP_MAKE_FAILS": "1", "M0_HOSTCHECK_FAIL_GATE": gate}
+    proc, lsock, port, errf = activated("host_check", args + ["--trace", "-", "--drain-timeout-ms", "30000"], env=env)
+    probe = None
+    try:
+        ok = wait_for(lambda: ready <= ready_at_coordinator(read_log(errf)) or proc.poll() is not None, 20, step=0.02)
+        SEEN.update(harness.children(proc.pid))
+        F.check(ok and proc.poll() is None, f"{label}: READY from {sorted(ready)} while loop 1's make waits:\n"
+                                            f"{read_log(errf)[-2000:]}")
+        probe = socket.create_connection(("127.0.0.1", port), timeout=5)
+        probe.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        proc.send_signal(signal.SIGTERM)
+        said = wait_for(lambda: read_log(errf).count("m0: stopped while starting") >= coordinators, 10)
+        F.check(said, f"{label}: {coordinators} coordinator(s) say `stopped while starting`:\n{read_log(errf)[-2000:]}")
+        with open(gate, "w"):
+            pass
+        try:
+            rc = proc.wait(timeout=20)
+        except Exception:
+            rc = None
+        err = read_log(errf)
+        text = "\n".join(l for l in err.splitlines() if not l.startswith('{"t":'))
+        F.check(rc == 0, f"{label}: exit 0 after the usual drain (rc {rc}):\n{text}")
+        F.check("listening on" not in text and not re.search(r"did not (finish|stop|exit)|exited \d|died", text),
+                f"{label}: never listening, nobody named:\n{text}")
+        F.check(not [r for r in trace_records(err) if r.get("kind") == "go"], f"{label}: no GO was ever sent")
+        probe_unseen(label, probe, lsock)
+        SEEN.update(int(p) for p in re.findall(r"\(pid (\d+)\)", text))
+        SEEN.discard(proc.pid)
+        F.check(wait_for(lambda: not [p for p in SEEN if alive(p)], 5), f"{label}: no worker outlives the supervisor")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        if probe:
+            probe.close()
+        lsock.close()
+        try:
+            os.unlink(gate)
+        except OSError:
+            pass
+        os.rmdir(os.path.dirname(gate))
 
 
 def case(label, args, knob, message, ready):
@@ -105,21 +175,7 @@ def case(label, args, knob, message, ready):
                 F.check(re.search(r"m0: worker 1 \(pid \d+\) refused its configuration \(exit 78\)", text),
                         f"{label}: the supervisor says worker 1 refused its configuration:\n{text}")
             F.check("respawned" not in text, f"{label}: nothing respawned:\n{text}")
-        probe.settimeout(0)
-        try:
-            got = probe.recv(4096)
-        except BlockingIOError:
-            got = None  # nothing came, and the connection is still open
-        except OSError as e:
-            got = repr(e).encode()
-        F.check(got is None, f"{label}: the probe got no answer and no close ({got!r})")
-        lsock.settimeout(0)
-        try:
-            c, peer = lsock.accept()
-            c.close()
-            F.check(peer == probe.getsockname(), f"{label}: the probe is still in the backlog ({peer})")
-        except BlockingIOError:
-            F.check(False, f"{label}: the probe is still in the listener's backlog: no loop accepted it")
+        probe_unseen(label, probe, lsock)
         SEEN.update(int(p) for p in re.findall(r"\(pid (\d+)\)", text))
         SEEN.discard(proc.pid)
         F.check(wait_for(lambda: not [p for p in SEEN if alive(p)], 5),
@@ -141,6 +197,8 @@ def case(label, args, knob, message, ready):
 try:
     for c in CASES:
         case(*c)
+    stopped_while_starting("SIGTERM while starting, threads", ["--threads", "2"], {"loop.0", "producer"}, 1)
+    stopped_while_starting("SIGTERM while starting, prefork", ["--workers", "2"], {"worker.0", "producer"}, 3)
 finally:
     reap(SEEN)
 F.done()

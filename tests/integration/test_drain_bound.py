@@ -11,13 +11,20 @@ extra second under prefork) and the in-bound request answered whole (200,
 {"ms":700}):
 - a loop (--threads 2, B 2000): the loop inside the endless view is named
   (`loop.A did not finish its drain within 2000 ms`); the other loop drains
-  (`loop.B drained`) and is not named;
+  (`loop.B drained`) and is not named; a second signal (SIGINT) once the
+  drain began says `already draining; the bound is 2000 ms` and does not
+  shorten it (the in-bound answer still comes);
 - a pool thread (--blocking-threads 2, B 2000): the thread inside the endless
   view is named (`pool.0.X did not stop within 2000 ms (it is inside a
   view)`), the thread that answered is not;
 - a worker whose loop is stuck (--workers 2, B 2000): it says its loop did not
   finish, exits 1, and the supervisor names it (`worker A (pid P) exited 1
   from its drain`); the other worker exits cleanly; no worker outlives it;
+- a worker that the test kills (SIGKILL) while the drain waits for its stuck
+  loop: `worker A (pid P) died of signal 9 during the drain`, exit 1;
+- a worker sent SIGTERM alone while the host serves, its loop stuck: it
+  misses its own bound and exits 1, and the supervisor counts a death
+  (`worker A (pid P) exited 1`) and respawns it, and the replacement serves;
 - a worker that does not exit at all (SIGSTOP before the SIGTERM): the
   supervisor kills it when the bound and its second have passed (`worker A
   (pid P) did not exit within the bound; killed`); the other worker's answer
@@ -92,6 +99,10 @@ def loop_misses():
         if not (begin(s, stuck, 600000, f"loop {a} thread -1", label) and begin(s, inb, 700, f"loop {b} thread -1", label)):
             return
         s.signal(signal.SIGTERM)
+        F.check(wait_for(lambda: "m0: host draining" in s.stderr(), 10), f"{label}: the drain began")
+        s.signal(signal.SIGINT)
+        F.check(wait_for(lambda: "m0: already draining; the bound is 2000 ms" in s.stderr(), 10),
+                f"{label}: a second signal: `already draining`:\n{s.stderr()}")
         answered(inb, label)
         exits(s, 2, label)
         err = s.stderr()
@@ -169,6 +180,74 @@ def worker_loop_misses():
                 f"{label}: the supervisor names worker {a} (pid {pa}):\n{err}")
         F.check(f"m0: loop.{b} drained:" in err and f"worker {b} (pid" not in err.split("supervisor draining")[-1],
                 f"{label}: worker {b} drained and is not named:\n{err}")
+        none_outlive(s, label)
+        for c in held + [stuck, inb]:
+            c.close()
+
+
+def stuck_pair(s, label):
+    """Worker a stuck in the endless view, worker b running the in-bound
+    one: (stuck conn, a, pid a, in-bound conn, b, pid b, held) or None."""
+    held = []
+    stuck = Conn(s.port, timeout=15)
+    a, pa = instance(stuck)
+    got = conn_on(s.port, lambda w, _: w != a, held)
+    F.check(got is not None, f"{label}: a connection on the other worker")
+    if not got:
+        return None
+    inb, b, pb = got
+    if not (begin(s, stuck, 600000, f"loop {a} thread -1", label) and begin(s, inb, 700, f"loop {b} thread -1", label)):
+        return None
+    return stuck, a, pa, inb, b, pb, held
+
+
+def worker_killed():
+    label = "a worker killed during the drain (--workers 2)"
+    with Prefork("host_check", "--workers", "2", "--port", "0", "--drain-timeout-ms", "4000", env=SAYS) as s:
+        got = workers(s) and stuck_pair(s, label)
+        if not got:
+            F.check(False, f"{label}: two workers, one stuck, one busy:\n{s.stderr()}")
+            return
+        stuck, a, pa, inb, b, pb, held = got
+        s.signal(signal.SIGTERM)
+        F.check(wait_for(lambda: s.stderr().count("m0: worker draining") == 2, 10), f"{label}: both workers drain")
+        answered(inb, label)
+        os_kill(pa, signal.SIGKILL)
+        exits(s, 5, label)
+        err = s.stderr()
+        F.check(f"m0: worker {a} (pid {pa}) died of signal 9 during the drain" in err,
+                f"{label}: the supervisor names worker {a} (pid {pa}):\n{err}")
+        F.check("respawned" not in err, f"{label}: nothing respawned during the drain")
+        none_outlive(s, label)
+        for c in held + [stuck, inb]:
+            c.close()
+
+
+def worker_drained_alone():
+    label = "a worker drained alone misses its bound (--workers 2)"
+    with Prefork("host_check", "--workers", "2", "--port", "0", "--drain-timeout-ms", "1000", env=SAYS) as s:
+        got = workers(s) and stuck_pair(s, label)
+        if not got:
+            F.check(False, f"{label}: two workers, one stuck, one busy:\n{s.stderr()}")
+            return
+        stuck, a, pa, inb, b, pb, held = got
+        os_kill(pa, signal.SIGTERM)
+        m = wait_for(lambda: re.search(rf"m0: worker {a} respawned \(pid (\d+)\)", s.stderr()), 1 + 10)
+        err = s.stderr()
+        F.check(f"m0: loop.{a} did not finish its drain within 1000 ms; exiting anyway" in err,
+                f"{label}: worker {a} names its loop:\n{err}")
+        F.check(f"m0: worker {a} (pid {pa}) exited 1\n" in err, f"{label}: the supervisor counts the exit 1 of "
+                                                               f"worker {a} (pid {pa}) as a death:\n{err}")
+        F.check(m is not None, f"{label}: and respawns it:\n{err}")
+        answered(inb, label)
+        if m:
+            new = int(m.group(1))
+            SEEN.add(new)
+            got = conn_on(s.port, lambda w, p: p == new, held)
+            F.check(got is not None, f"{label}: the replacement {new} serves")
+        F.check(s.proc.poll() is None, f"{label}: the supervisor serves on")
+        rc = s.stop(timeout=15)
+        F.check(rc == 0, f"{label}: then SIGTERM drains the rest: exit 0 (rc {rc}):\n{s.stderr()[-800:]}")
         none_outlive(s, label)
         for c in held + [stuck, inb]:
             c.close()
@@ -298,6 +377,8 @@ try:
     pool_misses()
     worker_loop_misses()
     worker_stays()
+    worker_killed()
+    worker_drained_alone()
     producer_misses(["--threads", "2"])
     producer_misses(["--workers", "2"])
     producer_within()

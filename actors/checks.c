@@ -106,18 +106,17 @@ static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c
 
 /* The longest socket name the host makes in the run directory for cfg: every
  * loop's loop.i.sock, and every actor's mailbox when they are ipc (prefork,
- * or a topology file that says ipc). */
+ * or a topology file that says ipc): coordinator.sock (as long as the
+ * longest worker.i.sock) and pool.i.j.sock. */
 static void longest_socket(const m0_config *cfg, char *name, size_t n) {
   long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
-  long loops = w > 1 ? w : t;
+  long last = (w > 1 ? w : t) - 1;
   bool ipc = w > 1 || !strcmp(cfg->topo_transport, "ipc");
-  char v[64];
-  snprintf(name, n, "loop.%ld.sock", loops > 1 ? loops - 1 : 0);
+  char pool[64];
+  snprintf(name, n, "loop.%ld.sock", last > 0 ? last : 0);
+  snprintf(pool, sizeof pool, "pool.%ld.%ld.sock", last > 0 ? last : 0, b - 1);
+  if (ipc && b > 0 && strlen(pool) > strlen(name)) snprintf(name, n, "%s", pool);
   if (ipc && strlen(name) < strlen("coordinator.sock")) snprintf(name, n, "coordinator.sock");
-  snprintf(v, sizeof v, "worker.%ld.sock", loops - 1);
-  if (ipc && w > 1 && strlen(v) > strlen(name)) snprintf(name, n, "%s", v);
-  snprintf(v, sizeof v, "pool.%ld.%ld.sock", loops > 1 ? loops - 1 : 0, b - 1);
-  if (ipc && b > 0 && strlen(v) > strlen(name)) snprintf(name, n, "%s", v);
 }
 
 static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c) {
@@ -154,8 +153,8 @@ static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c)
     longest_socket(cfg, sock, sizeof sock);
     size_t len = strlen(dir) + 1 + strlen(sock), room = sizeof ((struct sockaddr_un *)0)->sun_path - 1;
     if (len > room) {
-      CHECK_FAIL(c, "run directory %s is too long for its sockets: %s/%s would be %zu bytes, a socket's path has %zu",
-                 dir, dir, sock, len, room);
+      CHECK_FAIL(c, "run directory %s is too long for its sockets: the path of its %s would be %zu bytes, a socket's "
+                 "has room for %zu", dir, sock, len, room);
       CHECK_FIX(c, "use a run directory of at most %zu bytes", room - 1 - strlen(sock));
     } else CHECK_OK(c, "%s, mode 0700", dir);
   }

@@ -38,7 +38,7 @@ const char *m0__source_name(enum m0__source s) {
 
 /* Parses a whole decimal integer in [min,max]; false otherwise. */
 static bool config_parse_long(const char *s, long min, long max, long *out) {
-  if (!s || !*s) return false;
+  if (!*s) return false;
   errno = 0;
   char *end;
   long v = strtol(s, &end, 10);

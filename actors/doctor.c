@@ -60,9 +60,9 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
     snprintf(where, sizeof where, "%s", M0__CFGS(cfg, run_dir)[0] ? M0__CFGS(cfg, run_dir) : "<run-dir>");
   else snprintf(where, sizeof where, "m0-<pid>");
   json_t *actors = json_array();
-  if (loops > 0 && loops <= 4096 && pool <= 4096 &&
-      m0__topology_build(&t, mode, mode == M0__MODE_PREFORK ? (int)M0__CFG(cfg, workers) : loops, pool,
-                         scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme, where) == 0) {
+  long n = mode == M0__MODE_PREFORK ? M0__CFG(cfg, workers) : loops; /* beyond M0__TOPO_MAX ids collide: none */
+  if (n <= M0__TOPO_MAX && pool <= M0__TOPO_MAX &&
+      m0__topology_build(&t, mode, (int)n, pool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme, where) == 0) {
     /* The file's URLs, placeholders kept, when it gave them and they fit. */
     bool file = cfg->ntopo_urls == t.nactors;
     for (int k = 0; k < t.nactors; k++)

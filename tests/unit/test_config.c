@@ -419,18 +419,18 @@ static void test_checks_run_dir(void **st) {
   assert_int_equal(mkdir(d95, 0700), 0);
   assert_int_equal(mkdir(d96, 0700), 0);
   assert_int_equal(CHECKS(&app_routes, ch, "--run-dir", d95), -1);
-  snprintf(want, sizeof want, "run directory %s is too long for its sockets: %s/loop.0.sock would be 108 bytes, a socket's "
-           "path has 107", d96, d96);
+  snprintf(want, sizeof want, "run directory %s is too long for its sockets: the path of its loop.0.sock would be 108 "
+           "bytes, a socket's has room for 107", d96);
   refused(CHECKS(&app_routes, ch, "--run-dir", d96), ch, M0__C_run_dir, want, "at most 95 bytes");
-  snprintf(want, sizeof want, "%s/coordinator.sock would be 112 bytes", d95);
+  snprintf(want, sizeof want, "%s is too long for its sockets: the path of its coordinator.sock would be 112 bytes", d95);
   refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--workers", "2", "--blocking-threads", "1"), ch, M0__C_run_dir,
           want, "at most 90 bytes");
-  snprintf(want, sizeof want, "%s/pool.1000.1000.sock would be 115 bytes", d95);
+  snprintf(want, sizeof want, "%s is too long for its sockets: the path of its pool.1000.1000.sock would be 115", d95);
   refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--workers", "1001", "--blocking-threads", "1001"), ch,
           M0__C_run_dir, want, "at most 87 bytes");
   /* threads over inproc: only loop.i.sock goes there (loop.10.sock in a 95 is 108) */
   assert_int_equal(CHECKS(&app_routes, ch, "--run-dir", d95, "--threads", "10", "--blocking-threads", "1"), -1);
-  refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--threads", "11"), ch, M0__C_run_dir, "loop.10.sock would be 108",
+  refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--threads", "11"), ch, M0__C_run_dir, "its loop.10.sock would be 108",
           "at most 94 bytes");
   rmdir(d95);
   rmdir(d96);
@@ -550,6 +550,13 @@ static void test_topology_actors(void **st) {
                "{\"mode\": \"threads\", \"loops\": 2, \"actors\": [\n" A("coordinator", "inproc://a") ",\n"
                "{\"name\": \"producer\"},\n" A("loop.0", "inproc://c") ",\n" A("loop.1", "inproc://d") "]}",
                3, "actors[1] has no \"name\" or no \"url\" string (the topology's is \"producer\")");
+  topo_refused("an actor that is a name only",
+               "{\"actors\": [\n" A("coordinator", "inproc://a") ",\n\"producer\",\n" A("loop.0", "inproc://c") "]}", 2,
+               "actors[1] has no \"name\" or no \"url\" string (the topology's is \"producer\")");
+  topo_refused("an actor too many, without a name",
+               "{\"actors\": [" A("coordinator", "inproc://a") ", " A("producer", "inproc://b") ", "
+               A("loop.0", "inproc://c") ",\n {\"url\": \"inproc://d\"}]}",
+               1, "actors lists 4 actors, the file declares 3: actors[3] (unnamed) is one too many");
   topo_refused("an actor's url a number",
                "{\"actors\": [\n{\"name\": \"coordinator\", \"url\": 7}]}", 2, "actors[0] has no \"name\" or no \"url\"");
   topo_refused("out of order",

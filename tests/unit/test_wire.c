@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -182,6 +183,11 @@ static void test_trace_format(void **st) {
   m0__trace_rec back;
   assert_int_equal(m0__trace_decode(rec, &back), 0);
   assert_true(back.recv && back.t_ns == r.t_ns && back.e.seq == r.e.seq && back.e.kind == M0__K_RESULT);
+  m0__le_put64(rec + M0__ENV_HEADER + 8, 2); /* neither send nor recv */
+  assert_int_equal(m0__trace_decode(rec, &back), M0__EBADMSG);
+  m0__le_put64(rec + M0__ENV_HEADER + 8, 0);
+  assert_int_equal(m0__trace_decode(rec, &back), 0);
+  assert_false(back.recv);
   rec[4] = 0; /* kind 0 */
   assert_int_equal(m0__trace_decode(rec, &back), M0__EBADMSG);
 }
@@ -271,6 +277,43 @@ static void test_trace_batches(void **st) {
   m0__socket_close(pull);
 }
 
+/* A lone record leaves on the flusher's 50 ms tick, not when a batch fills,
+ * also when the tick's deadline falls in the next second (the tracer made
+ * 960-990 ms into one). (Bounded by the receive's 5 s, not timed: a loaded
+ * machine may be slow, never this wrong.) */
+static void test_trace_flush_deadline(void **st) {
+  nng_socket pull;
+  assert_int_equal(nng_pull0_open(&pull), 0);
+  assert_int_equal(nng_listen(pull, "inproc://test-wire-flush", NULL, 0), 0);
+  nng_socket_set_ms(pull, NNG_OPT_RECVTIMEO, 5000);
+  struct timespec now;
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_nsec < 960000000L) {
+      struct timespec nap = {0, 960000000L - now.tv_nsec};
+      nanosleep(&nap, NULL);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (now.tv_nsec < 960000000L || now.tv_nsec > 990000000L);
+  m0__tracer *t = m0__tracer_new("inproc://test-wire-flush");
+  assert_non_null(t);
+  m0__env e = {.kind = M0__K_GO, .from = M0__ACTOR_ID(M0__ROLE_COORD, 0), .to = M0__ACTOR_ID(M0__ROLE_LOOP, 0)};
+  for (int round = 0; round < 3; round++) {
+    e.seq = (uint64_t)round;
+    m0__trace_record(t, false, &e, 0);
+    uint8_t *buf;
+    size_t n;
+    if (nng_recv(pull, &buf, &n, NNG_FLAG_ALLOC) != 0) fail_msg("round %d: a lone record never left", round);
+    assert_int_equal(n, M0__TRACE_RECORD);
+    m0__trace_rec r;
+    assert_int_equal(m0__trace_decode(buf, &r), 0);
+    assert_int_equal(r.e.seq, (uint64_t)round);
+    nng_free(buf, n);
+  }
+  m0__tracer_free(t);
+  m0__socket_close(pull);
+}
+
 /* Nobody listens: nothing waits, the records that could not be queued are
  * counted, and the count is said at the end. */
 static unsigned long dropped_total;
@@ -278,7 +321,7 @@ static void trace_to_nobody(void *arg) {
   m0__tracer *t = m0__tracer_new("ipc:///tmp/m0-test-wire-nobody-listens.sock");
   assert_non_null(t);
   m0__env e = {.kind = M0__K_JOB, .from = M0__ACTOR_ID(M0__ROLE_LOOP, 0), .to = M0__ACTOR_ID(M0__ROLE_POOL, 0)};
-  dropped_total = 1500000; /* enough batches to fill nng's queue of 1024 */
+  dropped_total = 700000; /* more batches than nng queues (1024 of 546) */
   for (unsigned long i = 0; i < dropped_total; i++) m0__trace_record(t, false, &e, 1);
   m0__tracer_free(t);
 }
@@ -354,7 +397,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_envelope_refusals), cmocka_unit_test(test_names),
       cmocka_unit_test(test_trace_format),      cmocka_unit_test(test_trace_stderr),
-      cmocka_unit_test(test_trace_batches),     cmocka_unit_test(test_trace_dropped),
+      cmocka_unit_test(test_trace_batches),     cmocka_unit_test(test_trace_flush_deadline),
+      cmocka_unit_test(test_trace_dropped),
       cmocka_unit_test(test_signals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

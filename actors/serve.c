@@ -78,8 +78,12 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
     } else {
       /* Access-log lines leave one at a time, not at exit. */
       if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
-      int sd_fd = m0__sd_listen_fd(); /* socket activation, instead of binding */
-      if (M0__CFG(cfg, workers) > 1) {
+      char sd_err[512];
+      int sd_fd = m0__sd_listen_fd(sd_err, sizeof sd_err); /* socket activation, instead of binding */
+      if (sd_fd == -2) {
+        fprintf(stderr, "m0: %s\n", sd_err);
+        rc = 78;
+      } else if (M0__CFG(cfg, workers) > 1) {
         rc = m0__supervise(app, producer, cfg, argv, sd_fd);
       } else {
         int loops = (int)M0__CFG(cfg, threads);

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -26,12 +28,51 @@ int m0__sd_notify(const char *state) {
   return w == (ssize_t)strlen(state) ? 0 : -1;
 }
 
-int m0__sd_listen_fd(void) {
+/* What descriptor 3 is, when it is not a listening TCP socket; NULL when it is. */
+static const char *sd_not_listener(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return "not open";
+  if (S_ISREG(st.st_mode)) return "a regular file";
+  if (S_ISFIFO(st.st_mode)) return "a pipe";
+  if (!S_ISSOCK(st.st_mode)) return "not a socket";
+  /* On a socket these cannot fail; if one did, its value stays what refuses. */
+  int domain = -1, type = -1, listening = 0;
+  socklen_t n = sizeof domain;
+  getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &n);
+  n = sizeof type;
+  getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &n);
+  n = sizeof listening;
+  getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n);
+  if (domain != AF_INET && domain != AF_INET6) return domain == AF_UNIX ? "a unix socket" : "not an IP socket";
+  if (type != SOCK_STREAM) return type == SOCK_DGRAM ? "a datagram (UDP) socket" : "not a stream socket";
+  if (!listening) return "a TCP socket that is not listening";
+  return NULL;
+}
+
+int m0__sd_listen_fd(char *err, size_t errlen) {
   const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-  if (!pid || !fds || atol(pid) != (long)getpid() || atoi(fds) < 1) return -1;
+  if (!pid || !fds || atol(pid) != (long)getpid()) return -1; /* not for this process */
+  char *end;
+  long n = strtol(fds, &end, 10);
+  if (!fds[0] || *end || n < 0) {
+    snprintf(err, errlen, "socket activation: LISTEN_FDS=%s is not a count of descriptors (systemd sets it; "
+                          "unset it, or LISTEN_PID, to bind --host and --port)", fds);
+    return -2;
+  }
+  if (n == 0) return -1;
+  if (n > 1) {
+    snprintf(err, errlen, "socket activation hands over %ld descriptors (LISTEN_FDS=%s), but m0 serves one "
+                          "listener, descriptor 3 (give the .socket unit one ListenStream=)", n, fds);
+    return -2;
+  }
   int fd = 3; /* SD_LISTEN_FDS_START */
+  const char *what = sd_not_listener(fd);
+  if (what) {
+    snprintf(err, errlen, "socket activation: descriptor 3 is %s, where m0 serves a listening TCP "
+                          "socket (give the .socket unit a ListenStream= with a port or address:port)", what);
+    return -2;
+  }
   int fl = fcntl(fd, F_GETFL);
-  if (fl < 0) return -1;
   fcntl(fd, F_SETFL, fl | O_NONBLOCK);
   fcntl(fd, F_SETFD, FD_CLOEXEC);
   return fd;

@@ -1,15 +1,22 @@
 /* systemd's two protocols, spoken directly (each is a few lines, and a host
  * run without systemd must not need libsystemd):
  * - readiness: a datagram "READY=1" / "STOPPING=1" to $NOTIFY_SOCKET;
- * - socket activation: $LISTEN_PID is us and $LISTEN_FDS >= 1 means the
+ * - socket activation: $LISTEN_PID is us and $LISTEN_FDS = 1 means the
  *   listener is descriptor 3, already bound. */
 #ifndef M0_TRANSPORT_SYSTEMD_H
 #define M0_TRANSPORT_SYSTEMD_H
 
+#include <stddef.h>
+
 /* Sends state to $NOTIFY_SOCKET if set. Returns 0, or -1 (not set, or lost). */
 int m0__sd_notify(const char *state);
-/* The activated listener (made non-blocking and close-on-exec), or -1. */
-int m0__sd_listen_fd(void);
+
+/* The activated listener (made non-blocking and close-on-exec); -1 when this
+ * process is not socket-activated (no LISTEN_PID and LISTEN_FDS, LISTEN_PID
+ * another process's, or LISTEN_FDS=0); -2 with the reason in err when it is
+ * but cannot be served: LISTEN_FDS not a count or above 1, descriptor 3 not a
+ * listening TCP socket. */
+int m0__sd_listen_fd(char *err, size_t errlen);
 /* True for the variables a spawned child must not inherit ("NAME=..."). */
 int m0__sd_private(const char *env_entry);
 

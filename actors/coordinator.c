@@ -336,6 +336,7 @@ static int coord_setup(coord *c) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
   }
+  c->rundir.ours = p->page_fd < 0; /* its page: removed at exit with the sockets */
   char where[PATH_MAX];
   m0__scheme scheme = p->mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
   if (cfg->topo_transport[0]) scheme = (m0__scheme)m0__scheme_parse(cfg->topo_transport);

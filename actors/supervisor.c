@@ -312,6 +312,7 @@ static int sup_setup(sup *s) {
     fprintf(stderr, "m0: %s\n", err);
     return 1;
   }
+  s->rundir.ours = true; /* its page: removed at exit with the sockets */
   int pool = (int)M0__CFG(cfg, blocking_threads);
   m0__scheme scheme = cfg->topo_transport[0] ? (m0__scheme)m0__scheme_parse(cfg->topo_transport) : M0__SCHEME_IPC;
   if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0 ||

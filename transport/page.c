@@ -21,6 +21,11 @@ static void *page_map_file(const char *path, size_t size, int *fd_out, bool crea
                            size_t errlen) {
   int fd = create ? open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
                   : open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0 && create && errno == EEXIST) {
+    snprintf(err, errlen, "cannot make %s: it exists (another host uses this run directory; if none runs, one "
+                          "was killed: remove the file)", path);
+    return NULL;
+  }
   if (fd < 0) {
     snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     return NULL;

@@ -35,7 +35,10 @@ static bool rundir_ours(const char *name) {
 }
 
 void m0__rundir_close(m0__rundir *d) {
-  if (!d->path[0]) return;
+  if (!d->path[0] || !(d->made || d->ours)) {
+    d->path[0] = 0;
+    return;
+  }
   DIR *dir = opendir(d->path);
   if (dir) {
     struct dirent *e;

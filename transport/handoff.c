@@ -47,9 +47,13 @@ int m0__handoff_recv(int sock) {
   while (n < 0 && errno == EINTR);
   if (n <= 0) return -1;
   struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
-    return -1;
-  int fd;
-  memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-  return fd;
+  if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) return -1;
+  /* One descriptor is a hand-off; more are refused, and closed, not kept
+   * open unseen (the control buffer has room for two). */
+  int fds[2];
+  size_t nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+  memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
+  if (nfds == 1) return fds[0];
+  for (size_t i = 0; i < nfds; i++) close(fds[i]);
+  return -1;
 }

@@ -156,6 +156,18 @@ char *m0__put_uint(char *p, uint64_t v) {
 int m0_respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
                unsigned body_mode) {
   if (res->done) return -1;
+  /* A status that is not three digits, or a Content-Type that would not fit
+   * or would split the head (a CR or LF), is the view's mistake: said on
+   * stderr and answered 500, never written as given or dropped unsaid. */
+  size_t ctn = content_type ? strlen(content_type) : 0;
+  bool bad_status = status < 100 || status > 599;
+  if (bad_status || ctn >= 128 || (content_type && strpbrk(content_type, "\r\n"))) {
+    if (bad_status) fprintf(stderr, "m0: refused a response with the status %d (100..599); answered 500\n", status);
+    else fprintf(stderr, "m0: refused a response whose Content-Type (%zu bytes) is 128 bytes or more or holds a CR "
+                         "or LF; answered 500\n", ctn);
+    m0__respond_status(res, 500, NULL);
+    return -1;
+  }
   res->done = true;
   res->status = status;
   res->body_len = len;
@@ -177,12 +189,9 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
     p = PUT_LIT(p, "\r\n");
   }
   if (content_type) {
-    size_t ctn = strlen(content_type);
-    if (ctn < 128) {
-      p = PUT_LIT(p, "Content-Type: ");
-      p = resp_put(p, content_type, ctn);
-      p = PUT_LIT(p, "\r\n");
-    }
+    p = PUT_LIT(p, "Content-Type: ");
+    p = resp_put(p, content_type, ctn);
+    p = PUT_LIT(p, "\r\n");
   }
   if (res->close) p = PUT_LIT(p, "Connection: close\r\n");
   else if (res->version_minor == 0) p = PUT_LIT(p, "Connection: keep-alive\r\n");
@@ -201,7 +210,11 @@ int m0_respondf(m0_response *res, int status, const char *content_type, const ch
   va_start(ap, fmt);
   int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
-  if (n < 0) return -1;
+  if (n < 0) { /* an encoding error (%ls of a character this locale cannot write) */
+    fprintf(stderr, "m0: m0_respondf could not format the body (%s); answered 500\n", fmt);
+    m0__respond_status(res, 500, NULL);
+    return -1;
+  }
   if ((size_t)n < sizeof small) return m0_respond(res, status, content_type, small, (size_t)n, M0_BODY_COPY);
   char *big = malloc((size_t)n + 1);
   if (!big) return m0_respond(res, 500, NULL, NULL, 0, M0_BODY_COPY);

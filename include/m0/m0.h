@@ -90,10 +90,13 @@ enum {
 
 /* Answers the request. Exactly one call per request; a second returns -1.
  * content_type may be NULL (no Content-Type header). A HEAD request gets the
- * headers and Content-Length without the body. Returns 0. */
+ * headers and Content-Length without the body. Returns 0; -1, and the request
+ * is answered 500 (said on stderr), when status is not 100..599 or
+ * content_type is 128 bytes or more or holds a CR or LF. */
 int m0_respond(m0_response *res, int status, const char *content_type, const void *body,
                size_t len, unsigned body_mode);
-/* printf into the body (copied). */
+/* printf into the body (copied). Returns what m0_respond returns; -1 and a
+ * 500 when the body cannot be formatted. */
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -145,16 +145,17 @@ static int on_header_field_complete(llhttp_t *ll) {
   /* An empty field name (": x"): llhttp 9 refuses it, llhttp 8 does not. */
   if (p->cur_header < 0 || p->hs->name[p->nheaders - 1].len == 0) return parse_refuse(p, 400, "empty header name");
   m0__span n = p->hs->name[p->nheaders - 1];
-  /* Cheap first: only names of these lengths can matter. */
-  if (n.len == 4 && parse_name_is(p, n, "host")) p->cur_header = HDR_HOST;
-  else if (n.len == 17 && parse_name_is(p, n, "transfer-encoding")) p->cur_header = HDR_TE;
-  else if (n.len == 6 && parse_name_is(p, n, "expect")) p->cur_header = HDR_EXPECT;
-  else if (n.len == 11 && parse_name_is(p, n, "traceparent")) p->cur_header = HDR_TRACEPARENT;
+  /* parse_name_is compares the lengths first: only names of these lengths
+   * are compared at all. */
+  if (parse_name_is(p, n, "host")) p->cur_header = HDR_HOST;
+  else if (parse_name_is(p, n, "transfer-encoding")) p->cur_header = HDR_TE;
+  else if (parse_name_is(p, n, "expect")) p->cur_header = HDR_EXPECT;
+  else if (parse_name_is(p, n, "traceparent")) p->cur_header = HDR_TRACEPARENT;
   else p->cur_header = HDR_OTHER;
   /* Framing in the trailers (RFC 9110 6.5.1): llhttp 9 refuses a
    * Content-Length there, llhttp 8 does not. (A second Transfer-Encoding is
    * refused below on both.) */
-  if (p->headers_done && n.len == 14 && parse_name_is(p, n, "content-length"))
+  if (p->headers_done && parse_name_is(p, n, "content-length"))
     return parse_refuse(p, 400, "Content-Length in the trailers");
   return 0;
 }

@@ -1,0 +1,242 @@
+/* The parser's checks one at a time (test_parse.c has the ordinary requests
+ * and the refusals both llhttp releases must share): each limit (414, 431 by
+ * bytes and by count, 413 by Content-Length and by a chunked body), each
+ * framing refusal with the status it gets, names that only look like framing
+ * headers, Expect, traceparent, a body larger than the first buffer, a feed
+ * after a refusal, and shifts of a partly parsed request. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/parse.h"
+
+static const m0__parse_limits lim = {32768, 8192, 1 << 20};
+
+/* The status a request gets fed whole (0: read as a request), and why. */
+static int status_of(const char *r, const m0__parse_limits *l, const char **why) {
+  m0__parser p;
+  m0__parser_init(&p, l, NULL);
+  size_t off = 0;
+  int res = m0__parser_feed(&p, r, strlen(r), &off);
+  int status = res == M0__PARSE_ERROR ? p.status : res == M0__PARSE_REQUEST ? 0 : -1;
+  if (why) *why = p.why;
+  m0__parser_fini(&p);
+  return status;
+}
+
+/* The same, fed one byte at a time into one growing buffer. */
+static int status_bytewise(const char *r, const m0__parse_limits *l) {
+  m0__parser p;
+  m0__parser_init(&p, l, NULL);
+  size_t n = strlen(r), off = 0;
+  int res = M0__PARSE_MORE;
+  for (size_t len = 1; len <= n && res == M0__PARSE_MORE; len++) res = m0__parser_feed(&p, r, len, &off);
+  int status = res == M0__PARSE_ERROR ? p.status : res == M0__PARSE_REQUEST ? 0 : -1;
+  m0__parser_fini(&p);
+  return status;
+}
+
+static void refused_for(const char *r, const m0__parse_limits *l, int want, const char *why) {
+  const char *got_why = NULL;
+  assert_int_equal(status_of(r, l, &got_why), want);
+  assert_non_null(got_why);
+  if (why) assert_string_equal(got_why, why);
+  assert_int_equal(status_bytewise(r, l), want);
+}
+
+static void test_limits(void **st) {
+  m0__parse_limits small = {1024, 256, 10};
+  char r[8192];
+  /* the target alone: 256 bytes served, 257 refused */
+  snprintf(r, sizeof r, "GET /%0255d HTTP/1.1\r\nHost: a\r\n\r\n", 0);
+  assert_int_equal(status_of(r, &small, NULL), 0);
+  snprintf(r, sizeof r, "GET /%0256d HTTP/1.1\r\nHost: a\r\n\r\n", 0);
+  refused_for(r, &small, 414, "request target too long");
+  /* request line and headers: the bytes llhttp hands over count (not the
+   * CRLFs and colons), so a head well over the limit is refused wherever it
+   * grows: in a name, in a value, in the method */
+  snprintf(r, sizeof r, "GET / HTTP/1.1\r\nHost: a\r\nX-%01100d: v\r\n\r\n", 0);
+  refused_for(r, &small, 431, "request line and headers too large");
+  snprintf(r, sizeof r, "GET / HTTP/1.1\r\nHost: a\r\nX: %01100d\r\n\r\n", 0);
+  refused_for(r, &small, 431, "request line and headers too large");
+  m0__parse_limits tiny = {4, 256, 10};
+  refused_for("DELETE / HTTP/1.1\r\nHost: a\r\n\r\n", &tiny, 431, "request line and headers too large");
+  /* a hundred headers are read, one more is refused, whatever their size */
+  size_t k = (size_t)snprintf(r, sizeof r, "GET / HTTP/1.1\r\nHost: a\r\n");
+  for (int i = 1; i < M0__MAX_HEADERS; i++) k += (size_t)snprintf(r + k, sizeof r - k, "H%d: v\r\n", i);
+  snprintf(r + k, sizeof r - k, "\r\n");
+  assert_int_equal(status_of(r, &lim, NULL), 0);
+  snprintf(r + k, sizeof r - k, "H100: v\r\n\r\n");
+  refused_for(r, &lim, 431, "too many headers");
+  /* the body: by its Content-Length before a byte of it, or as it arrives */
+  assert_int_equal(status_of("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789", &small, NULL), 0);
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n", &small, 413, "body too large");
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n5\r\nghijk\r\n0\r\n\r\n",
+              &small, 413, "body too large");
+  assert_int_equal(status_of("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "6\r\nabcdef\r\n4\r\nghij\r\n0\r\n\r\n", &small, NULL), 0);
+}
+
+static void test_framing(void **st) {
+  /* (who refuses a repeated Transfer-Encoding, llhttp or m0, depends on the
+   * release: the status does not) */
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+              &lim, 400, NULL);
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunkex\r\n\r\n", &lim, 400,
+              "Transfer-Encoding not chunked");
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n", &lim, 400,
+              "Transfer-Encoding not chunked");
+  refused_for("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", &lim, 400,
+              "Transfer-Encoding on HTTP/1.0");
+  refused_for("GET / HTTP/1.1\r\nHost: a\r\nHOST: b\r\n\r\n", &lim, 400, "Host repeated");
+  refused_for("GET / HTTP/1.1\r\nX: y\r\n\r\n", &lim, 400, "Host missing on HTTP/1.1");
+  refused_for("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\tb\r\n\r\n", &lim, 400, NULL); /* folded with a tab */
+  refused_for("GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n", &lim, 400, NULL);      /* a bare CR in a value */
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nTransfer-Encoding: chunked\r\n\r\n",
+              &lim, 400, NULL);
+  /* Transfer-Encoding is read case-insensitively, value and name */
+  assert_int_equal(status_of("POST / HTTP/1.1\r\nHost: a\r\ntransfer-ENCODING: CHUNKED\r\n\r\n0\r\n\r\n", &lim, NULL), 0);
+  /* HTTP/1.0 needs no Host */
+  assert_int_equal(status_of("GET / HTTP/1.0\r\n\r\n", &lim, NULL), 0);
+}
+
+/* Names of a framing header's length that are not it are other headers: a
+ * 17-byte name beside Content-Length is no Transfer-Encoding, a 14-byte
+ * trailer is no Content-Length, a 4-byte one no Host. */
+static void test_lookalike_names(void **st) {
+  assert_int_equal(status_of("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encodinx: chunked\r\nContent-Length: 3\r\n\r\nabc",
+                             &lim, NULL), 0);
+  assert_int_equal(status_of("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "3\r\nabc\r\n0\r\nContent-Lengtx: 5\r\n\r\n", &lim, NULL), 0);
+  assert_int_equal(status_of("GET / HTTP/1.1\r\nHost: a\r\nHosx: b\r\n\r\n", &lim, NULL), 0);
+  assert_int_equal(status_of("GET / HTTP/1.1\r\nHost: a\r\nExpecx: nothing\r\nTraceparenx: junk\r\n\r\n", &lim, NULL), 0);
+}
+
+static void test_expect(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  const char *r = "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n\r\nok";
+  size_t off = 0;
+  assert_int_equal(m0__parser_feed(&p, r, strlen(r), &off), M0__PARSE_REQUEST);
+  assert_true(p.expect_continue);
+  m0__parser_fini(&p);
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n", &lim, 417, "unsupported Expect");
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continued\r\n\r\n", &lim, 417, "unsupported Expect");
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continux\r\n\r\n", &lim, 417, "unsupported Expect");
+}
+
+/* traceparent: 00-<32 lowercase hex>-<16 hex>-<2 hex>; anything else is no
+ * trace id (0), never a refusal. */
+static void trace_of(const char *value, uint64_t hi, uint64_t lo) {
+  char r[256];
+  snprintf(r, sizeof r, "GET / HTTP/1.1\r\nHost: a\r\ntraceparent: %s\r\n\r\n", value);
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  size_t off = 0;
+  assert_int_equal(m0__parser_feed(&p, r, strlen(r), &off), M0__PARSE_REQUEST);
+  assert_int_equal(p.trace_hi, hi);
+  assert_int_equal(p.trace_lo, lo);
+  m0__parser_fini(&p);
+}
+
+static void test_traceparent(void **st) {
+  trace_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 0x0af7651916cd43ddull, 0x8448eb211c80319cull);
+  trace_of("00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", 0, 0); /* uppercase: not W3C's */
+  trace_of("00-0af7651916cd43dd8448eb211c80319g-b7ad6b7169203331-01", 0, 0); /* a g in the low half */
+  trace_of("00-0af7651916cd43dz8448eb211c80319c-b7ad6b7169203331-01", 0, 0); /* a z in the high half */
+  trace_of("00-0af7651916cd43dd8448eb211c80319+-b7ad6b7169203331-01", 0, 0); /* below '0' */
+  trace_of("00-0af7651916cd43dd8448eb211c8031:c-b7ad6b7169203331-01", 0, 0); /* between '9' and 'a' */
+  trace_of("00_0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 0, 0);
+  trace_of("00-0af7651916cd43dd8448eb211c80319c_b7ad6b7169203331-01", 0, 0);
+  trace_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0", 0, 0); /* 54 bytes */
+  trace_of("", 0, 0);
+}
+
+/* A body larger than the first buffer, in pieces: every byte, in order. */
+static void test_large_body(void **st) {
+  enum { N = 20000 };
+  char *r = malloc(N + 128);
+  int h = snprintf(r, N + 128, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", N);
+  for (int i = 0; i < N; i++) r[h + i] = (char)('a' + i % 26);
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  size_t off = 0;
+  assert_int_equal(m0__parser_feed(&p, r, (size_t)h + 3000, &off), M0__PARSE_MORE);
+  assert_int_equal(m0__parser_feed(&p, r, (size_t)h + 9000, &off), M0__PARSE_MORE);
+  assert_int_equal(m0__parser_feed(&p, r, (size_t)h + N, &off), M0__PARSE_REQUEST);
+  assert_int_equal(p.body_len, N);
+  assert_memory_equal(p.body, r + h, N);
+  assert_true(p.body_cap >= N);
+  /* the next request reuses the buffer */
+  m0__parser_next(&p);
+  size_t cap = p.body_cap;
+  const char *r2 = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi";
+  off = 0;
+  assert_int_equal(m0__parser_feed(&p, r2, strlen(r2), &off), M0__PARSE_REQUEST);
+  assert_int_equal(p.body_len, 2);
+  assert_memory_equal(p.body, "hi", 2);
+  assert_int_equal(p.body_cap, cap);
+  m0__parser_fini(&p);
+  free(r);
+}
+
+/* Once refused, a parser answers nothing more: the connection closes. */
+static void test_after_refusal(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  const char *bad = "GET / HTTP/1.1\r\n\r\n";
+  size_t off = 0;
+  assert_int_equal(m0__parser_feed(&p, bad, strlen(bad), &off), M0__PARSE_ERROR);
+  assert_int_equal(p.status, 400);
+  const char *good = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+  off = 0;
+  assert_int_equal(m0__parser_feed(&p, good, strlen(good), &off), M0__PARSE_ERROR);
+  assert_int_equal(off, 0);
+  assert_int_equal(p.status, 400);
+  m0__parser_fini(&p);
+}
+
+/* Shifts: nothing parsed yet, a header with an empty value, and a shift that
+ * drops more than the spans need. */
+static void test_shift_edges(void **st) {
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  m0__parser_shift(&p, 0);
+  m0__parser_shift(&p, 7); /* idle: nothing to move */
+  assert_int_equal(p.keep_end, 0);
+  assert_int_equal(p.method.off, 0);
+  char buf[256] = "....GET /s HTTP/1.1\r\nHost: h\r\nX-E:\r\nX-F";
+  size_t off = 4;
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_MORE);
+  size_t n = strlen(buf);
+  memmove(buf, buf + 4, n - 3);
+  m0__parser_shift(&p, 4);
+  off = n - 4;
+  strcat(buf, "x: 1\r\n\r\n");
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_REQUEST);
+  assert_int_equal(p.nheaders, 3);
+  assert_int_equal(p.hs->value[1].len, 0);
+  assert_int_equal(p.hs->name[2].len, 4);
+  assert_memory_equal(buf + p.hs->name[2].off, "X-Fx", 4);
+  assert_memory_equal(buf + p.url.off, "/s", 2);
+  m0__parser_next(&p);
+  /* between requests with bytes kept: a shift past keep_end leaves 0 */
+  p.keep_end = 3;
+  m0__parser_shift(&p, 10);
+  assert_int_equal(p.keep_end, 0);
+  m0__parser_fini(&p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_limits),      cmocka_unit_test(test_framing),       cmocka_unit_test(test_lookalike_names),
+      cmocka_unit_test(test_expect),      cmocka_unit_test(test_traceparent),   cmocka_unit_test(test_large_body),
+      cmocka_unit_test(test_after_refusal), cmocka_unit_test(test_shift_edges),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

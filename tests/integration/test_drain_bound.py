@@ -33,7 +33,10 @@ extra second under prefork) and the in-bound request answered whole (200,
   and under --workers 2 (where it lives in the supervisor): `the producer did
   not stop within B ms (it is inside its step)`; no loop or worker named;
   and a producer whose step ends within the bound (1000 ms of a 4000 ms
-  bound, --workers 2) is waited for: exit 0, nobody named;
+  bound, --workers 2) is waited for: exit 0, nobody named; a producer whose
+  step failed (M0_HOSTCHECK_PRODUCER_FAILS=step: `step failed ... the
+  producer stops, serving goes on`) leaves serving alone and still stops at
+  the drain: exit 0, nobody named;
 - and within the bound: a connection accepted before the drain whose request
   is sent once the drain has begun (the listener provably closed) is answered,
   with Connection: close; one that never sends is closed by the server within
@@ -332,6 +335,21 @@ def producer_within():
         none_outlive(s, label)
 
 
+def producer_failed_step():
+    label = "a producer whose step failed (--threads 2)"
+    with Server("host_check", "--threads", "2", "--port", "0", "--drain-timeout-ms", "2000",
+                env={"M0_HOSTCHECK_PRODUCER_FAILS": "step", "M0_HOSTCHECK_PERIOD_MS": "20"}) as s:
+        F.check(wait_for(lambda: "m0: producer: step failed (returned -1); the producer stops, serving goes on"
+                         in s.stderr(), 10), f"{label}: the failed step is named:\n{s.stderr()}")
+        c = Conn(s.port, timeout=15)
+        c.send(request("GET", "/health"))
+        F.check(c.try_response()[0] == 200, f"{label}: serving goes on")
+        c.close()
+        s.signal(signal.SIGTERM)
+        exits(s, 2, label, want=0)
+        F.check("did not" not in s.stderr(), f"{label}: nobody named:\n{s.stderr()}")
+
+
 def fresh_connection():
     label = "a connection accepted before the drain"
     with Server("host_check", "--port", "0", "--drain-timeout-ms", "4000", "--metrics-path", "/metrics") as s:
@@ -382,6 +400,7 @@ try:
     producer_misses(["--threads", "2"])
     producer_misses(["--workers", "2"])
     producer_within()
+    producer_failed_step()
 finally:
     reap(SEEN)
 F.done()

@@ -495,10 +495,10 @@ static int coord_serve(coord *c) {
   if (p->mode == M0__MODE_PREFORK) {
     fprintf(stderr, "m0: worker %d serving (pid %d)\n", p->first, (int)getpid());
   } else {
-    const char *host = M0__CFGS(c->cfg, host);
-    bool v6 = strchr(host, ':') && host[0] != '[';
-    fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d)\n",
-            p->app->name, v6 ? "[" : "", host, v6 ? "]" : "", c->port, m0__mode_name(p->mode), p->here,
+    char host[64];
+    m0__listen_host(c->listen_fd, M0__CFGS(c->cfg, host), host, sizeof host); /* a handed-over one's own */
+    fprintf(stderr, "m0: %s listening on http://%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d)\n",
+            p->app->name, host, c->port, m0__mode_name(p->mode), p->here,
             p->here == 1 ? "" : "s", c->npool, c->npool == 1 ? "" : "s", (int)getpid());
     if (p->stop_fd < 0) m0__sd_notify("READY=1");
   }

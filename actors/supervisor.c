@@ -434,10 +434,10 @@ static int sup_serve(sup *s, const m0_producer *producer) {
   free(was_ready);
   for (int i = 0; i < s->n; i++) sup_go(s, i);
   if (s->has_producer) m0__send(&s->self, &s->prod_peer, M0__K_GO, 0, 0, NULL, 0);
-  const char *host = M0__CFGS(s->cfg, host);
-  bool v6 = strchr(host, ':') && host[0] != '[';
-  fprintf(stderr, "m0: %s listening on http://%s%s%s:%d (prefork, %d workers, %ld pool threads per loop, pid %d)\n",
-          s->app->name, v6 ? "[" : "", host, v6 ? "]" : "", s->port, s->n, M0__CFG(s->cfg, blocking_threads),
+  char host[64];
+  m0__listen_host(s->listen_fd, M0__CFGS(s->cfg, host), host, sizeof host); /* a handed-over one's own */
+  fprintf(stderr, "m0: %s listening on http://%s:%d (prefork, %d workers, %ld pool threads per loop, pid %d)\n",
+          s->app->name, host, s->port, s->n, M0__CFG(s->cfg, blocking_threads),
           (int)getpid());
   m0__sd_notify("READY=1");
   for (;;) {

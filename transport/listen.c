@@ -65,3 +65,16 @@ int m0__listen_port(int fd) {
   if (got.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&got)->sin6_port);
   return -1;
 }
+
+void m0__listen_host(int fd, const char *fallback, char *out, size_t n) {
+  struct sockaddr_storage got = {0}; /* a descriptor with no address leaves AF_UNSPEC */
+  socklen_t glen = sizeof got;
+  getsockname(fd, (struct sockaddr *)&got, &glen);
+  char a[INET6_ADDRSTRLEN];
+  if (got.ss_family == AF_INET)
+    snprintf(out, n, "%s", inet_ntop(AF_INET, &((struct sockaddr_in *)&got)->sin_addr, a, sizeof a));
+  else if (got.ss_family == AF_INET6)
+    snprintf(out, n, "[%s]", inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&got)->sin6_addr, a, sizeof a));
+  else
+    snprintf(out, n, "%s", fallback);
+}

@@ -15,5 +15,9 @@ int m0__listen(const char *host, int port, int backlog, int *bound_port, char *e
 
 /* The port a listening descriptor is bound to, or -1. */
 int m0__listen_port(int fd);
+/* The address it is bound to as a URL writes it ("127.0.0.1", "[::1]"), for
+ * the listening line: the socket's own, so one handed over by socket
+ * activation is named as it is, not as --host says; fallback if it has none. */
+void m0__listen_host(int fd, const char *fallback, char *out, size_t n);
 
 #endif

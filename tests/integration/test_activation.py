@@ -9,8 +9,9 @@ host_check started through /bin/sh so that LISTEN_PID can be its own pid:
   connection made to that listener is still waiting in its backlog when the
   host has exited, and this test accepts it).
 - LISTEN_FDS=0: not activated, the host binds its own port.
-- An IPv6 listener as descriptor 3 ([::1], when this machine has it): served,
-  and the listening line gives its port.
+- A listener on [::1] (when this machine has it) or on 127.0.0.2 as
+  descriptor 3 (also under --workers 2): served there, and the listening line
+  names that address and port (before, it named --host's 127.0.0.1).
 - Refused, exit 78 and one `m0:` line naming what is wrong, nothing served:
   LISTEN_FDS=2 (two listeners handed over: m0 serves one; before, the second
   was silently ignored), LISTEN_FDS=abc, and descriptor 3 a regular file (was:
@@ -142,23 +143,29 @@ def not_for_us():
             lsock.close()
 
 
-def ipv6_listener():
-    try:
-        lsock = tcp_listener(socket.AF_INET6, "::1")
-    except OSError:
-        print("SKIP: an IPv6 activated listener: this machine cannot bind ::1")
-        return
-    a = Activated([lsock])
-    try:
-        port = a.port()
-        F.check(port == lsock.getsockname()[1], f"an IPv6 listener as descriptor 3: the listening line gives its port "
-                                                f"({port}, the socket's {lsock.getsockname()[1]})")
-        line = get(lsock.getsockname()[1], socket.AF_INET6, "::1")
-        F.check(line == "HTTP/1.1 200 OK", f"... and it is served over IPv6 ({line!r})")
-        F.check(a.finish() == 0, "... exit 0")
-    finally:
-        a.kill()
-        lsock.close()
+def other_listeners():
+    """The listening line names the handed-over socket's own address and port
+    (before: --host's, 127.0.0.1 whatever descriptor 3 was bound to)."""
+    for family, addr, shown, args in ((socket.AF_INET6, "::1", "[::1]", []), (socket.AF_INET, "127.0.0.2", "127.0.0.2", []),
+                                      (socket.AF_INET, "127.0.0.2", "127.0.0.2", ["--workers", "2"])):
+        try:
+            lsock = tcp_listener(family, addr)
+        except OSError as e:
+            print(f"SKIP: an activated listener on {addr}: this machine cannot bind it ({e})")
+            continue
+        a = Activated([lsock], args=args)
+        try:
+            port = a.port()
+            want = f"listening on http://{shown}:{lsock.getsockname()[1]} "
+            F.check(port == lsock.getsockname()[1] and want in a.stderr(),
+                    f"a listener on {addr} as descriptor 3 {args}: the listening line says {want!r} "
+                    f"({[l for l in a.stderr().splitlines() if 'listening' in l]})")
+            line = get(lsock.getsockname()[1], family, addr)
+            F.check(line == "HTTP/1.1 200 OK", f"... and it is served there ({line!r})")
+            F.check(a.finish() == 0, "... exit 0")
+        finally:
+            a.kill()
+            lsock.close()
 
 
 def refused():
@@ -253,7 +260,7 @@ def workers_env():
 
 
 not_for_us()
-ipv6_listener()
+other_listeners()
 refused()
 notify()
 workers_env()

@@ -147,6 +147,28 @@ static void test_listen(void **st) {
   assert_string_equal(err, "socket: Too many open files");
 }
 
+static void test_listen_host(void **st) {
+  char err[256], out[64];
+  int port, fd = m0__listen("127.0.0.1", 0, 4, &port, err, sizeof err);
+  m0__listen_host(fd, "fallback", out, sizeof out);
+  assert_string_equal(out, "127.0.0.1");
+  close(fd);
+  fd = m0__listen("::1", 0, 4, &port, err, sizeof err);
+  if (fd >= 0) {
+    m0__listen_host(fd, "fallback", out, sizeof out);
+    assert_string_equal(out, "[::1]");
+    close(fd);
+  } else {
+    print_message("skipped: the name of an IPv6 listener (no ::1 here)\n");
+  }
+  int u = socket(AF_UNIX, SOCK_STREAM, 0);
+  m0__listen_host(u, "fallback", out, sizeof out);
+  assert_string_equal(out, "fallback");
+  close(u);
+  m0__listen_host(1000, "not open", out, sizeof out);
+  assert_string_equal(out, "not open");
+}
+
 static void test_listen_port(void **st) {
   int p[2];
   assert_int_equal(pipe(p), 0);
@@ -208,6 +230,16 @@ static void test_sd_notify(void **st) {
   assert_int_equal(m0__sd_notify("STOPPING=1"), 0);
   got_datagram(s, "STOPPING=1");
   close(s);
+  /* out of descriptors: lost, said so, nothing else */
+  setenv("NOTIFY_SOCKET", at, 1);
+  struct rlimit old, tight;
+  getrlimit(RLIMIT_NOFILE, &old);
+  tight = old;
+  tight.rlim_cur = (rlim_t)lowest_free();
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  int rv = m0__sd_notify("READY=1");
+  setrlimit(RLIMIT_NOFILE, &old);
+  assert_int_equal(rv, -1);
   unsetenv("NOTIFY_SOCKET");
   rm_tree(d);
 }
@@ -357,6 +389,13 @@ static void test_rundir_given(void **st) {
   assert_true(exists(d, "x.socket"));
   assert_int_equal(access(d, F_OK), 0);
   m0__rundir_close(&r); /* twice: nothing more */
+  /* no directory given at all: a private one */
+  assert_int_equal(m0__rundir_open(&r, NULL, err, sizeof err), 0);
+  assert_true(r.made);
+  char made[PATH_MAX];
+  snprintf(made, sizeof made, "%s", r.path);
+  m0__rundir_close(&r);
+  assert_int_not_equal(access(made, F_OK), 0);
   /* a directory that went away under it: nothing to remove, no harm */
   assert_int_equal(m0__rundir_open(&r, "/nonexistent/m0-run", err, sizeof err), 0);
   r.ours = true;
@@ -461,6 +500,19 @@ static void test_page_create_attach(void **st) {
   m0__page_close(&other);
   assert_false(fd_open(fd));
   assert_false(fd_open(app_fd));
+  /* an app descriptor for a page that wants no app words: none mapped */
+  m0__page plain;
+  char d2[64];
+  tmpdir(d2, sizeof d2);
+  assert_int_equal(m0__page_create(&plain, d2, 1, 0, err, sizeof err), 0);
+  fd = dup(plain.fd);
+  app_fd = dup(pg.app_fd);
+  assert_int_equal(m0__page_attach_fd(&other, fd, app_fd, err, sizeof err), 0);
+  assert_null(other.app);
+  m0__page_close(&other);
+  close(app_fd);
+  m0__page_close(&plain);
+  rm_tree(d2);
   /* no app descriptor: no app words */
   fd = dup(pg.fd);
   assert_int_equal(m0__page_attach_fd(&other, fd, -1, err, sizeof err), 0);
@@ -728,7 +780,8 @@ static void test_topology_refusals(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_host),        cmocka_unit_test(test_listen),
-      cmocka_unit_test(test_listen_port),       cmocka_unit_test(test_sd_notify),
+      cmocka_unit_test(test_listen_port),       cmocka_unit_test(test_listen_host),
+      cmocka_unit_test(test_sd_notify),
       cmocka_unit_test(test_sd_listen_fd),      cmocka_unit_test(test_sd_private),
       cmocka_unit_test(test_rundir_given),      cmocka_unit_test(test_rundir_private),
       cmocka_unit_test(test_page_create_attach), cmocka_unit_test(test_page_refusals),

@@ -16,7 +16,8 @@
  * - The same answers on llhttp 8 (Debian 12) and 9 (Debian 13): m0 checks
  *   itself what llhttp 8 lets through and 9 refuses (a bare LF ending the
  *   request line, the head or the trailers; an empty header name;
- *   Content-Length in the trailers), and decides 505 itself (a well-formed
+ *   Content-Length in the trailers; a fold after an empty first line, whose
+ *   line end llhttp 8 does not hand over), and decides 505 itself (a well-formed
  *   version other than 1.0 and 1.1); any other error llhttp reports is a
  *   400. What still differs by library is in README's HTTP section.
  */
@@ -74,6 +75,7 @@ typedef struct m0__parser {
    * a CR, so a bare LF is refused whichever llhttp lets it through. */
   const char *scan;
   bool after_cr;
+  bool line_end; /* a line end checked since the current header's name began */
   bool head_pending; /* llhttp paused at the end of the head: m0's checks next */
   char ver[3];       /* the version's digits, "1.1" */
   uint8_t nver;

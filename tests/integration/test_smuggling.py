@@ -52,6 +52,10 @@ VECTORS = [
     ("obsolete line folding", B400, req("X-Folded: first", b" second", line=b"GET /x/now HTTP/1.1")),
     ("obs-fold hiding Transfer-Encoding", B400,
      req("X-A: a", b" Transfer-Encoding: chunked", "Content-Length: 5", body=b"hello" + SMUGGLED)),
+    # llhttp 8.1 hands over only what follows a fold of an empty first line:
+    # served before m0 looked for the line end itself.
+    ("obs-fold of an empty first line hiding Transfer-Encoding", B400,
+     req("X-A:", b" Transfer-Encoding: chunked", "Content-Length: 5", body=b"hello" + SMUGGLED)),
     ("bare LF line endings", B400, b"GET /x/now HTTP/1.1\nHost: t\n\n" + SMUGGLED),
     # Each of these four passed Debian 12's llhttp 8.1 (strict mode) and is
     # refused by llhttp 9.2: m0 refuses them itself (http/parse.h).

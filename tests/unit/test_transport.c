@@ -132,9 +132,18 @@ static void test_listen(void **st) {
   } else {
     print_message("skipped: IPv6 listening (no ::1 here)\n");
   }
-  /* an address this machine does not have */
-  assert_int_equal(m0__listen("192.0.2.1", 0, 16, &port, err, sizeof err), -1);
-  assert_string_equal(err, "cannot bind 192.0.2.1 port 0: Cannot assign requested address");
+  /* an address this machine does not have (TEST-NET-1, unless it has) */
+  int other = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in tn = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "192.0.2.1", &tn.sin_addr);
+  bool has_it = bind(other, (struct sockaddr *)&tn, sizeof tn) == 0;
+  close(other);
+  if (!has_it) {
+    assert_int_equal(m0__listen("192.0.2.1", 0, 16, &port, err, sizeof err), -1);
+    assert_string_equal(err, "cannot bind 192.0.2.1 port 0: Cannot assign requested address");
+  } else {
+    print_message("skipped: 192.0.2.1 is an address of this machine\n");
+  }
   /* no descriptor left for a socket */
   struct rlimit old, tight;
   getrlimit(RLIMIT_NOFILE, &old);

@@ -553,8 +553,7 @@ int m0__coord_run(const m0__proc *p) {
   bool clean = coord_all_exited(c);
   coord_cleanup(c);
   if (!clean && p->stop_fd < 0) {
-    fflush(NULL);
-    _exit(rc ? rc : 1); /* a thread is still inside the application: do not wait for it */
+    m0__exit_now(rc ? rc : 1); /* a thread is still inside the application: do not wait for it */
   }
   free(c);
   return rc;

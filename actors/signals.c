@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -47,4 +48,16 @@ void m0__signals_restore(void) {
   if (signals_pipe[0] >= 0) close(signals_pipe[0]);
   if (signals_pipe[1] >= 0) close(signals_pipe[1]);
   signals_pipe[0] = signals_pipe[1] = -1;
+}
+
+#ifdef M0_COVERAGE
+void __gcov_dump(void);
+#endif
+
+_Noreturn void m0__exit_now(int code) {
+  fflush(NULL);
+#ifdef M0_COVERAGE
+  __gcov_dump();
+#endif
+  _exit(code);
 }

@@ -507,8 +507,7 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
   m0__topology_free(&s->topo);
   m0__signals_restore();
   if (!clean) {
-    fflush(NULL);
-    _exit(rc ? rc : 1);
+    m0__exit_now(rc ? rc : 1);
   }
   if (s->listen_fd >= 0) close(s->listen_fd);
   for (int k = 0; s->handoff && k < 2 * s->n; k++) close(s->handoff[k]);

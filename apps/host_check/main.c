@@ -23,6 +23,8 @@
  *                                  to 60 s) instead of after 300 ms
  *   M0_HOSTCHECK_SLOW_SAYS=1  /slow says "host_check: /slow N ms begins on loop
  *                             W thread T" on stderr before it spins
+ *   M0_HOSTCHECK_STEP_SAYS=1  each producer step says "host_check: step N begins"
+ *                             on stderr before it spins or publishes
  */
 #include <m0/m0.h>
 #include <stdio.h>
@@ -151,7 +153,7 @@ static const m0_route hc_routes[] = {
 
 typedef struct beat {
   long n, period_ms, step_ms;
-  bool fail_step;
+  bool fail_step, says;
 } beat;
 
 static void *beat_make(const m0_ctx *ctx, char *err, size_t errlen) {
@@ -169,12 +171,14 @@ static void *beat_make(const m0_ctx *ctx, char *err, size_t errlen) {
   b->period_ms = env_long("M0_HOSTCHECK_PERIOD_MS", 100);
   b->step_ms = env_long("M0_HOSTCHECK_STEP_MS", 0);
   b->fail_step = env_is("M0_HOSTCHECK_PRODUCER_FAILS", "step");
+  b->says = env_is("M0_HOSTCHECK_STEP_SAYS", "1");
   return b;
 }
 
 static int64_t beat_step(void *state, m0_publisher *pub) {
   beat *b = state;
   b->n++;
+  if (b->says) fprintf(stderr, "host_check: step %ld begins\n", b->n);
   if (b->fail_step && b->n == 3) return -1;
   if (b->step_ms > 0) spin_ms(b->step_ms);
   char frame[128];

@@ -162,6 +162,32 @@ def socket_inodes(pid):
     return out
 
 
+def listens(pid, port):
+    """True while pid holds a socket listening on TCP `port` (state 0A in
+    /proc/net/tcp or tcp6): the kernel's view of whether its listener is open."""
+    mine = socket_inodes(pid)
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            p = row.split()
+            if len(p) > 9 and p[3] == "0A" and p[9] in mine and int(p[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
+def metric(port, name, timeout=5.0):
+    """The sum of every sample of `name` on http://127.0.0.1:PORT/metrics
+    (the server runs with --metrics-path /metrics), None if it has none."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout).read().decode()
+    vals = re.findall(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\d+)$", text, re.M)
+    return sum(int(v) for v in vals) if vals else None
+
+
 def alive(pid):
     """True if pid runs: it exists and is not a zombie."""
     try:

@@ -16,7 +16,7 @@ import re
 import signal
 import time
 
-from harness import Failures, Server
+from harness import Failures, Server, wait_for
 from rawhttp import Conn, request
 
 F = Failures()
@@ -24,16 +24,18 @@ F = Failures()
 
 def in_flight(sig):
     name = signal.Signals(sig).name
-    with Server("host_check", "--port", "0") as s:
+    with Server("host_check", "--port", "0", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
         idle = Conn(s.port)
         idle.send(request("GET", "/health"))
         F.check(idle.try_response()[3] == b'{"status":"ok"}', f"{name}: idle connection served once first")
         busy = Conn(s.port, timeout=8)
         busy.send(request("GET", "/slow?ms=1500"))
-        time.sleep(0.3)  # the handler is spinning now
+        spinning = wait_for(lambda: "/slow 1500 ms begins" in s.stderr(), 10)  # the handler is spinning now
+        F.check(spinning, f"{name}: /slow said it began\n{s.stderr()}")
         t0 = time.monotonic()
         s.signal(sig)
-        time.sleep(0.1)
+        # The host took the signal (it says so before it tells the loop to drain).
+        F.check(wait_for(lambda: "host draining" in s.stderr(), 10), f"{name}: the host says it drains\n{s.stderr()}")
         try:
             late = Conn(s.port, timeout=5)
             late.send(request("GET", "/health"))
@@ -76,10 +78,10 @@ def idle_only():
 
 
 def drain_bound():
-    with Server("host_check", "--port", "0", "--drain-timeout-ms", "300") as s:
+    with Server("host_check", "--port", "0", "--drain-timeout-ms", "300", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
         busy = Conn(s.port, timeout=8)
         busy.send(request("GET", "/slow?ms=3000"))
-        time.sleep(0.3)
+        F.check(wait_for(lambda: "/slow 3000 ms begins" in s.stderr(), 10), f"drain bound: /slow said it began\n{s.stderr()}")
         t0 = time.monotonic()
         s.signal(signal.SIGTERM)
         rc = s.wait(5)

@@ -119,7 +119,7 @@ def threads():
         F.check(per_loop.get("0", 0) >= 1 and per_loop.get("1", 0) >= 1 and sum(per_loop.values()) == 4,
                 f"{label}: the four streams span both loops (m0_streams per loop {per_loop}), else this proves "
                 f"nothing")
-        time.sleep(1.0)
+        wait_for(lambda: all(len(ticks(st)) >= 5 for st in streams), 10)
         ids = [[f.id for f in ticks(st)] for st in streams]
         F.check(all(len(l) >= 5 for l in ids), f"{label}: every stream gets ticks ({[len(l) for l in ids]})")
         if all(ids):

@@ -101,14 +101,22 @@ def idle_timeout():
             waited = time.monotonic() - t0
             F.check(st == 200 and closed, f"idle keep-alive connection closed by the server (closed={closed})")
             F.check(0.3 <= waited <= 2.5, f"idle close after ~500 ms (took {waited:.2f}s)")
-        # A connection that keeps talking is not closed by the idle timer.
+        s.stop()
+    # A connection that keeps talking is not closed by the idle timer: it lives past the timeout (2.5 s > 2 s)
+    # while no gap reaches it (a 500 ms pace leaves 1.5 s for a descheduled client; each gap is measured).
+    with Server("ramp", "--port", "0", "--keepalive-timeout-ms", "2000") as s:
         with Conn(s.port) as k:
-            ok = True
-            for _ in range(4):
-                time.sleep(0.3)
+            ok, gaps, t_last = True, [], None
+            for _ in range(5):
+                time.sleep(0.5)  # the pacing is the behaviour: a client that keeps talking
+                now = time.monotonic()
+                if t_last is not None:
+                    gaps.append(now - t_last)
                 k.send(request("GET", "/x/now"))
                 ok = ok and k.read_response()[0] == 200
-            F.check(ok, "a connection busy every 300 ms outlives a 500 ms idle timeout")
+                t_last = time.monotonic()
+            F.check(max(gaps) < 2.0, f"the pace held: every gap below the 2 s timeout ({[round(g, 2) for g in gaps]})")
+            F.check(ok, "a connection busy every 500 ms outlives a 2 s idle timeout (2.5 s in all)")
         s.stop()
 
 

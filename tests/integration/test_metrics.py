@@ -160,8 +160,8 @@ def format_and_counts():
                 f"{label}: m0_requests_total rose by the 50 requests + the first scrape (+ maybe the second) "
                 f"({before} -> {after})")
         e0 = value(scrape(s.port), "m0_events_published")
-        time.sleep(0.5)
-        e1 = value(scrape(s.port), "m0_events_published")
+        e1 = wait_for(lambda: (lambda v: v if v is not None and e0 is not None and v >= e0 + 3 else None)(
+            value(scrape(s.port), "m0_events_published")), 10) or value(scrape(s.port), "m0_events_published")
         F.check(e0 is not None and e1 is not None and e1 >= e0 + 3,
                 f"{label}: m0_events_published rises while the producer beats every 50 ms ({e0} -> {e1})")
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")

@@ -27,15 +27,18 @@ import socket
 import threading
 import time
 
-from harness import Failures, Server, wait_for
+from harness import Failures, Server, listens, wait_for
 from rawhttp import Closed, Conn, request
 
 F = Failures()
 
 
-def health_under_load(port, label):
-    """Two clients loop /slow?ms=200 for ~3 s; 24 /health samples meanwhile.
-    Returns the sample latencies in ms (None for a failed sample)."""
+def health_under_load(s, label, began):
+    """Two clients loop /slow?ms=200 for ~3 s; 24 /health samples meanwhile,
+    the first once `began` /slow views said they began (the server runs with
+    M0_HOSTCHECK_SLOW_SAYS=1). Returns the sample latencies in ms (None for a
+    failed sample)."""
+    port = s.port
     stop = threading.Event()
     slow_done = [0, 0]
     errors = []
@@ -57,7 +60,9 @@ def health_under_load(port, label):
         t.start()
     samples = []
     with Conn(port, timeout=10) as h:
-        time.sleep(0.1)  # both slow requests in flight before the first sample
+        # the slow requests in flight (both on a pool; the first on the loop without one) before the first sample
+        F.check(wait_for(lambda: s.stderr().count("/slow 200 ms begins") >= began, 10),
+                f"{label}: {began} /slow views began before the first sample\n{s.stderr()}")
         t_end = time.monotonic() + 3.0
         for n in range(24):
             t0 = time.monotonic()
@@ -85,14 +90,14 @@ def health_under_load(port, label):
 
 
 def placement():
-    with Server("host_check", "--blocking-threads", "2", "--port", "0") as s:
-        lat = health_under_load(s.port, "--blocking-threads 2")
+    with Server("host_check", "--blocking-threads", "2", "--port", "0", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
+        lat = health_under_load(s, "--blocking-threads 2", 2)
         F.check(lat and max(lat) < 100,
                 f"--blocking-threads 2: every /health under 100 ms while /slow runs on the pool "
                 f"(max {max(lat or [0]):.1f} ms: {[round(x) for x in lat]})")
         F.check(s.stop() == 0, "--blocking-threads 2: exit 0 on SIGTERM")
-    with Server("host_check", "--port", "0") as s:
-        lat = health_under_load(s.port, "no pool")
+    with Server("host_check", "--port", "0", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
+        lat = health_under_load(s, "no pool", 1)
         F.check(lat and max(lat) > 100,
                 f"no pool: some /health over 100 ms behind a /slow on the loop (the control arm; "
                 f"max {max(lat or [0]):.1f} ms: {[round(x) for x in lat]})")
@@ -209,19 +214,23 @@ def yielding():
 
 def drain_in_flight():
     label = "SIGTERM during a pool-thread /slow?ms=1000"
-    with Server("host_check", "--blocking-threads", "1", "--port", "0") as s:
+    with Server("host_check", "--blocking-threads", "1", "--port", "0", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
         with Conn(s.port, timeout=10) as c:
             c.send(request("GET", "/slow?ms=1000"))
             t0 = time.monotonic()
-            time.sleep(0.3)  # the view is spinning on the pool thread now
+            F.check(wait_for(lambda: "/slow 1000 ms begins on loop 0 thread 0" in s.stderr(), 10),
+                    f"{label}: the view began on the pool thread\n{s.stderr()}")  # it is spinning there now
             s.signal()
-            time.sleep(0.2)
+            # The kernel's word that the listener is gone (bounded; the drain outlasts it by the view's rest).
+            wait_for(lambda: not listens(s.proc.pid, s.port), 5)
             try:
                 socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
                 refused = False
             except OSError:
                 refused = True
-            F.check(refused, f"{label}: the listener is closed during the drain")
+            draining = s.proc.poll() is None  # the host is still up, the view still spinning
+            F.check(refused and draining, f"{label}: the listener is closed during the drain (refused {refused}, "
+                                          f"host still draining {draining})")
             try:
                 st, _, h, body, line = c.read_response(timeout=10)
                 took = time.monotonic() - t0

@@ -4,12 +4,14 @@ is sliced), exit 0; a producer stuck inside a 60 s step is named on stderr when 
 the process exits anyway (exit 1), within the bound plus a margin."""
 import time
 
-from harness import Failures, Server
+from harness import Failures, Server, wait_for
 
 F = Failures()
 
-with Server("host_check", "--port", "0", env={"M0_HOSTCHECK_PERIOD_MS": "60000"}) as s:
-    time.sleep(0.3)
+with Server("host_check", "--port", "0", env={"M0_HOSTCHECK_PERIOD_MS": "60000", "M0_HOSTCHECK_STEP_SAYS": "1"}) as s:
+    # Its first step said so and published (the beat counted): the producer is in its 60 s sleep now.
+    began = wait_for(lambda: "host_check: step 1 begins" in s.stderr(), 10)
+    F.check(began, f"a 60 s period: the producer took its first step\n{s.stderr()[-400:]}")
     t0 = time.monotonic()
     rc = s.stop(timeout=10)
     took = time.monotonic() - t0
@@ -17,8 +19,9 @@ with Server("host_check", "--port", "0", env={"M0_HOSTCHECK_PERIOD_MS": "60000"}
     F.check(took < 1.0, f"a 60 s period leaves at once ({took:.2f}s)")
 
 with Server("host_check", "--port", "0", "--drain-timeout-ms", "500",
-            env={"M0_HOSTCHECK_STEP_MS": "60000", "M0_HOSTCHECK_PERIOD_MS": "100"}) as s:
-    time.sleep(0.5)  # the producer is inside its first step now
+            env={"M0_HOSTCHECK_STEP_MS": "60000", "M0_HOSTCHECK_PERIOD_MS": "100", "M0_HOSTCHECK_STEP_SAYS": "1"}) as s:
+    began = wait_for(lambda: "host_check: step 1 begins" in s.stderr(), 10)  # it is inside its 60 s step now
+    F.check(began, f"a 60 s step: the producer began its first step\n{s.stderr()[-400:]}")
     t0 = time.monotonic()
     rc = s.stop(timeout=10)
     took = time.monotonic() - t0

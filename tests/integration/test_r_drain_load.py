@@ -45,7 +45,7 @@ import socket
 import threading
 import time
 
-from harness import Failures, Server, children, ours
+from harness import Failures, Server, children, ours, wait_for
 from rawhttp import Closed, Conn, request
 
 F = Failures()
@@ -232,9 +232,14 @@ def one_round(mode, args, tally, n):
             threading.Thread(target=r.client, args=(["/slow?ms=500"], True), daemon=True),
             threading.Thread(target=r.client, args=(["/slow?ms=500"], False), daemon=True),
         ]
+        a0 = tally.answered
+        t_load = time.monotonic()
         for c in clients:
             c.start()
-        time.sleep(0.8)
+        # ~0.8 s of load (its length is the test's pacing), and the load really runs: 4 requests answered
+        # this round before the signal, however slow the machine.
+        ran = wait_for(lambda: tally.answered - a0 >= 4 and time.monotonic() - t_load >= 0.8, 15)
+        F.check(ran, f"[{mode} round {n}] the load ran before the signal ({tally.answered - a0} answered)")
         pids = children(s.proc.pid)
         r.sig_at = time.monotonic()
         s.signal(signal.SIGTERM)
@@ -246,7 +251,8 @@ def one_round(mode, args, tally, n):
         took = exited - r.sig_at
         F.check(rc == 0, f"[{mode} round {n}] exit 0 after SIGTERM under load (got {rc})\n{s.stderr()[-1500:]}")
         F.check(took <= EXIT_BOUND, f"[{mode} round {n}] exited within {EXIT_BOUND} s of the signal ({took:.2f}s)")
-        time.sleep(0.2)
+        # The clients end on their own (each finds the listener gone); stop is the fallback for a hung one.
+        wait_for(lambda: not any(c.is_alive() for c in clients), 5)
         r.stop.set()
         for c in clients:
             c.join(timeout=12)

@@ -237,8 +237,7 @@ def part_secrets():
                     k.try_response()
             with Conn(s.port) as k:
                 k.send(request("GET", "/events"))
-                k.try_response(timeout=2)
-                time.sleep(0.3)
+                k.try_response(timeout=2)  # the stream's head and its beats for 2 s; every log line is in at the exit
             rc = s.stop()
             err, out = s.stderr(), s.stdout()
             trace_lines = [l for l in err.splitlines() if l.startswith("{")]

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from harness import BIN, Failures, Server, children
+from harness import BIN, Failures, Server, children, wait_for
 from rawhttp import Conn, request
 
 F = Failures()
@@ -63,7 +63,8 @@ if probe.returncode != 0:
 
 def mode_run(mode, args):
     t0 = time.monotonic()
-    s = Server(UNSHARE, *NS, os.path.join(BIN, "host_check"), "--port", "0", *args)
+    s = Server(UNSHARE, *NS, os.path.join(BIN, "host_check"), "--port", "0", *args,
+               env={"M0_HOSTCHECK_SLOW_SAYS": "1"})
     init = None
     try:
         s.start()
@@ -111,7 +112,8 @@ def mode_run(mode, args):
             F.check(not answers & workers, f"[{mode}] no /pid answer is a pid as seen from outside")
         busy = Conn(s.port, timeout=8)
         busy.send(request("GET", "/slow?ms=800"))
-        time.sleep(0.3)
+        F.check(wait_for(lambda: "/slow 800 ms begins" in s.stderr(), 10),
+                f"[{mode}] the /slow view began before the signal\n{s.stderr()[-600:]}")  # in flight now
         t_sig = time.monotonic()
         os.kill(init, signal.SIGTERM)
         st, _, h, body, line = busy.try_response(timeout=6)

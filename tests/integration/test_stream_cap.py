@@ -7,10 +7,9 @@ import re
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.request
 
-from harness import BIN, Failures, Server
+from harness import BIN, Failures, Server, wait_for
 from test_streams import Stream
 
 F = Failures()
@@ -22,17 +21,23 @@ with Server("host_check", "--port", "0", "--run-dir", run_dir, "--metrics-path",
     stuck = socket.socket()
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stuck.connect(("127.0.0.1", s.port))
-    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")  # and never read again
-    reader = Stream(s.port, "/events")
-    time.sleep(0.3)
+    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
+    # Its head read (the loop made it a stream before writing the head), then never read again.
+    stuck.settimeout(5)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = stuck.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    F.check(head.startswith(b"HTTP/1.1 200"), f"the stream that stops reading was opened ({head[:60]!r})")
+    reader = Stream(s.port, "/events")  # its head is read too: both are streams before the publish
     line = "x" * 30000
     p = subprocess.run([os.path.join(BIN, "m0pub"), "--run-dir", run_dir, "--event", "big"],
                        input="\n".join(f"{i}{line}" for i in range(N)) + "\n", capture_output=True, text=True,
                        timeout=60)
     F.check(p.returncode == 0, f"m0pub published {N} frames of 30 KB ({p.stderr[-200:]})")
-    deadline = time.monotonic() + 10
-    while len([f for f in reader.frames if "big" in f.raw]) < N and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: len([f for f in list(reader.frames) if "big" in f.raw]) >= N, 30)
     ids = [f.id for f in reader.frames if "big" in f.raw]
     F.check(len(ids) == N and ids == list(range(ids[0], ids[0] + N)) if ids else False,
             f"the reading stream got all {N} frames, ids contiguous (got {len(ids)})")

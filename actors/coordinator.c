@@ -370,7 +370,7 @@ static int coord_setup(coord *c) {
                                                 : M0__ACTOR_ID(M0__ROLE_COORD, 0);
   const m0__actor_desc *me = m0__topology_find(&c->topo, me_id);
   if (!me || m0__actor_open(&c->self, me->id, me->url, c->trace) != 0) {
-    fprintf(stderr, "m0: cannot open the coordinator's mailbox\n");
+    fprintf(stderr, "m0: cannot open the coordinator's mailbox at %s\n", me ? me->url : "(no address)");
     return 1;
   }
   return 0;

@@ -1,0 +1,220 @@
+"""Mailboxes on tcp:// addresses (docs/topology.md, Across machines) and the
+drain's edges an operator meets (docs/behaviour.md, Draining).
+
+Proves, with `host_check` and topology files whose every actor listens on
+tcp://127.0.0.1:PORT:
+- An address already taken by another program is a start that fails, exit 1,
+  nothing served (no listening line), naming the actor and its address:
+  single mode with the coordinator's, the producer's or loop.0's port taken
+  (`m0: cannot open the coordinator's mailbox at tcp://...`,
+  `m0: the producer cannot open its mailbox at tcp://...` then
+  `m0: cannot start the producer`, `m0: loop.0 cannot open its mailbox at
+  tcp://...` then `m0: cannot open loop 0`), and under prefork with the
+  supervisor's port taken (`m0: cannot open the supervisor's mailbox at
+  tcp://...`), no worker left behind.
+- A peer that is no m0 actor, speaking nng's SP protocol over TCP, sends
+  malformed envelopes (not an envelope, a forged JOB, a forged RESULT) to
+  loop.0's, the coordinator's and the producer's tcp mailboxes: loop.0 and
+  the coordinator name each one (`dropped a malformed message`, counted
+  line by line), nothing crashes, and the host still serves /health and a
+  stream whose producer beats keep coming after them, then drains to exit 0.
+- A second SIGTERM during a drain is answered `m0: already draining; the
+  bound is N ms`, the drain goes on: the slow request in flight is answered
+  200 and the exit is 0.
+- Under prefork, a producer inside a step longer than the drain's bound is
+  named (`m0: the producer did not stop within 300 ms (it is inside its
+  step)`) and the exit is 1.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import tempfile
+import threading
+import urllib.request
+
+from harness import Failures, Prefork, Server, alive, children, run, wait_for
+
+F = Failures()
+TMP = tempfile.mkdtemp(prefix="m0-tcpmb-")
+SINGLE = ["coordinator", "producer", "loop.0"]
+PREFORK = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"]
+MAGIC = 0x3145306D  # "m0E1"
+K_JOB, K_RESULT = 10, 11  # actors/envelope.h
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def topology(names, mode, loops, ports):
+    path = os.path.join(TMP, f"topo-{mode}-{len(os.listdir(TMP))}.json")
+    with open(path, "w") as fh:
+        json.dump({"mode": mode, "loops": loops, "handler_threads": 0, "transport": "tcp",
+                   "actors": [{"name": n, "url": f"tcp://127.0.0.1:{ports[n]}"} for n in names]}, fh)
+    return path
+
+
+def taken(names, mode, loops, which, expect, extra=()):
+    ports = {n: free_port() for n in names}
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", ports[which]))
+    holder.listen(1)
+    try:
+        path = topology(names, mode, loops, ports)
+        rc, _, err = run("host_check", "--port", "0", "--topology", path, *extra, timeout=30)
+    finally:
+        holder.close()
+    label = f"{mode}, {which}'s port {ports[which]} taken"
+    F.check(rc == 1, f"{label}: exit 1 ({rc}):\n{err}")
+    F.check("listening on" not in err, f"{label}: nothing served:\n{err}")
+    for line in expect:
+        line = line.replace("PORT", str(ports[which]))
+        F.check(line in err, f"{label}: says {line!r}:\n{err}")
+
+
+def ports_taken():
+    taken(SINGLE, "single", 1, "coordinator", ["m0: cannot open the coordinator's mailbox at tcp://127.0.0.1:PORT\n"])
+    taken(SINGLE, "single", 1, "producer", ["m0: the producer cannot open its mailbox at tcp://127.0.0.1:PORT\n",
+                                            "m0: cannot start the producer\n"])
+    taken(SINGLE, "single", 1, "loop.0", ["m0: loop.0 cannot open its mailbox at tcp://127.0.0.1:PORT\n",
+                                          "m0: cannot open loop 0\n"])
+    # under prefork: run() waited for the supervisor; its workers must be gone too
+    before = set(p for p in os.listdir("/proc") if p.isdigit())
+    taken(PREFORK, "prefork", 2, "coordinator",
+          ["m0: cannot open the supervisor's mailbox at tcp://127.0.0.1:PORT\n"])
+    left = [int(p) for p in set(p for p in os.listdir("/proc") if p.isdigit()) - before
+            if alive(int(p)) and open(f"/proc/{p}/comm").read().strip() == "host_check"]
+    F.check(not left, f"prefork, supervisor's port taken: no worker left behind ({left})")
+
+
+class SPPeer:
+    """A pipeline0 push peer over TCP, nng's SP framing by hand."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.s.sendall(b"\x00SP\x00\x00\x50\x00\x00")  # push0
+        hello = b""
+        while len(hello) < 8:
+            chunk = self.s.recv(8 - len(hello))
+            if not chunk:
+                break
+            hello += chunk
+        self.ok = hello == b"\x00SP\x00\x00\x51\x00\x00"  # pull0
+
+    def send(self, body):
+        self.s.sendall(struct.pack(">Q", len(body)) + body)
+
+    def close(self):
+        self.s.close()
+
+
+def envelope(kind, frm, to, payload=b""):
+    # magic, kind, flags, from, to, seq, trace hi/lo, length (actors/envelope.h)
+    return struct.pack("<IHHIIQQQI", MAGIC, kind, 0, frm, to, 1, 0, 0, len(payload)) + payload
+
+
+def stream_ids(port, want):
+    """The first `want` event ids of GET /events, read off a raw socket (bounded)."""
+    ids, buf = [], b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        c.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
+        try:
+            while len(ids) < want:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                buf += chunk
+                ids = [int(l[4:]) for l in buf.split(b"\n") if l.startswith(b"id: ")]
+        except OSError:
+            pass
+    return ids[:want]
+
+
+def malformed_over_tcp():
+    ports = {n: free_port() for n in SINGLE}
+    path = topology(SINGLE, "single", 1, ports)
+    loop0, coord, pool0 = (2 << 24) | 0, 1 << 24, (3 << 24) | 0
+    bogus = struct.pack("<I", 1) + struct.pack("<QI", 0xDEADBEEF, 0)
+    bad = [b"junk", envelope(K_JOB, loop0, pool0, bogus), envelope(K_RESULT, pool0, loop0, bogus)]
+    with Server("host_check", "--port", "0", "--topology", path) as s:
+        for actor, line in [("loop.0", "m0: loop.0: dropped a malformed message"),
+                            ("coordinator", "m0: coordinator: dropped a malformed message"),
+                            ("producer", None)]:
+            p = SPPeer(ports[actor])
+            F.check(p.ok, f"tcp {actor}: its mailbox answers the SP handshake as pull0")
+            for b in bad:
+                p.send(b)
+            if line:
+                F.check(wait_for(lambda: s.stderr().count(line) >= len(bad), 5) and s.stderr().count(line) == len(bad),
+                        f"tcp {actor}: each of the {len(bad)} malformed envelopes named once "
+                        f"({s.stderr().count(line)}):\n{s.stderr()[-600:]}")
+            p.close()
+            F.check(s.proc.poll() is None, f"tcp {actor}: the host still runs after them (rc {s.proc.poll()})")
+        with urllib.request.urlopen(s.url("/health"), timeout=5) as r:
+            F.check(r.status == 200 and json.loads(r.read()) == {"status": "ok"}, "tcp: /health still 200")
+        # the producer, sent the same, still beats: a stream gets three frames
+        ids = stream_ids(s.port, 3)
+        F.check(len(ids) == 3 and ids == sorted(ids), f"tcp: the producer still publishes after them ({ids})")
+        rc = s.stop()
+        F.check(rc == 0 and "m0: drained, exit 0" in s.stderr(), f"tcp: drains to exit 0 ({rc}):\n{s.stderr()[-400:]}")
+
+
+def second_sigterm():
+    env = {"M0_HOSTCHECK_SLOW_SAYS": "1"}
+    with Server("host_check", "--port", "0", "--blocking-threads", "1", env=env) as s:
+        got = {}
+
+        def slow():
+            try:
+                with urllib.request.urlopen(s.url("/slow?ms=1500"), timeout=30) as r:
+                    got["status"], got["body"] = r.status, json.loads(r.read())
+            except Exception as e:  # noqa: BLE001 (reported below)
+                got["error"] = repr(e)
+
+        t = threading.Thread(target=slow)
+        t.start()
+        F.check(wait_for(lambda: "host_check: /slow 1500 ms begins" in s.stderr(), 10),
+                f"second SIGTERM: the slow view began:\n{s.stderr()}")
+        s.signal(signal.SIGTERM)
+        F.check(wait_for(lambda: "draining" in s.stderr(), 5), f"second SIGTERM: the drain began:\n{s.stderr()}")
+        s.signal(signal.SIGTERM)
+        F.check(wait_for(lambda: "m0: already draining; the bound is 5000 ms" in s.stderr(), 5),
+                f"second SIGTERM: answered `already draining`:\n{s.stderr()}")
+        rc = s.wait(15)
+        t.join(30)
+        F.check(got.get("status") == 200 and got.get("body") == {"ms": 1500},
+                f"second SIGTERM: the request in flight was answered 200 ({got})")
+        F.check(rc == 0, f"second SIGTERM: the drain went on to exit 0 ({rc}):\n{s.stderr()[-400:]}")
+
+
+def prefork_producer_stuck():
+    env = {"M0_HOSTCHECK_STEP_MS": "4000", "M0_HOSTCHECK_STEP_SAYS": "1"}
+    with Prefork("host_check", "--port", "0", "--workers", "2", "--drain-timeout-ms", "300", env=env) as s:
+        F.check(wait_for(lambda: "host_check: step" in s.stderr() and "begins" in s.stderr(), 15),
+                f"prefork producer: a step began:\n{s.stderr()}")
+        kids = children(s.proc.pid)
+        rc = s.stop(timeout=15)
+        err = s.stderr()
+        F.check("m0: the producer did not stop within 300 ms (it is inside its step); exiting anyway" in err,
+                f"prefork producer: named for missing the bound:\n{err[-600:]}")
+        F.check(rc == 1, f"prefork producer: exit 1 ({rc})")
+        F.check(wait_for(lambda: not any(alive(k) for k in kids), 10),
+                f"prefork producer: its workers are gone ({[k for k in kids if alive(k)]})")
+
+
+try:
+    ports_taken()
+    malformed_over_tcp()
+    second_sigterm()
+    prefork_producer_stuck()
+finally:
+    shutil.rmtree(TMP, ignore_errors=True)
+F.done()

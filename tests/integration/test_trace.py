@@ -181,8 +181,7 @@ def tracing_off():
     with Server("host_check", "--port", "0", "--blocking-threads", "1") as s:
         st, _ = get(s.port, "/instance", {"traceparent": TP})
         F.check(st == 200, f"{label}: GET /instance with traceparent -> 200 ({st})")
-        time.sleep(0.3)
-        rc = s.stop()
+        rc = s.stop()  # stderr is whole once the host has exited: no record may still be on its way
         err = s.stderr()
     recs, bad = records(err)
     F.check(not recs and not bad and TID not in err and '"kind"' not in err,
@@ -238,7 +237,6 @@ def traced_run(tracer, label):
         live = wait_for(lambda: (lambda t: t if t.count(TID) >= 4 else None)(tracer.stdout()), 3) or tracer.stdout()
         alive = s.proc.poll() is None
         F.check(alive, f"{label}: the host is still running while m0trace prints")
-        time.sleep(0.3)
         F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
     return live
 
@@ -254,8 +252,8 @@ def m0trace_live():
         F.check(lines and not bad and len(recs) == len(lines) and all(well_formed(r) for r in recs),
                 f"{label}: every stdout line is one trace record ({len(lines)} lines, {len(recs)} records, {bad[:2]})")
         the_four(recs, f"{label} (live)", by_time=True)
-        # Let the drain's records arrive, then stop.
-        time.sleep(0.3)
+        # Let the drain's records arrive (the coordinator takes STOPPED from loop.0 and the producer), then stop.
+        wait_for(lambda: len([r for r in records(t.stdout())[0] if r.get("kind") == "stopped" and r.get("dir") == "recv"]) >= 2, 5)
         rc = t.stop(signal.SIGINT)
         F.check(rc == 0, f"{label}: SIGINT -> m0trace exits 0 ({rc}): {t.stderr()}")
         total = len([l for l in t.stdout().splitlines() if l.strip()])
@@ -267,7 +265,7 @@ def m0trace_live():
     t = Tracer("--kind", "job")
     try:
         live = traced_run(t, label)
-        time.sleep(0.2)
+        wait_for(lambda: len([r for r in records(t.stdout())[0] if r.get("trace") == TID]) >= 2, 5)  # send and recv
         rc = t.stop(signal.SIGTERM)
         out = t.stdout()
         recs, bad = records(out)
@@ -285,7 +283,7 @@ def m0trace_live():
     t = Tracer("--actor", "pool.0.0")
     try:
         traced_run(t, label)
-        time.sleep(0.2)
+        wait_for(lambda: {"job", "result", "ready"} <= {r.get("kind") for r in records(t.stdout())[0]}, 5)
         rc = t.stop(signal.SIGTERM)
         recs, _ = records(t.stdout())
         F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc})")

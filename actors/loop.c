@@ -99,10 +99,19 @@ static void loop_on_listen(uv_poll_t *p, int status, int events) {
     }
     int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE)
-        fprintf(stderr, "m0: loop.%d: out of descriptors; connections wait in the backlog\n", l->index);
+      /* Out of descriptors the listener stays readable: polled on, the loop
+       * spun and wrote this line a million times a second. It waits instead
+       * for one of its connections to close or its next sweep, and says so
+       * once until an accept succeeds again. */
+      if (errno == EMFILE || errno == ENFILE) {
+        if (!l->fd_starved)
+          fprintf(stderr, "m0: loop.%d: out of descriptors; connections wait in the backlog\n", l->index);
+        l->fd_starved = true;
+        loop_poll_listener(l, false);
+      }
       return; /* EAGAIN: another loop won it, or the backlog is empty */
     }
+    l->fd_starved = false;
     if (l->share) {
       int to = loop_pick(l, now);
       if (to != l->index && loop_hand(l, to, fd) == 0) {
@@ -141,6 +150,7 @@ static void loop_on_metrics(m0__http *h, m0_response *res) {
 static void loop_on_sweep(uv_timer_t *t) {
   m0__loop *l = t->data;
   m0__http_sweep(&l->http);
+  if (l->fd_starved && !l->stopping && l->http.nconns < l->ctx.capacity) loop_poll_listener(l, true); /* try again */
 }
 
 /* ---- the pool lane ---- */

@@ -369,15 +369,16 @@ def single(F):
 
 def heartbeat(F):
     label = "heartbeat"
-    with Server("host_check", "--port", "0", "--sse-heartbeat-ms", "200",
+    with Server("host_check", "--port", "0", "--sse-heartbeat-ms", "200", "--metrics-path", "/metrics",
                 env={"M0_HOSTCHECK_PERIOD_MS": "100000"}) as s:
         st = Stream(s.port, "/events")
         F.check(is_stream_head(st), f"{label}: GET /events is a stream ({st.status_line})")
-        # The producer's first step (beat 1) may land just after the stream opens (a loaded machine):
-        # the idle window starts after it.
-        time.sleep(0.2)
+        # The producer's first step (beat 1) may land just after the stream opens (a loaded machine): the idle
+        # window starts once the host has published it (m0_events_published), or once it arrived if later.
+        F.check(wait_for(lambda: (harness.metric(s.port, "m0_events_published") or 0) >= 1, 10),
+                f"{label}: the producer published its first beat")
         first = [f for f in st.frames if not f.comment]
-        t0 = max([st.t_head] + [f.t for f in first])
+        t0 = max([time.monotonic()] + [f.t for f in first])
         time.sleep(max(0.0, t0 + 1.2 - time.monotonic()))
         com = [f for f in st.comments() if t0 < f.t <= t0 + 1.2]
         real = [f for f in st.frames if not f.comment and (f.json() or {}).get("beat") != 1]

@@ -33,6 +33,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 import urllib.request
 
 from harness import Failures, Prefork, Server, alive, children, run, wait_for
@@ -61,7 +62,7 @@ def topology(names, mode, loops, ports):
     return path
 
 
-def taken(names, mode, loops, which, expect, extra=()):
+def taken(names, mode, loops, which, expect, extra=(), env=None):
     ports = {n: free_port() for n in names}
     holder = socket.socket()
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -69,7 +70,7 @@ def taken(names, mode, loops, which, expect, extra=()):
     holder.listen(1)
     try:
         path = topology(names, mode, loops, ports)
-        rc, _, err = run("host_check", "--port", "0", "--topology", path, *extra, timeout=30)
+        rc, _, err = run("host_check", "--port", "0", "--topology", path, *extra, env=env, timeout=60)
     finally:
         holder.close()
     label = f"{mode}, {which}'s port {ports[which]} taken"
@@ -86,13 +87,23 @@ def ports_taken():
                                             "m0: cannot start the producer\n"])
     taken(SINGLE, "single", 1, "loop.0", ["m0: loop.0 cannot open its mailbox at tcp://127.0.0.1:PORT\n",
                                           "m0: cannot open loop 0\n"])
-    # under prefork: run() waited for the supervisor; its workers must be gone too
-    before = set(p for p in os.listdir("/proc") if p.isdigit())
+    # under prefork: run() waited for the supervisor; its workers (found by a
+    # variable only this run's processes carry) must be gone too
+    tag = f"M0_TEST_TCPMB={os.getpid()}-{time.monotonic_ns()}"
     taken(PREFORK, "prefork", 2, "coordinator",
-          ["m0: cannot open the supervisor's mailbox at tcp://127.0.0.1:PORT\n"])
-    left = [int(p) for p in set(p for p in os.listdir("/proc") if p.isdigit()) - before
-            if alive(int(p)) and open(f"/proc/{p}/comm").read().strip() == "host_check"]
-    F.check(not left, f"prefork, supervisor's port taken: no worker left behind ({left})")
+          ["m0: cannot open the supervisor's mailbox at tcp://127.0.0.1:PORT\n"], env={tag.split("=")[0]: tag.split("=")[1]})
+    F.check(wait_for(lambda: not tagged(tag), 10), f"prefork, supervisor's port taken: no worker left behind ({tagged(tag)})")
+
+
+def tagged(tag):
+    pids = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and tag.encode() in open(f"/proc/{p}/environ", "rb").read().split(b"\0") and alive(int(p)):
+                pids.append(int(p))
+        except OSError:
+            pass
+    return pids
 
 
 class SPPeer:

@@ -100,7 +100,9 @@ def respawn_continuity():
         C = open_on(s, a_w, label)
         if C is None:
             return
-        F.check(C.wait_frames(5, 2), f"{label}: the new stream on worker {a_w} beats ({C.ids()})")
+        F.check(C.wait_frames(5, 5), f"{label}: the new stream on worker {a_w} beats ({C.ids()}; eof {C.eof}, "
+                                     f"error {C.error}, last frames {C.frames[-3:]}, the surviving stream "
+                                     f"{B.ids()[-3:]}, children {children(sup)}):\n{s.stderr()[-1500:]}")
         c_ids = C.ids()
         F.check(c_ids and c_ids[0] > before,
                 f"{label}: its ids are higher than any seen before the kill ({before}): {c_ids}")

@@ -220,8 +220,6 @@ static uint64_t pool_maybe_yield(m0__pool_thread *t, uint64_t since_ns, uint32_t
 
 static void *pool_main(void *arg) {
   m0__pool_thread *t = arg;
-  uint32_t my_id = M0__ACTOR_ID(M0__ROLE_POOL, (t->loop << 12) | t->index);
-  const m0__actor_desc *me = m0__topology_find(t->topo, my_id);
   const m0__actor_desc *lo = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_LOOP, t->loop));
   m0__actor *self = &t->self;
   m0__peer *coord = &t->coord, *loop = &t->loopp;
@@ -230,8 +228,10 @@ static void *pool_main(void *arg) {
   bool made = false;
   m0__outq out = {0}, resp = {0};
   m0__date date = {0};
-  if (m0__actor_open(self, me->id, me->url, t->trace) != 0 || m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0)
+  if (m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0) {
+    fprintf(stderr, "m0: pool.%d.%d cannot reach its coordinator at %s\n", t->loop, t->index, t->coord_url);
     goto out;
+  }
   self->inbox = &t->inbox; /* the loop's JOB and STOP */
   m0__peer_direct(loop, lo->id, t->loop_inbox);
   if (t->app->make) {
@@ -297,9 +297,23 @@ void m0__pool_hang_up(m0__pool_thread *t) { /* after the join: see m0__loop_rele
 
 void m0__pool_release(m0__pool_thread *t) { m0__actor_close(&t->self); }
 
+/* The mailbox is opened here, before the thread: a mailbox that cannot open
+ * (a tcp:// address another program holds) is the start's failure, named.
+ * Opened on the thread, its failure ended the thread without a word, and the
+ * coordinator waited at the barrier for its READY for ever. */
 int m0__pool_start(m0__pool_thread *t) {
+  const m0__actor_desc *me = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_POOL, (t->loop << 12) | t->index));
+  atomic_store(&t->exited, true); /* until its thread runs */
+  if (!me || m0__actor_open(&t->self, me->id, me->url, t->trace) != 0) {
+    fprintf(stderr, "m0: pool.%d.%d cannot open its mailbox at %s\n", t->loop, t->index, me ? me->url : "(no address)");
+    return M0__ETRANSPORT;
+  }
   atomic_store(&t->exited, false);
-  if (pthread_create(&t->thread, NULL, pool_main, t) != 0) return M0__ENOMEM;
+  if (pthread_create(&t->thread, NULL, pool_main, t) != 0) {
+    atomic_store(&t->exited, true);
+    m0__actor_close(&t->self);
+    return M0__ENOMEM;
+  }
   t->started = true;
   return 0;
 }

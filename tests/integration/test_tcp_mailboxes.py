@@ -5,11 +5,15 @@ Proves, with `host_check` and topology files whose every actor listens on
 tcp://127.0.0.1:PORT:
 - An address already taken by another program is a start that fails, exit 1,
   nothing served (no listening line), naming the actor and its address:
-  single mode with the coordinator's, the producer's or loop.0's port taken
+  single mode with the coordinator's, the producer's, loop.0's or pool.0.0's
+  port taken
   (`m0: cannot open the coordinator's mailbox at tcp://...`,
   `m0: the producer cannot open its mailbox at tcp://...` then
   `m0: cannot start the producer`, `m0: loop.0 cannot open its mailbox at
-  tcp://...` then `m0: cannot open loop 0`), and under prefork with the
+  tcp://...` then `m0: cannot open loop 0`, `m0: pool.0.0 cannot open its
+  mailbox at tcp://...` then `m0: cannot start pool thread 0.0`: a pool
+  thread's used to end its thread silently and the start hung at the
+  barrier for ever), and under prefork with the
   supervisor's port taken (`m0: cannot open the supervisor's mailbox at
   tcp://...`), no worker left behind.
 - A peer that is no m0 actor, speaking nng's SP protocol over TCP, sends
@@ -54,22 +58,22 @@ def free_port():
     return p
 
 
-def topology(names, mode, loops, ports):
+def topology(names, mode, loops, ports, pool=0):
     path = os.path.join(TMP, f"topo-{mode}-{len(os.listdir(TMP))}.json")
     with open(path, "w") as fh:
-        json.dump({"mode": mode, "loops": loops, "handler_threads": 0, "transport": "tcp",
+        json.dump({"mode": mode, "loops": loops, "handler_threads": pool, "transport": "tcp",
                    "actors": [{"name": n, "url": f"tcp://127.0.0.1:{ports[n]}"} for n in names]}, fh)
     return path
 
 
-def taken(names, mode, loops, which, expect, extra=(), env=None):
+def taken(names, mode, loops, which, expect, extra=(), env=None, pool=0):
     ports = {n: free_port() for n in names}
     holder = socket.socket()
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     holder.bind(("127.0.0.1", ports[which]))
     holder.listen(1)
     try:
-        path = topology(names, mode, loops, ports)
+        path = topology(names, mode, loops, ports, pool)
         rc, _, err = run("host_check", "--port", "0", "--topology", path, *extra, env=env, timeout=60)
     finally:
         holder.close()
@@ -87,6 +91,11 @@ def ports_taken():
                                             "m0: cannot start the producer\n"])
     taken(SINGLE, "single", 1, "loop.0", ["m0: loop.0 cannot open its mailbox at tcp://127.0.0.1:PORT\n",
                                           "m0: cannot open loop 0\n"])
+    # a pool thread's (it used to end its thread without a word, and the host
+    # waited at the barrier for its READY for ever)
+    taken(SINGLE + ["pool.0.0"], "single", 1, "pool.0.0",
+          ["m0: pool.0.0 cannot open its mailbox at tcp://127.0.0.1:PORT\n", "m0: cannot start pool thread 0.0\n"],
+          pool=1)
     # under prefork: run() waited for the supervisor; its workers (found by a
     # variable only this run's processes carry) must be gone too
     tag = f"M0_TEST_TCPMB={os.getpid()}-{time.monotonic_ns()}"

@@ -7,7 +7,7 @@
  * a path longer than its target, a parameter outside it) answered up to
  * where it breaks, and the thread serving on after it; a message of another
  * kind ignored, bytes that are no envelope in its mailbox refused; an empty
- * job; STOP ends it. And the loop's side: a RESULT cut short is refused. */
+ * job; STOP ends it; a mailbox address already taken fails the start. And the loop's side: a RESULT cut short is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -227,6 +227,26 @@ static void test_pool_make_refused(void **st) {
   assert_true(atomic_load(&g.t.said_stopped));
 }
 
+/* A mailbox address already taken: the start fails, no thread runs. */
+static void test_pool_mailbox_taken(void **st) {
+  m0__topology topo;
+  assert_int_equal(m0__topology_build(&topo, M0__MODE_SINGLE, 1, 1, M0__SCHEME_INPROC, "edges-pool-taken"), 0);
+  const m0__actor_desc *pd = m0__topology_find(&topo, M0__ACTOR_ID(M0__ROLE_POOL, 0));
+  m0__actor holder;
+  assert_int_equal(m0__actor_open(&holder, pd->id, pd->url, NULL), 0);
+  m0__inbox lb;
+  assert_int_equal(m0__inbox_init(&lb), 0);
+  m0__pool_thread t = {.loop = 0, .index = 0, .topo = &topo, .app = &app, .coord_id = M0__ACTOR_ID(M0__ROLE_COORD, 0),
+                       .coord_url = "inproc://edges-pool-taken-coord", .loop_inbox = &lb};
+  assert_int_equal(m0__pool_start(&t), M0__ETRANSPORT);
+  assert_false(t.started);
+  assert_true(atomic_load(&t.exited));
+  assert_false(t.self.open);
+  m0__inbox_fini(&lb);
+  m0__actor_close(&holder);
+  m0__topology_free(&topo);
+}
+
 static void ignore(void *arg, void *conn, const uint8_t *resp, size_t len) { ++*(int *)arg; }
 
 static void test_result_refusals(void **st) {
@@ -249,6 +269,7 @@ static void test_result_refusals(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_pool_jobs), cmocka_unit_test(test_pool_make_refused),
+                                     cmocka_unit_test(test_pool_mailbox_taken),
                                      cmocka_unit_test(test_result_refusals)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

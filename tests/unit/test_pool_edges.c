@@ -35,6 +35,10 @@ static int state_token;
 static void *make_ok(const m0_ctx *ctx, char *err, size_t n) { return &state_token; }
 static void *make_quiet_refusal(const m0_ctx *ctx, char *err, size_t n) { return NULL; }
 static const m0_app app = {.name = "edges", .make = make_ok, .routes = routes, .nroutes = 2};
+static void handle_all(void *st, const m0_request *req, m0_response *res) {
+  m0_respondf(res, 201, "text/plain", "handled %.*s", (int)req->path.n, req->path.p);
+}
+static const m0_app handler_app = {.name = "edges-handle", .handle = handle_all};
 static const m0_app refusing = {.name = "edges", .make = make_quiet_refusal, .routes = routes, .nroutes = 2};
 
 typedef struct rig {
@@ -193,6 +197,12 @@ static void test_pool_jobs(void **st) {
   assert_int_equal(job(&g, hc.buf, hc.len, &a), 1);     /* whole, answered */
   assert_int_equal(a.status[0], 200);
   free(hc.buf);
+  /* route -1 is the app's handle: this app has none, so 500 */
+  m0__batch nh = {0};
+  assert_int_equal(m0__batch_add(&nh, &c1, &r1, -1, false, false), 0);
+  assert_int_equal(job(&g, nh.buf, nh.len, &a), 1);
+  assert_int_equal(a.status[0], 500);
+  free(nh.buf);
   /* an empty job: an empty result */
   assert_int_equal(job(&g, NULL, 0, &a), 0);
   /* another kind on the lane, and bytes that are no envelope in its
@@ -215,6 +225,25 @@ static void test_pool_jobs(void **st) {
   assert_int_equal(m0__send(&g.loop, &g.to_pool, M0__K_STOP, 0, 0, NULL, 0), 0);
   rig_close(&g);
   assert_true(atomic_load(&g.t.said_stopped));
+}
+
+/* An app with handle instead of routes: route -1 runs it on the pool. */
+static void test_pool_handle(void **st) {
+  rig g;
+  rig_open(&g, &handler_app, "edges-pool-handle");
+  assert_int_equal(coord_hears(&g, NULL, 0), M0__K_READY);
+  int c1;
+  answers a;
+  m0__batch b = {0};
+  m0_request r = request("/any/thing?q=1", 10);
+  assert_int_equal(m0__batch_add(&b, &c1, &r, -1, false, false), 0);
+  assert_int_equal(job(&g, b.buf, b.len, &a), 1);
+  assert_ptr_equal(a.conn[0], &c1);
+  assert_int_equal(a.status[0], 201);
+  assert_string_equal(a.body[0], "handled /any/thing");
+  free(b.buf);
+  assert_int_equal(m0__send(&g.loop, &g.to_pool, M0__K_STOP, 0, 0, NULL, 0), 0);
+  rig_close(&g);
 }
 
 static void test_pool_make_refused(void **st) {
@@ -268,7 +297,7 @@ static void test_result_refusals(void **st) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_pool_jobs), cmocka_unit_test(test_pool_make_refused),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_pool_jobs), cmocka_unit_test(test_pool_handle), cmocka_unit_test(test_pool_make_refused),
                                      cmocka_unit_test(test_pool_mailbox_taken),
                                      cmocka_unit_test(test_result_refusals)};
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -115,7 +115,7 @@ static void longest_socket(const m0_config *cfg, char *name, size_t n) {
   char pool[64];
   snprintf(name, n, "loop.%ld.sock", last > 0 ? last : 0);
   snprintf(pool, sizeof pool, "pool.%ld.%ld.sock", last > 0 ? last : 0, b - 1);
-  if (ipc && b > 0 && strlen(pool) > strlen(name)) snprintf(name, n, "%s", pool);
+  if (ipc && b > 0) snprintf(name, n, "%s", pool); /* pool.L.J.sock is longer than loop.L.sock */
   if (ipc && strlen(name) < strlen("coordinator.sock")) snprintf(name, n, "coordinator.sock");
 }
 

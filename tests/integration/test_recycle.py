@@ -95,8 +95,14 @@ def recycle():
         done = wait_for(lambda: s.stderr().count(") recycled; starting a fresh one") >= RECYCLES or cl.bad
                         or s.proc.poll() is not None, 120, step=0.05)
         cl.stop()
-        # The last replacement said READY (its `respawned` line) before we look.
-        wait_for(lambda: s.stderr().count("respawned (pid") >= s.stderr().count(") recycled;"), 10)
+        # Every worker that reached its count (its `recycles after` line) has
+        # drained, been replaced and its replacement said READY (the
+        # `respawned` line) before we look: with the clients stopped, no
+        # other worker reaches its count meanwhile.
+        def settled():
+            e = s.stderr()
+            return e.count(" recycles after ") == e.count(") recycled;") == e.count("respawned (pid")
+        wait_for(settled, 20)
         err = s.stderr()
         SEEN.update(int(p) for p in re.findall(r"\(pid (\d+)\)", err))
         SEEN.discard(sup)

@@ -3,7 +3,8 @@ The barrier, Modes; docs/reference.md, Checks; docs/apps.md, host_check).
 
 Proves:
 - `M0_HOSTCHECK_LOOP_MAKE_FAILS=1 host_check --threads 2 --port 0` (loop 1's
-  make fails 300 ms late) exits 78 within 10 s, never prints `listening on`,
+  make is held by M0_HOSTCHECK_FAIL_GATE until the probe was sent and had a
+  second to be answered, then fails) exits 78 within 10 s, never prints `listening on`,
   names the failing make, and — the barrier itself — a client that connects to
   the already-bound listener (found through /proc, not the log) while loop 1
   is still inside its make gets NO answer: loop 0 took no connection. The
@@ -29,7 +30,7 @@ import tempfile
 import time
 
 import harness
-from harness import BIN, Failures, alive, run
+from harness import BIN, Failures, alive, run, wait_for
 
 F = Failures()
 QUIET_RE = re.compile(r"did not (finish its drain|stop)")
@@ -62,41 +63,69 @@ def listen_ports(pid):
     return ports
 
 
-def start_and_probe(app, args, env, probe_within=0.29, exit_within=10.0):
-    """Starts app; within probe_within s finds its listener through /proc and
-    sends GET /health on it. Returns (rc or None, stderr, seconds to exit,
-    probe) where probe is None (no listener seen) or the bytes the probe got
-    back before the connection closed (b"" = no answer)."""
+def recv_until(sock, deadline):
+    """What sock receives until it closes, a whole /health answer came, or
+    deadline passes."""
+    got = b""
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(4096)
+        except (socket.timeout, TimeoutError):
+            break
+        if not chunk:
+            break
+        got += chunk
+        if b"\r\n\r\n" in got and b'"status"' in got:
+            break
+    return got
+
+
+def start_and_probe(app, args, env, gate=False, exit_within=10.0):
+    """Starts app, finds its listener through /proc (within 10 s) and sends
+    GET /health on it. With gate, the late make (M0_HOSTCHECK_FAIL_GATE) is
+    held until the probe is sent and has had a second to be answered (a host
+    that serves before its barrier answers at once; a correct one never
+    does), then let fail. Returns (rc or None, stderr, seconds from the
+    gate's opening (or the start) to the exit, probe) where probe is None
+    (no listener seen) or the bytes the probe got back before the connection
+    closed (b"" = no answer)."""
     e = dict(os.environ)
     e.update(env)
+    gate_path = None
+    if gate:
+        gate_path = os.path.join(tempfile.mkdtemp(prefix="m0-gate-"), "open")
+        e["M0_HOSTCHECK_FAIL_GATE"] = gate_path
     err = harness.log_file()
     t0 = time.monotonic()
     proc = subprocess.Popen([os.path.join(BIN, app)] + args, stdout=subprocess.DEVNULL, stderr=err, env=e)
     probe = None
+
+    def open_gate():
+        nonlocal t0
+        if gate_path and not os.path.exists(gate_path):
+            open(gate_path, "w").close()
+            t0 = time.monotonic()
+
     try:
-        port = None
-        while time.monotonic() - t0 < probe_within and proc.poll() is None:
-            ps = listen_ports(proc.pid)
-            if ps:
-                port = ps[0]
-                break
-            time.sleep(0.002)
-        if port:
+        ports = []
+
+        def listening():
+            ports[:] = listen_ports(proc.pid)
+            return ports or proc.poll() is not None
+        wait_for(listening, 10)
+        if ports:
             probe = b""
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                with socket.create_connection(("127.0.0.1", ports[0]), timeout=2) as s:
                     s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-                    deadline = t0 + exit_within
-                    while time.monotonic() < deadline:
-                        s.settimeout(max(0.01, deadline - time.monotonic()))
-                        chunk = s.recv(4096)
-                        if not chunk:
-                            break
-                        probe += chunk
-                        if b"\r\n\r\n" in probe and b'"status"' in probe:
-                            break
+                    if gate_path:
+                        probe += recv_until(s, time.monotonic() + 1.0)
+                        open_gate()
+                    probe += recv_until(s, t0 + exit_within)
             except OSError:
-                pass  # refused / reset / timed out: no answer
+                pass  # refused / reset: no answer
+        open_gate()
         try:
             rc = proc.wait(timeout=max(0.1, exit_within - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired:
@@ -111,14 +140,7 @@ def start_and_probe(app, args, env, probe_within=0.29, exit_within=10.0):
 
 
 def check_failed_make(label, app, args, env, reason, probe=False):
-    rc, err, took, got = start_and_probe(app, args, env)
-    # The probe has ~300 ms (loop 1's make) to find the listener; a loaded
-    # machine can spend that starting the process. Try again (bounded) rather
-    # than judge the barrier on a probe that never ran.
-    for _ in range(4):
-        if not probe or got is not None:
-            break
-        rc, err, took, got = start_and_probe(app, args, env)
+    rc, err, took, got = start_and_probe(app, args, env, gate=probe)
     F.check(rc == 78, f"{label}: exits 78 within 10 s (rc {rc}, {took:.2f}s):\n{err}")
     F.check("listening on" not in err, f"{label}: never says `listening on`:\n{err}")
     F.check(reason in err, f"{label}: names the failing make ({reason!r}):\n{err}")
@@ -138,10 +160,7 @@ def check_failed_make(label, app, args, env, reason, probe=False):
 
 def barrier():
     # The control arm: the probe does see a served /health when nothing fails.
-    for _ in range(5):  # a loaded machine may need more than the probe window to start
-        rc, err, took, got = start_and_probe("host_check", ["--threads", "2", "--port", "0"], {}, exit_within=3.0)
-        if got is not None:
-            break
+    rc, err, took, got = start_and_probe("host_check", ["--threads", "2", "--port", "0"], {}, exit_within=3.0)
     F.check(got is not None and got.startswith(b"HTTP/1.1 200") and b'{"status":"ok"}' in got,
             f"control: the /proc probe is served by a healthy --threads 2 ({got!r})")
     F.check(rc is None, "control: a healthy host keeps serving (it was killed by the test)")

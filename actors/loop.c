@@ -198,9 +198,10 @@ static void loop_on_result(m0__loop *l, const m0__msg *m) {
     fprintf(stderr, "m0: loop.%d: a malformed result from pool.%d.%d\n", l->index, l->index, j);
 }
 
-/* After each pass's I/O: publish the loop's counters, mark the pass
- * (siblings skip a loop stuck in a long view) and send what the pass gave
- * the pool. */
+/* After each pass's I/O: publish the loop's counters, mark the pass unless
+ * a read already did (siblings skip a loop stuck in one pass: a read marks
+ * it before any view runs, http/conn.h) and send what the pass gave the
+ * pool. The mark is cleared when the loop is about to wait again. */
 static void loop_on_pass_begin(uv_check_t *c) {
   m0__loop *l = c->data;
   /* The page line others read (m0_stats, the dashboard): once per pass. */
@@ -216,8 +217,8 @@ static void loop_on_pass_begin(uv_check_t *c) {
     atomic_store(&ln->leaving, 1);
     loop_poll_listener(l, false);
   }
-  if (l->share)
-    atomic_store_explicit(&loop_line(l, l->index)->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
+  if (l->share && !atomic_load_explicit(&ln->pass_start_ms, memory_order_relaxed))
+    atomic_store_explicit(&ln->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
   if (l->npool) loop_flush_batches(l);
 }
 static void loop_on_pass_end(uv_prepare_t *p) {
@@ -436,6 +437,7 @@ static void *loop_main(void *arg) {
   }
   l->nloops = l->topo->loops;
   l->share = l->nloops > 1 && M0__CFG(c, accept_share) != 0;
+  if (l->share) l->http.busy_since = &loop_line(l, l->index)->pass_start_ms;
   int fd;
   if (m0__http_init(&l->http) != 0 || m0__actor_recv_fd(&l->self, &fd) != 0 ||
       uv_poll_init(&l->uv, &l->mail, fd) != 0 || (l->inbox.ready && uv_poll_init(&l->uv, &l->lane, l->inbox.efd) != 0) ||

@@ -475,6 +475,9 @@ static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
 
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   m0__conn *c = (m0__conn *)stream;
+  _Atomic uint64_t *busy = c->h->busy_since;
+  if (busy && !atomic_load_explicit(busy, memory_order_relaxed))
+    atomic_store_explicit(busy, uv_now(c->h->uv) | 1, memory_order_relaxed);
   if (nread == 0) return;
   if (nread < 0) {
     /* EOF: requests already read were answered; a half-read one cannot be.

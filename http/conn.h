@@ -26,6 +26,7 @@
 #ifndef M0_HTTP_CONN_H
 #define M0_HTTP_CONN_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -55,6 +56,11 @@ typedef struct m0__http {
   uint64_t drain_fresh_ms;
   long max_keepalive_requests;
   uint64_t heartbeat_ms; /* 0 = off */
+  /* Accept sharing: the loop's pass mark on the shared page (NULL without
+   * sharing). A read stamps it (loop ms | 1) unless it is set, so a loop
+   * inside a long view is seen by its siblings as stuck; the loop clears it
+   * before it waits again (actors/loop.c). */
+  _Atomic uint64_t *busy_since;
   bool access_log;
   bool draining;
   m0__date date;

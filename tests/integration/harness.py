@@ -56,7 +56,8 @@ class Server:
         self._out = log_file()
 
     def __enter__(self):
-        self.start()
+        if self.proc is None:  # a server started by hand (under a changed rlimit, say) is not started twice
+            self.start()
         return self
 
     def __exit__(self, *exc):

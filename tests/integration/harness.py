@@ -163,10 +163,11 @@ def socket_inodes(pid):
     return out
 
 
-def listens(pid, port):
-    """True while pid holds a socket listening on TCP `port` (state 0A in
-    /proc/net/tcp or tcp6): the kernel's view of whether its listener is open."""
+def listen_ports(pid):
+    """The TCP ports pid holds listening sockets on (state 0A in /proc/net/tcp
+    or tcp6): the kernel's view of its listeners, not the log's."""
     mine = socket_inodes(pid)
+    ports = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
@@ -175,9 +176,14 @@ def listens(pid, port):
             continue
         for row in rows:
             p = row.split()
-            if len(p) > 9 and p[3] == "0A" and p[9] in mine and int(p[1].rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
+            if len(p) > 9 and p[3] == "0A" and p[9] in mine:
+                ports.append(int(p[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def listens(pid, port):
+    """True while pid holds a socket listening on TCP `port`."""
+    return port in listen_ports(pid)
 
 
 def metric(port, name, timeout=5.0):

@@ -30,37 +30,10 @@ import tempfile
 import time
 
 import harness
-from harness import BIN, Failures, alive, run, wait_for
+from harness import BIN, Failures, alive, listen_ports, run, wait_for
 
 F = Failures()
 QUIET_RE = re.compile(r"did not (finish its drain|stop)")
-
-
-def listen_ports(pid):
-    """TCP ports in LISTEN state held by pid's descriptors (from /proc)."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                m = re.match(r"socket:\[(\d+)\]", os.readlink(f"/proc/{pid}/fd/{fd}"))
-            except OSError:
-                continue
-            if m:
-                inodes.add(m.group(1))
-    except OSError:
-        return []
-    ports = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            p = row.split()
-            if len(p) > 9 and p[3] == "0A" and p[9] in inodes:
-                ports.append(int(p[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 def recv_until(sock, deadline):

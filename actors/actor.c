@@ -10,7 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "actors/trace.h"
 
 int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {

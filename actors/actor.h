@@ -32,9 +32,7 @@
 
 #include "actors/envelope.h"
 #include "actors/kinds.h"
-#include "actors/nng_compat.h"
-
-#define M0__URL_MAX 256
+#include "base/nng_compat.h"
 
 typedef struct m0__tracer m0__tracer;
 

@@ -25,11 +25,11 @@
 #include <unistd.h>
 
 #include "actors/actor.h"
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "actors/loop.h"
 #include "actors/pool.h"
 #include "actors/producer.h"
-#include "actors/signals.h"
+#include "host/signals.h"
 #include "actors/trace.h"
 #include "transport/listen.h"
 #include "transport/page.h"

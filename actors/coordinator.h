@@ -6,7 +6,7 @@
 #ifndef M0_ACTORS_COORDINATOR_H
 #define M0_ACTORS_COORDINATOR_H
 
-#include "actors/config.h"
+#include "host/config.h"
 #include "transport/topology.h"
 
 typedef struct m0__proc {

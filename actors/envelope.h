@@ -14,6 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/ids.h"
+#include "base/num.h"
+
 #define M0__ENV_MAGIC 0x3145306du /* "m0E1" */
 #define M0__ENV_HEADER 44
 #define M0__ENV_MAX_PAYLOAD (16u << 20)
@@ -35,18 +38,5 @@ int m0__env_read(const uint8_t *buf, size_t n, m0__env *e, const uint8_t **paylo
 /* The header alone (a trace record carries one): 0 and the payload length it
  * states, or M0__EBADMSG (bad magic, unknown kind, length over the limit). */
 int m0__env_read_header(const uint8_t hdr[M0__ENV_HEADER], m0__env *e, uint32_t *len);
-
-/* Little-endian fields, shared by the envelope and the trace records. */
-void m0__le_put64(uint8_t *p, uint64_t v);
-uint64_t m0__le_get64(const uint8_t *p);
-
-/* Actor ids: the role in the top byte, an index below. */
-enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__ROLE_PRODUCER = 4,
-                M0__ROLE_EXTERNAL = 5, M0__ROLE_WORKER = 6 };
-#define M0__ACTOR_ID(role, index) (((uint32_t)(role) << 24) | ((uint32_t)(index) & 0xffffffu))
-#define M0__ACTOR_ROLE(id) ((int)((id) >> 24))
-#define M0__ACTOR_INDEX(id) ((int)((id) & 0xffffffu))
-/* "coordinator", "loop.3", "pool.1.2", "producer", "external.7", "worker.1" */
-void m0__actor_name(uint32_t id, char *out, size_t outlen);
 
 #endif

@@ -7,8 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "actors/errors.h"
-#include "actors/metrics.h"
+#include "base/errors.h"
+#include "host/metrics.h"
 #include "actors/publisher.h"
 #include "transport/handoff.h"
 
@@ -358,7 +358,7 @@ static int loop_open_pool(m0__loop *l) {
   l->batches = calloc((size_t)l->npool, sizeof *l->batches);
   if (!l->pool || !l->batches) return M0__ENOMEM;
   for (int j = 0; j < l->npool; j++) {
-    const m0__actor_desc *d = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_POOL, (l->index << 12) | j));
+    const m0__actor_desc *d = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_POOL, M0__POOL_INDEX(l->index, j)));
     m0__peer_direct(&l->pool[j], d->id, &l->pool_threads[j].inbox);
   }
   l->http.defer = loop_defer;

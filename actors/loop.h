@@ -31,7 +31,7 @@
 #include <uv.h>
 
 #include "actors/actor.h"
-#include "actors/config.h"
+#include "host/config.h"
 #include "actors/pool.h"
 #include "http/conn.h"
 #include "transport/page.h"

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "http/response.h"
 
 /* Job record: u64 conn, i32 route, u8 head, u8 close, u8 version_minor, u8 pad,
@@ -302,7 +302,7 @@ void m0__pool_release(m0__pool_thread *t) { m0__actor_close(&t->self); }
  * Opened on the thread, its failure ended the thread without a word, and the
  * coordinator waited at the barrier for its READY for ever. */
 int m0__pool_start(m0__pool_thread *t) {
-  const m0__actor_desc *me = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_POOL, (t->loop << 12) | t->index));
+  const m0__actor_desc *me = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_POOL, M0__POOL_INDEX(t->loop, t->index)));
   atomic_store(&t->exited, true); /* until its thread runs */
   if (!me || m0__actor_open(&t->self, me->id, me->url, t->trace) != 0) {
     fprintf(stderr, "m0: pool.%d.%d cannot open its mailbox at %s\n", t->loop, t->index, me ? me->url : "(no address)");

@@ -42,7 +42,7 @@
 #include <stdbool.h>
 
 #include "actors/actor.h"
-#include "actors/config.h"
+#include "host/config.h"
 #include "transport/topology.h"
 
 typedef struct m0__pool_thread {

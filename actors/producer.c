@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/errors.h"
+#include "base/errors.h"
 
 #define PRODUCER_SLICE_MS 50
 

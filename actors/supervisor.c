@@ -33,9 +33,9 @@
 #include <unistd.h>
 
 #include "actors/actor.h"
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "actors/producer.h"
-#include "actors/signals.h"
+#include "host/signals.h"
 #include "actors/trace.h"
 #include "transport/handoff.h"
 #include "transport/listen.h"

@@ -2,7 +2,7 @@
 #ifndef M0_ACTORS_SUPERVISOR_H
 #define M0_ACTORS_SUPERVISOR_H
 
-#include "actors/config.h"
+#include "host/config.h"
 
 /* Spawns --workers processes and keeps them alive until SIGTERM/SIGINT.
  * listen_fd: systemd's listener, or -1 to bind. Returns the exit code. */

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "actors/kinds.h"
-#include "actors/nng_compat.h"
-#include "http/response.h"
+#include "base/nng_compat.h"
+#include "base/num.h"
 
 /* "-": JSON lines on stderr, each written at once. An nng URL: binary
  * records on a push socket dialed to it (m0trace listens there and prints

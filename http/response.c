@@ -1,4 +1,5 @@
 #include "http/response.h"
+#include "base/num.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -141,14 +142,6 @@ int m0_response_header(m0_response *res, const char *name, const char *value) {
 static char *resp_put(char *p, const char *s, size_t n) {
   memcpy(p, s, n);
   return p + n;
-}
-
-char *m0__put_uint(char *p, uint64_t v) {
-  char tmp[24];
-  int k = 0;
-  do tmp[k++] = (char)('0' + v % 10); while ((v /= 10));
-  while (k) *p++ = tmp[--k];
-  return p;
 }
 
 #define PUT_LIT(p, s) resp_put(p, s, sizeof(s) - 1)

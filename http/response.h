@@ -67,11 +67,6 @@ typedef struct m0__trace_id {
 } m0__trace_id;
 extern _Thread_local m0__trace_id m0__current_trace;
 
-/* Writes v in decimal at p (no NUL) and returns the end: the response head,
- * and wherever else text is built by hand on a hot path (trace lines, actor
- * names), where snprintf costs thousands of instructions. */
-char *m0__put_uint(char *p, uint64_t v);
-
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
 const char *m0__status_reason(int status);

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "actors/errors.h"
+#include "base/errors.h"
 
 _Static_assert(sizeof(m0__page_head) == 64, "page head is one line");
 _Static_assert(sizeof(m0__loop_line) == 128, "a loop's line is two cache lines");

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/errors.h"
+#include "base/errors.h"
 
 int m0__rundir_open(m0__rundir *d, const char *given, char *err, size_t errlen) {
   memset(d, 0, sizeof *d);

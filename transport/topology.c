@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/errors.h"
+#include "base/errors.h"
 
 const char *m0__mode_name(m0__mode m) {
   return m == M0__MODE_THREADS ? "threads" : m == M0__MODE_PREFORK ? "prefork" : "single";
@@ -46,7 +46,7 @@ int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__
   for (int l = 0; l < loops; l++) t->actors[t->nactors++].id = M0__ACTOR_ID(M0__ROLE_LOOP, l);
   for (int l = 0; l < loops; l++)
     for (int j = 0; j < pool; j++)
-      t->actors[t->nactors++].id = M0__ACTOR_ID(M0__ROLE_POOL, (l << 12) | j);
+      t->actors[t->nactors++].id = M0__ACTOR_ID(M0__ROLE_POOL, M0__POOL_INDEX(l, j));
   for (int k = 0; k < t->nactors; k++) {
     m0__actor_desc *a = &t->actors[k];
     m0__actor_name(a->id, a->name, sizeof a->name);

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "actors/actor.h"
+#include "base/ids.h"
 
 typedef enum m0__mode { M0__MODE_SINGLE, M0__MODE_THREADS, M0__MODE_PREFORK } m0__mode;
 typedef enum m0__scheme { M0__SCHEME_INPROC, M0__SCHEME_IPC, M0__SCHEME_TCP } m0__scheme;

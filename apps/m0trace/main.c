@@ -25,7 +25,7 @@
 
 #include "actors/envelope.h"
 #include "actors/kinds.h"
-#include "actors/nng_compat.h"
+#include "base/nng_compat.h"
 #include "actors/trace.h"
 
 static volatile sig_atomic_t trace_stop;

@@ -31,7 +31,7 @@ static size_t fz_out_len;
 
 static void fz_closed(m0__http *h) { uv_stop(h->uv); }
 
-/* Every m0 process ignores SIGPIPE (actors/signals.c); the harness must too:
+/* Every m0 process ignores SIGPIPE (host/signals.c); the harness must too:
  * its own write into a socketpair the connection already closed would kill
  * the run otherwise (a finding of the long run, not of m0). */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

@@ -24,7 +24,7 @@
 #include <nng/protocol/pipeline0/push.h>
 
 #include "actors/actor.h"
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "actors/producer.h"
 #include "actors/publisher.h"
 #include "transport/page.h"

@@ -21,7 +21,7 @@
 #include "actors/producer.h"
 #include "actors/publisher.h"
 #include "transport/page.h"
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "transport/rundir.h"
 #include "transport/topology.h"
 

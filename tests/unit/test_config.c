@@ -1,7 +1,7 @@
 /* The configuration as its readers rely on it (docs/reference.md: Reading the
  * command line, Flags and variables, Checks, The doctor; docs/topology.md):
  * m0__config_load's flags, variables and their refusals; every check of
- * actors/checks.c refusing what it should and passing what it should; the
+ * host/checks.c refusing what it should and passing what it should; the
  * topology file reader's refusals, each naming the file, the line and the
  * key; the doctor's JSON; m0_serve's exit codes without a server. */
 #include <setjmp.h>
@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "actors/checks.h"
-#include "actors/config.h"
+#include "host/checks.h"
+#include "host/config.h"
 #include "actors/trace.h"
 
 extern char **environ;

@@ -21,7 +21,7 @@
 #include <nng/protocol/pipeline0/push.h>
 
 #include "actors/actor.h"
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "actors/pool.h"
 #include "m0/m0.h"
 #include "transport/topology.h"

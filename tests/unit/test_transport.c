@@ -25,7 +25,7 @@
 #include <linux/netlink.h>
 #include <unistd.h>
 
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "transport/handoff.h"
 #include "transport/listen.h"
 #include "transport/page.h"

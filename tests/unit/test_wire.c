@@ -22,10 +22,10 @@
 #include <nng/protocol/pipeline0/pull.h>
 
 #include "actors/envelope.h"
-#include "actors/errors.h"
+#include "base/errors.h"
 #include "actors/kinds.h"
-#include "actors/nng_compat.h"
-#include "actors/signals.h"
+#include "base/nng_compat.h"
+#include "host/signals.h"
 #include "actors/trace.h"
 
 static bool has(const char *hay, const char *needle) {

@@ -1,4 +1,4 @@
-#include "actors/checks.h"
+#include "host/checks.h"
 
 #include <errno.h>
 #include <nng/nng.h>

@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "actors/checks.h"
-#include "actors/config.h"
+#include "host/checks.h"
+#include "host/config.h"
 #include "transport/topology.h"
 
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);

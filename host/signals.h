@@ -2,8 +2,8 @@
  * the coordinator (or supervisor) polls the read end beside its mailbox. So
  * nothing but that one thread reacts to a signal, and the process behaves the
  * same as PID 1 (a handler is installed, so the signal is delivered). */
-#ifndef M0_ACTORS_SIGNALS_H
-#define M0_ACTORS_SIGNALS_H
+#ifndef M0_HOST_SIGNALS_H
+#define M0_HOST_SIGNALS_H
 
 #include <stdbool.h>
 

@@ -15,10 +15,10 @@
  * and those URLs are the ones served (<pid> and <run-dir> are filled in).
  * docs/topology.md is the annotated schema.
  */
-#ifndef M0_ACTORS_TOPOFILE_H
-#define M0_ACTORS_TOPOFILE_H
+#ifndef M0_HOST_TOPOFILE_H
+#define M0_HOST_TOPOFILE_H
 
-#include "actors/config.h"
+#include "host/config.h"
 
 /* Applies the file named by cfg's topology option, if any. */
 void m0__topofile_apply(m0_config *cfg);

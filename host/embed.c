@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/checks.h"
-#include "actors/config.h"
+#include "host/checks.h"
+#include "host/config.h"
 #include "actors/coordinator.h"
 
 struct m0_host {

@@ -1,6 +1,6 @@
 /* The one list of m0's internal error codes. Each is negative; 0 is success. */
-#ifndef M0_ACTORS_ERRORS_H
-#define M0_ACTORS_ERRORS_H
+#ifndef M0_BASE_ERRORS_H
+#define M0_BASE_ERRORS_H
 
 #define M0__ERRORS(X)                                              \
   X(NOMEM, "out of memory")                                        \

@@ -1,8 +1,8 @@
-#include "actors/config.h"
+#include "host/config.h"
 
 #include <sys/socket.h>
 
-#include "actors/topofile.h"
+#include "host/topofile.h"
 #include "transport/listen.h"
 
 #include <errno.h>

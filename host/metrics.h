@@ -2,8 +2,8 @@
  * (so any loop answers for the whole topology), the bus's refusals, the
  * supervisor's respawns, and nng's own statistics for this process. Answered
  * on the loop, never queued to a pool. */
-#ifndef M0_ACTORS_METRICS_H
-#define M0_ACTORS_METRICS_H
+#ifndef M0_HOST_METRICS_H
+#define M0_HOST_METRICS_H
 
 #include "http/response.h"
 #include "transport/page.h"

@@ -1,4 +1,4 @@
-#include "actors/topofile.h"
+#include "host/topofile.h"
 
 #include <errno.h>
 #include <jansson.h>

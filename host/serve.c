@@ -7,10 +7,11 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <nng/nng.h>
 #include <uv.h>
 
-#include "actors/checks.h"
-#include "actors/config.h"
+#include "host/checks.h"
+#include "host/config.h"
 #include "actors/coordinator.h"
 #include "actors/supervisor.h"
 #include "transport/systemd.h"

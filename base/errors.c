@@ -1,4 +1,4 @@
-#include "actors/errors.h"
+#include "base/errors.h"
 
 const char *m0__strerror(int err) {
   switch (err) {

@@ -1,12 +1,12 @@
 /* The one ordered list of checks, read by m0_serve and by the doctor, so the
  * doctor can never report as served what the server refuses. The first
  * failure is the refusal: `m0: <detail> (<fix>)` and exit 78. */
-#ifndef M0_ACTORS_CHECKS_H
-#define M0_ACTORS_CHECKS_H
+#ifndef M0_HOST_CHECKS_H
+#define M0_HOST_CHECKS_H
 
 #include <stdbool.h>
 
-#include "actors/config.h"
+#include "host/config.h"
 #include "m0/m0.h"
 
 #define M0__CHECKS(X)                                  \

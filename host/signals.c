@@ -1,4 +1,4 @@
-#include "actors/signals.h"
+#include "host/signals.h"
 
 #include <errno.h>
 #include <fcntl.h>

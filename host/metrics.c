@@ -1,4 +1,4 @@
-#include "actors/metrics.h"
+#include "host/metrics.h"
 
 #include <nng/nng.h>
 #include <stdarg.h>

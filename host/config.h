@@ -3,8 +3,8 @@
  * default. A command line that cannot be read is a usage error (exit 2); a
  * variable that cannot be read is kept as an error for the `environment`
  * check (exit 78) and never silently replaced by the default. */
-#ifndef M0_ACTORS_CONFIG_H
-#define M0_ACTORS_CONFIG_H
+#ifndef M0_HOST_CONFIG_H
+#define M0_HOST_CONFIG_H
 
 #include <stdbool.h>
 #include <stdio.h>

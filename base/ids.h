@@ -1,0 +1,22 @@
+/* Actor ids and names, and the limits every layer shares. An id is a role in
+ * its top byte and an index below; the topology (transport/) gives each id a
+ * URL, the runtime (actors/) stamps ids on envelopes, m0trace prints names. */
+#ifndef M0_BASE_IDS_H
+#define M0_BASE_IDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define M0__URL_MAX 256 /* an actor's URL, NUL included */
+
+enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__ROLE_PRODUCER = 4,
+                M0__ROLE_EXTERNAL = 5, M0__ROLE_WORKER = 6 };
+#define M0__ACTOR_ID(role, index) (((uint32_t)(role) << 24) | ((uint32_t)(index) & 0xffffffu))
+#define M0__ACTOR_ROLE(id) ((int)((id) >> 24))
+#define M0__ACTOR_INDEX(id) ((int)((id) & 0xffffffu))
+/* A pool thread's index: its loop in the upper bits, its own below. */
+#define M0__POOL_INDEX(loop, j) (((loop) << 12) | (j))
+/* "coordinator", "loop.3", "pool.1.2", "producer", "external.7", "worker.1" */
+void m0__actor_name(uint32_t id, char *out, size_t outlen);
+
+#endif

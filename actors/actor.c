@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "base/errors.h"
@@ -44,84 +43,6 @@ int m0__actor_recv_fd(m0__actor *a, int *fd) {
   }
   *fd = a->recv_fd;
   return 0;
-}
-
-int m0__inbox_init(m0__inbox *b) {
-  memset(b, 0, sizeof *b);
-  b->cap = 8;
-  b->q = malloc(b->cap * sizeof *b->q);
-  b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (!b->q || b->efd < 0) {
-    free(b->q);
-    if (b->efd >= 0) close(b->efd);
-    return M0__ENOMEM;
-  }
-  pthread_mutex_init(&b->mu, NULL);
-  b->ready = true;
-  return 0;
-}
-
-void m0__inbox_fini(m0__inbox *b) {
-  if (!b->ready) return;
-  for (size_t i = 0; i < b->n; i++) nng_msg_free(b->q[(b->head + i) % b->cap]);
-  free(b->q);
-  close(b->efd);
-  pthread_mutex_destroy(&b->mu);
-  b->ready = false;
-}
-
-/* The eventfd is written when the ring goes from empty to not empty and
- * read back when a take leaves it empty, so it is readable while there is
- * something to take: one wake per batch of messages, however many the
- * sender adds before the receiver runs, and no system call for a look into
- * an empty ring.
- * The write comes after the unlock. Written under the mutex, it woke the
- * receiver (the loop) while the sender still held the lock: the loop, which
- * preempts a pool thread at once, then blocked on that lock until the
- * preempted sender got the CPU back, which on a busy CPU is the next tick
- * (~4 ms at HZ=250: bench/run_pool, "pinned").
- * So a write can land after the receiver has emptied the ring. `unwoken`
- * counts the writes decided and not yet read back (eventfd adds them up): a
- * take that finds the ring empty while some are outstanding reads again,
- * and a wake that finds nothing clears itself. No wake is lost: every put
- * that makes the ring not empty writes after the read that emptied it. */
-static int inbox_put(m0__inbox *b, nng_msg *m) {
-  pthread_mutex_lock(&b->mu);
-  if (b->n == b->cap) {
-    nng_msg **q = malloc(2 * b->cap * sizeof *q);
-    if (!q) {
-      pthread_mutex_unlock(&b->mu);
-      return M0__ENOMEM;
-    }
-    for (size_t i = 0; i < b->n; i++) q[i] = b->q[(b->head + i) % b->cap];
-    free(b->q);
-    b->q = q;
-    b->head = 0;
-    b->cap *= 2;
-  }
-  b->q[(b->head + b->n++) % b->cap] = m;
-  bool wake = b->n == 1;
-  b->unwoken += wake;
-  pthread_mutex_unlock(&b->mu);
-  if (wake) {
-    uint64_t one = 1;
-    (void)!write(b->efd, &one, sizeof one);
-  }
-  return 0;
-}
-
-static nng_msg *inbox_take(m0__inbox *b) {
-  nng_msg *m = NULL;
-  pthread_mutex_lock(&b->mu);
-  if (b->n) {
-    m = b->q[b->head];
-    b->head = (b->head + 1) % b->cap;
-    b->n--;
-  }
-  uint64_t v;
-  if (b->n == 0 && b->unwoken && read(b->efd, &v, sizeof v) == sizeof v) b->unwoken -= v;
-  pthread_mutex_unlock(&b->mu);
-  return m;
 }
 
 int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms) {
@@ -171,28 +92,52 @@ void m0__peer_close(m0__peer *p) {
   } while (0)
 #endif
 
+int m0__msg_new(nng_msg **m, size_t reserve) {
+  if (reserve > M0__ENV_MAX_PAYLOAD) reserve = M0__ENV_MAX_PAYLOAD;
+  if (nng_msg_alloc(m, M0__ENV_HEADER) != 0) return M0__ENOMEM;
+  if (reserve && nng_msg_reserve(*m, M0__ENV_HEADER + reserve) != 0) {
+    nng_msg_free(*m);
+    return M0__ENOMEM;
+  }
+  return 0;
+}
+
+int m0__msg_append(nng_msg *m, const void *p, size_t n) {
+  size_t len = nng_msg_len(m), cap = nng_msg_capacity(m);
+  if (n > cap - len) { /* nng grows a body to the exact size asked: double instead */
+    size_t want = cap ? 2 * cap : 4096;
+    while (want < len + n) want *= 2;
+    if (nng_msg_reserve(m, want) != 0) return M0__ENOMEM;
+  }
+  return nng_msg_append(m, p, n) == 0 ? 0 : M0__ENOMEM;
+}
+
+uint8_t *m0__msg_payload(nng_msg *m) { return (uint8_t *)nng_msg_body(m) + M0__ENV_HEADER; }
+size_t m0__msg_payload_len(nng_msg *m) { return nng_msg_len(m) - M0__ENV_HEADER; }
+
+int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo, nng_msg *m) {
+  size_t len = nng_msg_len(m) - M0__ENV_HEADER;
+  if (len > M0__ENV_MAX_PAYLOAD) return M0__ETOOBIG;
+  m0__env e = {.kind = (uint16_t)kind, .from = self->id, .to = to->id, .seq = ++self->seq,
+               .trace_hi = trace_hi, .trace_lo = trace_lo};
+  m0__env_write(nng_msg_body(m), &e, (uint32_t)len);
+  /* Traced before the hand-over, so a send's record never follows its
+   * receipt's (once handed over, the message may be the receiver's). */
+  TRACE_HOOK(self, false, &e, len);
+  int rv = to->direct ? m0__inbox_put(to->direct, m) : nng_sendmsg(to->sock, m, 0);
+  if (rv == 0 || to->direct) return rv;
+  return rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT : rv == NNG_ECLOSED ? M0__ECLOSED : M0__ETRANSPORT;
+}
+
 int m0__send(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo,
              const void *payload, size_t len) {
   if (len > M0__ENV_MAX_PAYLOAD) return M0__ETOOBIG;
   nng_msg *m;
-  if (nng_msg_alloc(&m, M0__ENV_HEADER + len) != 0) return M0__ENOMEM;
-  m0__env e = {.kind = (uint16_t)kind, .from = self->id, .to = to->id, .seq = ++self->seq,
-               .trace_hi = trace_hi, .trace_lo = trace_lo};
-  uint8_t *body = nng_msg_body(m);
-  m0__env_write(body, &e, (uint32_t)len);
-  if (len) memcpy(body + M0__ENV_HEADER, payload, len);
-  TRACE_HOOK(self, false, &e, len);
-  if (to->direct) {
-    if (inbox_put(to->direct, m) == 0) return 0;
-    nng_msg_free(m);
-    return M0__ENOMEM;
-  }
-  int rv = nng_sendmsg(to->sock, m, 0);
-  if (rv != 0) {
-    nng_msg_free(m);
-    return rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT : rv == NNG_ECLOSED ? M0__ECLOSED : M0__ETRANSPORT;
-  }
-  return 0;
+  if (m0__msg_new(&m, len) != 0) return M0__ENOMEM;
+  int rv = len ? m0__msg_append(m, payload, len) : 0;
+  if (rv == 0) rv = m0__send_msg(self, to, kind, trace_hi, trace_lo, m);
+  if (rv != 0) nng_msg_free(m);
+  return rv;
 }
 
 /* nng's non-blocking receive, its errors as ours. */
@@ -212,7 +157,7 @@ static int recv_mailbox(m0__actor *self, nng_msg **m, int flags) {
  * only deadlines strictly in the past: see ARCHITECTURE.md, "nng's timers
  * and redials"). */
 static int recv_any(m0__actor *self, nng_msg **m, bool wait) {
-  if (self->inbox && (*m = inbox_take(self->inbox))) return 0;
+  if (self->inbox && (*m = m0__inbox_take(self->inbox))) return 0;
   if (!wait) return recv_mailbox(self, m, NNG_FLAG_NONBLOCK);
   int fd;
   nng_duration ms = -1;
@@ -224,7 +169,7 @@ static int recv_any(m0__actor *self, nng_msg **m, bool wait) {
     if (rv < 0 && errno == EINTR) continue;
     if (rv < 0) return M0__ETRANSPORT;
     if (rv == 0) return M0__ETIMEDOUT;
-    if (self->inbox && (*m = inbox_take(self->inbox))) return 0;
+    if (self->inbox && (*m = m0__inbox_take(self->inbox))) return 0;
     if (pf[0].revents && (rv = recv_mailbox(self, m, NNG_FLAG_NONBLOCK)) != M0__ETIMEDOUT) return rv;
   }
 }
@@ -233,7 +178,7 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   nng_msg *m = NULL;
   int rv;
   if (how == M0__RECV_INBOX) {
-    if (!self->inbox || !(m = inbox_take(self->inbox))) return M0__ETIMEDOUT;
+    if (!self->inbox || !(m = m0__inbox_take(self->inbox))) return M0__ETIMEDOUT;
   } else if ((rv = recv_any(self, &m, how == M0__RECV_WAIT)) != 0) {
     return rv;
   }

@@ -11,15 +11,6 @@
  *   under uv_poll) and drains it with non-blocking receives; a thread actor
  *   may block in m0__recv.
  * - Thread safety: an actor and its peers belong to one thread.
- * - A direct inbox (m0__inbox) carries messages between two actors of one
- *   process, both on inproc:// URLs, without nng's sockets: the same
- *   envelope in the same nng message, traced the same way, handed over under
- *   a mutex with one eventfd wake when the queue goes from empty to not
- *   empty. An nng inproc message passes through nng's task threads: on the
- *   pool lane that was ~8 context switches per JOB/RESULT round trip and
- *   half of its CPU (bench/run_pool); the inbox makes it two. The receiver
- *   reads its inbox and its mailbox alike, so anything else (an embedding
- *   program, m0pub, the coordinator) still reaches it through nng.
  */
 #ifndef M0_ACTORS_ACTOR_H
 #define M0_ACTORS_ACTOR_H
@@ -31,19 +22,11 @@
 #include <stdint.h>
 
 #include "actors/envelope.h"
+#include "actors/inbox.h"
 #include "actors/kinds.h"
 #include "base/nng_compat.h"
 
 typedef struct m0__tracer m0__tracer;
-
-typedef struct m0__inbox {
-  pthread_mutex_t mu;
-  nng_msg **q; /* a ring of cap, n from head */
-  size_t head, n, cap;
-  uint64_t unwoken; /* wakes written (or about to be) and not read back */
-  int efd;          /* an eventfd, readable while the ring holds a message */
-  bool ready;
-} m0__inbox;
 
 typedef struct m0__actor {
   uint32_t id;
@@ -79,11 +62,6 @@ int m0__actor_listen_also(m0__actor *a, const char *url);
 /* The descriptor that is readable when the mailbox holds a message. */
 int m0__actor_recv_fd(m0__actor *a, int *fd);
 
-/* A direct inbox, made and freed by whoever outlives both ends (the
- * coordinator); fini frees the messages nobody received. */
-int m0__inbox_init(m0__inbox *b);
-void m0__inbox_fini(m0__inbox *b);
-
 /* Dials a peer, whose mailbox should be open already (see actor.c: a
  * redial against an absent listener costs CPU). One that is not up yet is
  * dialed in the background and the first send waits for it (up to the send
@@ -95,8 +73,27 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
 void m0__peer_direct(m0__peer *p, uint32_t id, m0__inbox *to);
 void m0__peer_close(m0__peer *p);
 
-/* Sends one message from `self` to `to`. Returns 0 (the message is queued to
- * the peer) or a negative m0__err; on failure nothing was sent. */
+/* A message is built where it is sent: in an nng message whose body begins
+ * with room for the envelope header (written by the send), the payload
+ * appended after it. So a JOB, a RESULT or a FRAME is written once, never
+ * copied into a message afterwards.
+ * m0__msg_new: a message with an empty payload and room for `reserve` bytes
+ * of it. 0, or M0__ENOMEM. */
+int m0__msg_new(nng_msg **m, size_t reserve);
+/* Appends to the payload, growing by doubling. 0, or M0__ENOMEM (nothing
+ * appended). */
+int m0__msg_append(nng_msg *m, const void *p, size_t n);
+/* The payload so far (after the header space) and its length. */
+uint8_t *m0__msg_payload(nng_msg *m);
+size_t m0__msg_payload_len(nng_msg *m);
+
+/* Sends m from `self` to `to`, with nng_sendmsg's ownership: on 0 the
+ * message is no longer the caller's (it is queued to the peer, or in the
+ * receiver's inbox); on failure (a negative m0__err) it is still the
+ * caller's, unchanged but for its header, to free or to send again. */
+int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo, nng_msg *m);
+/* A small message from bytes (control messages, a hand-off's descriptor):
+ * built and sent by m0__send_msg; nothing to free either way. */
 int m0__send(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo,
              const void *payload, size_t len);
 /* How m0__recv takes a message: from the inbox first, then the mailbox. */

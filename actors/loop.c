@@ -174,10 +174,10 @@ static void loop_flush_batches(m0__loop *l) {
   for (int j = 0; j < l->npool; j++) {
     m0__batch *b = &l->batches[j];
     if (b->inflight || b->count == 0) continue;
-    if (m0__send(&l->self, &l->pool[j], M0__K_JOB, b->trace_hi, b->trace_lo, b->buf, b->len) != 0)
-      continue; /* next pass */
+    if (m0__send_msg(&l->self, &l->pool[j], M0__K_JOB, b->trace_hi, b->trace_lo, b->msg) != 0)
+      continue; /* still ours: next pass */
+    b->msg = NULL; /* the pool thread's now */
     b->inflight = true;
-    b->len = 0;
     b->count = 0;
     b->trace_hi = b->trace_lo = 0;
   }
@@ -367,7 +367,7 @@ static int loop_open_pool(m0__loop *l) {
 
 static void loop_close_pool(m0__loop *l) {
   for (int j = 0; l->pool && j < l->npool; j++) m0__peer_close(&l->pool[j]);
-  for (int j = 0; l->batches && j < l->npool; j++) free(l->batches[j].buf);
+  for (int j = 0; l->batches && j < l->npool; j++) m0__batch_fini(&l->batches[j]);
   free(l->pool);
   free(l->batches);
   l->pool = NULL;

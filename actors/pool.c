@@ -25,26 +25,17 @@ typedef struct job_head {
   uint16_t nheaders, nparams;
 } job_head;
 
-static int batch_put(m0__batch *b, const void *p, size_t n) {
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n) cap *= 2;
-    uint8_t *nb = realloc(b->buf, cap);
-    if (!nb) return -1;
-    b->buf = nb;
-    b->cap = cap;
-  }
-  memcpy(b->buf + b->len, p, n);
-  b->len += n;
-  return 0;
-}
+/* The batch is the JOB message itself: records are appended to its payload
+ * as requests are parsed, and the message is sent as it stands. */
+static int batch_put(m0__batch *b, const void *p, size_t n) { return m0__msg_append(b->msg, p, n); }
 
 int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close) {
-  if (b->len == 0) {
+  if (!b->msg) {
     uint32_t zero = 0;
+    if (m0__msg_new(&b->msg, 4096) != 0) return -1;
     if (batch_put(b, &zero, 4)) return -1;
   }
-  size_t mark = b->len;
+  size_t mark = nng_msg_len(b->msg);
   job_head h = {(uint64_t)(uintptr_t)conn, route, head, close, (uint8_t)req->version_minor, 0,
                 req->trace_hi, req->trace_lo, (uint32_t)req->method.n, (uint32_t)req->target.n,
                 (uint32_t)req->path.n, (uint32_t)req->body.n, (uint16_t)req->nheaders, (uint16_t)req->nparams};
@@ -61,16 +52,21 @@ int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bo
   }
   if (!rv && req->body.n) rv = batch_put(b, req->body.p, req->body.n);
   if (rv) {
-    b->len = mark;
+    nng_msg_chop(b->msg, nng_msg_len(b->msg) - mark);
     return -1;
   }
   b->count++;
-  memcpy(b->buf, &b->count, 4);
+  memcpy(m0__msg_payload(b->msg), &b->count, 4);
   if (!b->trace_hi && !b->trace_lo) {
     b->trace_hi = req->trace_hi;
     b->trace_lo = req->trace_lo;
   }
   return 0;
+}
+
+void m0__batch_fini(m0__batch *b) {
+  if (b->msg) nng_msg_free(b->msg);
+  b->msg = NULL;
 }
 
 /* A reader over a payload that refuses to run past its end. */
@@ -115,8 +111,7 @@ int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn
 #define POOL_MAX_HEADERS 100
 #define POOL_MAX_PARAMS 8
 
-/* Runs one job record from r, appending "u64 conn, u32 len, response" to out. */
-static int pool_run_one(m0__pool_thread *t, void *state, rd *r, m0__outq *out, m0__outq *resp, m0__date *date) {
+static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0__outq *resp, m0__date *date) {
   const uint8_t *hp = rd_take(r, sizeof(job_head));
   if (!hp) return -1;
   job_head h;
@@ -174,10 +169,10 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, m0__outq *out, m
   }
   /* The answer as one piece: references (static bodies) are copied here. */
   uint32_t len = (uint32_t)m0__outq_bytes(resp);
-  int rv = m0__outq_append(out, &h.conn, 8) | m0__outq_append(out, &len, 4);
+  int rv = m0__msg_append(out, &h.conn, 8) | m0__msg_append(out, &len, 4);
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
   int k = m0__outq_iov(resp, 0, iov);
-  for (int i = 0; i < k && !rv; i++) rv = m0__outq_append(out, iov[i].base, iov[i].len);
+  for (int i = 0; i < k && !rv; i++) rv = m0__msg_append(out, iov[i].base, iov[i].len);
   return rv;
 }
 
@@ -226,7 +221,7 @@ static void *pool_main(void *arg) {
   char err[512] = "";
   void *state = NULL;
   bool made = false;
-  m0__outq out = {0}, resp = {0};
+  m0__outq resp = {0};
   m0__date date = {0};
   if (m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: pool.%d.%d cannot reach its coordinator at %s\n", t->loop, t->index, t->coord_url);
@@ -264,27 +259,34 @@ static void *pool_main(void *arg) {
     const uint8_t *c = rd_take(&r, 4);
     uint32_t count = 0;
     if (c) memcpy(&count, c, 4);
-    m0__outq_clear(&out);
+    /* The RESULT is built in the message that carries it back. */
+    nng_msg *out;
     uint32_t done = 0;
-    m0__outq_append(&out, &done, 4);
+    if (m0__msg_new(&out, 4096) != 0 || m0__msg_append(out, &done, 4) != 0) {
+      fprintf(stderr, "m0: pool.%d.%d: out of memory for a result\n", t->loop, t->index);
+      if (out) nng_msg_free(out);
+      m0__msg_free(&m);
+      continue;
+    }
     for (uint32_t i = 0; i < count; i++) {
-      if (pool_run_one(t, state, &r, &out, &resp, &date) != 0) {
+      if (pool_run_one(t, state, &r, out, &resp, &date) != 0) {
         fprintf(stderr, "m0: pool.%d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, done, count);
         break;
       }
       done++;
     }
-    memcpy(out.buf, &done, 4);
+    memcpy(m0__msg_payload(out), &done, 4);
     if (!t->yields) cpu_mark = pool_maybe_yield(t, cpu_mark, done);
     /* The trace id of a batch is its first request's. */
-    if (m0__send(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out.buf, out.len) != 0)
+    if (m0__send_msg(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out) != 0) {
       fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
+      nng_msg_free(out);
+    }
     m0__msg_free(&m);
   }
   atomic_store(&t->said_stopped, true);
 out:
   if (made && t->app->free && state) t->app->free(state);
-  m0__outq_free(&out);
   m0__outq_free(&resp);
   atomic_store(&t->exited, true);
   return NULL;

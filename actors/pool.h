@@ -16,8 +16,9 @@
  *   the same messages, one wake per batch each way, no nng task threads.
  *   The coordinator makes the inboxes before either end starts and frees
  *   them after both are joined.
- * - Job and result bytes live in the message body: requests are copied out of
- *   the loop's buffers, answers are whole HTTP responses.
+ * - Job and result bytes are written straight into the message that carries
+ *   them (m0__msg_append) and sent as they stand: requests are copied out of
+ *   the loop's buffers once, answers are whole HTTP responses.
  * - A pool thread that runs slow views gives way to its loop. Views that take
  *   more than 1 ms of CPU each run up a debt (the CPU beyond 1 ms per view,
  *   paid back by faster views, the first batch not judged: cold start); at a
@@ -72,8 +73,7 @@ void m0__pool_release(m0__pool_thread *t);
 
 /* The loop's side: one batch being filled per pool thread. */
 typedef struct m0__batch {
-  uint8_t *buf;
-  size_t len, cap;
+  nng_msg *msg; /* the JOB being filled (NULL: empty), sent as it stands */
   uint32_t count;
   bool inflight;
   uint64_t trace_hi, trace_lo; /* the first traced request's: the JOB carries it */
@@ -81,6 +81,7 @@ typedef struct m0__batch {
 
 /* Appends one request to a batch. conn is echoed back with its answer. */
 int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close);
+void m0__batch_fini(m0__batch *b);
 /* Walks a RESULT payload: calls fn(conn, bytes, n) per answer. Returns the
  * count, or -1 for a malformed payload. */
 int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn, const uint8_t *resp, size_t len),

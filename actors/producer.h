@@ -29,16 +29,6 @@ typedef struct m0__producer_run {
   m0__peer coord;
 } m0__producer_run;
 
-/* Opens the publisher: the producer's actor and a peer per loop, none dialed yet. */
-int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
-                       uint32_t sender);
-/* Dials loop i (again: a respawned worker's loop is a new listener), or
- * hangs up on it (its worker died). Dialed only once that loop's mailbox is
- * open (actors/actor.c, m0__peer_open); until then a frame for it is a
- * refusal, as for a loop that cannot take it. */
-int m0__publisher_connect(m0_publisher *pub, int i);
-void m0__publisher_disconnect(m0_publisher *pub, int i);
-void m0__publisher_close(m0_publisher *pub);
 /* Starts the producer thread; it reports READY or FAILED to the coordinator. */
 int m0__producer_start(m0__producer_run *r);
 void m0__producer_hang_up(m0__producer_run *r);

@@ -27,9 +27,22 @@ struct m0_publisher {
   atomic_ulong published;
 };
 
+/* Opens the publisher: the producer's actor and a peer per loop, none dialed yet. */
+int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
+                       uint32_t sender);
+/* Dials loop i (again: a respawned worker's loop is a new listener), or
+ * hangs up on it (its worker died). Dialed only once that loop's mailbox is
+ * open (actors/actor.c, m0__peer_open); until then a frame for it is a
+ * refusal, as for a loop that cannot take it. */
+int m0__publisher_connect(m0_publisher *pub, int i);
+void m0__publisher_disconnect(m0_publisher *pub, int i);
+void m0__publisher_close(m0_publisher *pub);
+
 bool m0__frame_ok(const void *frame, size_t len);
 
-/* FRAME payload: u64 id, u16 channel length, channel, frame bytes. */
+/* FRAME payload: u64 id, u16 channel length (little-endian), channel, frame
+ * bytes. encode appends it to a message being built: 0 or M0__ENOMEM. */
+int m0__frame_encode(nng_msg *m, uint64_t id, const char *channel, size_t chlen, const void *frame, size_t flen);
 int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **channel, size_t *chlen,
                      const uint8_t **frame, size_t *flen);
 

@@ -26,6 +26,9 @@
 #include "m0/m0.h"
 #include "transport/topology.h"
 
+/* A batch's bytes: the payload of the JOB message it is built in. */
+#define BATCH(b) m0__msg_payload((b).msg), m0__msg_payload_len((b).msg)
+
 static void view_ok(void *st, const m0_request *req, m0_response *res) {
   m0_respondf(res, 200, "text/plain", "ok %.*s", (int)req->path.n, req->path.p);
 }
@@ -144,7 +147,7 @@ static void test_pool_jobs(void **st) {
   assert_int_equal(m0__batch_add(&b, &c1, &r1, 0, false, false), 0);
   assert_int_equal(m0__batch_add(&b, &c2, &r2, 1, false, false), 0);
   assert_int_equal(m0__batch_add(&b, &c3, &r3, 9, false, true), 0);
-  assert_int_equal(job(&g, b.buf, b.len, &a), 3);
+  assert_int_equal(job(&g, BATCH(b), &a), 3);
   assert_ptr_equal(a.conn[0], &c1);
   assert_int_equal(a.status[0], 200);
   assert_string_equal(a.body[0], "ok /ok");
@@ -153,12 +156,12 @@ static void test_pool_jobs(void **st) {
   assert_ptr_equal(a.conn[2], &c3);
   assert_int_equal(a.status[2], 500);
   /* the same batch cut inside its third request: two answered */
-  assert_int_equal(job(&g, b.buf, b.len - 3, &a), 2);
+  assert_int_equal(job(&g, BATCH(b) - 3, &a), 2);
   assert_int_equal(a.status[0], 200);
   assert_int_equal(a.status[1], 500);
   /* cut inside its first request's head: none */
-  assert_int_equal(job(&g, b.buf, 10, &a), 0);
-  free(b.buf);
+  assert_int_equal(job(&g, m0__msg_payload(b.msg), 10, &a), 0);
+  m0__batch_fini(&b);
   /* more headers than a request may have (100) */
   static m0_header many[101];
   for (int i = 0; i < 101; i++) many[i] = (m0_header){{"X-A", 3}, {"1", 1}};
@@ -168,15 +171,15 @@ static void test_pool_jobs(void **st) {
   rh.nheaders = 101;
   assert_int_equal(m0__batch_add(&h, &c1, &r1, 0, false, false), 0);
   assert_int_equal(m0__batch_add(&h, &c2, &rh, 0, false, false), 0);
-  assert_int_equal(job(&g, h.buf, h.len, &a), 1);
+  assert_int_equal(job(&g, BATCH(h), &a), 1);
   assert_ptr_equal(a.conn[0], &c1);
-  free(h.buf);
+  m0__batch_fini(&h);
   /* a path longer than its target */
   m0__batch p = {0};
   m0_request rp = request("/ok", 9);
   assert_int_equal(m0__batch_add(&p, &c1, &rp, 0, false, false), 0);
-  assert_int_equal(job(&g, p.buf, p.len, &a), 0);
-  free(p.buf);
+  assert_int_equal(job(&g, BATCH(p), &a), 0);
+  m0__batch_fini(&p);
   /* a parameter that points outside the target */
   m0__batch q = {0};
   m0_request rq = request("/ok", 3);
@@ -184,25 +187,25 @@ static void test_pool_jobs(void **st) {
   rq.params = &param;
   rq.nparams = 1;
   assert_int_equal(m0__batch_add(&q, &c1, &rq, 0, false, false), 0);
-  assert_int_equal(job(&g, q.buf, q.len, &a), 0);
+  assert_int_equal(job(&g, BATCH(q), &a), 0);
   /* cut inside its parameter or its header's lengths */
-  assert_int_equal(job(&g, q.buf, q.len - 4, &a), 0);
-  free(q.buf);
+  assert_int_equal(job(&g, BATCH(q) - 4, &a), 0);
+  m0__batch_fini(&q);
   m0__batch hc = {0};
   m0_request rhc = request("/ok", 3);
   rhc.headers = many;
   rhc.nheaders = 1;
   assert_int_equal(m0__batch_add(&hc, &c1, &rhc, 0, false, false), 0);
-  assert_int_equal(job(&g, hc.buf, hc.len - 10, &a), 0); /* cut in the header's lengths */
-  assert_int_equal(job(&g, hc.buf, hc.len, &a), 1);     /* whole, answered */
+  assert_int_equal(job(&g, BATCH(hc) - 10, &a), 0); /* cut in the header's lengths */
+  assert_int_equal(job(&g, BATCH(hc), &a), 1);     /* whole, answered */
   assert_int_equal(a.status[0], 200);
-  free(hc.buf);
+  m0__batch_fini(&hc);
   /* route -1 is the app's handle: this app has none, so 500 */
   m0__batch nh = {0};
   assert_int_equal(m0__batch_add(&nh, &c1, &r1, -1, false, false), 0);
-  assert_int_equal(job(&g, nh.buf, nh.len, &a), 1);
+  assert_int_equal(job(&g, BATCH(nh), &a), 1);
   assert_int_equal(a.status[0], 500);
-  free(nh.buf);
+  m0__batch_fini(&nh);
   /* an empty job: an empty result */
   assert_int_equal(job(&g, NULL, 0, &a), 0);
   /* another kind on the lane, and bytes that are no envelope in its
@@ -215,11 +218,11 @@ static void test_pool_jobs(void **st) {
   assert_int_equal(nng_send(raw, "junk", 4, 0), 0);
   m0__batch ok = {0};
   assert_int_equal(m0__batch_add(&ok, &c3, &r1, 0, true, false), 0); /* HEAD: no body */
-  assert_int_equal(job(&g, ok.buf, ok.len, &a), 1);
+  assert_int_equal(job(&g, BATCH(ok), &a), 1);
   assert_ptr_equal(a.conn[0], &c3);
   assert_int_equal(a.status[0], 200);
   assert_string_equal(a.body[0], "");
-  free(ok.buf);
+  m0__batch_fini(&ok);
   m0__socket_close(raw);
   /* STOP ends it */
   assert_int_equal(m0__send(&g.loop, &g.to_pool, M0__K_STOP, 0, 0, NULL, 0), 0);
@@ -237,11 +240,11 @@ static void test_pool_handle(void **st) {
   m0__batch b = {0};
   m0_request r = request("/any/thing?q=1", 10);
   assert_int_equal(m0__batch_add(&b, &c1, &r, -1, false, false), 0);
-  assert_int_equal(job(&g, b.buf, b.len, &a), 1);
+  assert_int_equal(job(&g, BATCH(b), &a), 1);
   assert_ptr_equal(a.conn[0], &c1);
   assert_int_equal(a.status[0], 201);
   assert_string_equal(a.body[0], "handled /any/thing");
-  free(b.buf);
+  m0__batch_fini(&b);
   assert_int_equal(m0__send(&g.loop, &g.to_pool, M0__K_STOP, 0, 0, NULL, 0), 0);
   rig_close(&g);
 }

@@ -1,0 +1,48 @@
+/* The FRAME payload and what a frame may hold (actors/publisher.h). */
+#include <string.h>
+
+#include "actors/publisher.h"
+#include "base/errors.h"
+
+int m0__frame_encode(nng_msg *m, uint64_t id, const char *channel, size_t chlen, const void *frame, size_t flen) {
+  uint8_t head[10];
+  m0__le_put64(head, id);
+  m0__le_put16(head + 8, (uint16_t)chlen);
+  return m0__msg_append(m, head, sizeof head) || m0__msg_append(m, channel, chlen) ||
+                 (flen && m0__msg_append(m, frame, flen))
+             ? M0__ENOMEM
+             : 0;
+}
+
+int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **channel, size_t *chlen,
+                     const uint8_t **frame, size_t *flen) {
+  if (n < 10) return M0__EBADMSG;
+  uint64_t v = m0__le_get64(p);
+  uint16_t cl = m0__le_get16(p + 8);
+  if (cl == 0 || cl > M0__CHANNEL_MAX || (size_t)cl + 10 > n) return M0__EBADMSG;
+  *id = v;
+  *channel = (const char *)p + 10;
+  *chlen = cl;
+  *frame = p + 10 + cl;
+  *flen = n - 10 - cl;
+  return 0;
+}
+
+/* A frame is event lines without the id (the host writes "id: N" first):
+ * refused when larger than a stream's whole queue, when it would end its
+ * event early (a blank line) or smuggle a CR, or when a line is an id field
+ * of its own (it would overrule the shared counter's number). */
+bool m0__frame_ok(const void *frame, size_t len) {
+  const char *f = frame;
+  if (len > M0__FRAME_MAX || (len && !f)) return false;
+  if (len && (memchr(f, '\r', len) || f[len - 1] == '\n')) return false;
+  for (size_t i = 0; i < len; i++) {
+    if (i > 0 && f[i] == '\n' && f[i - 1] == '\n') return false;
+    bool line_start = i == 0 || f[i - 1] == '\n';
+    if (line_start && len - i >= 2 && f[i] == 'i' && f[i + 1] == 'd' &&
+        (len - i == 2 || f[i + 2] == ':' || f[i + 2] == '\n'))
+      return false;
+  }
+  return true;
+}
+

@@ -1,53 +1,49 @@
+/* The connection state machine of the per-loop server: accept, read, parse,
+ * answer (on the loop or through the pool), write, time out, close, drain.
+ * Streams are in http/stream.c, the access log in http/accesslog.c.
+ *
+ * Design notes
+ * - Everything here runs on one loop's thread. A connection is touched by no
+ *   other thread.
+ * - Input: a read lands in the loop's shared buffer and the parser keeps
+ *   offsets into it. Only the bytes a partial request still needs are copied
+ *   to the connection's own buffer (conn_keep), and that buffer is freed when
+ *   the connection is idle again: an idle connection holds no input buffer.
+ * - One request at a time: the parser pauses at each request's end, the view
+ *   answers it into the output queue, and only then is the next parsed.
+ *   Pipelined responses therefore go out in order, and all responses of one
+ *   read leave in one write. A request with the pool (waiting) stops the
+ *   parsing until its answer comes back (m0__http_complete).
+ * - Output: responses are built in the loop's shared scratch queue and
+ *   written at the end of the callback (m0__conn_flush); only what the socket
+ *   does not take is moved to the connection. At most one uv_write in
+ *   flight: responses made while it flies go to the second queue, written
+ *   when the first completes. A client that does not read stops being read
+ *   from (backpressure) once its queue passes CONN_OUT_HIGH.
+ * - Timeouts are deadlines checked by one sweep timer per loop, so a request
+ *   costs a store, not a timer restart. Each deadline is set once, when its
+ *   phase begins.
+ * - Close: uv_close, and the memory is freed in the close callback only; a
+ *   connection closed while its request is with the pool is a zombie, freed
+ *   when the answer comes back, since the pool still holds its pointer.
+ */
 #include "http/conn.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "http/accesslog.h"
+#include "http/conn_state.h"
+#include "http/stream.h"
 #include "http/views.h"
 
 #define CONN_ROOM 4096          /* free bytes wanted in a connection's own buffer */
 #define CONN_OUT_HIGH (1u << 20) /* queued output beyond which we stop reading */
 #define CONN_LINGER_MS 1000      /* reading-and-discarding after an error answer */
 
-typedef enum conn_phase {
-  PHASE_FRESH,  /* accepted, nothing read */
-  PHASE_IDLE,   /* between requests */
-  PHASE_HEAD,   /* inside a request's line and headers */
-  PHASE_BODY,   /* inside a request's body */
-  PHASE_LINGER, /* answered an error; discarding input until EOF */
-  PHASE_WAIT,   /* a request is with the pool */
-} conn_phase;
-
-struct m0__conn {
-  uv_tcp_t tcp; /* first: the handle's address is the connection's */
-  m0__http *h;
-  m0__conn *next, *prev;
-  m0__parser p;
-  char *in; /* only what a partial request needs; NULL most of the time */
-  size_t in_len, in_cap, parse_off, req_start;
-  m0__outq q[2]; /* q[qi] is being written; q[1-qi] collects meanwhile */
-  int qi;
-  uv_write_t wreq;
-  uv_shutdown_t sreq;
-  uint64_t deadline;
-  conn_phase phase;
-  uint32_t nreq;
-  bool writing, close_after, closing, paused, linger, continued;
-  bool waiting;           /* a request is with the pool: parse nothing more */
-  bool close_on_complete; /* that request's answer is the last */
-  bool zombie;            /* closed while waiting: freed by m0__http_complete */
-  bool stream;            /* a server-sent-event stream: nothing more is parsed */
-  uint64_t last_write;    /* a stream's last frame or beat, for the heartbeat */
-  m0__conn *snext, *sprev;
-  char channel[M0__CHANNEL_MAX + 1];
-};
-
 static void conn_close(m0__conn *c);
-static void conn_flush(m0__conn *c);
 static void conn_process(m0__conn *c, char *buf, size_t len);
 static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -72,20 +68,11 @@ static void conn_on_close(uv_handle_t *handle) {
   else conn_release(c);
 }
 
-static void conn_stream_forget(m0__conn *c) {
-  m0__http *h = c->h;
-  if (c->sprev) c->sprev->snext = c->snext;
-  else h->streams = c->snext;
-  if (c->snext) c->snext->sprev = c->sprev;
-  h->nstreams--;
-  c->stream = false;
-}
-
 static void conn_close(m0__conn *c) {
   if (c->closing) return;
   c->closing = true;
   m0__http *h = c->h;
-  if (c->stream) conn_stream_forget(c);
+  if (c->stream) m0__stream_forget(c);
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -112,13 +99,6 @@ static void conn_finish(m0__conn *c) {
 }
 
 /* ---- output ---------------------------------------------------------- */
-
-/* Where a response goes now: the shared scratch when nothing is in flight
- * (written at the end of this callback), else behind the write in flight. */
-static m0__outq *conn_target(m0__conn *c) { return c->writing ? &c->q[1 - c->qi] : &c->h->scratch; }
-
-/* Output queued behind the socket: non-zero only while a write is in flight. */
-static size_t conn_queued(const m0__conn *c) { return m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]); }
 
 static void conn_on_write(uv_write_t *req, int status);
 
@@ -160,14 +140,14 @@ static void conn_on_write(uv_write_t *req, int status) {
     conn_process(c, c->in, c->in_len);
     if (!c->closing && !c->paused && !c->close_after && !c->waiting)
       uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
-    conn_flush(c);
+    m0__conn_flush(c);
   }
 }
 
 /* Writes what this callback put in the scratch queue: directly when the
  * socket takes it all (the common case: no copy, no request object), else
  * the rest is moved to the connection and written asynchronously. */
-static void conn_flush(m0__conn *c) {
+void m0__conn_flush(m0__conn *c) {
   m0__outq *s = &c->h->scratch;
   size_t total = m0__outq_bytes(s);
   if (c->closing) {
@@ -204,50 +184,6 @@ static void conn_flush(m0__conn *c) {
 
 /* ---- requests -------------------------------------------------------- */
 
-/* The client's bytes in a JSON string: escape what would break the line. */
-static void conn_log_str(m0_str s) {
-  for (size_t i = 0; i < s.n; i++) {
-    unsigned char ch = (unsigned char)s.p[i];
-    if (ch == '"' || ch == '\\' || ch < 0x20 || ch >= 0x7f) printf("\\u%04x", ch);
-    else putchar(ch);
-  }
-}
-
-/* One JSON line per response. A refused request logs what was read of it,
- * and why. */
-static void conn_access_log(m0__conn *c, m0_str method, m0_str path, int status, size_t bytes, const char *error) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  printf("{\"time\":%lld.%03ld,\"worker\":%d,\"method\":\"", (long long)ts.tv_sec, ts.tv_nsec / 1000000,
-         c->h->worker);
-  conn_log_str(method);
-  printf("\",\"path\":\"");
-  conn_log_str(path);
-  printf("\",\"status\":%d,\"bytes\":%zu", status, bytes);
-  if (error) {
-    printf(",\"error\":\"");
-    conn_log_str((m0_str){error, strlen(error)});
-    putchar('"');
-  }
-  printf("}\n");
-}
-
-/* m0_respond_stream on the loop: the connection becomes a stream. */
-static int conn_stream_begin(void *ctx, const char *channel) {
-  m0__conn *c = ctx;
-  m0__http *h = c->h;
-  c->stream = true;
-  snprintf(c->channel, sizeof c->channel, "%s", channel);
-  c->snext = h->streams;
-  c->sprev = NULL;
-  if (h->streams) h->streams->sprev = c;
-  h->streams = c;
-  h->nstreams++;
-  c->last_write = uv_now(h->uv);
-  uv_tcp_keepalive(&c->tcp, 1, 60); /* a peer that vanished is found */
-  return 0;
-}
-
 /* The request went to the pool: read and parse nothing more until it comes
  * back, so answers leave in order. */
 static void conn_wait(m0__conn *c, bool last) {
@@ -283,8 +219,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   bool last = !p->keep_alive || h->draining || c->close_after ||
               (h->max_keepalive_requests > 0 && c->nreq >= (uint64_t)h->max_keepalive_requests);
   m0_response res;
-  m0__response_init(&res, conn_target(c), &h->date, p->version_minor, p->is_head, last);
-  res.stream_begin = conn_stream_begin;
+  m0__response_init(&res, m0__conn_target(c), &h->date, p->version_minor, p->is_head, last);
+  res.stream_begin = m0__stream_begin;
   res.stream_ctx = c;
 
   const m0_app *app = h->app;
@@ -325,7 +261,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     m0__respond_status(&res, 500, NULL);
   }
   h->stats.requests++;
-  if (h->access_log) conn_access_log(c, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
+  if (h->access_log) m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
   if (last) c->close_after = true;
 }
 
@@ -333,7 +269,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
 static void conn_error(m0__conn *c, const char *buf, int status, const char *why) {
   m0__http *h = c->h;
   m0_response res;
-  m0__response_init(&res, conn_target(c), &h->date, 1, false, true);
+  m0__response_init(&res, m0__conn_target(c), &h->date, 1, false, true);
   m0__respond_status(&res, status, NULL);
   h->stats.errors_4xx++;
   c->close_after = true;
@@ -344,7 +280,7 @@ static void conn_error(m0__conn *c, const char *buf, int status, const char *why
     m0_str target = {buf && p->url.len ? buf + p->url.off : "", buf ? p->url.len : 0};
     const char *q = target.n ? memchr(target.p, '?', target.n) : NULL;
     if (q) target.n = (size_t)(q - target.p);
-    conn_access_log(c, method, target, status, res.body_len, why ? why : "");
+    m0__access_log_line(h->worker, method, target, status, res.body_len, why ? why : "");
   }
 }
 
@@ -404,7 +340,7 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
       if (c->p.headers_done && c->p.expect_continue && !c->continued) {
         c->continued = true;
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        m0__outq_append(conn_target(c), cont, sizeof cont - 1);
+        m0__outq_append(m0__conn_target(c), cont, sizeof cont - 1);
       }
       break;
     }
@@ -428,10 +364,10 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
      * what follows counts against the mark below (else one read of pipelined
      * requests could queue any amount). */
     if (!c->writing && m0__outq_bytes(&h->scratch) > CONN_OUT_HIGH) {
-      conn_flush(c);
+      m0__conn_flush(c);
       if (c->closing) break;
     }
-    if (conn_queued(c) > CONN_OUT_HIGH) {
+    if (m0__conn_queued(c) > CONN_OUT_HIGH) {
       /* The client is not reading its answers: stop reading its requests. */
       c->paused = true;
       uv_read_stop((uv_stream_t *)&c->tcp);
@@ -495,7 +431,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     c->in_len += (size_t)nread;
     conn_process(c, c->in, c->in_len);
   }
-  conn_flush(c);
+  m0__conn_flush(c);
 }
 
 /* ---- the server ------------------------------------------------------ */
@@ -553,14 +489,14 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
   }
   if (c->closing) return;
   h->stats.requests++;
-  if (m0__outq_append(conn_target(c), resp, n) != 0) {
+  if (m0__outq_append(m0__conn_target(c), resp, n) != 0) {
     conn_close(c);
     return;
   }
   if (c->close_on_complete || h->draining) c->close_after = true;
   c->phase = PHASE_IDLE;
   c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
-  if (!c->close_after && conn_queued(c) > CONN_OUT_HIGH) {
+  if (!c->close_after && m0__conn_queued(c) > CONN_OUT_HIGH) {
     /* The client is not reading its answers: take no more of its requests
      * (reading stopped when this one went to the pool) until it catches up. */
     c->paused = true;
@@ -570,54 +506,12 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
     if (!c->closing && !c->close_after && !c->waiting && !c->paused)
       uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
   }
-  conn_flush(c);
-}
-
-/* Appends an event to one stream, unless its queue is full. */
-static bool conn_stream_push(m0__conn *c, const char *ev, size_t n) {
-  if (c->closing || c->close_after) return true;
-  size_t queued = m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]);
-  if (queued + n > M0__STREAM_QUEUE) return false;
-  if (m0__outq_append(conn_target(c), ev, n) != 0) return false;
-  c->last_write = uv_now(c->h->uv);
-  conn_flush(c);
-  return true;
-}
-
-uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64_t id, const void *frame,
-                          size_t flen) {
-  if (!h->streams) return 0;
-  char small[1024];
-  size_t cap = flen + 32;
-  char *ev = cap <= sizeof small ? small : malloc(cap);
-  if (!ev) return (uint64_t)h->nstreams;
-  int n = snprintf(ev, cap, "id: %llu\n", (unsigned long long)id);
-  memcpy(ev + n, frame, flen);
-  memcpy(ev + n + flen, "\n\n", 2);
-  size_t len = (size_t)n + flen + 2;
-  uint64_t dropped = 0;
-  m0__conn *next;
-  for (m0__conn *c = h->streams; c; c = next) {
-    next = c->snext;
-    if (strlen(c->channel) != chlen || memcmp(c->channel, channel, chlen) != 0) continue;
-    if (!conn_stream_push(c, ev, len)) dropped++;
-  }
-  if (ev != small) free(ev);
-  h->stats.frames_dropped += dropped;
-  return dropped;
+  m0__conn_flush(c);
 }
 
 void m0__http_sweep(m0__http *h) {
   uint64_t now = uv_now(h->uv);
-  static const char beat[] = ": beat\n\n";
-  if (h->heartbeat_ms) {
-    m0__conn *next;
-    for (m0__conn *c = h->streams; c; c = next) {
-      next = c->snext;
-      if (now - c->last_write >= h->heartbeat_ms && !conn_stream_push(c, beat, sizeof beat - 1))
-        c->last_write = now; /* full: a beat is pointless; try again a period later */
-    }
-  }
+  if (h->heartbeat_ms) m0__stream_beat(h, now);
   m0__conn *next;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
@@ -625,7 +519,7 @@ void m0__http_sweep(m0__http *h) {
     if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
       h->stats.timeouts++;
       conn_error(c, c->in, 408, c->phase == PHASE_HEAD ? "header timeout" : "body timeout");
-      conn_flush(c);
+      m0__conn_flush(c);
     } else {
       conn_close(c); /* idle keep-alive, silent fresh connection, linger over, stuck writer */
     }
@@ -634,18 +528,10 @@ void m0__http_sweep(m0__http *h) {
 
 void m0__http_drain(m0__http *h) {
   h->draining = true;
+  /* Streams first: the walk below would close an idle stream at once,
+   * before its closing event. */
+  m0__stream_close_all(h);
   m0__conn *next;
-  /* Streams first: a final event that says why, with a retry hint, then the
-   * server closes them. The queue cap does not apply to this one. */
-  static const char bye[] = "event: m0.closing\ndata: {\"reason\":\"the server is going away\"}\nretry: 1000\n\n";
-  for (m0__conn *c = h->streams; c; c = next) {
-    next = c->snext;
-    if (c->closing) continue;
-    m0__outq_append(conn_target(c), bye, sizeof bye - 1);
-    conn_stream_forget(c);
-    c->close_after = true;
-    conn_flush(c);
-  }
   uint64_t fresh_by = uv_now(h->uv) + h->drain_fresh_ms;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;

@@ -1,28 +1,10 @@
-/* HTTP/1.1 connections over libuv, and the per-loop server they belong to.
- *
- * Design notes
- * - Everything here runs on one loop's thread. A connection is touched by no
- *   other thread.
- * - Input: one buffer per connection; the parser keeps offsets into it. It is
- *   compacted only before a read needs room: the bytes of the request being
- *   parsed stay, and body bytes already copied out are dropped.
- * - One request at a time: the parser pauses at each request's end, the view
- *   answers it into the output queue, and only then is the next parsed.
- *   Pipelined responses therefore go out in order, and all responses of one
- *   read leave in one write.
- * - Output: at most one uv_write in flight. Responses made while it flies go
- *   to the second queue, flushed when the first completes. A client that does
- *   not read stops being read from (backpressure) once its queue is large.
- * - Timeouts are deadlines checked by one sweep timer per loop, so a request
- *   costs a store, not a timer restart.
- * - Close: uv_close, and the memory is freed in the close callback only.
- * - Streams: a view that calls m0_respond_stream turns its connection into a
- *   server-sent-event stream: nothing more is parsed from it, frames
- *   published on its channel are appended to its queue (a frame that would
- *   take the queue past 64 KiB is dropped for this stream alone, and
- *   counted), a comment beats while it is idle, TCP keepalive finds a peer
- *   that vanished, and the drain sends a final event and closes it.
- */
+/* The per-loop HTTP/1.1 server, as the loop actor (actors/loop.c) drives it:
+ * connections are adopted, swept, drained and, for a request sent to the
+ * pool, completed; frames from the bus are published to its streams.
+ * Thread safety: an m0__http and its connections belong to one loop; every
+ * function here is called on that loop's thread.
+ * The design notes are in http/conn.c (connections) and http/stream.c
+ * (server-sent-event streams). */
 #ifndef M0_HTTP_CONN_H
 #define M0_HTTP_CONN_H
 
@@ -41,8 +23,6 @@ typedef struct m0__conn m0__conn;
 typedef struct m0__http_stats {
   uint64_t requests, accepted, closed, errors_4xx, timeouts, frames_dropped;
 } m0__http_stats;
-
-#define M0__STREAM_QUEUE (64u * 1024u)
 
 typedef struct m0__http {
   uv_loop_t *uv;

@@ -1,0 +1,56 @@
+/* One connection's state, private to the files that make up the per-loop
+ * server: the state machine (http/conn.c) and streams (http/stream.c).
+ * Nothing outside http/ sees inside an m0__conn (actors hold only the
+ * pointer, http/conn.h). Everything here runs on the connection's loop. */
+#ifndef M0_HTTP_CONN_STATE_H
+#define M0_HTTP_CONN_STATE_H
+
+#include "http/conn.h"
+
+typedef enum conn_phase {
+  PHASE_FRESH,  /* accepted, nothing read */
+  PHASE_IDLE,   /* between requests */
+  PHASE_HEAD,   /* inside a request's line and headers */
+  PHASE_BODY,   /* inside a request's body */
+  PHASE_LINGER, /* answered an error; discarding input until EOF */
+  PHASE_WAIT,   /* a request is with the pool */
+} conn_phase;
+
+struct m0__conn {
+  uv_tcp_t tcp; /* first: the handle's address is the connection's */
+  m0__http *h;
+  m0__conn *next, *prev;
+  m0__parser p;
+  char *in; /* only what a partial request needs; NULL most of the time */
+  size_t in_len, in_cap, parse_off, req_start;
+  m0__outq q[2]; /* q[qi] is being written; q[1-qi] collects meanwhile */
+  int qi;
+  uv_write_t wreq;
+  uv_shutdown_t sreq;
+  uint64_t deadline;
+  conn_phase phase;
+  uint32_t nreq;
+  bool writing, close_after, closing, paused, linger, continued;
+  bool waiting;           /* a request is with the pool: parse nothing more */
+  bool close_on_complete; /* that request's answer is the last */
+  bool zombie;            /* closed while waiting: freed by m0__http_complete */
+  bool stream;            /* a server-sent-event stream: nothing more is parsed */
+  uint64_t last_write;    /* a stream's last frame or beat, for the heartbeat */
+  m0__conn *snext, *sprev; /* in h->streams */
+  char channel[M0__CHANNEL_MAX + 1];
+};
+
+/* Where a response goes now: the shared scratch when nothing is in flight
+ * (written at the end of this callback), else behind the write in flight. */
+static inline m0__outq *m0__conn_target(m0__conn *c) { return c->writing ? &c->q[1 - c->qi] : &c->h->scratch; }
+
+/* Output queued behind the socket: non-zero only while a write is in flight. */
+static inline size_t m0__conn_queued(const m0__conn *c) {
+  return m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]);
+}
+
+/* Writes what is in the scratch queue now (see http/conn.c). Call it before
+ * the callback that filled the scratch returns: the next connection reuses it. */
+void m0__conn_flush(m0__conn *c);
+
+#endif

@@ -1,81 +1,57 @@
 #include "host/metrics.h"
 
 #include <nng/nng.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-typedef struct mbuf {
-  char *p;
-  size_t len, cap;
-} mbuf;
+#include "base/buf.h"
 
-static void mb_printf(mbuf *b, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if (b->p && b->len + (size_t)n < b->cap) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = b->cap ? b->cap * 2 : 8192;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np) return;
-    b->p = np;
-    b->cap = cap;
-  }
-}
-
-#define FIELD(name, type, help, member)                                                       \
-  do {                                                                                        \
-    mb_printf(&b, "# HELP m0_%s %s\n# TYPE m0_%s %s\n", name, help, name, type);              \
-    for (uint32_t i = 0; i < page->head->loops; i++)                                          \
-      mb_printf(&b, "m0_%s{loop=\"%u\"} %llu\n", name, i,                                     \
-                (unsigned long long)atomic_load_explicit(&page->lines[i].member, memory_order_relaxed)); \
+#define FIELD(name, type, help, member)                                                                       \
+  do {                                                                                                        \
+    m0__buf_printf(&b, "# HELP m0_%s %s\n# TYPE m0_%s %s\n", name, help, name, type);                         \
+    for (uint32_t i = 0; i < page->head->loops; i++)                                                          \
+      m0__buf_printf(&b, "m0_%s{loop=\"%u\"} %llu\n", name, i,                                                \
+                     (unsigned long long)atomic_load_explicit(&page->lines[i].member, memory_order_relaxed)); \
   } while (0)
 
 /* nng's statistics, flattened: m0_nng_stat{scope, id, stat}. */
-static void metrics_nng(mbuf *b, nng_stat *s, const char *scope, long long id) {
+static void metrics_nng(m0__buf *b, nng_stat *s, const char *scope, long long id) {
   for (; s; s = nng_stat_next(s)) {
     int t = nng_stat_type(s);
     if (t == NNG_STAT_SCOPE) {
       nng_stat *idst = nng_stat_find(s, "id");
       metrics_nng(b, nng_stat_child(s), nng_stat_name(s), idst ? (long long)nng_stat_value(idst) : -1);
     } else if ((t == NNG_STAT_COUNTER || t == NNG_STAT_LEVEL) && strcmp(nng_stat_name(s), "id") != 0) {
-      mb_printf(b, "m0_nng_stat{scope=\"%s\",id=\"%lld\",stat=\"%s\"} %llu\n", scope, id, nng_stat_name(s),
-                (unsigned long long)nng_stat_value(s));
+      m0__buf_printf(b, "m0_nng_stat{scope=\"%s\",id=\"%lld\",stat=\"%s\"} %llu\n", scope, id,
+                     nng_stat_name(s), (unsigned long long)nng_stat_value(s));
     }
   }
 }
 
 void m0__metrics_respond(const m0__page *page, m0_response *res) {
-  mbuf b = {0};
+  /* A line that cannot be formatted (out of memory) is left out; the page
+   * is still answered. */
+  m0__buf b = {0};
   FIELD("requests_total", "counter", "Requests answered.", requests);
   FIELD("open_connections", "gauge", "Connections open now, streams included.", open);
   FIELD("streams", "gauge", "Server-sent-event streams open now.", streams);
   FIELD("handoffs_total", "counter", "Connections handed to a sibling loop.", handoffs);
   FIELD("pool_queue", "gauge", "Requests waiting for or inside the handler pool.", queued);
   FIELD("stream_frames_dropped_total", "counter", "Frames dropped because a stream's queue was full.", dropped);
-  mb_printf(&b, "# HELP m0_bus_refusals_total Frames a publisher could not deliver to every loop.\n"
-                "# TYPE m0_bus_refusals_total counter\nm0_bus_refusals_total %llu\n",
-            (unsigned long long)atomic_load(&page->head->refused));
-  mb_printf(&b, "# HELP m0_respawns_total Worker processes respawned by the supervisor.\n"
-                "# TYPE m0_respawns_total counter\nm0_respawns_total %llu\n",
-            (unsigned long long)atomic_load(&page->head->respawns));
-  mb_printf(&b, "# HELP m0_events_published Event ids taken from the shared counter.\n"
-                "# TYPE m0_events_published counter\nm0_events_published %llu\n",
-            (unsigned long long)atomic_load(&page->head->event_id));
+  m0__buf_printf(&b, "# HELP m0_bus_refusals_total Frames a publisher could not deliver to every loop.\n"
+                     "# TYPE m0_bus_refusals_total counter\nm0_bus_refusals_total %llu\n",
+                 (unsigned long long)atomic_load(&page->head->refused));
+  m0__buf_printf(&b, "# HELP m0_respawns_total Worker processes respawned by the supervisor.\n"
+                     "# TYPE m0_respawns_total counter\nm0_respawns_total %llu\n",
+                 (unsigned long long)atomic_load(&page->head->respawns));
+  m0__buf_printf(&b, "# HELP m0_events_published Event ids taken from the shared counter.\n"
+                     "# TYPE m0_events_published counter\nm0_events_published %llu\n",
+                 (unsigned long long)atomic_load(&page->head->event_id));
   nng_stat *st;
   if (nng_stats_get(&st) == 0) {
-    mb_printf(&b, "# HELP m0_nng_stat nng's own statistics for this process.\n# TYPE m0_nng_stat untyped\n");
+    m0__buf_printf(&b, "# HELP m0_nng_stat nng's own statistics for this process.\n# TYPE m0_nng_stat untyped\n");
     metrics_nng(&b, nng_stat_child(st), "root", -1);
     nng_stats_free(st);
   }
   m0_respond(res, 200, "text/plain; version=0.0.4", b.p ? b.p : "", b.len, M0_BODY_COPY);
-  free(b.p);
+  m0__buf_free(&b);
 }

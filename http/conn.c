@@ -211,7 +211,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   }
   req.headers = h->hdrs;
   req.nheaders = (size_t)p->nheaders;
-  req.body = (m0_str){p->body, p->body_len};
+  req.body = (m0_str){p->body.p, p->body.len};
   req.trace_hi = p->trace_hi;
   req.trace_lo = p->trace_lo;
 

@@ -249,17 +249,8 @@ static int on_body(llhttp_t *ll, const char *at, size_t len) {
   if (parse_scan(p, at)) return HPE_USER;
   p->scan = at + len; /* data, not framing */
   p->after_cr = false;
-  if (p->body_len + len > p->lim.max_body_bytes) return parse_refuse(p, 413, "body too large");
-  if (p->body_len + len > p->body_cap) {
-    size_t cap = p->body_cap ? p->body_cap : 4096;
-    while (cap < p->body_len + len) cap *= 2;
-    char *nb = realloc(p->body, cap);
-    if (!nb) return parse_refuse(p, 503, "out of memory for the body");
-    p->body = nb;
-    p->body_cap = cap;
-  }
-  memcpy(p->body + p->body_len, at, len);
-  p->body_len += len;
+  if (p->body.len + len > p->lim.max_body_bytes) return parse_refuse(p, 413, "body too large");
+  if (m0__buf_append(&p->body, at, len) != 0) return parse_refuse(p, 503, "out of memory for the body");
   return 0;
 }
 
@@ -297,7 +288,7 @@ static void parse_reset_request(m0__parser *p) {
   p->nver = 0;
   p->cur_header = -1;
   p->trace_hi = p->trace_lo = 0;
-  p->body_len = 0;
+  m0__buf_clear(&p->body); /* kept for the next request */
   p->is_head = false;
 }
 
@@ -314,9 +305,7 @@ void m0__parser_fini(m0__parser *p) {
   spans_give(p->pool, p->hs);
   p->hs = NULL;
   p->nheaders = 0;
-  free(p->body);
-  p->body = NULL;
-  p->body_cap = 0;
+  m0__buf_free(&p->body);
 }
 
 m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, size_t *off) {

@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+
 #define M0__MAX_HEADERS 100
 
 typedef struct m0__span {
@@ -91,9 +93,7 @@ typedef struct m0__parser {
   bool te_chunked_only, has_te, expect_continue, want_close;
   int cur_header; /* which well-known header the value belongs to */
   uint64_t trace_hi, trace_lo;
-  /* the body, de-chunked */
-  char *body;
-  size_t body_len, body_cap;
+  m0__buf body; /* de-chunked; its memory is kept from request to request */
   /* results */
   int status;        /* on M0__PARSE_ERROR: 400, 413, 414, 431, 505 */
   const char *why;   /* on M0__PARSE_ERROR: a short reason for the log */

@@ -84,8 +84,8 @@ static void test_byte_at_a_time(void **st) {
   assert_int_equal(res, M0__PARSE_REQUEST);
   span_eq(r, p.url, "/notes");
   span_eq(r, p.hs->value[1], "5");
-  assert_int_equal(p.body_len, 5);
-  assert_memory_equal(p.body, "hello", 5);
+  assert_int_equal(p.body.len, 5);
+  assert_memory_equal(p.body.p, "hello", 5);
   m0__parser_fini(&p);
 }
 
@@ -111,8 +111,8 @@ static void test_chunked(void **st) {
                   "3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n";
   size_t off = 0;
   assert_int_equal(feed_all(&p, r, &off), M0__PARSE_REQUEST);
-  assert_int_equal(p.body_len, 7);
-  assert_memory_equal(p.body, "abcdefg", 7);
+  assert_int_equal(p.body.len, 7);
+  assert_memory_equal(p.body.p, "abcdefg", 7);
   m0__parser_fini(&p);
 }
 

@@ -181,18 +181,18 @@ static void test_large_body(void **st) {
   assert_int_equal(m0__parser_feed(&p, r, (size_t)h + 3000, &off), M0__PARSE_MORE);
   assert_int_equal(m0__parser_feed(&p, r, (size_t)h + 9000, &off), M0__PARSE_MORE);
   assert_int_equal(m0__parser_feed(&p, r, (size_t)h + N, &off), M0__PARSE_REQUEST);
-  assert_int_equal(p.body_len, N);
-  assert_memory_equal(p.body, r + h, N);
-  assert_true(p.body_cap >= N);
+  assert_int_equal(p.body.len, N);
+  assert_memory_equal(p.body.p, r + h, N);
+  assert_true(p.body.cap >= N);
   /* the next request reuses the buffer */
   m0__parser_next(&p);
-  size_t cap = p.body_cap;
+  size_t cap = p.body.cap;
   const char *r2 = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi";
   off = 0;
   assert_int_equal(m0__parser_feed(&p, r2, strlen(r2), &off), M0__PARSE_REQUEST);
-  assert_int_equal(p.body_len, 2);
-  assert_memory_equal(p.body, "hi", 2);
-  assert_int_equal(p.body_cap, cap);
+  assert_int_equal(p.body.len, 2);
+  assert_memory_equal(p.body.p, "hi", 2);
+  assert_int_equal(p.body.cap, cap);
   m0__parser_fini(&p);
   free(r);
 }

@@ -1,0 +1,45 @@
+/* The output queue: the bytes of whole responses waiting to be written, as
+ * one writev. Design notes in http/outq.c.
+ * Thread safety: none; a queue belongs to one thread (a loop's scratch and
+ * connections, a pool thread's batch). */
+#ifndef M0_HTTP_OUTQ_H
+#define M0_HTTP_OUTQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#define M0__OUT_REFS 8
+#define M0__REF_MIN 1024 /* smaller static bodies are cheaper to copy */
+
+typedef struct m0__outq {
+  char *buf;
+  size_t len, cap;
+  struct {
+    size_t at; /* the referenced bytes go after buf[0, at) */
+    const void *p;
+    size_t n;
+  } refs[M0__OUT_REFS];
+  int nrefs;
+  size_t ref_bytes;
+} m0__outq;
+
+/* Copies n bytes. Returns 0, or -1 (out of memory: nothing appended). */
+int m0__outq_append(m0__outq *q, const void *p, size_t n);
+/* References n bytes that outlive the write; copies when out of slots.
+ * Returns 0 or -1. */
+int m0__outq_ref(m0__outq *q, const void *p, size_t n);
+size_t m0__outq_bytes(const m0__outq *q);
+/* Fills iov (at most 2*M0__OUT_REFS+1 entries) skipping the first `skip`
+ * bytes. Returns the entry count. */
+int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov);
+/* Appends what src holds past its first `skip` bytes (references stay
+ * references). Returns 0 or -1. */
+int m0__outq_move_tail(m0__outq *dst, const m0__outq *src, size_t skip);
+/* Empties the queue and keeps its memory (a loop's scratch is reused by
+ * every response). */
+void m0__outq_clear(m0__outq *q);
+/* Empties the queue and gives its memory back. */
+void m0__outq_free(m0__outq *q);
+
+#endif

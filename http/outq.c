@@ -15,26 +15,15 @@
  */
 #include "http/outq.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 int m0__outq_append(m0__outq *q, const void *p, size_t n) {
-  if (q->len + n > q->cap) {
-    size_t cap = q->cap ? q->cap : 4096;
-    while (cap < q->len + n) cap *= 2;
-    char *nb = realloc(q->buf, cap);
-    if (!nb) return -1;
-    q->buf = nb;
-    q->cap = cap;
-  }
-  memcpy(q->buf + q->len, p, n);
-  q->len += n;
-  return 0;
+  return m0__buf_append(&q->copied, p, n) ? -1 : 0;
 }
 
 int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
   if (n < M0__REF_MIN || q->nrefs == M0__OUT_REFS) return m0__outq_append(q, p, n);
-  q->refs[q->nrefs].at = q->len;
+  q->refs[q->nrefs].at = q->copied.len;
   q->refs[q->nrefs].p = p;
   q->refs[q->nrefs].n = n;
   q->nrefs++;
@@ -42,17 +31,17 @@ int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
   return 0;
 }
 
-size_t m0__outq_bytes(const m0__outq *q) { return q->len + q->ref_bytes; }
+size_t m0__outq_bytes(const m0__outq *q) { return q->copied.len + q->ref_bytes; }
 
 int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
   int k = 0;
-  size_t from = 0; /* position in buf */
+  size_t from = 0; /* position in copied */
   for (int r = 0; r <= q->nrefs; r++) {
-    size_t to = r < q->nrefs ? q->refs[r].at : q->len;
+    size_t to = r < q->nrefs ? q->refs[r].at : q->copied.len;
     size_t n = to - from;
     if (skip >= n) skip -= n;
     else {
-      iov[k++] = uv_buf_init(q->buf + from + skip, (unsigned)(n - skip));
+      iov[k++] = uv_buf_init(q->copied.p + from + skip, (unsigned)(n - skip));
       skip = 0;
     }
     from = to;
@@ -72,7 +61,7 @@ int m0__outq_move_tail(m0__outq *dst, const m0__outq *src, size_t skip) {
   int n = m0__outq_iov(src, skip, iov);
   for (int i = 0; i < n; i++) {
     /* A piece outside src's own buffer is a reference: keep it one. */
-    bool ref = iov[i].base < src->buf || iov[i].base >= src->buf + src->len;
+    bool ref = iov[i].base < src->copied.p || iov[i].base >= src->copied.p + src->copied.len;
     int rv = ref ? m0__outq_ref(dst, iov[i].base, iov[i].len) : m0__outq_append(dst, iov[i].base, iov[i].len);
     if (rv) return rv;
   }
@@ -80,12 +69,12 @@ int m0__outq_move_tail(m0__outq *dst, const m0__outq *src, size_t skip) {
 }
 
 void m0__outq_clear(m0__outq *q) {
-  q->len = 0;
+  m0__buf_clear(&q->copied);
   q->nrefs = 0;
   q->ref_bytes = 0;
 }
 
 void m0__outq_free(m0__outq *q) {
-  free(q->buf);
+  m0__buf_free(&q->copied);
   memset(q, 0, sizeof *q);
 }

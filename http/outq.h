@@ -9,14 +9,15 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "base/buf.h"
+
 #define M0__OUT_REFS 8
 #define M0__REF_MIN 1024 /* smaller static bodies are cheaper to copy */
 
 typedef struct m0__outq {
-  char *buf;
-  size_t len, cap;
+  m0__buf copied; /* heads and copied bodies, in order */
   struct {
-    size_t at; /* the referenced bytes go after buf[0, at) */
+    size_t at; /* the referenced bytes go after copied.p[0, at) */
     const void *p;
     size_t n;
   } refs[M0__OUT_REFS];
@@ -24,7 +25,8 @@ typedef struct m0__outq {
   size_t ref_bytes;
 } m0__outq;
 
-/* Copies n bytes. Returns 0, or -1 (out of memory: nothing appended). */
+/* Copies n bytes. Returns 0, or -1 (out of memory: nothing appended); -1,
+ * not an M0__E code, because m0_respond hands it to the application. */
 int m0__outq_append(m0__outq *q, const void *p, size_t n);
 /* References n bytes that outlive the write; copies when out of slots.
  * Returns 0 or -1. */

@@ -222,7 +222,7 @@ static void test_respond_body_modes(void **st) {
   m0_respond(&x.r, 200, NULL, stat_body, sizeof stat_body, M0_BODY_STATIC);
   assert_int_equal(x.q.nrefs, 1);
   assert_ptr_equal(x.q.refs[0].p, stat_body); /* not copied */
-  assert_int_equal(m0__outq_bytes(&x.q), x.q.len + sizeof stat_body);
+  assert_int_equal(m0__outq_bytes(&x.q), x.q.copied.len + sizeof stat_body);
   m0__outq_free(&x.q);
   /* a small static body is copied (cheaper than a reference) */
   resp_init(&x, 1, false, false);
@@ -512,7 +512,7 @@ static void test_outq_resume(void **st) {
   assert_int_equal(m0__outq_move_tail(&dst, &sq, 1), 0);
   assert_int_equal(dst.nrefs, 1);
   assert_ptr_equal(dst.refs[0].p, on_stack);
-  assert_int_equal(dst.len, 0);
+  assert_int_equal(dst.copied.len, 0);
   m0__outq_free(&sq);
   m0__outq_free(&dst);
   /* more references than slots: the rest is copied, the bytes the same */
@@ -527,7 +527,7 @@ static void test_outq_resume(void **st) {
   for (size_t i = 0; i < n; i++) assert_int_equal(all[i], '1');
   free(all);
   m0__outq_free(&q);
-  assert_null(q.buf);
+  assert_null(q.copied.p);
 }
 
 int main(void) {

@@ -261,7 +261,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     m0__respond_status(&res, 500, NULL);
   }
   h->stats.requests++;
-  if (h->access_log) m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
+  if (h->access_log)
+    m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
   if (last) c->close_after = true;
 }
 

@@ -10,7 +10,7 @@
   X(STOP, "stop")       /* coordinator -> loop, producer: start the drain */       \
   X(STOPPED, "stopped") /* loop -> coordinator: drained. payload: m0__stats */     \
   X(DIED, "died")       /* any -> coordinator: an actor ended badly. payload: why */ \
-  X(STATS, "stats")     /* loop -> coordinator: counters. payload: m0__stats */    \
+  X(LEAVING, "leaving") /* loop -> coordinator: reached --max-requests, drain it */ \
   X(FRAME, "frame")     /* producer/publisher -> loop: a stream frame (bus) */     \
   X(HANDOFF, "handoff") /* loop -> loop: an accepted connection */                 \
   X(JOB, "job")         /* loop -> pool: a batch of requests */                    \

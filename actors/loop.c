@@ -210,12 +210,13 @@ static void loop_on_pass_begin(uv_check_t *c) {
   atomic_store_explicit(&ln->streams, (uint64_t)l->http.nstreams, memory_order_relaxed);
   atomic_store_explicit(&ln->beat_ms, uv_now(&l->uv), memory_order_relaxed);
   /* Recycling (--max-requests): at its count the loop takes no more
-   * connections (siblings skip it, the backlog is theirs) and answers what
-   * it has until its coordinator, which reads the same count, drains it. */
+   * connections (siblings skip it, the backlog is theirs), says LEAVING and
+   * answers what it has until its coordinator drains it. */
   if (l->recycle_at && !l->recycling && l->http.stats.requests >= l->recycle_at) {
     l->recycling = true;
     atomic_store(&ln->leaving, 1);
     loop_poll_listener(l, false);
+    m0__send(&l->self, &l->coord, M0__K_LEAVING, 0, 0, NULL, 0);
   }
   if (l->share && !atomic_load_explicit(&ln->pass_start_ms, memory_order_relaxed))
     atomic_store_explicit(&ln->pass_start_ms, uv_now(&l->uv) | 1, memory_order_relaxed);
@@ -272,7 +273,7 @@ static void loop_finish(m0__loop *l) {
   l->finished = true;
   m0__loop_stats st = {l->http.stats.requests, l->http.stats.accepted, l->http.stats.errors_4xx,
                        l->http.stats.timeouts, l->frames, l->handed, l->adopted};
-  atomic_store(&l->said_stopped, true);
+  atomic_store(&l->h.said_stopped, true);
   m0__send(&l->self, &l->coord, M0__K_STOPPED, 0, 0, &st, sizeof st);
   uv_poll_stop(&l->mail);
   uv_close((uv_handle_t *)&l->mail, NULL);
@@ -386,13 +387,12 @@ static void loop_close_siblings(m0__loop *l) {
  * machine dial loop.i.sock in the run directory. */
 static int loop_listen_ipc(m0__loop *l) {
   char url[M0__URL_MAX];
-  int n = snprintf(url, sizeof url, "ipc://%s/loop.%d.sock", l->run_dir, l->index);
-  if (n <= 0 || (size_t)n >= sizeof url) return -1;
+  if (m0__topology_outside_url(url, sizeof url, l->run_dir, l->index) != 0) return -1;
   return m0__actor_listen_also(&l->self, url);
 }
 
-static void *loop_main(void *arg) {
-  m0__loop *l = arg;
+static void loop_run(m0__handle *h) {
+  m0__loop *l = (m0__loop *)h;
   char err[512] = "";
   bool uv_ready = false;
   if (m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
@@ -403,8 +403,8 @@ static void *loop_main(void *arg) {
     l->state = l->app->make(&l->ctx, err, sizeof err);
     if (!l->state) {
       if (!err[0]) snprintf(err, sizeof err, "%s: make failed on loop %d", l->app->name, l->index);
-      atomic_store(&l->failed, true);
-      atomic_store(&l->said_stopped, true);
+      atomic_store(&l->h.failed, true);
+      atomic_store(&l->h.said_stopped, true);
       m0__send(&l->self, &l->coord, M0__K_FAILED, 0, 0, err, strlen(err));
       goto out;
     }
@@ -417,26 +417,8 @@ static void *loop_main(void *arg) {
   l->http.worker = l->index;
   l->http.owner = l;
   l->http.on_closed = loop_on_closed;
-  const m0_config *c = l->cfg;
-  l->http.lim = (m0__parse_limits){(size_t)M0__CFG(c, max_header_bytes), (size_t)M0__CFG(c, max_uri_bytes),
-                                   (size_t)M0__CFG(c, max_body_bytes)};
-  l->http.header_timeout_ms = (uint64_t)M0__CFG(c, header_timeout_ms);
-  l->http.body_timeout_ms = (uint64_t)M0__CFG(c, body_timeout_ms);
-  l->http.keepalive_timeout_ms = (uint64_t)M0__CFG(c, keepalive_timeout_ms);
-  /* A quarter of the drain's bound (at most the header timeout) for a
-   * connection accepted just before the drain to send its request. */
-  l->http.drain_fresh_ms = (uint64_t)M0__CFG(c, drain_timeout_ms) / 4;
-  if (l->http.drain_fresh_ms > l->http.header_timeout_ms) l->http.drain_fresh_ms = l->http.header_timeout_ms;
-  if (!l->http.drain_fresh_ms) l->http.drain_fresh_ms = 1;
-  l->http.max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
-  l->http.access_log = M0__CFG(c, access_log) != 0;
-  l->http.heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
-  if (M0__CFGS(c, metrics_path)[0]) {
-    l->http.metrics_path = M0__CFGS(c, metrics_path);
-    l->http.metrics = loop_on_metrics;
-  }
+  if (l->http.metrics_path) l->http.metrics = loop_on_metrics;
   l->nloops = l->topo->loops;
-  l->share = l->nloops > 1 && M0__CFG(c, accept_share) != 0;
   if (l->share) l->http.busy_since = &loop_line(l, l->index)->pass_start_ms;
   int fd;
   if (m0__http_init(&l->http) != 0 || m0__actor_recv_fd(&l->self, &fd) != 0 ||
@@ -454,20 +436,9 @@ static void *loop_main(void *arg) {
     l->lane.data = l;
     uv_poll_start(&l->lane, UV_READABLE, loop_on_mail);
   }
-  /* The sweep runs often enough to honour the shortest timeout to ~25 %. */
-  uint64_t shortest = l->http.header_timeout_ms;
-  if (l->http.heartbeat_ms && l->http.heartbeat_ms < shortest) shortest = l->http.heartbeat_ms;
-  if (l->http.body_timeout_ms < shortest) shortest = l->http.body_timeout_ms;
-  if (l->http.keepalive_timeout_ms < shortest) shortest = l->http.keepalive_timeout_ms;
-  uint64_t every = shortest / 4 < 10 ? 10 : shortest / 4 > 1000 ? 1000 : shortest / 4;
-  /* Under the heartbeat (--worker-timeout-ms, 1000 or more) an idle loop
-   * must turn, and so beat, well within the timeout: at 1000 ms a quiet
-   * loop's once-a-second sweep let the supervisor kill idle workers. */
-  uint64_t beat_every = (uint64_t)M0__CFG(c, worker_timeout_ms) / 4;
-  if (beat_every && beat_every < every) every = beat_every;
   uv_timer_init(&l->uv, &l->sweep);
   l->sweep.data = l;
-  uv_timer_start(&l->sweep, loop_on_sweep, every, every);
+  uv_timer_start(&l->sweep, loop_on_sweep, l->sweep_ms, l->sweep_ms);
   uv_check_init(&l->uv, &l->pass_begin);
   uv_prepare_init(&l->uv, &l->pass_end);
   l->pass_begin.data = l->pass_end.data = l;
@@ -490,23 +461,20 @@ out:
   /* STOP to the pool threads: their queue is empty by now. */
   for (int j = 0; l->pool && j < l->npool; j++) m0__send(&l->self, &l->pool[j], M0__K_STOP, 0, 0, NULL, 0);
   if (l->listen_fd >= 0) close(l->listen_fd);
-  atomic_store(&l->exited, true);
-  return NULL;
 }
 
-/* Closing an nng socket drops what it has not sent yet, so the last
- * messages (STOPPED, FAILED, the pool's STOP) would be lost if the thread
- * closed its sockets on its way out. The coordinator closes them after the
- * join instead. */
-void m0__loop_hang_up(m0__loop *l) {
+/* After the join (actors/handle.h on why not before). */
+static void loop_hang_up(m0__handle *h) {
+  m0__loop *l = (m0__loop *)h;
   loop_close_siblings(l);
   loop_close_pool(l);
   m0__peer_close(&l->coord);
 }
 
-void m0__loop_release(m0__loop *l) { m0__actor_close(&l->self); }
+static void loop_release(m0__handle *h) { m0__actor_close(&((m0__loop *)h)->self); }
 
-int m0__loop_open(m0__loop *l) {
+static int loop_open(m0__handle *h) {
+  m0__loop *l = (m0__loop *)h;
   const m0__actor_desc *me = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_LOOP, l->index));
   if (m0__actor_open(&l->self, me->id, me->url, l->trace) != 0 ||
       (l->topo->scheme != M0__SCHEME_IPC && loop_listen_ipc(l) != 0)) {
@@ -516,9 +484,4 @@ int m0__loop_open(m0__loop *l) {
   return 0;
 }
 
-int m0__loop_start(m0__loop *l) {
-  atomic_store(&l->exited, false);
-  if (pthread_create(&l->thread, NULL, loop_main, l) != 0) return M0__ENOMEM;
-  l->started = true;
-  return 0;
-}
+const m0__actor_kind m0__loop_kind = {"loop", loop_open, loop_run, loop_hang_up, loop_release};

@@ -31,7 +31,7 @@
 #include <uv.h>
 
 #include "actors/actor.h"
-#include "host/config.h"
+#include "actors/handle.h"
 #include "actors/pool.h"
 #include "http/conn.h"
 #include "transport/page.h"
@@ -42,10 +42,10 @@ typedef struct m0__loop_stats {
 } m0__loop_stats;
 
 typedef struct m0__loop {
+  m0__handle h; /* first: the loop is driven through it (actors/handle.h) */
   /* set by the coordinator before start */
   int index;
   const m0__topology *topo;
-  const m0_config *cfg;
   const m0_app *app;
   m0__tracer *trace;
   m0__page *page;
@@ -56,12 +56,10 @@ typedef struct m0__loop {
   const char *run_dir;
   m0_ctx ctx;
   uint64_t recycle_at; /* prefork: requests after which it takes no more connections (0 = never) */
+  bool share;          /* accept sharing with its siblings */
+  uint64_t sweep_ms;   /* the period of its timeout sweep (and of an idle loop's beat) */
+  m0__http http;       /* its settings (limits, timeouts, access log, metrics path) filled in before start */
   /* the loop's own */
-  pthread_t thread;
-  bool started;
-  atomic_bool exited;
-  atomic_bool said_stopped; /* set before STOPPED or FAILED is sent */
-  atomic_bool failed;       /* its make refused: no STOPPED will ever come */
   uv_loop_t uv;
   uv_poll_t listener;
   uv_poll_t mail;
@@ -73,7 +71,6 @@ typedef struct m0__loop {
   m0__peer coord;
   m0__peer *siblings; /* [nloops], own index unused */
   int nloops;
-  bool share;
   unsigned rotate;
   uint64_t handed, adopted;
   int npool;          /* pool threads behind this loop */
@@ -83,7 +80,6 @@ typedef struct m0__loop {
   m0__peer *pool;     /* [npool] */
   m0__batch *batches; /* [npool]: the batch being filled for each */
   uint64_t queued, answered;
-  m0__http http;
   void *state;
   bool listening, polling, stopping, finished;
   bool recycling; /* reached recycle_at: accepts nothing more, waits for STOP */
@@ -92,19 +88,11 @@ typedef struct m0__loop {
   uint64_t first_id; /* the shared counter when this loop began serving */
 } m0__loop;
 
-/* Opens the loop's mailbox, before any thread starts, so that whoever
- * dials it (the coordinator, sibling loops, the publisher) finds it open.
- * Returns 0 or M0__ETRANSPORT (reported on stderr). */
-int m0__loop_open(m0__loop *l);
-/* Starts the loop's thread (its mailbox open). It builds the handler, reports READY or FAILED,
- * and waits for GO. Returns 0 or M0__ENOMEM (no thread). */
-int m0__loop_start(m0__loop *l);
-/* After the join (see loop.c on why not before): hang_up closes the loop's
- * peers, release its mailbox. Teardown hangs up every actor before it
- * releases any: a peer whose mailbox closed first would redial it until
- * closed itself (actors/actor.c, m0__peer_open). The pool's and the
- * producer's pairs work the same way. */
-void m0__loop_hang_up(m0__loop *l);
-void m0__loop_release(m0__loop *l);
+/* The loop kind (actors/handle.h): open listens at the loop's mailbox (and,
+ * on inproc or tcp, at its outside address in the run directory), run is its
+ * thread (make, READY or FAILED, wait for GO, serve, drain, STOPPED),
+ * hang_up closes its peers (siblings, pool, coordinator), release its
+ * mailbox. */
+extern const m0__actor_kind m0__loop_kind;
 
 #endif

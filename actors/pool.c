@@ -156,12 +156,12 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   m0_response res;
   m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
   const m0_app *app = t->app;
-  atomic_store(&t->in_app, true);
+  atomic_store(&t->h.in_app, true);
   m0__current_trace = (m0__trace_id){h.trace_hi, h.trace_lo};
   if (h.route >= 0 && (size_t)h.route < app->nroutes) app->routes[h.route].view(state, &req, &res);
   else if (h.route < 0 && app->handle) app->handle(state, &req, &res);
   m0__current_trace = (m0__trace_id){0, 0};
-  atomic_store(&t->in_app, false);
+  atomic_store(&t->h.in_app, false);
   if (!res.done) {
     fprintf(stderr, "m0: pool.%d.%d: the view for %.*s %.*s returned without answering; sent 500\n", t->loop,
             t->index, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
@@ -213,8 +213,8 @@ static uint64_t pool_maybe_yield(m0__pool_thread *t, uint64_t since_ns, uint32_t
   return now;
 }
 
-static void *pool_main(void *arg) {
-  m0__pool_thread *t = arg;
+static void pool_run(m0__handle *h) {
+  m0__pool_thread *t = (m0__pool_thread *)h;
   const m0__actor_desc *lo = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_LOOP, t->loop));
   m0__actor *self = &t->self;
   m0__peer *coord = &t->coord, *loop = &t->loopp;
@@ -233,7 +233,7 @@ static void *pool_main(void *arg) {
     state = t->app->make(&t->ctx, err, sizeof err);
     if (!state) {
       if (!err[0]) snprintf(err, sizeof err, "%s: make failed on pool thread %d.%d", t->app->name, t->loop, t->index);
-      atomic_store(&t->said_stopped, true);
+      atomic_store(&t->h.said_stopped, true);
       m0__send(self, coord, M0__K_FAILED, 0, 0, err, strlen(err));
       goto out;
     }
@@ -284,38 +284,32 @@ static void *pool_main(void *arg) {
     }
     m0__msg_free(&m);
   }
-  atomic_store(&t->said_stopped, true);
+  atomic_store(&t->h.said_stopped, true);
 out:
   if (made && t->app->free && state) t->app->free(state);
   m0__outq_free(&resp);
-  atomic_store(&t->exited, true);
-  return NULL;
 }
 
-void m0__pool_hang_up(m0__pool_thread *t) { /* after the join: see m0__loop_release */
+static void pool_hang_up(m0__handle *h) { /* after the join: actors/handle.h */
+  m0__pool_thread *t = (m0__pool_thread *)h;
   m0__peer_close(&t->loopp);
   m0__peer_close(&t->coord);
 }
 
-void m0__pool_release(m0__pool_thread *t) { m0__actor_close(&t->self); }
+static void pool_release(m0__handle *h) { m0__actor_close(&((m0__pool_thread *)h)->self); }
 
-/* The mailbox is opened here, before the thread: a mailbox that cannot open
- * (a tcp:// address another program holds) is the start's failure, named.
- * Opened on the thread, its failure ended the thread without a word, and the
+/* The mailbox opens before the thread: one that cannot open (a tcp://
+ * address another program holds) is the start's failure, named. Opened on
+ * the thread, its failure ended the thread without a word, and the
  * coordinator waited at the barrier for its READY for ever. */
-int m0__pool_start(m0__pool_thread *t) {
+static int pool_open(m0__handle *h) {
+  m0__pool_thread *t = (m0__pool_thread *)h;
   const m0__actor_desc *me = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_POOL, M0__POOL_INDEX(t->loop, t->index)));
-  atomic_store(&t->exited, true); /* until its thread runs */
   if (!me || m0__actor_open(&t->self, me->id, me->url, t->trace) != 0) {
     fprintf(stderr, "m0: pool.%d.%d cannot open its mailbox at %s\n", t->loop, t->index, me ? me->url : "(no address)");
     return M0__ETRANSPORT;
   }
-  atomic_store(&t->exited, false);
-  if (pthread_create(&t->thread, NULL, pool_main, t) != 0) {
-    atomic_store(&t->exited, true);
-    m0__actor_close(&t->self);
-    return M0__ENOMEM;
-  }
-  t->started = true;
   return 0;
 }
+
+const m0__actor_kind m0__pool_kind = {"pool", pool_open, pool_run, pool_hang_up, pool_release};

@@ -43,10 +43,12 @@
 #include <stdbool.h>
 
 #include "actors/actor.h"
-#include "host/config.h"
+#include "actors/handle.h"
+#include "m0/m0.h"
 #include "transport/topology.h"
 
 typedef struct m0__pool_thread {
+  m0__handle h; /* first: driven through it (actors/handle.h) */
   int loop, index;
   const m0__topology *topo;
   const m0_app *app;
@@ -54,11 +56,6 @@ typedef struct m0__pool_thread {
   uint32_t coord_id;
   const char *coord_url;
   m0_ctx ctx;
-  pthread_t thread;
-  bool started;
-  atomic_bool exited;
-  atomic_bool said_stopped;
-  atomic_bool in_app; /* inside a view: named if the drain's bound passes */
   bool yields;        /* at nice 19: it ran slow views (design notes) */
   uint64_t slow_debt_ns; /* CPU its views took beyond 1 ms each, not yet paid back */
   m0__actor self;
@@ -67,9 +64,11 @@ typedef struct m0__pool_thread {
   m0__inbox *loop_inbox; /* and RESULT to it */
 } m0__pool_thread;
 
-int m0__pool_start(m0__pool_thread *t);
-void m0__pool_hang_up(m0__pool_thread *t);
-void m0__pool_release(m0__pool_thread *t);
+/* The pool thread kind (actors/handle.h): open listens at its mailbox (a
+ * tcp address another program holds is the start's failure, named), run is
+ * its thread (make, READY or FAILED, JOBs until STOP), hang_up closes its
+ * peers, release its mailbox. h.in_app is set while inside a view. */
+extern const m0__actor_kind m0__pool_kind;
 
 /* The loop's side: one batch being filled per pool thread. */
 typedef struct m0__batch {

@@ -27,21 +27,20 @@ static int producer_wait(m0__actor *mbox, int64_t ms) {
   return kind;
 }
 
-static void *producer_main(void *arg) {
-  m0__producer_run *r = arg;
+static void producer_run(m0__handle *h) {
+  m0__producer_run *r = (m0__producer_run *)h;
   m0_publisher *pub = r->pub;
   m0__peer *coord = &r->coord;
   m0__actor *self = &r->self;
   char err[512] = "";
   if (m0__peer_open(coord, r->coord_id, r->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: the producer cannot reach its coordinator at %s\n", r->coord_url);
-    atomic_store(&r->exited, true);
-    return NULL;
+    return;
   }
   void *state = r->def->make ? r->def->make(&r->ctx, err, sizeof err) : NULL;
   if (r->def->make && !state) {
     if (!err[0]) snprintf(err, sizeof err, "the producer's make failed");
-    atomic_store(&r->failed, true);
+    atomic_store(&r->h.failed, true);
     m0__send(self, coord, M0__K_FAILED, 0, 0, err, strlen(err));
     goto out;
   }
@@ -58,9 +57,9 @@ static void *producer_main(void *arg) {
       if (kind == M0__K_STOP) break;
       continue;
     }
-    atomic_store(&r->in_step, true);
+    atomic_store(&r->h.in_app, true);
     int64_t wait = r->def->step(state, pub);
-    atomic_store(&r->in_step, false);
+    atomic_store(&r->h.in_app, false);
     if (wait < 0) {
       fprintf(stderr, "m0: producer: step failed (returned %lld); the producer stops, serving goes on\n",
               (long long)wait);
@@ -76,31 +75,22 @@ static void *producer_main(void *arg) {
 done:
   if (r->def->free) r->def->free(state);
   m0__send(self, coord, M0__K_STOPPED, 0, 0, NULL, 0);
-out:
-  atomic_store(&r->exited, true);
-  return NULL;
+out:;
 }
 
-void m0__producer_hang_up(m0__producer_run *r) { /* after the join: see m0__loop_release */
-  m0__peer_close(&r->coord);
-}
+static void producer_hang_up(m0__handle *h) { m0__peer_close(&((m0__producer_run *)h)->coord); }
 
-void m0__producer_release(m0__producer_run *r) { m0__actor_close(&r->self); }
+static void producer_release(m0__handle *h) { m0__actor_close(&((m0__producer_run *)h)->self); }
 
-int m0__producer_start(m0__producer_run *r) {
-  atomic_store(&r->exited, true); /* until its thread runs */
-  /* The mailbox is opened here, so the coordinator dials it once this
-   * returns (actors/actor.c, m0__peer_open). */
+/* The mailbox opens before the thread, so the coordinator dials it once
+ * this returns (actors/actor.c, m0__peer_open). */
+static int producer_open(m0__handle *h) {
+  m0__producer_run *r = (m0__producer_run *)h;
   if (m0__actor_open(&r->self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, r->pub->self.trace) != 0) {
     fprintf(stderr, "m0: the producer cannot open its mailbox at %s\n", r->url);
     return M0__ETRANSPORT;
   }
-  atomic_store(&r->exited, false);
-  if (pthread_create(&r->thread, NULL, producer_main, r) != 0) {
-    atomic_store(&r->exited, true);
-    m0__actor_close(&r->self);
-    return M0__ENOMEM;
-  }
-  r->started = true;
   return 0;
 }
+
+const m0__actor_kind m0__producer_kind = {"producer", producer_open, producer_run, producer_hang_up, producer_release};

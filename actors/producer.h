@@ -10,28 +10,25 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "actors/handle.h"
 #include "actors/publisher.h"
 #include "transport/topology.h"
 
 typedef struct m0__producer_run {
+  m0__handle h; /* first: driven through it (actors/handle.h); h.in_app: inside its step */
   const m0_producer *def;
   m0_ctx ctx;
   m0_publisher *pub;
   const char *url; /* its mailbox */
   uint32_t coord_id;
   const char *coord_url;
-  pthread_t thread;
-  bool started;
-  atomic_bool exited;
-  atomic_bool failed; /* its make refused: no STOPPED will ever come */
-  atomic_bool in_step; /* inside the application's step, for the drain's naming */
   m0__actor self;
   m0__peer coord;
 } m0__producer_run;
 
-/* Starts the producer thread; it reports READY or FAILED to the coordinator. */
-int m0__producer_start(m0__producer_run *r);
-void m0__producer_hang_up(m0__producer_run *r);
-void m0__producer_release(m0__producer_run *r);
+/* The producer kind (actors/handle.h): open listens at its mailbox, run is
+ * its thread (make, READY or FAILED, wait for GO, steps until STOP, STOPPED),
+ * hang_up closes its peer to the coordinator, release its mailbox. */
+extern const m0__actor_kind m0__producer_kind;
 
 #endif

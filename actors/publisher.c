@@ -65,7 +65,11 @@ m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen)
   pub->loops = calloc((size_t)n, sizeof *pub->loops);
   for (int i = 0; pub->loops && i < n; i++) {
     char url[M0__URL_MAX];
-    snprintf(url, sizeof url, "ipc://%s/loop.%d.sock", run_dir, i);
+    if (m0__topology_outside_url(url, sizeof url, run_dir, i) != 0) {
+      snprintf(err, errlen, "the run directory's path is too long: %s", run_dir);
+      m0_publisher_detach(pub);
+      return NULL;
+    }
     /* A blocking send with a bound: the frame is handed to the connection
      * before this short-lived program closes its socket. */
     if (m0__peer_open(&pub->loops[i], M0__ACTOR_ID(M0__ROLE_LOOP, i), url, 1000) != 0) {

@@ -9,3 +9,8 @@ const char *m0__strerror(int err) {
   default: return "unknown error";
   }
 }
+
+int m0__exit_code(int err) {
+  if (err == 0) return 0;
+  return err == M0__EMAKE || err == M0__ECONFIG ? 78 : 1;
+}

@@ -1,4 +1,6 @@
-/* The one list of m0's internal error codes. Each is negative; 0 is success. */
+/* The one list of m0's internal error codes. Each is negative; 0 is success.
+ * Inside the code every failure is one of these; only the edges (serve,
+ * embed) turn them into exit codes, with m0__exit_code. */
 #ifndef M0_BASE_ERRORS_H
 #define M0_BASE_ERRORS_H
 
@@ -13,7 +15,10 @@
   X(PAGE, "shared page unusable")                                  \
   X(MAKE, "the application's make failed")                         \
   X(TOOBIG, "too big")                                             \
-  X(INVALID, "invalid argument")
+  X(INVALID, "invalid argument")                                   \
+  X(DIED, "an actor ended badly")                                  \
+  X(STUCK, "not finished within the drain's bound")                \
+  X(CONFIG, "the configuration is refused")
 
 enum m0__err {
   M0__OK = 0,
@@ -24,5 +29,9 @@ enum m0__err {
 };
 
 const char *m0__strerror(int err);
+/* The process's exit code for an error, at the edges only (m0_serve,
+ * m0_host_start/stop): 0 for 0; 78 (EX_CONFIG) for a refused configuration
+ * or make; 1 for the rest. */
+int m0__exit_code(int err);
 
 #endif

@@ -13,7 +13,8 @@
 
 #include "host/checks.h"
 #include "host/config.h"
-#include "actors/coordinator.h"
+#include "base/errors.h"
+#include "host/coordinator.h"
 
 struct m0_host {
   m0_config cfg;
@@ -41,7 +42,7 @@ static void embed_on_ready(void *arg, int port, const char *run_dir, m0_publishe
 
 static void *embed_main(void *arg) {
   m0_host *h = arg;
-  int rc = m0__coord_run(&h->proc);
+  int rc = m0__exit_code(m0__coord_run(&h->proc));
   pthread_mutex_lock(&h->mu);
   h->done = true;
   h->rc = rc;
@@ -80,11 +81,10 @@ m0_host *m0_host_start(const m0_app *app, const m0_producer *producer, int argc,
     snprintf(err, errlen, "cannot make the stop pipe");
     goto fail;
   }
-  int loops = (int)M0__CFG(&h->cfg, threads);
-  h->proc = (m0__proc){.app = app, .producer = producer, .cfg = &h->cfg,
-                       .mode = loops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE, .loops = loops, .first = 0, .here = loops,
-                       .run_dir = NULL, .listen_fd = -1, .page_fd = -1, .app_page_fd = -1, .handoff = NULL,
-                       .stop_fd = h->stop[0], .on_ready = embed_on_ready, .ready_arg = h};
+  h->proc = (m0__proc){.producer = producer, .on_ready = embed_on_ready, .ready_arg = h};
+  m0__process_describe(&h->proc.proc, app, &h->cfg);
+  h->proc.proc.stop_fd = h->stop[0];
+  h->proc.here = h->proc.proc.loops;
   pthread_mutex_init(&h->mu, NULL);
   pthread_cond_init(&h->cv, NULL);
   /* Every host thread inherits this mask from the coordinator's. */

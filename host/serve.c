@@ -10,16 +10,17 @@
 #include <nng/nng.h>
 #include <uv.h>
 
+#include "base/errors.h"
 #include "host/checks.h"
 #include "host/config.h"
-#include "actors/coordinator.h"
-#include "actors/supervisor.h"
+#include "host/coordinator.h"
+#include "host/supervisor.h"
 #include "transport/systemd.h"
 
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
 
 /* A spawned worker: its index, descriptors and run directory come from the
- * supervisor in M0__ variables (actors/supervisor.c writes them). */
+ * supervisor in M0__ variables (host/supervisor.c writes them). */
 static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
   const char *fds = getenv("M0__FDS"), *dir = getenv("M0__RUN_DIR");
   int loops = (int)M0__CFG(cfg, workers);
@@ -43,10 +44,14 @@ static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
     fprintf(stderr, "m0: a worker was started without what the supervisor passes (M0__FDS, M0__RUN_DIR)\n");
     return 1;
   }
-  m0__proc p = {.app = app, .producer = NULL, .cfg = cfg, .mode = M0__MODE_PREFORK, .loops = loops, .first = i,
-                .here = 1, .run_dir = dir, .listen_fd = v[0], .page_fd = v[1], .app_page_fd = v[2],
-                .handoff = &v[3], .stop_fd = -1};
-  return m0__coord_run(&p);
+  m0__proc p = {.producer = NULL, .first = i, .here = 1, .handoff = &v[3]};
+  m0__process_describe(&p.proc, app, cfg);
+  p.proc.children = false; /* the supervisor reaps; a worker has no children of its own */
+  p.proc.inherit_dir = dir;
+  p.proc.inherit_listen = v[0];
+  p.proc.inherit_page = v[1];
+  p.proc.inherit_app_page = v[2];
+  return m0__exit_code(m0__coord_run(&p));
 }
 
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
@@ -85,14 +90,13 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
         fprintf(stderr, "m0: %s\n", sd_err);
         rc = 78;
       } else if (M0__CFG(cfg, workers) > 1) {
-        rc = m0__supervise(app, producer, cfg, argv, sd_fd);
+        rc = m0__exit_code(m0__supervise(app, producer, cfg, argv, sd_fd));
       } else {
-        int loops = (int)M0__CFG(cfg, threads);
-        m0__proc p = {.app = app, .producer = producer, .cfg = cfg,
-                      .mode = loops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE, .loops = loops, .first = 0,
-                      .here = loops, .run_dir = NULL, .listen_fd = sd_fd, .page_fd = -1, .app_page_fd = -1,
-                      .handoff = NULL, .stop_fd = -1};
-        rc = m0__coord_run(&p);
+        m0__proc p = {.producer = producer};
+        m0__process_describe(&p.proc, app, cfg);
+        p.proc.inherit_listen = sd_fd;
+        p.here = p.proc.loops;
+        rc = m0__exit_code(m0__coord_run(&p));
       }
     }
   }

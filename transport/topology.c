@@ -105,3 +105,35 @@ const m0__actor_desc *m0__topology_find(const m0__topology *t, uint32_t id) {
     if (t->actors[k].id == id) return &t->actors[k];
   return NULL;
 }
+
+m0__scheme m0__topology_scheme(m0__mode mode, const char *file_transport) {
+  int s = file_transport && file_transport[0] ? m0__scheme_parse(file_transport) : -1;
+  if (s >= 0) return (m0__scheme)s;
+  return mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
+}
+
+int m0__topology_make(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
+                      const char (*file_urls)[256], int nfile, const char *run_dir) {
+  m0__scheme scheme = m0__topology_scheme(mode, file_transport);
+  char where[4096];
+  if (scheme == M0__SCHEME_IPC) snprintf(where, sizeof where, "%s", run_dir ? run_dir : "<run-dir>");
+  else if (run_dir) snprintf(where, sizeof where, "m0-%d", (int)getpid());
+  else snprintf(where, sizeof where, "m0-<pid>");
+  /* A tcp topology needs the file's addresses; the others can be built. */
+  int rv = m0__topology_build(t, mode, loops, pool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme, where);
+  if (rv != 0) return rv;
+  if (nfile == t->nactors) {
+    if (run_dir) rv = m0__topology_use_urls(t, scheme, file_urls, nfile, run_dir);
+    else { /* the description keeps the file's placeholders */
+      for (int k = 0; k < nfile; k++) snprintf(t->actors[k].url, sizeof t->actors[k].url, "%s", file_urls[k]);
+      t->scheme = scheme;
+    }
+  }
+  if (rv != 0) m0__topology_free(t);
+  return rv;
+}
+
+int m0__topology_outside_url(char *out, size_t n, const char *run_dir, int loop) {
+  int w = snprintf(out, n, "ipc://%s/loop.%d.sock", run_dir, loop);
+  return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
+}

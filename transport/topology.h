@@ -1,7 +1,10 @@
 /* The topology: which actors exist and the URL of each, built from one
- * description. Only this file knows the transport: the same actors get
- * inproc:// URLs (one process), ipc:// URLs in the run directory (processes
- * on one machine) or tcp:// URLs (machines), and nothing else changes. */
+ * description. This is the only code that spells a scheme: the mode's
+ * transport (inproc:// for one process, ipc:// in the run directory for
+ * processes on one machine), a topology file's URLs in place of the built
+ * ones, and the outside address of each loop that other programs on this
+ * machine dial (m0pub). tcp:// URLs come only from a file and change the
+ * socket type alone: the actors are still spawned here (ARCHITECTURE.md). */
 #ifndef M0_TRANSPORT_TOPOLOGY_H
 #define M0_TRANSPORT_TOPOLOGY_H
 
@@ -27,6 +30,21 @@ typedef struct m0__topology {
   m0__actor_desc *actors; /* coordinator, producer, (prefork: workers), loops, then pool threads */
 } m0__topology;
 
+/* The scheme a host in `mode` uses: the topology file's transport when it
+ * names one ("inproc", "ipc", "tcp"), else inproc for one process and ipc
+ * under prefork. */
+m0__scheme m0__topology_scheme(m0__mode mode, const char *file_transport);
+/* A host's whole topology: built for the mode's scheme (ipc in run_dir,
+ * inproc in this process's namespace), then the file's URLs in place of the
+ * built ones when it gave one per actor. run_dir NULL: a description only
+ * (the doctor), with <run-dir> and <pid> left as placeholders. Returns 0 or
+ * an m0__err. */
+int m0__topology_make(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
+                      const char (*file_urls)[256], int nfile, const char *run_dir);
+/* The address outside publishers on this machine dial for loop i: its
+ * socket in the run directory (its mailbox under prefork, a second listener
+ * otherwise). 0, or M0__ETOOBIG. */
+int m0__topology_outside_url(char *out, size_t n, const char *run_dir, int loop);
 /* Builds the actors and their URLs. `where` is the inproc namespace (inproc),
  * the run directory (ipc) or "host:firstport" (tcp). Returns 0 or an m0__err. */
 int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__scheme scheme,

@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       check_span(p.hs->name[i], have);
       check_span(p.hs->value[i], have);
     }
-    if (p.body_len > lim.max_body_bytes) abort();
+    if (p.body.len > lim.max_body_bytes) abort();
     m0__parser_next(&p);
   }
   m0__parser_fini(&p);

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -345,24 +346,47 @@ static void *count_make(const m0_ctx *ctx, char *err, size_t n) {
 }
 static int64_t never_step(void *s, m0_publisher *p) { return -1; }
 
+/* Waits (bounded) on the exit descriptor until h's thread has ended. */
+static void wait_exit(m0__exits *e, m0__handle *h) {
+  for (int k = 0; k < 100 && !m0__handle_exited(h); k++) {
+    struct pollfd pf = {e->fd, POLLIN, 0};
+    assert_true(poll(&pf, 1, 10000) == 1);
+    m0__exits_take(e);
+  }
+  assert_true(m0__handle_exited(h));
+}
+
+static int closed;
+static void on_closed(m0__handle *h) { closed++; }
+
 static void test_producer_unreachable(void **st) {
   m0_producer def = {.make = count_make, .step = never_step};
   m0_publisher pub = {0};
+  m0__exits ex;
+  assert_int_equal(m0__exits_init(&ex), 0);
   m0__producer_run r = {.def = &def, .pub = &pub, .url = "inproc://edges-producer", .coord_id = COORD,
                         .coord_url = "bogus://coordinator"};
-  assert_int_equal(m0__producer_start(&r), 0);
-  assert_true(r.started);
-  pthread_join(r.thread, NULL);
-  assert_true(atomic_load(&r.exited));
-  assert_false(atomic_load(&r.failed));
+  m0__handle_init(&r.h, &m0__producer_kind, &ex);
+  assert_true(m0__handle_exited(&r.h)); /* not started: nothing to wait for */
+  assert_int_equal(m0__handle_open(&r.h), 0);
+  assert_int_equal(m0__handle_start(&r.h), 0);
+  assert_true(r.h.started);
+  wait_exit(&ex, &r.h); /* its end wrote the exit descriptor */
+  assert_false(atomic_load(&r.h.failed));
   assert_int_equal(makes, 0);
-  m0__producer_hang_up(&r);
-  m0__producer_release(&r);
+  m0__handle *hs[] = {&r.h};
+  assert_int_equal(m0__handles_close(hs, 1, on_closed), 0);
+  assert_int_equal(closed, 1);
+  assert_false(r.self.open); /* released: its mailbox is closed */
+  assert_int_equal(m0__handles_close(hs, 1, on_closed), 0); /* closed once */
+  assert_int_equal(closed, 1);
   m0__producer_run bad = {.def = &def, .pub = &pub, .url = "bogus://mailbox", .coord_id = COORD,
                           .coord_url = "inproc://x"};
-  assert_int_equal(m0__producer_start(&bad), M0__ETRANSPORT);
-  assert_false(bad.started);
-  assert_true(atomic_load(&bad.exited));
+  m0__handle_init(&bad.h, &m0__producer_kind, &ex);
+  assert_int_equal(m0__handle_open(&bad.h), M0__ETRANSPORT);
+  assert_false(bad.h.started);
+  assert_true(m0__handle_exited(&bad.h));
+  m0__exits_fini(&ex);
 }
 
 int main(void) {

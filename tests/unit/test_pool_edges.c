@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ typedef struct rig {
   m0__inbox loopbox;
   m0__peer to_pool;
   m0__pool_thread t;
+  m0__exits exits;
 } rig;
 
 static void rig_open(rig *g, const m0_app *a, const char *base) {
@@ -67,7 +69,10 @@ static void rig_open(rig *g, const m0_app *a, const char *base) {
                            .coord_url = c->url, .loop_inbox = &g->loopbox};
   assert_int_equal(m0__inbox_init(&g->t.inbox), 0);
   m0__peer_direct(&g->to_pool, M0__ACTOR_ID(M0__ROLE_POOL, 0), &g->t.inbox);
-  assert_int_equal(m0__pool_start(&g->t), 0);
+  assert_int_equal(m0__exits_init(&g->exits), 0);
+  m0__handle_init(&g->t.h, &m0__pool_kind, &g->exits);
+  assert_int_equal(m0__handle_open(&g->t.h), 0);
+  assert_int_equal(m0__handle_start(&g->t.h), 0);
 }
 
 static int coord_hears(rig *g, char *text, size_t n) {
@@ -80,10 +85,14 @@ static int coord_hears(rig *g, char *text, size_t n) {
 }
 
 static void rig_close(rig *g) {
-  pthread_join(g->t.thread, NULL);
-  assert_true(atomic_load(&g->t.exited));
-  m0__pool_hang_up(&g->t);
-  m0__pool_release(&g->t);
+  /* its end is announced on the exit descriptor (bounded wait) */
+  struct pollfd pf = {g->exits.fd, POLLIN, 0};
+  assert_int_equal(poll(&pf, 1, 10000), 1);
+  assert_true(m0__handle_exited(&g->t.h));
+  m0__handle *hs[] = {&g->t.h};
+  assert_int_equal(m0__handles_close(hs, 1, NULL), 0);
+  assert_false(g->t.self.open);
+  m0__exits_fini(&g->exits);
   m0__inbox_fini(&g->t.inbox);
   m0__inbox_fini(&g->loopbox);
   m0__actor_close(&g->coord);
@@ -227,7 +236,7 @@ static void test_pool_jobs(void **st) {
   /* STOP ends it */
   assert_int_equal(m0__send(&g.loop, &g.to_pool, M0__K_STOP, 0, 0, NULL, 0), 0);
   rig_close(&g);
-  assert_true(atomic_load(&g.t.said_stopped));
+  assert_true(atomic_load(&g.t.h.said_stopped));
 }
 
 /* An app with handle instead of routes: route -1 runs it on the pool. */
@@ -256,7 +265,7 @@ static void test_pool_make_refused(void **st) {
   assert_int_equal(coord_hears(&g, text, sizeof text), M0__K_FAILED);
   assert_string_equal(text, "edges: make failed on pool thread 0.0");
   rig_close(&g);
-  assert_true(atomic_load(&g.t.said_stopped));
+  assert_true(atomic_load(&g.t.h.said_stopped));
 }
 
 /* A mailbox address already taken: the start fails, no thread runs. */
@@ -270,9 +279,10 @@ static void test_pool_mailbox_taken(void **st) {
   assert_int_equal(m0__inbox_init(&lb), 0);
   m0__pool_thread t = {.loop = 0, .index = 0, .topo = &topo, .app = &app, .coord_id = M0__ACTOR_ID(M0__ROLE_COORD, 0),
                        .coord_url = "inproc://edges-pool-taken-coord", .loop_inbox = &lb};
-  assert_int_equal(m0__pool_start(&t), M0__ETRANSPORT);
-  assert_false(t.started);
-  assert_true(atomic_load(&t.exited));
+  m0__handle_init(&t.h, &m0__pool_kind, NULL);
+  assert_int_equal(m0__handle_open(&t.h), M0__ETRANSPORT);
+  assert_false(t.h.started);
+  assert_true(m0__handle_exited(&t.h));
   assert_false(t.self.open);
   m0__inbox_fini(&lb);
   m0__actor_close(&holder);

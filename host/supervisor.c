@@ -17,7 +17,9 @@
  * - SIGTERM/SIGINT are forwarded as SIGTERM; each worker drains within the
  *   one bound; a worker still alive a second after it is killed, named, exit 1.
  */
-#include "actors/supervisor.h"
+#include "host/supervisor.h"
+
+#include "host/process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,20 +56,15 @@ typedef struct sup_worker {
 } sup_worker;
 
 typedef struct sup {
+  m0__process proc; /* run directory, page, topology, listener, signals, exits, tracer */
   const m0_app *app;
   const m0_config *cfg;
   char **argv;
   int n;
   sup_worker *w;
   long drain_ms;
-  int sigfd;
-  m0__rundir rundir;
-  m0__page page;
-  m0__topology topo;
-  m0__tracer *trace;
   m0__actor self;
   m0__peer *wpeers;
-  int listen_fd, port;
   int *handoff; /* [2n] */
   m0_publisher pub;
   bool pub_open, has_producer, prod_done;
@@ -78,17 +75,11 @@ typedef struct sup {
   bool draining;
 } sup;
 
-static int64_t sup_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A worker's line on the page starts clean (but for pending): a stale load would skew accept
  * sharing, a stale count would recycle it at once, a stale beat would make
  * it look stuck. */
 static void sup_clear_line(sup *s, int i) {
-  m0__loop_line *ln = &s->page.lines[i];
+  m0__loop_line *ln = &s->proc.page.lines[i];
   atomic_store(&ln->open, 0);
   /* not pending: hand-offs sent to the dead worker wait in its socket, and
    * its successor takes them (and counts them down). */
@@ -103,10 +94,10 @@ static void sup_clear_line(sup *s, int i) {
 static int sup_spawn(sup *s, int i) {
   sup_clear_line(s, i);
   char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48];
-  int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->listen_fd, s->page.fd, s->page.app_fd);
+  int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd);
   for (int k = 0; k < 2 * s->n; k++) len += snprintf(fds + len, sizeof fds - (size_t)len, ",%d", s->handoff[k]);
   snprintf(idx, sizeof idx, "M0__WORKER=%d", i);
-  snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", s->rundir.path);
+  snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", s->proc.rundir.path);
   snprintf(supv, sizeof supv, "M0__SUPERVISOR=%d", (int)getpid());
   size_t ne = 0;
   while (environ[ne]) ne++;
@@ -126,7 +117,7 @@ static int sup_spawn(sup *s, int i) {
   posix_spawn_file_actions_init(&fa);
   posix_spawnattr_init(&at);
   /* dup2 onto itself clears close-on-exec: exactly these are inherited. */
-  int inherit[3] = {s->listen_fd, s->page.fd, s->page.app_fd};
+  int inherit[3] = {s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd};
   for (int j = 0; j < 3; j++)
     if (inherit[j] >= 0) posix_spawn_file_actions_adddup2(&fa, inherit[j], inherit[j]);
   for (int j = 0; j < 2 * s->n; j++) posix_spawn_file_actions_adddup2(&fa, s->handoff[j], s->handoff[j]);
@@ -177,7 +168,7 @@ static void sup_hang_up(sup *s, int i) {
   if (s->pub_open) m0__publisher_disconnect(&s->pub, i);
 }
 
-/* Reaps the dead. Returns -1 to go on, or the exit code to stop with. */
+/* Reaps the dead. Returns 1 to go on, or the m0__err to stop with. */
 static int sup_reap(sup *s) {
   int status;
   pid_t pid;
@@ -191,28 +182,28 @@ static int sup_reap(sup *s) {
     if (s->draining) continue;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) { /* recycled (--max-requests): not a death */
       fprintf(stderr, "m0: worker %d (pid %d) recycled; starting a fresh one\n", i, pid);
-      s->w[i].died_ms = sup_now_ms();
-      if (sup_spawn(s, i) != 0) return 1;
+      s->w[i].died_ms = m0__now_ms();
+      if (sup_spawn(s, i) != 0) return M0__EDIED;
       continue;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 78) {
       fprintf(stderr, "m0: worker %d (pid %d) refused its configuration (exit 78); stopping the rest\n", i, pid);
-      return 78;
+      return M0__ECONFIG;
     }
     if (WIFSIGNALED(status))
       fprintf(stderr, "m0: worker %d (pid %d) died of signal %d\n", i, pid, WTERMSIG(status));
     else fprintf(stderr, "m0: worker %d (pid %d) exited %d\n", i, pid, WEXITSTATUS(status));
-    int64_t now = sup_now_ms();
+    int64_t now = m0__now_ms();
     if (sup_budget_spent(s, now)) {
       fprintf(stderr, "m0: more than %ld worker deaths within %ld ms: the respawn budget is spent; stopping\n",
               M0__CFG(s->cfg, respawn_budget), M0__CFG(s->cfg, respawn_window_ms));
-      return 1;
+      return M0__EDIED;
     }
     s->w[i].died_ms = now;
-    if (sup_spawn(s, i) != 0) return 1;
-    atomic_fetch_add(&s->page.head->respawns, 1);
+    if (sup_spawn(s, i) != 0) return M0__EDIED;
+    atomic_fetch_add(&s->proc.page.head->respawns, 1);
   }
-  return -1;
+  return 1;
 }
 
 /* The heartbeat: a worker whose loop has not turned within the timeout is
@@ -220,27 +211,27 @@ static int sup_reap(sup *s) {
 static void sup_check_beats(sup *s) {
   long timeout = M0__CFG(s->cfg, worker_timeout_ms);
   if (timeout <= 0 || s->draining) return;
-  int64_t now = sup_now_ms();
+  int64_t now = m0__now_ms();
   for (int i = 0; i < s->n; i++) {
-    uint64_t beat = atomic_load_explicit(&s->page.lines[i].beat_ms, memory_order_relaxed);
+    uint64_t beat = atomic_load_explicit(&s->proc.page.lines[i].beat_ms, memory_order_relaxed);
     if (!s->w[i].alive || !beat || now - (int64_t)beat <= timeout) continue;
     fprintf(stderr, "m0: worker %d (pid %d) has not turned its loop for %lld ms (timeout %ld ms); killing it\n", i,
             s->w[i].pid, (long long)(now - (int64_t)beat), timeout);
-    atomic_store(&s->page.lines[i].beat_ms, 0); /* once */
+    atomic_store(&s->proc.page.lines[i].beat_ms, 0); /* once */
     kill(s->w[i].pid, SIGKILL);
   }
 }
 
-/* Waits for a message, a signal, a child's death or a 100 ms tick. 1
- * message, 2 stop signal, 0 otherwise (time to reap). */
+/* Waits for a message, a stop, a child's death, an actor thread's end or
+ * the next heartbeat check (--worker-timeout-ms: a quarter of it; none
+ * without it). 1 message (in m), 2 stop, 0 otherwise (time to reap and
+ * check). */
 static int sup_wait(sup *s, m0__msg *m) {
-  if (s->self.open && m0__recv(&s->self, m, M0__RECV_NOWAIT) == 0) return 1;
-  int fd = -1; /* no mailbox yet (a failed start): signals and deaths only */
-  if (s->self.open) m0__actor_recv_fd(&s->self, &fd);
-  struct pollfd pf[2] = {{s->sigfd, POLLIN, 0}, {fd, POLLIN, 0}};
-  poll(pf, 2, 100);
-  if ((pf[0].revents & POLLIN) && (m0__signals_take() & M0__SIG_STOP)) return 2;
-  return s->self.open && m0__recv(&s->self, m, M0__RECV_NOWAIT) == 0 ? 1 : 0;
+  long timeout = M0__CFG(s->cfg, worker_timeout_ms);
+  int64_t deadline = timeout > 0 && !s->draining ? m0__now_ms() + (timeout / 4 > 0 ? timeout / 4 : 1) : INT64_MAX;
+  if (s->draining) deadline = m0__now_ms() + 100; /* the drain's own bound is checked by its caller */
+  int w = m0__process_wait(&s->proc, s->self.open ? &s->self : NULL, deadline, m);
+  return w == M0__WAIT_MSG ? 1 : w == M0__WAIT_STOP ? 2 : 0;
 }
 
 /* SIGTERM to every worker, STOP to the producer; every exit within the bound
@@ -252,17 +243,17 @@ static int sup_drain(sup *s) {
    * mailboxes are about to close: hung up on now rather than redialed until
    * each worker is reaped. */
   for (int i = 0; i < s->n; i++) sup_hang_up(s, i);
-  if (s->has_producer && !s->prod_done && !atomic_load(&s->prod.exited))
+  if (s->has_producer && !s->prod_done && !m0__handle_exited(&s->prod.h))
     m0__send(&s->self, &s->prod_peer, M0__K_STOP, 0, 0, NULL, 0);
   bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
   for (int i = 0; was_alive && i < s->n; i++) was_alive[i] = s->w[i].alive;
-  int64_t deadline = sup_now_ms() + s->drain_ms + 1000;
+  int64_t deadline = m0__now_ms() + s->drain_ms + 1000;
   for (;;) {
     sup_reap(s);
     bool alive = false;
     for (int i = 0; i < s->n; i++) alive |= s->w[i].alive;
-    bool prod = s->has_producer && !atomic_load(&s->prod.exited);
-    if ((!alive && !prod) || sup_now_ms() >= deadline) break;
+    bool prod = s->has_producer && !m0__handle_exited(&s->prod.h);
+    if ((!alive && !prod) || m0__now_ms() >= deadline) break;
     m0__msg m;
     if (sup_wait(s, &m) == 1) m0__msg_free(&m);
   }
@@ -273,7 +264,7 @@ static int sup_drain(sup *s) {
       kill(s->w[i].pid, SIGKILL);
       waitpid(s->w[i].pid, NULL, 0);
       s->w[i].alive = false;
-      rc = 1;
+      rc = M0__ESTUCK;
     } else if (was_alive && was_alive[i] && !(WIFSIGNALED(s->w[i].status) && WTERMSIG(s->w[i].status) == SIGTERM) &&
                (!WIFEXITED(s->w[i].status) || WEXITSTATUS(s->w[i].status) != 0)) {
       /* (A worker killed by the forwarded SIGTERM itself was still starting,
@@ -284,54 +275,28 @@ static int sup_drain(sup *s) {
       else
         fprintf(stderr, "m0: worker %d (pid %d) exited %d from its drain\n", i, s->w[i].pid,
                 WEXITSTATUS(s->w[i].status));
-      rc = 1;
+      rc = M0__EDIED;
     }
   }
   free(was_alive);
-  if (s->has_producer && !atomic_load(&s->prod.exited)) {
+  if (s->has_producer && !m0__handle_exited(&s->prod.h)) {
     fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", s->drain_ms,
-            atomic_load(&s->prod.in_step) ? " (it is inside its step)" : "");
-    rc = 1;
+            atomic_load(&s->prod.h.in_app) ? " (it is inside its step)" : "");
+    rc = M0__ESTUCK;
   }
   return rc;
 }
 
-/* What a worker inherits or needs before it exists: the run directory, the
- * page, the topology, the listener, the hand-off channels; and the signal
- * pipe, so that a SIGTERM from now on is forwarded. */
+/* What a worker inherits or needs before it exists: the process's set-up
+ * (run directory, page, topology, listener, signal pipe: a SIGTERM from now
+ * on is forwarded) and the hand-off channels. */
 static int sup_setup(sup *s) {
-  const m0_config *cfg = s->cfg;
-  char err[1024];
-  if (m0__rundir_open(&s->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
-    fprintf(stderr, "m0: %s\n", err);
-    return 1;
-  }
-  setenv("M0_RUN_DIR", s->rundir.path, 1); /* for m0pub in a child; before nng starts */
-  size_t app_slots = s->app->page_slots ? s->app->page_slots(s->n) : 0;
-  if (m0__page_create(&s->page, s->rundir.path, s->n, app_slots, err, sizeof err) != 0) {
-    fprintf(stderr, "m0: %s\n", err);
-    return 1;
-  }
-  s->rundir.ours = true; /* its page: removed at exit with the sockets */
-  int pool = (int)M0__CFG(cfg, blocking_threads);
-  m0__scheme scheme = cfg->topo_transport[0] ? (m0__scheme)m0__scheme_parse(cfg->topo_transport) : M0__SCHEME_IPC;
-  if (m0__topology_build(&s->topo, M0__MODE_PREFORK, s->n, pool, M0__SCHEME_IPC, s->rundir.path) != 0 ||
-      (cfg->ntopo_urls == s->topo.nactors &&
-       m0__topology_use_urls(&s->topo, scheme, (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, s->rundir.path) != 0)) {
-    fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
-    return 1;
-  }
-  if (s->listen_fd >= 0) s->port = m0__listen_port(s->listen_fd); /* systemd's */
-  else s->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &s->port, err, sizeof err);
-  if (s->listen_fd < 0) {
-    fprintf(stderr, "m0: %s\n", err);
-    return 1;
-  }
+  int rv = m0__process_setup(&s->proc);
+  if (rv != 0) return rv;
   if (m0__handoff_make(s->handoff, s->n) != 0) {
     fprintf(stderr, "m0: cannot make the hand-off channels: %s\n", strerror(errno));
-    return 1;
+    return M0__ENOMEM;
   }
-  if ((s->sigfd = m0__signals_install(true)) < 0) return 1;
   return 0;
 }
 
@@ -341,20 +306,19 @@ static int sup_setup(sup *s) {
  * (sup_go does, at each READY). */
 static int sup_setup_actors(sup *s, const m0_producer *producer) {
   const m0_config *cfg = s->cfg;
-  size_t app_slots = s->app->page_slots ? s->app->page_slots(s->n) : 0;
-  if (M0__CFGS(cfg, trace)[0]) s->trace = m0__tracer_new(M0__CFGS(cfg, trace));
-  const m0__actor_desc *me = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
-  if (m0__actor_open(&s->self, me->id, me->url, s->trace) != 0) {
+  m0__process_trace(&s->proc);
+  const m0__actor_desc *me = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
+  if (m0__actor_open(&s->self, me->id, me->url, s->proc.trace) != 0) {
     fprintf(stderr, "m0: cannot open the supervisor's mailbox at %s\n", me->url);
-    return 1;
+    return M0__ETRANSPORT;
   }
   m0_ctx base = {.worker = 0, .workers = s->n, .thread = -1, .threaded = false,
-                 .capacity = (int)M0__CFG(cfg, max_connections), .page = s->page.app, .page_slots = app_slots,
-                 .config = cfg, .publisher = &s->pub};
-  const m0__actor_desc *pd = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
-  if (m0__publisher_open(&s->pub, &s->topo, &s->page, s->trace, pd->id) != 0) {
+                 .capacity = (int)M0__CFG(cfg, max_connections), .page = s->proc.page.app,
+                 .page_slots = s->proc.page.head->app_slots, .config = cfg, .publisher = &s->pub};
+  const m0__actor_desc *pd = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
+  if (m0__publisher_open(&s->pub, &s->proc.topo, &s->proc.page, s->proc.trace, pd->id) != 0) {
     fprintf(stderr, "m0: cannot open the publisher\n");
-    return 1;
+    return M0__ENOMEM;
   }
   s->pub_open = true;
   s->has_producer = producer && (!producer->wanted || producer->wanted(&base));
@@ -365,7 +329,9 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
     s->prod.pub = &s->pub;
     s->prod.coord_id = s->self.id;
     s->prod.coord_url = s->self.url;
-    if (m0__producer_start(&s->prod) != 0 || m0__peer_open(&s->prod_peer, pd->id, pd->url, 1000) != 0) return 1;
+    if (m0__handle_open(&s->prod.h) != 0 || m0__peer_open(&s->prod_peer, pd->id, pd->url, 1000) != 0 ||
+        m0__handle_start(&s->prod.h) != 0)
+      return M0__ETRANSPORT;
   }
   return 0;
 }
@@ -375,7 +341,7 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
  * and hung up on when the worker dies (sup_hang_up). A new worker (a
  * respawn) gets new peers. */
 static void sup_go(sup *s, int i) {
-  const m0__actor_desc *d = m0__topology_find(&s->topo, M0__ACTOR_ID(M0__ROLE_WORKER, i));
+  const m0__actor_desc *d = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_WORKER, i));
   m0__peer_close(&s->wpeers[i]);
   if (m0__publisher_connect(&s->pub, i) != 0) fprintf(stderr, "m0: cannot reach loop %d\n", i);
   if (m0__peer_open(&s->wpeers[i], d->id, d->url, 1000) != 0 ||
@@ -393,7 +359,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
   for (int i = 0; i < s->n; i++)
     if (sup_spawn(s, i) != 0) {
       sup_drain(s);
-      return 1;
+      return M0__EDIED;
     }
   if ((rc = sup_setup_actors(s, producer)) != 0) {
     sup_drain(s);
@@ -410,7 +376,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
       free(was_ready);
       return sup_drain(s);
     }
-    if ((rc = sup_reap(s)) >= 0) {
+    if ((rc = sup_reap(s)) <= 0) {
       free(was_ready);
       sup_drain(s);
       return rc;
@@ -427,25 +393,20 @@ static int sup_serve(sup *s, const m0_producer *producer) {
       m0__msg_free(&m);
       free(was_ready);
       sup_drain(s);
-      return 78;
+      return M0__EMAKE;
     }
     m0__msg_free(&m);
   }
   free(was_ready);
   for (int i = 0; i < s->n; i++) sup_go(s, i);
   if (s->has_producer) m0__send(&s->self, &s->prod_peer, M0__K_GO, 0, 0, NULL, 0);
-  char host[64];
-  m0__listen_host(s->listen_fd, M0__CFGS(s->cfg, host), host, sizeof host); /* a handed-over one's own */
-  fprintf(stderr, "m0: %s listening on http://%s:%d (prefork, %d workers, %ld pool threads per loop, pid %d)\n",
-          s->app->name, host, s->port, s->n, M0__CFG(s->cfg, blocking_threads),
-          (int)getpid());
-  m0__sd_notify("READY=1");
+  m0__process_banner(&s->proc, 0, s->n);
   for (;;) {
     m0__msg m;
     int w = sup_wait(s, &m);
     if (w == 2) break;
     sup_check_beats(s);
-    if ((rc = sup_reap(s)) >= 0) {
+    if ((rc = sup_reap(s)) <= 0) {
       sup_drain(s);
       return rc;
     }
@@ -457,7 +418,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
       sup_go(s, idx);
       if (s->w[idx].died_ms) {
         fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
-                s->w[idx].pid, (long long)(sup_now_ms() - s->w[idx].died_ms));
+                s->w[idx].pid, (long long)(m0__now_ms() - s->w[idx].died_ms));
         s->w[idx].died_ms = 0;
       }
     } else if (m.env.kind == M0__K_FAILED) {
@@ -475,43 +436,36 @@ static int sup_serve(sup *s, const m0_producer *producer) {
 int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, char **argv,
                   int listen_fd) {
   sup *s = calloc(1, sizeof *s);
-  if (!s) return 1;
+  if (!s) return M0__ENOMEM;
+  m0__process_describe(&s->proc, app, cfg);
+  s->proc.inherit_listen = listen_fd; /* systemd's, or -1: bound */
   s->app = app;
   s->cfg = cfg;
   s->argv = argv;
-  s->n = (int)M0__CFG(cfg, workers);
+  s->n = s->proc.loops;
   s->drain_ms = M0__CFG(cfg, drain_timeout_ms);
-  s->listen_fd = listen_fd;
-  s->sigfd = -1;
+  m0__handle_init(&s->prod.h, &m0__producer_kind, &s->proc.exits);
   s->w = calloc((size_t)s->n, sizeof *s->w);
   s->wpeers = calloc((size_t)s->n, sizeof *s->wpeers);
   s->handoff = calloc((size_t)(2 * s->n), sizeof *s->handoff);
   s->deaths = calloc((size_t)M0__CFG(cfg, respawn_budget) + 1, sizeof *s->deaths);
-  int rc = (!s->w || !s->wpeers || !s->handoff || !s->deaths) ? 1 : sup_serve(s, producer);
-  bool clean = !s->has_producer || !s->prod.started || atomic_load(&s->prod.exited);
+  for (int k = 0; s->handoff && k < 2 * s->n; k++) s->handoff[k] = -1; /* none made yet */
+  int rc = (!s->w || !s->wpeers || !s->handoff || !s->deaths) ? M0__ENOMEM : sup_serve(s, producer);
+  bool clean = m0__handle_exited(&s->prod.h);
   if (clean) {
-    bool prod = s->has_producer && s->prod.started;
-    if (prod) pthread_join(s->prod.thread, NULL);
-    /* Every peer before any mailbox (see m0__loop_hang_up). */
+    /* Every peer before any mailbox (actors/handle.h). */
     for (int i = 0; s->wpeers && i < s->n; i++) m0__peer_close(&s->wpeers[i]);
     m0__peer_close(&s->prod_peer);
     if (s->pub_open) m0__publisher_close(&s->pub);
-    if (prod) {
-      m0__producer_hang_up(&s->prod);
-      m0__producer_release(&s->prod);
-    }
+    m0__handle *prod = &s->prod.h;
+    m0__handles_close(&prod, 1, NULL);
     m0__actor_close(&s->self);
-    m0__page_close(&s->page);
   }
-  m0__rundir_close(&s->rundir);
-  m0__topology_free(&s->topo);
-  m0__signals_restore();
-  if (!clean) {
-    m0__exit_now(rc ? rc : 1);
-  }
-  if (s->listen_fd >= 0) close(s->listen_fd);
-  for (int k = 0; s->handoff && k < 2 * s->n; k++) close(s->handoff[k]);
-  if (s->trace) m0__tracer_free(s->trace);
+  m0__process_teardown(&s->proc, clean);
+  if (!clean) m0__exit_now(m0__exit_code(rc ? rc : M0__ESTUCK));
+  if (s->proc.listen_fd >= 0) close(s->proc.listen_fd);
+  for (int k = 0; s->handoff && k < 2 * s->n; k++)
+    if (s->handoff[k] >= 0) close(s->handoff[k]);
   free(s->w);
   free(s->wpeers);
   free(s->handoff);

@@ -1,0 +1,505 @@
+/* Design notes
+ * - The process (host/process.c) is set up first: run directory and shared
+ *   page (made, or inherited by a worker), topology, listener, signals, the
+ *   exit descriptor, the tracer. Then every actor of this process is opened
+ *   (its mailbox listens) before any starts: siblings dial each other, and
+ *   nobody dials a mailbox that is not open yet. Each builds its state on
+ *   its own thread (make) and says READY or FAILED. A FAILED is exit 78
+ *   with nothing served. When all are READY the barrier opens (GO) — in a
+ *   worker, only once the supervisor says GO, so no worker serves before
+ *   every worker could.
+ * - What the coordinator hears: messages on its mailbox, the stop (a
+ *   signal, or an embedded host's pipe) and the exit descriptor its actors'
+ *   threads write when they end, all in one poll. A loop whose thread ended
+ *   without saying STOPPED died: exit 1, named.
+ * - The drain has ONE bound (--drain-timeout-ms) from the first signal,
+ *   shared by the loops, their pools and the producer. Whoever is still
+ *   inside the application after it is named and the process exits 1
+ *   without waiting for it.
+ */
+#include "host/coordinator.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors/loop.h"
+#include "actors/pool.h"
+#include "actors/producer.h"
+#include "base/errors.h"
+#include "host/signals.h"
+#include "transport/systemd.h"
+
+typedef struct coord {
+  m0__proc *p;
+  m0__process *proc;
+  const m0_config *cfg;
+  long drain_ms;
+  m0__actor self;
+  m0__peer up; /* a worker's supervisor */
+  m0__loop *loops; /* [here] */
+  m0__peer *loop_peers;
+  int npool;
+  m0__pool_thread *pools; /* [here * npool] */
+  m0_publisher pub;
+  bool pub_open;
+  bool has_producer;
+  m0__producer_run prod;
+  m0__peer prod_peer;
+  bool *loop_done; /* said STOPPED (or died), counted */
+  bool prod_done;
+  bool stuck; /* someone was named for missing the drain's bound */
+  m0__handle **handles; /* every actor here, for the waits and the close */
+  int nhandles;
+} coord;
+
+/* A loop whose thread ended without saying STOPPED died. */
+static int coord_dead(coord *c) {
+  for (int i = 0; i < c->p->here; i++) {
+    m0__handle *h = &c->loops[i].h;
+    if (h->started && m0__handle_exited(h) && !atomic_load(&h->said_stopped)) return i;
+  }
+  return -1;
+}
+
+/* Waits up to deadline. Returns 1 with a message in m, 2 on a stop, 3 when
+ * a loop died, 0 on timeout (an actor's end that is not a death is taken
+ * and the wait goes on). */
+static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
+  for (;;) {
+    int w = m0__process_wait(c->proc, &c->self, deadline, m);
+    if (w == M0__WAIT_MSG) return 1;
+    if (w == M0__WAIT_STOP) return 2;
+    if (w == M0__WAIT_TIMEOUT) return 0;
+    if (w == M0__WAIT_EXIT && coord_dead(c) >= 0) return 3;
+  }
+}
+
+static bool coord_all_exited(coord *c) {
+  for (int k = 0; k < c->nhandles; k++)
+    if (!m0__handle_exited(c->handles[k])) return false;
+  return true;
+}
+
+/* Waits, taking messages and ends as they come, until every thread here
+ * has ended or the deadline. */
+static void coord_wait_exits(coord *c, int64_t deadline) {
+  while (!coord_all_exited(c)) {
+    m0__msg m;
+    int w = m0__process_wait(c->proc, &c->self, deadline, &m);
+    if (w == M0__WAIT_MSG) m0__msg_free(&m);
+    if (w == M0__WAIT_TIMEOUT) return;
+  }
+}
+
+static void coord_log_stats(int idx, const m0__msg *m) {
+  if (m->len != sizeof(m0__loop_stats)) return;
+  m0__loop_stats st;
+  memcpy(&st, m->payload, sizeof st);
+  fprintf(stderr,
+          "m0: loop.%d drained: %llu requests, %llu connections, %llu refused, %llu timed out, "
+          "%llu handed off, %llu taken over\n",
+          idx, (unsigned long long)st.requests, (unsigned long long)st.accepted, (unsigned long long)st.errors_4xx,
+          (unsigned long long)st.timeouts, (unsigned long long)st.handed, (unsigned long long)st.adopted);
+}
+
+/* STOP to an actor that can still hear it; false when it has nothing to
+ * drain (its make failed, or its thread ended) or cannot be reached. */
+static bool coord_stop(coord *c, m0__handle *h, m0__peer *to) {
+  if (atomic_load(&h->failed) || m0__handle_exited(h)) return false;
+  return m0__send(&c->self, to, M0__K_STOP, 0, 0, NULL, 0) == 0;
+}
+
+/* STOP to every loop and the producer; every STOPPED within the bound; then
+ * the pool threads' ends within what is left of it. Returns 0, or
+ * M0__ESTUCK when someone did not finish (named on stderr). */
+static int coord_drain(coord *c, int64_t deadline) {
+  const m0__proc *p = c->p;
+  int waiting = 0;
+  for (int i = 0; i < p->here; i++) {
+    if (c->loop_done[i]) continue;
+    if (coord_stop(c, &c->loops[i].h, &c->loop_peers[i])) waiting++;
+    else c->loop_done[i] = true;
+  }
+  if (c->has_producer && !c->prod_done) {
+    if (coord_stop(c, &c->prod.h, &c->prod_peer)) waiting++;
+    else c->prod_done = true;
+  }
+  while (waiting > 0) {
+    m0__msg m;
+    int w = coord_wait(c, deadline, &m);
+    if (w == 0) break;
+    if (w == 2) {
+      fprintf(stderr, "m0: already draining; the bound is %ld ms\n", c->drain_ms);
+      continue;
+    }
+    if (w == 3) { /* ended without STOPPED: nothing more will come from it */
+      int i = coord_dead(c);
+      fprintf(stderr, "m0: loop.%d ended during the drain\n", p->first + i);
+      if (!c->loop_done[i]) waiting--;
+      c->loop_done[i] = true;
+      atomic_store(&c->loops[i].h.said_stopped, true); /* counted once */
+      continue;
+    }
+    int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from) - p->first;
+    /* A FAILED now is a make that was still running when the drain began:
+     * that actor has nothing to drain and will say nothing more. */
+    bool over = m.env.kind == M0__K_STOPPED || m.env.kind == M0__K_FAILED;
+    if (over && role == M0__ROLE_LOOP && idx >= 0 && idx < p->here && !c->loop_done[idx]) {
+      c->loop_done[idx] = true;
+      waiting--;
+      if (m.env.kind == M0__K_STOPPED) coord_log_stats(p->first + idx, &m);
+    } else if (over && role == M0__ROLE_PRODUCER && !c->prod_done) {
+      c->prod_done = true;
+      waiting--;
+    }
+    m0__msg_free(&m);
+  }
+  int rc = 0;
+  for (int i = 0; i < p->here; i++)
+    if (!c->loop_done[i]) {
+      fprintf(stderr, "m0: loop.%d did not finish its drain within %ld ms; exiting anyway\n", p->first + i,
+              c->drain_ms);
+      rc = M0__ESTUCK;
+    }
+  if (c->has_producer && !c->prod_done) {
+    fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", c->drain_ms,
+            atomic_load(&c->prod.h.in_app) ? " (it is inside its step)" : "");
+    rc = M0__ESTUCK;
+  }
+  /* The pools: their loops sent them STOP on the way out. */
+  coord_wait_exits(c, deadline);
+  for (int k = 0; k < p->here * c->npool; k++) {
+    m0__pool_thread *t = &c->pools[k];
+    if (m0__handle_exited(&t->h)) continue;
+    rc = M0__ESTUCK;
+    /* A thread whose loop missed the bound (named above) was never told
+     * to stop: it is named only if it is inside a view itself. */
+    if (!c->loop_done[k / c->npool] && !atomic_load(&t->h.in_app)) continue;
+    fprintf(stderr, "m0: pool.%d.%d did not stop within %ld ms%s; exiting anyway\n", t->loop, t->index,
+            c->drain_ms, atomic_load(&t->h.in_app) ? " (it is inside a view)" : "");
+  }
+  c->stuck = rc != 0;
+  /* Nothing here publishes any more. Hung up on now, the loops of other
+   * workers (draining too, or not) are not redialed if they close first. */
+  for (int i = 0; c->pub_open && i < c->pub.nloops; i++) m0__publisher_disconnect(&c->pub, i);
+  return rc;
+}
+
+/* Closes every actor when every thread has ended (the coordinator's own
+ * peers first: every peer before any mailbox); otherwise only joins those
+ * that ended, since one is still inside the application. Returns whether
+ * all were closed. */
+static bool coord_close(coord *c) {
+  bool clean = coord_all_exited(c);
+  if (clean) {
+    for (int i = 0; c->loop_peers && i < c->p->here; i++) m0__peer_close(&c->loop_peers[i]);
+    m0__peer_close(&c->prod_peer);
+    m0__peer_close(&c->up);
+    if (c->pub_open) m0__publisher_close(&c->pub);
+  }
+  m0__handles_close(c->handles, c->nhandles, NULL);
+  if (!clean) return false;
+  m0__actor_close(&c->self);
+  for (int i = 0; c->loops && i < c->p->here; i++) m0__inbox_fini(&c->loops[i].inbox);
+  for (int k = 0; c->pools && k < c->p->here * c->npool; k++) m0__inbox_fini(&c->pools[k].inbox);
+  return true;
+}
+
+/* READY to the supervisor. Its mailbox is dialed now, not at setup: the
+ * supervisor opens it while this worker starts, and a dial made before it
+ * was open would be retried at a cost (actors/actor.c, m0__peer_open). */
+static void coord_ready_up(coord *c) {
+  if (!c->up.open) {
+    const m0__actor_desc *sup = m0__topology_find(&c->proc->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
+    if (m0__peer_open(&c->up, sup->id, sup->url, 1000) != 0) {
+      fprintf(stderr, "m0: worker %d cannot reach the supervisor at %s\n", c->p->first, sup->url);
+      return;
+    }
+  }
+  m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0);
+}
+
+/* Waits for every READY (the barrier), then GO. Returns 1 to go on
+ * serving, or 0 / a negative m0__err to end with. */
+static int coord_barrier(coord *c) {
+  int want = c->nhandles, ready = 0;
+  bool up = c->proc->mode == M0__MODE_PREFORK; /* a worker: READY up, GO down (coord_ready_up) */
+  bool up_go = !up;
+  while (ready < want || !up_go) {
+    m0__msg m;
+    /* A worker says READY again every half second until GO comes: a message
+     * to a process that just replaced a dead one can be lost in the
+     * reconnect, and a worker that waits forever serves nothing. */
+    int w = coord_wait(c, up && ready == want ? m0__now_ms() + 500 : INT64_MAX, &m);
+    if (w == 0 && up && ready == want) {
+      coord_ready_up(c);
+      continue;
+    }
+    if (w == 2) {
+      fprintf(stderr, "m0: stopped while starting\n");
+      return coord_drain(c, m0__now_ms() + c->drain_ms);
+    }
+    if (w == 3) {
+      fprintf(stderr, "m0: loop.%d ended while starting\n", c->p->first + coord_dead(c));
+      coord_drain(c, m0__now_ms() + c->drain_ms);
+      return M0__EDIED;
+    }
+    if (w != 1) continue;
+    int kind = m.env.kind;
+    if (kind == M0__K_READY) {
+      if (++ready == want && up) coord_ready_up(c);
+    } else if (kind == M0__K_GO) {
+      up_go = true;
+    } else if (kind == M0__K_FAILED || kind == M0__K_DIED) {
+      fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
+      m0__msg_free(&m);
+      coord_drain(c, m0__now_ms() + c->drain_ms);
+      return kind == M0__K_FAILED ? M0__EMAKE : M0__EDIED;
+    }
+    m0__msg_free(&m);
+  }
+  /* A worker's publisher reaches the other workers' loops too; their
+   * mailboxes are open once GO came (the supervisor waited for every READY). */
+  for (int i = 0; up && i < c->proc->loops; i++)
+    if ((i < c->p->first || i >= c->p->first + c->p->here) && m0__publisher_connect(&c->pub, i) != 0)
+      fprintf(stderr, "m0: worker %d cannot reach loop %d\n", c->p->first, i);
+  for (int i = 0; i < c->p->here; i++)
+    if (m0__send(&c->self, &c->loop_peers[i], M0__K_GO, 0, 0, NULL, 0) != 0) {
+      fprintf(stderr, "m0: cannot reach loop %d\n", c->p->first + i);
+      coord_drain(c, m0__now_ms() + c->drain_ms);
+      return M0__ETRANSPORT;
+    }
+  if (c->has_producer) m0__send(&c->self, &c->prod_peer, M0__K_GO, 0, 0, NULL, 0);
+  return 1;
+}
+
+/* What a loop takes from the configuration: the loop itself never reads it
+ * (actors/ knows no configuration, only these values). */
+static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
+  m0__http *h = &l->http;
+  h->lim = (m0__parse_limits){(size_t)M0__CFG(c, max_header_bytes), (size_t)M0__CFG(c, max_uri_bytes),
+                              (size_t)M0__CFG(c, max_body_bytes)};
+  h->header_timeout_ms = (uint64_t)M0__CFG(c, header_timeout_ms);
+  h->body_timeout_ms = (uint64_t)M0__CFG(c, body_timeout_ms);
+  h->keepalive_timeout_ms = (uint64_t)M0__CFG(c, keepalive_timeout_ms);
+  /* A quarter of the drain's bound (at most the header timeout) for a
+   * connection accepted just before the drain to send its request. */
+  h->drain_fresh_ms = (uint64_t)M0__CFG(c, drain_timeout_ms) / 4;
+  if (h->drain_fresh_ms > h->header_timeout_ms) h->drain_fresh_ms = h->header_timeout_ms;
+  if (!h->drain_fresh_ms) h->drain_fresh_ms = 1;
+  h->max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
+  h->access_log = M0__CFG(c, access_log) != 0;
+  h->heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
+  if (M0__CFGS(c, metrics_path)[0]) h->metrics_path = M0__CFGS(c, metrics_path);
+  l->share = loops > 1 && M0__CFG(c, accept_share) != 0;
+  /* The sweep runs often enough to honour the shortest timeout to ~25 %. */
+  uint64_t shortest = h->header_timeout_ms;
+  if (h->heartbeat_ms && h->heartbeat_ms < shortest) shortest = h->heartbeat_ms;
+  if (h->body_timeout_ms < shortest) shortest = h->body_timeout_ms;
+  if (h->keepalive_timeout_ms < shortest) shortest = h->keepalive_timeout_ms;
+  uint64_t every = shortest / 4 < 10 ? 10 : shortest / 4 > 1000 ? 1000 : shortest / 4;
+  /* Under the heartbeat (--worker-timeout-ms, 1000 or more) an idle loop
+   * must turn, and so beat, well within the timeout: at 1000 ms a quiet
+   * loop's once-a-second sweep let the supervisor kill idle workers. */
+  uint64_t beat_every = (uint64_t)M0__CFG(c, worker_timeout_ms) / 4;
+  if (beat_every && beat_every < every) every = beat_every;
+  l->sweep_ms = every;
+}
+
+static int coord_start(coord *c) {
+  m0__proc *p = c->p;
+  m0__process *pr = c->proc;
+  const m0_config *cfg = c->cfg;
+  c->loops = calloc((size_t)p->here, sizeof *c->loops);
+  c->loop_peers = calloc((size_t)p->here, sizeof *c->loop_peers);
+  c->loop_done = calloc((size_t)p->here, sizeof *c->loop_done);
+  c->pools = calloc((size_t)(p->here * (c->npool ? c->npool : 1)), sizeof *c->pools);
+  c->handles = calloc((size_t)(p->here * (1 + c->npool) + 1), sizeof *c->handles);
+  if (!c->loops || !c->loop_peers || !c->loop_done || !c->pools || !c->handles) return M0__ENOMEM;
+  /* A worker's coordinator is worker.i; the supervisor is the coordinator. */
+  uint32_t me_id = pr->mode == M0__MODE_PREFORK ? M0__ACTOR_ID(M0__ROLE_WORKER, p->first)
+                                                 : M0__ACTOR_ID(M0__ROLE_COORD, 0);
+  const m0__actor_desc *me = m0__topology_find(&pr->topo, me_id);
+  if (!me || m0__actor_open(&c->self, me->id, me->url, pr->trace) != 0) {
+    fprintf(stderr, "m0: cannot open the coordinator's mailbox at %s\n", me ? me->url : "(no address)");
+    return M0__ETRANSPORT;
+  }
+  m0_ctx base = {.worker = 0, .workers = pr->loops, .thread = -1, .threaded = pr->mode == M0__MODE_THREADS,
+                 .capacity = (int)M0__CFG(cfg, max_connections), .page = pr->page.app,
+                 .page_slots = pr->page.head->app_slots, .config = cfg, .publisher = &c->pub};
+  const m0__actor_desc *pd = m0__topology_find(&pr->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
+  if (m0__publisher_open(&c->pub, &pr->topo, &pr->page, pr->trace,
+                         pr->mode == M0__MODE_PREFORK ? c->self.id : pd->id) != 0) {
+    fprintf(stderr, "m0: cannot open the publisher\n");
+    return M0__ENOMEM;
+  }
+  c->pub_open = true;
+  c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
+  /* Each loop and its pool threads, always in one process, talk through
+   * direct inboxes (actors/inbox.h), made here before any of them starts. */
+  for (int i = 0; c->npool && i < p->here; i++) {
+    if (m0__inbox_init(&c->loops[i].inbox) != 0) return M0__ENOMEM;
+    for (int j = 0; j < c->npool; j++) {
+      if (m0__inbox_init(&c->pools[i * c->npool + j].inbox) != 0) return M0__ENOMEM;
+      c->pools[i * c->npool + j].loop_inbox = &c->loops[i].inbox;
+    }
+  }
+  /* A worker's recycling count (--max-requests), drawn once: its loop stops
+   * accepting at it and says LEAVING, and the coordinator drains it. */
+  long max_req = pr->mode == M0__MODE_PREFORK ? M0__CFG(cfg, max_requests) : 0;
+  if (max_req > 0 && M0__CFG(cfg, max_requests_jitter) > 0) {
+    srand((unsigned)getpid() ^ (unsigned)m0__now_ms());
+    max_req += rand() % (M0__CFG(cfg, max_requests_jitter) + 1);
+  }
+  for (int i = 0; i < p->here; i++) {
+    int idx = p->first + i;
+    m0__loop *l = &c->loops[i];
+    m0__handle_init(&l->h, &m0__loop_kind, &pr->exits);
+    c->handles[c->nhandles++] = &l->h;
+    l->recycle_at = (uint64_t)max_req;
+    l->index = idx;
+    l->topo = &pr->topo;
+    l->app = pr->app;
+    l->trace = pr->trace;
+    l->page = &pr->page;
+    l->coord_id = c->self.id;
+    l->coord_url = c->self.url;
+    l->handoff = p->handoff;
+    l->run_dir = pr->rundir.path;
+    l->npool = c->npool;
+    l->pool_threads = &c->pools[i * c->npool];
+    l->listen_fd = i == 0 ? pr->listen_fd : dup(pr->listen_fd);
+    l->ctx = base;
+    l->ctx.worker = idx;
+    coord_loop_settings(l, cfg, pr->loops);
+    const m0__actor_desc *d = m0__topology_find(&pr->topo, M0__ACTOR_ID(M0__ROLE_LOOP, idx));
+    if (m0__handle_open(&l->h) != 0 || m0__peer_open(&c->loop_peers[i], d->id, d->url, (int)c->drain_ms) != 0 ||
+        m0__publisher_connect(&c->pub, idx) != 0) {
+      fprintf(stderr, "m0: cannot open loop %d\n", idx);
+      return M0__ETRANSPORT;
+    }
+  }
+  for (int i = 0; i < p->here; i++)
+    for (int j = 0; j < c->npool; j++) {
+      m0__pool_thread *t = &c->pools[i * c->npool + j];
+      m0__handle_init(&t->h, &m0__pool_kind, &pr->exits);
+      c->handles[c->nhandles++] = &t->h;
+      t->loop = p->first + i;
+      t->index = j;
+      t->topo = &pr->topo;
+      t->app = pr->app;
+      t->trace = pr->trace;
+      t->coord_id = c->self.id;
+      t->coord_url = c->self.url;
+      t->ctx = base;
+      t->ctx.worker = t->loop;
+      t->ctx.thread = j;
+      if (m0__handle_open(&t->h) != 0) {
+        fprintf(stderr, "m0: cannot start pool thread %d.%d\n", t->loop, j);
+        return M0__ETRANSPORT;
+      }
+    }
+  if (c->has_producer) {
+    m0__handle_init(&c->prod.h, &m0__producer_kind, &pr->exits);
+    c->handles[c->nhandles++] = &c->prod.h;
+    c->prod.def = p->producer;
+    c->prod.ctx = base;
+    c->prod.pub = &c->pub;
+    c->prod.url = pd->url;
+    c->prod.coord_id = c->self.id;
+    c->prod.coord_url = c->self.url;
+    if (m0__handle_open(&c->prod.h) != 0) {
+      fprintf(stderr, "m0: cannot start the producer\n");
+      return M0__ETRANSPORT;
+    }
+    if (m0__peer_open(&c->prod_peer, pd->id, pd->url, (int)c->drain_ms) != 0) {
+      fprintf(stderr, "m0: cannot reach the producer's mailbox\n");
+      return M0__ETRANSPORT;
+    }
+  }
+  /* Every mailbox here is open before any thread starts. */
+  for (int k = 0; k < c->nhandles; k++)
+    if (m0__handle_start(c->handles[k]) != 0) {
+      fprintf(stderr, "m0: cannot start a %s thread\n", c->handles[k]->kind->name);
+      return M0__ENOMEM;
+    }
+  return 0;
+}
+
+static int coord_serve(coord *c) {
+  m0__proc *p = c->p;
+  int rc;
+  if ((rc = m0__process_setup(c->proc)) != 0) return rc;
+  m0__process_trace(c->proc);
+  if ((rc = coord_start(c)) != 0) {
+    coord_drain(c, m0__now_ms() + c->drain_ms);
+    return rc;
+  }
+  if ((rc = coord_barrier(c)) <= 0) return rc;
+  m0__process_banner(c->proc, p->first, p->here);
+  if (p->on_ready) p->on_ready(p->ready_arg, c->proc->port, c->proc->rundir.path, &c->pub);
+  /* Serving: until a stop, a loop that dies, or (a recycled worker) its
+   * loop leaving at its request count. */
+  for (;;) {
+    m0__msg m;
+    int w = coord_wait(c, INT64_MAX, &m);
+    if (w == 2) break;
+    if (w == 3) {
+      fprintf(stderr, "m0: loop.%d ended while serving\n", p->first + coord_dead(c));
+      coord_drain(c, m0__now_ms() + c->drain_ms);
+      return M0__EDIED;
+    }
+    if (w != 1) continue;
+    int kind = m.env.kind;
+    if (kind == M0__K_DIED) fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
+    m0__msg_free(&m);
+    if (kind == M0__K_DIED) {
+      coord_drain(c, m0__now_ms() + c->drain_ms);
+      return M0__EDIED;
+    }
+    if (kind == M0__K_LEAVING) {
+      fprintf(stderr, "m0: worker %d recycles after %llu requests\n", p->first,
+              (unsigned long long)c->loops[0].recycle_at);
+      break; /* the drain, then exit 0: the supervisor starts a fresh one */
+    }
+  }
+  bool worker = c->proc->mode == M0__MODE_PREFORK;
+  fprintf(stderr, "m0: %s draining (bound %ld ms)\n", worker ? "worker" : "host", c->drain_ms);
+  if (!worker && c->proc->stop_fd < 0) m0__sd_notify("STOPPING=1");
+  rc = coord_drain(c, m0__now_ms() + c->drain_ms);
+  if (rc == 0 && !worker) fprintf(stderr, "m0: drained, exit 0\n");
+  return rc;
+}
+
+int m0__coord_run(m0__proc *p) {
+  coord *c = calloc(1, sizeof *c);
+  if (!c) return M0__ENOMEM;
+  c->p = p;
+  c->proc = &p->proc;
+  c->cfg = p->proc.cfg;
+  c->drain_ms = M0__CFG(c->cfg, drain_timeout_ms);
+  c->npool = p->proc.pool;
+  int rc = coord_serve(c);
+  /* Threads that said STOPPED are on their way out: wait for their ends,
+   * up to a second, unless one was named stuck (it will not come out, and
+   * under prefork the supervisor allows a worker one second past the
+   * bound, not two). */
+  if (!c->stuck) coord_wait_exits(c, m0__now_ms() + 1000);
+  bool clean = coord_close(c);
+  m0__process_teardown(c->proc, clean);
+  if (!clean && c->proc->stop_fd < 0) /* a thread is still inside the application: do not wait for it */
+    m0__exit_now(m0__exit_code(rc ? rc : M0__ESTUCK));
+  if (!clean) { /* embedded: the stuck thread may still touch its loop; that memory is left to it */
+    free(c);
+    return rc ? rc : M0__ESTUCK;
+  }
+  free(c->loops);
+  free(c->loop_peers);
+  free(c->pools);
+  free(c->loop_done);
+  free(c->handles);
+  free(c);
+  return rc;
+}

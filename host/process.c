@@ -1,0 +1,157 @@
+#include "host/process.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/errors.h"
+#include "host/signals.h"
+#include "transport/listen.h"
+#include "transport/systemd.h"
+
+int64_t m0__now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void m0__process_describe(m0__process *p, const m0_app *app, const m0_config *cfg) {
+  memset(p, 0, sizeof *p);
+  p->app = app;
+  p->cfg = cfg;
+  int threads = M0__CFG(cfg, threads) > 0 ? (int)M0__CFG(cfg, threads) : 1;
+  p->mode = M0__CFG(cfg, workers) > 1 ? M0__MODE_PREFORK : threads > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE;
+  p->loops = p->mode == M0__MODE_PREFORK ? (int)M0__CFG(cfg, workers) : threads;
+  p->pool = M0__CFG(cfg, blocking_threads) > 0 ? (int)M0__CFG(cfg, blocking_threads) : 0;
+  p->inherit_listen = p->inherit_page = p->inherit_app_page = -1;
+  p->stop_fd = -1;
+  p->children = p->mode == M0__MODE_PREFORK;
+}
+
+int m0__process_setup(m0__process *p) {
+  const m0_config *cfg = p->cfg;
+  char err[1024];
+  p->listen_fd = -1;
+  p->sigfd = -1;
+  p->exits.fd = -1;
+  if (p->inherit_dir) snprintf(p->rundir.path, sizeof p->rundir.path, "%s", p->inherit_dir);
+  else if (m0__rundir_open(&p->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
+    fprintf(stderr, "m0: %s\n", err);
+    return M0__ERUNDIR;
+  }
+  /* A child process the application starts finds the host here (m0pub).
+   * Set before nng starts any thread; an embedded host leaves the
+   * environment alone. */
+  if (!p->inherit_dir && p->stop_fd < 0) setenv("M0_RUN_DIR", p->rundir.path, 1);
+  size_t app_slots = p->app->page_slots ? p->app->page_slots(p->loops) : 0;
+  int rv = p->inherit_page >= 0 ? m0__page_attach_fd(&p->page, p->inherit_page, p->inherit_app_page, err, sizeof err)
+                                : m0__page_create(&p->page, p->rundir.path, p->loops, app_slots, err, sizeof err);
+  if (rv != 0) {
+    fprintf(stderr, "m0: %s\n", err);
+    return M0__EPAGE;
+  }
+  p->page_made = true;
+  p->rundir.ours = p->inherit_page < 0; /* its page: removed at exit with the sockets */
+  if (m0__topology_make(&p->topo, p->mode, p->loops, p->pool, p->cfg->topo_transport,
+                        (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, p->rundir.path) != 0) {
+    fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
+    return M0__ETOOBIG;
+  }
+  p->topo_made = true;
+  if (p->inherit_listen >= 0) {
+    p->listen_fd = p->inherit_listen;
+    p->port = m0__listen_port(p->listen_fd);
+  } else {
+    p->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &p->port, err, sizeof err);
+    if (p->listen_fd < 0) {
+      fprintf(stderr, "m0: %s\n", err);
+      return M0__EBIND;
+    }
+  }
+  if ((p->sigfd = p->stop_fd >= 0 ? p->stop_fd : m0__signals_install(p->children)) < 0) {
+    fprintf(stderr, "m0: cannot install signal handlers\n");
+    return M0__EINVALID;
+  }
+  if (m0__exits_init(&p->exits) != 0) {
+    fprintf(stderr, "m0: cannot make the exit descriptor\n");
+    return M0__ENOMEM;
+  }
+  return 0;
+}
+
+void m0__process_trace(m0__process *p) {
+  if (M0__CFGS(p->cfg, trace)[0]) p->trace = m0__tracer_new(M0__CFGS(p->cfg, trace));
+}
+
+int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg *m) {
+  int fd = -1;
+  if (self && self->open) m0__actor_recv_fd(self, &fd);
+  for (;;) {
+    if (fd >= 0) {
+      int rv = m0__recv(self, m, M0__RECV_NOWAIT);
+      if (rv == 0) return M0__WAIT_MSG;
+      if (rv == M0__EBADMSG) {
+        char name[48];
+        m0__actor_name(self->id, name, sizeof name);
+        fprintf(stderr, "m0: %s: dropped a malformed message\n", name);
+        continue;
+      }
+    }
+    struct pollfd pf[3] = {{p->sigfd, POLLIN, 0}, {p->exits.fd, POLLIN, 0}, {fd, POLLIN, 0}};
+    int64_t left = deadline == INT64_MAX ? -1 : deadline - m0__now_ms();
+    if (deadline != INT64_MAX && left <= 0) return M0__WAIT_TIMEOUT;
+    int n = poll(pf, 3, left < 0 ? -1 : left > 1000000 ? 1000000 : (int)left);
+    if (n < 0 && errno != EINTR) return M0__WAIT_TIMEOUT;
+    if (n <= 0) continue;
+    if (pf[0].revents & POLLIN) {
+      if (p->stop_fd >= 0) {
+        char b;
+        if (read(p->stop_fd, &b, 1) >= 0) return M0__WAIT_STOP;
+      } else {
+        int sig = m0__signals_take();
+        if (sig & M0__SIG_STOP) return M0__WAIT_STOP;
+        if (sig & M0__SIG_CHILD) return M0__WAIT_CHILD;
+      }
+    }
+    if (pf[1].revents & POLLIN) {
+      m0__exits_take(&p->exits);
+      return M0__WAIT_EXIT;
+    }
+  }
+}
+
+void m0__process_banner(m0__process *p, int first, int here) {
+  if (p->inherit_dir) { /* a worker: the supervisor says the rest */
+    fprintf(stderr, "m0: worker %d serving (pid %d)\n", first, (int)getpid());
+    return;
+  }
+  char host[64];
+  m0__listen_host(p->listen_fd, M0__CFGS(p->cfg, host), host, sizeof host); /* a handed-over one's own */
+  if (p->mode == M0__MODE_PREFORK)
+    fprintf(stderr, "m0: %s listening on http://%s:%d (prefork, %d workers, %d pool threads per loop, pid %d)\n",
+            p->app->name, host, p->port, p->loops, p->pool, (int)getpid());
+  else
+    fprintf(stderr, "m0: %s listening on http://%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d)\n",
+            p->app->name, host, p->port, m0__mode_name(p->mode), here, here == 1 ? "" : "s", p->pool,
+            p->pool == 1 ? "" : "s", (int)getpid());
+  if (p->stop_fd < 0) m0__sd_notify("READY=1");
+}
+
+void m0__process_teardown(m0__process *p, bool clean) {
+  if (clean) {
+    if (p->page_made) m0__page_close(&p->page);
+    if (p->trace) m0__tracer_free(p->trace);
+    p->trace = NULL;
+    p->page_made = false;
+  }
+  if (!p->inherit_dir) m0__rundir_close(&p->rundir);
+  if (p->topo_made) m0__topology_free(&p->topo);
+  p->topo_made = false;
+  if (p->stop_fd < 0 && p->sigfd >= 0) m0__signals_restore();
+  p->sigfd = -1;
+  if (clean) m0__exits_fini(&p->exits);
+}

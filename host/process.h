@@ -1,0 +1,86 @@
+/* One process skeleton for every kind of host process: the single/threads
+ * host, the prefork supervisor, a spawned worker, the embedded host. Set-up
+ * (run directory, shared page, topology, listener, signals, the exit
+ * descriptor, the tracer), the wait every top actor serves from, the banner
+ * and readiness, the ordered teardown.
+ *
+ * Design notes
+ * - Order of set-up: what a worker inherits exists before any worker does
+ *   (run directory, page, topology, listener, signals); the tracer, which
+ *   starts nng's threads, is separate (m0__process_trace) so the supervisor
+ *   opens it while its workers start.
+ * - A worker inherits its run directory, page and listener by descriptor and
+ *   owns none of them: it neither makes nor removes them.
+ * - The wait: a top actor waits in ONE poll on its mailbox, the signal pipe
+ *   (or an embedded host's stop pipe) and the exit descriptor its actors'
+ *   threads write when they end (actors/handle.h). Nothing is polled on a
+ *   timer to find out that something happened.
+ * - Teardown runs after the actors are closed (their peers and mailboxes);
+ *   with a thread still inside the application, only what no thread can
+ *   touch is released (the process is about to exit).
+ */
+#ifndef M0_HOST_PROCESS_H
+#define M0_HOST_PROCESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actors/actor.h"
+#include "actors/handle.h"
+#include "actors/trace.h"
+#include "host/config.h"
+#include "transport/page.h"
+#include "transport/rundir.h"
+#include "transport/topology.h"
+
+typedef struct m0__process {
+  /* what the process is: filled by its caller */
+  const m0_app *app;
+  const m0_config *cfg;
+  m0__mode mode;
+  int loops;                /* in the whole topology */
+  int pool;                 /* handler threads behind each loop */
+  const char *inherit_dir;  /* a worker's run directory, else NULL (made) */
+  int inherit_listen;       /* a worker's or systemd's listener, else -1 (bound) */
+  int inherit_page, inherit_app_page; /* a worker's pages, else -1 (made) */
+  int stop_fd;              /* embedded: a byte here stops it; -1: SIGTERM/SIGINT */
+  bool children;            /* the supervisor: SIGCHLD wakes its wait too */
+  /* what set-up makes */
+  m0__rundir rundir;
+  m0__page page;
+  m0__topology topo;
+  m0__tracer *trace;
+  int listen_fd, port;
+  int sigfd;
+  m0__exits exits;
+  bool page_made, topo_made;
+} m0__process;
+
+/* What a configuration makes of this process: mode (single, threads,
+ * prefork), loops in the topology, pool threads per loop; nothing inherited,
+ * stopped by signals. The one place that choice is made (serve, embed, the
+ * supervisor, a worker and the doctor all start from it). */
+void m0__process_describe(m0__process *p, const m0_app *app, const m0_config *cfg);
+/* Makes (or takes over) everything but the tracer. 0, or a negative m0__err
+ * with its one line on stderr. */
+int m0__process_setup(m0__process *p);
+/* Opens the tracer --trace names (none when it is empty). */
+void m0__process_trace(m0__process *p);
+
+enum { M0__WAIT_TIMEOUT = 0, M0__WAIT_MSG = 1, M0__WAIT_STOP = 2, M0__WAIT_EXIT = 3, M0__WAIT_CHILD = 4 };
+/* Waits until deadline (CLOCK_MONOTONIC ms; INT64_MAX: no deadline) for a
+ * message on self's mailbox (M0__WAIT_MSG, the message in m, the caller's
+ * to free), a stop (M0__WAIT_STOP: SIGTERM, SIGINT, or the embedded stop), a
+ * thread's end (M0__WAIT_EXIT: look at the handles) or a child's
+ * (M0__WAIT_CHILD, the supervisor). self NULL: no mailbox yet. A malformed
+ * message is dropped and said. */
+int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg *m);
+int64_t m0__now_ms(void);
+
+/* "m0: <app> listening on http://host:port (...)", and READY=1 to systemd
+ * when this is the process's top; a worker says only that it serves. */
+void m0__process_banner(m0__process *p, int first, int here);
+/* After every actor of the process is closed (clean) or given up on. */
+void m0__process_teardown(m0__process *p, bool clean);
+
+#endif

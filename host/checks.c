@@ -1,4 +1,5 @@
 #include "host/checks.h"
+#include "transport/topology.h"
 
 #include <errno.h>
 #include <nng/nng.h>
@@ -89,11 +90,11 @@ static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c
   long loops = w > 1 ? w : t, pool = b > 0 ? b : 0;
   long want = 2 + loops * (1 + pool) + (w > 1 ? loops : 0);
   bool refit = cfg->ntopo_urls && cfg->ntopo_urls != want; /* a flag changed the topology */
-  if (!cfg->topology_error[0] && refit && !strcmp(cfg->topo_transport, "tcp")) {
+  if (!cfg->topology_error[0] && refit && m0__scheme_parse(cfg->topo_transport) == M0__SCHEME_TCP) {
     CHECK_FAIL(c, "topology file %s lists %d tcp actors, but the flags and variables make a topology of %ld", file,
                cfg->ntopo_urls, want);
     CHECK_FIX(c, "list every actor's tcp URL for the topology you serve, or drop the flag that changes it");
-  } else if (!cfg->topology_error[0] && w > 1 && !strcmp(cfg->topo_transport, "inproc")) {
+  } else if (!cfg->topology_error[0] && w > 1 && m0__scheme_parse(cfg->topo_transport) == M0__SCHEME_INPROC) {
     CHECK_FAIL(c, "topology file %s says transport inproc, but --workers %ld crosses processes", file, w);
     CHECK_FIX(c, "set \"transport\" to ipc or tcp in the file, or serve it on threads");
   } else if (cfg->topology_error[0]) {
@@ -111,7 +112,7 @@ static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c
 static void longest_socket(const m0_config *cfg, char *name, size_t n) {
   long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
   long last = (w > 1 ? w : t) - 1;
-  bool ipc = w > 1 || !strcmp(cfg->topo_transport, "ipc");
+  bool ipc = w > 1 || m0__scheme_parse(cfg->topo_transport) == M0__SCHEME_IPC;
   char pool[64];
   snprintf(name, n, "loop.%ld.sock", last > 0 ? last : 0);
   snprintf(pool, sizeof pool, "pool.%ld.%ld.sock", last > 0 ? last : 0, b - 1);
@@ -168,32 +169,10 @@ static void check_application(const m0_config *cfg, const m0_app *app, m0__check
   } else CHECK_OK(c, "%s answers with %s", app_name(app), app->routes ? "a views table" : "a handler");
 }
 
-/* Why the tracer could not dial url (NULL: it can), by nng's own rules for a
- * dialer, read from nng_url_parse (which starts no thread and binds
- * nothing): a tcp URL needs a host and a port (a number) and nothing after
- * them, an ipc URL a path. Without this a URL nng refuses was a host that
- * served untraced and said nothing. */
-static const char *trace_undialable(const char *url) {
-  nng_url *u;
-  if (nng_url_parse(&u, url) != 0) return "nng cannot parse it";
-  const char *why = NULL;
-  if (!strcmp(u->u_scheme, "ipc")) {
-    if (!u->u_path[0]) why = "an ipc URL needs a path (ipc:///path/to/socket)";
-  } else if (!strcmp(u->u_scheme, "tcp")) {
-    char *end = NULL;
-    long port = u->u_port[0] ? strtol(u->u_port, &end, 10) : 0;
-    if (!u->u_hostname[0] || !end || *end || port < 1 || port > 65535 || u->u_userinfo || u->u_query ||
-        u->u_fragment || (u->u_path[0] && strcmp(u->u_path, "/")))
-      why = "a tcp URL is tcp://HOST:PORT, a port from 1 to 65535 and nothing after it";
-  }
-  nng_url_free(u);
-  return why;
-}
-
 static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *t = M0__CFGS(cfg, trace);
-  bool url = !strncmp(t, "inproc://", 9) || !strncmp(t, "ipc://", 6) || !strncmp(t, "tcp://", 6);
-  const char *why = url ? trace_undialable(t) : NULL;
+  bool url = m0__url_is_nng(t);
+  const char *why = url ? m0__url_undialable(t) : NULL;
   if (t[0] && strcmp(t, "-") != 0 && !url) {
     CHECK_FAIL(c, "trace destination %s is neither - nor an nng URL", t);
     CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace ipc:///path, tcp://host:port");

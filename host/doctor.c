@@ -13,6 +13,7 @@
 
 #include "host/checks.h"
 #include "host/config.h"
+#include "host/process.h"
 #include "transport/topology.h"
 
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
@@ -42,32 +43,25 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   json_object_set_new(root, "config", conf);
   json_object_set_new(root, "sources", src);
 
-  int loops = (int)M0__CFG(cfg, threads) > 0 ? (int)M0__CFG(cfg, threads) : 1;
-  int pool = (int)M0__CFG(cfg, blocking_threads) > 0 ? (int)M0__CFG(cfg, blocking_threads) : 0;
-  m0__mode mode = M0__CFG(cfg, workers) > 1 ? M0__MODE_PREFORK : loops > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE;
-  m0__scheme scheme = mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
-  if (cfg->topo_transport[0]) scheme = (m0__scheme)m0__scheme_parse(cfg->topo_transport);
+  m0__process pd; /* what serving would make of this configuration (host/process.c) */
+  m0__process_describe(&pd, app, cfg);
   json_t *topo = json_object();
-  json_object_set_new(topo, "mode", json_string(m0__mode_name(mode)));
-  json_object_set_new(topo, "loops", json_integer(mode == M0__MODE_PREFORK ? M0__CFG(cfg, workers) : loops));
-  json_object_set_new(topo, "handler_threads", json_integer(pool));
+  json_object_set_new(topo, "mode", json_string(m0__mode_name(pd.mode)));
+  json_object_set_new(topo, "loops", json_integer(pd.loops));
+  json_object_set_new(topo, "handler_threads", json_integer(pd.pool));
   json_object_set_new(topo, "connections_per_loop", json_integer(M0__CFG(cfg, max_connections)));
   json_object_set_new(topo, "accept_sharing", json_boolean(M0__CFG(cfg, accept_share) != 0));
-  json_object_set_new(topo, "transport", json_string(m0__scheme_name(scheme)));
-  m0__topology t;
-  char where[M0__STR_MAX + 16];
-  if (scheme == M0__SCHEME_IPC)
-    snprintf(where, sizeof where, "%s", M0__CFGS(cfg, run_dir)[0] ? M0__CFGS(cfg, run_dir) : "<run-dir>");
-  else snprintf(where, sizeof where, "m0-<pid>");
+  json_object_set_new(topo, "transport", json_string(m0__scheme_name(m0__topology_scheme(pd.mode, cfg->topo_transport))));
   json_t *actors = json_array();
-  long n = mode == M0__MODE_PREFORK ? M0__CFG(cfg, workers) : loops; /* beyond M0__TOPO_MAX ids collide: none */
-  if (n <= M0__TOPO_MAX && pool <= M0__TOPO_MAX &&
-      m0__topology_build(&t, mode, (int)n, pool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme, where) == 0) {
-    /* The file's URLs, placeholders kept, when it gave them and they fit. */
-    bool file = cfg->ntopo_urls == t.nactors;
+  m0__topology t;
+  const char *dir = M0__CFGS(cfg, run_dir)[0] ? M0__CFGS(cfg, run_dir) : NULL;
+  /* Beyond M0__TOPO_MAX ids collide: no actors listed. A description only
+   * (no run directory, no pid): the file's URLs keep their placeholders. */
+  if (pd.loops <= M0__TOPO_MAX && pd.pool <= M0__TOPO_MAX &&
+      m0__topology_describe(&t, pd.mode, pd.loops, pd.pool, cfg->topo_transport, (const char(*)[256])cfg->topo_urls,
+                            cfg->ntopo_urls, dir) == 0) {
     for (int k = 0; k < t.nactors; k++)
-      json_array_append_new(actors, json_pack("{s:s, s:s}", "name", t.actors[k].name, "url",
-                                              file ? cfg->topo_urls[k] : t.actors[k].url));
+      json_array_append_new(actors, json_pack("{s:s, s:s}", "name", t.actors[k].name, "url", t.actors[k].url));
     m0__topology_free(&t);
   }
   json_object_set_new(topo, "actors", actors);
@@ -76,7 +70,7 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   json_object_set_new(root, "application",
                       json_pack("{s:s, s:i, s:i, s:I}", "name", app->name ? app->name : "", "max_workers",
                                 app->max_workers, "max_threads", m0__app_max_threads(app), "page_slots",
-                                (json_int_t)(app->page_slots ? app->page_slots(loops) : 0)));
+                                (json_int_t)(app->page_slots ? app->page_slots(pd.loops) : 0)));
   json_t *arr = json_array();
   for (int i = 0; i < M0__CHECK_COUNT; i++) {
     json_t *o = json_pack("{s:s, s:b, s:s}", "name", checks[i].name, "ok", checks[i].ok, "detail", checks[i].detail);

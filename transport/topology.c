@@ -1,5 +1,7 @@
 #include "transport/topology.h"
 
+#include <nng/nng.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,19 +114,22 @@ m0__scheme m0__topology_scheme(m0__mode mode, const char *file_transport) {
   return mode == M0__MODE_PREFORK ? M0__SCHEME_IPC : M0__SCHEME_INPROC;
 }
 
-int m0__topology_make(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
-                      const char (*file_urls)[256], int nfile, const char *run_dir) {
+/* Built for the mode's scheme, then the file's URLs in their place.
+ * describe: placeholders for what only a running host knows (<pid>, and
+ * <run-dir> when none was given), the file's URLs as written. */
+static int topology_plan(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
+                         const char (*file_urls)[256], int nfile, const char *run_dir, bool describe) {
   m0__scheme scheme = m0__topology_scheme(mode, file_transport);
   char where[4096];
   if (scheme == M0__SCHEME_IPC) snprintf(where, sizeof where, "%s", run_dir ? run_dir : "<run-dir>");
-  else if (run_dir) snprintf(where, sizeof where, "m0-%d", (int)getpid());
-  else snprintf(where, sizeof where, "m0-<pid>");
+  else if (describe) snprintf(where, sizeof where, "m0-<pid>");
+  else snprintf(where, sizeof where, "m0-%d", (int)getpid());
   /* A tcp topology needs the file's addresses; the others can be built. */
   int rv = m0__topology_build(t, mode, loops, pool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme, where);
   if (rv != 0) return rv;
   if (nfile == t->nactors) {
-    if (run_dir) rv = m0__topology_use_urls(t, scheme, file_urls, nfile, run_dir);
-    else { /* the description keeps the file's placeholders */
+    if (!describe) rv = m0__topology_use_urls(t, scheme, file_urls, nfile, run_dir);
+    else {
       for (int k = 0; k < nfile; k++) snprintf(t->actors[k].url, sizeof t->actors[k].url, "%s", file_urls[k]);
       t->scheme = scheme;
     }
@@ -133,7 +138,43 @@ int m0__topology_make(m0__topology *t, m0__mode mode, int loops, int pool, const
   return rv;
 }
 
+int m0__topology_make(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
+                      const char (*file_urls)[256], int nfile, const char *run_dir) {
+  return topology_plan(t, mode, loops, pool, file_transport, file_urls, nfile, run_dir, false);
+}
+
+int m0__topology_describe(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
+                          const char (*file_urls)[256], int nfile, const char *run_dir) {
+  return topology_plan(t, mode, loops, pool, file_transport, file_urls, nfile, run_dir, true);
+}
+
 int m0__topology_outside_url(char *out, size_t n, const char *run_dir, int loop) {
   int w = snprintf(out, n, "ipc://%s/loop.%d.sock", run_dir, loop);
   return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
 }
+
+bool m0__url_is_nng(const char *s) {
+  return !strncmp(s, "inproc://", 9) || !strncmp(s, "ipc://", 6) || !strncmp(s, "tcp://", 6);
+}
+
+/* By nng's own rules for a dialer, read from nng_url_parse (which starts no
+ * thread and binds nothing): a tcp URL needs a host and a port (a number)
+ * and nothing after them, an ipc URL a path. Without this a trace URL nng
+ * refuses was a host that served untraced and said nothing. */
+const char *m0__url_undialable(const char *url) {
+  nng_url *u;
+  if (nng_url_parse(&u, url) != 0) return "nng cannot parse it";
+  const char *why = NULL;
+  if (!strcmp(u->u_scheme, "ipc")) {
+    if (!u->u_path[0]) why = "an ipc URL needs a path (ipc:///path/to/socket)";
+  } else if (!strcmp(u->u_scheme, "tcp")) {
+    char *end = NULL;
+    long port = u->u_port[0] ? strtol(u->u_port, &end, 10) : 0;
+    if (!u->u_hostname[0] || !end || *end || port < 1 || port > 65535 || u->u_userinfo || u->u_query ||
+        u->u_fragment || (u->u_path[0] && strcmp(u->u_path, "/")))
+      why = "a tcp URL is tcp://HOST:PORT, a port from 1 to 65535 and nothing after it";
+  }
+  nng_url_free(u);
+  return why;
+}
+

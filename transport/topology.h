@@ -8,6 +8,7 @@
 #ifndef M0_TRANSPORT_TOPOLOGY_H
 #define M0_TRANSPORT_TOPOLOGY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/ids.h"
@@ -36,11 +37,14 @@ typedef struct m0__topology {
 m0__scheme m0__topology_scheme(m0__mode mode, const char *file_transport);
 /* A host's whole topology: built for the mode's scheme (ipc in run_dir,
  * inproc in this process's namespace), then the file's URLs in place of the
- * built ones when it gave one per actor. run_dir NULL: a description only
- * (the doctor), with <run-dir> and <pid> left as placeholders. Returns 0 or
- * an m0__err. */
+ * built ones when it gave one per actor (<pid> and <run-dir> filled in).
+ * Returns 0 or an m0__err. */
 int m0__topology_make(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
                       const char (*file_urls)[256], int nfile, const char *run_dir);
+/* The same as a description (the doctor): <pid> left as a placeholder, and
+ * <run-dir> too when run_dir is NULL; the file's URLs as the file wrote them. */
+int m0__topology_describe(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
+                          const char (*file_urls)[256], int nfile, const char *run_dir);
 /* The address outside publishers on this machine dial for loop i: its
  * socket in the run directory (its mailbox under prefork, a second listener
  * otherwise). 0, or M0__ETOOBIG. */
@@ -58,5 +62,9 @@ int m0__scheme_parse(const char *name);
 const m0__actor_desc *m0__topology_find(const m0__topology *t, uint32_t id);
 const char *m0__mode_name(m0__mode m);
 const char *m0__scheme_name(m0__scheme s);
+/* Whether s is an address in one of the schemes m0 speaks (inproc://,
+ * ipc://, tcp://), and why nng could not dial it (NULL: it can). */
+bool m0__url_is_nng(const char *s);
+const char *m0__url_undialable(const char *url);
 
 #endif

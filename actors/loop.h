@@ -11,16 +11,9 @@
  * - The drain: STOP closes the listener, closes idle connections, lets every
  *   request in flight be answered and written, then reports STOPPED; the
  *   coordinator owns the bound.
- * - Accept: the listener is a uv_poll on the (shared or dup'd) listening
- *   descriptor and the loop calls accept4 itself, so an accepted socket is a
- *   plain descriptor it may keep or hand to a sibling. Past max-connections
- *   the loop stops polling the listener: new connections wait in the backlog.
- * - Accept sharing: the winner of an accept hands the connection to the
- *   least-loaded sibling (open + pending on the shared page; ties stay; a
- *   rotating start; a sibling leaving or stuck in one pass > 2 ms is skipped).
- *   Within one process the descriptor is an integer in a HANDOFF message;
- *   across processes it travels by SCM_RIGHTS (transport/handoff.h). On any
- *   failure the acceptor keeps the connection: nothing is dropped.
+ * - Accept and accept sharing (the listener, the hand-off to a sibling) are
+ *   in actors/accept.h; the loop's side of the pool lane (batches, JOB,
+ *   RESULT) in actors/lane.h. Their functions run on the loop's thread only.
  */
 #ifndef M0_ACTORS_LOOP_H
 #define M0_ACTORS_LOOP_H
@@ -87,6 +80,9 @@ typedef struct m0__loop {
   uint64_t frames;
   uint64_t first_id; /* the shared counter when this loop began serving */
 } m0__loop;
+
+/* Line i of the shared page (the loop's own is line l->index). */
+static inline m0__loop_line *m0__loop_line_at(const m0__loop *l, int i) { return &l->page->lines[i]; }
 
 /* The loop kind (actors/handle.h): open listens at the loop's mailbox (and,
  * on inproc or tcp, at its outside address in the run directory), run is its

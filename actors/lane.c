@@ -1,0 +1,80 @@
+/* The pool lane, the loop's side (actors/lane.h).
+ *
+ * Design notes
+ * - A sent JOB's message belongs to the pool thread (b->msg = NULL at once);
+ *   a failed send leaves it in the batch, whole, for the next pass.
+ * - inflight is cleared only by that thread's RESULT, so the loop never has
+ *   two batches out to one thread.
+ * - A RESULT from anything but one of this loop's pool threads is ignored:
+ *   its conn pointers would be someone else's.
+ */
+#include "actors/lane.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/errors.h"
+
+/* Takes a request for the pool: into the batch of the pool thread with the
+ * least waiting, preferring one with no batch in flight. */
+static int lane_defer(m0__http *h, m0__conn *c, const m0_request *req, int route, bool head, bool close) {
+  m0__loop *l = h->owner;
+  int best = 0;
+  for (int j = 1; j < l->npool; j++) {
+    m0__batch *a = &l->batches[j], *b = &l->batches[best];
+    if ((a->inflight < b->inflight) || (a->inflight == b->inflight && a->count < b->count)) best = j;
+  }
+  if (m0__batch_add(&l->batches[best], c, req, route, head, close) != 0) return -1;
+  l->queued++;
+  return 0;
+}
+
+/* One JOB per pool thread per loop pass, at most one in flight each. */
+void m0__lane_flush(m0__loop *l) {
+  for (int j = 0; j < l->npool; j++) {
+    m0__batch *b = &l->batches[j];
+    if (b->inflight || b->count == 0) continue;
+    if (m0__send_msg(&l->self, &l->pool[j], M0__K_JOB, b->trace_hi, b->trace_lo, b->msg) != 0)
+      continue; /* still ours: next pass */
+    b->msg = NULL; /* the pool thread's now */
+    b->inflight = true;
+    b->count = 0;
+    b->trace_hi = b->trace_lo = 0;
+  }
+  atomic_store_explicit(&m0__loop_line_at(l, l->index)->queued, l->queued - l->answered, memory_order_relaxed);
+}
+
+static void lane_on_answer(void *arg, void *conn, const uint8_t *resp, size_t len) {
+  m0__loop *l = arg;
+  l->answered++;
+  m0__http_complete(&l->http, conn, resp, len);
+}
+
+void m0__lane_on_result(m0__loop *l, const m0__msg *m) {
+  int j = M0__ACTOR_INDEX(m->env.from) & 0xfff;
+  if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_POOL || j >= l->npool) return;
+  l->batches[j].inflight = false;
+  if (m0__result_each(m->payload, m->len, lane_on_answer, l) < 0)
+    fprintf(stderr, "m0: loop.%d: a malformed result from pool.%d.%d\n", l->index, l->index, j);
+}
+
+int m0__lane_open(m0__loop *l) {
+  l->pool = calloc((size_t)l->npool, sizeof *l->pool);
+  l->batches = calloc((size_t)l->npool, sizeof *l->batches);
+  if (!l->pool || !l->batches) return M0__ENOMEM;
+  for (int j = 0; j < l->npool; j++) {
+    const m0__actor_desc *d = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_POOL, M0__POOL_INDEX(l->index, j)));
+    m0__peer_direct(&l->pool[j], d->id, &l->pool_threads[j].inbox);
+  }
+  l->http.defer = lane_defer;
+  return 0;
+}
+
+void m0__lane_close(m0__loop *l) {
+  for (int j = 0; l->pool && j < l->npool; j++) m0__peer_close(&l->pool[j]);
+  for (int j = 0; l->batches && j < l->npool; j++) m0__batch_fini(&l->batches[j]);
+  free(l->pool);
+  free(l->batches);
+  l->pool = NULL;
+  l->batches = NULL;
+}

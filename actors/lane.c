@@ -24,7 +24,8 @@ static int lane_defer(m0__http *h, m0__conn *c, const m0_request *req, int route
     m0__batch *a = &l->batches[j], *b = &l->batches[best];
     if ((a->inflight < b->inflight) || (a->inflight == b->inflight && a->count < b->count)) best = j;
   }
-  if (m0__batch_add(&l->batches[best], c, req, route, head, close) != 0) return -1;
+  int rv = m0__batch_add(&l->batches[best], c, req, route, head, close);
+  if (rv != 0) return rv;
   l->queued++;
   return 0;
 }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include "base/errors.h"
-#include "host/metrics.h"
 #include "actors/accept.h"
 #include "actors/lane.h"
 #include "actors/publisher.h"
@@ -18,11 +17,6 @@ static void loop_on_closed(m0__http *h) {
   atomic_fetch_sub(&m0__loop_line_at(l, l->index)->open, 1);
   if (!l->stopping && h->nconns < l->ctx.capacity) m0__accept_poll(l, true);
   if (l->stopping && h->nconns == 0) loop_finish(l);
-}
-
-static void loop_on_metrics(m0__http *h, m0_response *res) {
-  m0__loop *l = h->owner;
-  m0__metrics_respond(l->page, res);
 }
 
 static void loop_on_sweep(uv_timer_t *t) {
@@ -195,7 +189,6 @@ static void loop_run(m0__handle *h) {
   l->http.worker = l->index;
   l->http.owner = l;
   l->http.on_closed = loop_on_closed;
-  if (l->http.metrics_path) l->http.metrics = loop_on_metrics;
   l->nloops = l->topo->loops;
   if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;
   int fd;

@@ -32,8 +32,8 @@ static int batch_put(m0__batch *b, const void *p, size_t n) { return m0__msg_app
 int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close) {
   if (!b->msg) {
     uint32_t zero = 0;
-    if (m0__msg_new(&b->msg, 4096) != 0) return -1;
-    if (batch_put(b, &zero, 4)) return -1;
+    if (m0__msg_new(&b->msg, 4096) != 0) return M0__ENOMEM;
+    if (batch_put(b, &zero, 4)) return M0__ENOMEM;
   }
   size_t mark = nng_msg_len(b->msg);
   job_head h = {(uint64_t)(uintptr_t)conn, route, head, close, (uint8_t)req->version_minor, 0,
@@ -53,7 +53,7 @@ int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bo
   if (!rv && req->body.n) rv = batch_put(b, req->body.p, req->body.n);
   if (rv) {
     nng_msg_chop(b->msg, nng_msg_len(b->msg) - mark);
-    return -1;
+    return M0__ENOMEM;
   }
   b->count++;
   memcpy(m0__msg_payload(b->msg), &b->count, 4);
@@ -89,18 +89,18 @@ int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn
                     void *arg) {
   rd r = {p, p + n, false};
   const uint8_t *c = rd_take(&r, 4);
-  if (!c) return -1;
+  if (!c) return M0__EBADMSG;
   uint32_t count;
   memcpy(&count, c, 4);
   for (uint32_t i = 0; i < count; i++) {
     const uint8_t *h = rd_take(&r, 12);
-    if (!h) return -1;
+    if (!h) return M0__EBADMSG;
     uint64_t conn;
     uint32_t len;
     memcpy(&conn, h, 8);
     memcpy(&len, h + 8, 4);
     const uint8_t *resp = rd_take(&r, len);
-    if (!resp) return -1;
+    if (!resp) return M0__EBADMSG;
     fn(arg, (void *)(uintptr_t)conn, resp, len);
   }
   return (int)count;
@@ -113,19 +113,19 @@ int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn
 
 static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0__outq *resp, m0__date *date) {
   const uint8_t *hp = rd_take(r, sizeof(job_head));
-  if (!hp) return -1;
+  if (!hp) return M0__EBADMSG;
   job_head h;
   memcpy(&h, hp, sizeof h);
   m0_request req;
   memset(&req, 0, sizeof req);
   m0_header hdrs[POOL_MAX_HEADERS];
   m0_str params[POOL_MAX_PARAMS];
-  if (h.nheaders > POOL_MAX_HEADERS || h.nparams > POOL_MAX_PARAMS || h.path_len > h.target) return -1;
+  if (h.nheaders > POOL_MAX_HEADERS || h.nparams > POOL_MAX_PARAMS || h.path_len > h.target) return M0__EBADMSG;
   req.method = (m0_str){(const char *)rd_take(r, h.method), h.method};
   req.target = (m0_str){(const char *)rd_take(r, h.target), h.target};
   for (int i = 0; i < h.nheaders; i++) {
     const uint8_t *nv = rd_take(r, 8);
-    if (!nv) return -1;
+    if (!nv) return M0__EBADMSG;
     uint32_t l[2];
     memcpy(l, nv, 8);
     hdrs[i].name = (m0_str){(const char *)rd_take(r, l[0]), l[0]};
@@ -133,14 +133,14 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   }
   for (int i = 0; i < h.nparams; i++) {
     const uint8_t *ol = rd_take(r, 8);
-    if (!ol) return -1;
+    if (!ol) return M0__EBADMSG;
     uint32_t v[2];
     memcpy(v, ol, 8);
-    if ((uint64_t)v[0] + v[1] > h.target) return -1;
+    if ((uint64_t)v[0] + v[1] > h.target) return M0__EBADMSG;
     params[i] = (m0_str){req.target.p + v[0], v[1]};
   }
   req.body = (m0_str){(const char *)rd_take(r, h.body), h.body};
-  if (r->bad) return -1;
+  if (r->bad) return M0__EBADMSG;
   req.path = (m0_str){req.target.p, h.path_len};
   req.query = h.path_len < h.target ? (m0_str){req.target.p + h.path_len + 1, h.target - h.path_len - 1}
                                     : (m0_str){NULL, 0};

@@ -78,11 +78,12 @@ typedef struct m0__batch {
   uint64_t trace_hi, trace_lo; /* the first traced request's: the JOB carries it */
 } m0__batch;
 
-/* Appends one request to a batch. conn is echoed back with its answer. */
+/* Appends one request to a batch. conn is echoed back with its answer.
+ * 0, or M0__ENOMEM (the batch as it was). */
 int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close);
 void m0__batch_fini(m0__batch *b);
 /* Walks a RESULT payload: calls fn(conn, bytes, n) per answer. Returns the
- * count, or -1 for a malformed payload. */
+ * count, or M0__EBADMSG for a malformed payload. */
 int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn, const uint8_t *resp, size_t len),
                     void *arg);
 

@@ -28,6 +28,7 @@
 #include "actors/pool.h"
 #include "actors/producer.h"
 #include "base/errors.h"
+#include "host/metrics.h"
 #include "host/signals.h"
 #include "transport/systemd.h"
 
@@ -275,6 +276,12 @@ static int coord_barrier(coord *c) {
   return 1;
 }
 
+/* /metrics, answered on the loop from the shared page (host/metrics.c). */
+static void coord_on_metrics(m0__http *h, m0_response *res) {
+  m0__loop *l = h->owner;
+  m0__metrics_respond(l->page, res);
+}
+
 /* What a loop takes from the configuration: the loop itself never reads it
  * (actors/ knows no configuration, only these values). */
 static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
@@ -292,7 +299,10 @@ static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
   h->max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
   h->access_log = M0__CFG(c, access_log) != 0;
   h->heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
-  if (M0__CFGS(c, metrics_path)[0]) h->metrics_path = M0__CFGS(c, metrics_path);
+  if (M0__CFGS(c, metrics_path)[0]) {
+    h->metrics_path = M0__CFGS(c, metrics_path);
+    h->metrics = coord_on_metrics;
+  }
   l->share = loops > 1 && M0__CFG(c, accept_share) != 0;
   /* The sweep runs often enough to honour the shortest timeout to ~25 %. */
   uint64_t shortest = h->header_timeout_ms;

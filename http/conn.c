@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "http/accesslog.h"
 #include "http/conn_state.h"
 #include "http/stream.h"
@@ -441,7 +442,7 @@ int m0__http_init(m0__http *h) {
   h->rbuf = malloc(M0__RBUF_SIZE);
   memset(&h->scratch, 0, sizeof h->scratch);
   memset(&h->spans, 0, sizeof h->spans);
-  return h->rbuf ? 0 : UV_ENOMEM;
+  return h->rbuf ? 0 : M0__ENOMEM;
 }
 
 void m0__http_fini(m0__http *h) {
@@ -455,7 +456,7 @@ int m0__http_adopt(m0__http *h, int fd) {
   m0__conn *c = calloc(1, sizeof *c);
   if (!c) {
     close(fd);
-    return UV_ENOMEM;
+    return M0__ENOMEM;
   }
   c->h = h;
   uv_tcp_init(h->uv, &c->tcp);
@@ -466,7 +467,7 @@ int m0__http_adopt(m0__http *h, int fd) {
     c->closing = true;
     h->nconns++; /* conn_on_close counts it out again */
     uv_close((uv_handle_t *)&c->tcp, conn_on_close); /* closes fd if it took it */
-    return rv;
+    return M0__ETRANSPORT; /* libuv's reason is rv: the socket could not be opened or read */
   }
   uv_tcp_nodelay(&c->tcp, 1);
   m0__parser_init(&c->p, &h->lim, &h->spans);

@@ -72,11 +72,12 @@ typedef struct m0__http {
 
 #define M0__RBUF_SIZE 65536
 
-/* Sets up h (h->uv and the configuration fields must be filled). */
+/* Sets up h (h->uv and the configuration fields must be filled). 0 or
+ * M0__ENOMEM. */
 int m0__http_init(m0__http *h);
 void m0__http_fini(m0__http *h);
-/* Takes an accepted socket and starts reading it. Returns 0, or a libuv
- * error after which the descriptor is closed. */
+/* Takes an accepted socket and starts reading it. Returns 0, or M0__ENOMEM
+ * / M0__ETRANSPORT after which the descriptor is closed. */
 int m0__http_adopt(m0__http *h, int fd);
 /* The answer to a deferred request: whole response bytes (copied). The
  * connection may have closed meanwhile; its memory waited for this call. */

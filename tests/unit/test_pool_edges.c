@@ -303,9 +303,9 @@ static void test_result_refusals(void **st) {
   assert_int_equal(m0__result_each(b, sizeof b, ignore, &calls), 1);
   assert_int_equal(calls, 1);
   calls = 0;
-  assert_int_equal(m0__result_each(b, 3, ignore, &calls), -1);           /* no count */
-  assert_int_equal(m0__result_each(b, 10, ignore, &calls), -1);          /* an answer's head cut */
-  assert_int_equal(m0__result_each(b, sizeof b - 1, ignore, &calls), -1); /* its bytes cut */
+  assert_int_equal(m0__result_each(b, 3, ignore, &calls), M0__EBADMSG);           /* no count */
+  assert_int_equal(m0__result_each(b, 10, ignore, &calls), M0__EBADMSG);          /* an answer's head cut */
+  assert_int_equal(m0__result_each(b, sizeof b - 1, ignore, &calls), M0__EBADMSG); /* its bytes cut */
   assert_int_equal(calls, 0);
 }
 

@@ -102,14 +102,22 @@ int m0__msg_new(nng_msg **m, size_t reserve) {
   return 0;
 }
 
-int m0__msg_append(nng_msg *m, const void *p, size_t n) {
+uint8_t *m0__msg_extend(nng_msg *m, size_t n) {
   size_t len = nng_msg_len(m), cap = nng_msg_capacity(m);
   if (n > cap - len) { /* nng grows a body to the exact size asked: double instead */
     size_t want = cap ? 2 * cap : 4096;
     while (want < len + n) want *= 2;
-    if (nng_msg_reserve(m, want) != 0) return M0__ENOMEM;
+    if (nng_msg_reserve(m, want) != 0) return NULL;
   }
-  return nng_msg_append(m, p, n) == 0 ? 0 : M0__ENOMEM;
+  if (nng_msg_realloc(m, len + n) != 0) return NULL;
+  return (uint8_t *)nng_msg_body(m) + len;
+}
+
+int m0__msg_append(nng_msg *m, const void *p, size_t n) {
+  uint8_t *at = n ? m0__msg_extend(m, n) : NULL;
+  if (n && !at) return M0__ENOMEM;
+  if (n) memcpy(at, p, n);
+  return 0;
 }
 
 uint8_t *m0__msg_payload(nng_msg *m) { return (uint8_t *)nng_msg_body(m) + M0__ENV_HEADER; }
@@ -137,6 +145,17 @@ int m0__send(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_
   int rv = len ? m0__msg_append(m, payload, len) : 0;
   if (rv == 0) rv = m0__send_msg(self, to, kind, trace_hi, trace_lo, m);
   if (rv != 0) nng_msg_free(m);
+  return rv;
+}
+
+int m0__tell(m0__actor *self, m0__peer *to, int kind, const void *payload, size_t len) {
+  int rv = m0__send(self, to, kind, 0, 0, payload, len);
+  if (rv != 0) {
+    char from[48], dest[48];
+    m0__actor_name(self->id, from, sizeof from);
+    m0__actor_name(to->id, dest, sizeof dest);
+    fprintf(stderr, "m0: %s cannot send %s to %s: %s\n", from, m0__kind_name(kind), dest, m0__strerror(rv));
+  }
   return rv;
 }
 

@@ -83,6 +83,11 @@ int m0__msg_new(nng_msg **m, size_t reserve);
 /* Appends to the payload, growing by doubling. 0, or M0__ENOMEM (nothing
  * appended). */
 int m0__msg_append(nng_msg *m, const void *p, size_t n);
+/* Lengthens the payload by n bytes and returns where they begin, for the
+ * caller to write (one call for a whole record: each nng call costs more
+ * than the memcpy of a field); NULL when out of memory (nothing added). The
+ * pointer is good until the next extend or append. */
+uint8_t *m0__msg_extend(nng_msg *m, size_t n);
 /* The payload so far (after the header space) and its length. */
 uint8_t *m0__msg_payload(nng_msg *m);
 size_t m0__msg_payload_len(nng_msg *m);
@@ -96,6 +101,10 @@ int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uin
  * built and sent by m0__send_msg; nothing to free either way. */
 int m0__send(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo,
              const void *payload, size_t len);
+/* A control message whose loss must not pass unseen (READY, FAILED, STOPPED,
+ * DIED, LEAVING, GO, STOP): m0__send, and on failure one line on stderr
+ * naming sender, receiver, kind and why. Returns m0__send's result. */
+int m0__tell(m0__actor *self, m0__peer *to, int kind, const void *payload, size_t len);
 /* How m0__recv takes a message: from the inbox first, then the mailbox. */
 enum {
   M0__RECV_WAIT = 0,   /* waits for either (up to the mailbox's receive timeout) */

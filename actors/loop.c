@@ -43,7 +43,7 @@ static void loop_on_pass_begin(uv_check_t *c) {
     l->recycling = true;
     atomic_store(&ln->leaving, 1);
     m0__accept_poll(l, false);
-    m0__send(&l->self, &l->coord, M0__K_LEAVING, 0, 0, NULL, 0);
+    m0__tell(&l->self, &l->coord, M0__K_LEAVING, NULL, 0);
   }
   m0__accept_pass_begin(l);
   if (l->npool) m0__lane_flush(l);
@@ -56,7 +56,7 @@ static void loop_go(m0__loop *l) {
   if (rv != 0) {
     char why[160];
     snprintf(why, sizeof why, "loop.%d cannot listen: %s", l->index, uv_strerror(rv));
-    m0__send(&l->self, &l->coord, M0__K_DIED, 0, 0, why, strlen(why));
+    m0__tell(&l->self, &l->coord, M0__K_DIED, why, strlen(why));
     return;
   }
   l->listener.data = l;
@@ -96,7 +96,7 @@ static void loop_finish(m0__loop *l) {
   m0__loop_stats st = {l->http.stats.requests, l->http.stats.accepted, l->http.stats.errors_4xx,
                        l->http.stats.timeouts, l->frames, l->handed, l->adopted};
   atomic_store(&l->h.said_stopped, true);
-  m0__send(&l->self, &l->coord, M0__K_STOPPED, 0, 0, &st, sizeof st);
+  m0__tell(&l->self, &l->coord, M0__K_STOPPED, &st, sizeof st);
   uv_poll_stop(&l->mail);
   uv_close((uv_handle_t *)&l->mail, NULL);
   if (l->inbox.ready) uv_close((uv_handle_t *)&l->lane, NULL);
@@ -177,7 +177,7 @@ static void loop_run(m0__handle *h) {
       if (!err[0]) snprintf(err, sizeof err, "%s: make failed on loop %d", l->app->name, l->index);
       atomic_store(&l->h.failed, true);
       atomic_store(&l->h.said_stopped, true);
-      m0__send(&l->self, &l->coord, M0__K_FAILED, 0, 0, err, strlen(err));
+      m0__tell(&l->self, &l->coord, M0__K_FAILED, err, strlen(err));
       goto out;
     }
   }
@@ -197,7 +197,7 @@ static void loop_run(m0__handle *h) {
       (l->share && !l->handoff && m0__accept_open(l) != 0) ||
       (l->npool && m0__lane_open(l) != 0)) {
     snprintf(err, sizeof err, "loop.%d cannot start", l->index);
-    m0__send(&l->self, &l->coord, M0__K_DIED, 0, 0, err, strlen(err));
+    m0__tell(&l->self, &l->coord, M0__K_DIED, err, strlen(err));
     goto out;
   }
   l->mail.data = l;
@@ -215,11 +215,11 @@ static void loop_run(m0__handle *h) {
   l->pass_begin.data = l->pass_end.data = l;
   uv_check_start(&l->pass_begin, loop_on_pass_begin);
   if (l->share) uv_prepare_start(&l->pass_end, m0__accept_on_pass_end);
-  m0__send(&l->self, &l->coord, M0__K_READY, 0, 0, NULL, 0);
+  m0__tell(&l->self, &l->coord, M0__K_READY, NULL, 0);
   uv_run(&l->uv, UV_RUN_DEFAULT);
   if (!l->finished) {
     snprintf(err, sizeof err, "loop.%d left its event loop unexpectedly", l->index);
-    m0__send(&l->self, &l->coord, M0__K_DIED, 0, 0, err, strlen(err));
+    m0__tell(&l->self, &l->coord, M0__K_DIED, err, strlen(err));
   }
 out:
   if (uv_ready) {

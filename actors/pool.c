@@ -25,36 +25,40 @@ typedef struct job_head {
   uint16_t nheaders, nparams;
 } job_head;
 
-/* The batch is the JOB message itself: records are appended to its payload
- * as requests are parsed, and the message is sent as it stands. */
-static int batch_put(m0__batch *b, const void *p, size_t n) { return m0__msg_append(b->msg, p, n); }
+/* The batch is the JOB message itself: each request's record is measured,
+ * the message lengthened once, and the fields written into it. */
+static uint8_t *put(uint8_t *at, const void *p, size_t n) {
+  if (n) memcpy(at, p, n);
+  return at + n;
+}
 
 int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close) {
   if (!b->msg) {
     uint32_t zero = 0;
     if (m0__msg_new(&b->msg, 4096) != 0) return M0__ENOMEM;
-    if (batch_put(b, &zero, 4)) return M0__ENOMEM;
+    if (m0__msg_append(b->msg, &zero, 4) != 0) return M0__ENOMEM;
   }
-  size_t mark = nng_msg_len(b->msg);
+  size_t n = sizeof(job_head) + req->method.n + req->target.n + 8 * req->nparams + req->body.n;
+  for (size_t i = 0; i < req->nheaders; i++) n += 8 + req->headers[i].name.n + req->headers[i].value.n;
+  uint8_t *at = m0__msg_extend(b->msg, n);
+  if (!at) return M0__ENOMEM;
   job_head h = {(uint64_t)(uintptr_t)conn, route, head, close, (uint8_t)req->version_minor, 0,
                 req->trace_hi, req->trace_lo, (uint32_t)req->method.n, (uint32_t)req->target.n,
                 (uint32_t)req->path.n, (uint32_t)req->body.n, (uint16_t)req->nheaders, (uint16_t)req->nparams};
-  int rv = batch_put(b, &h, sizeof h) | batch_put(b, req->method.p, req->method.n) |
-           batch_put(b, req->target.p, req->target.n);
-  for (size_t i = 0; i < req->nheaders && !rv; i++) {
+  at = put(at, &h, sizeof h);
+  at = put(at, req->method.p, req->method.n);
+  at = put(at, req->target.p, req->target.n);
+  for (size_t i = 0; i < req->nheaders; i++) {
     uint32_t nv[2] = {(uint32_t)req->headers[i].name.n, (uint32_t)req->headers[i].value.n};
-    rv |= batch_put(b, nv, sizeof nv) | batch_put(b, req->headers[i].name.p, nv[0]) |
-          batch_put(b, req->headers[i].value.p, nv[1]);
+    at = put(at, nv, sizeof nv);
+    at = put(at, req->headers[i].name.p, nv[0]);
+    at = put(at, req->headers[i].value.p, nv[1]);
   }
-  for (size_t i = 0; i < req->nparams && !rv; i++) {
+  for (size_t i = 0; i < req->nparams; i++) {
     uint32_t ol[2] = {(uint32_t)(req->params[i].p - req->target.p), (uint32_t)req->params[i].n};
-    rv |= batch_put(b, ol, sizeof ol);
+    at = put(at, ol, sizeof ol);
   }
-  if (!rv && req->body.n) rv = batch_put(b, req->body.p, req->body.n);
-  if (rv) {
-    nng_msg_chop(b->msg, nng_msg_len(b->msg) - mark);
-    return M0__ENOMEM;
-  }
+  put(at, req->body.p, req->body.n);
   b->count++;
   memcpy(m0__msg_payload(b->msg), &b->count, 4);
   if (!b->trace_hi && !b->trace_lo) {
@@ -169,11 +173,14 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   }
   /* The answer as one piece: references (static bodies) are copied here. */
   uint32_t len = (uint32_t)m0__outq_bytes(resp);
-  int rv = m0__msg_append(out, &h.conn, 8) | m0__msg_append(out, &len, 4);
+  uint8_t *at = m0__msg_extend(out, 12 + (size_t)len);
+  if (!at) return M0__ENOMEM;
+  at = put(at, &h.conn, 8);
+  at = put(at, &len, 4);
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
   int k = m0__outq_iov(resp, 0, iov);
-  for (int i = 0; i < k && !rv; i++) rv = m0__msg_append(out, iov[i].base, iov[i].len);
-  return rv;
+  for (int i = 0; i < k; i++) at = put(at, iov[i].base, iov[i].len);
+  return 0;
 }
 
 #define POOL_SLOW_VIEW_NS 1000000 /* CPU per view that counts as slow */
@@ -234,12 +241,12 @@ static void pool_run(m0__handle *h) {
     if (!state) {
       if (!err[0]) snprintf(err, sizeof err, "%s: make failed on pool thread %d.%d", t->app->name, t->loop, t->index);
       atomic_store(&t->h.said_stopped, true);
-      m0__send(self, coord, M0__K_FAILED, 0, 0, err, strlen(err));
+      m0__tell(self, coord, M0__K_FAILED, err, strlen(err));
       goto out;
     }
   }
   made = true;
-  m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
+  m0__tell(self, coord, M0__K_READY, NULL, 0);
   uint64_t cpu_mark = 0; /* this thread's CPU when its last batch ended; 0 before the first */
   for (;;) {
     m0__msg m;

@@ -41,10 +41,10 @@ static void producer_run(m0__handle *h) {
   if (r->def->make && !state) {
     if (!err[0]) snprintf(err, sizeof err, "the producer's make failed");
     atomic_store(&r->h.failed, true);
-    m0__send(self, coord, M0__K_FAILED, 0, 0, err, strlen(err));
+    m0__tell(self, coord, M0__K_FAILED, err, strlen(err));
     goto out;
   }
-  m0__send(self, coord, M0__K_READY, 0, 0, NULL, 0);
+  m0__tell(self, coord, M0__K_READY, NULL, 0);
   int kind;
   while ((kind = producer_wait(self, 1000)) != M0__K_GO)
     if (kind == M0__K_STOP) goto done;
@@ -74,7 +74,7 @@ static void producer_run(m0__handle *h) {
   }
 done:
   if (r->def->free) r->def->free(state);
-  m0__send(self, coord, M0__K_STOPPED, 0, 0, NULL, 0);
+  m0__tell(self, coord, M0__K_STOPPED, NULL, 0);
 out:;
 }
 

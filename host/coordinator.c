@@ -219,7 +219,7 @@ static void coord_ready_up(coord *c) {
       return;
     }
   }
-  m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0);
+  m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0); /* a lost one is said again (coord_barrier) */
 }
 
 /* Waits for every READY (the barrier), then GO. Returns 1 to go on

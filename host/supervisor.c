@@ -244,7 +244,7 @@ static int sup_drain(sup *s) {
    * each worker is reaped. */
   for (int i = 0; i < s->n; i++) sup_hang_up(s, i);
   if (s->has_producer && !s->prod_done && !m0__handle_exited(&s->prod.h))
-    m0__send(&s->self, &s->prod_peer, M0__K_STOP, 0, 0, NULL, 0);
+    m0__tell(&s->self, &s->prod_peer, M0__K_STOP, NULL, 0);
   bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
   for (int i = 0; was_alive && i < s->n; i++) was_alive[i] = s->w[i].alive;
   int64_t deadline = m0__now_ms() + s->drain_ms + 1000;

@@ -19,15 +19,6 @@ int m0__buf_reserve(m0__buf *b, size_t more) {
   return 0;
 }
 
-int m0__buf_append(m0__buf *b, const void *p, size_t n) {
-  if (n == 0) return 0;
-  int rv = m0__buf_reserve(b, n);
-  if (rv) return rv;
-  memcpy(b->p + b->len, p, n);
-  b->len += n;
-  return 0;
-}
-
 int m0__buf_printf(m0__buf *b, const char *fmt, ...) {
   for (int pass = 0; pass < 2; pass++) {
     va_list ap;

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct m0__buf {
   char *p;
@@ -17,8 +18,17 @@ typedef struct m0__buf {
 
 /* Room for `more` bytes past len. 0, or M0__ENOMEM (the buffer unchanged). */
 int m0__buf_reserve(m0__buf *b, size_t more);
-/* 0, or M0__ENOMEM (nothing appended). */
-int m0__buf_append(m0__buf *b, const void *p, size_t n);
+/* 0, or M0__ENOMEM (nothing appended). Inline: every response head, stream
+ * event and answer copied to a connection goes through it. */
+static inline int m0__buf_append(m0__buf *b, const void *p, size_t n) {
+  if (n > b->cap - b->len) {
+    int rv = m0__buf_reserve(b, n);
+    if (rv) return rv;
+  }
+  if (n) memcpy(b->p + b->len, p, n);
+  b->len += n;
+  return 0;
+}
 /* printf-style append. 0, or M0__ENOMEM / M0__EINVALID (nothing appended). */
 int m0__buf_printf(m0__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline void m0__buf_clear(m0__buf *b) { b->len = 0; }

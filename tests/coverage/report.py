@@ -5,9 +5,9 @@
 
 Reads TRACEFILE (lcov's .info: the --initial baseline added to the suite's
 capture, so a file no test entered still counts with all its lines), keeps the
-sources under ROOT/actors, ROOT/transport and ROOT/http, and prints the
-per-folder table: lines and branches covered / total and %, and the total
-over the three folders. It writes
+sources under ROOT/base, ROOT/transport, ROOT/http, ROOT/actors and ROOT/host,
+and prints the per-folder table: lines and branches covered / total and %,
+and the total over the folders. It writes
   OUT/coverage-files.txt           the same per file, worst branch coverage
                                    first, then each file's lines never run and
                                    lines with a branch never taken;
@@ -29,8 +29,9 @@ the line percentage), and each line is listed with the rule that took it:
 ALLOCATOR is malloc, calloc, realloc, strdup, strndup, aligned_alloc,
 nng_alloc, nng_msg_alloc, nng_msg_realloc, or one of this tree's wrappers
 whose only failure is an allocation's: m0__outq_append, m0__outq_ref,
-m0__outq_move_tail (http/response.c), batch_put and m0__batch_add
-(actors/pool.c).
+m0__outq_move_tail (http/outq.c), m0__buf_append, m0__buf_reserve
+(base/buf.h), m0__msg_new, m0__msg_append, m0__msg_extend (actors/actor.h)
+and m0__batch_add (actors/pool.c).
 """
 import argparse
 import os
@@ -38,10 +39,10 @@ import re
 import sys
 from collections import defaultdict
 
-FOLDERS = ("actors", "transport", "http")
+FOLDERS = ("base", "transport", "http", "actors", "host")
 ALLOCATORS = ("malloc", "calloc", "realloc", "strdup", "strndup", "aligned_alloc", "nng_alloc", "nng_msg_alloc",
-              "nng_msg_realloc", "m0__outq_append", "m0__outq_ref", "m0__outq_move_tail", "batch_put",
-              "m0__batch_add")
+              "nng_msg_realloc", "m0__outq_append", "m0__outq_ref", "m0__outq_move_tail", "m0__buf_append",
+              "m0__buf_reserve", "m0__msg_new", "m0__msg_append", "m0__msg_extend", "m0__batch_add")
 ALLOC_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(ALLOCATORS))
 IF = re.compile(r"^\s*(?:}\s*)?(?:else\s+)?if\s*\(")
 ASSIGN = re.compile(r"([A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*)*)\s*(?<![=!<>+\-*/%&|^])=(?!=)\s*(.*)")

@@ -50,12 +50,21 @@ MAGIC = 0x3145306D  # "m0E1"
 K_JOB, K_RESULT = 10, 11  # actors/envelope.h
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+def free_ports(names):
+    """A distinct free port per name: every socket is held until all are
+    picked (one closed before the next bind could be handed out again, and
+    two actors given one port made the file refused: seen once in a Debian 13
+    chroot)."""
+    socks = []
+    try:
+        for _ in names:
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return {n: s.getsockname()[1] for n, s in zip(names, socks)}
+    finally:
+        for s in socks:
+            s.close()
 
 
 def topology(names, mode, loops, ports, pool=0):
@@ -67,7 +76,7 @@ def topology(names, mode, loops, ports, pool=0):
 
 
 def taken(names, mode, loops, which, expect, extra=(), env=None, pool=0):
-    ports = {n: free_port() for n in names}
+    ports = free_ports(names)
     holder = socket.socket()
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     holder.bind(("127.0.0.1", ports[which]))
@@ -159,7 +168,7 @@ def stream_ids(port, want):
 
 
 def malformed_over_tcp():
-    ports = {n: free_port() for n in SINGLE}
+    ports = free_ports(SINGLE)
     path = topology(SINGLE, "single", 1, ports)
     loop0, coord, pool0 = (2 << 24) | 0, 1 << 24, (3 << 24) | 0
     bogus = struct.pack("<I", 1) + struct.pack("<QI", 0xDEADBEEF, 0)

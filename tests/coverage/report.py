@@ -186,9 +186,13 @@ def main():
     stats = {}
     gaps = {}
     alloc_list = []
+    stale = []
     for path, d in sorted(files.items()):
         rel = os.path.relpath(path, root)
         if rel.split(os.sep)[0] not in FOLDERS or not rel.endswith(".c"):
+            continue
+        if not os.path.exists(path):  # an object of a source moved or removed since build-cov was made
+            stale.append(rel)
             continue
         with open(path, errors="replace") as f:
             src = f.read().splitlines()
@@ -220,6 +224,10 @@ def main():
 
     width = 12
     print(header(width))
+    if stale:
+        print(f"report.py: left out {len(stale)} file(s) no longer in the tree, whose objects are still in the "
+              f"build directory ({', '.join(stale[:4])}{', ...' if len(stale) > 4 else ''}); rm -rf build-cov "
+              "drops them", file=sys.stderr)
     for folder in FOLDERS:
         print(row(folder + "/", total([k for k in stats if k.startswith(folder + "/")]), width))
     t = total(stats)

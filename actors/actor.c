@@ -124,7 +124,7 @@ uint8_t *m0__msg_payload(nng_msg *m) { return (uint8_t *)nng_msg_body(m) + M0__E
 size_t m0__msg_payload_len(nng_msg *m) { return nng_msg_len(m) - M0__ENV_HEADER; }
 
 int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo, nng_msg *m) {
-  size_t len = nng_msg_len(m) - M0__ENV_HEADER;
+  size_t len = m0__msg_payload_len(m);
   if (len > M0__ENV_MAX_PAYLOAD) return M0__ETOOBIG;
   m0__env e = {.kind = (uint16_t)kind, .from = self->id, .to = to->id, .seq = ++self->seq,
                .trace_hi = trace_hi, .trace_lo = trace_lo};

@@ -5,13 +5,13 @@
 #include "base/errors.h"
 
 int m0__frame_encode(nng_msg *m, uint64_t id, const char *channel, size_t chlen, const void *frame, size_t flen) {
-  uint8_t head[10];
-  m0__le_put64(head, id);
-  m0__le_put16(head + 8, (uint16_t)chlen);
-  return m0__msg_append(m, head, sizeof head) || m0__msg_append(m, channel, chlen) ||
-                 (flen && m0__msg_append(m, frame, flen))
-             ? M0__ENOMEM
-             : 0;
+  uint8_t *at = m0__msg_extend(m, 10 + chlen + flen);
+  if (!at) return M0__ENOMEM;
+  m0__le_put64(at, id);
+  m0__le_put16(at + 8, (uint16_t)chlen);
+  memcpy(at + 10, channel, chlen);
+  if (flen) memcpy(at + 10 + chlen, frame, flen);
+  return 0;
 }
 
 int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **channel, size_t *chlen,

@@ -24,18 +24,14 @@ void m0__exits_take(m0__exits *e) {
 void m0__handle_init(m0__handle *h, const m0__actor_kind *kind, m0__exits *exits) {
   h->kind = kind;
   h->exits = exits;
-  h->opened = h->started = h->closed = false;
+  h->started = h->closed = false;
   atomic_store(&h->exited, true);
   atomic_store(&h->said_stopped, false);
   atomic_store(&h->failed, false);
   atomic_store(&h->in_app, false);
 }
 
-int m0__handle_open(m0__handle *h) {
-  int rv = h->kind->open(h);
-  h->opened = rv == 0;
-  return rv;
-}
+int m0__handle_open(m0__handle *h) { return h->kind->open(h); }
 
 /* The thread's end is announced after run returns, whatever way it did. */
 static void *handle_main(void *arg) {

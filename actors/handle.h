@@ -55,7 +55,7 @@ struct m0__handle {
   const m0__actor_kind *kind;
   m0__exits *exits;
   pthread_t thread;
-  bool opened, started, closed;
+  bool started, closed;
   atomic_bool exited;       /* its thread returned (or never started) */
   atomic_bool said_stopped; /* STOPPED or FAILED is sent: nothing more comes from it */
   atomic_bool failed;       /* its make refused */

@@ -228,8 +228,10 @@ static void sup_check_beats(sup *s) {
  * check). */
 static int sup_wait(sup *s, m0__msg *m) {
   long timeout = M0__CFG(s->cfg, worker_timeout_ms);
-  int64_t deadline = timeout > 0 && !s->draining ? m0__now_ms() + (timeout / 4 > 0 ? timeout / 4 : 1) : INT64_MAX;
-  if (s->draining) deadline = m0__now_ms() + 100; /* the drain's own bound is checked by its caller */
+  /* Draining, its caller checks the bound between waits; serving, the
+   * heartbeat is the only reason to wake on time. */
+  long every = s->draining ? 100 : timeout > 0 ? (timeout / 4 > 0 ? timeout / 4 : 1) : -1;
+  int64_t deadline = every < 0 ? INT64_MAX : m0__now_ms() + every;
   int w = m0__process_wait(&s->proc, s->self.open ? &s->self : NULL, deadline, m);
   return w == M0__WAIT_MSG ? 1 : w == M0__WAIT_STOP ? 2 : 0;
 }

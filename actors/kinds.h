@@ -1,5 +1,7 @@
 /* The one list of message kinds actors exchange. The payload of each is
- * described beside it; ARCHITECTURE.md draws who sends which to whom. */
+ * described beside it; ARCHITECTURE.md draws who sends which to whom. A
+ * kind's number is its place in this list (READY = 1 … ANSWER = 14): the
+ * numbers are on the wire (docs/wire.md), so a kind is only ever appended. */
 #ifndef M0_ACTORS_KINDS_H
 #define M0_ACTORS_KINDS_H
 
@@ -14,7 +16,10 @@
   X(FRAME, "frame")     /* producer/publisher -> loop: a stream frame (bus) */     \
   X(HANDOFF, "handoff") /* loop -> loop: an accepted connection */                 \
   X(JOB, "job")         /* loop -> pool: a batch of requests */                    \
-  X(RESULT, "result")   /* pool -> loop: a batch of responses */
+  X(RESULT, "result")   /* pool -> loop: a batch of responses */                  \
+  X(REQUEST, "request") /* loop -> app actor instance: a batch (actors/wire.h) */  \
+  X(REPLY, "reply")     /* app actor instance -> loop: a batch (actors/wire.h) */  \
+  X(ANSWER, "answer")   /* any thread -> loop: a deferred view's answer */
 
 enum m0__kind {
   M0__KIND_NONE_ = 0,

@@ -5,21 +5,33 @@
 
 #include "base/num.h"
 
+#define APP_NAMES 64
+static char app_names[APP_NAMES][49];
+
+void m0__app_actor_named(int actor, const char *name) {
+  if (actor >= 0 && actor < APP_NAMES) snprintf(app_names[actor], sizeof app_names[actor], "%s", name);
+}
+
 /* By hand, not by snprintf: m0trace names two actors per record it prints
  * (~1,700 instructions each by snprintf). */
 void m0__actor_name(uint32_t id, char *out, size_t outlen) {
   static const char *const roles[] = {[M0__ROLE_COORD] = "coordinator", [M0__ROLE_LOOP] = "loop",
                                       [M0__ROLE_POOL] = "pool", [M0__ROLE_PRODUCER] = "producer",
-                                      [M0__ROLE_EXTERNAL] = "external", [M0__ROLE_WORKER] = "worker"};
+                                      [M0__ROLE_EXTERNAL] = "external", [M0__ROLE_WORKER] = "worker",
+                                      [M0__ROLE_APP] = "app"};
   int role = M0__ACTOR_ROLE(id);
   unsigned idx = (unsigned)M0__ACTOR_INDEX(id);
-  if (role < M0__ROLE_COORD || role > M0__ROLE_WORKER) {
+  if (role < M0__ROLE_COORD || role > M0__ROLE_APP) {
     snprintf(out, outlen, "actor.%08x", (unsigned)id);
     return;
   }
-  char b[48], *p = b;
-  for (const char *r = roles[role]; *r;) *p++ = *r++;
-  if (role == M0__ROLE_POOL) { /* pool.<loop>.<thread> */
+  char b[80], *p = b;
+  const char *named = role == M0__ROLE_APP && (idx >> 12) < APP_NAMES ? app_names[idx >> 12] : "";
+  for (const char *r = named[0] ? named : roles[role]; *r;) *p++ = *r++;
+  if (role == M0__ROLE_APP && named[0]) { /* echo.<slot> */
+    *p++ = '.';
+    p = m0__put_uint(p, idx & 0xfff);
+  } else if (role == M0__ROLE_POOL || role == M0__ROLE_APP) { /* pool.<loop>.<thread>, app.<actor>.<slot> */
     *p++ = '.';
     p = m0__put_uint(p, idx >> 12);
     *p++ = '.';

@@ -10,13 +10,21 @@
 #define M0__URL_MAX 256 /* an actor's URL, NUL included */
 
 enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__ROLE_PRODUCER = 4,
-                M0__ROLE_EXTERNAL = 5, M0__ROLE_WORKER = 6 };
+                M0__ROLE_EXTERNAL = 5, M0__ROLE_WORKER = 6, M0__ROLE_APP = 7 };
 #define M0__ACTOR_ID(role, index) (((uint32_t)(role) << 24) | ((uint32_t)(index) & 0xffffffu))
 #define M0__ACTOR_ROLE(id) ((int)((id) >> 24))
 #define M0__ACTOR_INDEX(id) ((int)((id) & 0xffffffu))
 /* A pool thread's index: its loop in the upper bits, its own below. */
 #define M0__POOL_INDEX(loop, j) (((loop) << 12) | (j))
-/* "coordinator", "loop.3", "pool.1.2", "producer", "external.7", "worker.1" */
+/* An application actor's instance: the actor's place in the process's list
+ * of actor kinds in the upper bits, the instance's slot below. */
+#define M0__APP_INDEX(actor, slot) (((actor) << 12) | (slot))
+/* "coordinator", "loop.3", "pool.1.2", "producer", "external.7", "worker.1",
+ * and an application actor's instance by its name, "echo.0" (once named by
+ * m0__app_actor_named; "app.<actor>.<slot>" before, or in another process). */
 void m0__actor_name(uint32_t id, char *out, size_t outlen);
+/* Names application actor `actor` for m0__actor_name. Called before any
+ * thread that names actors starts; the name is copied (at most 48 bytes). */
+void m0__app_actor_named(int actor, const char *name);
 
 #endif

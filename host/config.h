@@ -90,6 +90,11 @@ struct m0_config {
   char topo_transport[8];
   char (*topo_urls)[256];
   int ntopo_urls;
+  /* A topology file's "app_actors" and "routes" (host/appspec.h). */
+  struct m0__actor_spec *app_actors;
+  int napp_actors;
+  struct m0__route_spec *file_routes;
+  int nfile_routes;
 };
 
 #define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)

@@ -153,6 +153,16 @@ int m0__topology_outside_url(char *out, size_t n, const char *run_dir, int loop)
   return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
 }
 
+int m0__topology_app_url(char *out, size_t n, const char *file_url, const char *run_dir, const char *name) {
+  if (file_url && file_url[0]) {
+    char pid[24];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    return topology_fill(out, n, file_url, pid, run_dir ? run_dir : "<run-dir>");
+  }
+  int w = snprintf(out, n, "ipc://%s/actor.%s.sock", run_dir ? run_dir : "<run-dir>", name);
+  return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
+}
+
 bool m0__url_is_nng(const char *s) {
   return !strncmp(s, "inproc://", 9) || !strncmp(s, "ipc://", 6) || !strncmp(s, "tcp://", 6);
 }

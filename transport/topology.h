@@ -49,6 +49,11 @@ int m0__topology_describe(m0__topology *t, m0__mode mode, int loops, int pool, c
  * socket in the run directory (its mailbox under prefork, a second listener
  * otherwise). 0, or M0__ETOOBIG. */
 int m0__topology_outside_url(char *out, size_t n, const char *run_dir, int loop);
+/* Where the host listens for the instances of application actor `name`
+ * (placed process or external): the file's URL with <pid> and <run-dir>
+ * filled in, else ipc://<run-dir>/actor.<name>.sock (run_dir NULL keeps the
+ * placeholder, for the doctor). 0, or M0__ETOOBIG. */
+int m0__topology_app_url(char *out, size_t n, const char *file_url, const char *run_dir, const char *name);
 /* Builds the actors and their URLs. `where` is the inproc namespace (inproc),
  * the run directory (ipc) or "host:firstport" (tcp). Returns 0 or an m0__err. */
 int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__scheme scheme,

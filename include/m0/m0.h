@@ -116,13 +116,78 @@ typedef void (*m0_view_fn)(void *state, const m0_request *req, m0_response *res)
 #define M0_ON_LOOP 1u /* answered on the loop, never queued to a pool */
 
 /* One route: method + pattern. A pattern segment written {name} matches one
- * non-empty path segment and is passed in req->params in order. */
+ * non-empty path segment and is passed in req->params in order.
+ * A route served by an application actor names it in `actor` (view NULL):
+ * the loop sends the request to one of the actor's instances and answers
+ * the connection with its reply, without waiting for it (docs/actors.md).
+ * timeout_ms bounds the wait (0 = 1000 ms): past it the host answers 504. */
 typedef struct m0_route {
   const char *method;
   const char *pattern;
   m0_view_fn view;
   unsigned flags;
+  const char *actor;
+  unsigned timeout_ms;
 } m0_route;
+
+/* ---- deferred answers -------------------------------------------------
+ * A view on the loop may answer later: m0_defer takes the request's answer
+ * out of the view, the loop goes on serving, and m0_deferred_respond
+ * answers it from any thread. Past timeout_ms (0 = 30000) the host answers
+ * 504 itself and the handle's respond returns -1. Each handle is answered
+ * (or refused) exactly once: m0_deferred_respond frees it. NULL (and the
+ * view must answer itself) on a pool thread, or when already answered. */
+typedef struct m0_deferred m0_deferred;
+m0_deferred *m0_defer(m0_response *res, unsigned timeout_ms);
+/* Adds a header to the deferred answer (copied). 0, or -1 when the header
+ * block is full. Thread safety: the thread that holds the handle. */
+int m0_deferred_header(m0_deferred *d, const char *name, const char *value);
+/* Answers and frees the handle. 0, or -1 when the host had answered 504
+ * already (the handle is freed either way). Thread safety: any thread. */
+int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, const void *body, size_t len);
+
+/* ---- application actors -----------------------------------------------
+ * An actor kind: instances placed by the topology (docs/actors.md) — on a
+ * thread of the host, in a process the host spawns and supervises, or in
+ * any program that dials the actor's URL (external). Each instance makes
+ * its state on its own thread, then receives requests one at a time. */
+typedef struct m0_actor_ctx {
+  const char *actor;       /* the kind's name */
+  int instance;            /* 0.. : which instance this is */
+  int instances;           /* how many the topology places (external: 0) */
+  const m0_config *config; /* the host's configuration; NULL outside the host */
+} m0_actor_ctx;
+
+typedef struct m0_reply m0_reply;
+
+typedef struct m0_actor_kind {
+  const char *name; /* 1..48 bytes of [a-z0-9_-] */
+  /* Builds one instance's state on its own thread. NULL with a message in
+   * err refuses (exit 78 in the host; a restart under its budget in a
+   * spawned process). A NULL make means state is NULL. */
+  void *(*make)(const m0_actor_ctx *ctx, char *err, size_t errlen);
+  /* One request: answer it with m0_reply_send before returning. One it does
+   * not answer gets no reply, and the host answers 504 at the route's
+   * timeout. req->trace_hi/lo carry the request's trace id. */
+  void (*receive)(void *state, const m0_request *req, m0_reply *rep);
+  void (*free)(void *state);
+} m0_actor_kind;
+
+/* Adds a header to the reply (copied). Framing headers (Content-Length,
+ * Transfer-Encoding, Connection) are the host's. 0, or -1 (refused: a bad
+ * name or value, a framing header, the header block full). */
+int m0_reply_header(m0_reply *rep, const char *name, const char *value);
+/* The reply: status 200..599, content_type may be NULL. 0, or -1 (already
+ * sent, a bad status, or no room). Thread safety: receive's thread, before
+ * receive returns. */
+int m0_reply_send(m0_reply *rep, int status, const char *content_type, const void *body, size_t len);
+
+/* Runs one instance of `kind` outside the host: dials url (the actor's URL
+ * as the host's doctor prints it), makes the state, answers requests until
+ * the host says STOP (returns 0) or SIGTERM/SIGINT (returns 0). Returns 78
+ * when make refuses, 1 when url cannot be dialed (with the reason on
+ * stderr). This is what an external C actor's main calls. */
+int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance);
 
 /* The application. Either `handle` or `routes` answers requests; with routes
  * the host answers 404, 405 (with Allow) and OPTIONS (204) itself. */
@@ -142,6 +207,11 @@ typedef struct m0_app {
   int max_workers; /* 0 = any number; state that lives in one process says 1 */
   int max_threads; /* 0 = same as max_workers; -1 = any number */
   size_t (*page_slots)(int loops); /* shared 64-bit words wanted; NULL = none */
+  /* Application actor kinds (routes name them in m0_route.actor). Each is
+   * placed on a thread of the host, one instance, unless a topology file's
+   * "app_actors" says otherwise. */
+  const m0_actor_kind *actors;
+  size_t nactors;
 } m0_app;
 
 /* A producer: work on a cadence that publishes frames to streams. Exactly one

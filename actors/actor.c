@@ -1,5 +1,6 @@
 #include "actors/actor.h"
 
+#include <nng/protocol/pair1/pair.h>
 #include <nng/protocol/pipeline0/pull.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <errno.h>
@@ -19,6 +20,25 @@ int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace
   a->recv_fd = -1;
   snprintf(a->url, sizeof a->url, "%s", url);
   if (nng_pull0_open(&a->mailbox) != 0) return M0__ETRANSPORT;
+  if (nng_listen(a->mailbox, url, NULL, 0) != 0) {
+    m0__socket_close(a->mailbox);
+    return M0__ETRANSPORT;
+  }
+  a->open = true;
+  return 0;
+}
+
+int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {
+  memset(a, 0, sizeof *a);
+  a->id = id;
+  a->trace = trace;
+  a->recv_fd = -1;
+  snprintf(a->url, sizeof a->url, "%s", url);
+  if (nng_pair1_open_poly(&a->mailbox) != 0) return M0__ETRANSPORT;
+  /* A send waits at most this long for the socket's queue: pair1 hands each
+   * message to its pipe's queue at once (or drops it, counted by nng as
+   * tx_drop, when that queue is full: actors/service.c keeps under it). */
+  nng_socket_set_ms(a->mailbox, NNG_OPT_SENDTIMEO, 100);
   if (nng_listen(a->mailbox, url, NULL, 0) != 0) {
     m0__socket_close(a->mailbox);
     return M0__ETRANSPORT;
@@ -74,6 +94,13 @@ void m0__peer_direct(m0__peer *p, uint32_t id, m0__inbox *to) {
   memset(p, 0, sizeof *p);
   p->id = id;
   p->direct = to;
+}
+
+void m0__peer_pipe(m0__peer *p, uint32_t id, nng_socket sock, nng_pipe pipe) {
+  memset(p, 0, sizeof *p);
+  p->id = id;
+  p->sock = sock;
+  p->pipe = pipe;
 }
 
 void m0__peer_close(m0__peer *p) {
@@ -132,6 +159,7 @@ int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uin
   /* Traced before the hand-over, so a send's record never follows its
    * receipt's (once handed over, the message may be the receiver's). */
   TRACE_HOOK(self, false, &e, len);
+  if (nng_pipe_id(to->pipe) > 0) nng_msg_set_pipe(m, to->pipe);
   int rv = to->direct ? m0__inbox_put(to->direct, m) : nng_sendmsg(to->sock, m, 0);
   if (rv == 0 || to->direct) return rv;
   return rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT : rv == NNG_ECLOSED ? M0__ECLOSED : M0__ETRANSPORT;
@@ -198,15 +226,20 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   int rv;
   if (how == M0__RECV_INBOX) {
     if (!self->inbox || !(m = m0__inbox_take(self->inbox))) return M0__ETIMEDOUT;
+  } else if (how == M0__RECV_BLOCK) {
+    if ((rv = recv_mailbox(self, &m, 0)) != 0) return rv;
   } else if ((rv = recv_any(self, &m, how == M0__RECV_WAIT)) != 0) {
     return rv;
   }
   /* JOB and RESULT carry this process's connection pointers and only travel
    * through a direct inbox (m0__peer_direct), never over nng: one that came
    * through a pipe was forged by a peer, and a loop answering its pointer
-   * crashed the host. Refused like a malformed envelope. */
+   * crashed the host. ANSWER (a deferred view's) is this process's own too.
+   * Refused like a malformed envelope. */
+  int k;
   if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0 ||
-      ((out->env.kind == M0__K_JOB || out->env.kind == M0__K_RESULT) && nng_pipe_id(nng_msg_get_pipe(m)) > 0)) {
+      (((k = out->env.kind) == M0__K_JOB || k == M0__K_RESULT || k == M0__K_ANSWER) &&
+       nng_pipe_id(nng_msg_get_pipe(m)) > 0)) {
     nng_msg_free(m);
     return M0__EBADMSG;
   }

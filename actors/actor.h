@@ -45,6 +45,7 @@ typedef struct m0__peer {
   nng_socket sock;
   bool open;
   m0__inbox *direct; /* m0__peer_direct: sends go there; no socket */
+  nng_pipe pipe;     /* m0__peer_pipe: one connection of a shared socket */
 } m0__peer;
 
 typedef struct m0__msg {
@@ -57,6 +58,10 @@ typedef struct m0__msg {
 /* Opens the actor's mailbox, listening at url. Returns 0 or M0__ETRANSPORT. */
 int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
 void m0__actor_close(m0__actor *a);
+/* The mailbox of an application actor's instances (actors/service.h): a
+ * pair1 socket in polyamorous mode listening at url, so any number of
+ * instances dial in and each is addressed by its pipe. 0 or M0__ETRANSPORT. */
+int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
 /* Listens at one more URL (an inproc actor reachable from outside). */
 int m0__actor_listen_also(m0__actor *a, const char *url);
 /* The descriptor that is readable when the mailbox holds a message. */
@@ -71,6 +76,9 @@ int m0__actor_recv_fd(m0__actor *a, int *fd);
 int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms);
 /* A peer that is an inbox in this process, with no socket: sends go there. */
 void m0__peer_direct(m0__peer *p, uint32_t id, m0__inbox *to);
+/* A peer that is one pipe of another actor's socket (an instance connected
+ * to a poly mailbox): sends go to that pipe only. Nothing to close. */
+void m0__peer_pipe(m0__peer *p, uint32_t id, nng_socket sock, nng_pipe pipe);
 void m0__peer_close(m0__peer *p);
 
 /* A message is built where it is sent: in an nng message whose body begins
@@ -110,6 +118,7 @@ enum {
   M0__RECV_WAIT = 0,   /* waits for either (up to the mailbox's receive timeout) */
   M0__RECV_NOWAIT = 1, /* M0__ETIMEDOUT at once when both are empty */
   M0__RECV_INBOX = 2,  /* the inbox only, at once: a loop woken by its eventfd */
+  M0__RECV_BLOCK = 3,  /* the mailbox only, blocking in nng until a message or its close */
 };
 /* Receives one message. A malformed envelope is dropped and reported as
  * M0__EBADMSG. On 0 the caller owns out and frees it with m0__msg_free. */

@@ -6,6 +6,7 @@
 
 #include "base/errors.h"
 #include "actors/accept.h"
+#include "actors/asks.h"
 #include "actors/lane.h"
 #include "actors/publisher.h"
 
@@ -47,6 +48,7 @@ static void loop_on_pass_begin(uv_check_t *c) {
   }
   m0__accept_pass_begin(l);
   if (l->npool) m0__lane_flush(l);
+  if (l->nservices) m0__asks_flush(l);
 }
 
 static void loop_go(m0__loop *l) {
@@ -100,6 +102,7 @@ static void loop_finish(m0__loop *l) {
   uv_poll_stop(&l->mail);
   uv_close((uv_handle_t *)&l->mail, NULL);
   if (l->inbox.ready) uv_close((uv_handle_t *)&l->lane, NULL);
+  m0__asks_close(l);
   uv_timer_stop(&l->sweep);
   uv_close((uv_handle_t *)&l->sweep, NULL);
   uv_close((uv_handle_t *)&l->pass_begin, NULL);
@@ -125,6 +128,8 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     case M0__K_STOP: loop_stop(l); break;
     case M0__K_FRAME: loop_on_frame(l, &m); break;
     case M0__K_RESULT: m0__lane_on_result(l, &m); break;
+    case M0__K_REPLY:
+    case M0__K_ANSWER: m0__asks_on_answer(l, &m); break;
     case M0__K_HANDOFF: m0__accept_on_handoff(l, &m); break;
     default:
       fprintf(stderr, "m0: loop.%d: unexpected %s message\n", l->index, m0__kind_name(m.env.kind));
@@ -195,7 +200,7 @@ static void loop_run(m0__handle *h) {
   if (m0__http_init(&l->http) != 0 || m0__actor_recv_fd(&l->self, &fd) != 0 ||
       uv_poll_init(&l->uv, &l->mail, fd) != 0 || (l->inbox.ready && uv_poll_init(&l->uv, &l->lane, l->inbox.efd) != 0) ||
       (l->share && !l->handoff && m0__accept_open(l) != 0) ||
-      (l->npool && m0__lane_open(l) != 0)) {
+      (l->npool && m0__lane_open(l) != 0) || m0__asks_open(l) != 0) {
     snprintf(err, sizeof err, "loop.%d cannot start", l->index);
     m0__tell(&l->self, &l->coord, M0__K_DIED, err, strlen(err));
     goto out;
@@ -224,6 +229,7 @@ static void loop_run(m0__handle *h) {
 out:
   if (uv_ready) {
     if (l->listening) uv_close((uv_handle_t *)&l->listener, loop_on_listener_closed);
+    m0__asks_close(l);
     uv_run(&l->uv, UV_RUN_NOWAIT);
     uv_loop_close(&l->uv);
     m0__http_fini(&l->http);
@@ -239,6 +245,7 @@ static void loop_hang_up(m0__handle *h) {
   m0__loop *l = (m0__loop *)h;
   m0__accept_close(l);
   m0__lane_close(l);
+  m0__asks_free(l);
   m0__peer_close(&l->coord);
 }
 

@@ -73,6 +73,9 @@ typedef struct m0__loop {
   m0__peer *pool;     /* [npool] */
   m0__batch *batches; /* [npool]: the batch being filled for each */
   uint64_t queued, answered;
+  struct m0__service **services; /* the application's actors (actors/service.h), set by the coordinator */
+  int nservices;
+  struct m0__asks *asks;         /* requests waiting on an actor or a deferred view (actors/asks.h) */
   void *state;
   bool listening, polling, stopping, finished;
   bool recycling; /* reached recycle_at: accepts nothing more, waits for STOP */

@@ -28,6 +28,7 @@
 #include "actors/pool.h"
 #include "actors/producer.h"
 #include "base/errors.h"
+#include "host/appactors.h"
 #include "host/metrics.h"
 #include "host/signals.h"
 #include "transport/systemd.h"
@@ -53,6 +54,7 @@ typedef struct coord {
   bool stuck; /* someone was named for missing the drain's bound */
   m0__handle **handles; /* every actor here, for the waits and the close */
   int nhandles;
+  m0__app_actors aa; /* the application's actors here (host/appactors.h) */
 } coord;
 
 /* A loop whose thread ended without saying STOPPED died. */
@@ -181,6 +183,17 @@ static int coord_drain(coord *c, int64_t deadline) {
     fprintf(stderr, "m0: pool.%d.%d did not stop within %ld ms%s; exiting anyway\n", t->loop, t->index,
             c->drain_ms, atomic_load(&t->h.in_app) ? " (it is inside a view)" : "");
   }
+  /* No request is inside an application actor now: they stop, and the
+   * processes spawned for them are waited for within the bound. */
+  m0__app_actors_stop(&c->aa, &c->self, deadline);
+  coord_wait_exits(c, deadline);
+  for (int k = 0; k < c->aa.ninst; k++) {
+    m0__instance *in = &c->aa.inst[k];
+    if (m0__handle_exited(&in->h)) continue;
+    rc = M0__ESTUCK;
+    fprintf(stderr, "m0: actor %s.%d did not stop within %ld ms%s; exiting anyway\n", in->svc->name, in->slot,
+            c->drain_ms, atomic_load(&in->h.in_app) ? " (it is inside its receive)" : "");
+  }
   c->stuck = rc != 0;
   /* Nothing here publishes any more. Hung up on now, the loops of other
    * workers (draining too, or not) are not redialed if they close first. */
@@ -203,6 +216,7 @@ static bool coord_close(coord *c) {
   m0__handles_close(c->handles, c->nhandles, NULL);
   if (!clean) return false;
   m0__actor_close(&c->self);
+  m0__app_actors_close(&c->aa); /* its reply threads put into the loops' inboxes */
   for (int i = 0; c->loops && i < c->p->here; i++) m0__inbox_fini(&c->loops[i].inbox);
   for (int k = 0; c->pools && k < c->p->here * c->npool; k++) m0__inbox_fini(&c->pools[k].inbox);
   return true;
@@ -279,7 +293,7 @@ static int coord_barrier(coord *c) {
 /* /metrics, answered on the loop from the shared page (host/metrics.c). */
 static void coord_on_metrics(m0__http *h, m0_response *res) {
   m0__loop *l = h->owner;
-  m0__metrics_respond(l->page, res);
+  m0__metrics_respond(l->page, l->services, l->nservices, res);
 }
 
 /* What a loop takes from the configuration: the loop itself never reads it
@@ -326,7 +340,7 @@ static int coord_start(coord *c) {
   c->loop_peers = calloc((size_t)p->here, sizeof *c->loop_peers);
   c->loop_done = calloc((size_t)p->here, sizeof *c->loop_done);
   c->pools = calloc((size_t)(p->here * (c->npool ? c->npool : 1)), sizeof *c->pools);
-  c->handles = calloc((size_t)(p->here * (1 + c->npool) + 1), sizeof *c->handles);
+  c->handles = calloc((size_t)(p->here * (1 + c->npool) + 1 + m0__app_actors_handles(&pr->decl)), sizeof *c->handles);
   if (!c->loops || !c->loop_peers || !c->loop_done || !c->pools || !c->handles) return M0__ENOMEM;
   /* A worker's coordinator is worker.i; the supervisor is the coordinator. */
   uint32_t me_id = pr->mode == M0__MODE_PREFORK ? M0__ACTOR_ID(M0__ROLE_WORKER, p->first)
@@ -348,8 +362,9 @@ static int coord_start(coord *c) {
   c->pub_open = true;
   c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
   /* Each loop and its pool threads, always in one process, talk through
-   * direct inboxes (actors/inbox.h), made here before any of them starts. */
-  for (int i = 0; c->npool && i < p->here; i++) {
+   * direct inboxes (actors/inbox.h), made here before any of them starts.
+   * A loop's inbox also takes its actors' replies and deferred answers. */
+  for (int i = 0; i < p->here; i++) {
     if (m0__inbox_init(&c->loops[i].inbox) != 0) return M0__ENOMEM;
     for (int j = 0; j < c->npool; j++) {
       if (m0__inbox_init(&c->pools[i * c->npool + j].inbox) != 0) return M0__ENOMEM;
@@ -390,6 +405,13 @@ static int coord_start(coord *c) {
       fprintf(stderr, "m0: cannot open loop %d\n", idx);
       return M0__ETRANSPORT;
     }
+  }
+  int rv = m0__app_actors_open(&c->aa, pr, &pr->decl, &c->loops[0].inbox, sizeof *c->loops, p->here, p->first,
+                               c->self.id, c->self.url, c->handles, &c->nhandles);
+  if (rv != 0) return rv;
+  for (int i = 0; i < p->here; i++) {
+    c->loops[i].services = c->aa.svc_ptrs;
+    c->loops[i].nservices = c->aa.n;
   }
   for (int i = 0; i < p->here; i++)
     for (int j = 0; j < c->npool; j++) {

@@ -27,7 +27,50 @@ static void metrics_nng(m0__buf *b, nng_stat *s, const char *scope, long long id
   }
 }
 
-void m0__metrics_respond(const m0__page *page, m0_response *res) {
+/* Per application actor: requests by outcome, in flight, instances live,
+ * restarts. */
+static void metrics_actors(m0__buf *b, m0__service *const *sv, int n) {
+  if (n == 0) return;
+  m0__buf_printf(b, "# HELP m0_actor_requests_total Requests routed to an application actor, by outcome.\n"
+                    "# TYPE m0_actor_requests_total counter\n");
+  for (int i = 0; i < n; i++) {
+    const m0__service_stats *st = &sv[i]->st;
+    struct {
+      const char *outcome;
+      unsigned long long v;
+    } o[] = {{"ok", atomic_load(&st->ok)},           {"no_instance", atomic_load(&st->no_instance)},
+             {"queue_full", atomic_load(&st->queue_full)}, {"timeout", atomic_load(&st->timeout)},
+             {"bad_reply", atomic_load(&st->bad_reply)}, {"instance_died", atomic_load(&st->died)}};
+    for (size_t k = 0; k < sizeof o / sizeof *o; k++)
+      m0__buf_printf(b, "m0_actor_requests_total{actor=\"%s\",outcome=\"%s\"} %llu\n", sv[i]->name, o[k].outcome,
+                     o[k].v);
+  }
+  m0__buf_printf(b, "# HELP m0_actor_in_flight Requests with an actor's instances now.\n"
+                    "# TYPE m0_actor_in_flight gauge\n");
+  for (int i = 0; i < n; i++) {
+    long long f = 0;
+    for (int k = 0; k < sv[i]->nslots; k++) f += atomic_load(&sv[i]->slots[k].inflight);
+    m0__buf_printf(b, "m0_actor_in_flight{actor=\"%s\"} %lld\n", sv[i]->name, f);
+  }
+  m0__buf_printf(b, "# HELP m0_actor_instances Instances of an actor that are live now.\n"
+                    "# TYPE m0_actor_instances gauge\n");
+  for (int i = 0; i < n; i++)
+    m0__buf_printf(b, "m0_actor_instances{actor=\"%s\"} %d\n", sv[i]->name, m0__service_live(sv[i]));
+  m0__buf_printf(b, "# HELP m0_actor_restarts_total Spawned instances of an actor started again.\n"
+                    "# TYPE m0_actor_restarts_total counter\n");
+  for (int i = 0; i < n; i++)
+    m0__buf_printf(b, "m0_actor_restarts_total{actor=\"%s\"} %llu\n", sv[i]->name,
+                   (unsigned long long)atomic_load(&sv[i]->st.restarts));
+  m0__buf_printf(b, "# HELP m0_actor_replies_dropped_total Replies to no request in flight (late or unknown), "
+                    "and messages refused from instances.\n# TYPE m0_actor_replies_dropped_total counter\n");
+  for (int i = 0; i < n; i++)
+    m0__buf_printf(b, "m0_actor_replies_dropped_total{actor=\"%s\",reason=\"unknown_id\"} %llu\n"
+                      "m0_actor_replies_dropped_total{actor=\"%s\",reason=\"refused\"} %llu\n",
+                   sv[i]->name, (unsigned long long)atomic_load(&sv[i]->st.unknown), sv[i]->name,
+                   (unsigned long long)atomic_load(&sv[i]->st.refused));
+}
+
+void m0__metrics_respond(const m0__page *page, m0__service *const *services, int nservices, m0_response *res) {
   /* A line that cannot be formatted (out of memory) is left out; the page
    * is still answered. */
   m0__buf b = {0};
@@ -46,6 +89,7 @@ void m0__metrics_respond(const m0__page *page, m0_response *res) {
   m0__buf_printf(&b, "# HELP m0_events_published Event ids taken from the shared counter.\n"
                      "# TYPE m0_events_published counter\nm0_events_published %llu\n",
                  (unsigned long long)atomic_load(&page->head->event_id));
+  metrics_actors(&b, services, nservices);
   nng_stat *st;
   if (nng_stats_get(&st) == 0) {
     m0__buf_printf(&b, "# HELP m0_nng_stat nng's own statistics for this process.\n# TYPE m0_nng_stat untyped\n");

@@ -5,9 +5,12 @@
 #ifndef M0_HOST_METRICS_H
 #define M0_HOST_METRICS_H
 
+#include "actors/service.h"
 #include "http/response.h"
 #include "transport/page.h"
 
-void m0__metrics_respond(const m0__page *page, m0_response *res);
+/* services: the application's actors in this process (their counters are
+ * this process's: under --workers, each worker answers for its own). */
+void m0__metrics_respond(const m0__page *page, m0__service *const *services, int nservices, m0_response *res);
 
 #endif

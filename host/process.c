@@ -38,6 +38,18 @@ int m0__process_setup(m0__process *p) {
   p->listen_fd = -1;
   p->sigfd = -1;
   p->exits.fd = -1;
+  /* The checks refused what does not resolve; a failure here is memory. */
+  if (m0__app_decl_make(&p->decl, p->app, cfg, p->mode == M0__MODE_PREFORK, err, sizeof err) != 0) {
+    fprintf(stderr, "m0: %s\n", err);
+    return M0__ECONFIG;
+  }
+  p->decl_made = true;
+  p->served = *p->app;
+  if (p->decl.nroutes) { /* an app with only a handle keeps routes NULL */
+    p->served.routes = p->decl.routes;
+    p->served.nroutes = p->decl.nroutes;
+  }
+  p->app = &p->served;
   if (p->inherit_dir) snprintf(p->rundir.path, sizeof p->rundir.path, "%s", p->inherit_dir);
   else if (m0__rundir_open(&p->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
     fprintf(stderr, "m0: %s\n", err);
@@ -154,4 +166,6 @@ void m0__process_teardown(m0__process *p, bool clean) {
   if (p->stop_fd < 0 && p->sigfd >= 0) m0__signals_restore();
   p->sigfd = -1;
   if (clean) m0__exits_fini(&p->exits);
+  if (clean && p->decl_made) m0__app_decl_free(&p->decl);
+  p->decl_made = !clean && p->decl_made;
 }

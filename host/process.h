@@ -28,6 +28,7 @@
 #include "actors/actor.h"
 #include "actors/handle.h"
 #include "actors/trace.h"
+#include "host/appspec.h"
 #include "host/config.h"
 #include "transport/page.h"
 #include "transport/rundir.h"
@@ -46,6 +47,9 @@ typedef struct m0__process {
   int stop_fd;              /* embedded: a byte here stops it; -1: SIGTERM/SIGINT */
   bool children;            /* the supervisor: SIGCHLD wakes its wait too */
   /* what set-up makes */
+  m0__app_decl decl; /* the application's actors and every route (host/appspec.h) */
+  m0_app served;     /* the application as served: its routes are decl's */
+  bool decl_made;
   m0__rundir rundir;
   m0__page page;
   m0__topology topo;

@@ -54,7 +54,26 @@ static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
   return m0__exit_code(m0__coord_run(&p));
 }
 
+/* A process spawned for an instance of an actor placed `process`
+ * (host/children.c): the kind's m0_actor_run, dialing the host's URL. It
+ * inherits nothing it needs but stdio, and outlives no host. */
+static int serve_actor(const m0_app *app, const char *name) {
+  const char *url = getenv("M0__ACTOR_URL"), *inst = getenv("M0__ACTOR_INSTANCE");
+  const char *parent = getenv("M0__ACTOR_PARENT");
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (!parent || getppid() != (pid_t)atol(parent)) {
+    fprintf(stderr, "m0: actor %s: the host is gone; exiting\n", name);
+    return 1;
+  }
+  close_range(3, ~0u, 0);
+  for (size_t i = 0; i < app->nactors; i++)
+    if (!strcmp(app->actors[i].name, name) && url && inst) return m0_actor_run(&app->actors[i], url, atoi(inst));
+  fprintf(stderr, "m0: a process was started for actor %s, which this program does not have\n", name);
+  return 1;
+}
+
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
+  if (getenv("M0__ACTOR")) return serve_actor(app, getenv("M0__ACTOR"));
   m0_config *cfg = calloc(1, sizeof *cfg);
   if (!cfg) return 1;
   char why[1200];

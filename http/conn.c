@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/errors.h"
@@ -194,6 +195,11 @@ static void conn_wait(m0__conn *c, bool last) {
   uv_read_stop((uv_stream_t *)&c->tcp);
 }
 
+static m0_deferred *conn_defer_begin(void *ctx, m0_response *res, unsigned timeout_ms) {
+  m0__conn *c = ctx;
+  return c->h->defer_view(c->h, c, res, timeout_ms);
+}
+
 /* Answers the request the parser just completed, into the target queue. */
 static void conn_dispatch(m0__conn *c, const char *buf) {
   m0__http *h = c->h;
@@ -223,6 +229,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   m0__response_init(&res, m0__conn_target(c), &h->date, p->version_minor, p->is_head, last);
   res.stream_begin = m0__stream_begin;
   res.stream_ctx = c;
+  if (h->defer_view) res.defer_begin = conn_defer_begin;
+  res.req = &req;
 
   const m0_app *app = h->app;
   m0__current_trace = (m0__trace_id){p->trace_hi, p->trace_lo};
@@ -235,13 +243,21 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
       if (m.kind == M0__VIEW_FOUND) {
         req.params = m.params;
         req.nparams = m.nparams;
-        if (h->defer && !(m.route->flags & M0_ON_LOOP) &&
-            h->defer(h, c, &req, (int)(m.route - app->routes), p->is_head, last) == 0) {
+        if (m.route->actor) {
+          if (h->to_actor && h->to_actor(h, c, &req, m.route, p->is_head, last, &res) == 0) {
+            m0__current_trace = (m0__trace_id){0, 0};
+            conn_wait(c, last);
+            return;
+          }
+          if (!res.done) m0__respond_status(&res, 503, NULL);
+        } else if (h->defer && !(m.route->flags & M0_ON_LOOP) &&
+                   h->defer(h, c, &req, (int)(m.route - app->routes), p->is_head, last) == 0) {
           m0__current_trace = (m0__trace_id){0, 0};
           conn_wait(c, last);
           return;
+        } else {
+          m.route->view(h->state, &req, &res);
         }
-        m.route->view(h->state, &req, &res);
       } else if (m.kind == M0__VIEW_NOT_FOUND) {
         m0__respond_status(&res, 404, NULL);
       } else {
@@ -256,6 +272,10 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     }
   }
   m0__current_trace = (m0__trace_id){0, 0};
+  if (res.deferred) { /* m0_defer: answered later, through m0__http_answer */
+    conn_wait(c, last);
+    return;
+  }
   if (!res.done) {
     fprintf(stderr, "m0: loop %d: the view for %.*s %.*s returned without answering; sent 500\n",
             h->worker, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
@@ -483,15 +503,10 @@ int m0__http_adopt(m0__http *h, int fd) {
   return 0;
 }
 
-void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
-  c->waiting = false;
-  if (c->zombie) {
-    conn_release(c);
-    return;
-  }
-  if (c->closing) return;
-  h->stats.requests++;
-  if (m0__outq_append(m0__conn_target(c), resp, n) != 0) {
+/* The connection's answer is in its target queue (or could not be): the
+ * connection goes on with what came while it waited. */
+static void conn_answered(m0__http *h, m0__conn *c, bool ok) {
+  if (!ok) {
     conn_close(c);
     return;
   }
@@ -509,6 +524,45 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
       uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
   }
   m0__conn_flush(c);
+}
+
+/* Whether a waiting connection can still take its answer (a zombie's memory
+ * is released here: nobody else holds it now). */
+static bool conn_unwait(m0__conn *c) {
+  c->waiting = false;
+  if (c->zombie) {
+    conn_release(c);
+    return false;
+  }
+  if (c->closing) return false;
+  c->h->stats.requests++;
+  return true;
+}
+
+void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
+  if (conn_unwait(c)) conn_answered(h, c, m0__outq_append(m0__conn_target(c), resp, n) == 0);
+}
+
+long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a) {
+  if (!conn_unwait(c)) return -1;
+  m0_response res;
+  m0__response_init(&res, m0__conn_target(c), &h->date, a->version_minor, a->head, a->close);
+  bool ok = true;
+  for (size_t i = 0; ok && i < a->nhdrs; i++) {
+    const m0_header *x = &a->hdrs[i];
+    /* Content-Type is m0_respond's to write. */
+    if (x->name.n == 12 && strncasecmp(x->name.p, "content-type", 12) == 0) continue;
+    ok = m0__response_header_n(&res, x->name.p, x->name.n, x->value.p, x->value.n) == 0;
+  }
+  char ctype[128] = "";
+  for (size_t i = 0; i < a->nhdrs; i++)
+    if (a->hdrs[i].name.n == 12 && strncasecmp(a->hdrs[i].name.p, "content-type", 12) == 0 &&
+        a->hdrs[i].value.n < sizeof ctype)
+      snprintf(ctype, sizeof ctype, "%.*s", (int)a->hdrs[i].value.n, a->hdrs[i].value.p);
+  if (ok) ok = m0_respond(&res, a->status, ctype[0] ? ctype : NULL, a->body, a->blen, M0_BODY_COPY) == 0;
+  if (!ok && !res.done) m0__respond_status(&res, 502, NULL); /* headers over the block's limit */
+  conn_answered(h, c, true);
+  return res.head ? 0 : (long)res.body_len;
 }
 
 void m0__http_sweep(m0__http *h) {

@@ -62,6 +62,14 @@ typedef struct m0__http {
    * app->routes, or -1 for app->handle. Returns 0 when it took the request;
    * the connection then waits (parses nothing more) until m0__http_complete. */
   int (*defer)(struct m0__http *h, m0__conn *c, const m0_request *req, int route, bool head, bool close);
+  /* Optional: a route served by an application actor (route->actor set).
+   * Returns 0 when it took the request (the connection waits, as for
+   * defer, until m0__http_answer); else it answered into res (503). */
+  int (*to_actor)(struct m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, bool head,
+                  bool close, m0_response *res);
+  /* Optional: m0_defer on the loop. Returns the handle (the connection then
+   * waits until m0__http_answer), or NULL. */
+  m0_deferred *(*defer_view)(struct m0__http *h, m0__conn *c, m0_response *res, unsigned timeout_ms);
   /* Optional: a path answered on the loop before the views (metrics). */
   const char *metrics_path;
   void (*metrics)(struct m0__http *h, m0_response *res);
@@ -82,6 +90,21 @@ int m0__http_adopt(m0__http *h, int fd);
 /* The answer to a deferred request: whole response bytes (copied). The
  * connection may have closed meanwhile; its memory waited for this call. */
 void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n);
+/* The answer to a request that waits (an actor's reply, a deferred view, or
+ * the host's own 502/503/504 for it), written as a response here, on the
+ * loop: its head and close from the request, the rest from the answer. */
+typedef struct m0__answer {
+  int version_minor;
+  bool head, close;
+  int status;
+  const m0_header *hdrs;
+  size_t nhdrs;
+  const void *body;
+  size_t blen;
+} m0__answer;
+/* Returns the body bytes written (0 for HEAD), or -1 when the connection
+ * had closed meanwhile (its memory is released now). */
+long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a);
 /* Writes one event to every stream on the channel: "id: N\n" + frame +
  * "\n\n". Returns how many streams dropped it (their queue was full). */
 uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64_t id, const void *frame,

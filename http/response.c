@@ -50,14 +50,22 @@ void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int versio
   r->body_len = 0;
   r->extra_len = 0;
   r->stream_begin = NULL;
+  r->defer_begin = NULL;
   r->stream_ctx = NULL;
+  r->req = NULL;
+  r->deferred = false;
 }
 
 int m0_response_header(m0_response *res, const char *name, const char *value) {
-  size_t nn = strlen(name), vn = strlen(value);
+  return m0__response_header_n(res, name, strlen(name), value, strlen(value));
+}
+
+int m0__response_header_n(m0_response *res, const char *name, size_t nn, const char *value, size_t vn) {
   if (res->done || res->extra_len + nn + vn + 4 > sizeof res->extra) return -1;
   /* A CR or LF in either would split the response: refuse it. */
-  if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n")) return -1;
+  if (memchr(name, '\r', nn) || memchr(name, '\n', nn) || memchr(name, ':', nn) || memchr(value, '\r', vn) ||
+      memchr(value, '\n', vn))
+    return -1;
   char *p = res->extra + res->extra_len;
   memcpy(p, name, nn);
   memcpy(p + nn, ": ", 2);
@@ -153,6 +161,11 @@ bool m0__channel_ok(const char *channel) {
   for (size_t i = 0; i < n; i++)
     if ((unsigned char)channel[i] <= ' ' || channel[i] == 0x7f) return false;
   return true;
+}
+
+m0_deferred *m0_defer(m0_response *res, unsigned timeout_ms) {
+  if (!res || res->done || res->deferred || !res->defer_begin) return NULL;
+  return res->defer_begin(res->stream_ctx, res, timeout_ms);
 }
 
 int m0_respond_stream(m0_response *res, const char *channel) {

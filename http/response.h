@@ -23,9 +23,13 @@ struct m0_response {
   bool done;
   int status;
   size_t body_len;
-  /* Set on the loop only: turns the connection into a stream. */
+  /* Set on the loop only: turns the connection into a stream, or takes the
+   * answer out of the view (m0_defer; `deferred` once it did). */
   int (*stream_begin)(void *ctx, const char *channel);
+  m0_deferred *(*defer_begin)(void *ctx, m0_response *res, unsigned timeout_ms);
   void *stream_ctx;
+  const m0_request *req; /* the request being answered (for a deferred answer's log line) */
+  bool deferred;
   size_t extra_len;
   char extra[M0__EXTRA_HEADERS];
 };
@@ -39,6 +43,9 @@ typedef struct m0__trace_id {
 } m0__trace_id;
 extern _Thread_local m0__trace_id m0__current_trace;
 
+/* m0_response_header with lengths (a header from an actor's reply is not
+ * NUL-terminated). 0 or -1, as m0_response_header. */
+int m0__response_header_n(m0_response *res, const char *name, size_t nn, const char *value, size_t vn);
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
 const char *m0__status_reason(int status);

@@ -163,6 +163,11 @@ int m0__topology_app_url(char *out, size_t n, const char *file_url, const char *
   return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
 }
 
+int m0__topology_instance_url(char *out, size_t n, const char *name, int k) {
+  int w = snprintf(out, n, "inproc://m0-%d/actor.%s.%d", (int)getpid(), name, k);
+  return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
+}
+
 bool m0__url_is_nng(const char *s) {
   return !strncmp(s, "inproc://", 9) || !strncmp(s, "ipc://", 6) || !strncmp(s, "tcp://", 6);
 }

@@ -8,6 +8,14 @@
  *                          event: beat / data: {"beat":k,"pid":P}
  *   GET /events-from-func  the same stream opened in the request function:
  *                          served without a pool, 409 under a pool
+ *   GET, POST /actor/echo  served by actor `echo` (apps/echo_actor/echo.h):
+ *                          {"actor":"echo","pid":P,"instance":I,"method":M,
+ *                          "path":PATH,"body":B}; on a thread of the host
+ *                          unless a topology file places it elsewhere
+ *   GET /actor/silent      served by actor `silent`, which never replies: 504
+ *                          at the route's timeout (1000 ms)
+ *   GET /deferred?ms=N     on the loop: the view defers its answer and another
+ *                          thread gives it N ms later: {"deferred":N}
  * Its producer publishes a beat on channel "beats" every period.
  * Knobs (variables):
  *   M0_HOSTCHECK_PERIOD_MS    beat period (default 100)
@@ -27,11 +35,14 @@
  *                             on stderr before it spins or publishes
  */
 #include <m0/m0.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../echo_actor/echo.h"
 
 typedef struct hc {
   int worker, thread;
@@ -140,6 +151,49 @@ static void view_events(void *state, const m0_request *req, m0_response *res) {
   m0_respond_stream(res, "beats");
 }
 
+/* /deferred: the answer comes from a thread of its own, ms later. */
+typedef struct later {
+  m0_deferred *d;
+  long ms;
+} later;
+
+static void *deferred_answer(void *arg) {
+  later *w = arg;
+  struct timespec ts = {w->ms / 1000, (w->ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  char body[64];
+  int n = snprintf(body, sizeof body, "{\"deferred\":%ld}", w->ms);
+  m0_deferred_respond(w->d, 200, "application/json", body, (size_t)n);
+  free(w);
+  return NULL;
+}
+
+static void view_deferred(void *state, const m0_request *req, m0_response *res) {
+  long ms;
+  if (!m0_request_query_int(req, "ms", 0, 600000, &ms)) {
+    m0_respondf(res, 400, "application/json", "{\"error\":\"want ms=0..600000\"}");
+    return;
+  }
+  later *w = malloc(sizeof *w);
+  pthread_t t;
+  if (!w || !(w->d = m0_defer(res, 0))) {
+    free(w);
+    m0_respondf(res, 500, "application/json", "{\"error\":\"cannot defer\"}");
+    return;
+  }
+  w->ms = ms;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &at, deferred_answer, w) != 0) {
+    m0_deferred_respond(w->d, 503, "application/json", "{\"error\":\"no thread\"}", 20);
+    free(w);
+  }
+  pthread_attr_destroy(&at);
+}
+
+static const m0_actor_kind hc_actors[] = {echo_kind, silent_kind};
+
 static const m0_route hc_routes[] = {
     {"GET", "/events", view_events, M0_ON_LOOP},
     {"GET", "/events-from-func", view_events, 0},
@@ -147,6 +201,10 @@ static const m0_route hc_routes[] = {
     {"GET", "/pid", view_pid, 0},
     {"GET", "/instance", view_instance, 0},
     {"GET", "/slow", view_slow, 0},
+    {"GET", "/actor/echo", NULL, 0, "echo"},
+    {"POST", "/actor/echo", NULL, 0, "echo"},
+    {"GET", "/actor/silent", NULL, 0, "silent"},
+    {"GET", "/deferred", view_deferred, M0_ON_LOOP},
 };
 
 /* ---- the producer: beats ---- */
@@ -198,6 +256,8 @@ int main(int argc, char **argv) {
       .free = hc_free,
       .routes = hc_routes,
       .nroutes = sizeof hc_routes / sizeof hc_routes[0],
+      .actors = hc_actors,
+      .nactors = sizeof hc_actors / sizeof hc_actors[0],
       .max_workers = (int)env_long("M0_HOSTCHECK_MAX_WORKERS", 0),
   };
   return m0_serve(&app, &hc_producer, argc, argv);

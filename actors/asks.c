@@ -1,0 +1,407 @@
+#include "actors/asks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/service.h"
+#include "actors/wire.h"
+#include "base/errors.h"
+#include "http/accesslog.h"
+
+#define ASK_PATH 128
+#define DEFERRED_TIMEOUT_MS 30000
+#define ROUTE_TIMEOUT_MS 1000
+
+typedef struct ask {
+  bool used, head, close;
+  uint8_t version_minor;
+  int16_t svc; /* -1: a deferred view */
+  int16_t slot;
+  uint32_t gen;      /* the entry's: part of its id */
+  uint32_t slot_gen; /* the slot's when the request was given to it */
+  m0__conn *conn;
+  uint64_t deadline;
+  uint16_t mlen, plen;
+  char method[16], path[ASK_PATH];
+  int prev, next; /* the in-use list, or (next) the free list */
+} ask;
+
+typedef struct ask_batch {
+  nng_msg *msg; /* the REQUEST being filled */
+  bool out;     /* this loop's last one is with the instance: no REPLY yet */
+  uint32_t out_gen;
+  uint64_t trace_hi, trace_lo; /* the first traced request's: the REQUEST carries it */
+} ask_batch;
+
+typedef struct m0__asks m0__asks;
+struct m0__asks {
+  ask *tab;
+  int len, cap, free_head, used_head, nused; /* len entries made, of at most cap */
+  ask_batch *batches; /* [nservices * M0__SLOTS] */
+  int *route_svc;     /* [app->nroutes]: the service of an actor route, else -1 */
+  uv_timer_t tick;
+  uint64_t tick_ms;
+  bool tick_open, ticking;
+  int local; /* this loop's index among the process's loops: the id's top bits */
+};
+
+/* Late deferred answers (after their 504), for /metrics. */
+atomic_ullong m0__deferred_late;
+
+static uint64_t ask_id(const m0__asks *a, int i) {
+  return ((uint64_t)a->local << 48) | ((uint64_t)(a->tab[i].gen & 0xffffff) << 24) | (uint64_t)i;
+}
+
+/* The entry an id names, if it is still waited for. */
+static ask *ask_find(m0__asks *a, uint64_t id, int *idx) {
+  int i = (int)(id & 0xffffff);
+  if ((int)(id >> 48) != a->local || i >= a->len) return NULL;
+  ask *e = &a->tab[i];
+  if (!e->used || (e->gen & 0xffffff) != ((id >> 24) & 0xffffff)) return NULL;
+  *idx = i;
+  return e;
+}
+
+static void tick_start(m0__loop *l);
+
+/* The table grows by doubling up to cap (a loop's connections, each with at
+ * most one request waiting): most loops never wait on anything. */
+static bool ask_grow(m0__asks *a) {
+  int n = a->len ? 2 * a->len : 64;
+  if (n > a->cap) n = a->cap;
+  if (n <= a->len) return false;
+  ask *t = realloc(a->tab, (size_t)n * sizeof *t);
+  if (!t) return false;
+  memset(t + a->len, 0, (size_t)(n - a->len) * sizeof *t);
+  for (int i = a->len; i < n; i++) t[i].next = i + 1 < n ? i + 1 : a->free_head;
+  a->free_head = a->len;
+  a->tab = t;
+  a->len = n;
+  return true;
+}
+
+static int ask_take(m0__loop *l, m0__conn *c, const m0_response *res, int svc, unsigned timeout_ms) {
+  m0__asks *a = l->asks;
+  if (a->free_head < 0 && !ask_grow(a)) return -1;
+  int i = a->free_head;
+  ask *e = &a->tab[i];
+  a->free_head = e->next;
+  e->used = true;
+  e->gen++;
+  e->svc = (int16_t)svc;
+  e->conn = c;
+  e->head = res->head;
+  e->close = res->close;
+  e->version_minor = (uint8_t)res->version_minor;
+  e->deadline = uv_now(&l->uv) + timeout_ms;
+  const m0_request *q = res->req;
+  e->mlen = q ? (uint16_t)(q->method.n < sizeof e->method ? q->method.n : sizeof e->method) : 0;
+  e->plen = q ? (uint16_t)(q->path.n < sizeof e->path ? q->path.n : sizeof e->path) : 0;
+  if (e->mlen) memcpy(e->method, q->method.p, e->mlen);
+  if (e->plen) memcpy(e->path, q->path.p, e->plen);
+  e->prev = -1;
+  e->next = a->used_head;
+  if (a->used_head >= 0) a->tab[a->used_head].prev = i;
+  a->used_head = i;
+  a->nused++;
+  tick_start(l);
+  return i;
+}
+
+static void ask_release(m0__asks *a, int i) {
+  ask *e = &a->tab[i];
+  if (e->prev >= 0) a->tab[e->prev].next = e->next;
+  else a->used_head = e->next;
+  if (e->next >= 0) a->tab[e->next].prev = e->prev;
+  e->used = false;
+  e->conn = NULL;
+  e->next = a->free_head;
+  a->free_head = i;
+  a->nused--;
+}
+
+/* The request's answer, into its connection and the access log; the entry
+ * is released and its instance's in-flight count given back. */
+static void ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, size_t n, const void *body,
+                       size_t blen) {
+  m0__asks *a = l->asks;
+  ask *e = &a->tab[i];
+  if (e->svc >= 0) {
+    m0__slot *sl = &l->services[e->svc]->slots[e->slot];
+    if (atomic_load(&sl->gen) == e->slot_gen && atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
+  }
+  m0__answer ans = {e->version_minor, e->head, e->close, status, hdrs, n, body, blen};
+  long bytes = m0__http_answer(&l->http, e->conn, &ans);
+  if (l->http.access_log && bytes >= 0)
+    m0__access_log_line(l->index, (m0_str){e->method, e->mlen}, (m0_str){e->path, e->plen}, status, (size_t)bytes,
+                        NULL);
+  ask_release(a, i);
+}
+
+/* An answer the host gives itself. */
+static void ask_fail(m0__loop *l, int i, int status) {
+  char body[64];
+  int n = snprintf(body, sizeof body, "%d %s\n", status, m0__status_reason(status));
+  static const m0_header ct = {{"Content-Type", 12}, {"text/plain", 10}};
+  ask_answer(l, i, status, &ct, 1, body, (size_t)n);
+}
+
+/* ---- the tick: deadlines, and instances that left ---- */
+
+static void on_tick(uv_timer_t *t) {
+  m0__loop *l = t->data;
+  m0__asks *a = l->asks;
+  uint64_t now = uv_now(&l->uv);
+  int next;
+  for (int i = a->used_head; i >= 0; i = next) {
+    ask *e = &a->tab[i];
+    next = e->next;
+    if (e->svc >= 0) {
+      m0__service *s = l->services[e->svc];
+      if (atomic_load(&s->slots[e->slot].gen) != e->slot_gen) {
+        atomic_fetch_add(&s->st.died, 1);
+        ask_fail(l, i, 502);
+        continue;
+      }
+    }
+    if (now < e->deadline) continue;
+    if (e->svc >= 0) atomic_fetch_add(&l->services[e->svc]->st.timeout, 1);
+    ask_fail(l, i, 504);
+  }
+  if (a->nused == 0) {
+    uv_timer_stop(&a->tick);
+    a->ticking = false;
+  }
+}
+
+static void tick_start(m0__loop *l) {
+  m0__asks *a = l->asks;
+  if (a->ticking || !a->tick_open) return;
+  a->ticking = true;
+  uv_timer_start(&a->tick, on_tick, a->tick_ms, a->tick_ms);
+}
+
+/* ---- routes served by actors ---- */
+
+static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, bool head,
+                         bool close, m0_response *res) {
+  m0__loop *l = h->owner;
+  m0__asks *a = l->asks;
+  int si = a->route_svc[route - l->app->routes];
+  if (si < 0) return -1; /* 503 */
+  m0__service *s = l->services[si];
+  bool full;
+  int k = m0__service_pick(s, &full);
+  if (k < 0) {
+    atomic_fetch_add(full ? &s->st.queue_full : &s->st.no_instance, 1);
+    if (full) m0_response_header(res, "Retry-After", "1");
+    m0__respond_status(res, 503, NULL);
+    return -1;
+  }
+  int i = ask_take(l, c, res, si, route->timeout_ms ? route->timeout_ms : ROUTE_TIMEOUT_MS);
+  if (i < 0) return -1;
+  ask_batch *b = &a->batches[si * M0__SLOTS + k];
+  if ((!b->msg && m0__wire_batch_new(&b->msg, 4096) != 0) || m0__wire_request_add(b->msg, ask_id(a, i), req) != 0) {
+    ask_release(a, i);
+    m0__respond_status(res, 503, NULL);
+    return -1;
+  }
+  ask *e = &a->tab[i];
+  e->slot = (int16_t)k;
+  e->slot_gen = atomic_load(&s->slots[k].gen);
+  atomic_fetch_add(&s->slots[k].inflight, 1);
+  if (!b->trace_hi && !b->trace_lo) {
+    b->trace_hi = req->trace_hi;
+    b->trace_lo = req->trace_lo;
+  }
+  return 0;
+}
+
+void m0__asks_flush(m0__loop *l) {
+  m0__asks *a = l->asks;
+  if (!a) return;
+  for (int si = 0; si < l->nservices; si++) {
+    m0__service *s = l->services[si];
+    for (int k = 0; k < s->nslots; k++) {
+      ask_batch *b = &a->batches[si * M0__SLOTS + k];
+      m0__slot *sl = &s->slots[k];
+      uint32_t gen = atomic_load(&sl->gen);
+      if (b->out && gen != b->out_gen) b->out = false; /* its instance left: no REPLY will come */
+      if (!b->msg || b->out) continue;
+      if (!atomic_load_explicit(&sl->live, memory_order_acquire)) {
+        /* It left before the batch went: the tick answers its requests 502. */
+        nng_msg_free(b->msg);
+        b->msg = NULL;
+        continue;
+      }
+      m0__peer to;
+      if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, sl->pipe);
+      else m0__peer_direct(&to, m0__service_slot_id(s, k), sl->inbox);
+      if (m0__send_msg(&l->self, &to, M0__K_REQUEST, b->trace_hi, b->trace_lo, b->msg) != 0) continue; /* next pass */
+      b->msg = NULL;
+      b->out = true;
+      b->out_gen = gen;
+      b->trace_hi = b->trace_lo = 0;
+    }
+  }
+}
+
+void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
+  m0__asks *a = l->asks;
+  if (!a) return;
+  m0__service *s = NULL;
+  int si = -1;
+  if (m->env.kind == M0__K_REPLY) {
+    int idx = M0__ACTOR_INDEX(m->env.from);
+    si = idx >> 12;
+    int k = idx & 0xfff;
+    if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || si >= l->nservices || k >= l->services[si]->nslots) return;
+    s = l->services[si];
+    a->batches[si * M0__SLOTS + k].out = false;
+  }
+  m0__wire_rd r;
+  static _Thread_local m0__wire_reply rep;
+  if (m0__wire_open(&r, m->payload, m->len) != 0) {
+    if (s) atomic_fetch_add(&s->st.refused, 1);
+    return;
+  }
+  int rv, i;
+  while ((rv = m0__wire_next_reply(&r, &rep)) != 0) {
+    ask *e = rep.id_read ? ask_find(a, rep.id, &i) : NULL;
+    if (e && e->svc != si) e = NULL; /* an actor's reply to a deferred view's id, or the other way round */
+    if (!e) {
+      if (s) atomic_fetch_add(&s->st.unknown, 1);
+      else atomic_fetch_add(&m0__deferred_late, 1);
+    } else if (rv < 0) {
+      if (s) atomic_fetch_add(&s->st.bad_reply, 1);
+      ask_fail(l, i, 502);
+    } else {
+      if (s) atomic_fetch_add(&s->st.ok, 1);
+      ask_answer(l, i, rep.status, rep.hdrs, rep.nhdrs, rep.body.p, rep.body.n);
+    }
+    if (rv < 0) break; /* the rest of the batch cannot be read: its requests time out */
+  }
+}
+
+/* ---- deferred views ---- */
+
+#define DEFER_STORE 4096
+#define DEFER_HEADERS 32
+
+struct m0_deferred {
+  m0__inbox *inbox;
+  uint32_t loop_id;
+  uint64_t id;
+  m0__tracer *trace;
+  size_t nh, used;
+  m0_header hdrs[DEFER_HEADERS + 1];
+  char store[DEFER_STORE];
+};
+
+static m0_deferred *asks_defer(m0__http *h, m0__conn *c, m0_response *res, unsigned timeout_ms) {
+  m0__loop *l = h->owner;
+  m0_deferred *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  int i = ask_take(l, c, res, -1, timeout_ms ? timeout_ms : DEFERRED_TIMEOUT_MS);
+  if (i < 0) {
+    free(d);
+    return NULL;
+  }
+  d->inbox = &l->inbox;
+  d->loop_id = l->self.id;
+  d->id = ask_id(l->asks, i);
+  d->trace = l->trace;
+  res->deferred = true;
+  res->done = true; /* the view answers no more through res */
+  return d;
+}
+
+int m0_deferred_header(m0_deferred *d, const char *name, const char *value) {
+  if (!d || !name || !value) return -1;
+  size_t nl = strlen(name), vl = strlen(value);
+  if (!m0__wire_header_ok(name, nl, value, vl) || d->nh >= DEFER_HEADERS || d->used + nl + vl > DEFER_STORE) return -1;
+  char *at = d->store + d->used;
+  memcpy(at, name, nl);
+  memcpy(at + nl, value, vl);
+  d->hdrs[d->nh++] = (m0_header){{at, nl}, {at + nl, vl}};
+  d->used += nl + vl;
+  return 0;
+}
+
+int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, const void *body, size_t len) {
+  if (!d) return -1;
+  int rv = -1;
+  bool bad = status < 200 || status > 599 || (len && !body) ||
+             (content_type && !m0__wire_header_ok("Content-Type", 12, content_type, strlen(content_type)));
+  if (bad) { /* refused, and answered 500 so the request does not wait for its 504 */
+    status = 500;
+    content_type = NULL;
+    body = NULL;
+    len = 0;
+    d->nh = 0;
+  }
+  if (content_type) d->hdrs[d->nh++] = (m0_header){{"Content-Type", 12}, {content_type, strlen(content_type)}};
+  nng_msg *m;
+  if (m0__wire_batch_new(&m, len + 256) == 0) {
+    if (m0__wire_reply_add(m, d->id, status, d->hdrs, d->nh, body, len) == 0) {
+      m0__actor self = {.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, 0), .trace = d->trace};
+      m0__peer to;
+      m0__peer_direct(&to, d->loop_id, d->inbox);
+      rv = m0__send_msg(&self, &to, M0__K_ANSWER, 0, 0, m);
+    }
+    if (rv != 0) nng_msg_free(m);
+  }
+  free(d);
+  return bad ? -1 : rv == 0 ? 0 : -1;
+}
+
+/* ---- open and close ---- */
+
+int m0__asks_open(m0__loop *l) {
+  m0__asks *a = calloc(1, sizeof *a);
+  if (!a) return M0__ENOMEM;
+  l->asks = a;
+  a->cap = l->ctx.capacity + 16;
+  a->free_head = a->used_head = -1;
+  a->batches = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->batches);
+  a->route_svc = calloc(l->app->nroutes ? l->app->nroutes : 1, sizeof *a->route_svc);
+  if (!a->batches || !a->route_svc) return M0__ENOMEM;
+  a->local = l->nservices ? l->index - l->services[0]->loop_base : 0;
+  unsigned shortest = DEFERRED_TIMEOUT_MS;
+  for (size_t r = 0; r < l->app->nroutes; r++) {
+    const m0_route *rt = &l->app->routes[r];
+    a->route_svc[r] = -1;
+    for (int si = 0; rt->actor && si < l->nservices; si++)
+      if (!strcmp(rt->actor, l->services[si]->name)) a->route_svc[r] = si;
+    unsigned t = rt->timeout_ms ? rt->timeout_ms : ROUTE_TIMEOUT_MS;
+    if (rt->actor && t < shortest) shortest = t;
+  }
+  a->tick_ms = shortest / 4 < 10 ? 10 : shortest / 4;
+  if (uv_timer_init(&l->uv, &a->tick) != 0) return M0__ENOMEM;
+  a->tick.data = l;
+  a->tick_open = true;
+  l->http.to_actor = asks_to_actor;
+  l->http.defer_view = asks_defer;
+  return 0;
+}
+
+void m0__asks_close(m0__loop *l) {
+  m0__asks *a = l->asks;
+  if (!a || !a->tick_open) return;
+  a->tick_open = false;
+  a->ticking = false;
+  uv_close((uv_handle_t *)&a->tick, NULL);
+}
+
+void m0__asks_free(m0__loop *l) {
+  m0__asks *a = l->asks;
+  if (!a) return;
+  for (int k = 0; a->batches && k < (l->nservices ? l->nservices : 1) * M0__SLOTS; k++)
+    if (a->batches[k].msg) nng_msg_free(a->batches[k].msg);
+  free(a->tab);
+  free(a->batches);
+  free(a->route_svc);
+  free(a);
+  l->asks = NULL;
+}

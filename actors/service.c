@@ -1,0 +1,153 @@
+#include "actors/service.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/errors.h"
+#include "base/num.h"
+
+void m0__service_init(m0__service *s, int index, const char *name, int queue, m0__inbox **loop_inbox, int nloops,
+                      int loop_base) {
+  memset(s, 0, sizeof *s);
+  s->index = index;
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->queue = queue;
+  s->loop_inbox = loop_inbox;
+  s->nloops = nloops;
+  s->loop_base = loop_base;
+  pthread_mutex_init(&s->mu, NULL);
+  m0__app_actor_named(index, name);
+}
+
+uint32_t m0__service_slot_id(const m0__service *s, int k) {
+  return M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, k));
+}
+
+int m0__service_live(m0__service *s) {
+  int n = 0;
+  for (int k = 0; k < s->nslots; k++) n += atomic_load_explicit(&s->slots[k].live, memory_order_relaxed) != 0;
+  return n;
+}
+
+int m0__service_pick(m0__service *s, bool *full) {
+  int best = -1, least = 0;
+  bool any = false;
+  for (int k = 0; k < s->nslots; k++) {
+    m0__slot *sl = &s->slots[k];
+    if (!atomic_load_explicit(&sl->live, memory_order_acquire)) continue;
+    any = true;
+    int n = atomic_load_explicit(&sl->inflight, memory_order_relaxed);
+    if (n >= s->queue) continue;
+    if (best < 0 || n < least) best = k, least = n;
+  }
+  *full = best < 0 && any;
+  return best;
+}
+
+/* ---- connected instances: pipe events (on nng's threads) ---- */
+
+static m0__slot *slot_of_pipe(m0__service *s, nng_pipe p) {
+  for (int k = 0; k < s->nslots; k++)
+    if (nng_pipe_id(s->slots[k].pipe) == nng_pipe_id(p)) return &s->slots[k];
+  return NULL;
+}
+
+static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  m0__service *s = arg;
+  pthread_mutex_lock(&s->mu);
+  if (ev == NNG_PIPE_EV_ADD_POST) {
+    m0__slot *free_slot = NULL;
+    for (int k = 0; !free_slot && k < s->nslots; k++)
+      if (nng_pipe_id(s->slots[k].pipe) <= 0) free_slot = &s->slots[k];
+    if (!free_slot) {
+      atomic_fetch_add(&s->st.refused, 1);
+      pthread_mutex_unlock(&s->mu);
+      fprintf(stderr, "m0: actor %s: %d instances are connected already; one more was refused\n", s->name, M0__SLOTS);
+      nng_pipe_close(p);
+      return;
+    }
+    free_slot->pipe = p;
+    atomic_store(&free_slot->inflight, 0);
+    atomic_store(&free_slot->batches, 0);
+    atomic_store_explicit(&free_slot->live, 1, memory_order_release);
+  } else if (ev == NNG_PIPE_EV_REM_POST) {
+    m0__slot *sl = slot_of_pipe(s, p);
+    if (sl) {
+      /* Not live first, then a new generation: a loop that reads the new
+       * generation also sees the slot gone. The loops' sweeps answer 502 for
+       * what was with it, and give back its in-flight count. */
+      atomic_store_explicit(&sl->live, 0, memory_order_release);
+      atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
+      sl->pipe = (nng_pipe)NNG_PIPE_INITIALIZER;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* The reply thread: each REPLY stamped with its slot and handed to its loop. */
+static void *service_rx(void *arg) {
+  m0__service *s = arg;
+  for (;;) {
+    m0__msg m;
+    int rv = m0__recv(&s->self, &m, M0__RECV_BLOCK);
+    if (rv == M0__ECLOSED) break;
+    if (rv == M0__EBADMSG) {
+      atomic_fetch_add(&s->st.refused, 1);
+      continue;
+    }
+    if (rv != 0) continue;
+    pthread_mutex_lock(&s->mu);
+    m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m.nmsg));
+    int k = sl ? (int)(sl - s->slots) : -1;
+    if (sl && atomic_load(&sl->batches) > 0) atomic_fetch_sub(&sl->batches, 1);
+    pthread_mutex_unlock(&s->mu);
+    int loop = M0__ACTOR_INDEX(m.env.to) - s->loop_base;
+    if (k < 0 || m.env.kind != M0__K_REPLY || M0__ACTOR_ROLE(m.env.to) != M0__ROLE_LOOP || loop < 0 ||
+        loop >= s->nloops) {
+      atomic_fetch_add(&s->st.refused, 1);
+      m0__msg_free(&m);
+      continue;
+    }
+    m0__le_put32((uint8_t *)nng_msg_body(m.nmsg) + 8, m0__service_slot_id(s, k)); /* the envelope's from */
+    if (m0__inbox_put(s->loop_inbox[loop], m.nmsg) == 0) m.nmsg = NULL;
+    m0__msg_free(&m);
+  }
+  return NULL;
+}
+
+int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace) {
+  s->connected = true;
+  s->nslots = M0__SLOTS;
+  snprintf(s->url, sizeof s->url, "%s", url);
+  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), url, trace) != 0) {
+    fprintf(stderr, "m0: actor %s cannot listen at %s\n", s->name, url);
+    return M0__ETRANSPORT;
+  }
+  nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_ADD_POST, on_pipe, s);
+  nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_REM_POST, on_pipe, s);
+  if (pthread_create(&s->rx, NULL, service_rx, s) != 0) {
+    m0__actor_close(&s->self);
+    return M0__ENOMEM;
+  }
+  s->rx_started = true;
+  return 0;
+}
+
+void m0__service_stop_instances(m0__service *s) {
+  if (!s->connected || !s->self.open) return;
+  pthread_mutex_lock(&s->mu);
+  for (int k = 0; k < s->nslots; k++) {
+    if (nng_pipe_id(s->slots[k].pipe) <= 0) continue;
+    m0__peer to;
+    m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, s->slots[k].pipe);
+    m0__send(&s->self, &to, M0__K_STOP, 0, 0, NULL, 0);
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+void m0__service_close(m0__service *s) {
+  if (s->self.open) m0__actor_close(&s->self);
+  if (s->rx_started) pthread_join(s->rx, NULL);
+  s->rx_started = false;
+  pthread_mutex_destroy(&s->mu);
+}

@@ -1,0 +1,97 @@
+/* An application actor in this process: its instances, however they are
+ * placed, as up to M0__SLOTS slots the loops choose between, and — for
+ * instances in other processes (spawned, or external) — the one socket they
+ * dial and the thread that takes their replies.
+ *
+ * Design notes
+ * - A slot is an instance: a thread of this process (its direct inbox) or a
+ *   connection to the service's pair1 socket (its nng pipe). Loops read the
+ *   slots without a lock: `live`, `gen` and `inflight` are atomics. A slot
+ *   whose instance leaves is marked not live and its generation moves on, so
+ *   every loop sees, at its next sweep, which of its requests were with it
+ *   (each gets 502) and never sends to it again.
+ * - Load is shared by least in flight: a loop adds a request to the batch of
+ *   the live slot with the fewest requests in flight across every loop.
+ * - pair1 in polyamorous mode drops a message when its pipe's queue (2
+ *   deep) is full, so at most M0__SLOT_BATCHES REQUEST messages are out to
+ *   one connected instance at a time, across every loop; an instance
+ *   answers each REQUEST with one REPLY (docs/wire.md).
+ * - Replies from connected instances are taken by one thread per service
+ *   (nng's blocking receive, which its close ends), stamped with the slot
+ *   they came from (whatever the sender wrote as `from`) and handed to the
+ *   inbox of the loop named by the envelope's `to` — the REQUEST's `from`
+ *   the instance was told to answer to.
+ */
+#ifndef M0_ACTORS_SERVICE_H
+#define M0_ACTORS_SERVICE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "actors/actor.h"
+#include "actors/inbox.h"
+
+#define M0__SLOTS 64
+#define M0__SLOT_BATCHES 2
+
+typedef struct m0__slot {
+  atomic_int live;      /* an instance is there and may be sent requests */
+  atomic_uint gen;      /* moves on each time the slot is given up */
+  atomic_int inflight;  /* requests batched or sent to it and not answered, from every loop */
+  atomic_int batches;   /* connected instances: REQUEST messages out without their REPLY */
+  nng_pipe pipe;        /* connected instances */
+  m0__inbox *inbox;     /* thread instances */
+} m0__slot;
+
+/* What /metrics says of one actor (all counters since start). */
+typedef struct m0__service_stats {
+  atomic_ullong ok;           /* replies written */
+  atomic_ullong no_instance;  /* 503: none live */
+  atomic_ullong queue_full;   /* 503 + Retry-After: every live one at its queue bound */
+  atomic_ullong timeout;      /* 504: no reply within the route's timeout */
+  atomic_ullong bad_reply;    /* 502: a reply record that does not decode */
+  atomic_ullong died;         /* 502: its instance left with it in flight */
+  atomic_ullong unknown;      /* replies to an id not in flight (late, or made up): dropped */
+  atomic_ullong refused;      /* messages from instances that are not REPLY, or no slot free */
+  atomic_ullong restarts;     /* spawned instances started again (host/children.c) */
+} m0__service_stats;
+
+typedef struct m0__service {
+  int index;          /* in the process's list: M0__APP_INDEX's actor */
+  char name[49];
+  bool connected;     /* instances dial in (process, external); else threads */
+  int queue;          /* requests in flight per instance before 503 */
+  char url[M0__URL_MAX];
+  m0__slot slots[M0__SLOTS];
+  int nslots;         /* threads: how many; connected: M0__SLOTS */
+  pthread_mutex_t mu; /* slot assignment on pipe events */
+  m0__actor self;     /* connected: the pair1 socket, as a mailbox (traced) */
+  pthread_t rx;
+  bool rx_started;
+  m0__inbox **loop_inbox; /* [nloops]: where replies for loop i go */
+  int nloops;
+  int loop_base;          /* the first loop's index (a worker's loop is its worker's) */
+  m0__service_stats st;
+} m0__service;
+
+/* Sets up the service (no socket yet). loop_inbox is kept, not copied. */
+void m0__service_init(m0__service *s, int index, const char *name, int queue, m0__inbox **loop_inbox, int nloops,
+                      int loop_base);
+/* Connected instances: listens at url and starts the reply thread. 0 or
+ * M0__ETRANSPORT / M0__ENOMEM (said on stderr). */
+int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace);
+/* Every connected instance is sent STOP (it finishes, replies, leaves). */
+void m0__service_stop_instances(m0__service *s);
+/* Closes the socket and joins the reply thread. */
+void m0__service_close(m0__service *s);
+/* Live instances now. */
+int m0__service_live(m0__service *s);
+/* The slot a loop sends the next request to: the live one with the fewest
+ * in flight, or -1 (none live; *full set when every live one is at its
+ * queue bound instead). */
+int m0__service_pick(m0__service *s, bool *full);
+/* The actor id of slot k's instance. */
+uint32_t m0__service_slot_id(const m0__service *s, int k);
+
+#endif

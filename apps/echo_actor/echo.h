@@ -1,0 +1,51 @@
+/* The reference actor `echo`, shared by host_check (placed on a thread, in a
+ * spawned process, or anywhere a topology file says) and by echo_actor (the
+ * same kind as an external program): every request is answered 200 with
+ *   {"actor":"echo","pid":P,"instance":I,"method":M,"path":PATH,"body":B}
+ * and the kind `silent`, which never replies (its routes answer 504). */
+#ifndef M0_APPS_ECHO_H
+#define M0_APPS_ECHO_H
+
+#include <jansson.h>
+#include <m0/m0.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct echo_state {
+  int instance;
+} echo_state;
+
+static void *echo_make(const m0_actor_ctx *ctx, char *err, size_t errlen) {
+  echo_state *s = calloc(1, sizeof *s);
+  if (!s) snprintf(err, errlen, "echo: out of memory");
+  else s->instance = ctx->instance;
+  return s;
+}
+
+static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
+  echo_state *s = state;
+  json_t *o = json_object();
+  json_object_set_new(o, "actor", json_string("echo"));
+  json_object_set_new(o, "pid", json_integer(getpid()));
+  json_object_set_new(o, "instance", json_integer(s->instance));
+  json_object_set_new(o, "method", json_stringn(req->method.p, req->method.n));
+  json_object_set_new(o, "path", json_stringn(req->path.p, req->path.n));
+  json_t *b = json_stringn(req->body.p, req->body.n); /* NULL when the body is not UTF-8 */
+  json_object_set_new(o, "body", b ? b : json_string("\xef\xbf\xbd"));
+  char *text = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  if (text) m0_reply_send(rep, 200, "application/json", text, strlen(text));
+  else m0_reply_send(rep, 500, NULL, NULL, 0);
+  free(text);
+}
+
+static void echo_free(void *state) { free(state); }
+
+static void silent_receive(void *state, const m0_request *req, m0_reply *rep) {}
+
+static const m0_actor_kind echo_kind = {"echo", echo_make, echo_receive, echo_free};
+static const m0_actor_kind silent_kind = {"silent", NULL, silent_receive, NULL};
+
+#endif

@@ -1,0 +1,91 @@
+#include "host/appactors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/errors.h"
+#include "host/children.h"
+#include "transport/topology.h"
+
+int m0__app_actors_handles(const m0__app_decl *decl) {
+  int n = 0;
+  for (int i = 0; i < decl->nactors; i++)
+    if (decl->actors[i].placement == M0__PLACE_THREAD) n += decl->actors[i].instances;
+  return n;
+}
+
+int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, m0__inbox *loop_inboxes,
+                        size_t inbox_stride, int here, int first, uint32_t coord_id, const char *coord_url,
+                        m0__handle **handles, int *nhandles) {
+  memset(a, 0, sizeof *a);
+  if (decl->nactors == 0) return 0;
+  a->n = decl->nactors;
+  a->svcs = calloc((size_t)a->n, sizeof *a->svcs);
+  a->svc_ptrs = calloc((size_t)a->n, sizeof *a->svc_ptrs);
+  a->loop_inbox = calloc((size_t)here, sizeof *a->loop_inbox);
+  int nthreads = m0__app_actors_handles(decl);
+  a->inst = calloc(nthreads ? (size_t)nthreads : 1, sizeof *a->inst);
+  char(*urls)[M0__URL_MAX] = a->urls = calloc((size_t)a->n, sizeof *urls);
+  if (!a->svcs || !a->svc_ptrs || !a->loop_inbox || !a->inst || !urls) return M0__ENOMEM;
+  for (int i = 0; i < here; i++) a->loop_inbox[i] = (m0__inbox *)((char *)loop_inboxes + (size_t)i * inbox_stride);
+  for (int i = 0; i < a->n; i++) {
+    const m0__actor_spec *sp = &decl->actors[i];
+    m0__service *s = &a->svcs[i];
+    a->svc_ptrs[i] = s;
+    m0__service_init(s, i, sp->name, sp->queue, a->loop_inbox, here, first);
+    if (sp->placement != M0__PLACE_THREAD) {
+      if (m0__topology_app_url(urls[i], sizeof urls[i], sp->url, pr->rundir.path, sp->name) != 0) {
+        fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
+        return M0__ETOOBIG;
+      }
+      int rv = m0__service_listen(s, urls[i], pr->trace);
+      if (rv != 0) return rv;
+      continue;
+    }
+    s->nslots = sp->instances;
+    for (int k = 0; k < sp->instances; k++) {
+      m0__instance *in = &a->inst[a->ninst++];
+      m0__handle_init(&in->h, &m0__instance_kind, &pr->exits);
+      in->kind = decl->kinds[i];
+      in->svc = s;
+      in->slot = k;
+      in->ctx = (m0_actor_ctx){.actor = sp->name, .instance = k, .instances = sp->instances, .config = pr->cfg};
+      in->trace = pr->trace;
+      in->coord_id = coord_id;
+      in->coord_url = coord_url;
+      if (m0__inbox_init(&in->inbox) != 0 ||
+          m0__topology_instance_url(in->url, sizeof in->url, sp->name, k) != 0 || m0__handle_open(&in->h) != 0)
+        return M0__ETRANSPORT;
+      handles[(*nhandles)++] = &in->h;
+    }
+  }
+  bool none;
+  a->children = m0__children_start(decl, a->svcs, urls, &none);
+  if (!a->children && !none) return M0__ENOMEM;
+  return 0;
+}
+
+void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline) {
+  for (int k = 0; k < a->ninst; k++) {
+    m0__instance *in = &a->inst[k];
+    if (!in->h.started || m0__handle_exited(&in->h)) continue;
+    m0__peer to;
+    m0__peer_direct(&to, m0__service_slot_id(in->svc, in->slot), &in->inbox);
+    m0__send(coord, &to, M0__K_STOP, 0, 0, NULL, 0);
+  }
+  for (int i = 0; i < a->n; i++) m0__service_stop_instances(&a->svcs[i]);
+  m0__children_stop(a->children, deadline);
+  a->children = NULL;
+}
+
+void m0__app_actors_close(m0__app_actors *a) {
+  for (int i = 0; i < a->n; i++) m0__service_close(&a->svcs[i]);
+  for (int k = 0; k < a->ninst; k++) m0__inbox_fini(&a->inst[k].inbox);
+  free(a->svcs);
+  free(a->svc_ptrs);
+  free(a->inst);
+  free(a->loop_inbox);
+  free(a->urls);
+  memset(a, 0, sizeof *a);
+}

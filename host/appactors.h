@@ -1,0 +1,55 @@
+/* The application's actors in one process (host/appspec.h declares them):
+ * a service per actor (actors/service.h), a thread instance handle per
+ * instance placed `thread`, the listening socket of each actor whose
+ * instances dial in (`process`, `external`), and the supervisor of the
+ * processes spawned for `process` actors (host/children.h).
+ *
+ * Design notes
+ * - Opened by the coordinator after its loops (their inboxes are where
+ *   replies go) and before any thread starts: thread instances are handles
+ *   in the coordinator's group, so the barrier waits for their READY and a
+ *   FAILED make is exit 78 like a loop's.
+ * - Stopped after every loop has drained (no request is inside an actor
+ *   then): STOP to each thread instance and each connected instance, then
+ *   the spawned processes are asked (SIGTERM) and waited for within what is
+ *   left of the drain's bound.
+ */
+#ifndef M0_HOST_APPACTORS_H
+#define M0_HOST_APPACTORS_H
+
+#include "actors/instance.h"
+#include "actors/service.h"
+#include "host/appspec.h"
+#include "host/process.h"
+
+typedef struct m0__children m0__children;
+
+typedef struct m0__app_actors {
+  int n;
+  m0__service *svcs;      /* [n] */
+  m0__service **svc_ptrs; /* [n], what loops hold */
+  m0__instance *inst;     /* thread instances */
+  int ninst;
+  m0__children *children; /* process instances, or NULL */
+  m0__inbox **loop_inbox; /* [here] */
+  char (*urls)[M0__URL_MAX]; /* [n]: where connected instances dial */
+} m0__app_actors;
+
+/* Makes the services and thread instances of decl for this process's
+ * loops (first .. first+here-1, whose inboxes are given), adding each
+ * instance's handle to handles (room for m0__app_actors_handles(decl)
+ * more), listening for connected ones, and spawning process instances
+ * (argv: the host's own, for /proc/self/exe). 0 or a negative m0__err (said
+ * on stderr). */
+int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, m0__inbox *loop_inboxes,
+                        size_t inbox_stride, int here, int first, uint32_t coord_id, const char *coord_url,
+                        m0__handle **handles, int *nhandles);
+/* How many handles decl adds (its thread instances). */
+int m0__app_actors_handles(const m0__app_decl *decl);
+/* After the loops drained: every instance is asked to stop; spawned ones
+ * are waited for until deadline (then killed). */
+void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline);
+/* After the handles are closed. */
+void m0__app_actors_close(m0__app_actors *a);
+
+#endif

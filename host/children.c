@@ -1,0 +1,220 @@
+#include "host/children.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "host/process.h"
+
+extern char **environ;
+
+typedef struct child {
+  int actor, instance;
+  pid_t pid;   /* 0: not running */
+  int pidfd;   /* -1 when not running */
+  bool given_up;
+} child;
+
+typedef struct actor_restarts {
+  int64_t *at; /* the last restart_intensity restart times, a ring */
+  int n, next;
+} actor_restarts;
+
+struct m0__children {
+  const m0__app_decl *decl;
+  m0__service *svcs;
+  char (*urls)[M0__URL_MAX];
+  child *kids;
+  int nkids;
+  actor_restarts *restarts; /* [decl->nactors] */
+  pthread_mutex_t mu;       /* kids, against the watcher */
+  pthread_t watcher;
+  int stop_efd;
+  bool stopping;
+};
+
+static int pidfd_of(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+/* fork+exec of this program as instance k of actor a. */
+static int child_spawn(m0__children *ch, child *c) {
+  const m0__actor_spec *sp = &ch->decl->actors[c->actor];
+  char e_actor[80], e_inst[40], e_url[M0__URL_MAX + 16], e_parent[40];
+  snprintf(e_actor, sizeof e_actor, "M0__ACTOR=%s", sp->name);
+  snprintf(e_inst, sizeof e_inst, "M0__ACTOR_INSTANCE=%d", c->instance);
+  snprintf(e_url, sizeof e_url, "M0__ACTOR_URL=%s", ch->urls[c->actor]);
+  snprintf(e_parent, sizeof e_parent, "M0__ACTOR_PARENT=%d", (int)getpid());
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = calloc(n + 5, sizeof *env);
+  if (!env) return -1;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "M0__", 4)) env[k++] = environ[i];
+  env[k++] = e_actor;
+  env[k++] = e_inst;
+  env[k++] = e_url;
+  env[k++] = e_parent;
+  char name[80];
+  snprintf(name, sizeof name, "%s.%d", sp->name, c->instance);
+  char *argv[] = {name, NULL};
+  pid_t pid;
+  int rv = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, env);
+  free(env);
+  if (rv != 0) {
+    fprintf(stderr, "m0: cannot spawn instance %d of actor %s: %s\n", c->instance, sp->name, strerror(rv));
+    return -1;
+  }
+  c->pid = pid;
+  c->pidfd = pidfd_of(pid);
+  return 0;
+}
+
+/* Whether actor a may be restarted now: fewer than its intensity within
+ * its period. Counts the restart when it may. */
+static bool restart_allowed(m0__children *ch, int a) {
+  const m0__actor_spec *sp = &ch->decl->actors[a];
+  actor_restarts *r = &ch->restarts[a];
+  int64_t now = m0__now_ms();
+  if (sp->restart_intensity <= 0) return false;
+  if (r->n == sp->restart_intensity && now - r->at[r->next] < sp->restart_period_ms) return false;
+  r->at[r->next] = now;
+  r->next = (r->next + 1) % sp->restart_intensity;
+  if (r->n < sp->restart_intensity) r->n++;
+  return true;
+}
+
+static void child_exited(m0__children *ch, child *c) {
+  int status = 0;
+  waitpid(c->pid, &status, 0);
+  close(c->pidfd);
+  c->pidfd = -1;
+  c->pid = 0;
+  if (ch->stopping) return;
+  const m0__actor_spec *sp = &ch->decl->actors[c->actor];
+  if (!restart_allowed(ch, c->actor)) {
+    c->given_up = true;
+    fprintf(stderr,
+            "m0: actor %s: instance %d ended (%s %d) after %d restarts within %ld ms, its budget; it stays down\n",
+            sp->name, c->instance, WIFSIGNALED(status) ? "signal" : "status",
+            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), sp->restart_intensity, sp->restart_period_ms);
+    return;
+  }
+  atomic_fetch_add(&ch->svcs[c->actor].st.restarts, 1);
+  fprintf(stderr, "m0: actor %s: instance %d ended (%s %d); started again\n", sp->name, c->instance,
+          WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  if (child_spawn(ch, c) != 0) c->given_up = true;
+}
+
+static void *watch(void *arg) {
+  m0__children *ch = arg;
+  struct pollfd *pf = calloc((size_t)ch->nkids + 1, sizeof *pf);
+  if (!pf) return NULL;
+  for (;;) {
+    pthread_mutex_lock(&ch->mu);
+    int n = 0;
+    pf[n++] = (struct pollfd){ch->stop_efd, POLLIN, 0};
+    for (int i = 0; i < ch->nkids; i++) pf[n++] = (struct pollfd){ch->kids[i].pidfd, POLLIN, 0};
+    bool stopping = ch->stopping;
+    pthread_mutex_unlock(&ch->mu);
+    if (stopping) break;
+    if (poll(pf, (nfds_t)n, -1) < 0 && errno != EINTR) break;
+    if (pf[0].revents) break;
+    pthread_mutex_lock(&ch->mu);
+    for (int i = 0; i < ch->nkids; i++)
+      if (pf[i + 1].fd >= 0 && pf[i + 1].revents && ch->kids[i].pidfd == pf[i + 1].fd) child_exited(ch, &ch->kids[i]);
+    pthread_mutex_unlock(&ch->mu);
+  }
+  free(pf);
+  return NULL;
+}
+
+m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, char (*urls)[M0__URL_MAX],
+                                 bool *none) {
+  int total = 0;
+  for (int a = 0; a < decl->nactors; a++)
+    if (decl->actors[a].placement == M0__PLACE_PROCESS) total += decl->actors[a].instances;
+  *none = total == 0;
+  if (total == 0) return NULL;
+  m0__children *ch = calloc(1, sizeof *ch);
+  if (!ch) return NULL;
+  ch->decl = decl;
+  ch->svcs = svcs;
+  ch->urls = urls;
+  ch->kids = calloc((size_t)total, sizeof *ch->kids);
+  ch->restarts = calloc((size_t)decl->nactors, sizeof *ch->restarts);
+  ch->stop_efd = eventfd(0, EFD_CLOEXEC);
+  pthread_mutex_init(&ch->mu, NULL);
+  bool ok = ch->kids && ch->restarts && ch->stop_efd >= 0;
+  for (int a = 0; ok && a < decl->nactors; a++) {
+    const m0__actor_spec *sp = &decl->actors[a];
+    if (sp->placement != M0__PLACE_PROCESS) continue;
+    if (sp->restart_intensity > 0 && !(ch->restarts[a].at = calloc((size_t)sp->restart_intensity, sizeof(int64_t))))
+      ok = false;
+    for (int k = 0; ok && k < sp->instances; k++) {
+      child *c = &ch->kids[ch->nkids++];
+      c->actor = a;
+      c->instance = k;
+      c->pidfd = -1;
+      ok = child_spawn(ch, c) == 0;
+    }
+  }
+  if (ok && pthread_create(&ch->watcher, NULL, watch, ch) != 0) ok = false;
+  if (!ok) {
+    ch->stopping = true;
+    for (int i = 0; i < ch->nkids; i++)
+      if (ch->kids[i].pid > 0) {
+        kill(ch->kids[i].pid, SIGKILL);
+        waitpid(ch->kids[i].pid, NULL, 0);
+        if (ch->kids[i].pidfd >= 0) close(ch->kids[i].pidfd);
+      }
+    for (int a = 0; ch->restarts && a < decl->nactors; a++) free(ch->restarts[a].at);
+    free(ch->restarts);
+    free(ch->kids);
+    if (ch->stop_efd >= 0) close(ch->stop_efd);
+    pthread_mutex_destroy(&ch->mu);
+    free(ch);
+    return NULL;
+  }
+  return ch;
+}
+
+void m0__children_stop(m0__children *ch, int64_t deadline) {
+  if (!ch) return;
+  pthread_mutex_lock(&ch->mu);
+  ch->stopping = true;
+  pthread_mutex_unlock(&ch->mu);
+  uint64_t one = 1;
+  if (write(ch->stop_efd, &one, sizeof one) < 0) { /* an eventfd write fails only on overflow */
+  }
+  pthread_join(ch->watcher, NULL);
+  for (int i = 0; i < ch->nkids; i++)
+    if (ch->kids[i].pid > 0) kill(ch->kids[i].pid, SIGTERM);
+  for (int i = 0; i < ch->nkids; i++) {
+    child *c = &ch->kids[i];
+    if (c->pid <= 0) continue;
+    int64_t left = deadline - m0__now_ms();
+    struct pollfd pf = {c->pidfd, POLLIN, 0};
+    if (c->pidfd < 0 || left <= 0 || poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left)) <= 0) {
+      fprintf(stderr, "m0: actor %s: instance %d did not stop within the drain's bound; killed\n",
+              ch->decl->actors[c->actor].name, c->instance);
+      kill(c->pid, SIGKILL);
+    }
+    waitpid(c->pid, NULL, 0);
+    if (c->pidfd >= 0) close(c->pidfd);
+  }
+  for (int a = 0; a < ch->decl->nactors; a++) free(ch->restarts[a].at);
+  free(ch->restarts);
+  free(ch->kids);
+  close(ch->stop_efd);
+  pthread_mutex_destroy(&ch->mu);
+  free(ch);
+}

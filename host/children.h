@@ -1,0 +1,38 @@
+/* The processes spawned for actors placed `process`: each instance is this
+ * program again (fork then exec of /proc/self/exe, as a worker is) with
+ * M0__ACTOR, M0__ACTOR_INSTANCE and M0__ACTOR_URL set, which m0_serve turns
+ * into m0_actor_run of that kind (host/serve.c); it dials the actor's URL
+ * like any external instance.
+ *
+ * Design notes
+ * - One thread watches every child through a pidfd (poll, no timer, and no
+ *   SIGCHLD handler that an embedding program or the supervisor would
+ *   share): a child that exits is reaped at once and started again, unless
+ *   its actor's restarts within restart_period_ms already reached
+ *   restart_intensity — then it stays down (said once), and the actor's
+ *   routes answer 503 while the rest of the host serves (Erlang/OTP's
+ *   restart intensity, per actor).
+ * - A child is asked to stop by its actor's STOP over the wire, then
+ *   SIGTERM; the drain's bound ends with SIGKILL. A child whose host dies
+ *   gets SIGTERM from the kernel (PR_SET_PDEATHSIG).
+ */
+#ifndef M0_HOST_CHILDREN_H
+#define M0_HOST_CHILDREN_H
+
+#include <stdint.h>
+
+#include "actors/service.h"
+#include "host/appspec.h"
+
+typedef struct m0__children m0__children;
+
+/* Spawns every instance of every actor of decl placed `process`
+ * (urls[i]: where actor i listens). NULL with a line on stderr when a
+ * spawn fails; *none set when there is nothing to spawn. */
+m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, char (*urls)[M0__URL_MAX],
+                                 bool *none);
+/* SIGTERM to every child, waits until deadline (CLOCK_MONOTONIC ms), then
+ * SIGKILL to what is left, reaps, and frees. */
+void m0__children_stop(m0__children *ch, int64_t deadline);
+
+#endif

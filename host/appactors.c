@@ -34,6 +34,13 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     m0__service *s = &a->svcs[i];
     a->svc_ptrs[i] = s;
     m0__service_init(s, i, sp->name, sp->queue, a->loop_inbox, here, first);
+    if (sp->placement == M0__PLACE_PROCESS && pr->stop_fd >= 0) {
+      /* A spawned instance is this program run again, and an embedding
+       * program's main is its own, not m0_serve's. */
+      fprintf(stderr, "m0: actor %s is placed process, which an embedded host cannot spawn: place it external "
+                      "(the program runs m0_actor_run) or thread\n", sp->name);
+      return M0__ECONFIG;
+    }
     if (sp->placement != M0__PLACE_THREAD) {
       if (m0__topology_app_url(urls[i], sizeof urls[i], sp->url, pr->rundir.path, sp->name) != 0) {
         fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);

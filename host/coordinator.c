@@ -171,7 +171,10 @@ static int coord_drain(coord *c, int64_t deadline) {
             atomic_load(&c->prod.h.in_app) ? " (it is inside its step)" : "");
     rc = M0__ESTUCK;
   }
-  /* The pools: their loops sent them STOP on the way out. */
+  /* No request is inside an application actor now (the loops drained):
+   * they stop, and the processes spawned for them are waited for within the
+   * bound. The pools: their loops sent them STOP on the way out. */
+  m0__app_actors_stop(&c->aa, &c->self, deadline);
   coord_wait_exits(c, deadline);
   for (int k = 0; k < p->here * c->npool; k++) {
     m0__pool_thread *t = &c->pools[k];
@@ -183,10 +186,6 @@ static int coord_drain(coord *c, int64_t deadline) {
     fprintf(stderr, "m0: pool.%d.%d did not stop within %ld ms%s; exiting anyway\n", t->loop, t->index,
             c->drain_ms, atomic_load(&t->h.in_app) ? " (it is inside a view)" : "");
   }
-  /* No request is inside an application actor now: they stop, and the
-   * processes spawned for them are waited for within the bound. */
-  m0__app_actors_stop(&c->aa, &c->self, deadline);
-  coord_wait_exits(c, deadline);
   for (int k = 0; k < c->aa.ninst; k++) {
     m0__instance *in = &c->aa.inst[k];
     if (m0__handle_exited(&in->h)) continue;

@@ -1,4 +1,6 @@
 #include "host/checks.h"
+#include "base/errors.h"
+#include "host/appspec.h"
 #include "transport/topology.h"
 
 #include <errno.h>
@@ -103,6 +105,32 @@ static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c
   } else if (refit) {
     CHECK_OK(c, "topology file %s read; the flags change its topology, so m0 builds every actor's URL", file);
   } else CHECK_OK(c, file[0] ? "topology file %s read" : "no topology file", file);
+}
+
+/* The application's actors and the routes they serve, as serving resolves
+ * them (host/appspec.c): its one line is "<what>: <fix>", split at the last
+ * ": " into the detail and the fix. */
+static void check_actors(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  m0__app_decl d;
+  char why[M0__STR_MAX + 256];
+  int rc = m0__app_decl_make(&d, app, cfg, M0__CFG(cfg, workers) > 1, why, sizeof why);
+  if (rc != 0) {
+    char *sep = NULL;
+    for (char *p = strstr(why, ": "); p; p = strstr(p + 1, ": ")) sep = p;
+    if (sep) *sep = 0;
+    CHECK_FAIL(c, "%s", why[0] ? why : m0__strerror(rc));
+    CHECK_FIX(c, "%s", sep ? sep + 2 : "declare the actors and routes as docs/topology.md says");
+    return;
+  }
+  size_t by_actor = 0;
+  int from_file = 0;
+  for (size_t i = 0; i < d.nroutes; i++) by_actor += d.routes[i].actor != NULL;
+  for (int i = 0; i < d.nactors; i++) from_file += d.actors[i].from_file;
+  if (!d.nactors) CHECK_OK(c, "no application actors");
+  else
+    CHECK_OK(c, "%d application actor%s (%d placed by the topology file), %zu route%s served by actors", d.nactors,
+             d.nactors == 1 ? "" : "s", from_file, by_actor, by_actor == 1 ? "" : "s");
+  m0__app_decl_free(&d);
 }
 
 /* The longest socket name the host makes in the run directory for cfg: every

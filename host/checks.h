@@ -18,6 +18,7 @@
   X(blocking_threads_count, "blocking-threads-count") \
   X(environment, "environment")                       \
   X(topology, "topology")                             \
+  X(actors, "actors")                                 \
   X(run_dir, "run-dir")                               \
   X(application, "application")                       \
   X(trace, "trace")                                   \

@@ -140,6 +140,12 @@ void m0__config_fini(m0_config *cfg) {
   free(cfg->topo_urls);
   cfg->topo_urls = NULL;
   cfg->ntopo_urls = 0;
+  free(cfg->app_actors);
+  cfg->app_actors = NULL;
+  cfg->napp_actors = 0;
+  free(cfg->file_routes);
+  cfg->file_routes = NULL;
+  cfg->nfile_routes = 0;
 }
 
 void m0__config_usage(FILE *out, const char *prog) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "host/appspec.h"
 #include "host/checks.h"
 #include "host/config.h"
 #include "host/process.h"
@@ -65,6 +66,44 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
     m0__topology_free(&t);
   }
   json_object_set_new(topo, "actors", actors);
+  /* The application's actors and the routes they serve, as resolved: the
+   * schema of the file's "app_actors" and "routes" (docs/topology.md), so
+   * this object saved and read back prints itself. Placement alone does not
+   * depend on --workers (which only refuses some): described without it. A
+   * declaration that is refused lists nothing (the `actors` check says why). */
+  json_t *app_actors = json_array(), *aroutes = json_array();
+  m0__app_decl decl;
+  char why[M0__STR_MAX];
+  if (m0__app_decl_make(&decl, app, cfg, false, why, sizeof why) == 0) {
+    for (int i = 0; i < decl.nactors; i++) {
+      const m0__actor_spec *s = &decl.actors[i];
+      json_t *o = json_pack("{s:s, s:s}", "name", s->name, "placement", m0__placement_name(s->placement));
+      if (s->placement != M0__PLACE_EXTERNAL) json_object_set_new(o, "instances", json_integer(s->instances));
+      if (s->placement != M0__PLACE_THREAD) {
+        /* A file's URL as the file wrote it (its <pid> kept, like the
+         * topology's actors); else the built one, <run-dir> a placeholder. */
+        char url[M0__URL_MAX];
+        if (s->url[0]) snprintf(url, sizeof url, "%s", s->url);
+        else if (m0__topology_app_url(url, sizeof url, s->url, NULL, s->name) != 0) url[0] = 0;
+        json_object_set_new(o, "url", json_string(url));
+      }
+      if (s->placement == M0__PLACE_PROCESS)
+        json_object_set_new(o, "restart", json_pack("{s:i, s:I}", "intensity", s->restart_intensity, "period_ms",
+                                                    (json_int_t)s->restart_period_ms));
+      json_object_set_new(o, "queue", json_integer(s->queue));
+      json_array_append_new(app_actors, o);
+    }
+    for (size_t i = 0; i < decl.nroutes; i++) {
+      const m0_route *r = &decl.routes[i];
+      if (!r->actor) continue;
+      json_array_append_new(aroutes, json_pack("{s:s, s:s, s:s, s:I}", "method", r->method, "pattern", r->pattern,
+                                               "actor", r->actor, "timeout_ms",
+                                               (json_int_t)(r->timeout_ms ? r->timeout_ms : 1000)));
+    }
+    m0__app_decl_free(&decl);
+  }
+  json_object_set_new(topo, "app_actors", app_actors);
+  json_object_set_new(topo, "routes", aroutes);
   json_object_set_new(root, "topology", topo);
 
   json_object_set_new(root, "application",

@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "host/appspec.h"
 #include "transport/topology.h"
 
 /* Where "key" first appears in the text, for an error about its value
@@ -33,12 +35,462 @@ static void topo_fail(m0_config *cfg, const char *text, const char *key, const c
   snprintf(cfg->topology_error + n, sizeof cfg->topology_error - n, fmt, what);
 }
 
+/* ---- where a key of an entry is: "app_actors[1].restart.period_ms" ----
+ * jansson gives no positions past a syntax error, and the first "placement"
+ * in the text is app_actors[0]'s, so the text (which jansson has accepted:
+ * it is valid JSON) is walked along the path instead. */
+
+static const char *js_ws(const char *p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+  return p;
+}
+
+/* p at '"': past the closing quote. */
+static const char *js_string_end(const char *p) {
+  for (p++; *p && *p != '"'; p++)
+    if (*p == '\\' && p[1]) p++;
+  return *p ? p + 1 : p;
+}
+
+/* p at a value: past it. */
+static const char *js_value_end(const char *p) {
+  if (*p == '"') return js_string_end(p);
+  if (*p == '{' || *p == '[') {
+    int depth = 0;
+    for (; *p; p++) {
+      if (*p == '"') {
+        p = js_string_end(p) - 1;
+        continue;
+      }
+      if (*p == '{' || *p == '[') depth++;
+      else if ((*p == '}' || *p == ']') && --depth == 0) return p + 1;
+    }
+    return p;
+  }
+  while (*p && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') p++;
+  return p;
+}
+
+/* Whether the string at p (at '"'), its escapes read, spells key (n bytes). */
+static bool js_key_is(const char *p, const char *key, size_t n) {
+  size_t k = 0;
+  for (p++; *p && *p != '"'; p++) {
+    char c = *p;
+    if (c == '\\') {
+      p++;
+      switch (*p) {
+      case 'b': c = '\b'; break;
+      case 'f': c = '\f'; break;
+      case 'n': c = '\n'; break;
+      case 'r': c = '\r'; break;
+      case 't': c = '\t'; break;
+      case 'u': {
+        unsigned v = 0;
+        for (int i = 1; i <= 4; i++) {
+          char h = p[i];
+          if (!h) return false;
+          v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
+        if (v == 0 || v > 0x7f) return false; /* every key m0 names is ASCII */
+        c = (char)v;
+        p += 4;
+        break;
+      }
+      default: c = *p; /* \" \\ \/ */
+      }
+    }
+    if (k >= n || key[k++] != c) return false;
+  }
+  return k == n;
+}
+
+/* In the object at p: where key (n bytes) is, or NULL; *val its value. */
+static const char *js_member(const char *p, const char *key, size_t n, const char **val) {
+  if (*p != '{') return NULL;
+  p = js_ws(p + 1);
+  while (*p == '"') {
+    const char *k = p, *v = js_ws(js_ws(js_string_end(p)) + 1);
+    if (js_key_is(k, key, n)) {
+      *val = v;
+      return k;
+    }
+    p = js_ws(js_value_end(v));
+    if (*p != ',') break;
+    p = js_ws(p + 1);
+  }
+  return NULL;
+}
+
+/* In the list at p: where element i is, or NULL. */
+static const char *js_element(const char *p, long i) {
+  if (*p != '[') return NULL;
+  p = js_ws(p + 1);
+  for (long k = 0; *p && *p != ']'; k++) {
+    if (k == i) return p;
+    p = js_ws(js_value_end(p));
+    if (*p != ',') break;
+    p = js_ws(p + 1);
+  }
+  return NULL;
+}
+
+/* Where the path's last step is in text ("a[1].b": key b of element 1 of
+ * a), then `key` in it when given: as far along as it goes. */
+static const char *topo_locate(const char *text, const char *path, const char *key) {
+  const char *at = js_ws(text), *val = at;
+  for (const char *s = path; *s;) {
+    if (*s == '[') {
+      char *end;
+      long i = strtol(s + 1, &end, 10);
+      const char *e = js_element(val, i);
+      if (!e || *end != ']') return at;
+      at = val = e;
+      s = end + 1;
+    } else {
+      if (*s == '.') s++;
+      size_t n = strcspn(s, ".[");
+      const char *v, *k = js_member(val, s, n, &v);
+      if (!k) return at;
+      at = k;
+      val = v;
+      s += n;
+    }
+  }
+  if (key) {
+    const char *v, *k = js_member(val, key, strlen(key), &v);
+    if (k) at = k;
+  }
+  return at;
+}
+
+/* The file is refused at path (and key in it): "FILE line L column C: ...". */
+static void topo_fail_at(m0_config *cfg, const char *text, const char *path, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void topo_fail_at(m0_config *cfg, const char *text, const char *path, const char *key, const char *fmt, ...) {
+  const char *at = topo_locate(text, path, key);
+  int line = 1, col = 1;
+  for (const char *p = text; p < at; p++) {
+    if (*p == '\n') {
+      line++;
+      col = 1;
+    } else col++;
+  }
+  snprintf(cfg->topology_error, sizeof cfg->topology_error, "%s line %d column %d: ", M0__CFGS(cfg, topology), line,
+           col);
+  size_t n = strlen(cfg->topology_error);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cfg->topology_error + n, sizeof cfg->topology_error - n, fmt, ap);
+  va_end(ap);
+}
+
 /* Sets option opt from the file unless a flag or variable already did. */
 static void topo_set(m0_config *cfg, int opt, long v) {
   if (cfg->v[opt].source != M0__SRC_DEFAULT) return;
   cfg->v[opt].num = v;
   snprintf(cfg->v[opt].str, sizeof cfg->v[opt].str, "%ld", v);
   cfg->v[opt].source = M0__SRC_TOPOLOGY;
+}
+
+/* ---- "app_actors" and "routes" (host/appspec.h, docs/topology.md) ---- */
+
+/* 1..48 bytes of [a-z0-9_-]. */
+static bool topo_actor_name_ok(const char *s) {
+  size_t n = 0;
+  for (; s && s[n]; n++)
+    if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') || s[n] == '_' || s[n] == '-')) return false;
+  return n >= 1 && n <= M0__ACTOR_NAME_MAX;
+}
+
+static bool topo_int_in(json_t *v, long min, long max) {
+  return json_is_integer(v) && json_integer_value(v) >= min && json_integer_value(v) <= max;
+}
+
+/* The first key of object o not in known (NULL-terminated), or NULL. */
+static const char *topo_unknown_key(json_t *o, const char *const *known) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(o, key, v) {
+    int k = 0;
+    while (known[k] && strcmp(known[k], key)) k++;
+    if (!known[k]) return key;
+  }
+  return NULL;
+}
+
+#define NAME_RULE "1 to 48 bytes of a-z, 0-9, _ and -"
+
+/* Reads "app_actors" into *out (*n entries). false: refused, the reason in
+ * cfg->topology_error. */
+static bool topo_app_actors(m0_config *cfg, const char *text, json_t *list, m0__actor_spec **out, int *n) {
+  static const char *const known[] = {"name", "placement", "instances", "url", "restart", "queue", NULL};
+  static const char *const rknown[] = {"intensity", "period_ms", NULL};
+  *out = NULL;
+  *n = 0;
+  if (!json_is_array(list)) {
+    topo_fail_at(cfg, text, "app_actors", NULL,
+                 "app_actors must be a list of {\"name\": ..., \"placement\": \"thread\" | \"process\" | \"external\"}");
+    return false;
+  }
+  size_t na = json_array_size(list);
+  if (na > M0__ACTORS_MAX) {
+    char p[40];
+    snprintf(p, sizeof p, "app_actors[%d]", M0__ACTORS_MAX);
+    topo_fail_at(cfg, text, p, NULL, "app_actors lists %zu actors, more than %d: declare at most %d", na,
+                 M0__ACTORS_MAX, M0__ACTORS_MAX);
+    return false;
+  }
+  m0__actor_spec *specs = na ? calloc(na, sizeof *specs) : NULL;
+  if (na && !specs) {
+    topo_fail_at(cfg, text, "app_actors", NULL, "app_actors: out of memory for %zu actors", na);
+    return false;
+  }
+  char p[40];
+  for (size_t i = 0; i < na; i++) {
+    json_t *e = json_array_get(list, i);
+    m0__actor_spec *s = &specs[i];
+    snprintf(p, sizeof p, "app_actors[%zu]", i);
+    if (!json_is_object(e)) {
+      topo_fail_at(cfg, text, p, NULL, "%s must be an object {\"name\": ..., \"placement\": ...}", p);
+      goto bad;
+    }
+    const char *unk = topo_unknown_key(e, known);
+    if (unk) {
+      topo_fail_at(cfg, text, p, unk,
+                   "%s has the unknown key \"%.64s\" (its keys are name, placement, instances, url, restart and queue)",
+                   p, unk);
+      goto bad;
+    }
+    json_t *name = json_object_get(e, "name"), *pl = json_object_get(e, "placement");
+    json_t *inst = json_object_get(e, "instances"), *url = json_object_get(e, "url");
+    json_t *rs = json_object_get(e, "restart"), *q = json_object_get(e, "queue");
+    if (!name) {
+      topo_fail_at(cfg, text, p, NULL, "%s has no \"name\" (give every actor a name of " NAME_RULE ")", p);
+      goto bad;
+    }
+    const char *nm = json_string_value(name);
+    if (!topo_actor_name_ok(nm)) {
+      if (nm) topo_fail_at(cfg, text, p, "name", "%s.name is \"%.64s\": an actor's name is " NAME_RULE, p, nm);
+      else topo_fail_at(cfg, text, p, "name", "%s.name must be a string of " NAME_RULE, p);
+      goto bad;
+    }
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(specs[j].name, nm)) {
+        topo_fail_at(cfg, text, p, "name", "%s.name \"%s\" is app_actors[%zu]'s too (give each actor one entry)", p,
+                     nm, j);
+        goto bad;
+      }
+    snprintf(s->name, sizeof s->name, "%s", nm);
+    if (!pl) {
+      topo_fail_at(cfg, text, p, NULL, "%s (%s) has no \"placement\" (say \"thread\", \"process\" or \"external\")", p,
+                   nm);
+      goto bad;
+    }
+    const char *pv = json_string_value(pl);
+    if (pv && !strcmp(pv, "thread")) s->placement = M0__PLACE_THREAD;
+    else if (pv && !strcmp(pv, "process")) s->placement = M0__PLACE_PROCESS;
+    else if (pv && !strcmp(pv, "external")) s->placement = M0__PLACE_EXTERNAL;
+    else {
+      topo_fail_at(cfg, text, p, "placement", "%s.placement must be \"thread\", \"process\" or \"external\"", p);
+      goto bad;
+    }
+    bool ext = s->placement == M0__PLACE_EXTERNAL, proc = s->placement == M0__PLACE_PROCESS;
+    s->instances = ext ? 0 : 1;
+    if (inst && ext) {
+      topo_fail_at(cfg, text, p, "instances",
+                   "%s.instances is for thread and process placement: an external actor's instances are the programs "
+                   "that dial it (drop the key)",
+                   p);
+      goto bad;
+    }
+    if (inst && !topo_int_in(inst, 1, M0__INSTANCES_MAX)) {
+      topo_fail_at(cfg, text, p, "instances", "%s.instances must be a whole number from 1 to %d", p,
+                   M0__INSTANCES_MAX);
+      goto bad;
+    }
+    if (inst) s->instances = (int)json_integer_value(inst);
+    if (url && !ext && !proc) {
+      topo_fail_at(cfg, text, p, "url",
+                   "%s.url is for process and external placement: a thread actor has no URL (drop the key)", p);
+      goto bad;
+    }
+    if (url) {
+      const char *u = json_string_value(url);
+      if (!u || !m0__url_is_nng(u) || !strncmp(u, "inproc://", 9)) {
+        if (u && !strncmp(u, "inproc://", 9))
+          topo_fail_at(cfg, text, p, "url",
+                       "%s.url \"%.300s\" is inproc, which no other process can dial (use ipc:// or tcp://)", p, u);
+        else if (u)
+          topo_fail_at(cfg, text, p, "url", "%s.url \"%.300s\" is not an ipc:// or tcp:// URL", p, u);
+        else topo_fail_at(cfg, text, p, "url", "%s.url must be a string, an ipc:// or tcp:// URL", p);
+        goto bad;
+      }
+      if (strlen(u) >= sizeof s->url) {
+        topo_fail_at(cfg, text, p, "url", "%s.url is %zu bytes, longer than %zu (shorten it)", p, strlen(u),
+                     sizeof s->url - 1);
+        goto bad;
+      }
+      snprintf(s->url, sizeof s->url, "%s", u);
+    }
+    s->restart_intensity = 5;
+    s->restart_period_ms = 10000;
+    if (rs && !proc) {
+      topo_fail_at(cfg, text, p, "restart",
+                   "%s.restart is for process placement: only a process the host spawns is restarted (drop the key)",
+                   p);
+      goto bad;
+    }
+    if (rs) {
+      char rp[60];
+      snprintf(rp, sizeof rp, "%s.restart", p);
+      if (!json_is_object(rs)) {
+        topo_fail_at(cfg, text, p, "restart",
+                     "%s must be an object {\"intensity\": 0..1000, \"period_ms\": 1..86400000}", rp);
+        goto bad;
+      }
+      const char *ru = topo_unknown_key(rs, rknown);
+      json_t *ri = json_object_get(rs, "intensity"), *rpm = json_object_get(rs, "period_ms");
+      if (ru) {
+        topo_fail_at(cfg, text, rp, ru, "%s has the unknown key \"%.64s\" (its keys are intensity and period_ms)", rp,
+                     ru);
+        goto bad;
+      }
+      if (ri && !topo_int_in(ri, 0, 1000)) {
+        topo_fail_at(cfg, text, rp, "intensity", "%s.intensity must be a whole number from 0 to 1000", rp);
+        goto bad;
+      }
+      if (rpm && !topo_int_in(rpm, 1, 86400000)) {
+        topo_fail_at(cfg, text, rp, "period_ms", "%s.period_ms must be a whole number from 1 to 86400000", rp);
+        goto bad;
+      }
+      if (ri) s->restart_intensity = (int)json_integer_value(ri);
+      if (rpm) s->restart_period_ms = (long)json_integer_value(rpm);
+    }
+    s->queue = 1024;
+    if (q && !topo_int_in(q, 1, 65536)) {
+      topo_fail_at(cfg, text, p, "queue", "%s.queue must be a whole number from 1 to 65536", p);
+      goto bad;
+    }
+    if (q) s->queue = (int)json_integer_value(q);
+    s->from_file = true;
+    /* Two actors cannot listen at one address (a URL left out is built
+     * from the name, ipc://<run-dir>/actor.<name>.sock). */
+    char mine[256], theirs[256];
+    if ((proc || ext) && m0__topology_app_url(mine, sizeof mine, s->url, "<run-dir>", s->name) == 0)
+      for (size_t j = 0; j < i; j++)
+        if (specs[j].placement != M0__PLACE_THREAD &&
+            m0__topology_app_url(theirs, sizeof theirs, specs[j].url, "<run-dir>", specs[j].name) == 0 &&
+            !strcmp(mine, theirs)) {
+          topo_fail_at(cfg, text, p, s->url[0] ? "url" : NULL,
+                       "%s (%s) would listen at %.300s, as app_actors[%zu] (%s) does (give each actor its own url)", p,
+                       s->name, mine, j, specs[j].name);
+          goto bad;
+        }
+  }
+  *out = specs;
+  *n = (int)na;
+  return true;
+bad:
+  free(specs);
+  return false;
+}
+
+/* A method: 1..31 bytes of A-Z. */
+static bool topo_method_ok(const char *s) {
+  size_t n = 0;
+  for (; s && s[n]; n++)
+    if (s[n] < 'A' || s[n] > 'Z') return false;
+  return n >= 1 && n <= 31;
+}
+
+/* Reads "routes" into *out (*n entries). false: refused. */
+static bool topo_routes(m0_config *cfg, const char *text, json_t *list, m0__route_spec **out, int *n) {
+  static const char *const known[] = {"method", "pattern", "actor", "timeout_ms", NULL};
+  *out = NULL;
+  *n = 0;
+  if (!json_is_array(list)) {
+    topo_fail_at(cfg, text, "routes", NULL,
+                 "routes must be a list of {\"method\": ..., \"pattern\": ..., \"actor\": ...}");
+    return false;
+  }
+  size_t nr = json_array_size(list);
+  if (nr > 65536) {
+    topo_fail_at(cfg, text, "routes[65536]", NULL, "routes lists %zu routes, more than 65536", nr);
+    return false;
+  }
+  m0__route_spec *specs = nr ? calloc(nr, sizeof *specs) : NULL;
+  if (nr && !specs) {
+    topo_fail_at(cfg, text, "routes", NULL, "routes: out of memory for %zu routes", nr);
+    return false;
+  }
+  char p[40];
+  for (size_t i = 0; i < nr; i++) {
+    json_t *e = json_array_get(list, i);
+    m0__route_spec *s = &specs[i];
+    snprintf(p, sizeof p, "routes[%zu]", i);
+    if (!json_is_object(e)) {
+      topo_fail_at(cfg, text, p, NULL, "%s must be an object {\"method\": ..., \"pattern\": ..., \"actor\": ...}", p);
+      goto bad;
+    }
+    const char *unk = topo_unknown_key(e, known);
+    if (unk) {
+      topo_fail_at(cfg, text, p, unk,
+                   "%s has the unknown key \"%.64s\" (its keys are method, pattern, actor and timeout_ms; a file's "
+                   "route is served by an actor)",
+                   p, unk);
+      goto bad;
+    }
+    json_t *m = json_object_get(e, "method"), *pat = json_object_get(e, "pattern");
+    json_t *a = json_object_get(e, "actor"), *t = json_object_get(e, "timeout_ms");
+    if (!m) {
+      topo_fail_at(cfg, text, p, NULL, "%s has no \"method\" (say \"GET\", \"POST\", ...)", p);
+      goto bad;
+    }
+    if (!topo_method_ok(json_string_value(m))) {
+      topo_fail_at(cfg, text, p, "method", "%s.method must be a string of 1 to 31 capital letters A-Z (\"GET\", ...)",
+                   p);
+      goto bad;
+    }
+    if (!pat) {
+      topo_fail_at(cfg, text, p, NULL, "%s has no \"pattern\" (say \"/path/{param}\")", p);
+      goto bad;
+    }
+    const char *pv = json_string_value(pat);
+    if (!pv || pv[0] != '/' || strlen(pv) >= sizeof s->pattern) {
+      topo_fail_at(cfg, text, p, "pattern", "%s.pattern must be a string that starts with / and is shorter than %zu bytes",
+                   p, sizeof s->pattern);
+      goto bad;
+    }
+    if (!a) {
+      topo_fail_at(cfg, text, p, NULL, "%s has no \"actor\" (name the actor that serves it)", p);
+      goto bad;
+    }
+    const char *av = json_string_value(a);
+    if (!topo_actor_name_ok(av)) {
+      topo_fail_at(cfg, text, p, "actor", "%s.actor must be an actor's name: a string of " NAME_RULE, p);
+      goto bad;
+    }
+    if (t && !topo_int_in(t, 1, 3600000)) {
+      topo_fail_at(cfg, text, p, "timeout_ms", "%s.timeout_ms must be a whole number from 1 to 3600000", p);
+      goto bad;
+    }
+    snprintf(s->method, sizeof s->method, "%s", json_string_value(m));
+    snprintf(s->pattern, sizeof s->pattern, "%s", pv);
+    snprintf(s->actor, sizeof s->actor, "%s", av);
+    s->timeout_ms = t ? (long)json_integer_value(t) : 1000;
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(specs[j].method, s->method) && !strcmp(specs[j].pattern, s->pattern)) {
+        topo_fail_at(cfg, text, p, "method", "%s is %s %.256s again, as routes[%zu] (give each method and pattern one route)",
+                     p, s->method, s->pattern, j);
+        goto bad;
+      }
+  }
+  *out = specs;
+  *n = (int)nr;
+  return true;
+bad:
+  free(specs);
+  return false;
 }
 
 /* A topology file is a few hundred bytes; beyond this it is not one (it was
@@ -104,7 +556,7 @@ void m0__topofile_apply(m0_config *cfg) {
     goto out;
   }
   static const char *const known[] = {"mode", "loops", "handler_threads", "connections_per_loop", "accept_sharing",
-                                      "transport", "actors", NULL};
+                                      "transport", "actors", "app_actors", "routes", NULL};
   const char *key;
   json_t *v;
   json_object_foreach(root, key, v) {
@@ -216,6 +668,21 @@ void m0__topofile_apply(m0_config *cfg) {
                json_string_value(json_object_get(json_array_get(actors, i), "url")));
     cfg->ntopo_urls = cfg->topo_urls ? (int)na : 0;
   }
+  m0__actor_spec *aa = NULL;
+  m0__route_spec *fr = NULL;
+  int naa = 0, nfr = 0;
+  json_t *jaa = json_object_get(root, "app_actors"), *jr = json_object_get(root, "routes");
+  if ((jaa && !topo_app_actors(cfg, text, jaa, &aa, &naa)) || (jr && !topo_routes(cfg, text, jr, &fr, &nfr))) {
+    free(aa); /* nothing of a refused file is applied */
+    free(cfg->topo_urls);
+    cfg->topo_urls = NULL;
+    cfg->ntopo_urls = 0;
+    goto out;
+  }
+  cfg->app_actors = aa;
+  cfg->napp_actors = naa;
+  cfg->file_routes = fr;
+  cfg->nfile_routes = nfr;
   snprintf(cfg->topo_transport, sizeof cfg->topo_transport, "%s", tr ? want_transport : "");
   if (!strcmp(m, "prefork")) topo_set(cfg, M0__O_workers, n);
   else topo_set(cfg, M0__O_threads, n);

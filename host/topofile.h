@@ -13,6 +13,19 @@
  * inproc. `actors` may be left out (m0 builds every URL); when given it lists
  * every actor of the topology in order, each URL in the file's transport,
  * and those URLs are the ones served (<pid> and <run-dir> are filled in).
+ *
+ * Two more keys declare the application's actors and the routes they serve
+ * (host/appspec.h), stored in cfg->app_actors and cfg->file_routes:
+ *
+ *   "app_actors": [{"name": "echo", "placement": "process", "instances": 2,
+ *                   "url": "ipc://<run-dir>/actor.echo.sock",
+ *                   "restart": {"intensity": 5, "period_ms": 10000}, "queue": 1024}],
+ *   "routes": [{"method": "GET", "pattern": "/echo", "actor": "echo", "timeout_ms": 1000}]
+ *
+ * Each entry is checked here for its own form (keys, types, ranges, which
+ * keys a placement takes, no name or method + pattern twice), at the line
+ * and column of the offending key; whether the program has the kinds they
+ * name is the `actors` check's (m0__app_decl_make).
  * docs/topology.md is the annotated schema.
  */
 #ifndef M0_HOST_TOPOFILE_H

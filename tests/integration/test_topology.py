@@ -29,7 +29,20 @@ Proves:
   for ipc the coordinator's and producer's sockets exist in the run dir; for
   tcp the server holds established TCP connections to each loop's port;
   SIGTERM -> exit 0.
+- Application actors (`app_actors`, `routes`; docs/topology.md, Application
+  actors and their routes): the doctor of host_check lists its actor kinds
+  echo and silent on threads (one instance, queue 1024, no url) and the
+  routes they serve (GET and POST /actor/echo, GET /actor/silent, each with
+  its effective timeout_ms); that topology saved and read back prints the
+  same topology (threads 2 and prefork 2). A file that re-places echo as
+  external prints it so (no instances, its built URL
+  ipc://<run-dir>/actor.echo.sock, the queue), silent and the routes
+  unchanged, and round-trips too; the same file under prefork is refused by
+  the `actors` check (exit 78, the doctor's line is the server's). A file
+  route naming an actor nobody declares is refused by `actors`; broken
+  `app_actors`/`routes` entries are refused by `topology` at their line.
 """
+import copy
 import http.client
 import json
 import os
@@ -202,6 +215,29 @@ BROKEN = [
   ]
 }
 """, set(range(6, 12)), "actors"),
+    ("app_actors placement misspelt", """{
+  "app_actors": [
+    {"name": "a", "placement": "external"},
+    {"name": "b", "placement": "threads"}
+  ]
+}
+""", {4}, "app_actors[1].placement"),
+    ("a route with a view", """{
+  "routes": [
+    {"method": "GET", "pattern": "/a", "actor": "a"},
+    {"method": "GET", "pattern": "/b", "actor": "a",
+     "view": "v"}
+  ]
+}
+""", {5}, "routes[1] has the unknown key"),
+    ("two routes of one method and pattern", """{
+  "app_actors": [{"name": "a", "placement": "external"}],
+  "routes": [
+    {"method": "GET", "pattern": "/a", "actor": "a"},
+    {"pattern": "/a", "actor": "a", "method": "GET"}
+  ]
+}
+""", {5}, "routes[1] is GET /a again"),
 ]
 
 
@@ -344,6 +380,75 @@ def transports():
             shutil.rmtree(rd, ignore_errors=True)
 
 
+def refused_by_actors(label, args, detail_has):
+    """The doctor exits 78 with `actors` the first failing check, its detail
+    saying detail_has; the server agrees (one line, 78, never listens)."""
+    rc, d, out, err = doctor(*args)
+    failing = [c for c in (d or {}).get("checks", []) if not c.get("ok")]
+    first = failing[0] if failing else {}
+    F.check(rc == 78 and d and d.get("exit") == 78 and first.get("name") == "actors"
+            and detail_has in first.get("detail", ""),
+            f"{label}: refused by the actors check, saying {detail_has!r} (rc {rc}, {failing})")
+    agree(label, args, d, Server)
+
+
+def app_actors():
+    # Independent of host_check's own actors: a file route naming an actor
+    # nobody declares.
+    path = write("ghost-route.json", {"routes": [{"method": "GET", "pattern": "/ghost", "actor": "ghost"}]})
+    refused_by_actors("a route naming no actor", ["--topology", path],
+                      'route GET /ghost names actor "ghost", which neither the program nor app_actors declares')
+
+    rc, d0, out, err = doctor("--threads", "2")
+    topo = (d0 or {}).get("topology", {})
+    acts = {a.get("name"): a for a in topo.get("app_actors", [])}
+    want = {n: {"name": n, "placement": "thread", "instances": 1, "queue": 1024} for n in ("echo", "silent")}
+    ok = all(acts.get(n) == a for n, a in want.items())
+    F.check(rc == 0 and ok, f"app actors: host_check's doctor lists echo and silent on threads, one instance, queue "
+                            f"1024 (rc {rc}, {topo.get('app_actors')})")
+    routes = {(r.get("method"), r.get("pattern")): r for r in topo.get("routes", [])}
+    for m, p, a in (("GET", "/actor/echo", "echo"), ("POST", "/actor/echo", "echo"), ("GET", "/actor/silent", "silent")):
+        r = routes.get((m, p), {})
+        F.check(r.get("actor") == a and isinstance(r.get("timeout_ms"), int) and r["timeout_ms"] >= 1,
+                f"app actors: the doctor's routes hold {m} {p} served by {a} with its timeout ({topo.get('routes')})")
+    if not ok:
+        return  # the rest re-places echo: nothing to prove without it
+    # The round trip, threads and prefork (thread placement is served under both).
+    for label, args in (("threads 2", ["--threads", "2"]), ("prefork 2", ["--workers", "2"])):
+        rc, d, _, _ = doctor(*args)
+        t = (d or {}).get("topology")
+        path = write(f"actors-{label.replace(' ', '_')}.json", t)
+        rc1, d1, out1, err1 = doctor("--topology", path)
+        F.check(rc == 0 and rc1 == 0 and d1 and d1.get("topology") == t,
+                f"app actors {label}: the saved topology reads back the same (rc {rc}, {rc1}, {err1})\n"
+                f"  saved  {json.dumps(t)}\n  reread {json.dumps((d1 or {}).get('topology'))}")
+    # echo re-placed as external.
+    ext = copy.deepcopy(topo)
+    ext["app_actors"] = [{"name": "echo", "placement": "external"} if a["name"] == "echo" else a
+                         for a in ext["app_actors"]]
+    path = write("actors-echo-external.json", ext)
+    rc, d1, out, err = doctor("--topology", path)
+    t1 = (d1 or {}).get("topology", {})
+    acts1 = {a.get("name"): a for a in t1.get("app_actors", [])}
+    F.check(rc == 0 and acts1.get("echo") == {"name": "echo", "placement": "external",
+                                              "url": "ipc://<run-dir>/actor.echo.sock", "queue": 1024},
+            f"app actors: a file placing echo external prints it so (rc {rc}, {acts1.get('echo')}, {err})")
+    F.check(acts1.get("silent") == acts.get("silent") and t1.get("routes") == topo.get("routes"),
+            f"app actors: silent and the routes stay as they were ({acts1.get('silent')}, {t1.get('routes')})")
+    path2 = write("actors-echo-external-reread.json", t1)
+    rc2, d2, _, err2 = doctor("--topology", path2)
+    F.check(rc2 == 0 and d2 and d2.get("topology") == t1,
+            f"app actors: the external placement round-trips (rc {rc2}, {err2})")
+    # Under prefork only thread placement is served.
+    rc, dp, _, _ = doctor("--workers", "2")
+    tp = copy.deepcopy((dp or {}).get("topology", {}))
+    tp["app_actors"] = [{"name": "echo", "placement": "external"} if a["name"] == "echo" else a
+                        for a in tp.get("app_actors", [])]
+    path = write("actors-prefork-external.json", tp)
+    refused_by_actors("echo external under prefork", ["--topology", path],
+                      'actor "echo" is placed external (app_actors); under --workers only thread placement is served')
+
+
 if __name__ == "__main__":
     try:
         round_trip("threads 2 + pool 1", ["--threads", "2", "--blocking-threads", "1"], {"0", "1"})
@@ -351,6 +456,7 @@ if __name__ == "__main__":
         round_trip("single", [], {"0"})
         broken()
         transports()
+        app_actors()
     finally:
         reap_seen()
         shutil.rmtree(TMP, ignore_errors=True)

@@ -3,7 +3,10 @@
  * m0__config_load's flags, variables and their refusals; every check of
  * host/checks.c refusing what it should and passing what it should; the
  * topology file reader's refusals, each naming the file, the line and the
- * key; the doctor's JSON; m0_serve's exit codes without a server. */
+ * key; a file's "app_actors" and "routes" (every refusal at the offending
+ * key's line and column) and their merge with a program's actor kinds and
+ * routes (host/appspec.c, the `actors` check); the doctor's JSON and its
+ * round trip; m0_serve's exit codes without a server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/errors.h"
+#include "host/appspec.h"
 #include "host/checks.h"
 #include "host/config.h"
 #include "actors/trace.h"
@@ -265,7 +270,7 @@ static void test_checks_counts_and_modes(void **st) {
   assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
   static const char *const order[] = {"workers-count", "workers-vs-application", "threads-count", "workers-vs-threads",
                                       "threads-vs-application", "blocking-threads-count", "environment", "topology",
-                                      "run-dir", "application", "trace", "supervision"};
+                                      "actors", "run-dir", "application", "trace", "supervision"};
   for (int i = 0; i < M0__CHECK_COUNT; i++) {
     assert_string_equal(ch[i].name, order[i]);
     assert_true(ch[i].ok);
@@ -697,6 +702,661 @@ static void test_topology_applied(void **st) {
   cfg_done(c);
 }
 
+/* ---- a file's "app_actors" and "routes" ---- */
+
+/* The file is refused at the nth (1-based) occurrence of `at` in the text:
+ * "FILE line L column C: " then a reason that says `what` (and so names the
+ * key path); the topology check carries it; nothing of the file applies. */
+static void app_refused(const char *label, const char *text, const char *at, int nth, const char *what) {
+  const char *p = text;
+  for (int k = 0; p && k < nth; k++) p = strstr(k ? p + 1 : p, at);
+  if (!p) fail_msg("%s: the test's text holds no occurrence %d of %s", label, nth, at);
+  int line = 1, col = 1;
+  for (const char *q = text; q < p; q++) {
+    if (*q == '\n') {
+      line++;
+      col = 1;
+    } else col++;
+  }
+  const char *path = topo_write("app.json", text);
+  m0_config *c = cfg_new();
+  char why[1200], want[400];
+  assert_int_equal(LOAD(c, why, "--topology", path), 0);
+  snprintf(want, sizeof want, "%s line %d column %d: ", path, line, col);
+  if (strncmp(c->topology_error, want, strlen(want)) || !strstr(c->topology_error, what))
+    fail_msg("%s: the error is \"%s\", want it to begin \"%s\" and say \"%s\"", label, c->topology_error, want, what);
+  m0__check ch[M0__CHECK_COUNT];
+  assert_int_equal(m0__checks_run(c, &app_routes, ch), M0__C_topology);
+  assert_true(has(ch[M0__C_topology].detail, c->topology_error));
+  assert_true(has(ch[M0__C_topology].fix, "correct the file"));
+  assert_int_equal(c->napp_actors, 0);
+  assert_null(c->app_actors);
+  assert_int_equal(c->nfile_routes, 0);
+  assert_null(c->file_routes);
+  assert_int_equal(c->ntopo_urls, 0);
+  assert_int_equal(c->v[M0__O_threads].source, M0__SRC_DEFAULT);
+  cfg_done(c);
+}
+
+#define EXT(n) "{\"name\": \"" n "\", \"placement\": \"external\"}"
+#define RT(m, p, a) "{\"method\": \"" m "\", \"pattern\": \"" p "\", \"actor\": \"" a "\"}"
+
+static void test_app_actors_refusals(void **st) {
+  app_refused("app_actors an object", "{\"mode\": \"single\",\n \"app_actors\": {}}", "\"app_actors\"", 1,
+              "app_actors must be a list of {\"name\"");
+  app_refused("app_actors a string", "{\"app_actors\": \"echo\"}", "\"app_actors\"", 1, "app_actors must be a list");
+  app_refused("an entry a string", "{\"app_actors\": [" EXT("a") ",\n  \"b\"]}", "\"b\"", 1,
+              "app_actors[1] must be an object");
+  app_refused("an unknown key", "{\"app_actors\": [\n  " EXT("a") ",\n  {\"name\": \"b\", \"colour\": 1}]}",
+              "\"colour\"", 1, "app_actors[1] has the unknown key \"colour\" (its keys are name, placement");
+  /* a key spelled with an escape is the key it spells, found where it is */
+  app_refused("an escaped key", "{\"app_actors\": [\n  " EXT("a") ",\n  {\"name\": \"b\", \"pl\\u0061cement\": 3}]}",
+              "\"pl\\u0061", 1, "app_actors[1].placement must be \"thread\", \"process\" or \"external\"");
+  app_refused("no name", "{\"app_actors\": [" EXT("a") ",\n  {\"placement\": \"thread\"}]}", "{\"placement\"", 1,
+              "app_actors[1] has no \"name\" (give every actor a name of 1 to 48 bytes of a-z, 0-9, _ and -)");
+  app_refused("a name a number", "{\"app_actors\": [" EXT("a") ",\n {\"name\": 7, \"placement\": \"thread\"}]}",
+              "\"name\"", 2, "app_actors[1].name must be a string of 1 to 48 bytes");
+  app_refused("a name in capitals", "{\"app_actors\": [\n {\"name\": \"Echo\", \"placement\": \"thread\"}]}",
+              "\"name\"", 1, "app_actors[0].name is \"Echo\": an actor's name is 1 to 48 bytes of a-z, 0-9, _ and -");
+  app_refused("a name empty", "{\"app_actors\": [{\"placement\": \"external\", \"name\": \"\"}]}", "\"name\"", 1,
+              "app_actors[0].name is \"\"");
+  app_refused("a name with a dot", "{\"app_actors\": [" EXT("a.b") "]}", "\"name\"", 1, "app_actors[0].name is \"a.b\"");
+  app_refused("a name of 49 bytes", "{\"app_actors\": [" EXT("abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde") "]}",
+              "\"name\"", 1, "app_actors[0].name is \"abcdefghij");
+  app_refused("two entries of one name",
+              "{\"app_actors\": [\n  " EXT("a") ",\n  " EXT("b") ",\n  {\"name\": \"a\", \"placement\": \"thread\"}]}",
+              "\"name\"", 3, "app_actors[2].name \"a\" is app_actors[0]'s too (give each actor one entry)");
+  app_refused("no placement", "{\"app_actors\": [" EXT("a") ",\n  {\"name\": \"b\"}]}", "{\"name\": \"b\"", 1,
+              "app_actors[1] (b) has no \"placement\" (say \"thread\", \"process\" or \"external\")");
+  app_refused("placement misspelt", "{\"app_actors\": [\n  " EXT("a") ",\n  {\"name\": \"b\", \"placement\": \"threads\"}]}",
+              "\"placement\"", 2, "app_actors[1].placement must be \"thread\", \"process\" or \"external\"");
+  app_refused("placement a bool", "{\"app_actors\": [{\"name\": \"b\", \"placement\": true}]}", "\"placement\"", 1,
+              "app_actors[0].placement must be");
+  app_refused("instances of an external actor",
+              "{\"app_actors\": [\n  {\"name\": \"b\", \"placement\": \"external\", \"instances\": 2}]}", "\"instances\"", 1,
+              "app_actors[0].instances is for thread and process placement: an external actor's instances are the "
+              "programs that dial it (drop the key)");
+  const char *inst[] = {"0", "65", "\"2\"", "1.5", "-1"};
+  for (size_t i = 0; i < sizeof inst / sizeof *inst; i++) {
+    char text[300];
+    snprintf(text, sizeof text, "{\"app_actors\": [{\"name\": \"a\", \"placement\": \"process\", \"instances\": 1},\n"
+             "  {\"name\": \"b\", \"placement\": \"thread\", \"instances\": %s}]}", inst[i]);
+    app_refused("instances out of range", text, "\"instances\"", 2,
+                "app_actors[1].instances must be a whole number from 1 to 64");
+  }
+  app_refused("a url for a thread", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"thread\",\n \"url\": \"ipc:///x\"}]}",
+              "\"url\"", 1, "app_actors[0].url is for process and external placement: a thread actor has no URL (drop the key)");
+  app_refused("a url a number", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"external\", \"url\": 7}]}", "\"url\"", 1,
+              "app_actors[0].url must be a string, an ipc:// or tcp:// URL");
+  app_refused("an inproc url", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"process\", \"url\": \"inproc://b\"}]}",
+              "\"url\"", 1, "app_actors[0].url \"inproc://b\" is inproc, which no other process can dial (use ipc:// or tcp://)");
+  app_refused("an http url", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"external\", \"url\": \"http://x:1\"}]}",
+              "\"url\"", 1, "app_actors[0].url \"http://x:1\" is not an ipc:// or tcp:// URL");
+  app_refused("an empty url", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"external\", \"url\": \"\"}]}",
+              "\"url\"", 1, "app_actors[0].url \"\" is not an ipc:// or tcp:// URL");
+  char text[1200], u[300];
+  memset(u, 'u', 256 - 7);
+  u[256 - 7] = 0; /* "ipc:///" + 249: 256 bytes */
+  snprintf(text, sizeof text, "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"external\",\n \"url\": \"ipc:///%s\"}]}", u);
+  app_refused("a url of 256 bytes", text, "\"url\"", 1, "app_actors[0].url is 256 bytes, longer than 255 (shorten it)");
+  app_refused("two actors at one url",
+              "{\"app_actors\": [{\"name\": \"a\", \"placement\": \"external\", \"url\": \"tcp://127.0.0.1:7\"},\n"
+              " {\"name\": \"b\", \"placement\": \"process\", \"url\": \"tcp://127.0.0.1:7\"}]}", "\"url\"", 2,
+              "app_actors[1] (b) would listen at tcp://127.0.0.1:7, as app_actors[0] (a) does (give each actor its own url)");
+  app_refused("a url that is another's built one",
+              "{\"app_actors\": [" EXT("a") ",\n {\"name\": \"b\", \"placement\": \"external\", "
+              "\"url\": \"ipc://<run-dir>/actor.a.sock\"}]}", "\"url\"", 1,
+              "app_actors[1] (b) would listen at ipc://<run-dir>/actor.a.sock, as app_actors[0] (a) does");
+  app_refused("restart of a thread actor",
+              "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"thread\", \"restart\": {}}]}", "\"restart\"", 1,
+              "app_actors[0].restart is for process placement: only a process the host spawns is restarted (drop the key)");
+  app_refused("restart of an external actor",
+              "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"external\",\n \"restart\": {\"intensity\": 1}}]}",
+              "\"restart\"", 1, "app_actors[0].restart is for process placement");
+  app_refused("restart a number", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"process\", \"restart\": 5}]}",
+              "\"restart\"", 1,
+              "app_actors[0].restart must be an object {\"intensity\": 0..1000, \"period_ms\": 1..86400000}");
+  app_refused("restart's unknown key",
+              "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"process\",\n \"restart\": {\"intensity\": 1, \"period\": 5}}]}",
+              "\"period\"", 1, "app_actors[0].restart has the unknown key \"period\" (its keys are intensity and period_ms)");
+  const char *intensity[] = {"-1", "1001", "\"5\"", "2.0"};
+  for (size_t i = 0; i < sizeof intensity / sizeof *intensity; i++) {
+    snprintf(text, sizeof text, "{\"app_actors\": [{\"name\": \"a\", \"placement\": \"process\", \"restart\": "
+             "{\"intensity\": 3}},\n {\"name\": \"b\", \"placement\": \"process\", \"restart\": {\"intensity\": %s}}]}",
+             intensity[i]);
+    app_refused("restart.intensity out of range", text, "\"intensity\"", 2,
+                "app_actors[1].restart.intensity must be a whole number from 0 to 1000");
+  }
+  const char *period[] = {"0", "86400001", "null"};
+  for (size_t i = 0; i < sizeof period / sizeof *period; i++) {
+    snprintf(text, sizeof text, "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"process\", \"restart\": "
+             "{\"period_ms\": %s,\n \"intensity\": 1}}]}", period[i]);
+    app_refused("restart.period_ms out of range", text, "\"period_ms\"", 1,
+                "app_actors[0].restart.period_ms must be a whole number from 1 to 86400000");
+  }
+  const char *queue[] = {"0", "65537", "\"8\"", "false"};
+  for (size_t i = 0; i < sizeof queue / sizeof *queue; i++) {
+    snprintf(text, sizeof text, "{\"app_actors\": [{\"name\": \"a\", \"placement\": \"thread\", \"queue\": 8},\n"
+             " {\"name\": \"b\", \"placement\": \"external\", \"queue\": %s}]}", queue[i]);
+    app_refused("queue out of range", text, "\"queue\"", 2, "app_actors[1].queue must be a whole number from 1 to 65536");
+  }
+  /* 65 entries: more than an application holds */
+  char *many = malloc(65 * 64 + 100);
+  assert_non_null(many);
+  strcpy(many, "{\"app_actors\": [");
+  for (int i = 0; i < 65; i++)
+    sprintf(many + strlen(many), "%s\n {\"name\": \"a%d\", \"placement\": \"external\"}", i ? "," : "", i);
+  strcat(many, "]}");
+  app_refused("65 actors", many, "{\"name\": \"a64\"", 1, "app_actors lists 65 actors, more than 64: declare at most 64");
+  free(many);
+  /* a file whose actors are fine and whose app_actors are not applies
+   * neither (not the actors' URLs either) */
+  app_refused("actors fine, app_actors not",
+              "{\"actors\": [" A("coordinator", "inproc://a") ", " A("producer", "inproc://b") ", "
+              A("loop.0", "inproc://c") "],\n \"app_actors\": [{\"name\": \"x\", \"placement\": \"nowhere\"}]}",
+              "\"placement\"", 1, "app_actors[0].placement must be");
+}
+
+static void test_routes_refusals(void **st) {
+  app_refused("routes an object", "{\n\"routes\": {\"GET /\": \"a\"}}", "\"routes\"", 1,
+              "routes must be a list of {\"method\": ..., \"pattern\": ..., \"actor\": ...}");
+  app_refused("a route a string", "{\"routes\": [" RT("GET", "/a", "a") ",\n \"GET /b\"]}", "\"GET /b\"", 1,
+              "routes[1] must be an object {\"method\"");
+  app_refused("a route with a view", "{\"routes\": [" RT("GET", "/a", "a") ",\n {\"method\": \"GET\", \"view\": \"v\"}]}",
+              "\"view\"", 1,
+              "routes[1] has the unknown key \"view\" (its keys are method, pattern, actor and timeout_ms; a file's route is "
+              "served by an actor)");
+  app_refused("no method", "{\"routes\": [" RT("GET", "/a", "a") ",\n {\"pattern\": \"/b\", \"actor\": \"a\"}]}",
+              "{\"pattern\": \"/b\"", 1, "routes[1] has no \"method\" (say \"GET\", \"POST\", ...)");
+  const char *methods[] = {"\"get\"", "\"\"", "\"GET \"", "\"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEF\"", "7", "\"M-SEARCH\""};
+  for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
+    char text[400];
+    snprintf(text, sizeof text, "{\"routes\": [" RT("GET", "/a", "a") ",\n {\"pattern\": \"/b\", \"actor\": \"a\", "
+             "\"method\": %s}]}", methods[i]);
+    app_refused("a method that is not one", text, "\"method\"", 2,
+                "routes[1].method must be a string of 1 to 31 capital letters A-Z");
+  }
+  app_refused("no pattern", "{\"routes\": [\n {\"method\": \"GET\", \"actor\": \"a\"}]}", "{\"method\"", 1,
+              "routes[0] has no \"pattern\" (say \"/path/{param}\")");
+  char longpat[300];
+  memset(longpat, 'p', 256);
+  longpat[0] = '/';
+  longpat[256] = 0;
+  const char *patterns[] = {"\"a/b\"", "\"\"", "[\"/\"]", longpat};
+  for (size_t i = 0; i < sizeof patterns / sizeof *patterns; i++) {
+    char text[800];
+    snprintf(text, sizeof text, "{\"routes\": [" RT("GET", "/a", "a") ",\n {\"method\": \"GET\", \"actor\": \"a\", "
+             "\"pattern\": %s%s%s}]}", i == 3 ? "\"" : "", patterns[i], i == 3 ? "\"" : "");
+    app_refused("a pattern that is not one", text, "\"pattern\"", 2,
+                "routes[1].pattern must be a string that starts with / and is shorter than 256 bytes");
+  }
+  app_refused("no actor", "{\"routes\": [\n {\"method\": \"GET\", \"pattern\": \"/a\"}]}", "{\"method\"", 1,
+              "routes[0] has no \"actor\" (name the actor that serves it)");
+  app_refused("an actor that is no name", "{\"routes\": [{\"method\": \"GET\",\n \"actor\": \"Echo\", \"pattern\": \"/a\"}]}",
+              "\"actor\"", 1, "routes[0].actor must be an actor's name: a string of 1 to 48 bytes of a-z, 0-9, _ and -");
+  app_refused("an actor a number", "{\"routes\": [{\"method\": \"GET\", \"actor\": 1, \"pattern\": \"/a\"}]}", "\"actor\"", 1,
+              "routes[0].actor must be an actor's name");
+  const char *timeouts[] = {"0", "3600001", "\"1000\"", "1e3"};
+  for (size_t i = 0; i < sizeof timeouts / sizeof *timeouts; i++) {
+    char text[400];
+    snprintf(text, sizeof text, "{\"routes\": [{\"method\": \"GET\", \"pattern\": \"/a\", \"actor\": \"a\", \"timeout_ms\": 5},\n"
+             " {\"method\": \"GET\", \"pattern\": \"/b\", \"actor\": \"a\", \"timeout_ms\": %s}]}", timeouts[i]);
+    app_refused("timeout_ms out of range", text, "\"timeout_ms\"", 2,
+                "routes[1].timeout_ms must be a whole number from 1 to 3600000");
+  }
+  app_refused("one method and pattern twice",
+              "{\"routes\": [\n " RT("GET", "/a", "a") ",\n " RT("POST", "/a", "a") ",\n " RT("GET", "/a", "b") "]}",
+              "\"method\"", 3, "routes[2] is GET /a again, as routes[0] (give each method and pattern one route)");
+  /* a good app_actors does not keep a bad routes from being refused, nor is
+   * it applied */
+  app_refused("app_actors fine, routes not", "{\"app_actors\": [" EXT("a") "],\n \"routes\": [{\"method\": \"GET\"}]}",
+              "{\"method\"", 1, "routes[0] has no \"pattern\"");
+}
+
+/* A good file: every field as written, every default as documented. */
+static void test_app_actors_read(void **st) {
+  m0_config *c = cfg_new();
+  char why[1200];
+  const char *good =
+      "{\"mode\": \"threads\", \"loops\": 2,\n"
+      " \"app_actors\": [\n"
+      "  {\"name\": \"echo\", \"placement\": \"thread\"},\n"
+      "  {\"name\": \"re-size_2\", \"placement\": \"process\", \"instances\": 64, \"url\": \"ipc://<run-dir>/r.<pid>.sock\",\n"
+      "   \"restart\": {\"intensity\": 0, \"period_ms\": 86400000}, \"queue\": 65536},\n"
+      "  {\"name\": \"spell\", \"placement\": \"external\", \"url\": \"tcp://127.0.0.1:7400\", \"queue\": 1},\n"
+      "  {\"name\": \"p\", \"placement\": \"process\", \"restart\": {\"intensity\": 1000}},\n"
+      "  {\"name\": \"x\", \"placement\": \"external\"},\n"
+      "  {\"name\": \"t\", \"placement\": \"thread\", \"instances\": 3, \"queue\": 2}\n"
+      " ],\n"
+      " \"routes\": [\n"
+      "  {\"method\": \"GET\", \"pattern\": \"/echo/{id}\", \"actor\": \"echo\"},\n"
+      "  {\"method\": \"PROPFIND\", \"pattern\": \"/\", \"actor\": \"x\", \"timeout_ms\": 3600000},\n"
+      "  {\"method\": \"GET\", \"pattern\": \"/spell\", \"actor\": \"nobody-yet\", \"timeout_ms\": 1}\n"
+      " ]}\n";
+  assert_int_equal(LOAD(c, why, "--topology", topo_write("good.json", good)), 0);
+  assert_string_equal(c->topology_error, "");
+  assert_int_equal(M0__CFG(c, threads), 2); /* the rest of the file still applies */
+  assert_int_equal(c->napp_actors, 6);
+  const m0__actor_spec *a = c->app_actors;
+  assert_string_equal(a[0].name, "echo");
+  assert_int_equal(a[0].placement, M0__PLACE_THREAD);
+  assert_int_equal(a[0].instances, 1);
+  assert_string_equal(a[0].url, "");
+  assert_int_equal(a[0].restart_intensity, 5);
+  assert_int_equal(a[0].restart_period_ms, 10000);
+  assert_int_equal(a[0].queue, 1024);
+  assert_true(a[0].from_file);
+  assert_string_equal(a[1].name, "re-size_2");
+  assert_int_equal(a[1].placement, M0__PLACE_PROCESS);
+  assert_int_equal(a[1].instances, 64);
+  assert_string_equal(a[1].url, "ipc://<run-dir>/r.<pid>.sock"); /* placeholders kept */
+  assert_int_equal(a[1].restart_intensity, 0);
+  assert_int_equal(a[1].restart_period_ms, 86400000);
+  assert_int_equal(a[1].queue, 65536);
+  assert_int_equal(a[2].placement, M0__PLACE_EXTERNAL);
+  assert_int_equal(a[2].instances, 0);
+  assert_string_equal(a[2].url, "tcp://127.0.0.1:7400");
+  assert_int_equal(a[2].queue, 1);
+  assert_int_equal(a[3].placement, M0__PLACE_PROCESS);
+  assert_int_equal(a[3].instances, 1);
+  assert_string_equal(a[3].url, "");
+  assert_int_equal(a[3].restart_intensity, 1000);
+  assert_int_equal(a[3].restart_period_ms, 10000);
+  assert_int_equal(a[4].placement, M0__PLACE_EXTERNAL);
+  assert_int_equal(a[4].instances, 0);
+  assert_int_equal(a[4].queue, 1024);
+  assert_int_equal(a[5].instances, 3);
+  assert_int_equal(a[5].queue, 2);
+  for (int i = 0; i < 6; i++) assert_true(a[i].from_file);
+  assert_int_equal(c->nfile_routes, 3);
+  const m0__route_spec *r = c->file_routes;
+  assert_string_equal(r[0].method, "GET");
+  assert_string_equal(r[0].pattern, "/echo/{id}");
+  assert_string_equal(r[0].actor, "echo");
+  assert_int_equal(r[0].timeout_ms, 1000);
+  assert_string_equal(r[1].method, "PROPFIND");
+  assert_string_equal(r[1].pattern, "/");
+  assert_int_equal(r[1].timeout_ms, 3600000);
+  assert_string_equal(r[2].actor, "nobody-yet"); /* the file reads names; the actors check judges them */
+  assert_int_equal(r[2].timeout_ms, 1);
+  /* a name of exactly 48 bytes, a method of 31 letters, a pattern of 255
+   * bytes; empty lists */
+  char text[1200], pat[256];
+  memset(pat, 'p', 255);
+  pat[0] = '/';
+  pat[255] = 0;
+  snprintf(text, sizeof text, "{\"app_actors\": [" EXT("abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcd") "],"
+           " \"routes\": [{\"method\": \"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDE\", \"pattern\": \"%s\", \"actor\": \"a\"}]}", pat);
+  assert_int_equal(LOAD(c, why, "--topology", topo_write("edge.json", text)), 0);
+  assert_string_equal(c->topology_error, "");
+  assert_int_equal(strlen(c->app_actors[0].name), 48);
+  assert_int_equal(strlen(c->file_routes[0].method), 31);
+  assert_int_equal(strlen(c->file_routes[0].pattern), 255);
+  assert_int_equal(LOAD(c, why, "--topology", topo_write("empty-lists.json", "{\"app_actors\": [], \"routes\": []}")), 0);
+  assert_string_equal(c->topology_error, "");
+  assert_int_equal(c->napp_actors, 0);
+  assert_int_equal(c->nfile_routes, 0);
+  /* 64 entries is the most */
+  char *many = malloc(64 * 64 + 100);
+  assert_non_null(many);
+  strcpy(many, "{\"app_actors\": [");
+  for (int i = 0; i < 64; i++)
+    sprintf(many + strlen(many), "%s{\"name\": \"a%d\", \"placement\": \"external\"}", i ? "," : "", i);
+  strcat(many, "]}");
+  assert_int_equal(LOAD(c, why, "--topology", topo_write("many.json", many)), 0);
+  free(many);
+  assert_string_equal(c->topology_error, "");
+  assert_int_equal(c->napp_actors, 64);
+  cfg_done(c);
+}
+
+/* ---- the declaration: the program's actors and routes with the file's ---- */
+
+static void fake_receive(void *state, const m0_request *req, m0_reply *rep) {}
+static const m0_actor_kind fake_kinds[] = {{.name = "echo", .receive = fake_receive},
+                                           {.name = "silent", .receive = fake_receive}};
+static const m0_route fake_routes[] = {
+    {"GET", "/v", dummy_view, M0_ON_LOOP},
+    {"GET", "/actor/echo", NULL, 0, "echo", 0},
+    {"POST", "/actor/echo", NULL, 0, "echo", 250},
+    {"GET", "/actor/silent", NULL, 0, "silent"},
+};
+static const m0_app fake_app = {.name = "fake", .routes = fake_routes, .nroutes = 4, .actors = fake_kinds, .nactors = 2};
+
+static m0__actor_spec spec(const char *name, m0__placement p) {
+  m0__actor_spec s = {.placement = p, .instances = p == M0__PLACE_EXTERNAL ? 0 : 1, .restart_intensity = 5,
+                      .restart_period_ms = 10000, .queue = 1024, .from_file = true};
+  snprintf(s.name, sizeof s.name, "%s", name);
+  return s;
+}
+static m0__route_spec rspec(const char *m, const char *p, const char *a, long t) {
+  m0__route_spec r = {.timeout_ms = t};
+  snprintf(r.method, sizeof r.method, "%s", m);
+  snprintf(r.pattern, sizeof r.pattern, "%s", p);
+  snprintf(r.actor, sizeof r.actor, "%s", a);
+  return r;
+}
+/* A configuration holding these app_actors and routes (copies, freed by
+ * m0__config_fini), as a file would leave them. */
+static m0_config *cfg_with(const m0__actor_spec *a, int na, const m0__route_spec *r, int nr) {
+  m0_config *c = cfg_new();
+  if (na) {
+    c->app_actors = calloc((size_t)na, sizeof *a);
+    memcpy(c->app_actors, a, (size_t)na * sizeof *a);
+  }
+  if (nr) {
+    c->file_routes = calloc((size_t)nr, sizeof *r);
+    memcpy(c->file_routes, r, (size_t)nr * sizeof *r);
+  }
+  c->napp_actors = na;
+  c->nfile_routes = nr;
+  return c;
+}
+
+/* m0__app_decl_make refuses with M0__ECONFIG, a line that says `what`, and
+ * leaves d empty. */
+static void decl_refused(const m0_app *app, const m0_config *c, bool prefork, const char *what) {
+  m0__app_decl d;
+  char why[1500];
+  int rc = m0__app_decl_make(&d, app, c, prefork, why, sizeof why);
+  if (rc != M0__ECONFIG || !strstr(why, what)) fail_msg("rc %d, why \"%s\", want M0__ECONFIG and \"%s\"", rc, why, what);
+  assert_null(d.actors);
+  assert_null(d.kinds);
+  assert_null(d.routes);
+  assert_int_equal(d.nactors, 0);
+  assert_int_equal(d.nroutes, 0);
+  m0__app_decl_free(&d);
+}
+
+static void test_app_decl_merge(void **st) {
+  assert_string_equal(m0__placement_name(M0__PLACE_THREAD), "thread");
+  assert_string_equal(m0__placement_name(M0__PLACE_PROCESS), "process");
+  assert_string_equal(m0__placement_name(M0__PLACE_EXTERNAL), "external");
+  m0__app_decl d;
+  char why[1500];
+  /* no file: the program's kinds, each on a thread, one instance, and its
+   * routes as they are */
+  m0_config *c = cfg_with(NULL, 0, NULL, 0);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, false, why, sizeof why), 0);
+  assert_int_equal(d.nactors, 2);
+  for (int i = 0; i < 2; i++) {
+    assert_string_equal(d.actors[i].name, fake_kinds[i].name);
+    assert_ptr_equal(d.kinds[i], &fake_kinds[i]);
+    assert_int_equal(d.actors[i].placement, M0__PLACE_THREAD);
+    assert_int_equal(d.actors[i].instances, 1);
+    assert_string_equal(d.actors[i].url, "");
+    assert_int_equal(d.actors[i].restart_intensity, 5);
+    assert_int_equal(d.actors[i].restart_period_ms, 10000);
+    assert_int_equal(d.actors[i].queue, 1024);
+    assert_false(d.actors[i].from_file);
+  }
+  assert_int_equal(d.nroutes, 4);
+  for (int i = 0; i < 4; i++) assert_memory_equal(&d.routes[i], &fake_routes[i], sizeof fake_routes[i]);
+  assert_int_equal(m0__app_decl_find(&d, "silent", 6), 1);
+  assert_int_equal(m0__app_decl_find(&d, "silently", 6), 1); /* n bytes of it */
+  assert_int_equal(m0__app_decl_find(&d, "sil", 3), -1);
+  assert_int_equal(m0__app_decl_find(&d, "nope", 4), -1);
+  m0__app_decl_free(&d);
+  assert_null(d.actors);
+  assert_int_equal(d.nactors, 0);
+  m0__app_decl_free(&d); /* twice is harmless */
+  cfg_done(c);
+  /* a NULL configuration is no file */
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, NULL, true, why, sizeof why), 0);
+  assert_int_equal(d.nactors, 2);
+  m0__app_decl_free(&d);
+  /* an app with neither actors nor routes: nothing */
+  m0_app bare = {.name = "bare", .handle = dummy_view};
+  assert_int_equal(m0__app_decl_make(&d, &bare, NULL, false, why, sizeof why), 0);
+  assert_int_equal(d.nactors, 0);
+  assert_int_equal(d.nroutes, 0);
+  m0__app_decl_free(&d);
+
+  /* the file: silent placed in processes, an external actor of its own;
+   * GET /actor/echo served by it instead, a route of its own appended */
+  m0__actor_spec fa[] = {spec("ext", M0__PLACE_EXTERNAL), spec("silent", M0__PLACE_PROCESS)};
+  fa[1].instances = 3;
+  fa[1].restart_intensity = 9;
+  fa[1].restart_period_ms = 777;
+  fa[1].queue = 12;
+  snprintf(fa[1].url, sizeof fa[1].url, "ipc:///tmp/silent.sock");
+  m0__route_spec fr[] = {rspec("PUT", "/new/{id}", "silent", 40), rspec("GET", "/actor/echo", "ext", 7),
+                         rspec("GET", "/v", "echo", 1000)};
+  c = cfg_with(fa, 2, fr, 3);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, false, why, sizeof why), 0);
+  assert_string_equal(why, "");
+  /* the decl owns what it holds: the file's specs may go */
+  memset(c->app_actors, 'X', 2 * sizeof *c->app_actors);
+  memset(c->file_routes, 'X', 3 * sizeof *c->file_routes);
+  cfg_done(c);
+  assert_int_equal(d.nactors, 3);
+  assert_string_equal(d.actors[0].name, "echo"); /* the program's order first */
+  assert_false(d.actors[0].from_file);
+  assert_int_equal(d.actors[0].placement, M0__PLACE_THREAD);
+  assert_ptr_equal(d.kinds[0], &fake_kinds[0]);
+  assert_string_equal(d.actors[1].name, "silent"); /* placed by the file */
+  assert_true(d.actors[1].from_file);
+  assert_ptr_equal(d.kinds[1], &fake_kinds[1]);
+  assert_int_equal(d.actors[1].placement, M0__PLACE_PROCESS);
+  assert_int_equal(d.actors[1].instances, 3);
+  assert_int_equal(d.actors[1].restart_intensity, 9);
+  assert_int_equal(d.actors[1].restart_period_ms, 777);
+  assert_int_equal(d.actors[1].queue, 12);
+  assert_string_equal(d.actors[1].url, "ipc:///tmp/silent.sock");
+  assert_string_equal(d.actors[2].name, "ext"); /* then the file's others */
+  assert_null(d.kinds[2]);
+  assert_true(d.actors[2].from_file);
+  assert_int_equal(d.actors[2].placement, M0__PLACE_EXTERNAL);
+  assert_int_equal(m0__app_decl_find(&d, "ext", 3), 2);
+  assert_int_equal(d.nroutes, 5);
+  /* GET /v: a view in the program, an actor in the file: the file's */
+  assert_string_equal(d.routes[0].method, "GET");
+  assert_string_equal(d.routes[0].pattern, "/v");
+  assert_null(d.routes[0].view);
+  assert_int_equal(d.routes[0].flags, 0);
+  assert_string_equal(d.routes[0].actor, "echo");
+  assert_int_equal(d.routes[0].timeout_ms, 1000);
+  /* GET /actor/echo in its place, served by ext */
+  assert_string_equal(d.routes[1].method, "GET");
+  assert_string_equal(d.routes[1].pattern, "/actor/echo");
+  assert_string_equal(d.routes[1].actor, "ext");
+  assert_null(d.routes[1].view);
+  assert_int_equal(d.routes[1].timeout_ms, 7);
+  assert_true(d.routes[1].pattern != fake_routes[1].pattern);
+  /* the rest of the program's as they are */
+  assert_memory_equal(&d.routes[2], &fake_routes[2], sizeof fake_routes[2]);
+  assert_memory_equal(&d.routes[3], &fake_routes[3], sizeof fake_routes[3]);
+  /* PUT /new/{id} appended */
+  assert_string_equal(d.routes[4].method, "PUT");
+  assert_string_equal(d.routes[4].pattern, "/new/{id}");
+  assert_string_equal(d.routes[4].actor, "silent");
+  assert_null(d.routes[4].view);
+  assert_int_equal(d.routes[4].flags, 0);
+  assert_int_equal(d.routes[4].timeout_ms, 40);
+  m0__app_decl_free(&d);
+
+  /* prefork: thread placement only, and a file that places every actor on
+   * a thread is served */
+  m0__actor_spec th[] = {spec("echo", M0__PLACE_THREAD), spec("silent", M0__PLACE_THREAD)};
+  th[0].instances = 4;
+  c = cfg_with(th, 2, NULL, 0);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, true, why, sizeof why), 0);
+  assert_int_equal(d.actors[0].instances, 4);
+  m0__app_decl_free(&d);
+  cfg_done(c);
+  /* a program with routes naming an external actor of the file, and a
+   * handle instead of routes with only the file's */
+  m0_app handled = {.name = "h", .handle = dummy_view};
+  m0__actor_spec ex[] = {spec("far", M0__PLACE_EXTERNAL)};
+  m0__route_spec er[] = {rspec("GET", "/far", "far", 5)};
+  c = cfg_with(ex, 1, er, 1);
+  assert_int_equal(m0__app_decl_make(&d, &handled, c, false, why, sizeof why), 0);
+  assert_int_equal(d.nactors, 1);
+  assert_null(d.kinds[0]);
+  assert_int_equal(d.nroutes, 1);
+  assert_string_equal(d.routes[0].actor, "far");
+  m0__app_decl_free(&d);
+  cfg_done(c);
+}
+
+static void test_app_decl_refusals(void **st) {
+  /* the program's kinds */
+  m0_actor_kind k[3] = {fake_kinds[0], fake_kinds[1], fake_kinds[1]};
+  m0_app app = fake_app;
+  app.actors = k;
+  app.nactors = 3;
+  decl_refused(&app, NULL, false,
+               "m0_app.actors[1] and m0_app.actors[2] are both named \"silent\": give each actor kind its own name");
+  const char *bad[] = {"Echo", "", "a b", "a.b", "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    k[2].name = bad[i];
+    char want[300];
+    snprintf(want, sizeof want, "m0_app.actors[2] is named \"%s\", not 1 to 48 bytes of a-z, 0-9, _ and -: rename the "
+             "actor kind", bad[i]);
+    decl_refused(&app, NULL, false, want);
+  }
+  k[2].name = NULL;
+  decl_refused(&app, NULL, false, "m0_app.actors[2] is named \"(null)\"");
+  k[2].name = "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcd"; /* 48: a name */
+  m0__app_decl d;
+  char why[1500];
+  assert_int_equal(m0__app_decl_make(&d, &app, NULL, false, why, sizeof why), 0);
+  m0__app_decl_free(&d);
+  k[2].receive = NULL;
+  decl_refused(&app, NULL, false, "m0_app.actors[2] (\"abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcd\") has no "
+               "receive: set its receive function");
+  app.actors = NULL;
+  decl_refused(&app, NULL, false, "m0_app.nactors is 3 but m0_app.actors is NULL: set both, or neither");
+
+  /* more than 64 actors, the program's and the file's together (64 is the
+   * most); a file entry that places a kind of the program is not one more */
+  static m0_actor_kind many[60];
+  static char names[60][8];
+  for (int i = 0; i < 60; i++) {
+    snprintf(names[i], sizeof names[i], "k%d", i);
+    many[i] = (m0_actor_kind){.name = names[i], .receive = fake_receive};
+  }
+  m0_app big = {.name = "big", .handle = dummy_view, .actors = many, .nactors = 60};
+  m0__actor_spec ext[5];
+  for (int i = 0; i < 5; i++) {
+    char n[8];
+    snprintf(n, sizeof n, "x%d", i);
+    ext[i] = spec(n, M0__PLACE_EXTERNAL);
+  }
+  m0_config *c = cfg_with(ext, 5, NULL, 0);
+  decl_refused(&big, c, false, "the program and app_actors declare 65 actors, more than 64: declare at most 64");
+  cfg_done(c);
+  ext[4] = spec("k7", M0__PLACE_THREAD);
+  c = cfg_with(ext, 5, NULL, 0);
+  assert_int_equal(m0__app_decl_make(&d, &big, c, false, why, sizeof why), 0);
+  assert_int_equal(d.nactors, 64);
+  m0__app_decl_free(&d);
+  cfg_done(c);
+
+  /* routes */
+  m0_route r[2] = {{"GET", "/x", NULL, 0, "nope", 0}, {"GET", "/v", dummy_view, 0}};
+  m0_app ra = fake_app;
+  ra.routes = r;
+  ra.nroutes = 2;
+  decl_refused(&ra, NULL, false,
+               "route GET /x names actor \"nope\", which neither the program nor app_actors declares: add it to "
+               "app_actors with placement external, or fix the name");
+  m0__actor_spec nope[] = {spec("nope", M0__PLACE_EXTERNAL)};
+  c = cfg_with(nope, 1, NULL, 0); /* declared in the file: served */
+  assert_int_equal(m0__app_decl_make(&d, &ra, c, false, why, sizeof why), 0);
+  m0__app_decl_free(&d);
+  cfg_done(c);
+  r[0].actor = "";
+  decl_refused(&ra, NULL, false, "route GET /x names actor \"\", which neither");
+  r[0].view = dummy_view;
+  r[0].actor = "echo";
+  decl_refused(&ra, NULL, false,
+               "route GET /x (m0_app.routes[0]) has both a view and the actor \"echo\": set one of view and actor");
+  r[0].view = NULL;
+  r[0].actor = NULL;
+  decl_refused(&ra, NULL, false,
+               "route GET /x (m0_app.routes[0]) has neither a view nor an actor: set one of view and actor");
+  m0__route_spec fr[] = {rspec("GET", "/ok", "echo", 5), rspec("DELETE", "/y/{id}", "nobody", 5)};
+  c = cfg_with(NULL, 0, fr, 2);
+  decl_refused(&fake_app, c, false,
+               "route DELETE /y/{id} names actor \"nobody\", which neither the program nor app_actors declares: add it "
+               "to app_actors with placement external, or fix the name");
+  cfg_done(c);
+  /* a file route that replaces the program's route that had neither view
+   * nor actor: served */
+  m0__route_spec fx[] = {rspec("GET", "/x", "silent", 5)};
+  c = cfg_with(NULL, 0, fx, 1);
+  assert_int_equal(m0__app_decl_make(&d, &ra, c, false, why, sizeof why), 0);
+  m0__app_decl_free(&d);
+  cfg_done(c);
+
+  /* placement: a thread or a process needs this program's kind */
+  m0__actor_spec th[] = {spec("echo", M0__PLACE_PROCESS), spec("ghost", M0__PLACE_THREAD)};
+  c = cfg_with(th, 2, NULL, 0);
+  decl_refused(&fake_app, c, false,
+               "app_actors places actor \"ghost\" on a thread, but it has no actor kind \"ghost\" in this program: "
+               "place it \"external\"");
+  cfg_done(c);
+  th[1].placement = M0__PLACE_PROCESS;
+  c = cfg_with(th, 2, NULL, 0);
+  decl_refused(&fake_app, c, false, "app_actors places actor \"ghost\" on a process, but it has no actor kind \"ghost\"");
+  cfg_done(c);
+
+  /* prefork: only threads */
+  th[1] = spec("far", M0__PLACE_EXTERNAL);
+  c = cfg_with(th, 2, NULL, 0);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, false, why, sizeof why), 0);
+  m0__app_decl_free(&d);
+  decl_refused(&fake_app, c, true,
+               "actor \"echo\" is placed process (app_actors); under --workers only thread placement is served: place "
+               "it \"thread\", or serve with --threads");
+  cfg_done(c);
+  th[0].placement = M0__PLACE_THREAD;
+  c = cfg_with(th, 2, NULL, 0);
+  decl_refused(&fake_app, c, true, "actor \"far\" is placed external (app_actors); under --workers only thread");
+  cfg_done(c);
+}
+
+/* The `actors` check: after `topology`, the declaration's line split into
+ * the detail and the fix, exit 78 when serving. */
+static void test_checks_actors(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  assert_int_equal(M0__C_actors, M0__C_topology + 1);
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_actors].name, "actors");
+  assert_string_equal(ch[M0__C_actors].detail, "no application actors");
+  assert_int_equal(CHECKS(&fake_app, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_actors].detail,
+                      "2 application actors (0 placed by the topology file), 3 routes served by actors");
+  const char *ext = topo_write("ext.json", "{\"app_actors\": [" EXT("echo") ", " EXT("far") "],\n \"routes\": ["
+                                           RT("GET", "/v", "far") ", " RT("GET", "/far", "far") "]}");
+  assert_int_equal(CHECKS(&fake_app, ch, "--topology", ext), -1);
+  assert_string_equal(ch[M0__C_actors].detail,
+                      "3 application actors (2 placed by the topology file), 5 routes served by actors");
+  refused(CHECKS(&fake_app, ch, "--topology", ext, "--workers", "2"), ch, M0__C_actors,
+          "actor \"echo\" is placed external (app_actors); under --workers only thread placement is served",
+          "place it \"thread\", or serve with --threads");
+  assert_string_equal(ch[M0__C_actors].fix, "place it \"thread\", or serve with --threads");
+  const char *unk = topo_write("unk.json", "{\"routes\": [" RT("GET", "/a: b", "nope") "]}");
+  refused(CHECKS(&app_routes, ch, "--topology", unk), ch, M0__C_actors,
+          "route GET /a: b names actor \"nope\", which neither the program nor app_actors declares",
+          "add it to app_actors with placement external, or fix the name");
+  assert_string_equal(ch[M0__C_actors].detail,
+                      "route GET /a: b names actor \"nope\", which neither the program nor app_actors declares");
+  assert_string_equal(ch[M0__C_actors].fix, "add it to app_actors with placement external, or fix the name");
+  /* a refused topology file applies nothing: the actors check judges the
+   * program alone */
+  const char *broken = topo_write("broken.json", "{\"app_actors\": [{\"name\": \"far\"}]}");
+  assert_int_equal(CHECKS(&fake_app, ch, "--topology", broken), M0__C_topology);
+  assert_true(ch[M0__C_actors].ok);
+  /* the program's own refusal */
+  m0_route r[] = {{"GET", "/x", NULL, 0, "nope"}};
+  m0_app bad = fake_app;
+  bad.routes = r;
+  bad.nroutes = 1;
+  refused(CHECKS(&bad, ch, "--port", "0"), ch, M0__C_actors, "route GET /x names actor \"nope\"", "fix the name");
+}
+
 /* ---- the doctor and m0_serve ---- */
 
 /* Runs fn with stdout (fd 1) going to a file; returns what it wrote. */
@@ -867,14 +1527,142 @@ static void test_doctor(void **st) {
   json_decref(j);
 }
 
+/* The doctor's topology object written as a file. */
+static const char *topo_save(const char *name, json_t *topo) {
+  char *text = json_dumps(topo, JSON_INDENT(2));
+  const char *p = topo_write(name, text);
+  free(text);
+  return p;
+}
+
+/* The doctor of app on argv prints a topology; saved and read back with
+ * --topology it prints the same one (and exits 0 both times). Returns the
+ * first doctor's JSON. */
+static json_t *round_trips(const char *label, const m0_app *app, const char *a1, const char *a2) {
+  int rc;
+  json_t *j0 = DOCTOR(app, &rc, a1, a2);
+  if (rc != 0) fail_msg("%s: the doctor exits %d", label, rc);
+  json_t *t0 = json_object_get(j0, "topology");
+  char name[80];
+  snprintf(name, sizeof name, "rt-%s.json", label);
+  const char *path = topo_save(name, t0);
+  json_t *j1 = DOCTOR(app, &rc, "--topology", path);
+  json_t *t1 = json_object_get(j1, "topology");
+  if (rc != 0 || !json_equal(t0, t1)) {
+    char *s0 = json_dumps(t0, JSON_COMPACT), *s1 = json_dumps(t1, JSON_COMPACT);
+    fail_msg("%s: rc %d; saved %s\nreread %s", label, rc, s0, s1);
+  }
+  json_decref(j1);
+  return j0;
+}
+
+static void test_doctor_actors(void **st) {
+  int rc;
+  /* no actors: both lists, empty */
+  json_t *j = round_trips("none", &app_routes, "--threads", "2");
+  json_t *topo = json_object_get(j, "topology");
+  assert_true(json_is_array(json_object_get(topo, "app_actors")));
+  assert_int_equal(json_array_size(json_object_get(topo, "app_actors")), 0);
+  assert_int_equal(json_array_size(json_object_get(topo, "routes")), 0);
+  json_decref(j);
+
+  /* the program's two kinds on threads, its routes that name actors (a
+   * timeout of 0 printed as the 1000 it means), the view's route not */
+  j = round_trips("program", &fake_app, "--threads", "2");
+  topo = json_object_get(j, "topology");
+  json_t *want = json_loads(
+      "{\"app_actors\": [{\"name\": \"echo\", \"placement\": \"thread\", \"instances\": 1, \"queue\": 1024},"
+      "                  {\"name\": \"silent\", \"placement\": \"thread\", \"instances\": 1, \"queue\": 1024}],"
+      " \"routes\": [{\"method\": \"GET\", \"pattern\": \"/actor/echo\", \"actor\": \"echo\", \"timeout_ms\": 1000},"
+      "             {\"method\": \"POST\", \"pattern\": \"/actor/echo\", \"actor\": \"echo\", \"timeout_ms\": 250},"
+      "             {\"method\": \"GET\", \"pattern\": \"/actor/silent\", \"actor\": \"silent\", \"timeout_ms\": 1000}]}",
+      0, NULL);
+  assert_non_null(want);
+  assert_true(json_equal(json_object_get(topo, "app_actors"), json_object_get(want, "app_actors")));
+  assert_true(json_equal(json_object_get(topo, "routes"), json_object_get(want, "routes")));
+  json_decref(want);
+  /* the keys in the schema's order */
+  const char *key;
+  json_t *v;
+  const char *order[] = {"name", "placement", "instances", "queue"};
+  int k = 0;
+  json_object_foreach(json_array_get(json_object_get(topo, "app_actors"), 0), key, v) assert_string_equal(key, order[k++]);
+  json_decref(j);
+
+  /* every placement: a process (its built URL with <run-dir> kept, its
+   * restart), an external actor (no instances), a URL with <pid> as written;
+   * the file's route in the program's route's place */
+  const char *file = topo_write(
+      "placed.json",
+      "{\"mode\": \"threads\", \"loops\": 2, \"app_actors\": [\n"
+      "  {\"name\": \"silent\", \"placement\": \"process\", \"instances\": 2, \"restart\": {\"intensity\": 3}, \"queue\": 9},\n"
+      "  {\"name\": \"echo\", \"placement\": \"external\", \"url\": \"ipc:///tmp/m0-<pid>/e.sock\"},\n"
+      "  {\"name\": \"far\", \"placement\": \"external\"}],\n"
+      " \"routes\": [" RT("POST", "/actor/echo", "far") ",\n {\"method\": \"GET\", \"pattern\": \"/far\", \"actor\": \"far\", "
+      "\"timeout_ms\": 20}]}");
+  j = round_trips("placed", &fake_app, "--topology", file);
+  topo = json_object_get(j, "topology");
+  want = json_loads(
+      "{\"app_actors\": [{\"name\": \"echo\", \"placement\": \"external\", \"url\": \"ipc:///tmp/m0-<pid>/e.sock\","
+      "                   \"queue\": 1024},"
+      "                  {\"name\": \"silent\", \"placement\": \"process\", \"instances\": 2,"
+      "                   \"url\": \"ipc://<run-dir>/actor.silent.sock\","
+      "                   \"restart\": {\"intensity\": 3, \"period_ms\": 10000}, \"queue\": 9},"
+      "                  {\"name\": \"far\", \"placement\": \"external\", \"url\": \"ipc://<run-dir>/actor.far.sock\","
+      "                   \"queue\": 1024}],"
+      " \"routes\": [{\"method\": \"GET\", \"pattern\": \"/actor/echo\", \"actor\": \"echo\", \"timeout_ms\": 1000},"
+      "             {\"method\": \"POST\", \"pattern\": \"/actor/echo\", \"actor\": \"far\", \"timeout_ms\": 1000},"
+      "             {\"method\": \"GET\", \"pattern\": \"/actor/silent\", \"actor\": \"silent\", \"timeout_ms\": 1000},"
+      "             {\"method\": \"GET\", \"pattern\": \"/far\", \"actor\": \"far\", \"timeout_ms\": 20}]}",
+      0, NULL);
+  assert_non_null(want);
+  if (!json_equal(json_object_get(topo, "app_actors"), json_object_get(want, "app_actors")) ||
+      !json_equal(json_object_get(topo, "routes"), json_object_get(want, "routes"))) {
+    char *s = json_dumps(topo, JSON_COMPACT);
+    fail_msg("the doctor's topology is %s", s);
+  }
+  json_decref(want);
+  json_decref(j);
+  /* a run directory does not change the description: <run-dir> stays */
+  char d[300];
+  snprintf(d, sizeof d, "%s/rd-actors", tmpdir);
+  assert_int_equal(mkdir(d, 0700), 0);
+  j = DOCTOR(&fake_app, &rc, "--topology", file, "--run-dir", d);
+  assert_int_equal(rc, 0);
+  json_t *silent = json_array_get(json_object_get(json_object_get(j, "topology"), "app_actors"), 1);
+  assert_string_equal(json_string_value(json_object_get(silent, "url")), "ipc://<run-dir>/actor.silent.sock");
+  json_decref(j);
+  rmdir(d);
+
+  /* refused under --workers: the check says why (exit 78), the lists are
+   * still the description */
+  j = DOCTOR(&fake_app, &rc, "--topology", file, "--threads", "1", "--workers", "2");
+  assert_int_equal(rc, 78);
+  json_t *c = json_array_get(json_object_get(j, "checks"), M0__C_actors);
+  assert_string_equal(json_string_value(json_object_get(c, "name")), "actors");
+  assert_true(json_is_false(json_object_get(c, "ok")));
+  assert_true(has(json_string_value(json_object_get(c, "detail")), "under --workers only thread placement is served"));
+  assert_int_equal(json_integer_value(json_object_get(c, "exit")), 78);
+  assert_int_equal(json_array_size(json_object_get(json_object_get(j, "topology"), "app_actors")), 3);
+  json_decref(j);
+  /* a declaration that cannot be served: no lists rather than wrong ones */
+  const char *ghost = topo_write("ghost.json", "{\"routes\": [" RT("GET", "/g", "ghost") "]}");
+  j = DOCTOR(&fake_app, &rc, "--topology", ghost);
+  assert_int_equal(rc, 78);
+  assert_int_equal(json_array_size(json_object_get(json_object_get(j, "topology"), "app_actors")), 0);
+  assert_int_equal(json_array_size(json_object_get(json_object_get(j, "topology"), "routes")), 0);
+  json_decref(j);
+}
+
 typedef struct serve_run {
   int argc;
   char **argv;
+  const m0_app *app; /* NULL: app_routes */
 } serve_run;
 
 static int serve_fn(void *arg) {
   serve_run *s = arg;
-  return m0_serve(&app_routes, NULL, s->argc, s->argv);
+  return m0_serve(s->app ? s->app : &app_routes, NULL, s->argc, s->argv);
 }
 
 /* m0_serve's exit codes where no server starts. */
@@ -909,6 +1697,17 @@ static void test_serve_codes(void **st) {
   assert_int_equal(rc, 78);
   assert_string_equal(err, "m0: cannot read the variable M0_PORT=abc (set it to a valid value (see --help) or unset it)\n");
   free(err);
+  /* the actors check refuses: 78 and its one line, nothing served */
+  const char *ext = topo_write("serve-ext.json", "{\"app_actors\": [" EXT("silent") "]}");
+  char *pre[] = {"prog", "--workers", "2", "--topology", (char *)ext, "--port", "0", NULL};
+  serve_run ps = {7, pre, &fake_app};
+  alarm(20);
+  err = capture_fd(2, serve_fn, &ps, &rc);
+  alarm(0);
+  assert_int_equal(rc, 78);
+  assert_string_equal(err, "m0: actor \"silent\" is placed external (app_actors); under --workers only thread "
+                           "placement is served (place it \"thread\", or serve with --threads)\n");
+  free(err);
 }
 
 int main(void) {
@@ -925,7 +1724,14 @@ int main(void) {
       cmocka_unit_test_setup(test_topology_refusals, setup),
       cmocka_unit_test_setup(test_topology_actors, setup),
       cmocka_unit_test_setup(test_topology_applied, setup),
+      cmocka_unit_test_setup(test_app_actors_refusals, setup),
+      cmocka_unit_test_setup(test_routes_refusals, setup),
+      cmocka_unit_test_setup(test_app_actors_read, setup),
+      cmocka_unit_test_setup(test_app_decl_merge, setup),
+      cmocka_unit_test_setup(test_app_decl_refusals, setup),
+      cmocka_unit_test_setup(test_checks_actors, setup),
       cmocka_unit_test_setup(test_doctor, setup),
+      cmocka_unit_test_setup(test_doctor_actors, setup),
       cmocka_unit_test_setup(test_serve_codes, setup),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,584 @@
+"""An m0 application actor instance in Python: the standard library alone,
+over the system's nng (libnng.so.1) through ctypes.
+
+The host listens at the actor's URL (the doctor prints it under
+topology.app_actors[].url); an instance dials it with a pair1 socket,
+receives REQUEST messages (a batch of requests) and answers each with
+exactly one REPLY message (a batch of replies, possibly empty). STOP, SIGTERM
+or SIGINT ends it. docs/wire.md is the byte layout this module implements;
+actors/wire.c is the host's side of it, and every decoder here refuses what
+that one refuses (ValueError).
+
+    import m0actor
+
+    def receive(req):
+        return 200, [("Content-Type", "text/plain")], b"hello " + req.body
+
+    raise SystemExit(m0actor.run("ipc:///run/m0/actor.hello.sock", receive))
+
+Strings (method, target, path, query, header names and values, path
+parameters) are decoded as ISO-8859-1, which maps every byte to one
+character, so nothing a client sent is lost or refused; encode them back
+with .encode("latin-1") for the bytes. Reply header names and values given as
+str are encoded the same way (bytes are taken as they are); a reply body
+given as str is encoded as UTF-8.
+
+Works on Python 3.11 and later (Debian 12 and 13, nng 1.5.2 and 1.10.1).
+"""
+
+import ctypes
+import os
+import signal
+import struct
+import sys
+import threading
+import traceback
+
+__all__ = [
+    "Envelope", "Request", "Reply", "ReplyError",
+    "encode_envelope", "decode_envelope",
+    "encode_requests", "decode_requests", "iter_requests",
+    "encode_replies", "decode_replies", "iter_replies",
+    "header_ok", "run",
+]
+
+# ---- the layout (docs/wire.md; actors/envelope.h, actors/wire.h) ---------
+
+MAGIC = 0x3145306D  # "m0E1" in little-endian bytes
+ENV_HEADER = 44
+MAX_PAYLOAD = 16 << 20
+# Kind numbers: the place in actors/kinds.h's list, READY = 1.
+KIND_STOP = 4
+KIND_REQUEST = 12
+KIND_REPLY = 13
+KIND_LAST = 14  # ANSWER; an envelope with kind 0 or above this is malformed
+
+WIRE_VERSION = 1
+BATCH_HEAD = 8
+MAX_COUNT = 65536  # records in one batch
+MAX_HEADERS = 100  # headers in one request or reply
+MAX_PARAMS = 8  # path parameters in one request
+MAX_NAME = 256  # bytes of a reply header's name
+MAX_VALUE = 8192  # bytes of a reply header's value
+
+_ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo length
+_BATCH = struct.Struct("<HHI")  # version flags count
+_REQ = struct.Struct("<QQQIIIIHBBI")  # id trace_hi trace_lo method target path body nheaders nparams vminor reserved
+_REPLY = struct.Struct("<QHHI")  # id status nheaders body
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_PAIR = struct.Struct("<II")  # a header's name and value lengths
+assert _ENV.size == ENV_HEADER and _BATCH.size == BATCH_HEAD and _REQ.size == 48 and _REPLY.size == 16
+
+_TCHAR = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_FRAMING = (b"content-length", b"transfer-encoding", b"connection")
+
+
+# ---- the envelope -------------------------------------------------------
+
+class Envelope:
+    """The 44-byte header of every message (actors/envelope.h)."""
+
+    __slots__ = ("kind", "frm", "to", "seq", "trace_hi", "trace_lo")
+
+    def __init__(self, kind, frm=0, to=0, seq=0, trace_hi=0, trace_lo=0):
+        self.kind, self.frm, self.to, self.seq = kind, frm, to, seq
+        self.trace_hi, self.trace_lo = trace_hi, trace_lo
+
+    def __eq__(self, other):
+        return isinstance(other, Envelope) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self):
+        return "Envelope(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+
+
+def encode_envelope(env, payload=b""):
+    """One whole message: env's header, then payload."""
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError("payload of %d bytes is over the %d-byte limit" % (len(payload), MAX_PAYLOAD))
+    return _ENV.pack(MAGIC, env.kind, 0, env.frm, env.to, env.seq, env.trace_hi, env.trace_lo, len(payload)) + bytes(
+        payload)
+
+
+def decode_envelope(msg):
+    """(Envelope, payload) of one whole message, with m0__env_read's checks:
+    at least 44 bytes, the magic, a kind 1..14, flags 0, a payload length of
+    at most 16 MiB that is exactly the bytes after the header."""
+    msg = memoryview(msg).cast("B")
+    if len(msg) < ENV_HEADER:
+        raise ValueError("a message of %d bytes is shorter than the 44-byte envelope" % len(msg))
+    magic, kind, flags, frm, to, seq, hi, lo, plen = _ENV.unpack_from(msg)
+    if magic != MAGIC:
+        raise ValueError("bad magic 0x%08x" % magic)
+    if kind == 0 or kind > KIND_LAST:
+        raise ValueError("unknown kind %d" % kind)
+    if flags != 0:
+        raise ValueError("flags 0x%04x set" % flags)
+    if plen > MAX_PAYLOAD:
+        raise ValueError("payload length %d over the limit" % plen)
+    if plen != len(msg) - ENV_HEADER:
+        raise ValueError("payload length %d, but %d bytes follow the header" % (plen, len(msg) - ENV_HEADER))
+    return Envelope(kind, frm, to, seq, hi, lo), bytes(msg[ENV_HEADER:])
+
+
+# ---- records ------------------------------------------------------------
+
+def _s(b):
+    return bytes(b).decode("latin-1")
+
+
+def _b(v, what):
+    if isinstance(v, str):
+        return v.encode("latin-1")
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    raise ValueError("%s must be str or bytes, not %s" % (what, type(v).__name__))
+
+
+class Request:
+    """One request as the host sent it. Strings are ISO-8859-1 decoded."""
+
+    __slots__ = ("id", "method", "target", "path", "query", "headers", "params", "body", "trace_hi", "trace_lo",
+                 "version_minor")
+
+    def __init__(self, id=0, method="GET", target="/", path=None, headers=(), params=(), body=b"", trace_hi=0,
+                 trace_lo=0, version_minor=1, query=None):
+        self.id = id
+        self.method = method
+        self.target = target
+        if path is None:  # the target before '?'
+            path = target.split("?", 1)[0]
+        self.path = path
+        if query is None:  # after '?', without it; empty when none (as wire.c derives it)
+            rest = target[len(path):]
+            query = rest[1:] if rest.startswith("?") else ""
+        self.query = query
+        self.headers = [(n, v) for n, v in headers]
+        self.params = list(params)
+        self.body = bytes(body)
+        self.trace_hi = trace_hi
+        self.trace_lo = trace_lo
+        self.version_minor = version_minor
+
+    def header(self, name, default=None):
+        """The first header of that name (case-insensitive), or default."""
+        low = name.lower()
+        for n, v in self.headers:
+            if n.lower() == low:
+                return v
+        return default
+
+    def __eq__(self, other):
+        return isinstance(other, Request) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self):
+        return "Request(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+
+
+class Reply:
+    """One reply record: id, status, headers [(name, value) str pairs], body."""
+
+    __slots__ = ("id", "status", "headers", "body")
+
+    def __init__(self, id, status, headers=(), body=b""):
+        self.id, self.status, self.headers, self.body = id, status, list(headers), bytes(body)
+
+    def __eq__(self, other):
+        return isinstance(other, Reply) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self):
+        return "Reply(id=%r, status=%r, headers=%r, body=%r)" % (self.id, self.status, self.headers, self.body)
+
+
+class ReplyError(ValueError):
+    """A reply batch that does not decode. id is the failing record's id when
+    it could be read (the host answers that request 502), else None."""
+
+    def __init__(self, msg, id=None):
+        super().__init__(msg)
+        self.id = id
+
+
+def header_ok(name, value):
+    """Whether the host takes a reply header (m0__wire_header_ok): a name of
+    1..256 token characters that is not Content-Length, Transfer-Encoding or
+    Connection (any case), a value of at most 8192 bytes without CR, LF or
+    NUL. name and value are bytes."""
+    name, value = bytes(name), bytes(value)
+    if not 0 < len(name) <= MAX_NAME or len(value) > MAX_VALUE:
+        return False
+    if any(c not in _TCHAR for c in name):
+        return False
+    if b"\r" in value or b"\n" in value or b"\0" in value:
+        return False
+    return name.lower() not in _FRAMING
+
+
+class _Reader:
+    __slots__ = ("buf", "at", "left")
+
+    def __init__(self, payload):
+        buf = memoryview(payload).cast("B")
+        if len(buf) < BATCH_HEAD:
+            raise ValueError("a batch of %d bytes is shorter than its 8-byte head" % len(buf))
+        version, flags, count = _BATCH.unpack_from(buf)
+        if version != WIRE_VERSION:
+            raise ValueError("batch version %d, not %d" % (version, WIRE_VERSION))
+        if flags != 0:
+            raise ValueError("batch flags 0x%04x set" % flags)
+        if count > MAX_COUNT:
+            raise ValueError("a count of %d records is over the limit of %d" % (count, MAX_COUNT))
+        self.buf, self.at, self.left = buf, BATCH_HEAD, count
+
+    def take(self, n, what):
+        if len(self.buf) - self.at < n:
+            raise ValueError("%s: %d bytes wanted, %d left" % (what, n, len(self.buf) - self.at))
+        b = self.buf[self.at:self.at + n]
+        self.at += n
+        return b
+
+    def header(self, what):
+        nlen, vlen = _PAIR.unpack(self.take(8, what + " lengths"))
+        return self.take(nlen, what + " name"), self.take(vlen, what + " value")
+
+    def end(self):
+        if self.at != len(self.buf):
+            raise ValueError("%d bytes after the last record" % (len(self.buf) - self.at))
+
+
+def iter_requests(payload):
+    """The requests of a REQUEST payload, one at a time; ValueError at the
+    first thing m0__wire_next_request refuses (those before it were good)."""
+    r = _Reader(payload)
+    while r.left:
+        r.left -= 1
+        (rid, hi, lo, mlen, tlen, plen, blen, nh, np_, vminor, reserved) = _REQ.unpack(r.take(48, "request record"))
+        if nh > MAX_HEADERS:
+            raise ValueError("request %d: %d headers, over the limit of %d" % (rid, nh, MAX_HEADERS))
+        if np_ > MAX_PARAMS:
+            raise ValueError("request %d: %d path parameters, over the limit of %d" % (rid, np_, MAX_PARAMS))
+        if vminor > 1:
+            raise ValueError("request %d: HTTP/1.%d" % (rid, vminor))
+        if reserved != 0:
+            raise ValueError("request %d: reserved field 0x%08x set" % (rid, reserved))
+        method = _s(r.take(mlen, "method"))
+        target = r.take(tlen, "target")
+        if plen > tlen:
+            raise ValueError("request %d: path of %d bytes longer than its %d-byte target" % (rid, plen, tlen))
+        headers = []
+        for _ in range(nh):
+            n, v = r.header("request header")
+            headers.append((_s(n), _s(v)))
+        params = []
+        for _ in range(np_):
+            (n,) = _U32.unpack(r.take(4, "parameter length"))
+            params.append(_s(r.take(n, "parameter")))
+        body = bytes(r.take(blen, "body"))
+        path = target[:plen]
+        rest = target[plen:]
+        query = rest[1:] if len(rest) and rest[0] == 0x3F else b""  # '?'
+        yield Request(rid, method, _s(target), _s(path), headers, params, body, hi, lo, vminor, _s(query))
+    r.end()
+
+
+def decode_requests(payload):
+    """Every request of a REQUEST payload (a list), or ValueError."""
+    return list(iter_requests(payload))
+
+
+def encode_requests(requests):
+    """A REQUEST payload (what the host sends) from Request objects; the
+    query is not on the wire (it is the target after path and '?')."""
+    requests = list(requests)
+    if len(requests) > MAX_COUNT:
+        raise ValueError("%d records, over the limit of %d" % (len(requests), MAX_COUNT))
+    out = [_BATCH.pack(WIRE_VERSION, 0, len(requests))]
+    size = BATCH_HEAD
+    for q in requests:
+        method, target, path = _b(q.method, "method"), _b(q.target, "target"), _b(q.path, "path")
+        if not target.startswith(path):
+            raise ValueError("request %d: path %r is not a prefix of target %r" % (q.id, path, target))
+        if len(q.headers) > MAX_HEADERS or len(q.params) > MAX_PARAMS:
+            raise ValueError("request %d: too many headers or parameters" % q.id)
+        if q.version_minor not in (0, 1):
+            raise ValueError("request %d: HTTP/1.%r" % (q.id, q.version_minor))
+        body = bytes(q.body)
+        parts = [_REQ.pack(q.id, q.trace_hi, q.trace_lo, len(method), len(target), len(path), len(body),
+                           len(q.headers), len(q.params), q.version_minor, 0), method, target]
+        for n, v in q.headers:
+            n, v = _b(n, "header name"), _b(v, "header value")
+            parts += [_PAIR.pack(len(n), len(v)), n, v]
+        for p in q.params:
+            p = _b(p, "parameter")
+            parts += [_U32.pack(len(p)), p]
+        parts.append(body)
+        rec = b"".join(parts)
+        size += len(rec)
+        if size > MAX_PAYLOAD:
+            raise ValueError("the batch is over the %d-byte payload limit" % MAX_PAYLOAD)
+        out.append(rec)
+    return b"".join(out)
+
+
+def iter_replies(payload):
+    """The replies of a REPLY payload, one at a time, with the host's checks
+    (m0__wire_next_reply); ReplyError at the first refusal, its id set when
+    the failing record's id could be read."""
+    try:
+        r = _Reader(payload)
+    except ValueError as e:
+        raise ReplyError(str(e)) from None
+    while r.left:
+        r.left -= 1
+        if len(r.buf) - r.at < 16:
+            rid = _U64.unpack_from(r.buf, r.at)[0] if len(r.buf) - r.at >= 8 else None
+            raise ReplyError("reply record cut short: %d of its 16 fixed bytes" % (len(r.buf) - r.at), rid)
+        rid, status, nh, blen = _REPLY.unpack(r.take(16, "reply record"))
+        if nh > MAX_HEADERS:
+            raise ReplyError("reply %d: %d headers, over the limit of %d" % (rid, nh, MAX_HEADERS), rid)
+        if not 200 <= status <= 599:
+            raise ReplyError("reply %d: status %d is not 200..599" % (rid, status), rid)
+        headers = []
+        for _ in range(nh):
+            try:
+                n, v = r.header("reply header")
+            except ValueError as e:
+                raise ReplyError("reply %d: %s" % (rid, e), rid) from None
+            if not header_ok(n, v):
+                raise ReplyError("reply %d: header %r: %r refused" % (rid, bytes(n), bytes(v)), rid)
+            headers.append((_s(n), _s(v)))
+        try:
+            body = bytes(r.take(blen, "body"))
+        except ValueError as e:
+            raise ReplyError("reply %d: %s" % (rid, e), rid) from None
+        yield Reply(rid, status, headers, body)
+    try:
+        r.end()
+    except ValueError as e:
+        raise ReplyError(str(e)) from None
+
+
+def decode_replies(payload):
+    """Every reply of a REPLY payload (a list of Reply), or ReplyError."""
+    return list(iter_replies(payload))
+
+
+def _reply_record(rid, status, headers, body):
+    if not isinstance(status, int) or not 200 <= status <= 599:
+        raise ValueError("status %r is not 200..599" % (status,))
+    headers = list(headers)
+    if len(headers) > MAX_HEADERS:
+        raise ValueError("%d headers, over the limit of %d" % (len(headers), MAX_HEADERS))
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    body = _b(body, "body")
+    parts = [_REPLY.pack(rid, status, len(headers), len(body))]
+    for n, v in headers:
+        n, v = _b(n, "header name"), _b(v, "header value")
+        if not header_ok(n, v):
+            raise ValueError("header %r: %r is refused by the host" % (n, v))
+        parts += [_PAIR.pack(len(n), len(v)), n, v]
+    parts.append(body)
+    return b"".join(parts)
+
+
+def encode_replies(replies):
+    """A REPLY payload from Reply objects or (id, status, headers, body)
+    tuples. ValueError for anything the host would answer 502 for."""
+    recs = []
+    size = BATCH_HEAD
+    for x in replies:
+        if isinstance(x, Reply):
+            x = (x.id, x.status, x.headers, x.body)
+        rec = _reply_record(*x)
+        size += len(rec)
+        if size > MAX_PAYLOAD:
+            raise ValueError("the batch is over the %d-byte payload limit" % MAX_PAYLOAD)
+        recs.append(rec)
+    if len(recs) > MAX_COUNT:
+        raise ValueError("%d records, over the limit of %d" % (len(recs), MAX_COUNT))
+    return _BATCH.pack(WIRE_VERSION, 0, len(recs)) + b"".join(recs)
+
+
+# ---- nng, through ctypes -------------------------------------------------
+
+class _Socket(ctypes.Structure):  # nng_socket: a struct of one uint32, passed by value
+    _fields_ = [("id", ctypes.c_uint32)]
+
+
+class _Pipe(ctypes.Structure):  # nng_pipe
+    _fields_ = [("id", ctypes.c_uint32)]
+
+
+_PIPE_CB = ctypes.CFUNCTYPE(None, _Pipe, ctypes.c_int, ctypes.c_void_p)
+NNG_FLAG_ALLOC = 1
+NNG_FLAG_NONBLOCK = 2
+NNG_ETIMEDOUT = 5
+NNG_ECLOSED = 7
+NNG_PIPE_EV_ADD_POST = 1
+RECV_TIMEOUT_MS = 200  # how soon a SIGTERM is noticed while idle
+SEND_TIMEOUT_MS = 5000  # a REPLY that cannot be queued this long is dropped (its requests time out)
+
+_lib = None
+
+
+def _nng():
+    global _lib
+    if _lib is not None:
+        return _lib
+    lib = ctypes.CDLL("libnng.so.1")
+    S = _Socket
+    lib.nng_pair1_open.argtypes = [ctypes.POINTER(S)]
+    lib.nng_dial.argtypes = [S, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
+    lib.nng_recv.argtypes = [S, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
+    lib.nng_send.argtypes = [S, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    lib.nng_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    lib.nng_free.restype = None
+    lib.nng_strerror.argtypes = [ctypes.c_int]
+    lib.nng_strerror.restype = ctypes.c_char_p
+    lib.nng_pipe_notify.argtypes = [S, ctypes.c_int, _PIPE_CB, ctypes.c_void_p]
+    # nng 1.10 names it nng_socket_close (nng_close is to go); 1.5 has nng_close alone.
+    lib.m0_close = getattr(lib, "nng_socket_close", None) or lib.nng_close
+    lib.m0_close.argtypes = [S]
+    # nng_socket_set_ms since nng 1.2; nng_setopt_ms is the older name.
+    lib.m0_set_ms = getattr(lib, "nng_socket_set_ms", None) or lib.nng_setopt_ms
+    lib.m0_set_ms.argtypes = [S, ctypes.c_char_p, ctypes.c_int32]
+    for f in (lib.nng_pair1_open, lib.nng_dial, lib.nng_recv, lib.nng_send, lib.nng_pipe_notify, lib.m0_close,
+              lib.m0_set_ms):
+        f.restype = ctypes.c_int
+    _lib = lib
+    return lib
+
+
+def _err(rv):
+    return _nng().nng_strerror(rv).decode("utf-8", "replace")
+
+
+def _say(instance, text):
+    print("m0actor: instance %d: %s" % (instance, text), file=sys.stderr, flush=True)
+
+
+def _answer(receive, req, instance):
+    """One reply record for req, or None (receive gave no reply). A receive
+    that raises, or returns what the host would refuse, is answered 500."""
+    try:
+        got = receive(req)
+        if got is None:
+            return None
+        status, headers, body = got
+        return _reply_record(req.id, status, headers, body)
+    except Exception:
+        _say(instance, "request %d (%s %s) answered 500:\n%s" % (req.id, req.method, req.target,
+                                                                 traceback.format_exc().rstrip()))
+        return _reply_record(req.id, 500, (), b"")
+
+
+def _reply_payload(env, payload, receive, instance):
+    recs = []
+    size = BATCH_HEAD
+    try:
+        for req in iter_requests(payload):
+            rec = _answer(receive, req, instance)
+            if rec is None:
+                continue
+            if size + len(rec) > MAX_PAYLOAD:  # the batch's replies must fit one message
+                _say(instance, "request %d: reply over the batch's 16 MiB, answered 500" % req.id)
+                rec = _reply_record(req.id, 500, (), b"")
+                if size + len(rec) > MAX_PAYLOAD:
+                    continue
+            size += len(rec)
+            recs.append(rec)
+    except ValueError as e:  # the host sent what wire.c would refuse: answer what was read
+        _say(instance, "REQUEST seq %d from 0x%08x did not decode: %s" % (env.seq, env.frm, e))
+    return _BATCH.pack(WIRE_VERSION, 0, len(recs)) + b"".join(recs)
+
+
+def run(url, receive, instance=0, on_connect=None):
+    """Serves as one instance of an actor: dials url, and for each REQUEST
+    calls receive(req) on each of its requests (a Request) and sends one
+    REPLY. receive returns None (no reply: the host answers 504 at the
+    route's timeout) or (status, [(name, value), ...], body). on_connect(url),
+    if given, is called once the dial has connected. Returns 0 after STOP,
+    SIGTERM or SIGINT (the batch in hand is answered first), 1 when the
+    socket cannot be opened or url cannot be dialed (said on stderr)."""
+    lib = _nng()
+    sock = _Socket()
+    rv = lib.nng_pair1_open(ctypes.byref(sock))
+    if rv != 0:
+        _say(instance, "nng_pair1_open: %s" % _err(rv))
+        return 1
+    connected = threading.Event()
+
+    @_PIPE_CB
+    def on_pipe(pipe, ev, arg):
+        connected.set()
+
+    stopping = []
+    old = {}
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    try:
+        lib.nng_pipe_notify(sock, NNG_PIPE_EV_ADD_POST, on_pipe, None)
+        lib.m0_set_ms(sock, b"recv-timeout", RECV_TIMEOUT_MS)
+        lib.m0_set_ms(sock, b"send-timeout", SEND_TIMEOUT_MS)
+        burl = url.encode()
+        rv = lib.nng_dial(sock, burl, None, 0)
+        if rv == 0:
+            connected.set()
+        else:
+            # Not listening yet (the host starts later, or restarts): nng
+            # redials in the background until it is.
+            first = rv
+            rv = lib.nng_dial(sock, burl, None, NNG_FLAG_NONBLOCK)
+            if rv != 0:
+                _say(instance, "cannot dial %s: %s" % (url, _err(rv)))
+                return 1
+            _say(instance, "%s: %s; redialing until the host listens" % (url, _err(first)))
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGTERM, signal.SIGINT):
+                old[s] = signal.signal(s, on_signal)
+        announced = False
+        seq = 0
+        buf = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        while not stopping:
+            if not announced and connected.is_set():
+                announced = True
+                if on_connect:
+                    on_connect(url)
+            rv = lib.nng_recv(sock, ctypes.byref(buf), ctypes.byref(size), NNG_FLAG_ALLOC)
+            if rv == NNG_ETIMEDOUT:
+                continue
+            if rv != 0:
+                _say(instance, "receive: %s" % _err(rv))
+                return 1
+            try:
+                msg = ctypes.string_at(buf, size.value)
+            finally:
+                lib.nng_free(buf, size)
+            try:
+                env, payload = decode_envelope(msg)
+            except ValueError as e:
+                _say(instance, "a message of %d bytes dropped: %s" % (len(msg), e))
+                continue
+            if not announced:
+                announced = True
+                if on_connect:
+                    on_connect(url)
+            if env.kind == KIND_STOP:
+                return 0
+            if env.kind != KIND_REQUEST:
+                continue
+            out = encode_envelope(Envelope(KIND_REPLY, env.to, env.frm, seq, env.trace_hi, env.trace_lo),
+                                  _reply_payload(env, payload, receive, instance))
+            seq += 1
+            rv = lib.nng_send(sock, out, len(out), 0)
+            if rv != 0:
+                _say(instance, "REPLY to seq %d dropped: %s" % (env.seq, _err(rv)))
+        return 0
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        lib.m0_close(sock)

@@ -1,10 +1,15 @@
 """cmake --install puts the header, the library, m0Config.cmake and m0.pc
 under a prefix; an application outside the tree then builds against that
-copy twice — with find_package(m0) and with pkg-config m0 — and serves."""
+copy twice — with find_package(m0) and with pkg-config m0 — and serves. And
+an external actor: apps/echo_actor built out of the tree with pkg-config
+alone (the install exports what it needs: m0_actor_run and the wire), which
+serves host_check's /actor/echo when a topology file places echo external."""
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.request
 
 import harness
@@ -56,5 +61,35 @@ for label, exe in (("find_package", os.path.join(bdir, "outside")), ("pkg-config
             f.check(srv.stop() == 0, f"{label}: drains to exit 0")
     finally:
         harness.BIN = saved
+
+# An external actor, out of the tree: echo_actor's sources and pkg-config only.
+echo_src = os.path.join(os.path.dirname(__file__), "..", "..", "apps", "echo_actor")
+echo_bin = os.path.join(tmp, "echo_actor")
+rc, out = sh(["sh", "-c", f"cc -I{echo_src} -o {echo_bin} {os.path.join(echo_src, 'main.c')} "
+              f"$(pkg-config --cflags --libs m0)"], env=env)
+f.check(rc == 0, f"echo_actor builds out of the tree with pkg-config m0 ({out[-600:]})")
+if rc == 0:
+    sock = os.path.join(tmp, "echo.sock")
+    topo = os.path.join(tmp, "external.json")
+    with open(topo, "w") as fh:
+        json.dump({"app_actors": [{"name": "echo", "placement": "external", "url": f"ipc://{sock}"}]}, fh)
+    with Server("host_check", "--port", "0", "--topology", topo) as srv:
+        actor = subprocess.Popen([echo_bin, f"ipc://{sock}", "7"], stderr=subprocess.DEVNULL)
+        try:
+            got, deadline = None, time.monotonic() + 10
+            while time.monotonic() < deadline:  # until the actor has dialed in (503 before)
+                try:
+                    got = json.loads(urllib.request.urlopen(srv.url("/actor/echo"), timeout=5).read())
+                    break
+                except urllib.error.HTTPError as e:
+                    if e.code != 503:
+                        raise
+                    time.sleep(0.05)
+            f.check(got is not None and got.get("pid") == actor.pid and got.get("instance") == 7,
+                    f"the out-of-tree echo_actor answers /actor/echo ({got})")
+        finally:
+            actor.terminate()
+            f.check(actor.wait(timeout=10) == 0, "the out-of-tree echo_actor exits 0 on SIGTERM")
+        f.check(srv.stop() == 0, "host_check with an external echo drains to exit 0")
 
 f.done()

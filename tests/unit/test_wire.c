@@ -21,12 +21,14 @@
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/pull.h>
 
+#include "actors/actor.h"
 #include "actors/envelope.h"
 #include "base/errors.h"
 #include "actors/kinds.h"
 #include "base/nng_compat.h"
 #include "host/signals.h"
 #include "actors/trace.h"
+#include "actors/wire.h"
 
 static bool has(const char *hay, const char *needle) {
   if (!strstr(hay, needle)) {
@@ -108,7 +110,8 @@ static void test_names(void **st) {
       {M0__ACTOR_ID(M0__ROLE_EXTERNAL, 7), "external.7"},
       {M0__ACTOR_ID(M0__ROLE_WORKER, 1), "worker.1"},
       {M0__ACTOR_ID(0, 5), "actor.00000005"},   /* a role nobody has */
-      {M0__ACTOR_ID(7, 1), "actor.07000001"},   /* a role past the last */
+      {M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(2, 1)), "app.2.1"}, /* an actor nobody named */
+      {M0__ACTOR_ID(8, 1), "actor.08000001"},   /* a role past the last */
       {0xff000000u, "actor.ff000000"},
   };
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
@@ -399,6 +402,488 @@ static void test_signals(void **st) {
   alarm(0);
 }
 
+/* ---- the wire of application actors (actors/wire.h, docs/wire.md) ---- */
+
+#define STR(x) ((m0_str){x, sizeof(x) - 1})
+
+static bool str_is(m0_str s, const char *want, size_t n) { return s.n == n && (n == 0 || memcmp(s.p, want, n) == 0); }
+#define STR_IS(s, lit) str_is(s, lit, sizeof(lit) - 1)
+
+/* A batch's payload, copied out of its message so a test may cut or change it. */
+typedef struct wbuf {
+  uint8_t b[4096];
+  size_t n;
+} wbuf;
+
+static void wbuf_of(wbuf *w, nng_msg *m) {
+  w->n = m0__msg_payload_len(m);
+  assert_true(w->n <= sizeof w->b);
+  memcpy(w->b, m0__msg_payload(m), w->n);
+  nng_msg_free(m);
+}
+
+static m0_header req_hdrs[] = {{STR("Host"), STR("example.test")}, {STR("X-Empty"), STR("")},
+                               {STR("Accept"), STR("*/*")}};
+static m0_str req_params[] = {STR("42"), STR("caf\xc3\xa9")};
+
+static m0_request sample_request(void) {
+  return (m0_request){.method = STR("POST"), .target = STR("/notes/42/caf\xc3\xa9?a=1&b=2"),
+                      .path = STR("/notes/42/caf\xc3\xa9"), .version_minor = 0, .headers = req_hdrs, .nheaders = 3,
+                      .body = {"hi\0there", 8}, .params = req_params, .nparams = 2,
+                      .trace_hi = 0x0123456789abcdefull, .trace_lo = 0xfedcba9876543210ull};
+}
+
+/* One request record's batch: head (8) + fixed part (48) + strings. */
+static void one_request(wbuf *w, const m0_request *q) {
+  nng_msg *m;
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  assert_int_equal(m0__wire_request_add(m, 7, q), 0);
+  wbuf_of(w, m);
+}
+
+static m0_header rep_hdrs[] = {{STR("Content-Type"), STR("application/json")}, {STR("X-Instance"), STR("3")},
+                               {STR("X-Empty"), STR("")}};
+
+static void one_reply(wbuf *w, uint64_t id, int status, const m0_header *h, size_t nh) {
+  nng_msg *m;
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  assert_int_equal(m0__wire_reply_add(m, id, status, h, nh, "{\"ok\":1}", 8), 0);
+  wbuf_of(w, m);
+}
+
+static int read_requests(const uint8_t *p, size_t n, int *count) {
+  m0__wire_rd r;
+  static m0__wire_request q;
+  *count = 0;
+  if (m0__wire_open(&r, p, n) != 0) return M0__EBADMSG;
+  int rv;
+  while ((rv = m0__wire_next_request(&r, &q)) == 1) ++*count;
+  return rv;
+}
+
+static int read_replies(const uint8_t *p, size_t n, int *count, m0__wire_reply *last) {
+  m0__wire_rd r;
+  *count = 0;
+  if (m0__wire_open(&r, p, n) != 0) return M0__EBADMSG;
+  int rv;
+  while ((rv = m0__wire_next_reply(&r, last)) == 1) ++*count;
+  return rv;
+}
+
+/* A request with every field set reads back as it was written, twice in one
+ * batch, with its path and query derived from the target. */
+static void test_wire_request_roundtrip(void **st) {
+  nng_msg *m;
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  assert_int_equal(m0__wire_batch_count(m), 0);
+  m0_request q = sample_request();
+  assert_int_equal(m0__wire_request_add(m, 18446744073709551615ull, &q), 0);
+  m0_request g = {.method = STR("GET"), .target = STR("/x?"), .path = STR("/x"), .version_minor = 1};
+  assert_int_equal(m0__wire_request_add(m, 2, &g), 0);
+  assert_int_equal(m0__wire_batch_count(m), 2);
+  wbuf w;
+  wbuf_of(&w, m);
+  /* the head: version 1, flags 0, count 2, little-endian */
+  assert_int_equal(m0__le_get16(w.b), 1);
+  assert_int_equal(m0__le_get16(w.b + 2), 0);
+  assert_int_equal(m0__le_get32(w.b + 4), 2);
+  /* the first record's fixed part at 8: id, trace, lengths, counts, reserved */
+  assert_true(m0__le_get64(w.b + 8) == 18446744073709551615ull);
+  assert_true(m0__le_get64(w.b + 16) == q.trace_hi && m0__le_get64(w.b + 24) == q.trace_lo);
+  assert_int_equal(m0__le_get32(w.b + 32), 4);         /* method */
+  assert_int_equal(m0__le_get32(w.b + 36), q.target.n); /* target */
+  assert_int_equal(m0__le_get32(w.b + 40), q.path.n);   /* path */
+  assert_int_equal(m0__le_get32(w.b + 44), 8);          /* body */
+  assert_int_equal(m0__le_get16(w.b + 48), 3);
+  assert_int_equal(w.b[50], 2);
+  assert_int_equal(w.b[51], 0);
+  assert_int_equal(m0__le_get32(w.b + 52), 0);
+  assert_memory_equal(w.b + 56, "POST", 4);
+
+  m0__wire_rd r;
+  static m0__wire_request got;
+  assert_int_equal(m0__wire_open(&r, w.b, w.n), 0);
+  assert_int_equal(r.left, 2);
+  assert_int_equal(m0__wire_next_request(&r, &got), 1);
+  const m0_request *x = &got.req;
+  assert_true(got.id == 18446744073709551615ull);
+  assert_true(STR_IS(x->method, "POST") && STR_IS(x->target, "/notes/42/caf\xc3\xa9?a=1&b=2"));
+  assert_true(STR_IS(x->path, "/notes/42/caf\xc3\xa9") && STR_IS(x->query, "a=1&b=2"));
+  assert_true(x->path.p == x->target.p); /* a prefix of the target, not a copy */
+  assert_int_equal(x->version_minor, 0);
+  assert_true(x->trace_hi == q.trace_hi && x->trace_lo == q.trace_lo);
+  assert_int_equal(x->nheaders, 3);
+  for (size_t i = 0; i < 3; i++)
+    assert_true(str_is(x->headers[i].name, req_hdrs[i].name.p, req_hdrs[i].name.n) &&
+                str_is(x->headers[i].value, req_hdrs[i].value.p, req_hdrs[i].value.n));
+  assert_int_equal(x->nparams, 2);
+  assert_true(STR_IS(x->params[0], "42") && STR_IS(x->params[1], "caf\xc3\xa9"));
+  assert_true(str_is(x->body, "hi\0there", 8));
+  /* every span lies in the payload */
+  assert_true((const uint8_t *)x->body.p > w.b && (const uint8_t *)x->body.p + x->body.n <= w.b + w.n);
+  /* the second: a '?' with nothing after it is an empty query; no headers, params or body */
+  assert_int_equal(m0__wire_next_request(&r, &got), 1);
+  assert_int_equal(got.id, 2);
+  assert_true(STR_IS(got.req.path, "/x") && got.req.query.n == 0 && got.req.nheaders == 0 &&
+              got.req.nparams == 0 && got.req.body.n == 0 && got.req.version_minor == 1);
+  assert_true(got.req.trace_hi == 0 && got.req.trace_lo == 0);
+  assert_int_equal(m0__wire_next_request(&r, &got), 0);
+  assert_int_equal(m0__wire_next_request(&r, &got), 0); /* and stays done */
+
+  /* a target whose tail is not a query: the query is empty */
+  m0_request f = {.method = STR("GET"), .target = STR("/y#z"), .path = STR("/y"), .version_minor = 1};
+  one_request(&w, &f);
+  assert_int_equal(m0__wire_open(&r, w.b, w.n), 0);
+  assert_int_equal(m0__wire_next_request(&r, &got), 1);
+  assert_true(STR_IS(got.req.path, "/y") && got.req.query.n == 0);
+  /* an empty batch is read as done at once */
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  wbuf_of(&w, m);
+  assert_int_equal(w.n, M0__WIRE_BATCH_HEAD);
+  assert_int_equal(m0__wire_open(&r, w.b, w.n), 0);
+  assert_int_equal(m0__wire_next_request(&r, &got), 0);
+}
+
+/* A reply with headers and a body reads back as written. */
+static void test_wire_reply_roundtrip(void **st) {
+  nng_msg *m;
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  assert_int_equal(m0__wire_reply_add(m, 99, 201, rep_hdrs, 3, "{\"ok\":1}", 8), 0);
+  assert_int_equal(m0__wire_reply_add(m, 100, 599, NULL, 0, NULL, 0), 0);
+  assert_int_equal(m0__wire_batch_count(m), 2);
+  wbuf w;
+  wbuf_of(&w, m);
+  /* the record's fixed part: id, status, nheaders, body length */
+  assert_int_equal(m0__le_get64(w.b + 8), 99);
+  assert_int_equal(m0__le_get16(w.b + 16), 201);
+  assert_int_equal(m0__le_get16(w.b + 18), 3);
+  assert_int_equal(m0__le_get32(w.b + 20), 8);
+  assert_int_equal(m0__le_get32(w.b + 24), 12); /* the first header's name length */
+  assert_int_equal(m0__le_get32(w.b + 28), 16); /* and its value's */
+  assert_memory_equal(w.b + 32, "Content-Typeapplication/json", 28);
+  m0__wire_rd r;
+  static m0__wire_reply got;
+  assert_int_equal(m0__wire_open(&r, w.b, w.n), 0);
+  assert_int_equal(m0__wire_next_reply(&r, &got), 1);
+  assert_true(got.id_read && got.id == 99 && got.status == 201 && got.nhdrs == 3);
+  for (size_t i = 0; i < 3; i++)
+    assert_true(str_is(got.hdrs[i].name, rep_hdrs[i].name.p, rep_hdrs[i].name.n) &&
+                str_is(got.hdrs[i].value, rep_hdrs[i].value.p, rep_hdrs[i].value.n));
+  assert_true(STR_IS(got.body, "{\"ok\":1}"));
+  assert_int_equal(m0__wire_next_reply(&r, &got), 1);
+  assert_true(got.id == 100 && got.status == 599 && got.nhdrs == 0 && got.body.n == 0);
+  assert_int_equal(m0__wire_next_reply(&r, &got), 0);
+  assert_false(got.id_read); /* the end names no record */
+  /* bodies past 64 KiB: every length is 32 bits, both ways */
+  size_t big = 70000;
+  char *body = malloc(big);
+  assert_non_null(body);
+  for (size_t i = 0; i < big; i++) body[i] = (char)(i * 7);
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  assert_int_equal(m0__wire_reply_add(m, 3, 200, NULL, 0, body, big), 0);
+  assert_int_equal(m0__wire_open(&r, m0__msg_payload(m), m0__msg_payload_len(m)), 0);
+  assert_int_equal(m0__wire_next_reply(&r, &got), 1);
+  assert_true(str_is(got.body, body, big));
+  assert_int_equal(m0__wire_next_reply(&r, &got), 0);
+  nng_msg_free(m);
+  m0_request q = {.method = STR("PUT"), .target = STR("/big"), .path = STR("/big"), .version_minor = 1,
+                  .body = {body, big}};
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  assert_int_equal(m0__wire_request_add(m, 4, &q), 0);
+  static m0__wire_request back;
+  assert_int_equal(m0__wire_open(&r, m0__msg_payload(m), m0__msg_payload_len(m)), 0);
+  assert_int_equal(m0__wire_next_request(&r, &back), 1);
+  assert_true(str_is(back.req.body, body, big));
+  assert_int_equal(m0__wire_next_request(&r, &back), 0);
+  nng_msg_free(m);
+  free(body);
+}
+
+/* Every way a batch's head can be wrong is refused. */
+static void test_wire_head_refusals(void **st) {
+  wbuf w;
+  m0_request q = sample_request();
+  one_request(&w, &q);
+  m0__wire_rd r;
+  for (size_t n = 0; n < M0__WIRE_BATCH_HEAD; n++)
+    if (m0__wire_open(&r, w.b, n) != M0__EBADMSG) fail_msg("a head of %zu bytes was read", n);
+  assert_int_equal(m0__wire_open(&r, w.b, M0__WIRE_BATCH_HEAD), 0); /* a head alone opens (its record is missing) */
+  struct {
+    size_t at;
+    uint8_t v;
+    const char *what;
+  } bad[] = {{0, 2, "version 2"}, {0, 0, "version 0"}, {1, 1, "version 257"},
+             {2, 1, "flags set"},  {3, 0x80, "flags set (high byte)"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    wbuf b = w;
+    b.b[bad[i].at] = bad[i].v;
+    if (m0__wire_open(&r, b.b, b.n) != M0__EBADMSG) fail_msg("%s: not refused", bad[i].what);
+  }
+  /* the count: 65536 opens, 65537 does not */
+  wbuf b = w;
+  m0__le_put32(b.b + 4, M0__WIRE_MAX_COUNT);
+  assert_int_equal(m0__wire_open(&r, b.b, b.n), 0);
+  assert_int_equal(r.left, 65536);
+  m0__le_put32(b.b + 4, M0__WIRE_MAX_COUNT + 1);
+  if (m0__wire_open(&r, b.b, b.n) != M0__EBADMSG) fail_msg("a count of 65537: not refused");
+  m0__le_put32(b.b + 4, 0xffffffffu);
+  assert_int_equal(m0__wire_open(&r, b.b, b.n), M0__EBADMSG);
+}
+
+/* A request record cut at any byte, or with bytes after it, or a field
+ * over its limit, is refused; so is the same for a reply. */
+static void test_wire_request_refusals(void **st) {
+  wbuf w;
+  m0_request q = sample_request();
+  one_request(&w, &q);
+  int count;
+  assert_int_equal(read_requests(w.b, w.n, &count), 0);
+  assert_int_equal(count, 1);
+  /* cut at each byte of the record (the head still says one) */
+  for (size_t n = M0__WIRE_BATCH_HEAD; n < w.n; n++)
+    if (read_requests(w.b, n, &count) != M0__EBADMSG || count != 0)
+      fail_msg("a record cut to %zu of its %zu bytes was read", n - M0__WIRE_BATCH_HEAD, w.n - M0__WIRE_BATCH_HEAD);
+  /* bytes after the last record; and a count of 0 with a record after it */
+  wbuf b = w;
+  b.b[b.n++] = 0;
+  if (read_requests(b.b, b.n, &count) != M0__EBADMSG || count != 1) fail_msg("a byte after the last record: not refused");
+  b = w;
+  m0__le_put32(b.b + 4, 0);
+  if (read_requests(b.b, b.n, &count) != M0__EBADMSG || count != 0) fail_msg("a record past the count: not refused");
+  /* a count of 2 with one record */
+  b = w;
+  m0__le_put32(b.b + 4, 2);
+  if (read_requests(b.b, b.n, &count) != M0__EBADMSG || count != 1) fail_msg("a count past the records: not refused");
+  /* the fixed part's fields, at their offsets in the record (8 + ...) */
+  const size_t rec = M0__WIRE_BATCH_HEAD;
+  struct {
+    size_t at, width;
+    uint32_t v;
+    const char *what;
+  } bad[] = {
+      {40, 2, 101, "101 headers"},
+      {40, 2, 0xffff, "65535 headers"},
+      {42, 1, 9, "9 path parameters"},
+      {42, 1, 255, "255 path parameters"},
+      {43, 1, 2, "HTTP/1.2"},
+      {44, 4, 1, "the reserved field set"},
+      {47, 1, 0x80, "the reserved field set (high byte)"},
+      {32, 4, (uint32_t)q.target.n + 1, "a path one byte longer than its target"},
+      {32, 4, 0xffffffffu, "a path of 4 GiB"},
+      {24, 4, 0xffffffffu, "a method of 4 GiB"},
+      {28, 4, 0xffffffffu, "a target of 4 GiB"},
+      {36, 4, 9, "a body one byte past the payload"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    b = w;
+    uint8_t *at = b.b + rec + bad[i].at;
+    if (bad[i].width == 4) m0__le_put32(at, bad[i].v);
+    else if (bad[i].width == 2) m0__le_put16(at, (uint16_t)bad[i].v);
+    else *at = (uint8_t)bad[i].v;
+    if (read_requests(b.b, b.n, &count) != M0__EBADMSG) fail_msg("%s: not refused", bad[i].what);
+  }
+  /* at the limits, read: a path as long as its target, 100 headers, 8 parameters */
+  b = w;
+  m0__le_put32(b.b + rec + 32, (uint32_t)q.target.n);
+  assert_int_equal(read_requests(b.b, b.n, &count), 0);
+  static m0_header many[100];
+  for (int i = 0; i < 100; i++) many[i] = (m0_header){STR("X"), STR("y")};
+  m0_str eight[8] = {STR("a"), STR("b"), STR("c"), STR("d"), STR("e"), STR("f"), STR("g"), STR("h")};
+  m0_request full = {.method = STR("GET"), .target = STR("/"), .path = STR("/"), .headers = many, .nheaders = 100,
+                     .params = eight, .nparams = 8, .version_minor = 1};
+  one_request(&b, &full);
+  assert_int_equal(read_requests(b.b, b.n, &count), 0);
+  assert_int_equal(count, 1);
+  /* one header more, or one parameter more, really there: refused for the count alone */
+  full.nparams = 0;
+  one_request(&b, &full); /* its 100 headers are its last bytes */
+  memcpy(b.b + b.n, "\1\0\0\0\0\0\0\0X", 9);
+  b.n += 9;
+  m0__le_put16(b.b + rec + 40, 101);
+  if (read_requests(b.b, b.n, &count) != M0__EBADMSG) fail_msg("a record with 101 headers: not refused");
+  m0__le_put16(b.b + rec + 40, 100);
+  assert_int_equal(read_requests(b.b, b.n - 9, &count), 0);
+  full.nparams = 8;
+  full.nheaders = 0;
+  one_request(&b, &full); /* its 8 parameters are its last bytes */
+  memcpy(b.b + b.n, "\1\0\0\0i", 5);
+  b.n += 5;
+  b.b[rec + 42] = 9;
+  if (read_requests(b.b, b.n, &count) != M0__EBADMSG) fail_msg("a record with 9 path parameters: not refused");
+  full.nheaders = 100;
+  /* the encoder refuses past the limits, and leaves the batch as it was */
+  nng_msg *m;
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  full.nheaders = 101;
+  assert_int_equal(m0__wire_request_add(m, 1, &full), M0__ETOOBIG);
+  full.nheaders = 100;
+  full.nparams = 9;
+  assert_int_equal(m0__wire_request_add(m, 1, &full), M0__ETOOBIG);
+  assert_int_equal(m0__wire_batch_count(m), 0);
+  assert_int_equal(m0__msg_payload_len(m), M0__WIRE_BATCH_HEAD);
+  nng_msg_free(m);
+}
+
+/* A batch holds at most 65536 records: the encoder refuses the next one, and
+ * the full batch reads to its end. */
+static void test_wire_count_limit(void **st) {
+  nng_msg *m;
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  m0_request e = {.method = STR("GET"), .target = STR("/"), .path = STR("/"), .version_minor = 1};
+  for (uint64_t i = 0; i < M0__WIRE_MAX_COUNT; i++)
+    if (m0__wire_request_add(m, i, &e) != 0) fail_msg("record %llu refused", (unsigned long long)i);
+  assert_int_equal(m0__wire_batch_count(m), M0__WIRE_MAX_COUNT);
+  size_t len = m0__msg_payload_len(m);
+  assert_int_equal(m0__wire_request_add(m, 65536, &e), M0__ETOOBIG);
+  assert_int_equal(m0__msg_payload_len(m), len);
+  int count;
+  assert_int_equal(read_requests(m0__msg_payload(m), len, &count), 0);
+  assert_int_equal(count, M0__WIRE_MAX_COUNT);
+  nng_msg_free(m);
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  for (uint64_t i = 0; i < M0__WIRE_MAX_COUNT; i++) assert_int_equal(m0__wire_reply_add(m, i, 200, NULL, 0, NULL, 0), 0);
+  assert_int_equal(m0__wire_reply_add(m, 65536, 200, NULL, 0, NULL, 0), M0__ETOOBIG);
+  m0__wire_reply last;
+  assert_int_equal(read_replies(m0__msg_payload(m), m0__msg_payload_len(m), &count, &last), 0);
+  assert_int_equal(count, M0__WIRE_MAX_COUNT);
+  nng_msg_free(m);
+}
+
+static void test_wire_reply_refusals(void **st) {
+  wbuf w;
+  one_reply(&w, 5, 200, rep_hdrs, 3);
+  int count;
+  static m0__wire_reply got;
+  assert_int_equal(read_replies(w.b, w.n, &count, &got), 0);
+  assert_int_equal(count, 1);
+  for (size_t n = M0__WIRE_BATCH_HEAD; n < w.n; n++)
+    if (read_replies(w.b, n, &count, &got) != M0__EBADMSG || count != 0)
+      fail_msg("a reply cut to %zu of its %zu bytes was read", n - M0__WIRE_BATCH_HEAD, w.n - M0__WIRE_BATCH_HEAD);
+  wbuf b = w;
+  b.b[b.n++] = 'x';
+  if (read_replies(b.b, b.n, &count, &got) != M0__EBADMSG || count != 1) fail_msg("a byte after the last reply: not refused");
+  assert_false(got.id_read); /* no record is to blame */
+  /* the status: 200..599 */
+  const int statuses[] = {0, 100, 199, 600, 999, 65535};
+  for (size_t i = 0; i < sizeof statuses / sizeof *statuses; i++) {
+    b = w;
+    m0__le_put16(b.b + 16, (uint16_t)statuses[i]);
+    if (read_replies(b.b, b.n, &count, &got) != M0__EBADMSG || !got.id_read || got.id != 5)
+      fail_msg("status %d: not refused (with its id)", statuses[i]);
+  }
+  for (int s = 200; s <= 599; s += 399) {
+    b = w;
+    m0__le_put16(b.b + 16, (uint16_t)s);
+    assert_int_equal(read_replies(b.b, b.n, &count, &got), 0);
+    assert_int_equal(got.status, s);
+  }
+  /* 101 headers */
+  b = w;
+  m0__le_put16(b.b + 18, 101);
+  if (read_replies(b.b, b.n, &count, &got) != M0__EBADMSG || !got.id_read) fail_msg("101 headers: not refused");
+  /* 101 headers really there */
+  {
+    static m0_header hundred[100];
+    for (int i = 0; i < 100; i++) hundred[i] = (m0_header){STR("X"), STR("y")};
+    nng_msg *m;
+    assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+    assert_int_equal(m0__wire_reply_add(m, 12, 200, hundred, 100, NULL, 0), 0); /* its headers are its last bytes */
+    wbuf_of(&b, m);
+    assert_int_equal(read_replies(b.b, b.n, &count, &got), 0);
+    memcpy(b.b + b.n, "\1\0\0\0\1\0\0\0Xy", 10);
+    b.n += 10;
+    m0__le_put16(b.b + 18, 101);
+    if (read_replies(b.b, b.n, &count, &got) != M0__EBADMSG || !got.id_read || got.id != 12)
+      fail_msg("a reply with 101 headers: not refused");
+  }
+  /* what the host will not write: each header alone in a reply */
+  static char longname[258], longvalue[8194];
+  memset(longname, 'n', sizeof longname - 1);
+  memset(longvalue, 'v', sizeof longvalue - 1);
+  struct {
+    m0_header h;
+    bool ok;
+    const char *what;
+  } hs[] = {
+      {{STR("X Y"), STR("1")}, false, "a name with a space"},
+      {{STR("X:Y"), STR("1")}, false, "a name with a colon"},
+      {{STR("X\xe9"), STR("1")}, false, "a name with a byte over 127"},
+      {{{"X\0", 2}, STR("1")}, false, "a name with a NUL"},
+      {{STR(""), STR("1")}, false, "an empty name"},
+      {{{longname, 257}, STR("1")}, false, "a name of 257 bytes"},
+      {{{longname, 256}, STR("1")}, true, "a name of 256 bytes"},
+      {{STR("X"), STR("a\rb")}, false, "a value with CR"},
+      {{STR("X"), STR("a\nb")}, false, "a value with LF"},
+      {{STR("X"), {"a\0b", 3}}, false, "a value with NUL"},
+      {{STR("X"), {longvalue, 8193}}, false, "a value of 8193 bytes"},
+      {{STR("X"), {longvalue, 8192}}, true, "a value of 8192 bytes"},
+      {{STR("X"), STR("\t\x7f\xff ok")}, true, "a value with a tab, DEL and a byte over 127"},
+      {{STR("Content-Length"), STR("3")}, false, "Content-Length"},
+      {{STR("content-LENGTH"), STR("3")}, false, "content-LENGTH"},
+      {{STR("Transfer-Encoding"), STR("chunked")}, false, "Transfer-Encoding"},
+      {{STR("connection"), STR("close")}, false, "Connection"},
+      {{STR("Content-Lengths"), STR("3")}, true, "Content-Lengths (not a framing header)"},
+      {{STR("!#$%&'*+-.^_`|~09azAZ"), STR("")}, true, "every token character"},
+  };
+  for (size_t i = 0; i < sizeof hs / sizeof *hs; i++) {
+    nng_msg *m;
+    assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+    assert_int_equal(m0__wire_reply_add(m, 11, 200, &hs[i].h, 1, "b", 1), 0); /* the encoder writes what it is given */
+    int rv = read_replies(m0__msg_payload(m), m0__msg_payload_len(m), &count, &got);
+    nng_msg_free(m);
+    if (hs[i].ok && rv != 0) fail_msg("%s: refused", hs[i].what);
+    if (!hs[i].ok && (rv != M0__EBADMSG || !got.id_read || got.id != 11)) fail_msg("%s: not refused (with its id)", hs[i].what);
+    if (m0__wire_header_ok(hs[i].h.name.p, hs[i].h.name.n, hs[i].h.value.p, hs[i].h.value.n) != hs[i].ok)
+      fail_msg("%s: m0__wire_header_ok says otherwise", hs[i].what);
+  }
+  /* the encoder refuses past its limits */
+  nng_msg *m;
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  static m0_header many[101];
+  for (int i = 0; i < 101; i++) many[i] = (m0_header){STR("X"), STR("y")};
+  assert_int_equal(m0__wire_reply_add(m, 1, 200, many, 101, NULL, 0), M0__ETOOBIG);
+  assert_int_equal(m0__wire_reply_add(m, 1, -1, NULL, 0, NULL, 0), M0__ETOOBIG);
+  assert_int_equal(m0__wire_reply_add(m, 1, 65536, NULL, 0, NULL, 0), M0__ETOOBIG);
+  assert_int_equal(m0__wire_batch_count(m), 0);
+  assert_int_equal(m0__wire_reply_add(m, 1, 200, many, 100, NULL, 0), 0);
+  nng_msg_free(m);
+}
+
+/* A reply that does not decode says whether its id was read: the host then
+ * answers that request 502, not 504. Its id is read once its first 8 bytes
+ * are there; the records before it were read. */
+static void test_wire_reply_id_read(void **st) {
+  nng_msg *m;
+  assert_int_equal(m0__wire_batch_new(&m, 0), 0);
+  assert_int_equal(m0__wire_reply_add(m, 1, 200, NULL, 0, "a", 1), 0);
+  size_t first = m0__msg_payload_len(m);
+  assert_int_equal(m0__wire_reply_add(m, 0x1122334455667788ull, 200, rep_hdrs, 3, "bb", 2), 0);
+  wbuf w;
+  wbuf_of(&w, m);
+  int count;
+  static m0__wire_reply got;
+  for (size_t n = first; n < w.n; n++) {
+    int rv = read_replies(w.b, n, &count, &got);
+    if (rv != M0__EBADMSG || count != 1) fail_msg("cut at %zu: %d records read, %d", n, count, rv);
+    bool want = n - first >= 8;
+    if (got.id_read != want) fail_msg("the second record cut to %zu bytes: id_read %d", n - first, got.id_read);
+    if (want && got.id != 0x1122334455667788ull) fail_msg("cut to %zu bytes: id %llx", n - first,
+                                                          (unsigned long long)got.id);
+  }
+  /* cut after its id, in its fixed part: the id alone */
+  assert_int_equal(read_replies(w.b, first + 8, &count, &got), M0__EBADMSG);
+  assert_true(got.id_read && got.id == 0x1122334455667788ull);
+  /* the whole batch reads, and its end names no record */
+  assert_int_equal(read_replies(w.b, w.n, &count, &got), 0);
+  assert_int_equal(count, 2);
+  assert_false(got.id_read);
+  /* a head that does not open reads no id */
+  wbuf b = w;
+  b.b[0] = 2;
+  m0__wire_rd r;
+  assert_int_equal(m0__wire_open(&r, b.b, b.n), M0__EBADMSG);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_envelope_refusals), cmocka_unit_test(test_names),
@@ -406,6 +891,10 @@ int main(void) {
       cmocka_unit_test(test_trace_batches),     cmocka_unit_test(test_trace_flush_deadline),
       cmocka_unit_test(test_trace_dropped),
       cmocka_unit_test(test_signals),
+      cmocka_unit_test(test_wire_request_roundtrip), cmocka_unit_test(test_wire_reply_roundtrip),
+      cmocka_unit_test(test_wire_head_refusals),     cmocka_unit_test(test_wire_request_refusals),
+      cmocka_unit_test(test_wire_count_limit),       cmocka_unit_test(test_wire_reply_refusals),
+      cmocka_unit_test(test_wire_reply_id_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

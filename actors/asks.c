@@ -31,6 +31,8 @@ typedef struct ask_batch {
   nng_msg *msg; /* the REQUEST being filled */
   bool out;     /* this loop's last one is with the instance: no REPLY yet */
   uint32_t out_gen;
+  uint64_t deadline;     /* the latest of the batch's requests' */
+  uint64_t out_deadline; /* the sent one's: past it, its REPLY is not waited for */
   uint64_t trace_hi, trace_lo; /* the first traced request's: the REQUEST carries it */
 } ask_batch;
 
@@ -123,8 +125,8 @@ static void ask_release(m0__asks *a, int i) {
 
 /* The request's answer, into its connection and the access log; the entry
  * is released and its instance's in-flight count given back. */
-static void ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, size_t n, const void *body,
-                       size_t blen) {
+static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, size_t n, const void *body,
+                      size_t blen) {
   m0__asks *a = l->asks;
   ask *e = &a->tab[i];
   if (e->svc >= 0) {
@@ -132,11 +134,13 @@ static void ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, si
     if (atomic_load(&sl->gen) == e->slot_gen && atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
   }
   m0__answer ans = {e->version_minor, e->head, e->close, status, hdrs, n, body, blen};
-  long bytes = m0__http_answer(&l->http, e->conn, &ans);
+  int written;
+  long bytes = m0__http_answer(&l->http, e->conn, &ans, &written);
   if (l->http.access_log && bytes >= 0)
-    m0__access_log_line(l->index, (m0_str){e->method, e->mlen}, (m0_str){e->path, e->plen}, status, (size_t)bytes,
+    m0__access_log_line(l->index, (m0_str){e->method, e->mlen}, (m0_str){e->path, e->plen}, written, (size_t)bytes,
                         NULL);
   ask_release(a, i);
+  return written;
 }
 
 /* An answer the host gives itself. */
@@ -210,6 +214,7 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
   ask *e = &a->tab[i];
   e->slot = (int16_t)k;
   e->slot_gen = atomic_load(&s->slots[k].gen);
+  if (e->deadline > b->deadline) b->deadline = e->deadline;
   atomic_fetch_add(&s->slots[k].inflight, 1);
   if (!b->trace_hi && !b->trace_lo) {
     b->trace_hi = req->trace_hi;
@@ -227,7 +232,10 @@ void m0__asks_flush(m0__loop *l) {
       ask_batch *b = &a->batches[si * M0__SLOTS + k];
       m0__slot *sl = &s->slots[k];
       uint32_t gen = atomic_load(&sl->gen);
-      if (b->out && gen != b->out_gen) b->out = false; /* its instance left: no REPLY will come */
+      /* No REPLY will come when its instance left; none is waited for once
+       * every request of the batch has had its 504 (a REPLY the service's
+       * thread refused, a REQUEST pair1 dropped). */
+      if (b->out && (gen != b->out_gen || uv_now(&l->uv) > b->out_deadline)) b->out = false;
       if (!b->msg || b->out) continue;
       if (!atomic_load_explicit(&sl->live, memory_order_acquire)) {
         /* It left before the batch went: the tick answers its requests 502. */
@@ -242,6 +250,8 @@ void m0__asks_flush(m0__loop *l) {
       b->msg = NULL;
       b->out = true;
       b->out_gen = gen;
+      b->out_deadline = b->deadline;
+      b->deadline = 0;
       b->trace_hi = b->trace_lo = 0;
     }
   }
@@ -271,14 +281,15 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
     ask *e = rep.id_read ? ask_find(a, rep.id, &i) : NULL;
     if (e && e->svc != si) e = NULL; /* an actor's reply to a deferred view's id, or the other way round */
     if (!e) {
-      if (s) atomic_fetch_add(&s->st.unknown, 1);
+      if (s) atomic_fetch_add(rep.id_read ? &s->st.unknown : &s->st.refused, 1); /* no id: bytes past the last */
       else atomic_fetch_add(&m0__deferred_late, 1);
     } else if (rv < 0) {
       if (s) atomic_fetch_add(&s->st.bad_reply, 1);
       ask_fail(l, i, 502);
     } else {
-      if (s) atomic_fetch_add(&s->st.ok, 1);
-      ask_answer(l, i, rep.status, rep.hdrs, rep.nhdrs, rep.body.p, rep.body.n);
+      /* Its headers may still not be writable as they are (502, counted so). */
+      bool ok = ask_answer(l, i, rep.status, rep.hdrs, rep.nhdrs, rep.body.p, rep.body.n) == rep.status;
+      if (s) atomic_fetch_add(ok ? &s->st.ok : &s->st.bad_reply, 1);
     }
     if (rv < 0) break; /* the rest of the batch cannot be read: its requests time out */
   }

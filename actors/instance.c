@@ -1,7 +1,9 @@
 #include "actors/instance.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "actors/wire.h"
 #include "base/errors.h"
@@ -75,22 +77,41 @@ int m0__instance_answer(const m0_actor_kind *kind, void *state, const uint8_t *p
 
 /* ---- a thread instance ---- */
 
+/* The instance whose receive runs on this thread (m0_ask asks for it). */
+static _Thread_local m0__instance *asking;
+
+#define ASK_ID_TOP 0xffffull
+
+/* The next message: what an ask kept aside first, then the inbox and the
+ * mailbox. */
+static int instance_next(m0__instance *in, m0__msg *m) {
+  if (in->nstash) {
+    nng_msg *n = in->stash[0];
+    memmove(in->stash, in->stash + 1, (size_t)--in->nstash * sizeof *in->stash);
+    m->nmsg = n;
+    return m0__env_read(nng_msg_body(n), nng_msg_len(n), &m->env, &m->payload, &m->len) == 0 ? 0 : M0__EBADMSG;
+  }
+  return m0__recv(&in->self, m, M0__RECV_WAIT);
+}
+
 static void instance_serve(m0__instance *in) {
   m0__service *s = in->svc;
   m0__slot *sl = &s->slots[in->slot];
+  asking = in;
   atomic_store_explicit(&sl->live, 1, memory_order_release);
   for (;;) {
-    m0__msg m;
-    int rv = m0__recv(&in->self, &m, M0__RECV_WAIT);
+    m0__msg m = {0};
+    int rv = instance_next(in, &m);
+    if (rv == M0__EBADMSG) m0__msg_free(&m);
     if (rv == M0__ETIMEDOUT || rv == M0__EBADMSG) continue;
     if (rv != 0) break;
     if (m.env.kind == M0__K_STOP) {
       m0__msg_free(&m);
       break;
     }
-    int loop = M0__ACTOR_INDEX(m.env.from) - s->loop_base;
-    if (m.env.kind != M0__K_REQUEST || M0__ACTOR_ROLE(m.env.from) != M0__ROLE_LOOP || loop < 0 || loop >= s->nloops) {
-      atomic_fetch_add(&s->st.refused, 1);
+    m0__inbox *reply_to = m0__service_reply_inbox(s, m.env.from);
+    if (m.env.kind != M0__K_REQUEST || !reply_to) { /* a late answer to an ask, or not for an instance */
+      atomic_fetch_add(&s->st.refused, m.env.kind != M0__K_REPLY);
       m0__msg_free(&m);
       continue;
     }
@@ -99,14 +120,133 @@ static void instance_serve(m0__instance *in) {
       m0__msg_free(&m);
       continue; /* its requests time out: 504 */
     }
-    if (m0__instance_answer(in->kind, in->state, m.payload, m.len, out, &in->h.in_app) < 0)
-      fprintf(stderr, "m0: %s.%d: a malformed request batch from loop.%d\n", s->name, in->slot, loop + s->loop_base);
+    if (m0__instance_answer(in->kind, in->state, m.payload, m.len, out, &in->h.in_app) < 0) {
+      char from[48];
+      m0__actor_name(m.env.from, from, sizeof from);
+      fprintf(stderr, "m0: %s.%d: a malformed request batch from %s\n", s->name, in->slot, from);
+    }
     m0__peer to;
-    m0__peer_direct(&to, m.env.from, s->loop_inbox[loop]);
+    m0__peer_direct(&to, m.env.from, reply_to);
     if (m0__send_msg(&in->self, &to, M0__K_REPLY, m.env.trace_hi, m.env.trace_lo, out) != 0) nng_msg_free(out);
     m0__msg_free(&m);
   }
   atomic_store_explicit(&sl->live, 0, memory_order_release);
+  for (int i = 0; i < in->nstash; i++) nng_msg_free(in->stash[i]);
+  free(in->stash);
+  in->stash = NULL;
+  in->nstash = in->capstash = 0;
+  asking = NULL;
+}
+
+/* ---- asking another actor ---- */
+
+static int64_t m0__now_ms_(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool stash_keep(m0__instance *in, nng_msg *m) {
+  if (in->nstash == in->capstash) {
+    int cap = in->capstash ? 2 * in->capstash : 16;
+    nng_msg **n = realloc(in->stash, (size_t)cap * sizeof *n);
+    if (!n) return false;
+    in->stash = n;
+    in->capstash = cap;
+  }
+  in->stash[in->nstash++] = m;
+  return true;
+}
+
+/* The reply's status, headers and body, copied into one block. */
+static int answer_copy(const m0__wire_reply *r, m0_answer *out) {
+  size_t bytes = r->nhdrs * sizeof(m0_header) + r->body.n;
+  for (size_t i = 0; i < r->nhdrs; i++) bytes += r->hdrs[i].name.n + r->hdrs[i].value.n;
+  char *mem = malloc(bytes ? bytes : 1);
+  if (!mem) return -1;
+  m0_header *h = (m0_header *)mem;
+  char *at = mem + r->nhdrs * sizeof(m0_header);
+  for (size_t i = 0; i < r->nhdrs; i++) {
+    memcpy(at, r->hdrs[i].name.p, r->hdrs[i].name.n);
+    h[i].name = (m0_str){at, r->hdrs[i].name.n};
+    at += r->hdrs[i].name.n;
+    memcpy(at, r->hdrs[i].value.p, r->hdrs[i].value.n);
+    h[i].value = (m0_str){at, r->hdrs[i].value.n};
+    at += r->hdrs[i].value.n;
+  }
+  if (r->body.n) memcpy(at, r->body.p, r->body.n);
+  *out = (m0_answer){r->status, h, r->nhdrs, {at, r->body.n}, mem};
+  return 0;
+}
+
+/* Whether m is the REPLY to ask `id`; fills out when it is. */
+static bool ask_answered(const m0__msg *m, uint64_t id, m0_answer *out, int *rv) {
+  if (m->env.kind != M0__K_REPLY) return false;
+  m0__wire_rd r;
+  static _Thread_local m0__wire_reply rep;
+  if (m0__wire_open(&r, m->payload, m->len) != 0 || m0__wire_next_reply(&r, &rep) == 0 || !rep.id_read ||
+      rep.id != id)
+    return false;
+  *rv = rep.status >= 200 && rep.status <= 599 && rep.hdrs ? answer_copy(&rep, out) : -1;
+  return true;
+}
+
+int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out) {
+  m0__instance *in = asking;
+  if (!out) return -1;
+  memset(out, 0, sizeof *out);
+  if (!in || !actor || !req) return -1;
+  m0__service *t = NULL;
+  for (int i = 0; !t && i < in->svc->nall; i++)
+    if (!strcmp(in->svc->all[i]->name, actor)) t = in->svc->all[i];
+  bool full;
+  int k = t ? m0__service_pick(t, &full) : -1;
+  if (k < 0) return -1;
+  uint64_t id = (ASK_ID_TOP << 48) | (++in->ask_seq & 0xffffffffffffull);
+  m0_request q = *req;
+  q.params = NULL;
+  q.nparams = 0;
+  nng_msg *m;
+  if (m0__wire_batch_new(&m, 256) != 0) return -1;
+  if (m0__wire_request_add(m, id, &q) != 0) {
+    nng_msg_free(m);
+    return -1;
+  }
+  m0__peer to;
+  m0__slot *sl = &t->slots[k];
+  if (t->connected) m0__peer_pipe(&to, m0__service_slot_id(t, k), t->self.mailbox, sl->pipe);
+  else m0__peer_direct(&to, m0__service_slot_id(t, k), sl->inbox);
+  atomic_fetch_add(&sl->inflight, 1);
+  if (m0__send_msg(&in->self, &to, M0__K_REQUEST, req->trace_hi, req->trace_lo, m) != 0) {
+    nng_msg_free(m);
+    atomic_fetch_sub(&sl->inflight, 1);
+    return -1;
+  }
+  int rv = -1;
+  int64_t deadline = m0__now_ms_() + (timeout_ms ? timeout_ms : 1000);
+  for (;;) {
+    int64_t left = deadline - m0__now_ms_();
+    if (left <= 0) break;
+    nng_socket_set_ms(in->self.mailbox, NNG_OPT_RECVTIMEO, (nng_duration)left);
+    m0__msg r;
+    int got = m0__recv(&in->self, &r, M0__RECV_WAIT);
+    if (got == M0__ETIMEDOUT || got == M0__EBADMSG) continue;
+    if (got != 0) break;
+    if (ask_answered(&r, id, out, &rv)) {
+      m0__msg_free(&r);
+      break;
+    }
+    if (r.env.kind == M0__K_REPLY || !stash_keep(in, r.nmsg)) m0__msg_free(&r); /* an older ask's late answer */
+  }
+  nng_socket_set_ms(in->self.mailbox, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
+  if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
+  return rv;
+}
+
+void m0_answer_free(m0_answer *a) {
+  if (!a) return;
+  free(a->mem_);
+  memset(a, 0, sizeof *a);
 }
 
 static void instance_run(m0__handle *h) {

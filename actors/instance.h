@@ -13,6 +13,12 @@
  *   (count 0): the loop sends that instance its next batch only then.
  * - STOP comes from the coordinator once every loop has drained, so no
  *   request is with an instance when it leaves.
+ * - m0_ask sends one REQUEST from the asking instance (its id in `from`, so
+ *   the reply comes to its inbox) and waits on its own mailbox and inbox;
+ *   anything else that comes meanwhile is kept, in order, and served after
+ *   its receive returns. An ask id has all 16 top bits set, which no loop's
+ *   has (a loop's id names the loop there), so a late answer to an ask is
+ *   never taken for a loop's.
  */
 #ifndef M0_ACTORS_INSTANCE_H
 #define M0_ACTORS_INSTANCE_H
@@ -38,6 +44,11 @@ typedef struct m0__instance {
   m0__peer coord;
   m0__inbox inbox; /* REQUEST and STOP from the loops and the coordinator */
   void *state;
+  /* m0_ask: what came while this instance waited for its answer, taken
+   * before anything new; and the ids of its asks. */
+  nng_msg **stash;
+  int nstash, capstash;
+  uint64_t ask_seq;
 } m0__instance;
 
 extern const m0__actor_kind m0__instance_kind;

@@ -23,6 +23,18 @@ uint32_t m0__service_slot_id(const m0__service *s, int k) {
   return M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, k));
 }
 
+m0__inbox *m0__service_reply_inbox(const m0__service *s, uint32_t to) {
+  int idx = M0__ACTOR_INDEX(to);
+  if (M0__ACTOR_ROLE(to) == M0__ROLE_LOOP) {
+    int loop = idx - s->loop_base;
+    return loop >= 0 && loop < s->nloops ? s->loop_inbox[loop] : NULL;
+  }
+  if (M0__ACTOR_ROLE(to) != M0__ROLE_APP || (idx >> 12) >= s->nall) return NULL;
+  const m0__service *asker = s->all[idx >> 12];
+  int k = idx & 0xfff;
+  return !asker->connected && k < asker->nslots ? asker->slots[k].inbox : NULL;
+}
+
 int m0__service_live(m0__service *s) {
   int n = 0;
   for (int k = 0; k < s->nslots; k++) n += atomic_load_explicit(&s->slots[k].live, memory_order_relaxed) != 0;
@@ -68,7 +80,6 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     }
     free_slot->pipe = p;
     atomic_store(&free_slot->inflight, 0);
-    atomic_store(&free_slot->batches, 0);
     atomic_store_explicit(&free_slot->live, 1, memory_order_release);
   } else if (ev == NNG_PIPE_EV_REM_POST) {
     m0__slot *sl = slot_of_pipe(s, p);
@@ -99,17 +110,15 @@ static void *service_rx(void *arg) {
     pthread_mutex_lock(&s->mu);
     m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m.nmsg));
     int k = sl ? (int)(sl - s->slots) : -1;
-    if (sl && atomic_load(&sl->batches) > 0) atomic_fetch_sub(&sl->batches, 1);
     pthread_mutex_unlock(&s->mu);
-    int loop = M0__ACTOR_INDEX(m.env.to) - s->loop_base;
-    if (k < 0 || m.env.kind != M0__K_REPLY || M0__ACTOR_ROLE(m.env.to) != M0__ROLE_LOOP || loop < 0 ||
-        loop >= s->nloops) {
+    m0__inbox *to = m0__service_reply_inbox(s, m.env.to);
+    if (k < 0 || m.env.kind != M0__K_REPLY || !to) {
       atomic_fetch_add(&s->st.refused, 1);
       m0__msg_free(&m);
       continue;
     }
     m0__le_put32((uint8_t *)nng_msg_body(m.nmsg) + 8, m0__service_slot_id(s, k)); /* the envelope's from */
-    if (m0__inbox_put(s->loop_inbox[loop], m.nmsg) == 0) m.nmsg = NULL;
+    if (m0__inbox_put(to, m.nmsg) == 0) m.nmsg = NULL;
     m0__msg_free(&m);
   }
   return NULL;

@@ -13,14 +13,18 @@
  * - Load is shared by least in flight: a loop adds a request to the batch of
  *   the live slot with the fewest requests in flight across every loop.
  * - pair1 in polyamorous mode drops a message when its pipe's queue (2
- *   deep) is full, so at most M0__SLOT_BATCHES REQUEST messages are out to
- *   one connected instance at a time, across every loop; an instance
- *   answers each REQUEST with one REPLY (docs/wire.md).
+ *   deep, in front of the socket's kernel buffer) is full. Each loop has at
+ *   most one REQUEST out to an instance, so with one or two loops nothing
+ *   can be dropped; with more, and an instance that stops reading, a REQUEST
+ *   can be (nng counts it, tx_drop) and its requests answer 504 at their
+ *   deadline. An instance answers each REQUEST with one REPLY
+ *   (docs/wire.md).
  * - Replies from connected instances are taken by one thread per service
  *   (nng's blocking receive, which its close ends), stamped with the slot
  *   they came from (whatever the sender wrote as `from`) and handed to the
  *   inbox of the loop named by the envelope's `to` — the REQUEST's `from`
- *   the instance was told to answer to.
+ *   the instance was told to answer to — or of the thread instance that
+ *   asked (m0_ask), when `to` names one.
  */
 #ifndef M0_ACTORS_SERVICE_H
 #define M0_ACTORS_SERVICE_H
@@ -33,13 +37,11 @@
 #include "actors/inbox.h"
 
 #define M0__SLOTS 64
-#define M0__SLOT_BATCHES 2
 
 typedef struct m0__slot {
   atomic_int live;      /* an instance is there and may be sent requests */
   atomic_uint gen;      /* moves on each time the slot is given up */
   atomic_int inflight;  /* requests batched or sent to it and not answered, from every loop */
-  atomic_int batches;   /* connected instances: REQUEST messages out without their REPLY */
   nng_pipe pipe;        /* connected instances */
   m0__inbox *inbox;     /* thread instances */
 } m0__slot;
@@ -69,6 +71,8 @@ typedef struct m0__service {
   m0__actor self;     /* connected: the pair1 socket, as a mailbox (traced) */
   pthread_t rx;
   bool rx_started;
+  struct m0__service *const *all; /* [nall]: every actor of the process, for replies to an asking instance */
+  int nall;
   m0__inbox **loop_inbox; /* [nloops]: where replies for loop i go */
   int nloops;
   int loop_base;          /* the first loop's index (a worker's loop is its worker's) */
@@ -93,5 +97,8 @@ int m0__service_live(m0__service *s);
 int m0__service_pick(m0__service *s, bool *full);
 /* The actor id of slot k's instance. */
 uint32_t m0__service_slot_id(const m0__service *s, int k);
+/* The inbox a reply addressed to `to` goes into: a loop's of this service's
+ * process, or an asking thread instance's; NULL for anything else. */
+m0__inbox *m0__service_reply_inbox(const m0__service *s, uint32_t to);
 
 #endif

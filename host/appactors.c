@@ -67,6 +67,10 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
       handles[(*nhandles)++] = &in->h;
     }
   }
+  for (int i = 0; i < a->n; i++) { /* replies to an asking instance find its inbox */
+    a->svcs[i].all = a->svc_ptrs;
+    a->svcs[i].nall = a->n;
+  }
   bool none;
   a->children = m0__children_start(decl, a->svcs, urls, &none);
   if (!a->children && !none) return M0__ENOMEM;

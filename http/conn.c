@@ -543,7 +543,8 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
   if (conn_unwait(c)) conn_answered(h, c, m0__outq_append(m0__conn_target(c), resp, n) == 0);
 }
 
-long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a) {
+long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status) {
+  *status = a->status;
   if (!conn_unwait(c)) return -1;
   m0_response res;
   m0__response_init(&res, m0__conn_target(c), &h->date, a->version_minor, a->head, a->close);
@@ -556,11 +557,13 @@ long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a) {
   }
   char ctype[128] = "";
   for (size_t i = 0; i < a->nhdrs; i++)
-    if (a->hdrs[i].name.n == 12 && strncasecmp(a->hdrs[i].name.p, "content-type", 12) == 0 &&
-        a->hdrs[i].value.n < sizeof ctype)
-      snprintf(ctype, sizeof ctype, "%.*s", (int)a->hdrs[i].value.n, a->hdrs[i].value.p);
+    if (a->hdrs[i].name.n == 12 && strncasecmp(a->hdrs[i].name.p, "content-type", 12) == 0) {
+      if (a->hdrs[i].value.n >= sizeof ctype) ok = false; /* m0_respond's limit: not dropped, refused */
+      else snprintf(ctype, sizeof ctype, "%.*s", (int)a->hdrs[i].value.n, a->hdrs[i].value.p);
+    }
   if (ok) ok = m0_respond(&res, a->status, ctype[0] ? ctype : NULL, a->body, a->blen, M0_BODY_COPY) == 0;
   if (!ok && !res.done) m0__respond_status(&res, 502, NULL); /* headers over the block's limit */
+  *status = res.status;
   conn_answered(h, c, true);
   return res.head ? 0 : (long)res.body_len;
 }

@@ -102,9 +102,11 @@ typedef struct m0__answer {
   const void *body;
   size_t blen;
 } m0__answer;
-/* Returns the body bytes written (0 for HEAD), or -1 when the connection
- * had closed meanwhile (its memory is released now). */
-long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a);
+/* Returns the body bytes written (0 for HEAD) and sets *status to the
+ * status written (502 when the answer's headers cannot be written as they
+ * are); -1 when the connection had closed meanwhile (its memory is released
+ * now). */
+long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status);
 /* Writes one event to every stream on the channel: "id: N\n" + frame +
  * "\n\n". Returns how many streams dropped it (their queue was full). */
 uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64_t id, const void *frame,

@@ -14,6 +14,8 @@
  *                          unless a topology file places it elsewhere
  *   GET /actor/silent      served by actor `silent`, which never replies: 504
  *                          at the route's timeout (1000 ms)
+ *   GET /actor/relay       served by actor `relay`, which asks `echo` and
+ *                          answers {"relay":PID,"echo":<echo's answer>}
  *   GET /deferred?ms=N     on the loop: the view defers its answer and another
  *                          thread gives it N ms later: {"deferred":N}
  * Its producer publishes a beat on channel "beats" every period.
@@ -192,7 +194,25 @@ static void view_deferred(void *state, const m0_request *req, m0_response *res) 
   pthread_attr_destroy(&at);
 }
 
-static const m0_actor_kind hc_actors[] = {echo_kind, silent_kind};
+/* Actor `relay`: asks `echo` (m0_ask, waiting for its reply) and answers
+ * {"relay":PID,"echo":<echo's answer>}, with echo's status. */
+static void relay_receive(void *state, const m0_request *req, m0_reply *rep) {
+  m0_answer a;
+  if (m0_ask("echo", req, 1000, &a) != 0) {
+    m0_reply_send(rep, 502, "application/json", "{\"error\":\"echo did not answer\"}", 30);
+    return;
+  }
+  char *body = malloc(a.body.n + 64);
+  if (body) {
+    int n = snprintf(body, a.body.n + 64, "{\"relay\":%d,\"echo\":%.*s}", (int)getpid(), (int)a.body.n, a.body.p);
+    m0_reply_send(rep, a.status, "application/json", body, (size_t)n);
+  }
+  free(body);
+  m0_answer_free(&a);
+}
+
+static const m0_actor_kind relay_kind = {"relay", NULL, relay_receive, NULL};
+static const m0_actor_kind hc_actors[] = {echo_kind, silent_kind, relay_kind};
 
 static const m0_route hc_routes[] = {
     {"GET", "/events", view_events, M0_ON_LOOP},
@@ -204,6 +224,7 @@ static const m0_route hc_routes[] = {
     {"GET", "/actor/echo", NULL, 0, "echo"},
     {"POST", "/actor/echo", NULL, 0, "echo"},
     {"GET", "/actor/silent", NULL, 0, "silent"},
+    {"GET", "/actor/relay", NULL, 0, "relay"},
     {"GET", "/deferred", view_deferred, M0_ON_LOOP},
 };
 

@@ -182,6 +182,26 @@ int m0_reply_header(m0_reply *rep, const char *name, const char *value);
  * receive returns. */
 int m0_reply_send(m0_reply *rep, int status, const char *content_type, const void *body, size_t len);
 
+/* What m0_ask brings back: the other actor's reply. Valid until
+ * m0_answer_free. */
+typedef struct m0_answer {
+  int status;
+  const m0_header *headers;
+  size_t nheaders;
+  m0_str body;
+  void *mem_; /* the host's */
+} m0_answer;
+/* Asks actor `actor` of this host and waits for its reply (Erlang's
+ * gen_server:call): `req` is sent as its request (method, target, path,
+ * headers, body, trace id; no path parameters). Up to timeout_ms (0 = 1000).
+ * Returns 0 and fills *out (free it with m0_answer_free), or -1: no such
+ * actor, no instance live, the wait passed its bound, or not called from a
+ * thread instance's receive (the host's threads are the instances that can
+ * wait here; one that asks itself waits out its bound). Requests that
+ * arrive for the asking instance meanwhile wait for it. */
+int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out);
+void m0_answer_free(m0_answer *a);
+
 /* Runs one instance of `kind` outside the host: dials url (the actor's URL
  * as the host's doctor prints it), makes the state, answers requests until
  * the host says STOP (returns 0) or SIGTERM/SIGINT (returns 0). Returns 78

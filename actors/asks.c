@@ -244,7 +244,7 @@ void m0__asks_flush(m0__loop *l) {
         continue;
       }
       m0__peer to;
-      if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, sl->pipe);
+      if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, m0__slot_pipe(sl));
       else m0__peer_direct(&to, m0__service_slot_id(s, k), sl->inbox);
       if (m0__send_msg(&l->self, &to, M0__K_REQUEST, b->trace_hi, b->trace_lo, b->msg) != 0) continue; /* next pass */
       b->msg = NULL;

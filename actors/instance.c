@@ -214,7 +214,7 @@ int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_ans
   }
   m0__peer to;
   m0__slot *sl = &t->slots[k];
-  if (t->connected) m0__peer_pipe(&to, m0__service_slot_id(t, k), t->self.mailbox, sl->pipe);
+  if (t->connected) m0__peer_pipe(&to, m0__service_slot_id(t, k), t->self.mailbox, m0__slot_pipe(sl));
   else m0__peer_direct(&to, m0__service_slot_id(t, k), sl->inbox);
   atomic_fetch_add(&sl->inflight, 1);
   if (m0__send_msg(&in->self, &to, M0__K_REQUEST, req->trace_hi, req->trace_lo, m) != 0) {

@@ -60,7 +60,7 @@ int m0__service_pick(m0__service *s, bool *full) {
 
 static m0__slot *slot_of_pipe(m0__service *s, nng_pipe p) {
   for (int k = 0; k < s->nslots; k++)
-    if (nng_pipe_id(s->slots[k].pipe) == nng_pipe_id(p)) return &s->slots[k];
+    if ((int)atomic_load(&s->slots[k].pipe) == nng_pipe_id(p)) return &s->slots[k];
   return NULL;
 }
 
@@ -70,7 +70,7 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
   if (ev == NNG_PIPE_EV_ADD_POST) {
     m0__slot *free_slot = NULL;
     for (int k = 0; !free_slot && k < s->nslots; k++)
-      if (nng_pipe_id(s->slots[k].pipe) <= 0) free_slot = &s->slots[k];
+      if (atomic_load(&s->slots[k].pipe) == 0) free_slot = &s->slots[k];
     if (!free_slot) {
       atomic_fetch_add(&s->st.refused, 1);
       pthread_mutex_unlock(&s->mu);
@@ -78,7 +78,7 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
       nng_pipe_close(p);
       return;
     }
-    free_slot->pipe = p;
+    atomic_store(&free_slot->pipe, (unsigned)nng_pipe_id(p));
     atomic_store(&free_slot->inflight, 0);
     atomic_store_explicit(&free_slot->live, 1, memory_order_release);
   } else if (ev == NNG_PIPE_EV_REM_POST) {
@@ -89,7 +89,7 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
        * what was with it, and give back its in-flight count. */
       atomic_store_explicit(&sl->live, 0, memory_order_release);
       atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
-      sl->pipe = (nng_pipe)NNG_PIPE_INITIALIZER;
+      atomic_store(&sl->pipe, 0);
     }
   }
   pthread_mutex_unlock(&s->mu);
@@ -146,9 +146,9 @@ void m0__service_stop_instances(m0__service *s) {
   if (!s->connected || !s->self.open) return;
   pthread_mutex_lock(&s->mu);
   for (int k = 0; k < s->nslots; k++) {
-    if (nng_pipe_id(s->slots[k].pipe) <= 0) continue;
+    if (atomic_load(&s->slots[k].pipe) == 0) continue;
     m0__peer to;
-    m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, s->slots[k].pipe);
+    m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, m0__slot_pipe(&s->slots[k]));
     m0__send(&s->self, &to, M0__K_STOP, 0, 0, NULL, 0);
   }
   pthread_mutex_unlock(&s->mu);

@@ -42,7 +42,7 @@ typedef struct m0__slot {
   atomic_int live;      /* an instance is there and may be sent requests */
   atomic_uint gen;      /* moves on each time the slot is given up */
   atomic_int inflight;  /* requests batched or sent to it and not answered, from every loop */
-  nng_pipe pipe;        /* connected instances */
+  atomic_uint pipe;     /* connected instances: its nng pipe's id (0: none); written under mu, read by loops */
   m0__inbox *inbox;     /* thread instances */
 } m0__slot;
 
@@ -95,6 +95,12 @@ int m0__service_live(m0__service *s);
  * in flight, or -1 (none live; *full set when every live one is at its
  * queue bound instead). */
 int m0__service_pick(m0__service *s, bool *full);
+/* Slot k's connection (connected instances). */
+static inline nng_pipe m0__slot_pipe(const m0__slot *sl) {
+  nng_pipe p = NNG_PIPE_INITIALIZER;
+  p.id = atomic_load_explicit(&sl->pipe, memory_order_acquire);
+  return p;
+}
 /* The actor id of slot k's instance. */
 uint32_t m0__service_slot_id(const m0__service *s, int k);
 /* The inbox a reply addressed to `to` goes into: a loop's of this service's

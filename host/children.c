@@ -66,8 +66,16 @@ static int child_spawn(m0__children *ch, child *c) {
   char name[80];
   snprintf(name, sizeof name, "%s.%d", sp->name, c->instance);
   char *argv[] = {name, NULL};
+  /* A process group of its own: a signal to the host's group (Ctrl-C, a
+   * unit's stop) reaches the host, whose drain stops its instances after
+   * their requests are answered, not the instances at once. */
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setpgroup(&at, 0);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
   pid_t pid;
-  int rv = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, env);
+  int rv = posix_spawn(&pid, "/proc/self/exe", NULL, &at, argv, env);
+  posix_spawnattr_destroy(&at);
   free(env);
   if (rv != 0) {
     fprintf(stderr, "m0: cannot spawn instance %d of actor %s: %s\n", c->instance, sp->name, strerror(rv));

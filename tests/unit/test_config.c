@@ -1697,16 +1697,18 @@ static void test_serve_codes(void **st) {
   assert_int_equal(rc, 78);
   assert_string_equal(err, "m0: cannot read the variable M0_PORT=abc (set it to a valid value (see --help) or unset it)\n");
   free(err);
-  /* the actors check refuses: 78 and its one line, nothing served */
-  const char *ext = topo_write("serve-ext.json", "{\"app_actors\": [" EXT("silent") "]}");
-  char *pre[] = {"prog", "--workers", "2", "--topology", (char *)ext, "--port", "0", NULL};
-  serve_run ps = {7, pre, &fake_app};
+  /* the actors check refuses: 78 and its one line, nothing served. (One
+   * process: were it not refused, a host of --workers would spawn this
+   * test binary as its workers, each running every test again.) */
+  const char *ghost = topo_write("serve-ghost.json", "{\"routes\": [" RT("GET", "/g", "ghost") "]}");
+  char *one[] = {"prog", "--topology", (char *)ghost, "--port", "0", NULL};
+  serve_run gs = {5, one, &fake_app};
   alarm(20);
-  err = capture_fd(2, serve_fn, &ps, &rc);
+  err = capture_fd(2, serve_fn, &gs, &rc);
   alarm(0);
   assert_int_equal(rc, 78);
-  assert_string_equal(err, "m0: actor \"silent\" is placed external (app_actors); under --workers only thread "
-                           "placement is served (place it \"thread\", or serve with --threads)\n");
+  assert_string_equal(err, "m0: route GET /g names actor \"ghost\", which neither the program nor app_actors declares "
+                           "(add it to app_actors with placement external, or fix the name)\n");
   free(err);
 }
 

@@ -41,6 +41,8 @@ struct m0__asks {
   ask *tab;
   int len, cap, free_head, used_head, nused; /* len entries made, of at most cap */
   ask_batch *batches; /* [nservices * M0__SLOTS] */
+  int *filled;        /* the batches with requests in them, in the order they began */
+  int nfilled;
   int *route_svc;     /* [app->nroutes]: the service of an actor route, else -1 */
   uv_timer_t tick;
   uint64_t tick_ms;
@@ -206,7 +208,15 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
   int i = ask_take(l, c, res, si, route->timeout_ms ? route->timeout_ms : ROUTE_TIMEOUT_MS);
   if (i < 0) return -1;
   ask_batch *b = &a->batches[si * M0__SLOTS + k];
-  if ((!b->msg && m0__wire_batch_new(&b->msg, 4096) != 0) || m0__wire_request_add(b->msg, ask_id(a, i), req) != 0) {
+  if (!b->msg) {
+    if (m0__wire_batch_new(&b->msg, 4096) != 0) {
+      ask_release(a, i);
+      m0__respond_status(res, 503, NULL);
+      return -1;
+    }
+    a->filled[a->nfilled++] = si * M0__SLOTS + k; /* the flush looks only at these */
+  }
+  if (m0__wire_request_add(b->msg, ask_id(a, i), req) != 0) {
     ask_release(a, i);
     m0__respond_status(res, 503, NULL);
     return -1;
@@ -225,36 +235,43 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
 
 void m0__asks_flush(m0__loop *l) {
   m0__asks *a = l->asks;
-  if (!a) return;
-  for (int si = 0; si < l->nservices; si++) {
+  if (!a || a->nfilled == 0) return;
+  int kept = 0;
+  for (int f = 0; f < a->nfilled; f++) {
+    int si = a->filled[f] / M0__SLOTS, k = a->filled[f] % M0__SLOTS;
     m0__service *s = l->services[si];
-    for (int k = 0; k < s->nslots; k++) {
-      ask_batch *b = &a->batches[si * M0__SLOTS + k];
-      m0__slot *sl = &s->slots[k];
-      uint32_t gen = atomic_load(&sl->gen);
-      /* No REPLY will come when its instance left; none is waited for once
-       * every request of the batch has had its 504 (a REPLY the service's
-       * thread refused, a REQUEST pair1 dropped). */
-      if (b->out && (gen != b->out_gen || uv_now(&l->uv) > b->out_deadline)) b->out = false;
-      if (!b->msg || b->out) continue;
-      if (!atomic_load_explicit(&sl->live, memory_order_acquire)) {
-        /* It left before the batch went: the tick answers its requests 502. */
-        nng_msg_free(b->msg);
-        b->msg = NULL;
-        continue;
-      }
-      m0__peer to;
-      if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, m0__slot_pipe(sl));
-      else m0__peer_direct(&to, m0__service_slot_id(s, k), sl->inbox);
-      if (m0__send_msg(&l->self, &to, M0__K_REQUEST, b->trace_hi, b->trace_lo, b->msg) != 0) continue; /* next pass */
-      b->msg = NULL;
-      b->out = true;
-      b->out_gen = gen;
-      b->out_deadline = b->deadline;
-      b->deadline = 0;
-      b->trace_hi = b->trace_lo = 0;
+    ask_batch *b = &a->batches[a->filled[f]];
+    m0__slot *sl = &s->slots[k];
+    uint32_t gen = atomic_load(&sl->gen);
+    /* No REPLY will come when its instance left; none is waited for once
+     * every request of the batch has had its 504 (a REPLY the service's
+     * thread refused, a REQUEST pair1 dropped). */
+    if (b->out && (gen != b->out_gen || uv_now(&l->uv) > b->out_deadline)) b->out = false;
+    if (b->out) {
+      a->filled[kept++] = a->filled[f]; /* next pass */
+      continue;
     }
+    if (!atomic_load_explicit(&sl->live, memory_order_acquire)) {
+      /* It left before the batch went: the tick answers its requests 502. */
+      nng_msg_free(b->msg);
+      b->msg = NULL;
+      continue;
+    }
+    m0__peer to;
+    if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, m0__slot_pipe(sl));
+    else m0__peer_direct(&to, m0__service_slot_id(s, k), sl->inbox);
+    if (m0__send_msg(&l->self, &to, M0__K_REQUEST, b->trace_hi, b->trace_lo, b->msg) != 0) {
+      a->filled[kept++] = a->filled[f]; /* still ours: next pass */
+      continue;
+    }
+    b->msg = NULL;
+    b->out = true;
+    b->out_gen = gen;
+    b->out_deadline = b->deadline;
+    b->deadline = 0;
+    b->trace_hi = b->trace_lo = 0;
   }
+  a->nfilled = kept;
 }
 
 void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
@@ -377,7 +394,8 @@ int m0__asks_open(m0__loop *l) {
   a->free_head = a->used_head = -1;
   a->batches = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->batches);
   a->route_svc = calloc(l->app->nroutes ? l->app->nroutes : 1, sizeof *a->route_svc);
-  if (!a->batches || !a->route_svc) return M0__ENOMEM;
+  a->filled = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->filled);
+  if (!a->batches || !a->route_svc || !a->filled) return M0__ENOMEM;
   a->local = l->nservices ? l->index - l->services[0]->loop_base : 0;
   unsigned shortest = DEFERRED_TIMEOUT_MS;
   for (size_t r = 0; r < l->app->nroutes; r++) {
@@ -413,6 +431,7 @@ void m0__asks_free(m0__loop *l) {
   free(a->tab);
   free(a->batches);
   free(a->route_svc);
+  free(a->filled);
   free(a);
   l->asks = NULL;
 }

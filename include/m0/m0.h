@@ -134,16 +134,18 @@ typedef struct m0_route {
  * A view on the loop may answer later: m0_defer takes the request's answer
  * out of the view, the loop goes on serving, and m0_deferred_respond
  * answers it from any thread. Past timeout_ms (0 = 30000) the host answers
- * 504 itself and the handle's respond returns -1. Each handle is answered
- * (or refused) exactly once: m0_deferred_respond frees it. NULL (and the
- * view must answer itself) on a pool thread, or when already answered. */
+ * 504 itself, and an answer given after that is dropped (and counted). Each
+ * handle is answered exactly once: m0_deferred_respond frees it. NULL (and
+ * the view must answer itself) on a pool thread, or when already answered. */
 typedef struct m0_deferred m0_deferred;
 m0_deferred *m0_defer(m0_response *res, unsigned timeout_ms);
 /* Adds a header to the deferred answer (copied). 0, or -1 when the header
  * block is full. Thread safety: the thread that holds the handle. */
 int m0_deferred_header(m0_deferred *d, const char *name, const char *value);
-/* Answers and frees the handle. 0, or -1 when the host had answered 504
- * already (the handle is freed either way). Thread safety: any thread. */
+/* Answers and frees the handle: the answer is handed to the request's loop.
+ * 0; -1 when status is not 200..599, the content type holds a CR or LF, or
+ * out of memory (the request is then answered 500, or 504 at its bound).
+ * Thread safety: any thread. */
 int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, const void *body, size_t len);
 
 /* ---- application actors -----------------------------------------------

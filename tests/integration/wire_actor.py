@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""A misbehaving external instance of an application actor, for
+test_actors: it dials URL with an nng pair1 socket (the system's
+libnng.so.1 through ctypes) and speaks the wire of actors/wire.h and
+actors/envelope.h itself, written from those headers alone (not on
+python/m0actor.py, so a mistake shared by that module and the host cannot
+hide here).
+
+    wire_actor.py URL MODE
+
+MODE
+  silent    takes every REQUEST and never sends a REPLY: its requests wait
+            until their route's timeout (504), or 502 when it dies first
+  status99  answers each request of a REQUEST with a reply record of
+            status 99, which the host refuses ("does not decode": 502)
+
+It prints "connected" once its dial has succeeded, then one line
+"got ID" per request record it takes (stdout, flushed), so the test waits on
+what it has really received. SIGTERM ends it (the default action); it is
+meant to be SIGKILLed by the test.
+"""
+import ctypes
+import struct
+import sys
+
+MAGIC = 0x3145306D  # "m0E1" little-endian (M0__ENV_MAGIC)
+KIND_STOP, KIND_REQUEST, KIND_REPLY = 4, 12, 13  # actors/kinds.h, READY = 1
+ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo payload-length
+BATCH = struct.Struct("<HHI")  # version (1) flags (0) count
+REQ = struct.Struct("<QQQIIIIHBBI")  # id trace_hi trace_lo method target path body nheaders nparams vminor reserved
+REPLY = struct.Struct("<QHHI")  # id status nheaders body
+NNG_FLAG_ALLOC = 1
+
+
+class Sock(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32)]
+
+
+def request_ids(payload):
+    """The ids of a REQUEST batch's records, walking every variable field."""
+    version, flags, count = BATCH.unpack_from(payload, 0)
+    if version != 1 or flags != 0:
+        raise ValueError(f"batch version {version} flags {flags}")
+    at, ids = BATCH.size, []
+    for _ in range(count):
+        rid, _hi, _lo, mlen, tlen, _plen, blen, nh, np_, _vm, _res = REQ.unpack_from(payload, at)
+        at += REQ.size + mlen + tlen
+        for _ in range(nh):
+            n, v = struct.unpack_from("<II", payload, at)
+            at += 8 + n + v
+        for _ in range(np_):
+            (n,) = struct.unpack_from("<I", payload, at)
+            at += 4 + n
+        at += blen
+        ids.append(rid)
+    if at != len(payload):
+        raise ValueError(f"{len(payload) - at} bytes after the last record")
+    return ids
+
+
+def main(argv):
+    if len(argv) != 3 or argv[2] not in ("silent", "status99"):
+        print("usage: wire_actor.py URL silent|status99", file=sys.stderr)
+        return 2
+    url, mode = argv[1], argv[2]
+    lib = ctypes.CDLL("libnng.so.1")
+    lib.nng_pair1_open.argtypes = [ctypes.POINTER(Sock)]
+    lib.nng_dial.argtypes = [Sock, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
+    lib.nng_recv.argtypes = [Sock, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
+    lib.nng_send.argtypes = [Sock, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    lib.nng_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    lib.nng_free.restype = None
+    sock = Sock()
+    if lib.nng_pair1_open(ctypes.byref(sock)) != 0:
+        print("wire_actor: nng_pair1_open failed", file=sys.stderr)
+        return 1
+    rv = lib.nng_dial(sock, url.encode(), None, 0)
+    if rv != 0:
+        print(f"wire_actor: cannot dial {url}: nng error {rv}", file=sys.stderr)
+        return 1
+    print("connected", flush=True)
+    buf, size, seq = ctypes.c_void_p(), ctypes.c_size_t(), 0
+    while True:
+        rv = lib.nng_recv(sock, ctypes.byref(buf), ctypes.byref(size), NNG_FLAG_ALLOC)
+        if rv != 0:
+            print(f"wire_actor: receive: nng error {rv}", file=sys.stderr)
+            return 1
+        msg = ctypes.string_at(buf, size.value)
+        lib.nng_free(buf, size)
+        magic, kind, _flags, frm, to, _seq, hi, lo, plen = ENV.unpack_from(msg, 0)
+        if magic != MAGIC or plen != len(msg) - ENV.size:
+            print(f"wire_actor: a malformed message of {len(msg)} bytes", file=sys.stderr)
+            continue
+        if kind == KIND_STOP:
+            return 0
+        if kind != KIND_REQUEST:
+            continue
+        ids = request_ids(msg[ENV.size:])
+        for rid in ids:
+            print(f"got {rid}", flush=True)
+        if mode == "silent":
+            continue
+        payload = BATCH.pack(1, 0, len(ids)) + b"".join(REPLY.pack(rid, 99, 0, 0) for rid in ids)
+        seq += 1
+        out = ENV.pack(MAGIC, KIND_REPLY, 0, to, frm, seq, hi, lo, len(payload)) + payload
+        lib.nng_send(sock, out, len(out), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

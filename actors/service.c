@@ -44,7 +44,8 @@ int m0__service_live(m0__service *s) {
 int m0__service_pick(m0__service *s, bool *full) {
   int best = -1, least = 0;
   bool any = false;
-  for (int k = 0; k < s->nslots; k++) {
+  int used = atomic_load_explicit(&s->used, memory_order_acquire);
+  for (int k = 0; k < used; k++) {
     m0__slot *sl = &s->slots[k];
     if (!atomic_load_explicit(&sl->live, memory_order_acquire)) continue;
     any = true;
@@ -81,15 +82,18 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     atomic_store(&free_slot->pipe, (unsigned)nng_pipe_id(p));
     atomic_store(&free_slot->inflight, 0);
     atomic_store_explicit(&free_slot->live, 1, memory_order_release);
+    int k = (int)(free_slot - s->slots);
+    if (k >= atomic_load(&s->used)) atomic_store_explicit(&s->used, k + 1, memory_order_release);
   } else if (ev == NNG_PIPE_EV_REM_POST) {
     m0__slot *sl = slot_of_pipe(s, p);
     if (sl) {
       /* Not live first, then a new generation: a loop that reads the new
-       * generation also sees the slot gone. The loops' sweeps answer 502 for
-       * what was with it, and give back its in-flight count. */
+       * generation also sees the slot gone. The loops' ticks answer 502 for
+       * what was with it; its in-flight count starts again from 0. */
       atomic_store_explicit(&sl->live, 0, memory_order_release);
       atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
       atomic_store(&sl->pipe, 0);
+      atomic_store(&sl->inflight, 0); /* a loop gives nothing back to a slot of another generation */
     }
   }
   pthread_mutex_unlock(&s->mu);

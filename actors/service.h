@@ -67,6 +67,7 @@ typedef struct m0__service {
   char url[M0__URL_MAX];
   m0__slot slots[M0__SLOTS];
   int nslots;         /* threads: how many; connected: M0__SLOTS */
+  atomic_int used;    /* slots below this have ever held an instance: what a pick walks */
   pthread_mutex_t mu; /* slot assignment on pipe events */
   m0__actor self;     /* connected: the pair1 socket, as a mailbox (traced) */
   pthread_t rx;

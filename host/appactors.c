@@ -51,6 +51,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
       continue;
     }
     s->nslots = sp->instances;
+    atomic_store(&s->used, sp->instances);
     for (int k = 0; k < sp->instances; k++) {
       m0__instance *in = &a->inst[a->ninst++];
       m0__handle_init(&in->h, &m0__instance_kind, &pr->exits);

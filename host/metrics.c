@@ -49,7 +49,8 @@ static void metrics_actors(m0__buf *b, m0__service *const *sv, int n) {
                     "# TYPE m0_actor_in_flight gauge\n");
   for (int i = 0; i < n; i++) {
     long long f = 0;
-    for (int k = 0; k < sv[i]->nslots; k++) f += atomic_load(&sv[i]->slots[k].inflight);
+    for (int k = 0; k < sv[i]->nslots; k++) /* a slot whose instance left may still hold a count a loop added late */
+      if (atomic_load(&sv[i]->slots[k].live)) f += atomic_load(&sv[i]->slots[k].inflight);
     m0__buf_printf(b, "m0_actor_in_flight{actor=\"%s\"} %lld\n", sv[i]->name, f);
   }
   m0__buf_printf(b, "# HELP m0_actor_instances Instances of an actor that are live now.\n"

@@ -16,6 +16,8 @@
  *                          at the route's timeout (1000 ms)
  *   GET /actor/relay       served by actor `relay`, which asks `echo` and
  *                          answers {"relay":PID,"echo":<echo's answer>}
+ *   GET, POST /loop/echo   echo's answer made by a view on the loop
+ *                          (instance -1): the same work without the actor
  *   GET /deferred?ms=N     on the loop: the view defers its answer and another
  *                          thread gives it N ms later: {"deferred":N}
  * Its producer publishes a beat on channel "beats" every period.
@@ -214,6 +216,14 @@ static void relay_receive(void *state, const m0_request *req, m0_reply *rep) {
 static const m0_actor_kind relay_kind = {"relay", NULL, relay_receive, NULL};
 static const m0_actor_kind hc_actors[] = {echo_kind, silent_kind, relay_kind};
 
+/* /loop/echo: echo's work, done by a view on the loop (instance -1). */
+static void view_loop_echo(void *state, const m0_request *req, m0_response *res) {
+  char *text = echo_body(-1, req);
+  if (text) m0_respond(res, 200, "application/json", text, strlen(text), M0_BODY_COPY);
+  else m0_respond(res, 500, NULL, NULL, 0, M0_BODY_COPY);
+  free(text);
+}
+
 static const m0_route hc_routes[] = {
     {"GET", "/events", view_events, M0_ON_LOOP},
     {"GET", "/events-from-func", view_events, 0},
@@ -225,6 +235,8 @@ static const m0_route hc_routes[] = {
     {"POST", "/actor/echo", NULL, 0, "echo"},
     {"GET", "/actor/silent", NULL, 0, "silent"},
     {"GET", "/actor/relay", NULL, 0, "relay"},
+    {"GET", "/loop/echo", view_loop_echo, M0_ON_LOOP},
+    {"POST", "/loop/echo", view_loop_echo, M0_ON_LOOP},
     {"GET", "/deferred", view_deferred, M0_ON_LOOP},
 };
 

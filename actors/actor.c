@@ -13,13 +13,18 @@
 #include "base/errors.h"
 #include "actors/trace.h"
 
-int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {
+/* A mailbox: a pull0 socket, or (poly) a pair1 socket in polyamorous mode. */
+static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, bool poly) {
   memset(a, 0, sizeof *a);
   a->id = id;
   a->trace = trace;
   a->recv_fd = -1;
   snprintf(a->url, sizeof a->url, "%s", url);
-  if (nng_pull0_open(&a->mailbox) != 0) return M0__ETRANSPORT;
+  if ((poly ? nng_pair1_open_poly(&a->mailbox) : nng_pull0_open(&a->mailbox)) != 0) return M0__ETRANSPORT;
+  /* A send waits at most this long for the socket's queue: pair1 hands each
+   * message to its pipe's queue at once (or drops it, counted by nng as
+   * tx_drop, when that queue is full: actors/service.h). */
+  if (poly) nng_socket_set_ms(a->mailbox, NNG_OPT_SENDTIMEO, 100);
   if (nng_listen(a->mailbox, url, NULL, 0) != 0) {
     m0__socket_close(a->mailbox);
     return M0__ETRANSPORT;
@@ -28,23 +33,12 @@ int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace
   return 0;
 }
 
+int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {
+  return actor_listen(a, id, url, trace, false);
+}
+
 int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {
-  memset(a, 0, sizeof *a);
-  a->id = id;
-  a->trace = trace;
-  a->recv_fd = -1;
-  snprintf(a->url, sizeof a->url, "%s", url);
-  if (nng_pair1_open_poly(&a->mailbox) != 0) return M0__ETRANSPORT;
-  /* A send waits at most this long for the socket's queue: pair1 hands each
-   * message to its pipe's queue at once (or drops it, counted by nng as
-   * tx_drop, when that queue is full: actors/service.c keeps under it). */
-  nng_socket_set_ms(a->mailbox, NNG_OPT_SENDTIMEO, 100);
-  if (nng_listen(a->mailbox, url, NULL, 0) != 0) {
-    m0__socket_close(a->mailbox);
-    return M0__ETRANSPORT;
-  }
-  a->open = true;
-  return 0;
+  return actor_listen(a, id, url, trace, true);
 }
 
 int m0__actor_listen_also(m0__actor *a, const char *url) {

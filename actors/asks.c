@@ -322,8 +322,8 @@ struct m0_deferred {
   uint32_t loop_id;
   uint64_t id;
   m0__tracer *trace;
-  size_t nh, used;
-  m0_header hdrs[DEFER_HEADERS + 1];
+  m0__header_block hb;              /* over hdrs and store */
+  m0_header hdrs[DEFER_HEADERS + 1]; /* and room for the content type */
   char store[DEFER_STORE];
 };
 
@@ -336,6 +336,7 @@ static m0_deferred *asks_defer(m0__http *h, m0__conn *c, m0_response *res, unsig
     free(d);
     return NULL;
   }
+  d->hb = (m0__header_block){d->hdrs, 0, DEFER_HEADERS, d->store, 0, DEFER_STORE};
   d->inbox = &l->inbox;
   d->loop_id = l->self.id;
   d->id = ask_id(l->asks, i);
@@ -347,14 +348,7 @@ static m0_deferred *asks_defer(m0__http *h, m0__conn *c, m0_response *res, unsig
 
 int m0_deferred_header(m0_deferred *d, const char *name, const char *value) {
   if (!d || !name || !value) return -1;
-  size_t nl = strlen(name), vl = strlen(value);
-  if (!m0__wire_header_ok(name, nl, value, vl) || d->nh >= DEFER_HEADERS || d->used + nl + vl > DEFER_STORE) return -1;
-  char *at = d->store + d->used;
-  memcpy(at, name, nl);
-  memcpy(at + nl, value, vl);
-  d->hdrs[d->nh++] = (m0_header){{at, nl}, {at + nl, vl}};
-  d->used += nl + vl;
-  return 0;
+  return m0__header_block_add(&d->hb, name, strlen(name), value, strlen(value));
 }
 
 int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, const void *body, size_t len) {
@@ -367,12 +361,12 @@ int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, co
     content_type = NULL;
     body = NULL;
     len = 0;
-    d->nh = 0;
+    d->hb.n = 0;
   }
-  if (content_type) d->hdrs[d->nh++] = (m0_header){{"Content-Type", 12}, {content_type, strlen(content_type)}};
+  if (content_type) d->hdrs[d->hb.n++] = (m0_header){{"Content-Type", 12}, {content_type, strlen(content_type)}};
   nng_msg *m;
   if (m0__wire_batch_new(&m, len + 256) == 0) {
-    if (m0__wire_reply_add(m, d->id, status, d->hdrs, d->nh, body, len) == 0) {
+    if (m0__wire_reply_add(m, d->id, status, d->hdrs, d->hb.n, body, len) == 0) {
       m0__actor self = {.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, 0), .trace = d->trace};
       m0__peer to;
       m0__peer_direct(&to, d->loop_id, d->inbox);

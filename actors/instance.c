@@ -17,34 +17,23 @@ struct m0_reply {
   nng_msg *out;
   uint64_t id;
   bool sent;
-  size_t nh, used;
+  m0__header_block hb; /* over hdrs and store */
   m0_header hdrs[M0__WIRE_MAX_HEADERS];
   char store[REPLY_STORE];
 };
 
-static int reply_add_header(m0_reply *rep, const char *name, size_t nl, const char *value, size_t vl) {
-  if (rep->sent || !m0__wire_header_ok(name, nl, value, vl) || rep->nh >= M0__WIRE_MAX_HEADERS ||
-      rep->used + nl + vl > REPLY_STORE)
-    return -1;
-  char *at = rep->store + rep->used;
-  memcpy(at, name, nl);
-  memcpy(at + nl, value, vl);
-  rep->hdrs[rep->nh++] = (m0_header){{at, nl}, {at + nl, vl}};
-  rep->used += nl + vl;
-  return 0;
-}
-
 int m0_reply_header(m0_reply *rep, const char *name, const char *value) {
-  if (!rep || !name || !value) return -1;
-  return reply_add_header(rep, name, strlen(name), value, strlen(value));
+  if (!rep || rep->sent || !name || !value) return -1;
+  return m0__header_block_add(&rep->hb, name, strlen(name), value, strlen(value));
 }
 
 int m0_reply_send(m0_reply *rep, int status, const char *content_type, const void *body, size_t len) {
   if (!rep || rep->sent || status < 200 || status > 599 || (len && !body)) return -1;
-  size_t nh = rep->nh;
-  if (content_type && reply_add_header(rep, "Content-Type", 12, content_type, strlen(content_type)) != 0) return -1;
-  if (m0__wire_reply_add(rep->out, rep->id, status, rep->hdrs, rep->nh, body, len) != 0) {
-    rep->nh = nh; /* the content type added above goes again: nothing was sent */
+  m0__header_block before = rep->hb;
+  if (content_type && m0__header_block_add(&rep->hb, "Content-Type", 12, content_type, strlen(content_type)) != 0)
+    return -1;
+  if (m0__wire_reply_add(rep->out, rep->id, status, rep->hdrs, rep->hb.n, body, len) != 0) {
+    rep->hb = before; /* the content type added above goes again: nothing was sent */
     return -1;
   }
   rep->sent = true;
@@ -64,7 +53,7 @@ int m0__instance_answer(const m0_actor_kind *kind, void *state, const uint8_t *p
     rep.out = out;
     rep.id = q.id;
     rep.sent = false;
-    rep.nh = rep.used = 0;
+    rep.hb = (m0__header_block){rep.hdrs, 0, M0__WIRE_MAX_HEADERS, rep.store, 0, REPLY_STORE};
     if (in_app) atomic_store(in_app, true);
     m0__current_trace = (m0__trace_id){q.req.trace_hi, q.req.trace_lo};
     kind->receive(state, &q.req, &rep);

@@ -189,6 +189,16 @@ bool m0__wire_header_ok(const char *name, size_t nlen, const char *value, size_t
   return true;
 }
 
+int m0__header_block_add(m0__header_block *b, const char *name, size_t nl, const char *value, size_t vl) {
+  if (!m0__wire_header_ok(name, nl, value, vl) || b->n >= b->max || b->used + nl + vl > b->cap) return -1;
+  char *at = b->store + b->used;
+  memcpy(at, name, nl);
+  memcpy(at + nl, value, vl);
+  b->hdrs[b->n++] = (m0_header){{at, nl}, {at + nl, vl}};
+  b->used += nl + vl;
+  return 0;
+}
+
 int m0__wire_next_reply(m0__wire_rd *r, m0__wire_reply *out) {
   out->id_read = false;
   if (r->left == 0) return batch_end(r);

@@ -89,4 +89,16 @@ int m0__wire_next_reply(m0__wire_rd *r, m0__wire_reply *out);
  * a token name that is not a framing header, a value without CR, LF or NUL. */
 bool m0__wire_header_ok(const char *name, size_t nlen, const char *value, size_t vlen);
 
+/* The headers of an answer being written (m0_reply_header,
+ * m0_deferred_header): each checked by m0__wire_header_ok and copied into
+ * the block's own store. */
+typedef struct m0__header_block {
+  m0_header *hdrs;
+  size_t n, max;
+  char *store;
+  size_t used, cap;
+} m0__header_block;
+/* 0, or -1 (refused by the check, or no room: nothing added). */
+int m0__header_block_add(m0__header_block *b, const char *name, size_t nl, const char *value, size_t vl);
+
 #endif

@@ -3,6 +3,7 @@
 #include <nng/nng.h>
 #include <string.h>
 
+#include "actors/asks.h"
 #include "base/buf.h"
 
 #define FIELD(name, type, help, member)                                                                       \
@@ -91,6 +92,9 @@ void m0__metrics_respond(const m0__page *page, m0__service *const *services, int
                      "# TYPE m0_events_published counter\nm0_events_published %llu\n",
                  (unsigned long long)atomic_load(&page->head->event_id));
   metrics_actors(&b, services, nservices);
+  m0__buf_printf(&b, "# HELP m0_deferred_late_total Deferred answers given after the host had answered 504 "
+                     "(dropped), in this process.\n# TYPE m0_deferred_late_total counter\nm0_deferred_late_total %llu\n",
+                 (unsigned long long)atomic_load(&m0__deferred_late));
   nng_stat *st;
   if (nng_stats_get(&st) == 0) {
     m0__buf_printf(&b, "# HELP m0_nng_stat nng's own statistics for this process.\n# TYPE m0_nng_stat untyped\n");

@@ -19,7 +19,8 @@
  *   GET, POST /loop/echo   echo's answer made by a view on the loop
  *                          (instance -1): the same work without the actor
  *   GET /deferred?ms=N     on the loop: the view defers its answer and another
- *                          thread gives it N ms later: {"deferred":N}
+ *                          thread gives it N ms later: {"deferred":N};
+ *                          &bound=B defers with a bound of B ms (default 30 s)
  * Its producer publishes a beat on channel "beats" every period.
  * Knobs (variables):
  *   M0_HOSTCHECK_PERIOD_MS    beat period (default 100)
@@ -173,14 +174,15 @@ static void *deferred_answer(void *arg) {
 }
 
 static void view_deferred(void *state, const m0_request *req, m0_response *res) {
-  long ms;
-  if (!m0_request_query_int(req, "ms", 0, 600000, &ms)) {
-    m0_respondf(res, 400, "application/json", "{\"error\":\"want ms=0..600000\"}");
+  long ms, bound = 0;
+  if (!m0_request_query_int(req, "ms", 0, 600000, &ms) ||
+      (m0_request_query(req, "bound", &(m0_str){0}) && !m0_request_query_int(req, "bound", 1, 600000, &bound))) {
+    m0_respondf(res, 400, "application/json", "{\"error\":\"want ms=0..600000 and bound=1..600000\"}");
     return;
   }
   later *w = malloc(sizeof *w);
   pthread_t t;
-  if (!w || !(w->d = m0_defer(res, 0))) {
+  if (!w || !(w->d = m0_defer(res, (unsigned)bound))) {
     free(w);
     m0_respondf(res, 500, "application/json", "{\"error\":\"cannot defer\"}");
     return;

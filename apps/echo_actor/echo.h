@@ -34,7 +34,7 @@ static char *echo_body(int instance, const m0_request *req) {
   json_object_set_new(o, "instance", json_integer(instance));
   json_object_set_new(o, "method", json_stringn(req->method.p, req->method.n));
   json_object_set_new(o, "path", json_stringn(req->path.p, req->path.n));
-  json_t *b = json_stringn(req->body.p, req->body.n); /* NULL when the body is not UTF-8 */
+  json_t *b = json_stringn(req->body.n ? req->body.p : "", req->body.n); /* NULL when the body is not UTF-8 */
   json_object_set_new(o, "body", b ? b : json_string("\xef\xbf\xbd"));
   char *text = json_dumps(o, JSON_COMPACT);
   json_decref(o);

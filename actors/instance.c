@@ -105,7 +105,9 @@ static void instance_serve(m0__instance *in) {
       continue;
     }
     nng_msg *out;
-    if (m0__wire_batch_new(&out, 256) != 0) {
+    /* Room for replies about the size of the requests: the reply batch is
+     * then not grown (and copied) as it is written. */
+    if (m0__wire_batch_new(&out, (m.len < (1u << 20) ? m.len : (1u << 20)) + 256) != 0) {
       m0__msg_free(&m);
       continue; /* its requests time out: 504 */
     }

@@ -168,7 +168,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
       break;
     }
     nng_msg *out;
-    if (e.kind != M0__K_REQUEST || m0__wire_batch_new(&out, 256) != 0) {
+    if (e.kind != M0__K_REQUEST || m0__wire_batch_new(&out, (len < (1u << 20) ? len : (1u << 20)) + 256) != 0) {
       nng_msg_free(m);
       continue;
     }

@@ -122,6 +122,9 @@ static int coord_drain(coord *c, int64_t deadline) {
   int waiting = 0;
   for (int i = 0; i < p->here; i++) {
     if (c->loop_done[i]) continue;
+    /* Before STOP: the loop takes no connection from now on, even one whose
+     * wake it handles before its mailbox's (actors/accept.c). */
+    atomic_store(&c->proc->page.lines[p->first + i].leaving, 1);
     if (coord_stop(c, &c->loops[i].h, &c->loop_peers[i])) waiting++;
     else c->loop_done[i] = true;
   }

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <uv.h>
 
 #include "actors/wire.h"
 #include "base/errors.h"
@@ -131,11 +131,8 @@ static void instance_serve(m0__instance *in) {
 
 /* ---- asking another actor ---- */
 
-static int64_t m0__now_ms_(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+/* Monotonic milliseconds (libuv's clock, which the loops use too). */
+static int64_t now_ms(void) { return (int64_t)(uv_hrtime() / 1000000); }
 
 static bool stash_keep(m0__instance *in, nng_msg *m) {
   if (in->nstash == in->capstash) {
@@ -214,9 +211,9 @@ int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_ans
     return -1;
   }
   int rv = -1;
-  int64_t deadline = m0__now_ms_() + (timeout_ms ? timeout_ms : 1000);
+  int64_t deadline = now_ms() + (timeout_ms ? timeout_ms : 1000);
   for (;;) {
-    int64_t left = deadline - m0__now_ms_();
+    int64_t left = deadline - now_ms();
     if (left <= 0) break;
     nng_socket_set_ms(in->self.mailbox, NNG_OPT_RECVTIMEO, (nng_duration)left);
     m0__msg r;

@@ -192,7 +192,8 @@ static void view_deferred(void *state, const m0_request *req, m0_response *res) 
   pthread_attr_init(&at);
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
   if (pthread_create(&t, &at, deferred_answer, w) != 0) {
-    m0_deferred_respond(w->d, 503, "application/json", "{\"error\":\"no thread\"}", 20);
+    static const char why[] = "{\"error\":\"no thread\"}";
+    m0_deferred_respond(w->d, 503, "application/json", why, sizeof why - 1);
     free(w);
   }
   pthread_attr_destroy(&at);
@@ -203,7 +204,8 @@ static void view_deferred(void *state, const m0_request *req, m0_response *res) 
 static void relay_receive(void *state, const m0_request *req, m0_reply *rep) {
   m0_answer a;
   if (m0_ask("echo", req, 1000, &a) != 0) {
-    m0_reply_send(rep, 502, "application/json", "{\"error\":\"echo did not answer\"}", 30);
+    static const char why[] = "{\"error\":\"echo did not answer\"}";
+    m0_reply_send(rep, 502, "application/json", why, sizeof why - 1);
     return;
   }
   char *body = malloc(a.body.n + 64);

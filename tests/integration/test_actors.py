@@ -44,6 +44,8 @@ Proves:
   5 x 300 ms (the loop does not wait for them). The 504 of a deferred answer
   past its bound is not tested: host_check's /deferred defers with the
   default bound, 30 s.
+- m0_ask: host_check's relay asks echo on a thread and in a spawned process
+  and wraps its answer; with no echo instance its ask fails and it says 502.
 - Drain: SIGTERM while /deferred?ms=800 and a thread-placed /actor/echo are
   in flight: both are answered 200 and the host exits 0 well within its
   --drain-timeout-ms (4000); an idle host_check (thread actors only) drains
@@ -845,7 +847,40 @@ def front_end():
             f"m0 without a topology file: exit 78, one line ({rc}, {err!r})")
 
 
-PARTS = (placements, own_answers, bad_instances, churn, restarts, deferred, drain, modes, front_end)
+# ---- m0_ask: an actor asks another --------------------------------------------------------------------------------
+
+def asks():
+    """host_check's relay (a thread instance) asks echo with m0_ask and wraps its answer."""
+    def relay(port):
+        st, _, b, _ = ask(port, "GET", "/actor/relay")
+        return st, echo_json(b)
+
+    with host() as s:  # echo on a thread
+        st, j = relay(s.port)
+        e = (j or {}).get("echo") or {}
+        F.check(st == 200 and j and j.get("relay") == s.proc.pid and e.get("actor") == "echo"
+                and e.get("pid") == s.proc.pid and e.get("path") == "/actor/relay",
+                f"ask: relay asks a thread echo and answers with its reply ({st} {j})")
+        rs = concurrent(s.port, 8, "GET", "/actor/relay")
+        F.check(all(st == 200 and j and (j.get("echo") or {}).get("actor") == "echo" for st, j in rs),
+                f"ask: 8 concurrent relays each get their own echo ({[st for st, _ in rs]})")
+    rd = run_dir()
+    topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "process"}]}
+    with host(topo, rd=rd, cls=Prefork) as s:
+        kids = wait_for(lambda: live(s.port, "echo") == 1 and children(s.proc.pid), 10) or set()
+        st, j = relay(s.port)
+        e = (j or {}).get("echo") or {}
+        F.check(st == 200 and j and j.get("relay") == s.proc.pid and e.get("pid") in kids,
+                f"ask: relay asks echo in a spawned process (pid one of {kids}) ({st} {j})")
+    reap(kids)
+    rd = run_dir()
+    with host({"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}]}, rd=rd) as s:
+        st, j = relay(s.port)  # no echo instance connected: the ask fails at once, relay says so
+        F.check(st == 502 and j == {"error": "echo did not answer"},
+                f"ask: with no echo instance the relay's ask fails and it answers 502 ({st} {j})")
+
+
+PARTS = (placements, own_answers, bad_instances, churn, restarts, deferred, drain, modes, front_end, asks)
 ONLY = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None  # --only churn,drain
 try:
     for part in PARTS:

@@ -141,6 +141,10 @@ def single():
 
         # A: a burst in one send
         a = small_socket(s.port)
+        # Taken by the loop before anything is sent: otherwise a turn of the loop
+        # can come before the accept, and what it proves is about nothing.
+        F.check(wait_for(lambda: m("open_connections") == open0 + 1, 10),
+                f"A: the server has taken the slow connection ({m('open_connections')})")
         qa = [f"n={BIG}&a={i}" for i in range(N_BIG)]
         a.sendall(b"".join(get(f"/big?{q}") for q in qa))
         F.check(turns(), "A: the loop answers another connection meanwhile")
@@ -159,6 +163,8 @@ def single():
 
         # B: one request at a time while the write is stuck: the second queue
         b = small_socket(s.port)
+        F.check(wait_for(lambda: m("open_connections") == open0 + 2, 10),
+                f"B: the server has taken the second slow connection ({m('open_connections')})")
         qb, paused_at = [], None
         for i in range(64):
             qb.append(f"n={QUARTER}&b={i}&static={i % 2}")

@@ -198,7 +198,8 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
   if (si < 0) return -1; /* 503 */
   m0__service *s = l->services[si];
   bool full;
-  int k = m0__service_pick(s, &full);
+  uint32_t gen;
+  int k = m0__service_pick(s, &full, &gen);
   if (k < 0) {
     atomic_fetch_add(full ? &s->st.queue_full : &s->st.no_instance, 1);
     if (full) m0_response_header(res, "Retry-After", "1");
@@ -223,7 +224,7 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
   }
   ask *e = &a->tab[i];
   e->slot = (int16_t)k;
-  e->slot_gen = atomic_load(&s->slots[k].gen);
+  e->slot_gen = gen;
   if (e->deadline > b->deadline) b->deadline = e->deadline;
   atomic_fetch_add(&s->slots[k].inflight, 1);
   if (!b->trace_hi && !b->trace_lo) {

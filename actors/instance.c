@@ -188,7 +188,8 @@ int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_ans
   for (int i = 0; !t && i < in->svc->nall; i++)
     if (!strcmp(in->svc->all[i]->name, actor)) t = in->svc->all[i];
   bool full;
-  int k = t ? m0__service_pick(t, &full) : -1;
+  uint32_t gen;
+  int k = t ? m0__service_pick(t, &full, &gen) : -1;
   if (k < 0) return -1;
   uint64_t id = (ASK_ID_TOP << 48) | (++in->ask_seq & 0xffffffffffffull);
   m0_request q = *req;

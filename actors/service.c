@@ -41,19 +41,22 @@ int m0__service_live(m0__service *s) {
   return n;
 }
 
-int m0__service_pick(m0__service *s, bool *full) {
+int m0__service_pick(m0__service *s, bool *full, uint32_t *gen) {
   int best = -1, least = 0;
+  uint32_t best_gen = 0;
   bool any = false;
   int used = atomic_load_explicit(&s->used, memory_order_acquire);
   for (int k = 0; k < used; k++) {
     m0__slot *sl = &s->slots[k];
+    uint32_t g = atomic_load_explicit(&sl->gen, memory_order_acquire); /* before live: see the header */
     if (!atomic_load_explicit(&sl->live, memory_order_acquire)) continue;
     any = true;
     int n = atomic_load_explicit(&sl->inflight, memory_order_relaxed);
     if (n >= s->queue) continue;
-    if (best < 0 || n < least) best = k, least = n;
+    if (best < 0 || n < least) best = k, least = n, best_gen = g;
   }
   *full = best < 0 && any;
+  *gen = best_gen;
   return best;
 }
 

@@ -94,8 +94,11 @@ void m0__service_close(m0__service *s);
 int m0__service_live(m0__service *s);
 /* The slot a loop sends the next request to: the live one with the fewest
  * in flight, or -1 (none live; *full set when every live one is at its
- * queue bound instead). */
-int m0__service_pick(m0__service *s, bool *full);
+ * queue bound instead). *gen is the slot's generation, read before it was
+ * seen live: an instance that leaves after the pick moves the generation on
+ * from it, so its requests are answered 502 (read after, a request picked
+ * just as its instance left could wait for its 504). */
+int m0__service_pick(m0__service *s, bool *full, uint32_t *gen);
 /* Slot k's connection (connected instances). */
 static inline nng_pipe m0__slot_pipe(const m0__slot *sl) {
   nng_pipe p = NNG_PIPE_INITIALIZER;

@@ -96,11 +96,11 @@ static int accept_hand(m0__loop *l, int i, int fd) {
 static void accept_on_listen(uv_poll_t *p, int status, int events) {
   m0__loop *l = p->data;
   if (status < 0 || l->stopping) return;
-  /* Marked leaving by its coordinator before STOP was sent: a connection
-   * that came after the drain began is not taken, even when the listener's
+  /* Told by its coordinator, before STOP was sent, that the drain begins: a
+   * connection that came after that is not taken, even when the listener's
    * wake is handled in this pass before the mailbox's (it stays in the
    * backlog until the listener closes). */
-  if (atomic_load(&m0__loop_line_at(l, l->index)->leaving)) {
+  if (atomic_load(&l->told_stop)) {
     m0__accept_poll(l, false);
     return;
   }

@@ -79,6 +79,7 @@ typedef struct m0__loop {
   void *state;
   bool listening, polling, stopping, finished;
   bool recycling; /* reached recycle_at: accepts nothing more, waits for STOP */
+  atomic_bool told_stop; /* set by the coordinator just before it sends STOP (actors/accept.c) */
   bool fd_starved; /* an accept ran out of descriptors: the listener waits for a close or the next sweep */
   uint64_t frames;
   uint64_t first_id; /* the shared counter when this loop began serving */

@@ -123,8 +123,10 @@ static int coord_drain(coord *c, int64_t deadline) {
   for (int i = 0; i < p->here; i++) {
     if (c->loop_done[i]) continue;
     /* Before STOP: the loop takes no connection from now on, even one whose
-     * wake it handles before its mailbox's (actors/accept.c). */
-    atomic_store(&c->proc->page.lines[p->first + i].leaving, 1);
+     * wake it handles before its mailbox's (actors/accept.c). A flag of this
+     * process, not the page's `leaving`: under prefork a recycled worker's
+     * replacement reuses its page line while it still drains. */
+    atomic_store(&c->loops[i].told_stop, true);
     if (coord_stop(c, &c->loops[i].h, &c->loop_peers[i])) waiting++;
     else c->loop_done[i] = true;
   }

@@ -10,8 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/errors.h"
+#include "actors/admit.h"
 #include "actors/trace.h"
+#include "base/errors.h"
+#include "transport/links.h"
 
 /* A mailbox: a pull0 socket, or (poly) a pair1 socket in polyamorous mode. */
 static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, bool poly) {
@@ -25,7 +27,7 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
    * message to its pipe's queue at once (or drops it, counted by nng as
    * tx_drop, when that queue is full: actors/service.h). */
   if (poly) nng_socket_set_ms(a->mailbox, NNG_OPT_SENDTIMEO, 100);
-  if (nng_listen(a->mailbox, url, NULL, 0) != 0) {
+  if (m0__link_listen(a->mailbox, url) != 0) {
     m0__socket_close(a->mailbox);
     return M0__ETRANSPORT;
   }
@@ -42,7 +44,7 @@ int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *
 }
 
 int m0__actor_listen_also(m0__actor *a, const char *url) {
-  return nng_listen(a->mailbox, url, NULL, 0) == 0 ? 0 : M0__ETRANSPORT;
+  return m0__link_listen(a->mailbox, url) == 0 ? 0 : M0__ETRANSPORT;
 }
 
 void m0__actor_close(m0__actor *a) {
@@ -76,7 +78,7 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
    * burned a fifth to a half of a CPU until its listener came. The
    * background redial (5 to 10 ms apart) is what reconnects a peer whose
    * listener went away and comes back: a respawned worker's loop. */
-  if (nng_dial(p->sock, url, NULL, 0) != 0 && nng_dial(p->sock, url, NULL, NNG_FLAG_NONBLOCK) != 0) {
+  if (m0__link_dial(p->sock, url, 0) != 0 && m0__link_dial(p->sock, url, NNG_FLAG_NONBLOCK) != 0) {
     m0__socket_close(p->sock);
     return M0__ETRANSPORT;
   }
@@ -144,11 +146,26 @@ int m0__msg_append(nng_msg *m, const void *p, size_t n) {
 uint8_t *m0__msg_payload(nng_msg *m) { return (uint8_t *)nng_msg_body(m) + M0__ENV_HEADER; }
 size_t m0__msg_payload_len(nng_msg *m) { return nng_msg_len(m) - M0__ENV_HEADER; }
 
+static bool host_role(uint32_t id) {
+  int r = M0__ACTOR_ROLE(id);
+  return r == M0__ROLE_COORD || r == M0__ROLE_LOOP || r == M0__ROLE_POOL || r == M0__ROLE_PRODUCER ||
+         r == M0__ROLE_WORKER;
+}
+
 int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uint64_t trace_lo, nng_msg *m) {
   size_t len = m0__msg_payload_len(m);
   if (len > M0__ENV_MAX_PAYLOAD) return M0__ETOOBIG;
   m0__env e = {.kind = (uint16_t)kind, .from = self->id, .to = to->id, .seq = ++self->seq,
                .trace_hi = trace_hi, .trace_lo = trace_lo};
+  /* Through a socket to another of the host's actors, the family's seal
+   * (actors/admit.h); never to an application actor's instance. */
+  bool seal = !to->direct && nng_pipe_id(to->pipe) <= 0 && m0__family_known() && host_role(to->id);
+  if (seal) {
+    uint8_t s[M0__SEAL_LEN];
+    m0__family_seal(s);
+    if (nng_msg_append(m, s, sizeof s) != 0) return M0__ENOMEM;
+    e.flags = M0__ENV_SEALED;
+  }
   m0__env_write(nng_msg_body(m), &e, (uint32_t)len);
   /* Traced before the hand-over, so a send's record never follows its
    * receipt's (once handed over, the message may be the receiver's). */
@@ -156,6 +173,7 @@ int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uin
   if (nng_pipe_id(to->pipe) > 0) nng_msg_set_pipe(m, to->pipe);
   int rv = to->direct ? m0__inbox_put(to->direct, m) : nng_sendmsg(to->sock, m, 0);
   if (rv == 0 || to->direct) return rv;
+  if (seal) nng_msg_chop(m, M0__SEAL_LEN); /* still the caller's, as it was given */
   return rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT : rv == NNG_ECLOSED ? M0__ECLOSED : M0__ETRANSPORT;
 }
 
@@ -197,8 +215,8 @@ static int recv_mailbox(m0__actor *self, nng_msg **m, int flags) {
  * costs nng 1.5.2's expire thread up to a millisecond of spinning (it takes
  * only deadlines strictly in the past: see ARCHITECTURE.md, "nng's timers
  * and redials"). */
-static int recv_any(m0__actor *self, nng_msg **m, bool wait) {
-  if (self->inbox && (*m = m0__inbox_take(self->inbox))) return 0;
+static int recv_any(m0__actor *self, nng_msg **m, bool wait, bool *from_inbox) {
+  if (self->inbox && (*m = m0__inbox_take(self->inbox))) return *from_inbox = true, 0;
   if (!wait) return recv_mailbox(self, m, NNG_FLAG_NONBLOCK);
   int fd;
   nng_duration ms = -1;
@@ -210,37 +228,95 @@ static int recv_any(m0__actor *self, nng_msg **m, bool wait) {
     if (rv < 0 && errno == EINTR) continue;
     if (rv < 0) return M0__ETRANSPORT;
     if (rv == 0) return M0__ETIMEDOUT;
-    if (self->inbox && (*m = m0__inbox_take(self->inbox))) return 0;
+    if (self->inbox && (*m = m0__inbox_take(self->inbox))) return *from_inbox = true, 0;
     if (pf[0].revents && (rv = recv_mailbox(self, m, NNG_FLAG_NONBLOCK)) != M0__ETIMEDOUT) return rv;
   }
+}
+
+/* Names the peer on the other end of a pipe, for a refusal's line. */
+static void peer_name(nng_pipe p, char *out, size_t n) {
+  nng_sockaddr sa;
+  if (nng_pipe_id(p) <= 0 || nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) {
+    snprintf(out, n, "this process");
+    return;
+  }
+  if (sa.s_family == NNG_AF_INET || sa.s_family == NNG_AF_INET6) {
+    char host[64];
+    nng_sockaddr_in *in = &sa.s_in;
+    if (sa.s_family == NNG_AF_INET) {
+      const uint8_t *a = (const uint8_t *)&in->sa_addr;
+      snprintf(host, sizeof host, "%u.%u.%u.%u", a[0], a[1], a[2], a[3]);
+    } else {
+      snprintf(host, sizeof host, "[ipv6]");
+    }
+    const uint8_t *pt = (const uint8_t *)&sa.s_in.sa_port;
+    snprintf(out, n, "tcp peer %s:%u", host, (unsigned)(pt[0] << 8 | pt[1]));
+  } else if (sa.s_family == NNG_AF_IPC) {
+    uint64_t pid = 0;
+    nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid);
+    snprintf(out, n, "ipc peer pid %llu", (unsigned long long)pid);
+  } else {
+    snprintf(out, n, "an inproc peer");
+  }
+}
+
+/* Where a message taken from the mailbox came from (actors/admit.h), or -1:
+ * sealed, but not with this host's cookie. */
+static int origin_of(const m0__msg *m) {
+  if (m->env.flags & M0__ENV_SEALED) return m0__family_check(m->payload + m->len);
+  nng_sockaddr sa;
+  nng_pipe p = nng_msg_get_pipe(m->nmsg);
+  if (nng_pipe_id(p) > 0 && nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INPROC)
+    return M0__ORIGIN_SELF;
+  return M0__ORIGIN_OUTSIDE;
 }
 
 int m0__recv(m0__actor *self, m0__msg *out, int how) {
   nng_msg *m = NULL;
   int rv;
+  bool from_inbox = false;
   if (how == M0__RECV_INBOX) {
     if (!self->inbox || !(m = m0__inbox_take(self->inbox))) return M0__ETIMEDOUT;
+    from_inbox = true;
   } else if (how == M0__RECV_BLOCK) {
     if ((rv = recv_mailbox(self, &m, 0)) != 0) return rv;
-  } else if ((rv = recv_any(self, &m, how == M0__RECV_WAIT)) != 0) {
+  } else if ((rv = recv_any(self, &m, how == M0__RECV_WAIT, &from_inbox)) != 0) {
     return rv;
   }
-  /* JOB and RESULT carry this process's connection pointers and only travel
-   * through a direct inbox (m0__peer_direct), never over nng: one that came
-   * through a pipe was forged by a peer, and a loop answering its pointer
-   * crashed the host. ANSWER (a deferred view's) is this process's own too.
-   * Refused like a malformed envelope. */
-  int k;
-  if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0 ||
-      (((k = out->env.kind) == M0__K_JOB || k == M0__K_RESULT || k == M0__K_ANSWER) &&
-       nng_pipe_id(nng_msg_get_pipe(m)) > 0)) {
+  /* Nothing from a peer is trusted until admitted: its envelope, its seal,
+   * then the mailbox's accept list (actors/admit.h). An inbox is this
+   * process's own (what a service's reply thread put there it admitted). */
+  out->nmsg = m;
+  int refusal = -1;
+  if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0) {
+    refusal = M0__REFUSE_MALFORMED;
+    out->env.kind = 0;
+  } else if ((out->origin = from_inbox ? M0__ORIGIN_SELF : origin_of(out)) < 0) {
+    refusal = M0__REFUSE_SEAL;
+  } else if (M0__ACTOR_ROLE(self->id) != M0__ROLE_APP && out->env.to != self->id) {
+    refusal = M0__REFUSE_ADDRESS;
+  } else if ((rv = m0__admit(self->id, &out->env, out->origin)) != 0) {
+    refusal = rv;
+  } else if (!from_inbox && (out->env.kind == M0__K_JOB || out->env.kind == M0__K_RESULT ||
+                             out->env.kind == M0__K_ANSWER)) {
+    /* These carry this process's pointers and travel only through direct
+     * inboxes: one through a pipe was forged (a loop answering a forged
+     * RESULT's connection address crashed the host). */
+    refusal = M0__REFUSE_KIND;
+  }
+  if (refusal >= 0) {
+    char peer[96];
+    peer_name(from_inbox ? (nng_pipe){0} : nng_msg_get_pipe(m), peer, sizeof peer);
+    m0__refused(self->id, refusal, out->env.kind, peer);
     nng_msg_free(m);
+    out->nmsg = NULL;
     return M0__EBADMSG;
   }
-  out->nmsg = m;
   TRACE_HOOK(self, true, &out->env, out->len);
   return 0;
 }
+
+void m0__msg_peer(const m0__msg *m, char *out, size_t n) { peer_name(nng_msg_get_pipe(m->nmsg), out, n); }
 
 void m0__msg_free(m0__msg *m) {
   if (m->nmsg) nng_msg_free(m->nmsg);

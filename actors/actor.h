@@ -50,6 +50,7 @@ typedef struct m0__peer {
 
 typedef struct m0__msg {
   m0__env env;
+  int origin; /* enum m0__origin (actors/admit.h): where it came from */
   const uint8_t *payload;
   size_t len;
   nng_msg *nmsg; /* owns payload */
@@ -120,9 +121,14 @@ enum {
   M0__RECV_INBOX = 2,  /* the inbox only, at once: a loop woken by its eventfd */
   M0__RECV_BLOCK = 3,  /* the mailbox only, blocking in nng until a message or its close */
 };
-/* Receives one message. A malformed envelope is dropped and reported as
- * M0__EBADMSG. On 0 the caller owns out and frees it with m0__msg_free. */
+/* Receives one message. One the mailbox does not admit (actors/admit.h: not
+ * an envelope, a kind or sender it never takes from where it came) is
+ * counted, named on stderr at most once per peer per interval, dropped,
+ * and reported as M0__EBADMSG. On 0 the caller owns out and frees it with
+ * m0__msg_free; out->origin says where it came from. */
 int m0__recv(m0__actor *self, m0__msg *out, int how);
+/* The peer a received message came from, named for a line on stderr. */
+void m0__msg_peer(const m0__msg *m, char *out, size_t n);
 void m0__msg_free(m0__msg *m);
 
 #endif

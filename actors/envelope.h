@@ -21,8 +21,15 @@
 #define M0__ENV_HEADER 44
 #define M0__ENV_MAX_PAYLOAD (16u << 20)
 
+/* flags: 0, or SEALED: the payload is followed by the family's seal
+ * (M0__SEAL_LEN bytes, actors/admit.h), which the length does not count. */
+#define M0__ENV_SEALED 1u
+/* The seal: the host's cookie (16 bytes), then the sender's pid (u32). */
+#define M0__SEAL_LEN 20
+
 typedef struct m0__env {
   uint16_t kind;
+  uint16_t flags;
   uint32_t from;
   uint32_t to;
   uint64_t seq;
@@ -33,7 +40,9 @@ typedef struct m0__env {
 /* Writes the header for `e` and a payload of `len` bytes into hdr. */
 void m0__env_write(uint8_t hdr[M0__ENV_HEADER], const m0__env *e, uint32_t len);
 /* Reads and validates a whole message of n bytes. Returns 0 and sets the
- * payload span, or M0__EBADMSG (bad magic, unknown kind, length mismatch). */
+ * payload span, or M0__EBADMSG (bad magic, unknown kind, flags other than 0
+ * or SEALED, length mismatch). A sealed message's seal is the
+ * M0__SEAL_LEN bytes after the payload span. */
 int m0__env_read(const uint8_t *buf, size_t n, m0__env *e, const uint8_t **payload, size_t *len);
 /* The header alone (a trace record carries one): 0 and the payload length it
  * states, or M0__EBADMSG (bad magic, unknown kind, length over the limit). */

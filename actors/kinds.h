@@ -1,6 +1,6 @@
 /* The one list of message kinds actors exchange. The payload of each is
  * described beside it; ARCHITECTURE.md draws who sends which to whom. A
- * kind's number is its place in this list (READY = 1 … ANSWER = 14): the
+ * kind's number is its place in this list (READY = 1 … PUBLISH = 15): the
  * numbers are on the wire (docs/wire.md), so a kind is only ever appended. */
 #ifndef M0_ACTORS_KINDS_H
 #define M0_ACTORS_KINDS_H
@@ -19,7 +19,8 @@
   X(RESULT, "result")   /* pool -> loop: a batch of responses */                  \
   X(REQUEST, "request") /* loop -> app actor instance: a batch (actors/wire.h) */  \
   X(REPLY, "reply")     /* app actor instance -> loop: a batch (actors/wire.h) */  \
-  X(ANSWER, "answer")   /* any thread -> loop: a deferred view's answer */
+  X(ANSWER, "answer")   /* any thread -> loop: a deferred view's answer */       \
+  X(PUBLISH, "publish") /* app actor instance -> its actor: a frame for the bus */
 
 enum m0__kind {
   M0__KIND_NONE_ = 0,

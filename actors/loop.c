@@ -6,6 +6,7 @@
 
 #include "base/errors.h"
 #include "actors/accept.h"
+#include "actors/admit.h"
 #include "actors/asks.h"
 #include "actors/lane.h"
 #include "actors/publisher.h"
@@ -118,10 +119,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
   m0__msg m;
   int rv;
   while (!l->finished && (rv = m0__recv(&l->self, &m, how)) != M0__ETIMEDOUT) {
-    if (rv == M0__EBADMSG) {
-      fprintf(stderr, "m0: loop.%d: dropped a malformed message\n", l->index);
-      continue;
-    }
+    if (rv == M0__EBADMSG) continue; /* refused, counted and named (actors/admit.h) */
     if (rv != 0) break;
     switch (m.env.kind) {
     case M0__K_GO: loop_go(l); break;
@@ -146,14 +144,29 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
   const char *channel;
   size_t chlen, flen;
   const uint8_t *frame;
-  if (m0__frame_decode(m->payload, m->len, &id, &channel, &chlen, &frame, &flen) != 0) {
-    fprintf(stderr, "m0: loop.%d: dropped a malformed frame message\n", l->index);
+  char peer[96];
+  if (m0__frame_decode(m->payload, m->len, &id, &channel, &chlen, &frame, &flen) != 0 ||
+      !m0__frame_ok(frame, flen) || !m0__channel_ok_n(channel, chlen)) {
+    m0__msg_peer(m, peer, sizeof peer);
+    m0__refused(l->self.id, M0__REFUSE_FRAME, M0__K_FRAME, peer);
     return;
   }
   /* A frame numbered before this loop began was queued for a predecessor
    * (a worker that died): old news, and a new stream must never see ids go
    * backwards. */
   if (id <= l->first_id) return;
+  /* Every id was taken from the shared counter before its frame was sent:
+   * one beyond it was made up. From outside the host, an id must also come
+   * after the last this loop wrote (a replay, or a stale id, would send
+   * its streams' ids backwards); the host's own publishers may cross in
+   * flight and are written as they come. */
+  if (id > atomic_load_explicit(&l->page->head->event_id, memory_order_acquire) ||
+      (m->origin == M0__ORIGIN_OUTSIDE && id <= l->last_id)) {
+    m0__msg_peer(m, peer, sizeof peer);
+    m0__refused(l->self.id, M0__REFUSE_FRAME_ID, M0__K_FRAME, peer);
+    return;
+  }
+  if (id > l->last_id) l->last_id = id;
   l->frames++;
   uint64_t dropped = m0__http_publish(&l->http, channel, chlen, id, frame, flen);
   if (dropped) atomic_fetch_add_explicit(&m0__loop_line_at(l, l->index)->dropped, dropped, memory_order_relaxed);

@@ -83,6 +83,7 @@ typedef struct m0__loop {
   bool fd_starved; /* an accept ran out of descriptors: the listener waits for a close or the next sweep */
   uint64_t frames;
   uint64_t first_id; /* the shared counter when this loop began serving */
+  uint64_t last_id;  /* the highest frame id written to this loop's streams */
 } m0__loop;
 
 /* Line i of the shared page (the loop's own is line l->index). */

@@ -34,6 +34,7 @@
 #include "base/errors.h"
 #include "base/nng_compat.h"
 #include "m0/m0.h"
+#include "transport/links.h"
 
 /* The next message, or NULL when a signal asked to stop or the socket closed. */
 static nng_msg *remote_next(nng_socket sock, int rfd, int sfd) {
@@ -134,8 +135,8 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   }
   nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, 10);
   nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, 200);
-  int rv = nng_dial(sock, url, NULL, 0);
-  if (rv != 0) rv = nng_dial(sock, url, NULL, NNG_FLAG_NONBLOCK); /* not up yet: redialed in the background */
+  int rv = m0__link_dial(sock, url, 0);
+  if (rv != 0) rv = m0__link_dial(sock, url, NNG_FLAG_NONBLOCK); /* not up yet: redialed in the background */
   if (rv != 0 || nng_socket_get_int(sock, NNG_OPT_RECVFD, &rfd) != 0) {
     fprintf(stderr, "m0: actor %s cannot dial %s: %s\n", kind->name, url, nng_strerror(rv ? rv : NNG_EINVAL));
     m0__socket_close(sock);

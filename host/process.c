@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "actors/admit.h"
 #include "base/errors.h"
 #include "host/signals.h"
 #include "transport/listen.h"
@@ -67,6 +68,14 @@ int m0__process_setup(m0__process *p) {
     return M0__EPAGE;
   }
   p->page_made = true;
+  m0__refusals_attach(p->page.refusals, M0__PAGE_REFUSAL_LINES);
+  /* The family's cookie (actors/admit.h): a worker's is its supervisor's. */
+  if (p->inherit_dir ? m0__family_inherit(getenv("M0__COOKIE")) != 0
+                     : !m0__family_known() && m0__family_make() != 0) {
+    fprintf(stderr, p->inherit_dir ? "m0: a worker was started without the host's cookie (M0__COOKIE)\n"
+                                   : "m0: cannot make the host's cookie (getrandom failed)\n");
+    return M0__ECONFIG;
+  }
   p->rundir.ours = p->inherit_page < 0; /* its page: removed at exit with the sockets */
   if (m0__topology_make(&p->topo, p->mode, p->loops, p->pool, p->cfg->topo_transport,
                         (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, p->rundir.path) != 0) {
@@ -106,12 +115,7 @@ int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg 
     if (fd >= 0) {
       int rv = m0__recv(self, m, M0__RECV_NOWAIT);
       if (rv == 0) return M0__WAIT_MSG;
-      if (rv == M0__EBADMSG) {
-        char name[48];
-        m0__actor_name(self->id, name, sizeof name);
-        fprintf(stderr, "m0: %s: dropped a malformed message\n", name);
-        continue;
-      }
+      if (rv == M0__EBADMSG) continue; /* refused, counted and named (actors/admit.h) */
     }
     struct pollfd pf[3] = {{p->sigfd, POLLIN, 0}, {p->exits.fd, POLLIN, 0}, {fd, POLLIN, 0}};
     int64_t left = deadline == INT64_MAX ? -1 : deadline - m0__now_ms();

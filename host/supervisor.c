@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "actors/actor.h"
+#include "actors/admit.h"
 #include "base/errors.h"
 #include "actors/producer.h"
 #include "host/signals.h"
@@ -93,15 +94,16 @@ static void sup_clear_line(sup *s, int i) {
 
 static int sup_spawn(sup *s, int i) {
   sup_clear_line(s, i);
-  char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48];
+  char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48], cookie[64];
   int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd);
   for (int k = 0; k < 2 * s->n; k++) len += snprintf(fds + len, sizeof fds - (size_t)len, ",%d", s->handoff[k]);
   snprintf(idx, sizeof idx, "M0__WORKER=%d", i);
   snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", s->proc.rundir.path);
   snprintf(supv, sizeof supv, "M0__SUPERVISOR=%d", (int)getpid());
+  m0__family_env(cookie);
   size_t ne = 0;
   while (environ[ne]) ne++;
-  char **env = calloc(ne + 5, sizeof *env);
+  char **env = calloc(ne + 6, sizeof *env);
   if (!env) return -1;
   size_t k = 0;
   for (size_t e = 0; e < ne; e++)
@@ -110,6 +112,7 @@ static int sup_spawn(sup *s, int i) {
   env[k++] = idx;
   env[k++] = dirv;
   env[k++] = supv;
+  env[k++] = cookie;
   env[k] = NULL;
 
   posix_spawn_file_actions_t fa;

@@ -180,9 +180,10 @@ int m0_respondf(m0_response *res, int status, const char *content_type, const ch
   return rv;
 }
 
-bool m0__channel_ok(const char *channel) {
-  size_t n = channel ? strlen(channel) : 0;
-  if (n == 0 || n > M0__CHANNEL_MAX || strncmp(channel, "m0.", 3) == 0) return false;
+bool m0__channel_ok(const char *channel) { return channel && m0__channel_ok_n(channel, strlen(channel)); }
+
+bool m0__channel_ok_n(const char *channel, size_t n) {
+  if (n == 0 || n > M0__CHANNEL_MAX || (n >= 3 && memcmp(channel, "m0.", 3) == 0)) return false;
   for (size_t i = 0; i < n; i++)
     if ((unsigned char)channel[i] <= ' ' || channel[i] == 0x7f) return false;
   return true;

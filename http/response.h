@@ -52,5 +52,6 @@ const char *m0__status_reason(int status);
 #define M0__CHANNEL_MAX 64
 /* A channel name a stream or a publisher may use. */
 bool m0__channel_ok(const char *channel);
+bool m0__channel_ok_n(const char *channel, size_t n); /* the same, of n bytes that need no NUL */
 
 #endif

@@ -7,6 +7,8 @@
  *   then per loop i, 128 bytes: open and pending connections, hand-offs,
  *                requests, streams, pool queue, dropped frames (read by
  *                accept sharing and m0_stats)
+ *   then M0__PAGE_REFUSAL_LINES lines: messages refused by each actor of
+ *                any process of the host, by reason (actors/admit.h)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -18,7 +20,7 @@
 #include <stdint.h>
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 1
+#define M0__PAGE_VERSION 2
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -45,11 +47,21 @@ typedef struct m0__loop_line {
   uint64_t pad_[6];
 } m0__loop_line;
 
+/* One actor's refusals: the line is taken by storing actor id + 1 (0 is a
+ * free line); the last line counts every actor beyond the others. */
+#define M0__PAGE_REFUSAL_LINES 64
+#define M0__PAGE_REFUSAL_REASONS 7
+typedef struct m0__refusal_line {
+  _Atomic uint64_t actor;
+  _Atomic uint64_t n[M0__PAGE_REFUSAL_REASONS];
+} m0__refusal_line;
+
 typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
   m0__page_head *head;
   m0__loop_line *lines;
+  m0__refusal_line *refusals; /* M0__PAGE_REFUSAL_LINES, after the lines */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;
 

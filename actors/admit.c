@@ -1,0 +1,253 @@
+#include "actors/admit.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actors/kinds.h"
+#include "base/errors.h"
+#include "base/ids.h"
+#include "base/num.h"
+#include "transport/page.h"
+
+_Static_assert(M0__REFUSE_COUNT_ == M0__PAGE_REFUSAL_REASONS, "the page counts every reason");
+
+const char *m0__refusal_name(int reason) {
+  switch (reason) {
+#define M0__REFUSAL_CASE(name, text) case M0__REFUSE_##name: return text;
+    M0__REFUSALS(M0__REFUSAL_CASE)
+#undef M0__REFUSAL_CASE
+  default: return "?";
+  }
+}
+
+/* ---- the family's cookie ---- */
+
+static uint8_t cookie[16];
+static bool cookie_known;
+
+int m0__family_make(void) {
+  size_t got = 0;
+  while (got < sizeof cookie) {
+    ssize_t n = getrandom(cookie + got, sizeof cookie - got, 0);
+    if (n <= 0) return M0__ECONFIG;
+    got += (size_t)n;
+  }
+  cookie_known = true;
+  return 0;
+}
+
+int m0__family_inherit(const char *hex) {
+  if (!hex || strlen(hex) != 2 * sizeof cookie) return M0__ECONFIG;
+  for (size_t i = 0; i < sizeof cookie; i++) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return M0__ECONFIG;
+    cookie[i] = (uint8_t)v;
+  }
+  cookie_known = true;
+  return 0;
+}
+
+void m0__family_env(char out[64]) {
+  int n = snprintf(out, 64, "M0__COOKIE=");
+  for (size_t i = 0; i < sizeof cookie; i++) n += snprintf(out + n, (size_t)(64 - n), "%02x", cookie[i]);
+}
+
+bool m0__family_known(void) { return cookie_known; }
+
+void m0__family_seal(uint8_t out[M0__SEAL_LEN]) {
+  memcpy(out, cookie, sizeof cookie);
+  m0__le_put32(out + 16, (uint32_t)getpid());
+}
+
+int m0__family_check(const uint8_t seal[M0__SEAL_LEN]) {
+  /* Every byte is compared, so the time taken says nothing of how many
+   * matched. */
+  unsigned diff = !cookie_known;
+  for (size_t i = 0; i < sizeof cookie; i++) diff |= cookie[i] ^ seal[i];
+  if (diff) return -1;
+  return m0__le_get32(seal + 16) == (uint32_t)getpid() ? M0__ORIGIN_SELF : M0__ORIGIN_FAMILY;
+}
+
+/* ---- the accept lists ---- */
+
+#define S (1u << M0__ORIGIN_SELF)
+#define F (1u << M0__ORIGIN_FAMILY)
+#define O (1u << M0__ORIGIN_OUTSIDE)
+#define R(role) (1u << (role))
+
+/* One rule: at a mailbox of role `at`, kind `kind` is taken from these
+ * origins, sent by an actor of one of these roles. A pair not listed is
+ * never taken. This is ARCHITECTURE.md's table of kinds, as code. */
+typedef struct rule {
+  uint8_t at, kind;
+  uint8_t origins;
+  uint16_t senders;
+} rule;
+
+#define HOST_TOP (R(M0__ROLE_COORD) | R(M0__ROLE_WORKER))
+#define ANY_APP R(M0__ROLE_APP)
+
+static const rule rules[] = {
+    /* the coordinator (under prefork, the supervisor) */
+    {M0__ROLE_COORD, M0__K_READY, S, R(M0__ROLE_LOOP) | R(M0__ROLE_POOL) | R(M0__ROLE_PRODUCER) | ANY_APP},
+    {M0__ROLE_COORD, M0__K_READY, F, R(M0__ROLE_WORKER)},
+    {M0__ROLE_COORD, M0__K_FAILED, S, R(M0__ROLE_LOOP) | R(M0__ROLE_POOL) | R(M0__ROLE_PRODUCER) | ANY_APP},
+    {M0__ROLE_COORD, M0__K_STOPPED, S, R(M0__ROLE_LOOP) | R(M0__ROLE_PRODUCER)},
+    {M0__ROLE_COORD, M0__K_DIED, S, R(M0__ROLE_LOOP) | R(M0__ROLE_POOL) | R(M0__ROLE_PRODUCER) | ANY_APP},
+    {M0__ROLE_COORD, M0__K_LEAVING, S, R(M0__ROLE_LOOP)},
+    /* a worker's own coordinator: its actors, and GO from the supervisor */
+    {M0__ROLE_WORKER, M0__K_READY, S, R(M0__ROLE_LOOP) | R(M0__ROLE_POOL) | ANY_APP},
+    {M0__ROLE_WORKER, M0__K_FAILED, S, R(M0__ROLE_LOOP) | R(M0__ROLE_POOL) | ANY_APP},
+    {M0__ROLE_WORKER, M0__K_STOPPED, S, R(M0__ROLE_LOOP)},
+    {M0__ROLE_WORKER, M0__K_DIED, S, R(M0__ROLE_LOOP) | R(M0__ROLE_POOL) | ANY_APP},
+    {M0__ROLE_WORKER, M0__K_LEAVING, S, R(M0__ROLE_LOOP)},
+    {M0__ROLE_WORKER, M0__K_GO, F, R(M0__ROLE_COORD)},
+    /* a loop */
+    {M0__ROLE_LOOP, M0__K_GO, S, HOST_TOP},
+    {M0__ROLE_LOOP, M0__K_STOP, S, HOST_TOP},
+    {M0__ROLE_LOOP, M0__K_HANDOFF, S, R(M0__ROLE_LOOP)},
+    {M0__ROLE_LOOP, M0__K_RESULT, S, R(M0__ROLE_POOL)},
+    {M0__ROLE_LOOP, M0__K_REPLY, S, ANY_APP},
+    {M0__ROLE_LOOP, M0__K_ANSWER, S, 0xffff},
+    /* frames: from any publisher of the host, and from outside publishers */
+    {M0__ROLE_LOOP, M0__K_FRAME, S | F, 0xffff},
+    {M0__ROLE_LOOP, M0__K_FRAME, O, R(M0__ROLE_EXTERNAL) | ANY_APP},
+    /* a pool thread */
+    {M0__ROLE_POOL, M0__K_JOB, S, R(M0__ROLE_LOOP)},
+    {M0__ROLE_POOL, M0__K_STOP, S, R(M0__ROLE_LOOP)},
+    /* the producer */
+    {M0__ROLE_PRODUCER, M0__K_GO, S, HOST_TOP},
+    {M0__ROLE_PRODUCER, M0__K_STOP, S, HOST_TOP},
+    /* an application actor: its socket takes replies and frames from its
+     * instances; an instance takes requests and STOP from the host (or, a
+     * thread instance, from this process) and answers to its own asks */
+    {M0__ROLE_APP, M0__K_REPLY, S | O, ANY_APP},
+    {M0__ROLE_APP, M0__K_PUBLISH, S | O, ANY_APP},
+    {M0__ROLE_APP, M0__K_REQUEST, S | O, R(M0__ROLE_LOOP) | ANY_APP},
+    {M0__ROLE_APP, M0__K_STOP, S | O, HOST_TOP | R(M0__ROLE_LOOP) | ANY_APP},
+};
+
+int m0__admit(uint32_t self, const m0__env *e, int origin) {
+  int at = M0__ACTOR_ROLE(self), from = M0__ACTOR_ROLE(e->from);
+  bool kind_known = false;
+  for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
+    const rule *r = &rules[i];
+    if (r->at != at || r->kind != e->kind || !(r->origins & (1u << origin))) continue;
+    kind_known = true;
+    if (from < 16 && (r->senders & (1u << from))) return 0;
+  }
+  return kind_known ? M0__REFUSE_ADDRESS : M0__REFUSE_KIND;
+}
+
+#undef S
+#undef F
+#undef O
+
+/* ---- counting and saying ---- */
+
+static m0__refusal_line local_lines[M0__PAGE_REFUSAL_LINES];
+static m0__refusal_line *lines = local_lines;
+static int nlines = M0__PAGE_REFUSAL_LINES;
+
+void m0__refusals_attach(m0__refusal_line *l, int n) {
+  if (l && n > 0) {
+    lines = l;
+    nlines = n;
+  }
+}
+
+/* The actor's line: found, or taken (a compare-and-swap on a free one, so
+ * two processes never take the same line for two actors); the last line
+ * is everyone else's. */
+static m0__refusal_line *line_of(uint32_t actor) {
+  uint64_t want = (uint64_t)actor + 1;
+  for (int i = 0; i < nlines - 1; i++) {
+    uint64_t cur = atomic_load_explicit(&lines[i].actor, memory_order_acquire);
+    if (cur == want) return &lines[i];
+    if (cur == 0) {
+      uint64_t zero = 0;
+      if (atomic_compare_exchange_strong(&lines[i].actor, &zero, want) || zero == want) return &lines[i];
+    }
+  }
+  atomic_store(&lines[nlines - 1].actor, UINT64_MAX);
+  return &lines[nlines - 1];
+}
+
+/* Who was told about when: a small table by peer, oldest entry replaced. */
+#define SAID 32
+static struct {
+  uint64_t hash;
+  int64_t at;
+} said[SAID];
+static pthread_mutex_t said_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool say_now(const char *peer) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const char *p = peer; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  int64_t t = now_ms();
+  bool say = true;
+  pthread_mutex_lock(&said_mu);
+  int oldest = 0;
+  for (int i = 0; i < SAID; i++) {
+    if (said[i].hash == h && said[i].at) {
+      say = t - said[i].at >= M0__REFUSAL_LOG_MS;
+      if (say) said[i].at = t;
+      pthread_mutex_unlock(&said_mu);
+      return say;
+    }
+    if (said[i].at < said[oldest].at) oldest = i;
+  }
+  said[oldest].hash = h;
+  said[oldest].at = t;
+  pthread_mutex_unlock(&said_mu);
+  return say;
+}
+
+static const char *why(int reason) {
+  switch (reason) {
+  case M0__REFUSE_MALFORMED: return "not an m0 envelope";
+  case M0__REFUSE_SEAL: return "sealed with another host's cookie";
+  case M0__REFUSE_KIND: return "a kind this actor never takes from there";
+  case M0__REFUSE_ADDRESS: return "addressed to another actor, or from one that never sends it";
+  case M0__REFUSE_FRAME: return "a frame that does not decode";
+  case M0__REFUSE_FRAME_ID: return "a frame id not taken from the counter, or not after the last one written";
+  case M0__REFUSE_REPLY: return "a reply to no request in flight with that instance";
+  default: return "?";
+  }
+}
+
+void m0__refused(uint32_t self, int reason, int kind, const char *peer) {
+  if (reason < 0 || reason >= M0__REFUSE_COUNT_) return;
+  atomic_fetch_add_explicit(&line_of(self)->n[reason], 1, memory_order_relaxed);
+  if (!say_now(peer)) return;
+  char name[48];
+  m0__actor_name(self, name, sizeof name);
+  fprintf(stderr,
+          "m0: %s refused a %s message from %s (%s: %s); refusals are counted in m0_refused_total, and this "
+          "peer is named again at most every %d s\n",
+          name, kind ? m0__kind_name(kind) : "malformed", peer, m0__refusal_name(reason), why(reason),
+          M0__REFUSAL_LOG_MS / 1000);
+}
+
+void m0__refusals_each(void (*cb)(void *arg, uint32_t actor, int reason, uint64_t n), void *arg) {
+  for (int i = 0; i < nlines; i++) {
+    uint64_t a = atomic_load(&lines[i].actor);
+    if (!a) continue;
+    for (int r = 0; r < M0__REFUSE_COUNT_; r++) {
+      uint64_t n = atomic_load_explicit(&lines[i].n[r], memory_order_relaxed);
+      if (n) cb(arg, a == UINT64_MAX ? UINT32_MAX : (uint32_t)(a - 1), r, n);
+    }
+  }
+}

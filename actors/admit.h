@@ -1,0 +1,93 @@
+/* What each mailbox admits: the one list of which kinds an actor takes, from
+ * which senders, by where the message came from. m0__recv asks it of every
+ * message before anyone else sees the message; a refusal is counted (by
+ * actor and reason, on the shared page, so /metrics of any process of the
+ * host shows it) and logged at most once per peer per interval. Nothing a
+ * peer sends can stop an actor, hand it a descriptor or a pointer, or crash
+ * it.
+ *
+ * Design notes
+ * - Where a message came from is one of three origins. SELF: this process —
+ *   a direct inbox, an inproc pipe (nng's inproc transport reaches no other
+ *   process), or a message sealed with the family's cookie and this pid.
+ *   FAMILY: another process of this host (the supervisor, a worker), proved
+ *   by the seal: the host's 128-bit cookie, made by the top process from
+ *   getrandom and inherited by its workers in their environment, with the
+ *   sender's pid. OUTSIDE: anything else (m0pub, an application actor's
+ *   instance, any program that can reach an ipc or tcp mailbox).
+ * - The seal is written by m0__send_msg on every message a host actor sends
+ *   through a socket to another host actor (never to an application actor's
+ *   instance, which may be any program: the cookie is not shown to it), and
+ *   read and stripped by m0__recv. An ipc mailbox is reachable only by its
+ *   user (the 0700 run directory); a tls+tcp link is encrypted; over plain
+ *   tcp the seal is as private as the network (loopback: this machine's root).
+ * - From OUTSIDE a mailbox takes only: a FRAME at a loop (its id already
+ *   taken from the shared counter and after the last this loop wrote: a
+ *   replayed or made-up id would send a stream's ids backwards), a REPLY or
+ *   PUBLISH at an application actor's socket (a reply only for a request in
+ *   flight with the instance on that pipe: actors/asks.c), a REQUEST or STOP
+ *   at an instance from the host it dialed. Never a descriptor number
+ *   (HANDOFF), a pointer (JOB, RESULT, ANSWER), a STOP or GO to the host's
+ *   own actors, or a barrier message (READY, FAILED, STOPPED, DIED, LEAVING).
+ */
+#ifndef M0_ACTORS_ADMIT_H
+#define M0_ACTORS_ADMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/envelope.h"
+
+enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_OUTSIDE = 2 };
+
+/* The one list of reasons a message is refused (the `reason` label of
+ * m0_refused_total). A reason's number is its place here. */
+#define M0__REFUSALS(X)                                                                                      \
+  X(MALFORMED, "malformed") /* not an envelope: short, bad magic, unknown kind, flags, wrong length */       \
+  X(SEAL, "seal")           /* sealed, but not with this host's cookie */                                    \
+  X(KIND, "kind")           /* a kind this mailbox never takes from where it came */                         \
+  X(ADDRESS, "address")     /* addressed to another actor, or from one that never sends that kind */         \
+  X(FRAME, "frame")         /* a FRAME whose payload does not decode or that the bus would refuse */         \
+  X(FRAME_ID, "frame_id")   /* a FRAME id not yet taken from the counter, or not after the last written */   \
+  X(REPLY, "reply")         /* a REPLY that is no answer to a request in flight with that instance */
+
+enum m0__refusal {
+#define M0__REFUSAL_ENUM(name, text) M0__REFUSE_##name,
+  M0__REFUSALS(M0__REFUSAL_ENUM)
+#undef M0__REFUSAL_ENUM
+  M0__REFUSE_COUNT_
+};
+
+const char *m0__refusal_name(int reason);
+
+/* The family's cookie for this process: made (the top process) or taken
+ * from M0__COOKIE (a worker) before any actor starts. Until then nothing is
+ * sealed, and only SELF and OUTSIDE exist. 0, or M0__ECONFIG (a worker
+ * whose M0__COOKIE is not 32 hex digits). */
+int m0__family_make(void);
+int m0__family_inherit(const char *hex);
+/* "M0__COOKIE=<32 hex digits>" for a spawned worker's environment. */
+void m0__family_env(char out[64]);
+bool m0__family_known(void);
+/* Writes this process's seal. */
+void m0__family_seal(uint8_t out[M0__SEAL_LEN]);
+/* The origin a seal proves: SELF (this pid), FAMILY, or -1 (not the cookie). */
+int m0__family_check(const uint8_t seal[M0__SEAL_LEN]);
+
+/* Whether actor `self` takes message e from `origin`: 0, or the refusal. */
+int m0__admit(uint32_t self, const m0__env *e, int origin);
+
+/* Where refusals are counted: the shared page's table (transport/page.h),
+ * set once by the process before its actors start. Without one (a unit
+ * test, an outside program) they are counted in this process only. */
+typedef struct m0__refusal_line m0__refusal_line;
+void m0__refusals_attach(m0__refusal_line *lines, int nlines);
+/* Counts one refusal by actor `self` and, at most once per peer every
+ * M0__REFUSAL_LOG_MS, says so on stderr, naming the peer. */
+#define M0__REFUSAL_LOG_MS 10000
+void m0__refused(uint32_t self, int reason, int kind, const char *peer);
+/* Walks the counts: cb(actor id, reason, count) for each that is not 0. */
+void m0__refusals_each(void (*cb)(void *arg, uint32_t actor, int reason, uint64_t n), void *arg);
+
+#endif

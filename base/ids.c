@@ -28,7 +28,8 @@ void m0__actor_name(uint32_t id, char *out, size_t outlen) {
   char b[80], *p = b;
   const char *named = role == M0__ROLE_APP && (idx >> 12) < APP_NAMES ? app_names[idx >> 12] : "";
   for (const char *r = named[0] ? named : roles[role]; *r;) *p++ = *r++;
-  if (role == M0__ROLE_APP && named[0]) { /* echo.<slot> */
+  if (role == M0__ROLE_APP && named[0] && (idx & 0xfff) == 0xfff) { /* echo: the actor's own socket */
+  } else if (role == M0__ROLE_APP && named[0]) { /* echo.<slot> */
     *p++ = '.';
     p = m0__put_uint(p, idx & 0xfff);
   } else if (role == M0__ROLE_POOL || role == M0__ROLE_APP) { /* pool.<loop>.<thread>, app.<actor>.<slot> */

@@ -20,7 +20,8 @@ enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__RO
  * of actor kinds in the upper bits, the instance's slot below. */
 #define M0__APP_INDEX(actor, slot) (((actor) << 12) | (slot))
 /* "coordinator", "loop.3", "pool.1.2", "producer", "external.7", "worker.1",
- * and an application actor's instance by its name, "echo.0" (once named by
+ * and an application actor's instance by its name, "echo.0", its socket
+ * (slot 0xfff) "echo" (once named by
  * m0__app_actor_named; "app.<actor>.<slot>" before, or in another process). */
 void m0__actor_name(uint32_t id, char *out, size_t outlen);
 /* Names application actor `actor` for m0__actor_name. Called before any

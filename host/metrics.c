@@ -3,6 +3,7 @@
 #include <nng/nng.h>
 #include <string.h>
 
+#include "actors/admit.h"
 #include "actors/asks.h"
 #include "base/buf.h"
 
@@ -72,6 +73,13 @@ static void metrics_actors(m0__buf *b, m0__service *const *sv, int n) {
                    (unsigned long long)atomic_load(&sv[i]->st.refused));
 }
 
+static void metrics_refusal(void *arg, uint32_t actor, int reason, uint64_t n) {
+  char name[48] = "other";
+  if (actor != UINT32_MAX) m0__actor_name(actor, name, sizeof name);
+  m0__buf_printf(arg, "m0_refused_total{actor=\"%s\",reason=\"%s\"} %llu\n", name, m0__refusal_name(reason),
+                 (unsigned long long)n);
+}
+
 void m0__metrics_respond(const m0__page *page, m0__service *const *services, int nservices, m0_response *res) {
   /* A line that cannot be formatted (out of memory) is left out; the page
    * is still answered. */
@@ -92,6 +100,9 @@ void m0__metrics_respond(const m0__page *page, m0__service *const *services, int
                      "# TYPE m0_events_published counter\nm0_events_published %llu\n",
                  (unsigned long long)atomic_load(&page->head->event_id));
   metrics_actors(&b, services, nservices);
+  m0__buf_printf(&b, "# HELP m0_refused_total Messages a mailbox refused (actors/admit.h), by actor and reason, "
+                     "in every process of the host.\n# TYPE m0_refused_total counter\n");
+  m0__refusals_each(metrics_refusal, &b);
   m0__buf_printf(&b, "# HELP m0_deferred_late_total Deferred answers given after the host had answered 504 "
                      "(dropped), in this process.\n# TYPE m0_deferred_late_total counter\nm0_deferred_late_total %llu\n",
                  (unsigned long long)atomic_load(&m0__deferred_late));

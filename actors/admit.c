@@ -179,7 +179,8 @@ static m0__refusal_line *line_of(uint32_t actor) {
   return &lines[nlines - 1];
 }
 
-/* Who was told about when: a small table by peer, oldest entry replaced. */
+/* Who was told about when: a small table by actor and peer, the oldest
+ * entry replaced. */
 #define SAID 32
 static struct {
   uint64_t hash;
@@ -193,8 +194,8 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static bool say_now(const char *peer) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+static bool say_now(uint32_t self, const char *peer) {
+  uint64_t h = (1469598103934665603ull ^ self) * 1099511628211ull; /* FNV-1a over the actor and the peer */
   for (const char *p = peer; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
   int64_t t = now_ms();
   bool say = true;
@@ -231,7 +232,7 @@ static const char *why(int reason) {
 void m0__refused(uint32_t self, int reason, int kind, const char *peer) {
   if (reason < 0 || reason >= M0__REFUSE_COUNT_) return;
   atomic_fetch_add_explicit(&line_of(self)->n[reason], 1, memory_order_relaxed);
-  if (!say_now(peer)) return;
+  if (!say_now(self, peer)) return;
   char name[48];
   m0__actor_name(self, name, sizeof name);
   fprintf(stderr,

@@ -2,7 +2,7 @@
  * which senders, by where the message came from. m0__recv asks it of every
  * message before anyone else sees the message; a refusal is counted (by
  * actor and reason, on the shared page, so /metrics of any process of the
- * host shows it) and logged at most once per peer per interval. Nothing a
+ * host shows it) and logged at most once per actor and peer per interval. Nothing a
  * peer sends can stop an actor, hand it a descriptor or a pointer, or crash
  * it.
  *
@@ -83,8 +83,8 @@ int m0__admit(uint32_t self, const m0__env *e, int origin);
  * test, an outside program) they are counted in this process only. */
 typedef struct m0__refusal_line m0__refusal_line;
 void m0__refusals_attach(m0__refusal_line *lines, int nlines);
-/* Counts one refusal by actor `self` and, at most once per peer every
- * M0__REFUSAL_LOG_MS, says so on stderr, naming the peer. */
+/* Counts one refusal by actor `self` and, at most once per actor and peer
+ * every M0__REFUSAL_LOG_MS, says so on stderr, naming the peer. */
 #define M0__REFUSAL_LOG_MS 10000
 void m0__refused(uint32_t self, int reason, int kind, const char *peer);
 /* Walks the counts: cb(actor id, reason, count) for each that is not 0. */

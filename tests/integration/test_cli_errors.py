@@ -358,6 +358,14 @@ def malformed(to):
     ]
 
 
+def refused(s, actor):
+    """The sum of m0_refused_total{actor=...} over its reasons, from /metrics."""
+    with urllib.request.urlopen(s.url("/metrics"), timeout=3) as r:
+        text = r.read().decode()
+    return sum(int(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+               if l.startswith(f'm0_refused_total{{actor="{actor}",'))
+
+
 def peers():
     rd = tempfile.mkdtemp(prefix="m0-peer-")
     os.chmod(rd, 0o700)
@@ -365,28 +373,28 @@ def peers():
     with open(topo, "w") as fh:  # ipc: the coordinator's mailbox is in the run dir too
         json.dump({"mode": "threads", "loops": 1, "handler_threads": 1, "transport": "ipc"}, fh)
     try:
-        with Server("host_check", "--port", "0", "--run-dir", rd, "--topology", topo) as s:
-            for actor, sock, line in [("loop.0", "loop.0.sock", "m0: loop.0: dropped a malformed message"),
-                                      ("coordinator", "coordinator.sock", "m0: coordinator: dropped a malformed message")]:
+        with Server("host_check", "--port", "0", "--run-dir", rd, "--topology", topo, "--metrics-path", "/metrics") as s:
+            for actor, sock in [("loop.0", "loop.0.sock"), ("coordinator", "coordinator.sock")]:
                 p = Peer(os.path.join(rd, sock))
                 F.check(p.ok, f"{actor}: its mailbox answers the SP handshake as pull0")
                 to = LOOP0 if actor == "loop.0" else 1 << 24
                 msgs = malformed(to)
                 for _, body in msgs:
                     p.send(body)
-                n = wait_for(lambda: s.stderr().count(line) >= len(msgs), 5) and s.stderr().count(line)
-                F.check(s.stderr().count(line) == len(msgs),
-                        f"{actor}: each of the {len(msgs)} malformed envelopes is refused with one line "
-                        f"({s.stderr().count(line)}: {[w for w, _ in msgs]})")
-                F.check(s.proc.poll() is None, f"{actor}: the host is still running after them (rc {s.proc.poll()})")
                 if actor == "loop.0":
-                    p.send(header(kind=K["ready"]))  # well-formed, but not a loop's to receive
-                    p.send(header(kind=K["frame"], length=3) + b"xyz")  # a frame too short to be one
-                    F.check(wait_for(lambda: "m0: loop.0: unexpected ready message" in s.stderr()
-                                     and "m0: loop.0: dropped a malformed frame message" in s.stderr(), 5),
-                            f"loop.0: an unexpected kind and a malformed frame are named:\n{s.stderr()[-500:]}")
+                    msgs += [("ready", header(kind=K["ready"]))]  # well-formed, but not a loop's to receive
+                    msgs += [("short frame", header(kind=K["frame"], frm=EXTERNAL, length=3) + b"xyz")]
+                    for _, body in msgs[-2:]:
+                        p.send(body)
+                wait_for(lambda: refused(s, actor) >= len(msgs), 5)
+                F.check(refused(s, actor) == len(msgs),
+                        f"{actor}: each of the {len(msgs)} malformed or forged messages is refused and counted in "
+                        f"m0_refused_total ({refused(s, actor)}: {[w for w, _ in msgs]})")
+                line = f"m0: {actor} refused a "
+                F.check(s.stderr().count(line) == 1,
+                        f"{actor}: named once for its peer, not once per message ({s.stderr().count(line)} lines)")
+                F.check(s.proc.poll() is None, f"{actor}: the host is still running after them (rc {s.proc.poll()})")
                 p.close()
-                del n
             st = []
             for path in ("/health", "/instance"):  # on the loop, and through the pool
                 with urllib.request.urlopen(s.url(path), timeout=3) as r:

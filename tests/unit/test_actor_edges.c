@@ -25,6 +25,7 @@
 #include <nng/protocol/pipeline0/push.h>
 
 #include "actors/actor.h"
+#include "actors/admit.h"
 #include "base/errors.h"
 #include "actors/producer.h"
 #include "actors/publisher.h"
@@ -94,6 +95,11 @@ static int recv_wait(m0__actor *a, m0__msg *m) {
   return m0__recv(a, m, M0__RECV_WAIT);
 }
 
+static void count_refusal(void *arg, uint32_t actor, int reason, uint64_t n) {
+  assert_int_equal(actor, LOOP0);
+  ((uint64_t *)arg)[reason] += n;
+}
+
 static void test_recv_refusals(void **st) {
   m0__rundir d;
   char err[256], url[M0__URL_MAX];
@@ -120,18 +126,49 @@ static void test_recv_refusals(void **st) {
   m0__env_write(buf, &e, 8);
   raw_send(raw, buf, sizeof buf);
   assert_int_equal(recv_wait(&loop, &m), M0__EBADMSG);
-  /* JOB and RESULT carry pointers of this process: over a pipe, forged */
+  /* without the family's cookie, a message through an ipc pipe is from
+   * outside: a STOP from there is never taken */
   m0__peer to;
   assert_int_equal(m0__peer_open(&to, LOOP0, url, 1000), 0);
+  assert_false(m0__family_known());
+  assert_int_equal(m0__send(&peer, &to, M0__K_STOP, 0, 0, NULL, 0), 0);
+  assert_int_equal(recv_wait(&loop, &m), M0__EBADMSG);
+  /* with it, the host's own actors seal what they send through sockets */
+  assert_int_equal(m0__family_make(), 0);
+  /* JOB and RESULT carry pointers of this process: over a pipe, forged,
+   * sealed or not */
   assert_int_equal(m0__send(&peer, &to, M0__K_JOB, 0, 0, "12345678", 8), 0);
   assert_int_equal(recv_wait(&loop, &m), M0__EBADMSG);
+  peer.id = M0__ACTOR_ID(M0__ROLE_POOL, 0); /* a RESULT's own sender, still through a pipe */
   assert_int_equal(m0__send(&peer, &to, M0__K_RESULT, 0, 0, "12345678", 8), 0);
   assert_int_equal(recv_wait(&loop, &m), M0__EBADMSG);
-  /* the mailbox still serves: a well-formed message after them arrives */
+  peer.id = COORD;
+  /* a seal that is not the cookie */
+  uint8_t forged[M0__ENV_HEADER + M0__SEAL_LEN];
+  m0__env fe = {.kind = M0__K_STOP, .flags = M0__ENV_SEALED, .from = COORD, .to = LOOP0, .seq = 9};
+  m0__env_write(forged, &fe, 0);
+  memset(forged + M0__ENV_HEADER, 0x5a, M0__SEAL_LEN);
+  raw_send(raw, forged, sizeof forged);
+  assert_int_equal(recv_wait(&loop, &m), M0__EBADMSG);
+  /* addressed to another actor */
+  m0__peer wrong;
+  assert_int_equal(m0__peer_open(&wrong, M0__ACTOR_ID(M0__ROLE_LOOP, 1), url, 1000), 0);
+  assert_int_equal(m0__send(&peer, &wrong, M0__K_STOP, 0, 0, NULL, 0), 0);
+  assert_int_equal(recv_wait(&loop, &m), M0__EBADMSG);
+  m0__peer_close(&wrong);
+  /* each was counted by reason */
+  uint64_t counts[M0__REFUSE_COUNT_] = {0};
+  m0__refusals_each(count_refusal, counts);
+  assert_int_equal(counts[M0__REFUSE_MALFORMED], 2);
+  assert_int_equal(counts[M0__REFUSE_KIND], 3);
+  assert_int_equal(counts[M0__REFUSE_SEAL], 1);
+  assert_int_equal(counts[M0__REFUSE_ADDRESS], 1);
+  /* the mailbox still serves: a well-formed, sealed message after them arrives */
   assert_int_equal(m0__send(&peer, &to, M0__K_STOP, 0, 0, "ok", 2), 0);
   assert_int_equal(recv_wait(&loop, &m), 0);
   assert_int_equal(m.env.kind, M0__K_STOP);
-  assert_int_equal(m.env.seq, 3);
+  assert_int_equal(m.origin, M0__ORIGIN_SELF);
+  assert_int_equal(m.env.seq, 5);
   assert_memory_equal(m.payload, "ok", 2);
   m0__msg_free(&m);
   assert_null(m.nmsg);

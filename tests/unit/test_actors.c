@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 #include "actors/actor.h"
+#include "actors/admit.h"
 #include "actors/trace.h"
 #include "actors/producer.h"
 #include "actors/publisher.h"
@@ -223,9 +224,9 @@ static void test_inbox(void **st) {
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, inbox_wait, &w), 0);
   usleep(50000);
-  assert_int_equal(m0__send(&a, &to_b, M0__K_RESULT, 0, 0, NULL, 0), 0);
+  assert_int_equal(m0__send(&a, &to_b, M0__K_STOP, 0, 0, NULL, 0), 0);
   pthread_join(th, NULL);
-  assert_int_equal(w.kind, M0__K_RESULT);
+  assert_int_equal(w.kind, M0__K_STOP);
   /* left behind: freed by fini */
   assert_int_equal(m0__send(&a, &to_b, M0__K_JOB, 0, 0, "x", 1), 0);
   m0__peer_close(&to_b);
@@ -385,5 +386,8 @@ int main(void) {
                                      cmocka_unit_test(test_ipc), cmocka_unit_test(test_inbox), cmocka_unit_test(test_frame_ok),
                                      cmocka_unit_test(test_counter_shared),
                                      cmocka_unit_test(test_publisher_connect)};
+  /* As in a host: its own actors seal what they send through sockets
+   * (actors/admit.h), so an ipc pipe between two of them is this process. */
+  if (m0__family_make() != 0) return 1;
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

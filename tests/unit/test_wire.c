@@ -59,7 +59,7 @@ static void test_envelope_refusals(void **st) {
       {4, 0, "kind 0"},
       {4, M0__KIND_COUNT_, "a kind past the last"},
       {5, 1, "a kind in the high byte"},
-      {6, 1, "flags set"},
+      {6, 2, "a flag other than SEALED"},
       {7, 0x80, "flags set (high byte)"},
       {43, 0x01, "a payload length of 16 MiB + 3 (over the limit)"},
   };
@@ -73,9 +73,17 @@ static void test_envelope_refusals(void **st) {
   /* short of a header, or the length field not the bytes that came */
   for (size_t len = 0; len < sizeof buf; len++)
     if (m0__env_read(buf, len, &got, &p, &n) != M0__EBADMSG) fail_msg("%zu bytes of %zu read as a message", len, sizeof buf);
-  uint8_t longer[sizeof buf + 1];
+  uint8_t longer[sizeof buf + M0__SEAL_LEN];
   memcpy(longer, buf, sizeof buf);
-  assert_int_equal(m0__env_read(longer, sizeof longer, &got, &p, &n), M0__EBADMSG);
+  assert_int_equal(m0__env_read(longer, sizeof buf + 1, &got, &p, &n), M0__EBADMSG);
+  /* SEALED: exactly M0__SEAL_LEN bytes after the payload, which the length
+   * does not count; one byte fewer or more is refused */
+  m0__le_put16(longer + 6, M0__ENV_SEALED);
+  assert_int_equal(m0__env_read(longer, sizeof longer, &got, &p, &n), 0);
+  assert_int_equal(got.flags, M0__ENV_SEALED);
+  assert_int_equal(n, sizeof buf - M0__ENV_HEADER);
+  assert_int_equal(m0__env_read(longer, sizeof longer - 1, &got, &p, &n), M0__EBADMSG);
+  assert_int_equal(m0__env_read(longer, sizeof buf, &got, &p, &n), M0__EBADMSG);
   /* the largest payload the limit allows is a header that reads */
   m0__env_write(buf, &e, M0__ENV_MAX_PAYLOAD);
   assert_int_equal(m0__env_read_header(buf, &got, &plen), 0);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/admit.h"
 #include "actors/service.h"
 #include "actors/wire.h"
 #include "base/errors.h"
@@ -279,11 +280,11 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
   m0__asks *a = l->asks;
   if (!a) return;
   m0__service *s = NULL;
-  int si = -1;
+  int si = -1, k = -1;
   if (m->env.kind == M0__K_REPLY) {
     int idx = M0__ACTOR_INDEX(m->env.from);
     si = idx >> 12;
-    int k = idx & 0xfff;
+    k = idx & 0xfff;
     if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || si >= l->nservices || k >= l->services[si]->nslots) return;
     s = l->services[si];
     a->batches[si * M0__SLOTS + k].out = false;
@@ -298,9 +299,18 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
   while ((rv = m0__wire_next_reply(&r, &rep)) != 0) {
     ask *e = rep.id_read ? ask_find(a, rep.id, &i) : NULL;
     if (e && e->svc != si) e = NULL; /* an actor's reply to a deferred view's id, or the other way round */
+    /* A reply names only a request in flight with the instance it came
+     * from: another instance's, or its predecessor's on that slot, is not
+     * its to answer. */
+    if (e && s && (e->slot != k || e->slot_gen != atomic_load(&s->slots[k].gen))) e = NULL;
     if (!e) {
       if (s) atomic_fetch_add(rep.id_read ? &s->st.unknown : &s->st.refused, 1); /* no id: bytes past the last */
       else atomic_fetch_add(&m0__deferred_late, 1);
+      if (s) {
+        char who[64];
+        m0__actor_name(m->env.from, who, sizeof who);
+        m0__refused(M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)), M0__REFUSE_REPLY, M0__K_REPLY, who);
+      }
     } else if (rv < 0) {
       if (s) atomic_fetch_add(&s->st.bad_reply, 1);
       ask_fail(l, i, 502);

@@ -48,7 +48,34 @@ void m0__publisher_close(m0_publisher *pub) {
   pthread_mutex_destroy(&pub->mu);
 }
 
-uint64_t m0_next_id(m0_publisher *pub) { return m0__page_next_id(pub->page); }
+uint64_t m0_next_id(m0_publisher *pub) { return pub->linked ? 0 : m0__page_next_id(pub->page); }
+
+void m0__publisher_link(m0_publisher *pub, nng_socket link, uint32_t sender) {
+  memset(pub, 0, sizeof *pub);
+  pthread_mutex_init(&pub->mu, NULL);
+  pub->linked = true;
+  pub->link = link;
+  pub->self.id = sender;
+}
+
+/* To the host as PUBLISH: the FRAME payload with id 0 (the host numbers
+ * it). pair1 hands it to the link's queue or refuses it at once. */
+static bool publish_link(m0_publisher *pub, const char *channel, const void *frame, size_t len) {
+  size_t cl = strlen(channel);
+  nng_msg *m;
+  if (m0__msg_new(&m, 10 + cl + len) != 0) return false;
+  bool ok = m0__frame_encode(m, 0, channel, cl, frame, len) == 0;
+  if (ok) {
+    m0__env e = {.kind = M0__K_PUBLISH, .from = pub->self.id, .to = M0__ACTOR_ID(M0__ROLE_APP, 0xfff)};
+    pthread_mutex_lock(&pub->mu);
+    e.seq = ++pub->self.seq;
+    m0__env_write(nng_msg_body(m), &e, (uint32_t)m0__msg_payload_len(m));
+    ok = nng_sendmsg(pub->link, m, 0) == 0;
+    pthread_mutex_unlock(&pub->mu);
+  }
+  if (!ok) nng_msg_free(m);
+  return ok;
+}
 
 m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen) {
   m0_publisher *pub = calloc(1, sizeof *pub);
@@ -104,8 +131,13 @@ int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max) {
 bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len) {
   if (!m0__channel_ok(channel) || !m0__frame_ok(frame, len)) {
     atomic_fetch_add(&pub->refused, 1);
-    atomic_fetch_add(&pub->page->head->refused, 1);
+    if (pub->page) atomic_fetch_add(&pub->page->head->refused, 1);
     return false;
+  }
+  if (pub->linked) {
+    bool ok = publish_link(pub, channel, frame, len);
+    atomic_fetch_add(ok ? &pub->published : &pub->refused, 1);
+    return ok;
   }
   /* The frame is written once, into the message for the first loop; each
    * other loop gets a copy of that message (nng sends a message once), and

@@ -23,6 +23,11 @@ struct m0_publisher {
   m0__peer *loops;          /* one per loop; open once connected */
   int nloops;
   m0__page *page;
+  /* An instance's publisher outside the host (actors/remote.c): frames go
+   * to the host over the instance's link as PUBLISH, and the host numbers
+   * them; no page, no loops. */
+  bool linked;
+  nng_socket link;
   atomic_ulong refused;
   atomic_ulong published;
 };
@@ -39,6 +44,9 @@ void m0__publisher_disconnect(m0_publisher *pub, int i);
 void m0__publisher_close(m0_publisher *pub);
 
 bool m0__frame_ok(const void *frame, size_t len);
+
+/* An instance's publisher over its link to the host (pub zeroed first). */
+void m0__publisher_link(m0_publisher *pub, nng_socket link, uint32_t sender);
 
 /* FRAME payload: u64 id, u16 channel length (little-endian), channel, frame
  * bytes. encode appends it to a message being built: 0 or M0__ENOMEM. */

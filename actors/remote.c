@@ -30,6 +30,7 @@
 #include "actors/envelope.h"
 #include "actors/instance.h"
 #include "actors/kinds.h"
+#include "actors/publisher.h"
 #include "actors/wire.h"
 #include "base/errors.h"
 #include "base/nng_compat.h"
@@ -135,6 +136,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   }
   nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, 10);
   nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, 200);
+  nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, 1000); /* a reply or a frame the link cannot take is dropped */
   int rv = m0__link_dial(sock, url, 0);
   if (rv != 0) rv = m0__link_dial(sock, url, NNG_FLAG_NONBLOCK); /* not up yet: redialed in the background */
   if (rv != 0 || nng_socket_get_int(sock, NNG_OPT_RECVFD, &rfd) != 0) {
@@ -145,11 +147,15 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   }
 
   char err[512] = "";
-  m0_actor_ctx ctx = {.actor = kind->name, .instance = instance, .instances = 0, .config = NULL};
+  /* Frames this instance publishes go to the host, which numbers them. */
+  m0_publisher pub;
+  m0__publisher_link(&pub, sock, M0__ACTOR_ID(M0__ROLE_APP, instance & 0xfff));
+  m0_actor_ctx ctx = {.actor = kind->name, .instance = instance, .instances = 0, .config = NULL, .publisher = &pub};
   void *state = NULL;
   if (kind->make && !(state = kind->make(&ctx, err, sizeof err))) {
     fprintf(stderr, "m0: actor %s: %s\n", kind->name, err[0] ? err : "make failed");
     m0__socket_close(sock);
+    m0__publisher_close(&pub);
     signals_restore(sfd, &old);
     return 78;
   }
@@ -184,6 +190,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   }
   if (kind->free && state) kind->free(state);
   close_bounded(sock);
+  m0__publisher_close(&pub);
   signals_restore(sfd, &old);
   return 0;
 }

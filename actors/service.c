@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "actors/admit.h"
+#include "actors/publisher.h"
 #include "base/errors.h"
 #include "base/num.h"
 
@@ -102,7 +104,29 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
   pthread_mutex_unlock(&s->mu);
 }
 
-/* The reply thread: each REPLY stamped with its slot and handed to its loop. */
+/* A frame from an instance: numbered here, from the shared counter, and
+ * published to every loop, as if this process's own code had published it
+ * (an instance never names an id: actors/admit.h). */
+static void service_publish(m0__service *s, const m0__msg *m) {
+  uint64_t id;
+  const char *channel;
+  size_t chlen, flen;
+  const uint8_t *frame;
+  char ch[M0__CHANNEL_MAX + 1];
+  if (!s->pub || m0__frame_decode(m->payload, m->len, &id, &channel, &chlen, &frame, &flen) != 0 ||
+      !m0__channel_ok_n(channel, chlen) || !m0__frame_ok(frame, flen)) {
+    char peer[96];
+    m0__msg_peer(m, peer, sizeof peer);
+    m0__refused(s->self.id, M0__REFUSE_FRAME, M0__K_PUBLISH, peer);
+    return;
+  }
+  memcpy(ch, channel, chlen);
+  ch[chlen] = 0;
+  m0_publish(s->pub, ch, m0_next_id(s->pub), frame, flen);
+}
+
+/* The reply thread: each REPLY stamped with its slot and handed to its
+ * loop; each PUBLISH put on the bus. */
 static void *service_rx(void *arg) {
   m0__service *s = arg;
   for (;;) {
@@ -114,6 +138,11 @@ static void *service_rx(void *arg) {
       continue;
     }
     if (rv != 0) continue;
+    if (m.env.kind == M0__K_PUBLISH) {
+      service_publish(s, &m);
+      m0__msg_free(&m);
+      continue;
+    }
     pthread_mutex_lock(&s->mu);
     m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m.nmsg));
     int k = sl ? (int)(sl - s->slots) : -1;
@@ -131,8 +160,9 @@ static void *service_rx(void *arg) {
   return NULL;
 }
 
-int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace) {
+int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_publisher *pub) {
   s->connected = true;
+  s->pub = pub;
   s->nslots = M0__SLOTS;
   snprintf(s->url, sizeof s->url, "%s", url);
   if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), url, trace) != 0) {

@@ -35,6 +35,7 @@
 
 #include "actors/actor.h"
 #include "actors/inbox.h"
+#include "m0/m0.h"
 
 #define M0__SLOTS 64
 
@@ -78,6 +79,7 @@ typedef struct m0__service {
   int nloops;
   int loop_base;          /* the first loop's index (a worker's loop is its worker's) */
   m0__service_stats st;
+  m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
 } m0__service;
 
 /* Sets up the service (no socket yet). loop_inbox is kept, not copied. */
@@ -85,7 +87,7 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
                       int loop_base);
 /* Connected instances: listens at url and starts the reply thread. 0 or
  * M0__ETRANSPORT / M0__ENOMEM (said on stderr). */
-int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace);
+int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_publisher *pub);
 /* Every connected instance is sent STOP (it finishes, replies, leaves). */
 void m0__service_stop_instances(m0__service *s);
 /* Closes the socket and joins the reply thread. */

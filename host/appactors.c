@@ -17,7 +17,7 @@ int m0__app_actors_handles(const m0__app_decl *decl) {
 
 int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, m0__inbox *loop_inboxes,
                         size_t inbox_stride, int here, int first, uint32_t coord_id, const char *coord_url,
-                        m0__handle **handles, int *nhandles) {
+                        m0_publisher *pub, m0__handle **handles, int *nhandles) {
   memset(a, 0, sizeof *a);
   if (decl->nactors == 0) return 0;
   a->n = decl->nactors;
@@ -46,7 +46,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
         fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
         return M0__ETOOBIG;
       }
-      int rv = m0__service_listen(s, urls[i], pr->trace);
+      int rv = m0__service_listen(s, urls[i], pr->trace, pub);
       if (rv != 0) return rv;
       continue;
     }
@@ -58,7 +58,8 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
       in->kind = decl->kinds[i];
       in->svc = s;
       in->slot = k;
-      in->ctx = (m0_actor_ctx){.actor = sp->name, .instance = k, .instances = sp->instances, .config = pr->cfg};
+      in->ctx = (m0_actor_ctx){.actor = sp->name, .instance = k, .instances = sp->instances, .config = pr->cfg,
+                               .publisher = pub};
       in->trace = pr->trace;
       in->coord_id = coord_id;
       in->coord_url = coord_url;

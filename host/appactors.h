@@ -39,11 +39,12 @@ typedef struct m0__app_actors {
  * loops (first .. first+here-1, whose inboxes are given), adding each
  * instance's handle to handles (room for m0__app_actors_handles(decl)
  * more), listening for connected ones, and spawning process instances
- * (argv: the host's own, for /proc/self/exe). 0 or a negative m0__err (said
- * on stderr). */
+ * (argv: the host's own, for /proc/self/exe). pub is the process's
+ * publisher: what instances publish through (thread instances directly,
+ * connected ones by PUBLISH). 0 or a negative m0__err (said on stderr). */
 int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, m0__inbox *loop_inboxes,
                         size_t inbox_stride, int here, int first, uint32_t coord_id, const char *coord_url,
-                        m0__handle **handles, int *nhandles);
+                        m0_publisher *pub, m0__handle **handles, int *nhandles);
 /* How many handles decl adds (its thread instances). */
 int m0__app_actors_handles(const m0__app_decl *decl);
 /* After the loops drained: every instance is asked to stop; spawned ones

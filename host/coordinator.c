@@ -411,7 +411,7 @@ static int coord_start(coord *c) {
     }
   }
   int rv = m0__app_actors_open(&c->aa, pr, &pr->decl, &c->loops[0].inbox, sizeof *c->loops, p->here, p->first,
-                               c->self.id, c->self.url, c->handles, &c->nhandles);
+                               c->self.id, c->self.url, &c->pub, c->handles, &c->nhandles);
   if (rv != 0) return rv;
   for (int i = 0; i < p->here; i++) {
     c->loops[i].services = c->aa.svc_ptrs;

@@ -2,7 +2,10 @@
  * spawned process, or anywhere a topology file says) and by echo_actor (the
  * same kind as an external program): every request is answered 200 with
  *   {"actor":"echo","pid":P,"instance":I,"method":M,"path":PATH,"body":B}
- * and the kind `silent`, which never replies (its routes answer 504). */
+ * A request with `x-publish: CHANNEL` first publishes "data: BODY" on that
+ * channel from the instance (wherever it runs: the host numbers the frame),
+ * and the answer says "published":true or false.
+ * And the kind `silent`, which never replies (its routes answer 504). */
 #ifndef M0_APPS_ECHO_H
 #define M0_APPS_ECHO_H
 
@@ -15,19 +18,23 @@
 
 typedef struct echo_state {
   int instance;
+  m0_publisher *pub;
 } echo_state;
 
 static void *echo_make(const m0_actor_ctx *ctx, char *err, size_t errlen) {
   echo_state *s = calloc(1, sizeof *s);
   if (!s) snprintf(err, errlen, "echo: out of memory");
-  else s->instance = ctx->instance;
+  else {
+    s->instance = ctx->instance;
+    s->pub = ctx->publisher;
+  }
   return s;
 }
 
 /* The answer's body (malloc'd, NUL-terminated), or NULL: the same work
  * wherever it runs (host_check's /loop/echo does it on the loop, for the
  * benchmark's comparison). */
-static char *echo_body(int instance, const m0_request *req) {
+static char *echo_body(int instance, const m0_request *req, int published) {
   json_t *o = json_object();
   json_object_set_new(o, "actor", json_string("echo"));
   json_object_set_new(o, "pid", json_integer(getpid()));
@@ -36,6 +43,7 @@ static char *echo_body(int instance, const m0_request *req) {
   json_object_set_new(o, "path", json_stringn(req->path.p, req->path.n));
   json_t *b = json_stringn(req->body.n ? req->body.p : "", req->body.n); /* NULL when the body is not UTF-8 */
   json_object_set_new(o, "body", b ? b : json_string("\xef\xbf\xbd"));
+  if (published >= 0) json_object_set_new(o, "published", json_boolean(published));
   char *text = json_dumps(o, JSON_COMPACT);
   json_decref(o);
   return text;
@@ -43,7 +51,16 @@ static char *echo_body(int instance, const m0_request *req) {
 
 static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
   echo_state *s = state;
-  char *text = echo_body(s->instance, req);
+  m0_str ch = m0_request_header(req, "x-publish");
+  int published = -1;
+  if (ch.n) {
+    char chan[65], frame[4096];
+    int n = snprintf(frame, sizeof frame, "data: %.*s", (int)req->body.n, req->body.n ? req->body.p : "");
+    snprintf(chan, sizeof chan, "%.*s", (int)ch.n, ch.p);
+    published = s->pub && n > 0 && (size_t)n < sizeof frame && ch.n < sizeof chan &&
+                m0_publish(s->pub, chan, m0_next_id(s->pub), frame, (size_t)n);
+  }
+  char *text = echo_body(s->instance, req, published);
   if (text) m0_reply_send(rep, 200, "application/json", text, strlen(text));
   else m0_reply_send(rep, 500, NULL, NULL, 0);
   free(text);

@@ -222,7 +222,7 @@ static const m0_actor_kind hc_actors[] = {echo_kind, silent_kind, relay_kind};
 
 /* /loop/echo: echo's work, done by a view on the loop (instance -1). */
 static void view_loop_echo(void *state, const m0_request *req, m0_response *res) {
-  char *text = echo_body(-1, req);
+  char *text = echo_body(-1, req, -1);
   if (text) m0_respond(res, 200, "application/json", text, strlen(text), M0_BODY_COPY);
   else m0_respond(res, 500, NULL, NULL, 0, M0_BODY_COPY);
   free(text);

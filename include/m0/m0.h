@@ -158,6 +158,11 @@ typedef struct m0_actor_ctx {
   int instance;            /* 0.. : which instance this is */
   int instances;           /* how many the topology places (external: 0) */
   const m0_config *config; /* the host's configuration; NULL outside the host */
+  /* Publishes into the host's streams (m0_publish), from any thread of the
+   * instance. Outside the host (process, external) a frame travels to the
+   * host over the instance's link and the host numbers it: m0_next_id
+   * gives 0 there, and the id given to m0_publish is not used. */
+  m0_publisher *publisher;
 } m0_actor_ctx;
 
 typedef struct m0_reply m0_reply;

@@ -4,7 +4,8 @@
  *   {"actor":"echo","pid":P,"instance":I,"method":M,"path":PATH,"body":B}
  * A request with `x-publish: CHANNEL` first publishes "data: BODY" on that
  * channel from the instance (wherever it runs: the host numbers the frame),
- * and the answer says "published":true or false.
+ * and the answer says "published":true or false. `x-sleep-ms: N` (at most
+ * 10000) waits N ms before answering: a request held in flight.
  * And the kind `silent`, which never replies (its routes answer 504). */
 #ifndef M0_APPS_ECHO_H
 #define M0_APPS_ECHO_H
@@ -51,6 +52,13 @@ static char *echo_body(int instance, const m0_request *req, int published) {
 
 static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
   echo_state *s = state;
+  m0_str sl = m0_request_header(req, "x-sleep-ms");
+  if (sl.n && sl.n < 6) {
+    char ms[8];
+    snprintf(ms, sizeof ms, "%.*s", (int)sl.n, sl.p);
+    long v = atol(ms);
+    if (v > 0 && v <= 10000) usleep((useconds_t)v * 1000);
+  }
   m0_str ch = m0_request_header(req, "x-publish");
   int published = -1;
   if (ch.n) {

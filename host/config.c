@@ -146,6 +146,9 @@ void m0__config_fini(m0_config *cfg) {
   free(cfg->file_routes);
   cfg->file_routes = NULL;
   cfg->nfile_routes = 0;
+  free(cfg->plain_tcp);
+  cfg->plain_tcp = NULL;
+  cfg->nplain_tcp = 0;
 }
 
 void m0__config_usage(FILE *out, const char *prog) {

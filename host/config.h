@@ -90,6 +90,17 @@ struct m0_config {
   char topo_transport[8];
   char (*topo_urls)[256];
   int ntopo_urls;
+  /* A topology file that says "transport": "tls+tcp" (topo_transport is
+   * then "tcp", the scheme the topology is built with: its URLs are the
+   * file's, tls+tcp:// ones). */
+  bool topo_tls_transport;
+  /* A topology file's "tls": this process's certificate, key and CA (PEM
+   * files; a relative path resolved against the file's directory), "" when
+   * it has none; and its "plain_tcp", the tcp:// URLs off loopback it
+   * allows without TLS. */
+  char tls_cert[M0__STR_MAX], tls_key[M0__STR_MAX], tls_ca[M0__STR_MAX];
+  char (*plain_tcp)[256];
+  int nplain_tcp;
   /* A topology file's "app_actors" and "routes" (host/appspec.h). */
   struct m0__actor_spec *app_actors;
   int napp_actors;

@@ -11,6 +11,7 @@
 #include "actors/admit.h"
 #include "base/errors.h"
 #include "host/signals.h"
+#include "transport/links.h"
 #include "transport/listen.h"
 #include "transport/systemd.h"
 
@@ -77,6 +78,12 @@ int m0__process_setup(m0__process *p) {
     return M0__ECONFIG;
   }
   p->rundir.ours = p->inherit_page < 0; /* its page: removed at exit with the sockets */
+  /* This process's TLS identity (a topology file's "tls"), before any
+   * actor opens a socket: tls+tcp:// links present it (transport/links.h). */
+  if (cfg->tls_cert[0] && m0__links_tls(cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, sizeof err) != 0) {
+    fprintf(stderr, "m0: %s\n", err);
+    return M0__ECONFIG;
+  }
   if (m0__topology_make(&p->topo, p->mode, p->loops, p->pool, p->cfg->topo_transport,
                         (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, p->rundir.path) != 0) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");

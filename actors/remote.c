@@ -137,6 +137,17 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, 10);
   nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, 200);
   nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, 1000); /* a reply or a frame the link cannot take is dropped */
+  /* tls+tcp://: this program's identity is M0_TLS_CERT, M0_TLS_KEY and
+   * M0_TLS_CA (an outside program has no topology file; a spawned one is
+   * given the host's), loaded after the mask above (nng's TLS starts its
+   * threads). */
+  char terr[1200];
+  if (m0__link_encrypted(url) && m0__links_tls_env(terr, sizeof terr) != 0) {
+    fprintf(stderr, "m0: actor %s cannot dial %s: %s\n", kind->name, url, terr);
+    m0__socket_close(sock);
+    signals_restore(sfd, &old);
+    return 78;
+  }
   int rv = m0__link_dial(sock, url, 0);
   if (rv != 0) rv = m0__link_dial(sock, url, NNG_FLAG_NONBLOCK); /* not up yet: redialed in the background */
   if (rv != 0 || nng_socket_get_int(sock, NNG_OPT_RECVFD, &rfd) != 0) {

@@ -1,10 +1,13 @@
 #include "host/checks.h"
 #include "base/errors.h"
 #include "host/appspec.h"
+#include "transport/links.h"
 #include "transport/topology.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <nng/nng.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +89,73 @@ static void check_environment(const m0_config *cfg, const m0_app *app, m0__check
   } else CHECK_OK(c, "every M0_ variable read");
 }
 
+/* Whether a tcp:// URL's host is this machine's loopback: 127.0.0.0/8,
+ * ::1 (or an IPv4-mapped 127.x) or localhost. */
+static bool url_loopback(const char *url) {
+  nng_url *u;
+  if (nng_url_parse(&u, url) != 0) return false;
+  char host[256];
+  const char *h = u->u_hostname ? u->u_hostname : "";
+  size_t n = strlen(h);
+  if (n >= 2 && h[0] == '[' && h[n - 1] == ']') snprintf(host, sizeof host, "%.*s", (int)(n - 2), h + 1);
+  else snprintf(host, sizeof host, "%s", h);
+  nng_url_free(u);
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  return !strcasecmp(host, "localhost");
+}
+
+static bool plain_allowed(const m0_config *cfg, const char *url) {
+  for (int i = 0; i < cfg->nplain_tcp; i++)
+    if (!strcmp(cfg->plain_tcp[i], url)) return true;
+  return false;
+}
+
+/* The links a topology file declares: a tcp:// URL off loopback is plain
+ * text between machines, refused unless "plain_tcp" lists it; the "tls"
+ * identity must load (transport/links.h: the same load serving does). */
+static void check_links(const m0_config *cfg, m0__check *c) {
+  const char *file = M0__CFGS(cfg, topology);
+  const char *bad = NULL;
+  char where[160] = "";
+  for (int i = 0; !bad && i < cfg->ntopo_urls; i++)
+    if (!strncmp(cfg->topo_urls[i], "tcp://", 6) && !url_loopback(cfg->topo_urls[i]) &&
+        !plain_allowed(cfg, cfg->topo_urls[i])) {
+      bad = cfg->topo_urls[i];
+      /* The file lists every actor in the topology's order: its name. */
+      long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
+      m0__topology topo;
+      if (m0__topology_build(&topo, w > 1 ? M0__MODE_PREFORK : t > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE,
+                             (int)(w > 1 ? w : t), (int)(b > 0 ? b : 0), M0__SCHEME_INPROC, "x") == 0) {
+        snprintf(where, sizeof where, "actors[%d] (%s)", i, i < topo.nactors ? topo.actors[i].name : "?");
+        m0__topology_free(&topo);
+      } else snprintf(where, sizeof where, "actors[%d]", i);
+    }
+  for (int i = 0; !bad && i < cfg->napp_actors; i++) {
+    const char *u = cfg->app_actors[i].url;
+    if (!strncmp(u, "tcp://", 6) && !url_loopback(u) && !plain_allowed(cfg, u)) {
+      bad = u;
+      snprintf(where, sizeof where, "app_actors[%d] (%s)", i, cfg->app_actors[i].name);
+    }
+  }
+  if (bad) {
+    CHECK_FAIL(c, "topology file %.600s: %s has the URL %s, plain tcp to a host that is not loopback (unencrypted, "
+               "and nothing checks who dials it)", file, where, bad);
+    CHECK_FIX(c, "use tls+tcp:// (\"transport\": \"tls+tcp\") with \"tls\": {\"cert\", \"key\", \"ca\"}, or list "
+              "\"%s\" in \"plain_tcp\" to allow it in the clear", bad);
+    return;
+  }
+  char err[M0__STR_MAX + 256];
+  if (cfg->tls_cert[0] && m0__links_tls(cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, sizeof err) != 0) {
+    CHECK_FAIL(c, "topology file %.400s: tls: %.1000s", file, err);
+    CHECK_FIX(c, "give tls.cert, tls.key and tls.ca as PEM files this user can read: this process's certificate, "
+              "its key (no passphrase), the CA that signs every peer's");
+  }
+}
+
 static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *file = M0__CFGS(cfg, topology);
   long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
@@ -93,8 +163,8 @@ static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c
   long want = 2 + loops * (1 + pool) + (w > 1 ? loops : 0);
   bool refit = cfg->ntopo_urls && cfg->ntopo_urls != want; /* a flag changed the topology */
   if (!cfg->topology_error[0] && refit && m0__scheme_parse(cfg->topo_transport) == M0__SCHEME_TCP) {
-    CHECK_FAIL(c, "topology file %s lists %d tcp actors, but the flags and variables make a topology of %ld", file,
-               cfg->ntopo_urls, want);
+    CHECK_FAIL(c, "topology file %s lists %d %s actors, but the flags and variables make a topology of %ld", file,
+               cfg->ntopo_urls, cfg->topo_tls_transport ? "tls+tcp" : "tcp", want);
     CHECK_FIX(c, "list every actor's tcp URL for the topology you serve, or drop the flag that changes it");
   } else if (!cfg->topology_error[0] && w > 1 && m0__scheme_parse(cfg->topo_transport) == M0__SCHEME_INPROC) {
     CHECK_FAIL(c, "topology file %s says transport inproc, but --workers %ld crosses processes", file, w);
@@ -105,6 +175,7 @@ static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c
   } else if (refit) {
     CHECK_OK(c, "topology file %s read; the flags change its topology, so m0 builds every actor's URL", file);
   } else CHECK_OK(c, file[0] ? "topology file %s read" : "no topology file", file);
+  if (c->ok && file[0]) check_links(cfg, c);
 }
 
 /* The application's actors and the routes they serve, as serving resolves

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "host/process.h"
+#include "transport/links.h"
 
 extern char **environ;
 
@@ -52,17 +53,26 @@ static int child_spawn(m0__children *ch, child *c) {
   snprintf(e_inst, sizeof e_inst, "M0__ACTOR_INSTANCE=%d", c->instance);
   snprintf(e_url, sizeof e_url, "M0__ACTOR_URL=%s", ch->urls[c->actor]);
   snprintf(e_parent, sizeof e_parent, "M0__ACTOR_PARENT=%d", (int)getpid());
+  /* A tls+tcp:// instance presents the host's own identity (m0_actor_run
+   * reads it from M0_TLS_*); the host's environment's M0_TLS_* never
+   * reach a child. */
+  const char *tls[3];
+  char e_tls[3][1100];
+  bool with_tls = m0__link_encrypted(ch->urls[c->actor]) && m0__links_tls_files(&tls[0], &tls[1], &tls[2]);
+  static const char *const tls_vars[3] = {"M0_TLS_CERT", "M0_TLS_KEY", "M0_TLS_CA"};
+  for (int i = 0; with_tls && i < 3; i++) snprintf(e_tls[i], sizeof e_tls[i], "%s=%s", tls_vars[i], tls[i]);
   size_t n = 0;
   while (environ[n]) n++;
-  char **env = calloc(n + 5, sizeof *env);
+  char **env = calloc(n + 8, sizeof *env);
   if (!env) return -1;
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "M0__", 4)) env[k++] = environ[i];
+    if (strncmp(environ[i], "M0__", 4) && strncmp(environ[i], "M0_TLS_", 7)) env[k++] = environ[i];
   env[k++] = e_actor;
   env[k++] = e_inst;
   env[k++] = e_url;
   env[k++] = e_parent;
+  for (int i = 0; with_tls && i < 3; i++) env[k++] = e_tls[i];
   char name[80];
   snprintf(name, sizeof name, "%s.%d", sp->name, c->instance);
   char *argv[] = {name, NULL};

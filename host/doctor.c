@@ -15,6 +15,7 @@
 #include "host/checks.h"
 #include "host/config.h"
 #include "host/process.h"
+#include "transport/links.h"
 #include "transport/topology.h"
 
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
@@ -52,7 +53,22 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   json_object_set_new(topo, "handler_threads", json_integer(pd.pool));
   json_object_set_new(topo, "connections_per_loop", json_integer(M0__CFG(cfg, max_connections)));
   json_object_set_new(topo, "accept_sharing", json_boolean(M0__CFG(cfg, accept_share) != 0));
-  json_object_set_new(topo, "transport", json_string(m0__scheme_name(m0__topology_scheme(pd.mode, cfg->topo_transport))));
+  json_object_set_new(topo, "transport",
+                      json_string(cfg->topo_tls_transport
+                                      ? "tls+tcp"
+                                      : m0__scheme_name(m0__topology_scheme(pd.mode, cfg->topo_transport))));
+  /* The file's identity, paths only (resolved: a relative one against the
+   * file's directory), and the plain tcp it allows: read back the same. */
+  if (cfg->tls_cert[0])
+    json_object_set_new(topo, "tls", json_pack("{s:s, s:s, s:s}", "cert", cfg->tls_cert, "key", cfg->tls_key, "ca",
+                                               cfg->tls_ca));
+  if (cfg->nplain_tcp) {
+    json_t *pl = json_array();
+    for (int i = 0; i < cfg->nplain_tcp; i++) json_array_append_new(pl, json_string(cfg->plain_tcp[i]));
+    json_object_set_new(topo, "plain_tcp", pl);
+  }
+  /* Every link an actor listens at, and whether it is encrypted. */
+  json_t *links = json_array();
   json_t *actors = json_array();
   m0__topology t;
   const char *dir = M0__CFGS(cfg, run_dir)[0] ? M0__CFGS(cfg, run_dir) : NULL;
@@ -61,8 +77,11 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   if (pd.loops <= M0__TOPO_MAX && pd.pool <= M0__TOPO_MAX &&
       m0__topology_describe(&t, pd.mode, pd.loops, pd.pool, cfg->topo_transport, (const char(*)[256])cfg->topo_urls,
                             cfg->ntopo_urls, dir) == 0) {
-    for (int k = 0; k < t.nactors; k++)
+    for (int k = 0; k < t.nactors; k++) {
       json_array_append_new(actors, json_pack("{s:s, s:s}", "name", t.actors[k].name, "url", t.actors[k].url));
+      json_array_append_new(links, json_pack("{s:s, s:s, s:b}", "actor", t.actors[k].name, "url", t.actors[k].url,
+                                             "encrypted", m0__link_encrypted(t.actors[k].url)));
+    }
     m0__topology_free(&t);
   }
   json_object_set_new(topo, "actors", actors);
@@ -86,6 +105,8 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
         if (s->url[0]) snprintf(url, sizeof url, "%s", s->url);
         else if (m0__topology_app_url(url, sizeof url, s->url, NULL, s->name) != 0) url[0] = 0;
         json_object_set_new(o, "url", json_string(url));
+        json_array_append_new(links, json_pack("{s:s, s:s, s:b}", "actor", s->name, "url", url, "encrypted",
+                                               m0__link_encrypted(url)));
       }
       if (s->placement == M0__PLACE_PROCESS)
         json_object_set_new(o, "restart", json_pack("{s:i, s:I}", "intensity", s->restart_intensity, "period_ms",
@@ -105,6 +126,7 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   json_object_set_new(topo, "app_actors", app_actors);
   json_object_set_new(topo, "routes", aroutes);
   json_object_set_new(root, "topology", topo);
+  json_object_set_new(root, "links", links);
 
   json_object_set_new(root, "application",
                       json_pack("{s:s, s:i, s:i, s:I}", "name", app->name ? app->name : "", "max_workers",

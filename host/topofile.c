@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "host/appspec.h"
+#include "transport/links.h"
 #include "transport/topology.h"
 
 /* Where "key" first appears in the text, for an error about its value
@@ -222,7 +223,7 @@ static const char *topo_unknown_key(json_t *o, const char *const *known) {
 
 /* Reads "app_actors" into *out (*n entries). false: refused, the reason in
  * cfg->topology_error. */
-static bool topo_app_actors(m0_config *cfg, const char *text, json_t *list, m0__actor_spec **out, int *n) {
+static bool topo_app_actors(m0_config *cfg, const char *text, json_t *list, bool tls, m0__actor_spec **out, int *n) {
   static const char *const known[] = {"name", "placement", "instances", "url", "restart", "queue", NULL};
   static const char *const rknown[] = {"intensity", "period_ms", NULL};
   *out = NULL;
@@ -316,13 +317,22 @@ static bool topo_app_actors(m0_config *cfg, const char *text, json_t *list, m0__
     }
     if (url) {
       const char *u = json_string_value(url);
-      if (!u || !m0__url_is_nng(u) || !strncmp(u, "inproc://", 9)) {
+      bool enc = u && m0__link_encrypted(u);
+      if (enc && !tls) {
+        topo_fail_at(cfg, text, p, "url",
+                     "%s.url \"%.300s\" is tls+tcp, which needs the file's \"tls\" (add \"tls\": {\"cert\": ..., "
+                     "\"key\": ..., \"ca\": ...}, or use ipc:// or tcp://)",
+                     p, u);
+        goto bad;
+      }
+      if (!u || (!enc && !m0__url_is_nng(u)) || !strncmp(u, "inproc://", 9)) {
         if (u && !strncmp(u, "inproc://", 9))
           topo_fail_at(cfg, text, p, "url",
                        "%s.url \"%.300s\" is inproc, which no other process can dial (use ipc:// or tcp://)", p, u);
         else if (u)
-          topo_fail_at(cfg, text, p, "url", "%s.url \"%.300s\" is not an ipc:// or tcp:// URL", p, u);
-        else topo_fail_at(cfg, text, p, "url", "%s.url must be a string, an ipc:// or tcp:// URL", p);
+          topo_fail_at(cfg, text, p, "url", "%s.url \"%.300s\" is not an ipc:// or tcp:// URL (nor tls+tcp://)", p, u);
+        else
+          topo_fail_at(cfg, text, p, "url", "%s.url must be a string, an ipc:// or tcp:// URL (or tls+tcp://)", p);
         goto bad;
       }
       if (strlen(u) >= sizeof s->url) {
@@ -534,6 +544,94 @@ static char *topo_read(const char *path, char *why, size_t whylen) {
   return buf;
 }
 
+/* ---- "tls" and "plain_tcp" (docs/topology.md, Links across machines) ---- */
+
+/* A "tls" path: as written when absolute, else joined to the directory of
+ * the file (its real path, so the doctor prints a path that means the same
+ * wherever its output is saved). false: too long. */
+static bool topo_tls_path(const char *file, const char *path, char *out, size_t n) {
+  if (path[0] == '/') return (size_t)snprintf(out, n, "%s", path) < n;
+  char dir[M0__STR_MAX];
+  snprintf(dir, sizeof dir, "%s", file);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  else snprintf(dir, sizeof dir, ".");
+  char *real = realpath(dir[0] ? dir : "/", NULL);
+  const char *base = real ? real : dir[0] ? dir : "/";
+  int w = snprintf(out, n, "%s%s%s", base, base[strlen(base) - 1] == '/' ? "" : "/", path);
+  free(real);
+  return w > 0 && (size_t)w < n;
+}
+
+/* Reads "tls" into the three paths. false: refused. */
+static bool topo_tls(m0_config *cfg, const char *text, json_t *o, char paths[3][M0__STR_MAX]) {
+  static const char *const known[] = {"cert", "key", "ca", NULL};
+  static const char *const what[] = {"this process's certificate", "its private key", "the CA that signs every peer's"};
+  if (!json_is_object(o)) {
+    topo_fail_at(cfg, text, "tls", NULL,
+                 "tls must be an object {\"cert\": PATH, \"key\": PATH, \"ca\": PATH} (PEM files)");
+    return false;
+  }
+  const char *unk = topo_unknown_key(o, known);
+  if (unk) {
+    topo_fail_at(cfg, text, "tls", unk, "tls has the unknown key \"%.64s\" (its keys are cert, key and ca)", unk);
+    return false;
+  }
+  for (int i = 0; i < 3; i++) {
+    json_t *v = json_object_get(o, known[i]);
+    const char *sv = json_string_value(v);
+    if (!v) {
+      topo_fail_at(cfg, text, "tls", NULL, "tls has no \"%s\" (give all three: cert, key and ca; %s is %s, a PEM file)",
+                   known[i], known[i], what[i]);
+      return false;
+    }
+    if (!sv || !sv[0]) {
+      topo_fail_at(cfg, text, "tls", known[i], "tls.%s must be a PEM file's path (%s)", known[i], what[i]);
+      return false;
+    }
+    if (!topo_tls_path(M0__CFGS(cfg, topology), sv, paths[i], M0__STR_MAX)) {
+      topo_fail_at(cfg, text, "tls", known[i], "tls.%s: the path is longer than %d bytes", known[i], M0__STR_MAX - 1);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Reads "plain_tcp" into *out (*n URLs). false: refused. */
+static bool topo_plain_tcp(m0_config *cfg, const char *text, json_t *list, char (**out)[256], int *n) {
+  *out = NULL;
+  *n = 0;
+  if (!json_is_array(list)) {
+    topo_fail_at(cfg, text, "plain_tcp", NULL, "plain_tcp must be a list of tcp:// URLs (\"tcp://10.0.0.5:7000\")");
+    return false;
+  }
+  size_t np = json_array_size(list);
+  if (np > 65536) {
+    topo_fail_at(cfg, text, "plain_tcp", NULL, "plain_tcp lists %zu URLs, more than 65536", np);
+    return false;
+  }
+  char(*urls)[256] = np ? calloc(np, sizeof *urls) : NULL;
+  if (np && !urls) {
+    topo_fail_at(cfg, text, "plain_tcp", NULL, "plain_tcp: out of memory for %zu URLs", np);
+    return false;
+  }
+  for (size_t i = 0; i < np; i++) {
+    const char *u = json_string_value(json_array_get(list, i));
+    char p[40];
+    snprintf(p, sizeof p, "plain_tcp[%zu]", i);
+    if (!u || strncmp(u, "tcp://", 6) || strlen(u) >= sizeof urls[i]) {
+      topo_fail_at(cfg, text, p, NULL, "%s must be a tcp:// URL shorter than %zu bytes, as an actor's url is written",
+                   p, sizeof urls[i]);
+      free(urls);
+      return false;
+    }
+    snprintf(urls[i], sizeof urls[i], "%s", u);
+  }
+  *out = urls;
+  *n = (int)np;
+  return true;
+}
+
 void m0__topofile_apply(m0_config *cfg) {
   const char *path = M0__CFGS(cfg, topology);
   if (!path[0]) return;
@@ -556,7 +654,7 @@ void m0__topofile_apply(m0_config *cfg) {
     goto out;
   }
   static const char *const known[] = {"mode", "loops", "handler_threads", "connections_per_loop", "accept_sharing",
-                                      "transport", "actors", "app_actors", "routes", NULL};
+                                      "transport", "actors", "app_actors", "routes", "tls", "plain_tcp", NULL};
   const char *key;
   json_t *v;
   json_object_foreach(root, key, v) {
@@ -585,16 +683,28 @@ void m0__topofile_apply(m0_config *cfg) {
     topo_fail(cfg, text, "loops", "mode \"single\" has one loop, the file says %s", "more");
     goto out;
   }
+  /* "tls" first: a tls+tcp transport or URL needs it, wherever it is. */
+  json_t *jtls = json_object_get(root, "tls");
+  char tls_paths[3][M0__STR_MAX];
+  if (jtls && !topo_tls(cfg, text, jtls, tls_paths)) goto out;
   json_t *tr = json_object_get(root, "transport");
   const char *want_transport = !strcmp(m, "prefork") ? "ipc" : "inproc";
   if (tr) {
     const char *tv = json_string_value(tr);
-    if (!tv || (strcmp(tv, "inproc") && strcmp(tv, "ipc") && strcmp(tv, "tcp"))) {
-      topo_fail(cfg, text, "transport", "transport must be \"inproc\", \"ipc\" or \"tcp\"%s", "");
+    if (!tv || (strcmp(tv, "inproc") && strcmp(tv, "ipc") && strcmp(tv, "tcp") && strcmp(tv, "tls+tcp"))) {
+      topo_fail(cfg, text, "transport", "transport must be \"inproc\", \"ipc\" or \"tcp\"%s",
+                " (or \"tls+tcp\", with \"tls\")");
       goto out;
     }
     if (!strcmp(m, "prefork") && !strcmp(tv, "inproc")) {
       topo_fail(cfg, text, "transport", "mode prefork crosses processes: inproc cannot%s (use ipc or tcp)", "");
+      goto out;
+    }
+    if (!strcmp(tv, "tls+tcp") && !jtls) {
+      topo_fail(cfg, text, "transport",
+                "transport \"tls+tcp\" needs the file's \"tls\": add \"tls\": {\"cert\": PATH, \"key\": PATH, "
+                "\"ca\": PATH} (this process's certificate and key, the CA that signs every peer's: PEM files)%s",
+                "");
       goto out;
     }
     want_transport = tv;
@@ -614,12 +724,17 @@ void m0__topofile_apply(m0_config *cfg) {
     goto out;
   }
   long pool = ht ? (long)json_integer_value(ht) : 0;
+  char(*plain)[256] = NULL;
+  int nplain = 0;
+  json_t *jplain = json_object_get(root, "plain_tcp");
+  if (jplain && !topo_plain_tcp(cfg, text, jplain, &plain, &nplain)) goto out;
   json_t *actors = json_object_get(root, "actors");
   if (actors) {
     m0__topology t;
     m0__mode md = !strcmp(m, "prefork") ? M0__MODE_PREFORK : !strcmp(m, "threads") ? M0__MODE_THREADS : M0__MODE_SINGLE;
     if (!json_is_array(actors) || m0__topology_build(&t, md, (int)n, (int)pool, M0__SCHEME_INPROC, "x") != 0) {
       topo_fail(cfg, text, "actors", "actors must be a list of {\"name\", \"url\"}%s", "");
+      free(plain);
       goto out;
     }
     /* The first entry that does not fit, named, at its own line when it has
@@ -660,6 +775,7 @@ void m0__topofile_apply(m0_config *cfg) {
     m0__topology_free(&t);
     if (bad[0]) {
       topo_fail(cfg, text, at, "%s", bad);
+      free(plain);
       goto out;
     }
     cfg->topo_urls = calloc(na, sizeof *cfg->topo_urls);
@@ -672,8 +788,10 @@ void m0__topofile_apply(m0_config *cfg) {
   m0__route_spec *fr = NULL;
   int naa = 0, nfr = 0;
   json_t *jaa = json_object_get(root, "app_actors"), *jr = json_object_get(root, "routes");
-  if ((jaa && !topo_app_actors(cfg, text, jaa, &aa, &naa)) || (jr && !topo_routes(cfg, text, jr, &fr, &nfr))) {
+  if ((jaa && !topo_app_actors(cfg, text, jaa, jtls != NULL, &aa, &naa)) ||
+      (jr && !topo_routes(cfg, text, jr, &fr, &nfr))) {
     free(aa); /* nothing of a refused file is applied */
+    free(plain);
     free(cfg->topo_urls);
     cfg->topo_urls = NULL;
     cfg->ntopo_urls = 0;
@@ -683,7 +801,17 @@ void m0__topofile_apply(m0_config *cfg) {
   cfg->napp_actors = naa;
   cfg->file_routes = fr;
   cfg->nfile_routes = nfr;
-  snprintf(cfg->topo_transport, sizeof cfg->topo_transport, "%s", tr ? want_transport : "");
+  /* tls+tcp is built as tcp is (the file's URLs); the doctor says which. */
+  cfg->topo_tls_transport = tr && !strcmp(want_transport, "tls+tcp");
+  snprintf(cfg->topo_transport, sizeof cfg->topo_transport, "%s",
+           !tr ? "" : cfg->topo_tls_transport ? "tcp" : want_transport);
+  if (jtls) {
+    snprintf(cfg->tls_cert, sizeof cfg->tls_cert, "%s", tls_paths[0]);
+    snprintf(cfg->tls_key, sizeof cfg->tls_key, "%s", tls_paths[1]);
+    snprintf(cfg->tls_ca, sizeof cfg->tls_ca, "%s", tls_paths[2]);
+  }
+  cfg->plain_tcp = plain;
+  cfg->nplain_tcp = nplain;
   if (!strcmp(m, "prefork")) topo_set(cfg, M0__O_workers, n);
   else topo_set(cfg, M0__O_threads, n);
   if (ht) topo_set(cfg, M0__O_blocking_threads, pool);

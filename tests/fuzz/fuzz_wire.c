@@ -7,13 +7,18 @@
  * Then the round trip: the records read are written again
  * (m0__wire_request_add, m0__wire_reply_add) into a new batch, which must
  * hold the same bytes as the input's records and read back to the same
- * fields. Any crash, leak, undefined behaviour or abort is a finding. */
+ * fields. A message is also put to every mailbox's accept list from every
+ * origin (actors/admit.h) and its payload read as a frame. Any crash, leak,
+ * undefined behaviour or abort is a finding. */
 #include <nng/nng.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "actors/actor.h"
+#include "actors/admit.h"
+#include "actors/publisher.h"
+#include "http/response.h"
 #include "actors/envelope.h"
 #include "actors/wire.h"
 #include "base/errors.h"
@@ -170,16 +175,52 @@ static void batches(const uint8_t *p, size_t n) {
   replies(p, n);
 }
 
+/* Every mailbox's accept list, for every origin: an answer, and a refusal
+ * is one of the list's reasons; nothing from outside may ever be taken
+ * that carries a descriptor, a pointer or a stop. Then the payload as a
+ * frame, as a loop and an actor's socket read it. */
+static void admission(const m0__env *e, const uint8_t *payload, size_t len) {
+  for (int role = 0; role <= M0__ROLE_APP + 1; role++)
+    for (int origin = M0__ORIGIN_SELF; origin <= M0__ORIGIN_OUTSIDE; origin++) {
+      int r = m0__admit(M0__ACTOR_ID(role, 0), e, origin);
+      if (r < 0 || r >= M0__REFUSE_COUNT_) abort();
+      int k = e->kind;
+      if (r == 0 && origin == M0__ORIGIN_OUTSIDE && role != M0__ROLE_APP &&
+          (k == M0__K_HANDOFF || k == M0__K_JOB || k == M0__K_RESULT || k == M0__K_ANSWER || k == M0__K_STOP ||
+           k == M0__K_GO))
+        abort();
+    }
+  uint64_t id;
+  const char *channel;
+  size_t chlen, flen;
+  const uint8_t *frame;
+  if (m0__frame_decode(payload, len, &id, &channel, &chlen, &frame, &flen) == 0) {
+    lo = payload;
+    hi = payload + len;
+    inside((m0_str){channel, chlen});
+    inside((m0_str){(const char *)frame, flen});
+    if ((const uint8_t *)channel + chlen != frame || frame + flen != payload + len) abort();
+    (void)m0__channel_ok_n(channel, chlen);
+    (void)m0__frame_ok(frame, flen);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (!m0__family_known() && m0__family_make() != 0) abort();
   m0__env e;
   const uint8_t *payload;
   size_t len;
   if (m0__env_read(data, size, &e, &payload, &len) == 0) {
-    if (payload != data + M0__ENV_HEADER || len != size - M0__ENV_HEADER || len > M0__ENV_MAX_PAYLOAD) abort();
-    if (e.kind == 0 || e.kind >= M0__KIND_COUNT_) abort();
+    size_t seal = (e.flags & M0__ENV_SEALED) ? M0__SEAL_LEN : 0;
+    if (payload != data + M0__ENV_HEADER || len + seal != size - M0__ENV_HEADER || len > M0__ENV_MAX_PAYLOAD) abort();
+    if (e.kind == 0 || e.kind >= M0__KIND_COUNT_ || (e.flags & ~M0__ENV_SEALED)) abort();
+    /* a seal made up by the input is never the family's (this process has
+     * a cookie the input cannot know) */
+    if (seal && m0__family_check(payload + len) >= 0) abort();
+    admission(&e, payload, len);
     /* the header written again is the input's */
     uint8_t hdr[M0__ENV_HEADER];
-    m0__env_write(hdr, &e, (uint32_t)len);
+    m0__env_write(hdr, &e, (uint32_t)len); /* flags included */
     if (memcmp(hdr, data, M0__ENV_HEADER) != 0) abort();
     batches(payload, len);
   }

@@ -16,6 +16,12 @@ that one refuses (ValueError).
 
     raise SystemExit(m0actor.run("ipc:///run/m0/actor.hello.sock", receive))
 
+A tls+tcp:// URL is dialed with TLS, both ends presenting a certificate
+(docs/actors.md, Outside the host): this instance's certificate, its key and
+the CA that signs the host's are the PEM files M0_TLS_CERT, M0_TLS_KEY and
+M0_TLS_CA name (all three), and the host's certificate must name the URL's
+host.
+
 Strings (method, target, path, query, header names and values, path
 parameters) are decoded as ISO-8859-1, which maps every byte to one
 character, so nothing a client sent is lost or refused; encode them back
@@ -31,8 +37,10 @@ import os
 import signal
 import struct
 import sys
+import tempfile
 import threading
 import traceback
+import urllib.parse
 
 __all__ = [
     "Envelope", "Request", "Reply", "ReplyError",
@@ -410,12 +418,22 @@ class _Pipe(ctypes.Structure):  # nng_pipe
     _fields_ = [("id", ctypes.c_uint32)]
 
 
+class _Dialer(ctypes.Structure):  # nng_dialer
+    _fields_ = [("id", ctypes.c_uint32)]
+
+
 _PIPE_CB = ctypes.CFUNCTYPE(None, _Pipe, ctypes.c_int, ctypes.c_void_p)
 NNG_FLAG_ALLOC = 1
 NNG_FLAG_NONBLOCK = 2
 NNG_ETIMEDOUT = 5
 NNG_ECLOSED = 7
 NNG_PIPE_EV_ADD_POST = 1
+NNG_OPT_TLS_CA_FILE = b"tls-ca-file"
+NNG_OPT_TLS_CERT_KEY_FILE = b"tls-cert-key-file"  # the certificate and its key in one file
+NNG_OPT_TLS_AUTH_MODE = b"tls-authmode"
+NNG_OPT_TLS_SERVER_NAME = b"tls-server-name"
+NNG_TLS_AUTH_MODE_REQUIRED = 2
+TLS_VARS = ("M0_TLS_CERT", "M0_TLS_KEY", "M0_TLS_CA")
 RECV_TIMEOUT_MS = 200  # how soon a SIGTERM is noticed while idle
 SEND_TIMEOUT_MS = 5000  # a REPLY that cannot be queued this long is dropped (its requests time out)
 
@@ -437,6 +455,12 @@ def _nng():
     lib.nng_strerror.argtypes = [ctypes.c_int]
     lib.nng_strerror.restype = ctypes.c_char_p
     lib.nng_pipe_notify.argtypes = [S, ctypes.c_int, _PIPE_CB, ctypes.c_void_p]
+    D = _Dialer
+    lib.nng_dialer_create.argtypes = [ctypes.POINTER(D), S, ctypes.c_char_p]
+    lib.nng_dialer_set_string.argtypes = [D, ctypes.c_char_p, ctypes.c_char_p]
+    lib.nng_dialer_set_int.argtypes = [D, ctypes.c_char_p, ctypes.c_int]
+    lib.nng_dialer_start.argtypes = [D, ctypes.c_int]
+    lib.nng_dialer_close.argtypes = [D]
     # nng 1.10 names it nng_socket_close (nng_close is to go); 1.5 has nng_close alone.
     lib.m0_close = getattr(lib, "nng_socket_close", None) or lib.nng_close
     lib.m0_close.argtypes = [S]
@@ -444,7 +468,8 @@ def _nng():
     lib.m0_set_ms = getattr(lib, "nng_socket_set_ms", None) or lib.nng_setopt_ms
     lib.m0_set_ms.argtypes = [S, ctypes.c_char_p, ctypes.c_int32]
     for f in (lib.nng_pair1_open, lib.nng_dial, lib.nng_recv, lib.nng_send, lib.nng_pipe_notify, lib.m0_close,
-              lib.m0_set_ms):
+              lib.m0_set_ms, lib.nng_dialer_create, lib.nng_dialer_set_string, lib.nng_dialer_set_int,
+              lib.nng_dialer_start, lib.nng_dialer_close):
         f.restype = ctypes.c_int
     _lib = lib
     return lib
@@ -456,6 +481,68 @@ def _err(rv):
 
 def _say(instance, text):
     print("m0actor: instance %d: %s" % (instance, text), file=sys.stderr, flush=True)
+
+
+class _Tls:
+    """This instance's identity for a tls+tcp:// URL, from M0_TLS_CERT,
+    M0_TLS_KEY and M0_TLS_CA: nng's dialer options take the CA's file and
+    one file holding the certificate and its key, so the two are written
+    into a private temporary file (removed by close())."""
+
+    def __init__(self, url):
+        got = {v: os.environ.get(v) or None for v in TLS_VARS}
+        missing = [v for v in TLS_VARS if not got[v]]
+        if missing:
+            raise ValueError("a tls+tcp:// link needs this program's certificate: set M0_TLS_CERT, M0_TLS_KEY and "
+                             "M0_TLS_CA (%s not set)" % ", ".join(missing))
+        self.ca = got["M0_TLS_CA"]
+        self.host = urllib.parse.urlsplit(url).hostname or ""
+        parts = []
+        for v in ("M0_TLS_CERT", "M0_TLS_KEY"):
+            try:
+                with open(got[v], "rb") as f:
+                    parts.append(f.read())
+            except OSError as e:
+                raise ValueError("%s %s cannot be read: %s" % (v, got[v], e.strerror)) from None
+        fd, self.certkey = tempfile.mkstemp(prefix="m0actor-", suffix=".pem")  # mode 0600
+        with os.fdopen(fd, "wb") as f:
+            f.write(parts[0] + b"\n" + parts[1])
+        self.cert, self.key = got["M0_TLS_CERT"], got["M0_TLS_KEY"]
+
+    def close(self):
+        try:
+            os.unlink(self.certkey)
+        except OSError:
+            pass
+
+
+def _dial(lib, sock, url, flags, tls):
+    """nng_dial, or for tls+tcp:// a dialer with this instance's identity,
+    the peer's certificate required (signed by the CA, naming the URL's
+    host): 0 or nng's error, and what it was about ("" when the dial)."""
+    burl = url.encode()
+    if tls is None:
+        return lib.nng_dial(sock, burl, None, flags), ""
+    d = _Dialer()
+    rv = lib.nng_dialer_create(ctypes.byref(d), sock, burl)
+    if rv != 0:
+        return rv, ""
+    what = ""
+    for name, value, about in ((NNG_OPT_TLS_CA_FILE, tls.ca, "M0_TLS_CA " + tls.ca),
+                               (NNG_OPT_TLS_CERT_KEY_FILE, tls.certkey,
+                                "M0_TLS_CERT %s with M0_TLS_KEY %s" % (tls.cert, tls.key)),
+                               (NNG_OPT_TLS_SERVER_NAME, tls.host, "the server name " + tls.host)):
+        rv = lib.nng_dialer_set_string(d, name, value.encode())
+        if rv != 0:
+            what = about
+            break
+    if rv == 0:
+        rv = lib.nng_dialer_set_int(d, NNG_OPT_TLS_AUTH_MODE, NNG_TLS_AUTH_MODE_REQUIRED)
+    if rv == 0:
+        rv = lib.nng_dialer_start(d, flags)
+    if rv != 0:
+        lib.nng_dialer_close(d)  # as nng_dial does
+    return rv, what
 
 
 def _answer(receive, req, instance):
@@ -500,7 +587,24 @@ def run(url, receive, instance=0, on_connect=None):
     route's timeout) or (status, [(name, value), ...], body). on_connect(url),
     if given, is called once the dial has connected. Returns 0 after STOP,
     SIGTERM or SIGINT (the batch in hand is answered first), 1 when the
-    socket cannot be opened or url cannot be dialed (said on stderr)."""
+    socket cannot be opened or url cannot be dialed, 78 when a tls+tcp://
+    url has no identity in M0_TLS_* or nng refuses one of its files (each
+    said on stderr)."""
+    tls = None
+    if url.startswith("tls+tcp://"):
+        try:
+            tls = _Tls(url)
+        except ValueError as e:
+            _say(instance, "cannot dial %s: %s" % (url, e))
+            return 78
+    try:
+        return _run(url, receive, instance, on_connect, tls)
+    finally:
+        if tls is not None:
+            tls.close()
+
+
+def _run(url, receive, instance, on_connect, tls):
     lib = _nng()
     sock = _Socket()
     rv = lib.nng_pair1_open(ctypes.byref(sock))
@@ -523,18 +627,20 @@ def run(url, receive, instance=0, on_connect=None):
         lib.nng_pipe_notify(sock, NNG_PIPE_EV_ADD_POST, on_pipe, None)
         lib.m0_set_ms(sock, b"recv-timeout", RECV_TIMEOUT_MS)
         lib.m0_set_ms(sock, b"send-timeout", SEND_TIMEOUT_MS)
-        burl = url.encode()
-        rv = lib.nng_dial(sock, burl, None, 0)
+        rv, what = _dial(lib, sock, url, 0, tls)
         if rv == 0:
             connected.set()
+        elif what:  # a file or name nng refused: no redial mends that
+            _say(instance, "cannot dial %s: %s: %s" % (url, what, _err(rv)))
+            return 78
         else:
             # Not listening yet (the host starts later, or restarts): nng
             # redials in the background until it is.
             first = rv
-            rv = lib.nng_dial(sock, burl, None, NNG_FLAG_NONBLOCK)
+            rv, what = _dial(lib, sock, url, NNG_FLAG_NONBLOCK, tls)
             if rv != 0:
-                _say(instance, "cannot dial %s: %s" % (url, _err(rv)))
-                return 1
+                _say(instance, "cannot dial %s: %s%s" % (url, what + ": " if what else "", _err(rv)))
+                return 78 if what else 1
             _say(instance, "%s: %s; redialing until the host listens" % (url, _err(first)))
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGTERM, signal.SIGINT):

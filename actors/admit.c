@@ -91,6 +91,9 @@ typedef struct rule {
 } rule;
 
 #define HOST_TOP (R(M0__ROLE_COORD) | R(M0__ROLE_WORKER))
+/* An application actor's own socket is an APP id with slot 0xfff (actors/
+ * service.c); its rules are not its instances'. */
+#define ROLE_SOCKET 15
 #define ANY_APP R(M0__ROLE_APP)
 
 static const rule rules[] = {
@@ -124,17 +127,21 @@ static const rule rules[] = {
     /* the producer */
     {M0__ROLE_PRODUCER, M0__K_GO, S, HOST_TOP},
     {M0__ROLE_PRODUCER, M0__K_STOP, S, HOST_TOP},
-    /* an application actor: its socket takes replies and frames from its
-     * instances; an instance takes requests and STOP from the host (or, a
-     * thread instance, from this process) and answers to its own asks */
-    {M0__ROLE_APP, M0__K_REPLY, S | O, ANY_APP},
-    {M0__ROLE_APP, M0__K_PUBLISH, S | O, ANY_APP},
+    /* an application actor's socket (its instances dial in): replies and
+     * frames from its instances */
+    {ROLE_SOCKET, M0__K_REPLY, S | O, ANY_APP},
+    {ROLE_SOCKET, M0__K_PUBLISH, S | O, ANY_APP},
+    /* an instance: requests and STOP from the host (a thread instance's
+     * from this process; a spawned or outside one's from the host it
+     * dialed), and the answers to its own asks */
     {M0__ROLE_APP, M0__K_REQUEST, S | O, R(M0__ROLE_LOOP) | ANY_APP},
     {M0__ROLE_APP, M0__K_STOP, S | O, HOST_TOP | R(M0__ROLE_LOOP) | ANY_APP},
+    {M0__ROLE_APP, M0__K_REPLY, S, ANY_APP},
 };
 
 int m0__admit(uint32_t self, const m0__env *e, int origin) {
   int at = M0__ACTOR_ROLE(self), from = M0__ACTOR_ROLE(e->from);
+  if (at == M0__ROLE_APP && (M0__ACTOR_INDEX(self) & 0xfff) == 0xfff) at = ROLE_SOCKET;
   bool kind_known = false;
   for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
     const rule *r = &rules[i];

@@ -449,6 +449,38 @@ def read_lines(p, n, timeout):
     return got
 
 
+def stolen_replies():
+    """A reply names only a request in flight with the instance it comes from."""
+    rd = run_dir()
+    topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}],
+            "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 2000}]}
+    url = doctor_url(topo, "echo", rd)
+    with host(topo, rd=rd) as s:
+        a = wire_actor(url, "silent")
+        F.check(read_lines(a, 1, 10) == ["connected"] and wait_for(lambda: live(s.port, "echo") == 1, 10),
+                f"stolen: the silent instance connects ({a.poll()} {metrics(s.port)})")
+        c = Conn(s.port, timeout=8)
+        t0 = time.monotonic()
+        c.send(request("GET", "/actor/echo"))
+        got = read_lines(a, 1, 5)
+        rid = int(got[0].split()[1]) if got and got[0].startswith("got ") else None
+        F.check(rid is not None, f"stolen: the request is with the silent instance ({got})")
+        b = wire_actor(url, f"forge:{rid}")
+        F.check(read_lines(b, 2, 10) == ["connected", "forged"],
+                "stolen: a second instance answers that request 200 although it was never given it")
+        st, _, _, _, line = c.try_response()
+        took = time.monotonic() - t0
+        c.close()
+        F.check(st == 504 and took >= LOW * 2,
+                f"stolen: the client gets the route's 504 at its timeout, not the other instance's 200 "
+                f"({line} after {took:.2f}s)")
+        n = metric(s.port, 'm0_refused_total{actor="echo",reason="reply"}')
+        F.check(n == 1, f"stolen: the forged reply is refused and counted as a reply refusal ({n})")
+        for p in (a, b):
+            p.kill()
+            p.wait(5)
+
+
 def bad_instances():
     """502s: an instance that dies with requests, one whose reply does not decode."""
     rd = run_dir()
@@ -880,7 +912,7 @@ def asks():
                 f"ask: with no echo instance the relay's ask fails and it answers 502 ({st} {j})")
 
 
-PARTS = (placements, own_answers, bad_instances, churn, restarts, deferred, drain, modes, front_end, asks)
+PARTS = (placements, own_answers, bad_instances, stolen_replies, churn, restarts, deferred, drain, modes, front_end, asks)
 ONLY = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None  # --only churn,drain
 try:
     for part in PARTS:

@@ -13,6 +13,9 @@ MODE
             until their route's timeout (504), or 502 when it dies first
   status99  answers each request of a REQUEST with a reply record of
             status 99, which the host refuses ("does not decode": 502)
+  forge:ID  once connected, sends a REPLY answering request ID (which it
+            was never given: another instance's) 200 to loop.0, prints
+            "forged", then is silent
 
 It prints "connected" once its dial has succeeded, then one line
 "got ID" per request record it takes (stdout, flushed), so the test waits on
@@ -25,6 +28,7 @@ import sys
 
 MAGIC = 0x3145306D  # "m0E1" little-endian (M0__ENV_MAGIC)
 KIND_STOP, KIND_REQUEST, KIND_REPLY = 4, 12, 13  # actors/kinds.h, READY = 1
+LOOP0 = 2 << 24  # base/ids.h: loop.0
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo payload-length
 BATCH = struct.Struct("<HHI")  # version (1) flags (0) count
 REQ = struct.Struct("<QQQIIIIHBBI")  # id trace_hi trace_lo method target path body nheaders nparams vminor reserved
@@ -59,8 +63,8 @@ def request_ids(payload):
 
 
 def main(argv):
-    if len(argv) != 3 or argv[2] not in ("silent", "status99"):
-        print("usage: wire_actor.py URL silent|status99", file=sys.stderr)
+    if len(argv) != 3 or not (argv[2] in ("silent", "status99") or argv[2].startswith("forge:")):
+        print("usage: wire_actor.py URL silent|status99|forge:ID", file=sys.stderr)
         return 2
     url, mode = argv[1], argv[2]
     lib = ctypes.CDLL("libnng.so.1")
@@ -80,6 +84,12 @@ def main(argv):
         return 1
     print("connected", flush=True)
     buf, size, seq = ctypes.c_void_p(), ctypes.c_size_t(), 0
+    if mode.startswith("forge:"):
+        payload = BATCH.pack(1, 0, 1) + REPLY.pack(int(mode[6:]), 200, 0, 0)
+        out = ENV.pack(MAGIC, KIND_REPLY, 0, 7 << 24, LOOP0, 1, 0, 0, len(payload)) + payload
+        rv = lib.nng_send(sock, out, len(out), 0)
+        print("forged" if rv == 0 else f"forge failed: nng error {rv}", flush=True)
+        mode = "silent"
     while True:
         rv = lib.nng_recv(sock, ctypes.byref(buf), ctypes.byref(size), NNG_FLAG_ALLOC)
         if rv != 0:

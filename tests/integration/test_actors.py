@@ -74,6 +74,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -447,6 +448,74 @@ def read_lines(p, n, timeout):
     t.start()
     t.join(timeout)
     return got
+
+
+class Stream:
+    """GET /events (channel beats) on a raw socket: its numbered frames as (id, data)."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.buf = b""
+
+    def frames_until(self, pred, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            got = [(int(m.group(1)), m.group(2).decode()) for m in
+                   re.finditer(rb"id: (\d+)\n(?:event: [^\n]*\n)?data: ([^\n]*)\n\n", self.buf)]
+            left = deadline - time.monotonic()
+            if pred(got) or left <= 0:
+                return got
+            self.s.settimeout(left)
+            try:
+                b = self.s.recv(65536)
+            except OSError:
+                return got
+            if not b:
+                return got
+            self.buf += b
+
+    def close(self):
+        self.s.close()
+
+
+def publishes():
+    """An instance publishes into the host's streams from wherever it runs; the host numbers its frames."""
+    quiet = dict(os.environ, M0_HOSTCHECK_PERIOD_MS="100000")  # the producer's one beat at GO, then none
+    for placement in ("thread", "process", "external"):
+        rd = run_dir()
+        topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": placement}]}
+        url = doctor_url(topo, "echo", rd) if placement == "external" else None
+        with host(topo, rd=rd, cls=Prefork if placement == "process" else Server, env=quiet) as s:
+            a = echo_actor(url, 0) if placement == "external" else None
+            F.check(wait_for(lambda: live(s.port, "echo") == 1, 10), f"publish {placement}: an instance is live")
+            st = Stream(s.port)
+            st.frames_until(lambda g: False, 0.3)  # the stream is open before anything is published
+            sent = []
+            for i in range(3):
+                code, _, b, _ = ask(s.port, "POST", "/actor/echo", f"from-{placement}-{i}".encode(),
+                                    headers=[("x-publish", "beats")])
+                j = echo_json(b)
+                sent.append(code == 200 and j is not None and j.get("published") is True)
+            F.check(all(sent), f"publish {placement}: each echo says it published ({sent})")
+            got = st.frames_until(lambda g: len([x for x in g if x[1].startswith("from-")]) >= 3, 5)
+            mine = [x for x in got if x[1].startswith("from-")]
+            top = metric(s.port, "m0_events_published")
+            F.check([d for _, d in mine] == [f"from-{placement}-{i}" for i in range(3)]
+                    and [i for i, _ in mine] == sorted({i for i, _ in mine}) and mine and mine[-1][0] == top,
+                    f"publish {placement}: the stream gets the three frames in order, numbered by the host's "
+                    f"counter (last id {top}): {got}")
+            st.close()
+            if a is not None:
+                w = wire_actor(url, "publish-bad")
+                F.check(read_lines(w, 2, 10) == ["connected", "published"], "publish: a bad PUBLISH is sent")
+                bad = 'm0_refused_total{actor="echo",reason="frame"}'
+                F.check(wait_for(lambda: metric(s.port, bad) == 1, 5),
+                        f"publish: a frame that would end its event early is refused and counted "
+                        f"({metric(s.port, bad)})")
+                w.kill()
+                w.wait(5)
+                stop_program(a)
 
 
 def stolen_replies():
@@ -912,7 +981,7 @@ def asks():
                 f"ask: with no echo instance the relay's ask fails and it answers 502 ({st} {j})")
 
 
-PARTS = (placements, own_answers, bad_instances, stolen_replies, churn, restarts, deferred, drain, modes, front_end, asks)
+PARTS = (placements, own_answers, bad_instances, stolen_replies, publishes, churn, restarts, deferred, drain, modes, front_end, asks)
 ONLY = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None  # --only churn,drain
 try:
     for part in PARTS:

@@ -13,6 +13,9 @@ MODE
             until their route's timeout (504), or 502 when it dies first
   status99  answers each request of a REQUEST with a reply record of
             status 99, which the host refuses ("does not decode": 502)
+  publish-bad  once connected, sends a PUBLISH whose frame would end its
+            event early ("data: x\n\nid: 5"), prints "published", then is
+            silent
   forge:ID  once connected, sends a REPLY answering request ID (which it
             was never given: another instance's) 200 to loop.0, prints
             "forged", then is silent
@@ -27,7 +30,7 @@ import struct
 import sys
 
 MAGIC = 0x3145306D  # "m0E1" little-endian (M0__ENV_MAGIC)
-KIND_STOP, KIND_REQUEST, KIND_REPLY = 4, 12, 13  # actors/kinds.h, READY = 1
+KIND_STOP, KIND_REQUEST, KIND_REPLY, KIND_PUBLISH = 4, 12, 13, 15  # actors/kinds.h, READY = 1
 LOOP0 = 2 << 24  # base/ids.h: loop.0
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo payload-length
 BATCH = struct.Struct("<HHI")  # version (1) flags (0) count
@@ -63,8 +66,8 @@ def request_ids(payload):
 
 
 def main(argv):
-    if len(argv) != 3 or not (argv[2] in ("silent", "status99") or argv[2].startswith("forge:")):
-        print("usage: wire_actor.py URL silent|status99|forge:ID", file=sys.stderr)
+    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad") or argv[2].startswith("forge:")):
+        print("usage: wire_actor.py URL silent|status99|publish-bad|forge:ID", file=sys.stderr)
         return 2
     url, mode = argv[1], argv[2]
     lib = ctypes.CDLL("libnng.so.1")
@@ -89,6 +92,13 @@ def main(argv):
         out = ENV.pack(MAGIC, KIND_REPLY, 0, 7 << 24, LOOP0, 1, 0, 0, len(payload)) + payload
         rv = lib.nng_send(sock, out, len(out), 0)
         print("forged" if rv == 0 else f"forge failed: nng error {rv}", flush=True)
+        mode = "silent"
+    if mode == "publish-bad":
+        frame = b"data: x\n\nid: 5"
+        payload = struct.pack("<QH", 0, 5) + b"beats" + frame
+        out = ENV.pack(MAGIC, KIND_PUBLISH, 0, 7 << 24, 0, 1, 0, 0, len(payload)) + payload
+        rv = lib.nng_send(sock, out, len(out), 0)
+        print("published" if rv == 0 else f"publish failed: nng error {rv}", flush=True)
         mode = "silent"
     while True:
         rv = lib.nng_recv(sock, ctypes.byref(buf), ctypes.byref(size), NNG_FLAG_ALLOC)

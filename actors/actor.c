@@ -261,9 +261,12 @@ static void peer_name(nng_pipe p, char *out, size_t n) {
 }
 
 /* Where a message taken from the mailbox came from (actors/admit.h), or -1:
- * sealed, but not with this host's cookie. */
-static int origin_of(const m0__msg *m) {
+ * sealed, but not with this host's cookie. An application actor's socket
+ * takes what it takes from this process and from outside alike, so it does
+ * not look up the pipe (a lock in nng, on the path of every reply). */
+static int origin_of(const m0__actor *self, const m0__msg *m) {
   if (m->env.flags & M0__ENV_SEALED) return m0__family_check(m->payload + m->len);
+  if (M0__ACTOR_ROLE(self->id) == M0__ROLE_APP) return M0__ORIGIN_OUTSIDE;
   nng_sockaddr sa;
   nng_pipe p = nng_msg_get_pipe(m->nmsg);
   if (nng_pipe_id(p) > 0 && nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INPROC)
@@ -291,7 +294,7 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0) {
     refusal = M0__REFUSE_MALFORMED;
     out->env.kind = 0;
-  } else if ((out->origin = from_inbox ? M0__ORIGIN_SELF : origin_of(out)) < 0) {
+  } else if ((out->origin = from_inbox ? M0__ORIGIN_SELF : origin_of(self, out)) < 0) {
     refusal = M0__REFUSE_SEAL;
   } else if (M0__ACTOR_ROLE(self->id) != M0__ROLE_APP && out->env.to != self->id) {
     refusal = M0__REFUSE_ADDRESS;

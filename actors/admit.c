@@ -30,6 +30,7 @@ const char *m0__refusal_name(int reason) {
 
 static uint8_t cookie[16];
 static bool cookie_known;
+static uint32_t my_pid; /* getpid() is a system call; a process of the host never forks without exec */
 
 int m0__family_make(void) {
   size_t got = 0;
@@ -39,6 +40,7 @@ int m0__family_make(void) {
     got += (size_t)n;
   }
   cookie_known = true;
+  my_pid = (uint32_t)getpid();
   return 0;
 }
 
@@ -50,6 +52,7 @@ int m0__family_inherit(const char *hex) {
     cookie[i] = (uint8_t)v;
   }
   cookie_known = true;
+  my_pid = (uint32_t)getpid();
   return 0;
 }
 
@@ -62,7 +65,7 @@ bool m0__family_known(void) { return cookie_known; }
 
 void m0__family_seal(uint8_t out[M0__SEAL_LEN]) {
   memcpy(out, cookie, sizeof cookie);
-  m0__le_put32(out + 16, (uint32_t)getpid());
+  m0__le_put32(out + 16, my_pid);
 }
 
 int m0__family_check(const uint8_t seal[M0__SEAL_LEN]) {
@@ -71,7 +74,7 @@ int m0__family_check(const uint8_t seal[M0__SEAL_LEN]) {
   unsigned diff = !cookie_known;
   for (size_t i = 0; i < sizeof cookie; i++) diff |= cookie[i] ^ seal[i];
   if (diff) return -1;
-  return m0__le_get32(seal + 16) == (uint32_t)getpid() ? M0__ORIGIN_SELF : M0__ORIGIN_FAMILY;
+  return m0__le_get32(seal + 16) == my_pid ? M0__ORIGIN_SELF : M0__ORIGIN_FAMILY;
 }
 
 /* ---- the accept lists ---- */
@@ -201,9 +204,12 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A peer is its host, not its connection: a tcp peer's port is left out,
+ * so a flood of fresh connections from one address is named once too. */
 static bool say_now(uint32_t self, const char *peer) {
   uint64_t h = (1469598103934665603ull ^ self) * 1099511628211ull; /* FNV-1a over the actor and the peer */
-  for (const char *p = peer; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  const char *end = strncmp(peer, "tcp peer ", 9) == 0 && strrchr(peer, ':') ? strrchr(peer, ':') : peer + strlen(peer);
+  for (const char *p = peer; p < end; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
   int64_t t = now_ms();
   bool say = true;
   pthread_mutex_lock(&said_mu);

@@ -519,7 +519,10 @@ class _Tls:
 def _dial(lib, sock, url, flags, tls):
     """nng_dial, or for tls+tcp:// a dialer with this instance's identity,
     the peer's certificate required (signed by the CA, naming the URL's
-    host): 0 or nng's error, and what it was about ("" when the dial)."""
+    host): 0 or nng's error, and what it was about ("" when the dial).
+    (nng's TLS dialer already requires the peer's certificate and names the
+    URL's host on its own configuration; both are said here all the same,
+    so neither rests on a default.)"""
     burl = url.encode()
     if tls is None:
         return lib.nng_dial(sock, burl, None, flags), ""

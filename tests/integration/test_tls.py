@@ -28,6 +28,8 @@ Proves:
 - Names and CAs checked by the instance: a host serving the misnamed
   certificate (signed by the CA, for 127.0.0.2), or one signed by the other
   CA, never gets the well-certified echo_actor as an instance (503).
+- Prefork: --workers 2 (mode prefork, every actor tls+tcp, workers' too)
+  serves /instance from both workers; SIGTERM -> 0.
 - Process placement: echo placed process at a tls+tcp URL answers 200 from
   a child of the host whose M0_TLS_CERT/KEY/CA are the host's files
   (absolute paths), with the host's own environment's M0_TLS_* not passed.
@@ -435,6 +437,25 @@ def process_placed():
     reap(kids)
 
 
+def prefork():
+    p = free_ports(6)
+    names = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"]
+    topo = {"mode": "prefork", "loops": 2, "transport": "tls+tcp", "tls": tls_rel("host"),
+            "actors": [{"name": n, "url": f"tls+tcp://127.0.0.1:{port}"} for n, port in zip(names, p)]}
+    with Prefork("host_check", "--topology", write("prefork.json", topo), "--port", "0") as s:
+        seen = set()
+        for _ in range(40):
+            st, _, b, _ = get(s.port, "/instance")
+            try:
+                seen.add(json.loads(b).get("worker"))
+            except ValueError:
+                pass
+            if seen >= {0, 1}:
+                break
+        F.check(seen == {0, 1}, f"prefork: two workers whose links to the supervisor are tls+tcp both serve ({seen})")
+        F.check(s.stop() == 0, "prefork: SIGTERM -> exit 0")
+
+
 # ---- 4. the doctor ---------------------------------------------------------------------------------------------
 
 def doctor_links():
@@ -543,7 +564,7 @@ def refusals():
     refused("tls without ca", write("tls-no-ca.json", dict(base, tls=t)), ['tls has no "ca"'])
 
 
-PARTS = [served, host_checked, process_placed, doctor_links, refusals]
+PARTS = [served, host_checked, process_placed, prefork, doctor_links, refusals]
 
 if __name__ == "__main__":
     if not shutil.which("openssl"):

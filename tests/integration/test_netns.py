@@ -4,7 +4,8 @@ topology with tcp:// URLs, tested between network namespaces).
 Two network namespaces A and B joined by a veth pair (10.77.0.1/24 in A,
 10.77.0.2/24 in B; both ends and both `lo` up). host_check runs in B with a
 threads-2 topology file whose loops' mailboxes listen on tcp://10.77.0.2:<port>
-(coordinator and producer on tcp://127.0.0.1 inside B), `--run-dir DIR
+(coordinator and producer on tcp://127.0.0.1 inside B; the loops' links listed
+in the file's `plain_tcp`, without which plain tcp off loopback is refused), `--run-dir DIR
 --host 10.77.0.2 --port 0`, beat period 100 ms.
 
 Proves:
@@ -206,7 +207,9 @@ def main():
                 f"tcp://{ADDR_B}:{base + 3}"]
         topo = {"mode": "threads", "loops": 2, "handler_threads": 0, "connections_per_loop": 1024,
                 "accept_sharing": True, "transport": "tcp",
-                "actors": [{"name": n, "url": u} for n, u in zip(names, urls)]}
+                "actors": [{"name": n, "url": u} for n, u in zip(names, urls)],
+                # plain tcp off loopback is refused unless the file says so, link by link
+                "plain_tcp": urls[2:]}
         path = os.path.join(tmp, "topology.json")
         with open(path, "w") as f:
             json.dump(topo, f, indent=2)

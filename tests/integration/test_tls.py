@@ -373,7 +373,8 @@ def served():
             rc, err = finished(program([sys.executable, PY_ECHO, url], {}))
             F.check(rc == 78 and "M0_TLS_CERT" in err, f"served: echo_actor.py with no M0_TLS_* exits 78 ({rc} {err!r})")
         F.check(banner_only(s)[0], f"served: the host logged nothing else ({banner_only(s)[1]})")
-        F.check(s.stop() == 0, "served: SIGTERM -> exit 0")
+        rc = s.stop()
+        F.check(rc == 0, f"served: SIGTERM -> exit 0 ({rc})\n{s.stderr()[-2000:]}")
 
 
 # ---- 2. the instance checks the host --------------------------------------------------------------------------
@@ -399,7 +400,8 @@ def host_checked():
             F.check(all(p.poll() is None for p in a), f"host with {label}: the instances keep redialing")
             for p in a:
                 stop(p)
-            F.check(s.stop() == 0, f"host with {label}: SIGTERM -> exit 0")
+            rc = s.stop()
+            F.check(rc == 0, f"host with {label}: SIGTERM -> exit 0 ({rc})\n{s.stderr()[-2000:]}")
 
 
 # ---- 3. process placement --------------------------------------------------------------------------------------
@@ -434,7 +436,8 @@ def process_placed():
                 b"M0_TLS_CA": cert("ca").encode()}
         F.check(envs and all({k: e.get(k) for k in want} == want for e in envs),
                 f"process: the child's M0_TLS_* are the host's files, absolute ({[{k: e.get(k) for k in want} for e in envs]})")
-        F.check(s.stop() == 0, "process: SIGTERM -> exit 0")
+        rc = s.stop()
+        F.check(rc == 0, f"process: SIGTERM -> exit 0 ({rc})\n{s.stderr()[-2000:]}")
     reap(kids)
 
 
@@ -469,7 +472,8 @@ def prefork():
             if seen >= {0, 1}:
                 break
         F.check(seen == {0, 1}, f"prefork: two workers whose links to the supervisor are tls+tcp both serve ({seen})")
-        F.check(s.stop() == 0, "prefork: SIGTERM -> exit 0")
+        rc = s.stop()
+        F.check(rc == 0, f"prefork: SIGTERM -> exit 0 ({rc})\n{s.stderr()[-2000:]}")
 
 
 # ---- 4. the doctor ---------------------------------------------------------------------------------------------

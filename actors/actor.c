@@ -15,6 +15,9 @@
 #include "base/errors.h"
 #include "transport/links.h"
 
+static const int reach_origins[3] = {M0__ORIGIN_SELF, M0__ORIGIN_LOCAL, M0__ORIGIN_OUTSIDE};
+static int reach_origin(const char *url) { return reach_origins[m0__link_reach(url)]; }
+
 /* A mailbox: a pull0 socket, or (poly) a pair1 socket in polyamorous mode. */
 static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, bool poly) {
   memset(a, 0, sizeof *a);
@@ -23,6 +26,9 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
   a->recv_fd = -1;
   snprintf(a->url, sizeof a->url, "%s", url);
   if ((poly ? nng_pair1_open_poly(&a->mailbox) : nng_pull0_open(&a->mailbox)) != 0) return M0__ETRANSPORT;
+  /* No message larger than an envelope may be: nng refuses a bigger one as
+   * it comes, before it holds memory for it. */
+  nng_socket_set_size(a->mailbox, NNG_OPT_RECVMAXSZ, M0__ENV_HEADER + M0__ENV_MAX_PAYLOAD + M0__SEAL_LEN);
   /* A send waits at most this long for the socket's queue: pair1 hands each
    * message to its pipe's queue at once (or drops it, counted by nng as
    * tx_drop, when that queue is full: actors/service.h). */
@@ -31,6 +37,7 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
     m0__socket_close(a->mailbox);
     return M0__ETRANSPORT;
   }
+  a->unsealed = reach_origin(url);
   a->open = true;
   return 0;
 }
@@ -44,7 +51,9 @@ int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *
 }
 
 int m0__actor_listen_also(m0__actor *a, const char *url) {
-  return m0__link_listen(a->mailbox, url) == 0 ? 0 : M0__ETRANSPORT;
+  if (m0__link_listen(a->mailbox, url) != 0) return M0__ETRANSPORT;
+  if (reach_origin(url) > a->unsealed) a->unsealed = reach_origin(url);
+  return 0;
 }
 
 void m0__actor_close(m0__actor *a) {
@@ -236,8 +245,12 @@ static int recv_any(m0__actor *self, nng_msg **m, bool wait, bool *from_inbox) {
 /* Names the peer on the other end of a pipe, for a refusal's line. */
 static void peer_name(nng_pipe p, char *out, size_t n) {
   nng_sockaddr sa;
-  if (nng_pipe_id(p) <= 0 || nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) {
+  if (nng_pipe_id(p) <= 0) {
     snprintf(out, n, "this process");
+    return;
+  }
+  if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) { /* it hung up before its message was read */
+    snprintf(out, n, "a peer that has hung up (pipe %d)", (int)nng_pipe_id(p));
     return;
   }
   if (sa.s_family == NNG_AF_INET || sa.s_family == NNG_AF_INET6) {
@@ -261,17 +274,10 @@ static void peer_name(nng_pipe p, char *out, size_t n) {
 }
 
 /* Where a message taken from the mailbox came from (actors/admit.h), or -1:
- * sealed, but not with this host's cookie. An application actor's socket
- * takes what it takes from this process and from outside alike, so it does
- * not look up the pipe (a lock in nng, on the path of every reply). */
+ * sealed, but not with this host's cookie. */
 static int origin_of(const m0__actor *self, const m0__msg *m) {
   if (m->env.flags & M0__ENV_SEALED) return m0__family_check(m->payload + m->len);
-  if (M0__ACTOR_ROLE(self->id) == M0__ROLE_APP) return M0__ORIGIN_OUTSIDE;
-  nng_sockaddr sa;
-  nng_pipe p = nng_msg_get_pipe(m->nmsg);
-  if (nng_pipe_id(p) > 0 && nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0 && sa.s_family == NNG_AF_INPROC)
-    return M0__ORIGIN_SELF;
-  return M0__ORIGIN_OUTSIDE;
+  return self->unsealed;
 }
 
 int m0__recv(m0__actor *self, m0__msg *out, int how) {

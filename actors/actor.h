@@ -37,6 +37,11 @@ typedef struct m0__actor {
   m0__tracer *trace; /* NULL: tracing off, one branch per message */
   m0__inbox *inbox;  /* NULL: the mailbox only; set after m0__actor_open */
   int recv_fd;       /* the mailbox's, once asked for (-1 before) */
+  /* Where an unsealed message from the mailbox came from (actors/admit.h),
+   * by how far its listeners reach: inproc this process, ipc this machine,
+   * tcp the network. Known from the socket, never from the pipe (one that
+   * has hung up by the time its message is read cannot be looked up). */
+  int unsealed;
 } m0__actor;
 
 typedef struct m0__peer {
@@ -63,7 +68,8 @@ void m0__actor_close(m0__actor *a);
  * pair1 socket in polyamorous mode listening at url, so any number of
  * instances dial in and each is addressed by its pipe. 0 or M0__ETRANSPORT. */
 int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
-/* Listens at one more URL (an inproc actor reachable from outside). */
+/* Listens at one more URL; its unsealed messages are then as far-reaching
+ * as the farther of the two. */
 int m0__actor_listen_also(m0__actor *a, const char *url);
 /* The descriptor that is readable when the mailbox holds a message. */
 int m0__actor_recv_fd(m0__actor *a, int *fd);

@@ -81,6 +81,7 @@ int m0__family_check(const uint8_t seal[M0__SEAL_LEN]) {
 
 #define S (1u << M0__ORIGIN_SELF)
 #define F (1u << M0__ORIGIN_FAMILY)
+#define L (1u << M0__ORIGIN_LOCAL)
 #define O (1u << M0__ORIGIN_OUTSIDE)
 #define R(role) (1u << (role))
 
@@ -121,9 +122,10 @@ static const rule rules[] = {
     {M0__ROLE_LOOP, M0__K_RESULT, S, R(M0__ROLE_POOL)},
     {M0__ROLE_LOOP, M0__K_REPLY, S, ANY_APP},
     {M0__ROLE_LOOP, M0__K_ANSWER, S, 0xffff},
-    /* frames: from any publisher of the host, and from outside publishers */
+    /* frames: from any publisher of the host, and from publishers on this
+     * machine (m0pub); never from the network */
     {M0__ROLE_LOOP, M0__K_FRAME, S | F, 0xffff},
-    {M0__ROLE_LOOP, M0__K_FRAME, O, R(M0__ROLE_EXTERNAL) | ANY_APP},
+    {M0__ROLE_LOOP, M0__K_FRAME, L, R(M0__ROLE_EXTERNAL)},
     /* a pool thread */
     {M0__ROLE_POOL, M0__K_JOB, S, R(M0__ROLE_LOOP)},
     {M0__ROLE_POOL, M0__K_STOP, S, R(M0__ROLE_LOOP)},
@@ -132,13 +134,13 @@ static const rule rules[] = {
     {M0__ROLE_PRODUCER, M0__K_STOP, S, HOST_TOP},
     /* an application actor's socket (its instances dial in): replies and
      * frames from its instances */
-    {ROLE_SOCKET, M0__K_REPLY, S | O, ANY_APP},
-    {ROLE_SOCKET, M0__K_PUBLISH, S | O, ANY_APP},
+    {ROLE_SOCKET, M0__K_REPLY, S | L | O, ANY_APP},
+    {ROLE_SOCKET, M0__K_PUBLISH, S | L | O, ANY_APP},
     /* an instance: requests and STOP from the host (a thread instance's
      * from this process; a spawned or outside one's from the host it
      * dialed), and the answers to its own asks */
-    {M0__ROLE_APP, M0__K_REQUEST, S | O, R(M0__ROLE_LOOP) | ANY_APP},
-    {M0__ROLE_APP, M0__K_STOP, S | O, HOST_TOP | R(M0__ROLE_LOOP) | ANY_APP},
+    {M0__ROLE_APP, M0__K_REQUEST, S | L | O, R(M0__ROLE_LOOP) | ANY_APP},
+    {M0__ROLE_APP, M0__K_STOP, S | L | O, HOST_TOP | R(M0__ROLE_LOOP) | ANY_APP},
     {M0__ROLE_APP, M0__K_REPLY, S, ANY_APP},
 };
 
@@ -157,6 +159,7 @@ int m0__admit(uint32_t self, const m0__env *e, int origin) {
 
 #undef S
 #undef F
+#undef L
 #undef O
 
 /* ---- counting and saying ---- */
@@ -236,7 +239,7 @@ static const char *why(int reason) {
   case M0__REFUSE_KIND: return "a kind this actor never takes from there";
   case M0__REFUSE_ADDRESS: return "addressed to another actor, or from one that never sends it";
   case M0__REFUSE_FRAME: return "a frame that does not decode";
-  case M0__REFUSE_FRAME_ID: return "a frame id not taken from the counter, or not after the last one written";
+  case M0__REFUSE_FRAME_ID: return "a frame id not taken from the counter, or one already written";
   case M0__REFUSE_REPLY: return "a reply to no request in flight with that instance";
   default: return "?";
   }

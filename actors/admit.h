@@ -7,28 +7,33 @@
  * it.
  *
  * Design notes
- * - Where a message came from is one of three origins. SELF: this process —
+ * - Where a message came from is one of four origins. SELF: this process —
  *   a direct inbox, an inproc pipe (nng's inproc transport reaches no other
  *   process), or a message sealed with the family's cookie and this pid.
  *   FAMILY: another process of this host (the supervisor, a worker), proved
  *   by the seal: the host's 128-bit cookie, made by the top process from
  *   getrandom and inherited by its workers in their environment, with the
- *   sender's pid. OUTSIDE: anything else (m0pub, an application actor's
- *   instance, any program that can reach an ipc or tcp mailbox).
+ *   sender's pid. LOCAL: an unsealed message through an ipc pipe — a program
+ *   on this machine that could open the 0700 run directory, so one of the
+ *   host's user (m0pub). OUTSIDE: anything else, from the network (tcp,
+ *   tls+tcp): an application actor's instance, or any program that reaches
+ *   a tcp mailbox.
  * - The seal is written by m0__send_msg on every message a host actor sends
  *   through a socket to another host actor (never to an application actor's
  *   instance, which may be any program: the cookie is not shown to it), and
  *   read and stripped by m0__recv. An ipc mailbox is reachable only by its
  *   user (the 0700 run directory); a tls+tcp link is encrypted; over plain
  *   tcp the seal is as private as the network (loopback: this machine's root).
- * - From OUTSIDE a mailbox takes only: a FRAME at a loop (its id already
- *   taken from the shared counter and after the last this loop wrote: a
- *   replayed or made-up id would send a stream's ids backwards), a REPLY or
- *   PUBLISH at an application actor's socket (a reply only for a request in
- *   flight with the instance on that pipe: actors/asks.c), a REQUEST or STOP
- *   at an instance from the host it dialed. Never a descriptor number
- *   (HANDOFF), a pointer (JOB, RESULT, ANSWER), a STOP or GO to the host's
- *   own actors, or a barrier message (READY, FAILED, STOPPED, DIED, LEAVING).
+ * - From LOCAL or OUTSIDE a mailbox takes only a REPLY or PUBLISH at an
+ *   application actor's socket (a reply only for a request in flight with
+ *   the instance on that pipe: actors/asks.c) and a REQUEST or STOP at an
+ *   instance from the host it dialed; and from LOCAL only, a FRAME at a loop
+ *   (m0pub's), whose id must already be taken from the shared counter and
+ *   not yet written by that loop (actors/loop.c). Over the network a frame
+ *   never names its id: an instance PUBLISHes and the host numbers it. Never
+ *   a descriptor number (HANDOFF), a pointer (JOB, RESULT, ANSWER), a STOP
+ *   or GO to the host's own actors, or a barrier message (READY, FAILED,
+ *   STOPPED, DIED, LEAVING).
  */
 #ifndef M0_ACTORS_ADMIT_H
 #define M0_ACTORS_ADMIT_H
@@ -39,7 +44,7 @@
 
 #include "actors/envelope.h"
 
-enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_OUTSIDE = 2 };
+enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL = 2, M0__ORIGIN_OUTSIDE = 3 };
 
 /* The one list of reasons a message is refused (the `reason` label of
  * m0_refused_total). A reason's number is its place here. */
@@ -49,7 +54,7 @@ enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_OUTSIDE
   X(KIND, "kind")           /* a kind this mailbox never takes from where it came */                         \
   X(ADDRESS, "address")     /* addressed to another actor, or from one that never sends that kind */         \
   X(FRAME, "frame")         /* a FRAME whose payload does not decode or that the bus would refuse */         \
-  X(FRAME_ID, "frame_id")   /* a FRAME id not yet taken from the counter, or not after the last written */   \
+  X(FRAME_ID, "frame_id")   /* a FRAME id not yet taken from the counter, or one its loop wrote already */    \
   X(REPLY, "reply")         /* a REPLY that is no answer to a request in flight with that instance */
 
 enum m0__refusal {

@@ -102,6 +102,7 @@ static void loop_finish(m0__loop *l) {
   m0__tell(&l->self, &l->coord, M0__K_STOPPED, &st, sizeof st);
   uv_poll_stop(&l->mail);
   uv_close((uv_handle_t *)&l->mail, NULL);
+  if (l->outside.open) uv_close((uv_handle_t *)&l->outside_mail, NULL);
   if (l->inbox.ready) uv_close((uv_handle_t *)&l->lane, NULL);
   m0__asks_close(l);
   uv_timer_stop(&l->sweep);
@@ -111,14 +112,15 @@ static void loop_finish(m0__loop *l) {
   if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
 }
 
-/* Both the mailbox's descriptor and the direct lane's eventfd land here;
- * the lane's wake reads the lane only. */
+/* The mailbox's descriptor, the outside mailbox's and the direct lane's
+ * eventfd all land here; the lane's wake reads the lane only. */
 static void loop_on_mail(uv_poll_t *p, int status, int events) {
   m0__loop *l = p->data;
   int how = p == &l->lane ? M0__RECV_INBOX : M0__RECV_NOWAIT;
+  m0__actor *box = p == &l->outside_mail ? &l->outside : &l->self;
   m0__msg m;
   int rv;
-  while (!l->finished && (rv = m0__recv(&l->self, &m, how)) != M0__ETIMEDOUT) {
+  while (!l->finished && (rv = m0__recv(box, &m, how)) != M0__ETIMEDOUT) {
     if (rv == M0__EBADMSG) continue; /* refused, counted and named (actors/admit.h) */
     if (rv != 0) break;
     switch (m.env.kind) {
@@ -135,6 +137,22 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     }
     m0__msg_free(&m);
   }
+}
+
+/* The window of written ids, a bit per id (id % M0__WRITTEN_WINDOW): an id
+ * in (last_id - window, last_id] is written when its bit is set. */
+static bool written_has(const m0__loop *l, uint64_t id) {
+  return id <= l->last_id && (l->written[(id % M0__WRITTEN_WINDOW) / 64] >> (id % 64) & 1);
+}
+
+static void written_mark(m0__loop *l, uint64_t id) {
+  if (id > l->last_id) { /* the window moves up: the ids it takes in are unwritten */
+    if (id - l->last_id >= M0__WRITTEN_WINDOW) memset(l->written, 0, sizeof l->written);
+    else
+      for (uint64_t k = l->last_id + 1; k < id; k++) l->written[(k % M0__WRITTEN_WINDOW) / 64] &= ~(1ull << (k % 64));
+    l->last_id = id;
+  }
+  l->written[(id % M0__WRITTEN_WINDOW) / 64] |= 1ull << (id % 64);
 }
 
 /* A frame from the bus (the producer, a handler, m0pub): to this loop's
@@ -156,17 +174,19 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
    * backwards. */
   if (id <= l->first_id) return;
   /* Every id was taken from the shared counter before its frame was sent:
-   * one beyond it was made up. From outside the host, an id must also come
-   * after the last this loop wrote (a replay, or a stale id, would send
-   * its streams' ids backwards); the host's own publishers may cross in
-   * flight and are written as they come. */
+   * one beyond it was made up. No id is written twice (a replay, or a
+   * publisher on this machine that named an id the host's own had taken);
+   * from outside the host, an id too old for the window to tell is refused
+   * too. The host's own publishers may cross in flight: a frame that
+   * arrives after a later one is written as it comes. */
+  bool old = l->last_id >= M0__WRITTEN_WINDOW && id <= l->last_id - M0__WRITTEN_WINDOW;
   if (id > atomic_load_explicit(&l->page->head->event_id, memory_order_acquire) ||
-      (m->origin == M0__ORIGIN_OUTSIDE && id <= l->last_id)) {
+      (old ? m->origin == M0__ORIGIN_LOCAL : written_has(l, id))) {
     m0__msg_peer(m, peer, sizeof peer);
     m0__refused(l->self.id, M0__REFUSE_FRAME_ID, M0__K_FRAME, peer);
     return;
   }
-  if (id > l->last_id) l->last_id = id;
+  if (!old) written_mark(l, id);
   l->frames++;
   uint64_t dropped = m0__http_publish(&l->http, channel, chlen, id, frame, flen);
   if (dropped) atomic_fetch_add_explicit(&m0__loop_line_at(l, l->index)->dropped, dropped, memory_order_relaxed);
@@ -174,11 +194,12 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
 
 /* An inproc mailbox is reachable only from this process (and a tcp one may
  * be bound to another machine's interface): outside publishers on this
- * machine dial loop.i.sock in the run directory. */
+ * machine dial loop.i.sock in the run directory, the loop's outside
+ * mailbox. */
 static int loop_listen_ipc(m0__loop *l) {
   char url[M0__URL_MAX];
   if (m0__topology_outside_url(url, sizeof url, l->run_dir, l->index) != 0) return -1;
-  return m0__actor_listen_also(&l->self, url);
+  return m0__actor_open(&l->outside, l->self.id, url, l->trace);
 }
 
 static void loop_run(m0__handle *h) {
@@ -210,8 +231,10 @@ static void loop_run(m0__handle *h) {
   l->nloops = l->topo->loops;
   if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;
   int fd;
+  int ofd;
   if (m0__http_init(&l->http) != 0 || m0__actor_recv_fd(&l->self, &fd) != 0 ||
-      uv_poll_init(&l->uv, &l->mail, fd) != 0 || (l->inbox.ready && uv_poll_init(&l->uv, &l->lane, l->inbox.efd) != 0) ||
+      uv_poll_init(&l->uv, &l->mail, fd) != 0 ||
+      (l->outside.open && (m0__actor_recv_fd(&l->outside, &ofd) != 0 || uv_poll_init(&l->uv, &l->outside_mail, ofd) != 0)) || (l->inbox.ready && uv_poll_init(&l->uv, &l->lane, l->inbox.efd) != 0) ||
       (l->share && !l->handoff && m0__accept_open(l) != 0) ||
       (l->npool && m0__lane_open(l) != 0) || m0__asks_open(l) != 0) {
     snprintf(err, sizeof err, "loop.%d cannot start", l->index);
@@ -220,6 +243,10 @@ static void loop_run(m0__handle *h) {
   }
   l->mail.data = l;
   uv_poll_start(&l->mail, UV_READABLE, loop_on_mail);
+  if (l->outside.open) { /* its descriptor was polled for above, with the mailbox's */
+    l->outside_mail.data = l;
+    uv_poll_start(&l->outside_mail, UV_READABLE, loop_on_mail);
+  }
   if (l->inbox.ready) { /* the pool's RESULTs: the same handler, reading the inbox only */
     l->self.inbox = &l->inbox;
     l->lane.data = l;
@@ -262,7 +289,10 @@ static void loop_hang_up(m0__handle *h) {
   m0__peer_close(&l->coord);
 }
 
-static void loop_release(m0__handle *h) { m0__actor_close(&((m0__loop *)h)->self); }
+static void loop_release(m0__handle *h) {
+  m0__actor_close(&((m0__loop *)h)->outside);
+  m0__actor_close(&((m0__loop *)h)->self);
+}
 
 static int loop_open(m0__handle *h) {
   m0__loop *l = (m0__loop *)h;

@@ -34,6 +34,8 @@ typedef struct m0__loop_stats {
   uint64_t requests, accepted, errors_4xx, timeouts, frames, handed, adopted;
 } m0__loop_stats;
 
+#define M0__WRITTEN_WINDOW 4096
+
 typedef struct m0__loop {
   m0__handle h; /* first: the loop is driven through it (actors/handle.h) */
   /* set by the coordinator before start */
@@ -61,6 +63,12 @@ typedef struct m0__loop {
   uv_prepare_t pass_end;
   uv_timer_t sweep;
   m0__actor self;
+  /* Under inproc and tcp topologies, the loop's address for publishers on
+   * this machine (m0pub): loop.i.sock in the run directory, a mailbox of its
+   * own so that what comes through it is known to come from this machine
+   * (actors/admit.h). Under ipc the loop's own mailbox is that address. */
+  m0__actor outside;
+  uv_poll_t outside_mail;
   m0__peer coord;
   m0__peer *siblings; /* [nloops], own index unused */
   int nloops;
@@ -84,6 +92,9 @@ typedef struct m0__loop {
   uint64_t frames;
   uint64_t first_id; /* the shared counter when this loop began serving */
   uint64_t last_id;  /* the highest frame id written to this loop's streams */
+  /* Which of the ids in (last_id - M0__WRITTEN_WINDOW, last_id] were written:
+   * a frame is never written twice (actors/loop.c, loop_on_frame). */
+  uint64_t written[M0__WRITTEN_WINDOW / 64];
 } m0__loop;
 
 /* Line i of the shared page (the loop's own is line l->index). */

@@ -35,6 +35,10 @@ static struct {
 enum { L_CERT, L_KEY, L_CA };
 static const char *const links_what[3] = {"TLS certificate", "TLS key", "TLS CA"};
 
+int m0__link_reach(const char *url) {
+  return strncmp(url, "inproc://", 9) == 0 ? 0 : strncmp(url, "ipc://", 6) == 0 ? 1 : 2;
+}
+
 int m0__link_listen(nng_socket s, const char *url) {
   if (!m0__link_encrypted(url)) return nng_listen(s, url, NULL, 0);
   pthread_mutex_lock(&links.mu);

@@ -45,6 +45,9 @@ int m0__links_tls(const char *cert, const char *key, const char *ca, char *err, 
 int m0__links_tls_env(char *err, size_t errlen);
 /* The loaded identity's three paths (false: none loaded). */
 bool m0__links_tls_files(const char **cert, const char **key, const char **ca);
+/* How far a URL's listener reaches: 0 this process (inproc), 1 this
+ * machine (ipc: a path, the run directory's permissions), 2 the network. */
+int m0__link_reach(const char *url);
 /* Whether a URL's link is encrypted (tls+tcp://). */
 bool m0__link_encrypted(const char *url);
 

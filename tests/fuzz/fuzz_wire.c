@@ -185,10 +185,11 @@ static void admission(const m0__env *e, const uint8_t *payload, size_t len) {
       int r = m0__admit(M0__ACTOR_ID(role, 0), e, origin);
       if (r < 0 || r >= M0__REFUSE_COUNT_) abort();
       int k = e->kind;
-      if (r == 0 && origin == M0__ORIGIN_OUTSIDE && role != M0__ROLE_APP &&
+      if (r == 0 && origin >= M0__ORIGIN_LOCAL && role != M0__ROLE_APP &&
           (k == M0__K_HANDOFF || k == M0__K_JOB || k == M0__K_RESULT || k == M0__K_ANSWER || k == M0__K_STOP ||
            k == M0__K_GO))
         abort();
+      if (r == 0 && origin == M0__ORIGIN_OUTSIDE && k == M0__K_FRAME) abort(); /* the network names no id */
     }
   uint64_t id;
   const char *channel;

@@ -325,7 +325,18 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   return 0;
 }
 
-void m0__msg_peer(const m0__msg *m, char *out, size_t n) { peer_name(nng_msg_get_pipe(m->nmsg), out, n); }
+void m0__msg_peer(const m0__msg *m, char *out, size_t n) {
+  if (m->origin == M0__ORIGIN_SELF || m->origin == M0__ORIGIN_FAMILY) { /* admitted: the sender is who it says */
+    char who[48];
+    m0__actor_name(m->env.from, who, sizeof who);
+    if (m->env.flags & M0__ENV_SEALED)
+      snprintf(out, n, "%s of this host (pid %u)", who, (unsigned)m0__le_get32(m->payload + m->len + 16));
+    else
+      snprintf(out, n, "%s of this process", who);
+    return;
+  }
+  peer_name(nng_msg_get_pipe(m->nmsg), out, n);
+}
 
 void m0__msg_free(m0__msg *m) {
   if (m->nmsg) nng_msg_free(m->nmsg);

@@ -69,25 +69,20 @@ Proves, in every mode and transport:
   5 s drain bound; under single, the loop took over no connection (the
   forged HANDOFFs adopted nothing).
 
-Known host bugs this suite found (reported to the lead, not fixed here; each
-is printed as `KNOWN BUG: ...` and passes unless M0_HOSTILE_STRICT=1, which
-makes it a failure: set it to check a fix, then make it a plain check):
-- a flood of outside FRAMEs numbered counter + 1 / + 2 (the counter read
-  from the page, or m0_events_published) gets some written: each lands after
-  the producer took that id and before the producer's own frame, which is
-  then written too, so a stream sees the same id twice (forged first);
-- a mailbox takes an SP message of any declared size: 1 GiB declared is
-  allocated and buffered as it comes (the envelope's 16 MiB limit is applied
-  only once it all arrived), so a peer can grow the host's memory at will;
-- (now and then, mostly under --threads) m0pub's frame, its id taken from
-  the counter just before the producer's next, gets to the loops after the
-  producer's: each loop refuses it as frame_id (not after the last it
-  wrote), m0pub exits 0 with the id printed, and no stream ever has it (the
-  test then asks m0pub again; the reverse crossing writes both, the later id
-  first, so a stream's ids go backwards once);
-- (now and then) a frame refused after its connection closed — the flood's
-  last messages, read once the peer hung up — is named `from this process`:
-  the pipe's address can no longer be read.
+From the network and from this machine the rules differ (actors/admit.h):
+- over tcp a loop takes no frame at all (every FRAME is refused as a kind:
+  an instance PUBLISHes and the host numbers it), so a flood of frames
+  numbered counter + 1 and + 2 over tcp writes none;
+- over ipc (a program of the host's user, as m0pub is) a frame is taken when
+  its id is already taken from the counter and not yet written by that loop:
+  the flood writes no id twice and none not yet taken, though one may win
+  its race against the producer, whose frame is then refused and named as
+  the host's own (`producer of this host (pid N)`);
+- a message declared at 1 GiB is hung up on at its header, the host's
+  memory unchanged (every mailbox's receive limit is an envelope's);
+- m0pub's frame is never lost to a beat that overtakes it;
+- a refused message whose connection closed before it was read still names
+  its peer (`a peer that has hung up`), never `this process`.
 """
 import glob
 import json
@@ -108,8 +103,6 @@ from harness import Failures, Prefork, Server, alive, children, m0pub, metric, r
 from test_streams import Stream, drain_check, hold_each, is_stream_head
 
 F = Failures()
-STRICT = os.environ.get("M0_HOSTILE_STRICT") == "1"
-KNOWN = []
 SEEN_PIDS = set()
 TMP = tempfile.mkdtemp(prefix="m0-hostile-")
 os.chmod(TMP, 0o700)
@@ -132,20 +125,6 @@ NAMES = {
 LOOPS = {"single": 1, "threads": 2, "prefork": 2}
 LINE_RE = re.compile(r"^m0: (\S+) refused a (\S+) message from (.+) \((malformed|seal|kind|address|frame|frame_id|reply): ",
                      re.M)
-
-
-def known(cond, what, now_and_then=False):
-    """A host bug found by this suite and reported, not yet fixed (one seen
-    only now and then is not said when it is not seen)."""
-    if cond:
-        if not now_and_then:
-            print(f"NOTE: the known bug is not seen: {what} (once fixed, make it a plain check)", flush=True)
-        F.check(True, what)
-    elif STRICT:
-        F.check(False, f"KNOWN BUG: {what}")
-    else:
-        KNOWN.append(what)
-        print(f"KNOWN BUG: {what}", flush=True)
 
 
 def actor_id(name):
@@ -286,8 +265,11 @@ class Counter64:
         return struct.unpack_from("<Q", self.m, 0)[0]
 
 
-def battery(name, role, loops, counter, replay_id, host_pid):
-    """What is sent to mailbox `name`: [(label, message bytes, the reason it is refused with)]."""
+def battery(name, role, loops, counter, replay_id, host_pid, network=False):
+    """What is sent to mailbox `name`: [(label, message bytes, the reason it is refused with)].
+    From the network (a tcp address) a loop takes no frame at all: every one
+    addressed to it is refused as a kind (an instance PUBLISHes and the host
+    numbers it); from this machine (ipc) frames are checked one by one."""
     me = actor_id(name)
     coord, worker0, loop0 = actor_id("coordinator"), actor_id("worker.0"), actor_id("loop.0")
     other = actor_id("loop.1" if name != "loop.1" else "loop.0") if loops > 1 else actor_id("producer")
@@ -372,6 +354,12 @@ def battery(name, role, loops, counter, replay_id, host_pid):
             "frame")
     else:
         add("a real 5 MiB STOP", env(K["STOP"], coord, me, b"s" * (5 << 20)), "kind")
+    if network and role == "loop":
+        def from_network(label, msg, why):
+            frame = len(msg) >= 6 and struct.unpack_from("<IH", msg, 0) == (MAGIC, K["FRAME"])
+            return (label, msg, "kind" if frame and why in ("frame", "frame_id", "address") and
+                    label != "FRAME to another loop" else why)
+        out = [from_network(*x) for x in out]
     return out
 
 
@@ -381,7 +369,7 @@ def mailboxes(mode, transport, d, ports):
     socks = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(d, "*.sock")))
     loops = [f"loop.{i}" for i in range(LOOPS[mode])]
     if transport == "tcp":
-        out += [(f"{n} (tcp)", n, ("tcp", ports[n])) for n in NAMES[mode]]
+        out += [(f"{n} (tcp)", n, ("tcp", ports[n])) for n in NAMES[mode]]  # the network
         want = loops
     else:
         want = NAMES[mode] if mode == "prefork" else loops
@@ -461,9 +449,8 @@ def attack(mode, transport):
         health.start()
         before = refusals(s.port)
         F.check(not before, f"{label}: nothing of the host's own traffic is refused ({dict(before)})")
-        # a valid frame from outside: m0pub takes the next id and is delivered
-        # (a known bug: now and then a beat numbered after it gets to the loops
-        # first and they refuse it as frame_id; then m0pub is asked again)
+        # a valid frame from this machine: m0pub takes the next id and is
+        # delivered, even when a beat numbered after it reaches a loop first
         lost, note = [], None
         for _ in range(3):
             base = refusals(s.port)
@@ -478,8 +465,8 @@ def attack(mode, transport):
             if got_note():
                 break
             lost.append(note)
-        known(not lost, f"{label}: m0pub's frame (it exits 0 and prints its id) reaches every stream: "
-                        f"{lost} refused by the loops as frame_id ({dict(refusals(s.port))})", now_and_then=True)
+        F.check(not lost, f"{label}: m0pub's frame (it exits 0 and prints its id) reaches every stream: "
+                          f"{lost} refused by the loops as frame_id ({dict(refusals(s.port))})")
         F.check(note is not None and got_note(), f"{label}: m0pub's frame {note} reaches every stream "
                                                  f"({ {w: st.ids('note') for w, st in streams.items()} })")
         if note is None or not got_note():
@@ -497,7 +484,7 @@ def attack(mode, transport):
             p = Peer(addr)
             peers.append(p)
             F.check(p.ok, f"{label}: {box} answers the SP handshake as pull0")
-            msgs = battery(name, role, LOOPS[mode], counter, replay_id, host)
+            msgs = battery(name, role, LOOPS[mode], counter, replay_id, host, network=addr[0] == "tcp")
             try:
                 for what, msg, why in msgs:
                     p.send(msg)
@@ -565,7 +552,7 @@ def attack(mode, transport):
         except OSError:
             hung = True
         grew = rss_kib(pids) - rss0
-        known(hung or grew < 24 << 10,
+        F.check(hung or grew < 24 << 10,
               f"{label}: a message declared at 1 GiB is refused at its header (the host hung up: {hung}; "
               f"its memory grew {grew // 1024} MiB while 48 MiB of it came)")
         p.close()
@@ -592,10 +579,15 @@ def attack(mode, transport):
             frames = [f for f in list(st.frames)[marks[w]:] if not f.comment]
             ids = [f.id for f in frames]
             forged = [f for f in frames if f.event == "forged"]
-            known(len(set(ids)) == len(ids) and not forged,
-                  f"{label}: stream on loop {w}: a flood of outside frames numbered counter + 1 writes none "
-                  f"({len(forged)} written, e.g. {forged[:2]}; repeated ids {[b for a, b in zip(ids, ids[1:]) if b <= a][:8]})",
-                  now_and_then=True)
+            F.check(len(set(ids)) == len(ids),
+                    f"{label}: stream on loop {w}: a flood of frames numbered counter + 1 and + 2 writes no id twice "
+                    f"({[b for a, b in zip(ids, ids[1:]) if b <= a][:8]})")
+            if transport == "tcp":  # the flood came over the network: refused whole
+                F.check(not forged, f"{label}: stream on loop {w}: no frame from the network is written "
+                                    f"({len(forged)}, e.g. {forged[:2]})")
+            else:  # from this machine a frame whose id the host had taken may win its race, once
+                F.check(all(f.id <= page() for f in forged),
+                        f"{label}: stream on loop {w}: a forged frame written carries an id already taken")
 
         # throughout: /health, the pids, no respawn
         health.stop()
@@ -619,11 +611,17 @@ def attack(mode, transport):
         if lost:
             named = {(a, p) for a, k, p, r in lines if not (k == "frame" and r == "frame_id" and p.startswith("ipc peer pid ")
                                                            and p != f"ipc peer pid {os.getpid()}")}
+        # the host's own frames a local flood displaced (its id written first) are named by their sender
+        own = {(a, k, p, r) for a, k, p, r in lines if " of this host (pid " in p or p.endswith(" of this process")}
+        F.check(all(k == "frame" and r == "frame_id" for _a, k, _p, r in own) and (transport == "ipc" or not own),
+                f"{label}: the host's own messages are refused only as frames a local flood displaced "
+                f"({sorted(own)[:4]})")
+        named -= {(a, p) for a, _k, p, _r in own}
         unnamed = {(a, p) for a, p in named if p == "this process"}
         F.check(named - unnamed <= used, f"{label}: every refusal line names the actor and one of this test's "
                                          f"connections ({sorted(named - unnamed - used)})")
-        known(not unnamed, f"{label}: a refused message whose connection closed before the mailbox read it names "
-                           f"its peer, not `this process` ({sorted(unnamed)})", now_and_then=True)
+        F.check(not unnamed, f"{label}: a refused message whose connection closed before the mailbox read it names "
+                             f"its peer, not `this process` ({sorted(unnamed)})")
         F.check({a for a, _p in used} == {a for a, _p in named},
                 f"{label}: every actor attacked names its peer at least once "
                 f"({sorted({a for a, _p in used} - {a for a, _p in named})})")
@@ -652,6 +650,4 @@ try:
 finally:
     reap(SEEN_PIDS)
     shutil.rmtree(TMP, ignore_errors=True)
-if KNOWN:
-    print(f"{len(KNOWN)} known bug(s) seen (M0_HOSTILE_STRICT=1 makes them failures)")
 F.done()

@@ -9,15 +9,11 @@
 
 #include "base/errors.h"
 
-/* nng 1.10 sets a dialer's or listener's TLS configuration with a function
- * of its own; nng 1.5 has only the NNG_OPT_TLS_CONFIG pointer option. */
-#if NNG_MAJOR_VERSION > 1 || (NNG_MAJOR_VERSION == 1 && NNG_MINOR_VERSION >= 10)
-#define links_dialer_tls(d, c) nng_dialer_set_tls(d, c)
-#define links_listener_tls(l, c) nng_listener_set_tls(l, c)
-#else
+/* A dialer's or listener's TLS configuration: the NNG_OPT_TLS_CONFIG
+ * pointer option, which nng 1.5 (Debian 12) and 1.10 (Debian 13) both take
+ * (1.10's own setters are not in Debian 13's headers). */
 #define links_dialer_tls(d, c) nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, c)
 #define links_listener_tls(l, c) nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, c)
-#endif
 
 #define LINKS_PATH_MAX 1024
 #define LINKS_PEM_MAX (1u << 20) /* a certificate chain is a few kB */

@@ -3,6 +3,7 @@
 #include <nng/protocol/pair1/pair.h>
 #include <nng/protocol/pipeline0/pull.h>
 #include <nng/protocol/pipeline0/push.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -253,17 +254,11 @@ static void peer_name(nng_pipe p, char *out, size_t n) {
     snprintf(out, n, "a peer that has hung up (pipe %d)", (int)nng_pipe_id(p));
     return;
   }
-  if (sa.s_family == NNG_AF_INET || sa.s_family == NNG_AF_INET6) {
-    char host[64];
-    nng_sockaddr_in *in = &sa.s_in;
-    if (sa.s_family == NNG_AF_INET) {
-      const uint8_t *a = (const uint8_t *)&in->sa_addr;
-      snprintf(host, sizeof host, "%u.%u.%u.%u", a[0], a[1], a[2], a[3]);
-    } else {
-      snprintf(host, sizeof host, "[ipv6]");
-    }
-    const uint8_t *pt = (const uint8_t *)&sa.s_in.sa_port;
-    snprintf(out, n, "tcp peer %s:%u", host, (unsigned)(pt[0] << 8 | pt[1]));
+  char host[INET6_ADDRSTRLEN];
+  if (sa.s_family == NNG_AF_INET && inet_ntop(AF_INET, &sa.s_in.sa_addr, host, sizeof host)) {
+    snprintf(out, n, "tcp peer %s:%u", host, (unsigned)ntohs(sa.s_in.sa_port));
+  } else if (sa.s_family == NNG_AF_INET6 && inet_ntop(AF_INET6, sa.s_in6.sa_addr, host, sizeof host)) {
+    snprintf(out, n, "tcp peer [%s]:%u", host, (unsigned)ntohs(sa.s_in6.sa_port));
   } else if (sa.s_family == NNG_AF_IPC) {
     uint64_t pid = 0;
     nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid);

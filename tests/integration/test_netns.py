@@ -39,14 +39,13 @@ import sys
 import tempfile
 import time
 
-from harness import BIN, Failures, socket_inodes, wait_for
+from harness import BIN, Failures, wait_for
+from netns import Netns, sh
 from test_streams import contiguous
 
 F = Failures()
-TAG = f"{os.getpid() % 100000}"
-NS_A, NS_B = f"m0a{TAG}", f"m0b{TAG}"
-VETH_A, VETH_B = f"m0va{TAG}", f"m0vb{TAG}"
-ADDR_A, ADDR_B = "10.77.0.1", "10.77.0.2"
+NET = Netns("m0", "10.77.0")
+NS_A, NS_B, ADDR_A, ADDR_B = NET.a, NET.b, NET.addr_a, NET.addr_b
 
 # Runs inside namespace A: opens n streams one after another, reads each until
 # it holds an `event: note` and 10 beats after it (at most `seconds`), prints
@@ -118,89 +117,15 @@ print(json.dumps(res), flush=True)
 '''
 
 
-def sh(*cmd, timeout=10):
-    p = subprocess.run(list(cmd), capture_output=True, timeout=timeout)
-    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
-
-
-def skip(reason):
-    print(f"SKIP: {reason}", flush=True)
-    sys.exit(0)
-
-
-def prerequisites():
-    if not shutil.which("ip"):
-        if os.geteuid() == 0 and shutil.which("apt-get"):
-            print("ip is missing: installing iproute2 with apt-get", flush=True)
-            try:
-                sh("apt-get", "update", timeout=300)
-                sh("apt-get", "install", "-y", "--no-install-recommends", "iproute2", timeout=300)
-            except subprocess.TimeoutExpired:
-                pass
-        if not shutil.which("ip"):
-            skip("the `ip` command (iproute2) is missing" +
-                 (" and could not be installed" if os.geteuid() == 0 else " (and installing it needs root)"))
-
-
-def setup():
-    """Makes the namespaces and the veth pair; SKIPs when that is impossible
-    here (the finally in main deletes whatever was made)."""
-    rc, _, err = sh("ip", "netns", "add", NS_A)
-    if rc != 0:
-        skip(f"`ip netns add` failed here: {err.strip()}")
-    steps = [
-        ("ip", "netns", "add", NS_B),
-        ("ip", "link", "add", VETH_A, "type", "veth", "peer", "name", VETH_B),
-        ("ip", "link", "set", VETH_A, "netns", NS_A),
-        ("ip", "link", "set", VETH_B, "netns", NS_B),
-        ("ip", "-n", NS_A, "addr", "add", f"{ADDR_A}/24", "dev", VETH_A),
-        ("ip", "-n", NS_B, "addr", "add", f"{ADDR_B}/24", "dev", VETH_B),
-        ("ip", "-n", NS_A, "link", "set", VETH_A, "up"),
-        ("ip", "-n", NS_B, "link", "set", VETH_B, "up"),
-        ("ip", "-n", NS_A, "link", "set", "lo", "up"),
-        ("ip", "-n", NS_B, "link", "set", "lo", "up"),
-    ]
-    for cmd in steps:
-        rc, _, err = sh(*cmd)
-        if rc != 0:
-            skip(f"cannot build the two-namespace network (`{' '.join(cmd)}`: {err.strip()})")
-
-
-def teardown():
-    for ns in (NS_A, NS_B):
-        sh("ip", "netns", "del", ns)
-    sh("ip", "link", "del", VETH_A)  # only if it never left the root namespace
-    left = sh("ip", "netns", "list")[1]
-    F.check(NS_A not in left and NS_B not in left, f"teardown: both namespaces deleted ({left!r})")
-
-
-def hexaddr(a):
-    ip, port = a.split(":")
-    b = bytes.fromhex(ip)[::-1]
-    return ".".join(str(x) for x in b), int(port, 16)
-
-
-def ns_tcp(pid):
-    """The pid's TCP sockets as namespace B sees them: [(local, remote, state)]."""
-    rc, out, _ = sh("ip", "netns", "exec", NS_B, "cat", "/proc/net/tcp")
-    mine = socket_inodes(pid)
-    res = []
-    for line in out.splitlines()[1:]:
-        p = line.split()
-        if len(p) > 9 and p[9] in mine:
-            res.append((hexaddr(p[1]), hexaddr(p[2]), p[3]))
-    return res
-
-
 def main():
-    prerequisites()
+    NET.prerequisites()
     tmp = tempfile.mkdtemp(prefix="m0-netns-")
     run_dir = os.path.join(tmp, "run")
     os.mkdir(run_dir, 0o700)
     os.chmod(run_dir, 0o700)
     host = client = None
     try:
-        setup()
+        NET.setup()
         base = 20000 + (os.getpid() % 20000)
         names = ["coordinator", "producer", "loop.0", "loop.1"]
         urls = [f"tcp://127.0.0.1:{base}", f"tcp://127.0.0.1:{base + 1}", f"tcp://{ADDR_B}:{base + 2}",
@@ -247,7 +172,7 @@ def main():
         F.check("(threads, 2 loops" in herr(), f"host in B: threads, 2 loops ({herr()[:200]})")
 
         # The bus runs over tcp:// inside B.
-        socks = ns_tcp(host.pid)
+        socks = NET.tcp(NS_B, host.pid)
         for n, u in zip(names, urls):
             ip, p = u[len("tcp://"):].rsplit(":", 1)
             F.check(any(l == (ip, int(p)) and st == "0A" for l, r, st in socks),
@@ -321,7 +246,7 @@ def main():
                     p.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
-        teardown()
+        NET.teardown(F)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

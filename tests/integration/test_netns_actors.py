@@ -69,14 +69,13 @@ import tempfile
 import threading
 import time
 
-from harness import BIN, Failures, socket_inodes, wait_for
+from harness import BIN, Failures, wait_for
+from netns import Netns, sh, skip
 from rawhttp import Conn, request
 
 F = Failures()
-TAG = f"{os.getpid() % 100000}"
-NS_A, NS_B = f"m0xa{TAG}", f"m0xb{TAG}"
-VETH_A, VETH_B = f"m0xva{TAG}", f"m0xvb{TAG}"
-ADDR_A, ADDR_B = "10.78.0.1", "10.78.0.2"
+NET = Netns("m0x", "10.78.0")
+NS_A, NS_B, ADDR_A, ADDR_B = NET.a, NET.b, NET.addr_a, NET.addr_b
 APORT = 20000 + os.getpid() % 12000  # echo's link port in A: a fresh namespace, below the ephemeral range (the HTTP --port 0)
 URL = f"tls+tcp://{ADDR_A}:{APORT}"
 TIMEOUT_MS = 5000  # POST /actor/echo's route timeout
@@ -87,68 +86,22 @@ HTTP_PORT = None
 ECHO_LABEL = 'actor="echo"'
 
 
-def sh(*cmd, timeout=10, env=None):
-    p = subprocess.run(list(cmd), capture_output=True, timeout=timeout, env=env)
-    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
-
-
-def skip(reason):
-    print(f"SKIP: {reason}", flush=True)
-    sys.exit(0)
-
-
 # ---- namespaces ------------------------------------------------------------------------------------------------
 
 def prerequisites():
     if not shutil.which("openssl"):
         skip("openssl is missing: the test cannot make its certificates")
-    if not shutil.which("ip"):
-        if os.geteuid() == 0 and shutil.which("apt-get"):
-            print("ip is missing: installing iproute2 with apt-get", flush=True)
-            try:
-                sh("apt-get", "update", timeout=300)
-                sh("apt-get", "install", "-y", "--no-install-recommends", "iproute2", timeout=300)
-            except subprocess.TimeoutExpired:
-                pass
-        if not shutil.which("ip"):
-            skip("the `ip` command (iproute2) is missing" +
-                 (" and could not be installed" if os.geteuid() == 0 else " (and installing it needs root)"))
+    NET.prerequisites()
 
 
 def setup():
-    """Makes the namespaces and the veth pair; SKIPs when that is impossible
-    here (the finally in main deletes whatever was made)."""
-    rc, _, err = sh("ip", "netns", "add", NS_A)
-    if rc != 0:
-        skip(f"`ip netns add` failed here: {err.strip()}")
-    steps = [
-        ("ip", "netns", "add", NS_B),
-        ("ip", "link", "add", VETH_A, "type", "veth", "peer", "name", VETH_B),
-        ("ip", "link", "set", VETH_A, "netns", NS_A),
-        ("ip", "link", "set", VETH_B, "netns", NS_B),
-        ("ip", "-n", NS_A, "addr", "add", f"{ADDR_A}/24", "dev", VETH_A),
-        ("ip", "-n", NS_B, "addr", "add", f"{ADDR_B}/24", "dev", VETH_B),
-        ("ip", "-n", NS_A, "link", "set", VETH_A, "up"),
-        ("ip", "-n", NS_B, "link", "set", VETH_B, "up"),
-        ("ip", "-n", NS_A, "link", "set", "lo", "up"),
-        ("ip", "-n", NS_B, "link", "set", "lo", "up"),
-    ]
-    for cmd in steps:
-        rc, _, err = sh(*cmd)
-        if rc != 0:
-            skip(f"cannot build the two-namespace network (`{' '.join(cmd)}`: {err.strip()})")
+    """The namespaces and the veth pair (netns.py); SKIPs when that, or
+    entering B from a thread of this process, is impossible here."""
+    NET.setup()
     try:  # this process's threads enter B by setns: it must work here
         in_ns(NS_B, lambda: None)
     except OSError as e:
         skip(f"setns into {NS_B} is refused here ({e})")
-
-
-def teardown():
-    for ns in (NS_A, NS_B):
-        sh("ip", "netns", "del", ns)
-    sh("ip", "link", "del", VETH_A)  # only if it never left the root namespace
-    left = sh("ip", "netns", "list")[1]
-    F.check(NS_A not in left and NS_B not in left, f"teardown: both namespaces deleted ({left!r})")
 
 
 def in_ns(ns, fn, timeout=15):
@@ -236,24 +189,6 @@ def refused_handshakes():
     refused: a peer without a certificate of the CA), summed."""
     text = metrics_text()
     return sum(int(v) for v in re.findall(r'^m0_nng_stat\{scope="listener",id="\d+",stat="auth"\} (\d+)$', text, re.M))
-
-
-def hexaddr(a):
-    ip, port = a.split(":")
-    b = bytes.fromhex(ip)[::-1]
-    return ".".join(str(x) for x in b), int(port, 16)
-
-
-def ns_tcp(ns, pid):
-    """pid's TCP sockets as namespace ns sees them: [(local, remote, state)]."""
-    rc, out, _ = sh("ip", "netns", "exec", ns, "cat", "/proc/net/tcp")
-    mine = socket_inodes(pid)
-    res = []
-    for line in out.splitlines()[1:]:
-        p = line.split()
-        if len(p) > 9 and p[9] in mine:
-            res.append((hexaddr(p[1]), hexaddr(p[2]), p[3]))
-    return res
 
 
 # ---- certificates ----------------------------------------------------------------------------------------------
@@ -490,7 +425,7 @@ def main():
         F.check(st == 200 and j and j.get("pid") == a1.pid and j.get("instance") == 1
                 and j.get("body") == "hello from b" and j.get("actor") == "echo",
                 f"POST /actor/echo: 200 from the instance in B, pid {a1.pid} ({st} {b[:300]!r})")
-        socks = ns_tcp(NS_B, a1.pid)
+        socks = NET.tcp(NS_B, a1.pid)
         F.check(any(l[0] == ADDR_B and r == (ADDR_A, APORT) and s == "01" for l, r, s in socks),
                 f"instance 1's link: an established connection {ADDR_B} -> {ADDR_A}:{APORT} in B ({socks})")
 
@@ -615,7 +550,7 @@ def main():
                     pr.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
-        teardown()
+        NET.teardown(F)
         shutil.rmtree(tmp, ignore_errors=True)
         print(f"took {time.monotonic() - t_start:.1f}s", flush=True)
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "actors/admit.h"
 #include "actors/wire.h"
 #include "base/errors.h"
 #include "http/response.h"
@@ -83,6 +84,15 @@ static int instance_next(m0__instance *in, m0__msg *m) {
   return m0__recv(&in->self, m, M0__RECV_WAIT);
 }
 
+/* A REPLY that answers no ask of this instance in flight: a late one, or
+ * one from an instance it did not ask (any instance can address a REPLY to
+ * any other's slot). Counted and named like the loops' (actors/admit.h). */
+static void ask_refused(const m0__instance *in, const m0__msg *m) {
+  char who[48];
+  m0__actor_name(m->env.from, who, sizeof who);
+  m0__refused(in->self.id, M0__REFUSE_REPLY, M0__K_REPLY, who);
+}
+
 static void instance_serve(m0__instance *in) {
   m0__service *s = in->svc;
   m0__slot *sl = &s->slots[in->slot];
@@ -101,6 +111,7 @@ static void instance_serve(m0__instance *in) {
     m0__inbox *reply_to = m0__service_reply_inbox(s, m.env.from);
     if (m.env.kind != M0__K_REQUEST || !reply_to) { /* a late answer to an ask, or not for an instance */
       atomic_fetch_add(&s->st.refused, m.env.kind != M0__K_REPLY);
+      if (m.env.kind == M0__K_REPLY) ask_refused(in, &m);
       m0__msg_free(&m);
       continue;
     }
@@ -167,9 +178,12 @@ static int answer_copy(const m0__wire_reply *r, m0_answer *out) {
   return 0;
 }
 
-/* Whether m is the REPLY to ask `id`; fills out when it is. */
-static bool ask_answered(const m0__msg *m, uint64_t id, m0_answer *out, int *rv) {
-  if (m->env.kind != M0__K_REPLY) return false;
+/* Whether m is the REPLY to ask `id`, from the slot asked (`from`, the id
+ * its service stamps on what comes through that slot's pipe) while that
+ * slot still holds the instance asked (`gen`); fills out when it is. */
+static bool ask_answered(const m0__msg *m, uint64_t id, uint32_t from, const m0__slot *sl, uint32_t gen,
+                         m0_answer *out, int *rv) {
+  if (m->env.kind != M0__K_REPLY || m->env.from != from || atomic_load(&sl->gen) != gen) return false;
   m0__wire_rd r;
   static _Thread_local m0__wire_reply rep;
   if (m0__wire_open(&r, m->payload, m->len) != 0 || m0__wire_next_reply(&r, &rep) == 0 || !rep.id_read ||
@@ -221,11 +235,12 @@ int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_ans
     int got = m0__recv(&in->self, &r, M0__RECV_WAIT);
     if (got == M0__ETIMEDOUT || got == M0__EBADMSG) continue;
     if (got != 0) break;
-    if (ask_answered(&r, id, out, &rv)) {
+    if (ask_answered(&r, id, m0__service_slot_id(t, k), sl, gen, out, &rv)) {
       m0__msg_free(&r);
       break;
     }
-    if (r.env.kind == M0__K_REPLY || !stash_keep(in, r.nmsg)) m0__msg_free(&r); /* an older ask's late answer */
+    if (r.env.kind == M0__K_REPLY) ask_refused(in, &r); /* an older ask's late answer, or not the asked one's */
+    if (r.env.kind == M0__K_REPLY || !stash_keep(in, r.nmsg)) m0__msg_free(&r);
   }
   nng_socket_set_ms(in->self.mailbox, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
   if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);

@@ -138,10 +138,12 @@ Proves, in each:
 - when the hostile instance leaves, m0_actor_instances is 1; SIGTERM: the
   streams end with m0.closing, exit 0; echo_actor, told STOP, exits 0.
 
-M0_HOSTILE_KNOWN_BUGS=1 also checks a host bug found here, which fails until
-it is fixed (`stolen_ask`): the hostile instance answers relay's m0_ask of
-echo (an ask that went to echo_actor) by a REPLY to relay.0, and relay's
-client gets the forged answer.
+- an ask cannot be answered by an instance it was not sent to
+  (`stolen_ask`): while relay's m0_ask of echo is with echo_actor, the
+  hostile instance sends REPLYs to relay.0 naming every likely ask id; the
+  client gets echo_actor's answer, and the forged REPLYs are refused and
+  counted at relay.0 (`m0_refused_total{actor="relay.0",reason="reply"}`),
+  named as from the hostile slot.
 """
 import glob
 import json
@@ -717,7 +719,6 @@ APP_PERIOD_MS = 100  # the producer's beats: the streams stay busy, every id on 
 GENS, PLACES = 48, 4  # the plausible ids forged, per loop: entry generations 1..GENS x table places 0..PLACES-1
 ASK_TOP = 0xFFFF << 48  # the top 16 bits of an m0_ask's id (actors/instance.c)
 ROUNDS_MIN, ATTACK_S = 2, 2.5  # the battery is sent again and again while the legitimate traffic runs
-KNOWN_BUGS = os.environ.get("M0_HOSTILE_KNOWN_BUGS") == "1"
 ACTOR_RE = re.compile(r'^(m0_actor_[a-z_]+)\{actor="echo"(?:,(?:outcome|reason)="([a-z_]+)")?\} (\d+)$', re.M)
 
 
@@ -1073,8 +1074,7 @@ def app_socket(mode, transport):
                         f"{label}: stream on loop {w}: no id beyond the counter {c1} ({ids[-3:]})")
             for m in ("m0_bus_refusals_total", "m0_stream_frames_dropped_total"):
                 F.check(metric(s.port, m) == 0, f"{label}: {m} stays 0 ({metric(s.port, m)})")
-            if KNOWN_BUGS:
-                stolen_ask(s, hostile, echo, label)
+            stolen_ask(s, hostile, echo, label)
             health.stop()
             bad = [g for g in health.got if g != 200]
             F.check(len(health.got) >= 20 and not bad,
@@ -1088,11 +1088,11 @@ def app_socket(mode, transport):
             me = f"ipc peer pid {os.getpid()}" if transport == "ipc" else "tcp peer 127.0.0.1"
             per = Counter((a, limited(p)) for a, _k, p, _r in lines)
             bound = 1 + int(elapsed // 10)
-            F.check({a for a, _k, _p, _r in lines} == {"echo"},
-                    f"{label}: every refusal line names the actor echo ({sorted(per)})")
-            F.check(set(per) == {("echo", me), ("echo", slot_name)},
+            F.check({a for a, _k, _p, _r in lines} == {"echo", "relay.0"},
+                    f"{label}: every refusal line names the actor echo, or relay.0 for the stolen ask ({sorted(per)})")
+            F.check(set(per) == {("echo", me), ("echo", slot_name), ("relay.0", slot_name)},
                     f"{label}: the peers named are this test's {me} (at the socket) and its slot {slot_name} "
-                    f"(at the loop) ({sorted(per)})")
+                    f"(at the loop, and at relay.0) ({sorted(per)})")
             F.check(all(n <= bound for n in per.values()),
                     f"{label}: at most {bound} line(s) per peer in {elapsed:.1f} s ({dict(per)})")
             F.check(len(lines) == text.count(" refused a ") and "unexpected" not in text,
@@ -1111,17 +1111,20 @@ def app_socket(mode, transport):
 
 
 def stolen_ask(s, hostile, echo, label):
-    """A host bug, checked only with M0_HOSTILE_KNOWN_BUGS=1 (it fails until
-    fixed): a REPLY whose `to` is a thread instance's slot goes into that
-    instance's inbox (actors/service.c, m0__service_reply_inbox: the way
-    back for an m0_ask), and m0_ask takes any REPLY whose first record names
-    its id (actors/instance.c, ask_answered), whichever instance sent it: so
-    an instance answers relay's ask of echo, which went to another instance.
-    An ask's id is 0xffff << 48 | its number, from 1."""
+    """An ask is answered only by the instance it went to: a REPLY whose `to`
+    is a thread instance's slot goes into that instance's inbox (the way
+    back for an m0_ask: actors/service.c), and m0_ask takes it only from the
+    slot it asked, while that slot holds the instance it asked
+    (actors/instance.c). An ask's id is 0xffff << 48 | its number, from 1:
+    the hostile instance names the first eight."""
     relay = (ROLES["app"] << 24) | (2 << 12)  # relay.0: host_check's third actor kind, on a thread
+    sample = 'm0_refused_total{actor="relay.0",reason="reply"}'
+    n0 = metric(s.port, sample) or 0
     with Conn(s.port, timeout=5) as c:
         c.send(request("GET", "/actor/relay", headers=[("x-sleep-ms", "400")]))
-        time.sleep(0.15)
+        # the ask is with echo_actor (held 400 ms) before the forged answers go
+        F.check(wait_for(lambda: (metric(s.port, 'm0_actor_in_flight{actor="echo"}') or 0) >= 1, 3, 0.005),
+                f"{label}: relay's ask of echo is in flight")
         for n in range(1, 9):
             hostile.send(env(K["REPLY"], APP, relay, replies([(ASK_TOP | n, 299, b'{"forged":true}')])))
         st, _, _, b, _ = c.try_response(timeout=5)
@@ -1130,9 +1133,10 @@ def stolen_ask(s, hostile, echo, label):
     except (TypeError, ValueError):
         j = None
     F.check(st == 200 and isinstance(j, dict) and isinstance(j.get("echo"), dict) and j["echo"].get("pid") == echo.pid,
-            f"{label}: KNOWN BUG: relay's m0_ask of echo is answered by echo_actor (pid {echo.pid}), not by the "
+            f"{label}: relay's m0_ask of echo is answered by echo_actor (pid {echo.pid}), not by the "
             f"hostile instance's forged REPLY to relay.0 ({st} {b!r})")
-
+    F.check(wait_for(lambda: metric(s.port, sample) == n0 + 8, 3),
+            f"{label}: the eight forged answers are refused and counted at relay.0 ({metric(s.port, sample)})")
 
 try:
     for mode in ("single", "threads", "prefork"):

@@ -9,16 +9,17 @@ given as an instance, with their ids).
     p.recv(0.5)             # one message within 0.5 s, or None
     p.close()
 
-`request_ids(payload)` reads a REQUEST batch's record ids (the walk of
-wire_actor.py, from actors/wire.h alone).
+`request_ids(payload)` reads a REQUEST batch's record ids: wire_actor.py's,
+written from actors/wire.h alone.
 """
 import ctypes
 import struct
 
+from wire_actor import request_ids  # noqa: F401 (offered from here too)
+
 NNG_FLAG_ALLOC = 1
 
 BATCH = struct.Struct("<HHI")  # version (1) flags (0) count
-REQ = struct.Struct("<QQQIIIIHBBI")  # id trace_hi trace_lo method target path body nheaders nparams vminor reserved
 REPLY = struct.Struct("<QHHI")  # id status nheaders body
 
 
@@ -86,28 +87,6 @@ class Pair1:
         if self.open:
             self.open = False
             lib().nng_close(self.sock)
-
-
-def request_ids(payload):
-    """The ids of a REQUEST batch's records, walking every variable field."""
-    version, flags, count = BATCH.unpack_from(payload, 0)
-    if version != 1 or flags != 0:
-        raise ValueError(f"batch version {version} flags {flags}")
-    at, ids = BATCH.size, []
-    for _ in range(count):
-        rid, _hi, _lo, mlen, tlen, _plen, blen, nh, np_, _vm, _res = REQ.unpack_from(payload, at)
-        at += REQ.size + mlen + tlen
-        for _ in range(nh):
-            n, v = struct.unpack_from("<II", payload, at)
-            at += 8 + n + v
-        for _ in range(np_):
-            (n,) = struct.unpack_from("<I", payload, at)
-            at += 4 + n
-        at += blen
-        ids.append(rid)
-    if at != len(payload):
-        raise ValueError(f"{len(payload) - at} bytes after the last record")
-    return ids
 
 
 def replies(records, version=1, flags=0, count=None, tail=b""):

@@ -16,20 +16,18 @@ m0_str m0_request_header(const m0_request *req, const char *name) {
   return (m0_str){NULL, 0};
 }
 
+/* Raw and first, on the same pair reader as m0_query_next (http/query.c),
+ * so the two never disagree on where a pair starts. */
 bool m0_request_query(const m0_request *req, const char *key, m0_str *out) {
   size_t kn = strlen(key);
-  const char *p = req->query.p, *end = req->query.p + req->query.n;
-  while (p && p < end) {
-    const char *amp = memchr(p, '&', (size_t)(end - p));
-    const char *stop = amp ? amp : end;
-    const char *eq = memchr(p, '=', (size_t)(stop - p));
-    const char *kend = eq ? eq : stop;
-    if ((size_t)(kend - p) == kn && memcmp(p, key, kn) == 0) {
-      out->p = eq ? eq + 1 : stop;
-      out->n = (size_t)(stop - out->p);
+  m0_query_iter it;
+  m0_str k, v;
+  m0_query_init(&it, req->query);
+  while (m0_query_next(&it, &k, &v)) {
+    if (k.n == kn && memcmp(k.p, key, kn) == 0) {
+      *out = v;
       return true;
     }
-    p = amp ? amp + 1 : end;
   }
   return false;
 }

@@ -76,6 +76,87 @@ bool m0_request_query(const m0_request *req, const char *key, m0_str *out);
 /* A query parameter as an integer in [min,max]; false if absent or not one. */
 bool m0_request_query_int(const m0_request *req, const char *key, long min, long max, long *out);
 
+/* ---- percent-decoding, query parameters, the path, cookies ------------
+ * Nothing here allocates: a decoded string is written into the caller's
+ * buffer (no NUL is written), a raw one is an m0_str into the request.
+ * Decoded bytes never hold a NUL (%00 is refused: C code that later treats
+ * the result as a string would be cut short by it) and are never longer
+ * than the raw ones, so a buffer of in.n bytes always suffices.
+ * docs/http.md has the rules and examples. */
+enum {
+  M0_DECODE_FORM = 1u, /* '+' is a space: query strings and form bodies (x-www-form-urlencoded) */
+  M0_DECODE_PATH = 2u, /* %2F is refused: a decoded '/' would be a segment boundary the router never saw */
+};
+/* Percent-decodes `in` into out (cap bytes). Returns the decoded length, or
+ * -1: a '%' without two hex digits after it, a %00 or a raw NUL, a %2F
+ * under M0_DECODE_PATH, or more than cap bytes (out's content is then
+ * unspecified). */
+long m0_decode(m0_str in, char *out, size_t cap, unsigned flags);
+
+/* Walks a query string (or an x-www-form-urlencoded body) pair by pair,
+ * repeated keys included, in order:
+ *   m0_query_iter it; m0_str k, v;
+ *   m0_query_init(&it, req->query);
+ *   while (m0_query_next(&it, &k, &v)) ...
+ * Pairs are split on '&', key from value on the first '='; empty pairs
+ * ("a&&b", a trailing '&') are skipped; "k" and "k=" both give an empty
+ * value, "=v" an empty key. Key and value are raw (m0_decode with
+ * M0_DECODE_FORM decodes them) and point into the string walked. */
+typedef struct m0_query_iter {
+  const char *p, *end;
+} m0_query_iter;
+void m0_query_init(m0_query_iter *it, m0_str query);
+bool m0_query_next(m0_query_iter *it, m0_str *key, m0_str *value);
+/* The value of the first parameter whose decoded key is `key`, decoded
+ * (M0_DECODE_FORM) into out (cap bytes), its length in *len. false when
+ * there is none, or when that value does not decode into cap (a bad escape,
+ * %00, too long): m0_request_query tells absent from malformed. */
+bool m0_request_query_decoded(const m0_request *req, const char *key, char *out, size_t cap, size_t *len);
+/* req->path decoded (M0_DECODE_PATH: '+' stays '+') into out, its length in
+ * *len. false for a bad escape, %00, %2F, a dot-segment ("." or "..", their
+ * %2E spellings too) or more than cap bytes: a decoded path that is returned
+ * has as many '/' as the raw one and no "." or ".." segment, so it can be
+ * joined to a directory. (The host answers 400 to a target with a
+ * dot-segment before any view sees it; this holds without that.) */
+bool m0_request_path_decoded(const m0_request *req, char *out, size_t cap, size_t *len);
+
+/* The value of cookie `name` (case-sensitive; the first one, over every
+ * Cookie header), without its DQUOTEs, as sent (cookie values are opaque:
+ * one the application percent-encoded is for m0_decode). false when absent
+ * or name is not an RFC 6265 token. */
+bool m0_request_cookie(const m0_request *req, const char *name, m0_str *out);
+
+/* A cookie's attributes (RFC 6265 section 4.1). Zeroed = none of them. */
+typedef enum m0_same_site {
+  M0_SAME_SITE_UNSET = 0, /* no SameSite attribute (browsers then mostly act as Lax) */
+  M0_SAME_SITE_NONE,      /* sent cross-site too: needs secure */
+  M0_SAME_SITE_LAX,
+  M0_SAME_SITE_STRICT,
+} m0_same_site;
+typedef struct m0_cookie_attrs {
+  const char *path;   /* NULL = none; else 1+ bytes, no control byte or ';' */
+  const char *domain; /* NULL = none; else letters, digits, '-' and '.' */
+  bool has_max_age;   /* false = no Max-Age (a session cookie, unless expires) */
+  long max_age;       /* seconds, 0 deletes the cookie; negative is refused */
+  int64_t expires;    /* Unix seconds written as an IMF-fixdate; 0 = none */
+  bool secure;
+  bool http_only;
+  m0_same_site same_site;
+} m0_cookie_attrs;
+/* Formats a Set-Cookie value ("name=value; Path=/; ...", NUL-terminated)
+ * into out. Returns its length, or -1: name not a token, value not
+ * cookie-octets (optionally inside DQUOTEs), a bad path or domain, a
+ * negative max_age, expires not in 1..9999-12-31, SameSite=None without
+ * secure, a __Secure- name without secure or a __Host- one without secure,
+ * path "/" and no domain, or cap too small. For m0_reply_header and
+ * m0_deferred_header; m0_response_cookie is the short way. */
+long m0_cookie_format(char *out, size_t cap, const char *name, const char *value, const m0_cookie_attrs *attrs);
+/* Adds a Set-Cookie header (one per call; several are allowed). attrs may
+ * be NULL. 0, or -1 when m0_cookie_format refuses (up to 4096 bytes) or the
+ * header block is full (nothing is added). */
+struct m0_response; /* m0_response, declared below */
+int m0_response_cookie(struct m0_response *res, const char *name, const char *value, const m0_cookie_attrs *attrs);
+
 typedef struct m0_response m0_response;
 
 /* Adds a response header. Name and value are copied. Returns 0, or -1 when

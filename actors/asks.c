@@ -25,6 +25,8 @@ typedef struct ask {
   uint64_t deadline;
   uint16_t mlen, plen;
   char method[16], path[ASK_PATH];
+  char *extra; /* the headers added on the loop before it left (before_request), or NULL */
+  size_t extra_len;
   int prev, next; /* the in-use list, or (next) the free list */
 } ask;
 
@@ -91,6 +93,13 @@ static int ask_take(m0__loop *l, m0__conn *c, const m0_response *res, int svc, u
   if (a->free_head < 0 && !ask_grow(a)) return -1;
   int i = a->free_head;
   ask *e = &a->tab[i];
+  e->extra = NULL;
+  e->extra_len = 0;
+  if (res->extra_len) { /* rare (a before_request that adds headers): its own copy */
+    if (!(e->extra = malloc(res->extra_len))) return -1;
+    memcpy(e->extra, res->extra, res->extra_len);
+    e->extra_len = res->extra_len;
+  }
   a->free_head = e->next;
   e->used = true;
   e->gen++;
@@ -121,6 +130,8 @@ static void ask_release(m0__asks *a, int i) {
   if (e->next >= 0) a->tab[e->next].prev = e->prev;
   e->used = false;
   e->conn = NULL;
+  free(e->extra);
+  e->extra = NULL;
   e->next = a->free_head;
   a->free_head = i;
   a->nused--;
@@ -136,7 +147,7 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
     m0__slot *sl = &l->services[e->svc]->slots[e->slot];
     if (atomic_load(&sl->gen) == e->slot_gen && atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
   }
-  m0__answer ans = {e->version_minor, e->head, e->close, status, hdrs, n, body, blen};
+  m0__answer ans = {e->version_minor, e->head, e->close, status, hdrs, n, body, blen, e->extra, e->extra_len};
   int written;
   long bytes = m0__http_answer(&l->http, e->conn, &ans, &written);
   if (l->http.access_log && bytes >= 0)
@@ -191,8 +202,7 @@ static void tick_start(m0__loop *l) {
 
 /* ---- routes served by actors ---- */
 
-static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, bool head,
-                         bool close, m0_response *res) {
+static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, m0_response *res) {
   m0__loop *l = h->owner;
   m0__asks *a = l->asks;
   int si = a->route_svc[route - l->app->routes];

@@ -17,14 +17,14 @@
 
 /* Takes a request for the pool: into the batch of the pool thread with the
  * least waiting, preferring one with no batch in flight. */
-static int lane_defer(m0__http *h, m0__conn *c, const m0_request *req, int route, bool head, bool close) {
+static int lane_defer(m0__http *h, m0__conn *c, const m0_request *req, int route, const m0_response *res) {
   m0__loop *l = h->owner;
   int best = 0;
   for (int j = 1; j < l->npool; j++) {
     m0__batch *a = &l->batches[j], *b = &l->batches[best];
     if ((a->inflight < b->inflight) || (a->inflight == b->inflight && a->count < b->count)) best = j;
   }
-  int rv = m0__batch_add(&l->batches[best], c, req, route, head, close);
+  int rv = m0__batch_add(&l->batches[best], c, req, route, res);
   if (rv != 0) return rv;
   l->queued++;
   return 0;

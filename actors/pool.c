@@ -8,13 +8,16 @@
 #include <unistd.h>
 
 #include "base/errors.h"
+#include "http/accesslog.h"
 #include "http/response.h"
 
 /* Job record: u64 conn, i32 route, u8 head, u8 close, u8 version_minor, u8 pad,
  * u64 trace_hi, u64 trace_lo, u32 method, u32 target, u32 path_len, u32 body,
- * u16 nheaders, u16 nparams, then bytes: method, target, each header
- * (u32 name, u32 value, name, value), each param (u32 off into target, u32 len),
- * body. A batch is u32 count and the records. */
+ * u16 nheaders, u16 nparams, u32 extra, then bytes: method, target, each
+ * header (u32 name, u32 value, name, value), each param (u32 off into target,
+ * u32 len), body, then the response header lines before_request added on
+ * the loop (extra bytes, "Name: value\r\n" each). A batch is u32 count and
+ * the records. */
 
 typedef struct job_head {
   uint64_t conn;
@@ -23,6 +26,7 @@ typedef struct job_head {
   uint64_t trace_hi, trace_lo;
   uint32_t method, target, path_len, body;
   uint16_t nheaders, nparams;
+  uint32_t extra;
 } job_head;
 
 /* The batch is the JOB message itself: each request's record is measured,
@@ -32,19 +36,20 @@ static uint8_t *put(uint8_t *at, const void *p, size_t n) {
   return at + n;
 }
 
-int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close) {
+int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, const m0_response *res) {
   if (!b->msg) {
     uint32_t zero = 0;
     if (m0__msg_new(&b->msg, 4096) != 0) return M0__ENOMEM;
     if (m0__msg_append(b->msg, &zero, 4) != 0) return M0__ENOMEM;
   }
-  size_t n = sizeof(job_head) + req->method.n + req->target.n + 8 * req->nparams + req->body.n;
+  size_t n = sizeof(job_head) + req->method.n + req->target.n + 8 * req->nparams + req->body.n + res->extra_len;
   for (size_t i = 0; i < req->nheaders; i++) n += 8 + req->headers[i].name.n + req->headers[i].value.n;
   uint8_t *at = m0__msg_extend(b->msg, n);
   if (!at) return M0__ENOMEM;
-  job_head h = {(uint64_t)(uintptr_t)conn, route, head, close, (uint8_t)req->version_minor, 0,
+  job_head h = {(uint64_t)(uintptr_t)conn, route, res->head, res->close, (uint8_t)req->version_minor, 0,
                 req->trace_hi, req->trace_lo, (uint32_t)req->method.n, (uint32_t)req->target.n,
-                (uint32_t)req->path.n, (uint32_t)req->body.n, (uint16_t)req->nheaders, (uint16_t)req->nparams};
+                (uint32_t)req->path.n, (uint32_t)req->body.n, (uint16_t)req->nheaders, (uint16_t)req->nparams,
+                (uint32_t)res->extra_len};
   at = put(at, &h, sizeof h);
   at = put(at, req->method.p, req->method.n);
   at = put(at, req->target.p, req->target.n);
@@ -58,7 +63,8 @@ int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bo
     uint32_t ol[2] = {(uint32_t)(req->params[i].p - req->target.p), (uint32_t)req->params[i].n};
     at = put(at, ol, sizeof ol);
   }
-  put(at, req->body.p, req->body.n);
+  at = put(at, req->body.p, req->body.n);
+  put(at, res->extra, res->extra_len);
   b->count++;
   memcpy(m0__msg_payload(b->msg), &b->count, 4);
   if (!b->trace_hi && !b->trace_lo) {
@@ -144,7 +150,8 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
     params[i] = (m0_str){req.target.p + v[0], v[1]};
   }
   req.body = (m0_str){(const char *)rd_take(r, h.body), h.body};
-  if (r->bad) return M0__EBADMSG;
+  const uint8_t *extra = h.extra <= M0__EXTRA_HEADERS ? rd_take(r, h.extra) : NULL;
+  if (r->bad || (h.extra && !extra)) return M0__EBADMSG;
   req.path = (m0_str){req.target.p, h.path_len};
   req.query = h.path_len < h.target ? (m0_str){req.target.p + h.path_len + 1, h.target - h.path_len - 1}
                                     : (m0_str){NULL, 0};
@@ -159,6 +166,8 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   m0__outq_clear(resp);
   m0_response res;
   m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
+  if (h.extra) memcpy(res.extra, extra, h.extra); /* before_request's, checked when added */
+  res.extra_len = h.extra;
   const m0_app *app = t->app;
   atomic_store(&t->h.in_app, true);
   m0__current_trace = (m0__trace_id){h.trace_hi, h.trace_lo};
@@ -171,6 +180,9 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
             t->index, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
     m0__respond_status(&res, 500, NULL);
   }
+  /* Logged here, where the request still is: the loop gets bytes only. */
+  if (t->access_log)
+    m0__access_log_line(t->loop, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
   /* The answer as one piece: references (static bodies) are copied here. */
   uint32_t len = (uint32_t)m0__outq_bytes(resp);
   uint8_t *at = m0__msg_extend(out, 12 + (size_t)len);
@@ -246,6 +258,8 @@ static void pool_run(m0__handle *h) {
     }
   }
   made = true;
+  long alog = 0;
+  t->access_log = t->ctx.config && m0_config_get(t->ctx.config, "access-log", &alog) && alog;
   m0__tell(self, coord, M0__K_READY, NULL, 0);
   uint64_t cpu_mark = 0; /* this thread's CPU when its last batch ended; 0 before the first */
   for (;;) {

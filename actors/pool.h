@@ -57,6 +57,7 @@ typedef struct m0__pool_thread {
   const char *coord_url;
   m0_ctx ctx;
   bool yields;        /* at nice 19: it ran slow views (design notes) */
+  bool access_log;    /* --access-log: this thread logs the answers it makes */
   uint64_t slow_debt_ns; /* CPU its views took beyond 1 ms each, not yet paid back */
   m0__actor self;
   m0__peer coord, loopp;
@@ -78,9 +79,10 @@ typedef struct m0__batch {
   uint64_t trace_hi, trace_lo; /* the first traced request's: the JOB carries it */
 } m0__batch;
 
-/* Appends one request to a batch. conn is echoed back with its answer.
- * 0, or M0__ENOMEM (the batch as it was). */
-int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, bool head, bool close);
+/* Appends one request to a batch, with what the loop already knows of its
+ * answer (res: HEAD, close, the headers before_request added). conn is
+ * echoed back with its answer. 0, or M0__ENOMEM (the batch as it was). */
+int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, const m0_response *res);
 void m0__batch_fini(m0__batch *b);
 /* Walks a RESULT payload: calls fn(conn, bytes, n) per answer. Returns the
  * count, or M0__EBADMSG for a malformed payload. */

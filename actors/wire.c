@@ -6,6 +6,7 @@
 #include "actors/actor.h"
 #include "base/errors.h"
 #include "base/num.h"
+#include "http/fields.h"
 
 #define REQ_FIXED 48 /* id, trace, four lengths, nheaders, nparams, version_minor */
 #define REPLY_FIXED 16
@@ -172,21 +173,10 @@ int m0__wire_next_request(m0__wire_rd *r, m0__wire_request *out) {
   return 1;
 }
 
-static bool is_tchar(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
+/* The host's one list of field rules (http/fields.h); Content-Type travels
+ * as a header here and is taken out by the loop. */
 bool m0__wire_header_ok(const char *name, size_t nlen, const char *value, size_t vlen) {
-  if (nlen == 0 || nlen > 256 || vlen > 8192) return false;
-  for (size_t i = 0; i < nlen; i++)
-    if (!is_tchar((unsigned char)name[i])) return false;
-  for (size_t i = 0; i < vlen; i++)
-    if (value[i] == '\r' || value[i] == '\n' || value[i] == 0) return false;
-  static const char *const framing[] = {"content-length", "transfer-encoding", "connection"};
-  for (size_t i = 0; i < sizeof framing / sizeof *framing; i++)
-    if (nlen == strlen(framing[i]) && strncasecmp(name, framing[i], nlen) == 0) return false;
-  return true;
+  return m0__field_check(name, nlen, value, vlen) == M0__FIELD_OK;
 }
 
 int m0__header_block_add(m0__header_block *b, const char *name, size_t nl, const char *value, size_t vl) {

@@ -86,7 +86,8 @@ int m0__wire_next_request(m0__wire_rd *r, m0__wire_request *out);
 int m0__wire_next_reply(m0__wire_rd *r, m0__wire_reply *out);
 
 /* Whether a header an application or an instance adds may go out as it is:
- * a token name that is not a framing header, a value without CR, LF or NUL. */
+ * http/fields.h's rules (a token name the host does not write itself, a
+ * value with no control byte but HTAB). */
 bool m0__wire_header_ok(const char *name, size_t nlen, const char *value, size_t vlen);
 
 /* The headers of an answer being written (m0_reply_header,

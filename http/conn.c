@@ -244,14 +244,14 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
         req.params = m.params;
         req.nparams = m.nparams;
         if (m.route->actor) {
-          if (h->to_actor && h->to_actor(h, c, &req, m.route, p->is_head, last, &res) == 0) {
+          if (h->to_actor && h->to_actor(h, c, &req, m.route, &res) == 0) {
             m0__current_trace = (m0__trace_id){0, 0};
             conn_wait(c, last);
             return;
           }
           if (!res.done) m0__respond_status(&res, 503, NULL);
         } else if (h->defer && !(m.route->flags & M0_ON_LOOP) &&
-                   h->defer(h, c, &req, (int)(m.route - app->routes), p->is_head, last) == 0) {
+                   h->defer(h, c, &req, (int)(m.route - app->routes), &res) == 0) {
           m0__current_trace = (m0__trace_id){0, 0};
           conn_wait(c, last);
           return;
@@ -263,7 +263,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
       } else {
         m0__respond_status(&res, m.kind == M0__VIEW_OPTIONS ? 204 : 405, m.allow);
       }
-    } else if (h->defer && h->defer(h, c, &req, -1, p->is_head, last) == 0) {
+    } else if (h->defer && h->defer(h, c, &req, -1, &res) == 0) {
       m0__current_trace = (m0__trace_id){0, 0};
       conn_wait(c, last);
       return;
@@ -284,7 +284,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   h->stats.requests++;
   if (h->access_log)
     m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
-  if (last) c->close_after = true;
+  if (last || res.close) c->close_after = true; /* res.close: a HEAD of a stream */
 }
 
 /* Answers a request that cannot be read, then closes. */
@@ -548,6 +548,10 @@ long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status)
   if (!conn_unwait(c)) return -1;
   m0_response res;
   m0__response_init(&res, m0__conn_target(c), &h->date, a->version_minor, a->head, a->close);
+  if (a->extra_len && a->extra_len <= sizeof res.extra) { /* lines m0_response_header checked on the loop */
+    memcpy(res.extra, a->extra, a->extra_len);
+    res.extra_len = a->extra_len;
+  }
   bool ok = true;
   for (size_t i = 0; ok && i < a->nhdrs; i++) {
     const m0_header *x = &a->hdrs[i];

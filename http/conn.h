@@ -59,14 +59,16 @@ typedef struct m0__http {
   /* Optional: sends a request to a handler pool instead of answering it on
    * the loop. Called for every request not answered on the loop (not an
    * on-loop route, not answered by before_request). route is the index in
-   * app->routes, or -1 for app->handle. Returns 0 when it took the request;
-   * the connection then waits (parses nothing more) until m0__http_complete. */
-  int (*defer)(struct m0__http *h, m0__conn *c, const m0_request *req, int route, bool head, bool close);
+   * app->routes, or -1 for app->handle; res is the answer begun on the loop
+   * (HEAD, close, before_request's headers), which goes with it. Returns 0
+   * when it took the request; the connection then waits (parses nothing
+   * more) until m0__http_complete. */
+  int (*defer)(struct m0__http *h, m0__conn *c, const m0_request *req, int route, const m0_response *res);
   /* Optional: a route served by an application actor (route->actor set).
    * Returns 0 when it took the request (the connection waits, as for
-   * defer, until m0__http_answer); else it answered into res (503). */
-  int (*to_actor)(struct m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, bool head,
-                  bool close, m0_response *res);
+   * defer, until m0__http_answer, and res's headers go into that answer);
+   * else it answered into res (503). */
+  int (*to_actor)(struct m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, m0_response *res);
   /* Optional: m0_defer on the loop. Returns the handle (the connection then
    * waits until m0__http_answer), or NULL. */
   m0_deferred *(*defer_view)(struct m0__http *h, m0__conn *c, m0_response *res, unsigned timeout_ms);
@@ -101,6 +103,8 @@ typedef struct m0__answer {
   size_t nhdrs;
   const void *body;
   size_t blen;
+  const char *extra; /* header lines the loop added before the request left (before_request) */
+  size_t extra_len;
 } m0__answer;
 /* Returns the body bytes written (0 for HEAD) and sets *status to the
  * status written (502 when the answer's headers cannot be written as they

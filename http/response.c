@@ -1,12 +1,17 @@
 #include "http/response.h"
 #include "base/num.h"
+#include "http/fields.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-/* RFC 9110 section 15 (and 6585, 7725, 4918's 507): the registry's reason phrases. */
+/* The IANA HTTP status code registry's reason phrases (RFC 9110 section 15,
+ * with 4918's WebDAV codes, 6585, 7725, 8297, 8470, 2295, 2774, 5842). A
+ * status the registry does not name gets no phrase: RFC 9112 section 4 makes
+ * it optional, and clients read only the code. */
 const char *m0__status_reason(int status) {
   switch (status) {
   case 100: return "Continue";
@@ -18,6 +23,9 @@ const char *m0__status_reason(int status) {
   case 204: return "No Content";
   case 205: return "Reset Content";
   case 206: return "Partial Content";
+  case 207: return "Multi-Status";
+  case 208: return "Already Reported";
+  case 226: return "IM Used";
   case 300: return "Multiple Choices";
   case 301: return "Moved Permanently";
   case 302: return "Found";
@@ -44,8 +52,12 @@ const char *m0__status_reason(int status) {
   case 415: return "Unsupported Media Type";
   case 416: return "Range Not Satisfiable";
   case 417: return "Expectation Failed";
+  case 418: return "I'm a teapot"; /* "(Unused)" in RFC 9110 section 15.5.19, reserved by that name */
   case 421: return "Misdirected Request";
   case 422: return "Unprocessable Content";
+  case 423: return "Locked";
+  case 424: return "Failed Dependency";
+  case 425: return "Too Early";
   case 426: return "Upgrade Required";
   case 428: return "Precondition Required";
   case 429: return "Too Many Requests";
@@ -57,9 +69,12 @@ const char *m0__status_reason(int status) {
   case 503: return "Service Unavailable";
   case 504: return "Gateway Timeout";
   case 505: return "HTTP Version Not Supported";
+  case 506: return "Variant Also Negotiates";
   case 507: return "Insufficient Storage";
+  case 508: return "Loop Detected";
+  case 510: return "Not Extended";
   case 511: return "Network Authentication Required";
-  default: return "Unknown";
+  default: return "";
   }
 }
 
@@ -81,20 +96,74 @@ void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int versio
   r->deferred = false;
 }
 
+/* The application's added headers are lines "Name: value\r\n" in res->extra.
+ * How many lines are named `name` (case-insensitive), and their bytes. */
+static size_t extra_find(const m0_response *res, const char *name, size_t nn, size_t *bytes) {
+  size_t found = 0, n = 0;
+  for (size_t at = 0; at < res->extra_len;) {
+    const char *line = res->extra + at, *end = memchr(line, '\n', res->extra_len - at);
+    size_t len = (size_t)(end - line) + 1;
+    if (len > nn && line[nn] == ':' && strncasecmp(line, name, nn) == 0) found++, n += len;
+    at += len;
+  }
+  if (bytes) *bytes = n;
+  return found;
+}
+
+static void extra_remove(m0_response *res, const char *name, size_t nn) {
+  size_t to = 0;
+  for (size_t at = 0; at < res->extra_len;) {
+    const char *line = res->extra + at, *end = memchr(line, '\n', res->extra_len - at);
+    size_t len = (size_t)(end - line) + 1;
+    if (!(len > nn && line[nn] == ':' && strncasecmp(line, name, nn) == 0)) {
+      memmove(res->extra + to, line, len);
+      to += len;
+    }
+    at += len;
+  }
+  res->extra_len = to;
+}
+
+bool m0__response_has_header(const m0_response *res, const char *name) {
+  return extra_find(res, name, strlen(name), NULL) > 0;
+}
+
+/* Content-Type is m0_respond's argument (and a stream's own): added here too,
+ * a response would carry two. */
+static bool api_name_ok(const char *name) { return name && strcasecmp(name, "content-type") != 0; }
+
 int m0_response_header(m0_response *res, const char *name, const char *value) {
+  if (!res || !api_name_ok(name) || !value) return -1;
   return m0__response_header_n(res, name, strlen(name), value, strlen(value));
 }
 
+int m0_response_header_set(m0_response *res, const char *name, const char *value) {
+  if (!res || res->done || !api_name_ok(name) || !value) return -1;
+  size_t nn = strlen(name), vn = strlen(value), old;
+  m0__field_trim(&value, &vn);
+  if (m0__field_check(name, nn, value, vn) != M0__FIELD_OK) return -1;
+  extra_find(res, name, nn, &old);
+  if (res->extra_len - old + nn + vn + 4 > sizeof res->extra) return -1; /* refused: nothing changes */
+  extra_remove(res, name, nn);
+  return m0__response_header_n(res, name, nn, value, vn);
+}
+
+int m0_response_header_remove(m0_response *res, const char *name) {
+  if (!res || res->done || !name) return 0;
+  size_t nn = strlen(name);
+  size_t n = extra_find(res, name, nn, NULL);
+  if (n) extra_remove(res, name, nn);
+  return (int)n;
+}
+
 int m0__response_header_n(m0_response *res, const char *name, size_t nn, const char *value, size_t vn) {
-  if (res->done || res->extra_len + nn + vn + 4 > sizeof res->extra) return -1;
-  /* A CR or LF in either would split the response: refuse it. */
-  if (memchr(name, '\r', nn) || memchr(name, '\n', nn) || memchr(name, ':', nn) || memchr(value, '\r', vn) ||
-      memchr(value, '\n', vn))
-    return -1;
+  m0__field_trim(&value, &vn);
+  if (res->done || m0__field_check(name, nn, value, vn) != M0__FIELD_OK) return -1;
+  if (res->extra_len + nn + vn + 4 > sizeof res->extra) return -1;
   char *p = res->extra + res->extra_len;
   memcpy(p, name, nn);
   memcpy(p + nn, ": ", 2);
-  memcpy(p + nn + 2, value, vn);
+  if (vn) memcpy(p + nn + 2, value, vn);
   memcpy(p + nn + 2 + vn, "\r\n", 2);
   res->extra_len += nn + vn + 4;
   return 0;
@@ -109,24 +178,30 @@ static char *resp_put(char *p, const char *s, size_t n) {
 
 int m0_respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
                unsigned body_mode) {
-  if (res->done) return -1;
-  /* A status that is not three digits, or a Content-Type that would not fit
-   * or would split the head (a CR or LF), is the view's mistake: said on
-   * stderr and answered 500, never written as given or dropped unsaid. */
+  if (!res || res->done) return -1;
+  /* A status that is not a final one (1xx would leave the client waiting
+   * for the real answer), or a Content-Type that would not fit or would
+   * split the head, is the view's mistake: said on stderr and answered 500,
+   * never written as given or dropped unsaid. */
   size_t ctn = content_type ? strlen(content_type) : 0;
-  bool bad_status = status < 100 || status > 599;
-  if (bad_status || ctn >= 128 || (content_type && strpbrk(content_type, "\r\n"))) {
-    if (bad_status) fprintf(stderr, "m0: refused a response with the status %d (100..599); answered 500\n", status);
-    else fprintf(stderr, "m0: refused a response whose Content-Type (%zu bytes) is 128 bytes or more or holds a CR "
-                         "or LF; answered 500\n", ctn);
+  bool bad_status = status < 200 || status > 599;
+  if (bad_status || ctn >= 128 ||
+      (content_type && m0__field_check("Content-Type", 12, content_type, ctn) != M0__FIELD_OK)) {
+    if (bad_status) fprintf(stderr, "m0: refused a response with the status %d (a final status: 200..599); answered 500\n", status);
+    else fprintf(stderr, "m0: refused a response whose Content-Type (%zu bytes) is 128 bytes or more or holds a "
+                         "control byte (a CR or LF); answered 500\n", ctn);
     m0__respond_status(res, 500, NULL);
     return -1;
   }
   res->done = true;
   res->status = status;
+  /* RFC 9110: 204 and 304 carry no content and (204) no Content-Length;
+   * 205 carries none and says so with Content-Length: 0 (section 15.3.6);
+   * a HEAD answer has the length of what GET would send, without it. A body
+   * given with 204, 205 or 304 is not sent. */
+  bool no_length = status == 204 || status == 304;
+  if (no_length || status == 205) len = 0;
   res->body_len = len;
-  /* 1xx, 204 and 304 carry no body and no length. */
-  bool bodyless = status < 200 || status == 204 || status == 304;
   char head[256 + M0__EXTRA_HEADERS];
   char *p = PUT_LIT(head, "HTTP/1.1 ");
   p = m0__put_uint(p, (size_t)status);
@@ -137,7 +212,7 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
   size_t dlen;
   const char *date = m0__date_line(res->date, &dlen);
   p = resp_put(p, date, dlen);
-  if (!bodyless) {
+  if (!no_length) {
     p = PUT_LIT(p, "Content-Length: ");
     p = m0__put_uint(p, len);
     p = PUT_LIT(p, "\r\n");
@@ -152,7 +227,7 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
   p = resp_put(p, res->extra, res->extra_len);
   p = PUT_LIT(p, "\r\n");
   int rv = m0__outq_append(res->out, head, (size_t)(p - head));
-  if (rv == 0 && len && !bodyless && !res->head)
+  if (rv == 0 && len && !res->head)
     rv = body_mode == M0_BODY_STATIC ? m0__outq_ref(res->out, body, len)
                                      : m0__outq_append(res->out, body, len);
   return rv;
@@ -210,18 +285,19 @@ int m0_respond_stream(m0_response *res, const char *channel) {
   }
   res->done = true;
   res->status = 200;
+  /* The stream's own headers, unless the application set them (one each);
+   * a HEAD gets the headers and the connection closes (no stream: with no
+   * length and no end, a client would wait for ever). */
   char head[256 + M0__EXTRA_HEADERS];
   size_t dlen;
   const char *date = m0__date_line(res->date, &dlen);
-  int n = snprintf(head, sizeof head,
-                   "HTTP/1.1 200 OK\r\nServer: m0\r\n%.*sContent-Type: text/event-stream\r\n"
-                   "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n%.*s\r\n",
-                   (int)dlen, date, (int)res->extra_len, res->extra);
+  if (res->head) res->close = true;
+  int n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nServer: m0\r\n%.*sContent-Type: text/event-stream\r\n%s%s%s%.*s\r\n",
+                   (int)dlen, date, m0__response_has_header(res, "Cache-Control") ? "" : "Cache-Control: no-cache\r\n",
+                   m0__response_has_header(res, "X-Accel-Buffering") ? "" : "X-Accel-Buffering: no\r\n",
+                   res->close ? "Connection: close\r\n" : "", (int)res->extra_len, res->extra);
   if (m0__outq_append(res->out, head, (size_t)n) != 0) return -1;
-  if (res->head) { /* HEAD: the headers, then close */
-    res->close = true;
-    return 0;
-  }
+  if (res->head) return 0;
   return res->stream_begin(res->stream_ctx, channel);
 }
 

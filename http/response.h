@@ -12,7 +12,9 @@
 #include "http/outq.h"
 #include "m0/m0.h"
 
-#define M0__EXTRA_HEADERS 2048
+/* The headers an application adds to one response (Set-Cookie, CSP and the
+ * like): 8 KiB, nginx's large header buffer. */
+#define M0__EXTRA_HEADERS 8192
 
 struct m0_response {
   m0__outq *out;
@@ -48,6 +50,8 @@ extern _Thread_local m0__trace_id m0__current_trace;
 int m0__response_header_n(m0_response *res, const char *name, size_t nn, const char *value, size_t vn);
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
+/* Whether the application added a header of that name (case-insensitive). */
+bool m0__response_has_header(const m0_response *res, const char *name);
 const char *m0__status_reason(int status);
 #define M0__CHANNEL_MAX 64
 /* A channel name a stream or a publisher may use. */

@@ -159,9 +159,22 @@ int m0_response_cookie(struct m0_response *res, const char *name, const char *va
 
 typedef struct m0_response m0_response;
 
-/* Adds a response header. Name and value are copied. Returns 0, or -1 when
- * the header block would exceed its limit (the header is then not added). */
+/* Adds a response header (another of the same name too: Set-Cookie). Name
+ * and value are copied; the value's leading and trailing spaces and tabs are
+ * dropped. Returns 0, or -1 and nothing is added when: the name is not an
+ * RFC 9110 token of 1..256 bytes; the value holds a control byte other than
+ * a tab (a CR or LF would split the head) or passes 8192 bytes; the name is
+ * one the host writes itself (Content-Length, Transfer-Encoding, Connection,
+ * Keep-Alive, Proxy-Connection, Upgrade, TE, Trailer, Date, Server) or
+ * Content-Type (m0_respond's argument); the response is answered; or the
+ * headers added to this response would pass 8 KiB. */
 int m0_response_header(m0_response *res, const char *name, const char *value);
+/* Replaces every header `name` added so far with one (adds it when none).
+ * 0, or -1 as m0_response_header, and then nothing changes. */
+int m0_response_header_set(m0_response *res, const char *name, const char *value);
+/* Removes every header `name` (case-insensitive) added so far; returns how
+ * many went. */
+int m0_response_header_remove(m0_response *res, const char *name);
 
 /* How m0_respond treats the body it is given. */
 enum {
@@ -171,9 +184,11 @@ enum {
 
 /* Answers the request. Exactly one call per request; a second returns -1.
  * content_type may be NULL (no Content-Type header). A HEAD request gets the
- * headers and Content-Length without the body. Returns 0; -1, and the request
- * is answered 500 (said on stderr), when status is not 100..599 or
- * content_type is 128 bytes or more or holds a CR or LF. */
+ * headers and Content-Length without the body. RFC 9110's body rules: 204
+ * and 304 go without a body or a Content-Length, 205 with Content-Length: 0;
+ * a body given with them is not sent. Returns 0; -1, and the request is
+ * answered 500 (said on stderr), when status is not a final status
+ * (200..599) or content_type is 128 bytes or more or holds a CR or LF. */
 int m0_respond(m0_response *res, int status, const char *content_type, const void *body,
                size_t len, unsigned body_mode);
 /* printf into the body (copied). Returns what m0_respond returns; -1 and a
@@ -195,6 +210,11 @@ int m0_respond_stream(m0_response *res, const char *channel);
 typedef void (*m0_view_fn)(void *state, const m0_request *req, m0_response *res);
 
 #define M0_ON_LOOP 1u /* answered on the loop, never queued to a pool */
+/* The view blocks (sleeps, waits on I/O, spins): it must never run on the
+ * loop. Serving without a pool (--blocking-threads 0) is refused (exit 78,
+ * check `pool-routes`) instead of blocking every connection of the loop;
+ * with M0_ON_LOOP too, refused as well. */
+#define M0_NEEDS_POOL 2u
 
 /* One route: method + pattern. A pattern segment written {name} matches one
  * non-empty path segment and is passed in req->params in order.

@@ -1,5 +1,5 @@
 """The access log (docs/reference.md, Access log: `--access-log` / `M0_ACCESS_LOG`,
-one JSON line per response answered on the loop).
+one JSON line per response, answered on the loop or by a pool thread).
 
 Proves: with --access-log every response, including HEAD, 404, 405, OPTIONS,
 pipelined ones and refusals (414, 400), produces exactly one line on stdout,
@@ -9,7 +9,9 @@ object with `method`, `path` (the target without its query, or with it) and
 so the line stays valid JSON; every line, refusals included, has the same core
 shape (`time`, `status`); a refusal whose request line was read whole still
 names its method and path; M0_ACCESS_LOG=1 turns it on; without either,
-stdout stays empty; nothing of it goes to stderr.
+stdout stays empty; nothing of it goes to stderr. With a pool
+(--blocking-threads), the responses its threads answer are logged too, once
+each, beside the loop's (they were missing).
 """
 import json
 import time
@@ -92,6 +94,28 @@ def served_lines():
         F.check(s.stop() == 0, "ramp --access-log exits 0")
 
 
+def pool_lines():
+    """Views answered by a pool thread log their line like the loop's."""
+    plan = [("GET", "/x/search?sel=1&k=2", 200), ("GET", "/x/now", 200), ("HEAD", "/x/slow?ms=1", 200),
+            ("GET", "/x/slow?ms=1", 200), ("GET", "/x/gone", 404)]
+    with Server("ramp", "--port", "0", "--access-log", "--blocking-threads", "1") as s:
+        with Conn(s.port) as k:
+            for m, t, want in plan:
+                k.send(request(m, t))
+                F.check(k.try_response(head=m == "HEAD")[0] == want, f"pool: {m} {t} -> {want}")
+            k.send(b"".join(request(m, t) for m, t, _ in plan))  # pipelined: loop and pool answers interleaved
+            for m, t, want in plan:
+                F.check(k.try_response(head=m == "HEAD")[0] == want, f"pool, pipelined: {m} {t} -> {want}")
+        lines = wait_lines(s, 2 * len(plan))
+        docs = parse(lines)
+        F.check(len(docs) == 2 * len(plan), f"{2 * len(plan)} responses, loop and pool -> as many lines (got {len(docs)})")
+        got = sorted((d.get("method"), d.get("path"), d.get("status")) for d in docs)
+        want = sorted((m, t.split("?", 1)[0], st) for m, t, st in plan * 2)
+        F.check(got == want, f"one line per response, pool ones included: {got}")
+        F.check(all(d.get("bytes") == 0 for d in docs if d.get("method") == "HEAD"), "a HEAD logs 0 bytes")
+        s.stop()
+
+
 def switched_by_env_and_off():
     with Server("ramp", "--port", "0", env={"M0_ACCESS_LOG": "1"}) as s:
         with Conn(s.port) as k:
@@ -111,5 +135,6 @@ def switched_by_env_and_off():
 
 
 served_lines()
+pool_lines()
 switched_by_env_and_off()
 F.done()

@@ -177,8 +177,9 @@ static void test_respond_basic(void **st) {
   assert_response(&x, "HTTP/1.1 200 OK", "Content-Length: 1\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nx");
 }
 
-/* HEAD: the length of the body it would get, not the body. 1xx, 204 and 304
- * carry neither. */
+/* HEAD: the length of the body it would get, not the body. 204 and 304
+ * carry neither; 205 says Content-Length: 0 and sends nothing; a 1xx, or
+ * anything outside 200..599, is refused and answered 500. */
 static void test_respond_bodyless(void **st) {
   resp x;
   resp_init(&x, 1, true, false);
@@ -191,13 +192,24 @@ static void test_respond_bodyless(void **st) {
   m0_respond(&x.r, 200, NULL, big, sizeof big, M0_BODY_STATIC);
   assert_int_equal(x.q.nrefs, 0);
   assert_response(&x, "HTTP/1.1 200 OK", "Content-Length: 4096\r\n\r\n");
-  const int none[] = {204, 304, 100, 103};
-  const char *lines[] = {"HTTP/1.1 204 No Content", "HTTP/1.1 304 Not Modified", "HTTP/1.1 100 Continue",
-                         "HTTP/1.1 103 Unknown"};
-  for (int i = 0; i < 4; i++) {
+  const int none[] = {204, 304};
+  const char *lines[] = {"HTTP/1.1 204 No Content", "HTTP/1.1 304 Not Modified"};
+  for (int i = 0; i < 2; i++) {
     resp_init(&x, 1, false, false);
-    m0_respond(&x.r, none[i], "text/plain", "ignored", 7, M0_BODY_COPY);
+    assert_int_equal(m0_respond(&x.r, none[i], "text/plain", "ignored", 7, M0_BODY_COPY), 0);
+    assert_int_equal(x.r.body_len, 0);
     assert_response(&x, lines[i], "Content-Type: text/plain\r\n\r\n");
+  }
+  resp_init(&x, 1, false, false);
+  assert_int_equal(m0_respond(&x.r, 205, "text/plain", "ignored", 7, M0_BODY_COPY), 0);
+  assert_response(&x, "HTTP/1.1 205 Reset Content", "Content-Length: 0\r\nContent-Type: text/plain\r\n\r\n");
+  const int refused[] = {-1, 0, 99, 100, 101, 103, 199, 600, 1000};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    resp_init(&x, 1, false, false);
+    assert_int_equal(m0_respond(&x.r, refused[i], "text/plain", "x", 1, M0_BODY_COPY), -1);
+    assert_int_equal(x.r.status, 500);
+    assert_response(&x, "HTTP/1.1 500 Internal Server Error",
+                    "Content-Length: 26\r\nContent-Type: text/plain\r\n\r\n500 Internal Server Error\n");
   }
 }
 
@@ -236,7 +248,7 @@ static void test_status_reasons(void **st) {
   static const struct {
     int status;
     const char *reason;
-  } all[] = {{100, "Continue"},          {200, "OK"},
+  } all[] = {{200, "OK"},
              {201, "Created"},           {202, "Accepted"},
              {204, "No Content"},        {301, "Moved Permanently"},
              {302, "Found"},             {304, "Not Modified"},
@@ -249,7 +261,16 @@ static void test_status_reasons(void **st) {
              {429, "Too Many Requests"}, {431, "Request Header Fields Too Large"},
              {500, "Internal Server Error"}, {501, "Not Implemented"},
              {503, "Service Unavailable"}, {505, "HTTP Version Not Supported"},
-             {418, "Unknown"},           {599, "Unknown"}};
+             {206, "Partial Content"},   {303, "See Other"},
+             {307, "Temporary Redirect"}, {308, "Permanent Redirect"},
+             {410, "Gone"},              {412, "Precondition Failed"},
+             {415, "Unsupported Media Type"}, {418, "I'm a teapot"},
+             {502, "Bad Gateway"},       {504, "Gateway Timeout"},
+             {507, "Insufficient Storage"}, {207, "Multi-Status"},
+             {425, "Too Early"},         {508, "Loop Detected"},
+             {299, ""},                  {599, ""}}; /* unregistered: no phrase (RFC 9112 section 4) */
+  assert_string_equal(m0__status_reason(100), "Continue"); /* the host's own interim answer */
+  assert_string_equal(m0__status_reason(101), "Switching Protocols");
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
     assert_string_equal(m0__status_reason(all[i].status), all[i].reason);
     resp x;
@@ -293,6 +314,21 @@ static void test_response_header(void **st) {
   assert_int_equal(m0_response_header(&x.r, "X-Bad\r\nInjected", "v"), -1);
   assert_int_equal(m0_response_header(&x.r, "X-Bad: v\r\n", "v"), -1);
   assert_int_equal(m0_response_header(&x.r, "X:Bad", "v"), -1);
+  /* refused: a name that is no token, a control byte, the host's own
+   * headers (framing, the connection's, Date, Server) and Content-Type
+   * (m0_respond's argument) */
+  const char *not_names[] = {"", "X Bad", "X\tBad", "X(Bad)", "X/Bad", "X\"", "\xc3\xa9"};
+  for (size_t i = 0; i < sizeof not_names / sizeof *not_names; i++)
+    assert_int_equal(m0_response_header(&x.r, not_names[i], "v"), -1);
+  assert_int_equal(m0_response_header(&x.r, "X-Bad", "a\x01b"), -1);
+  assert_int_equal(m0_response_header(&x.r, "X-Bad", "a\x7f"), -1);
+  const char *hosts[] = {"Content-Length", "content-length", "Transfer-Encoding", "Connection", "Keep-Alive",
+                         "Proxy-Connection", "Upgrade", "TE", "Trailer", "Date", "SERVER", "Content-Type"};
+  for (size_t i = 0; i < sizeof hosts / sizeof *hosts; i++)
+    assert_int_equal(m0_response_header(&x.r, hosts[i], "1"), -1);
+  assert_int_equal(m0_response_header(NULL, "X", "v"), -1);
+  assert_int_equal(m0_response_header(&x.r, NULL, "v"), -1);
+  assert_int_equal(m0_response_header(&x.r, "X", NULL), -1);
   /* the block has a limit: a header that would pass it is not added */
   char huge[M0__EXTRA_HEADERS];
   memset(huge, 'h', sizeof huge - 1);
@@ -317,6 +353,48 @@ static void test_response_header(void **st) {
   assert_int_equal(seen, added);
   free(got);
   m0__outq_free(&x.q);
+  /* a value's surrounding spaces and tabs go; inside ones and obs-text stay */
+  resp_init(&x, 1, false, false);
+  assert_int_equal(m0_response_header(&x.r, "X-Pad", " \t a  b \t "), 0);
+  assert_int_equal(m0_response_header(&x.r, "X-Utf8", "\xc3\xa9"), 0);
+  assert_int_equal(m0_response_header(&x.r, "X-Blank", " \t "), 0);
+  m0_respond(&x.r, 200, NULL, NULL, 0, M0_BODY_COPY);
+  assert_response(&x, "HTTP/1.1 200 OK", "Content-Length: 0\r\nX-Pad: a  b\r\nX-Utf8: \xc3\xa9\r\nX-Blank: \r\n\r\n");
+}
+
+/* Set replaces every header of the name (any case) with one; remove takes
+ * them all out; what is refused changes nothing. */
+static void test_response_header_set_remove(void **st) {
+  resp x;
+  resp_init(&x, 1, false, false);
+  assert_int_equal(m0_response_header(&x.r, "Set-Cookie", "a=1"), 0);
+  assert_int_equal(m0_response_header(&x.r, "X-Keep", "k"), 0);
+  assert_int_equal(m0_response_header(&x.r, "set-cookie", "b=2"), 0);
+  assert_int_equal(m0_response_header(&x.r, "X-Set", "old"), 0);
+  assert_int_equal(m0_response_header_set(&x.r, "x-set", "new"), 0);
+  assert_int_equal(m0_response_header_set(&x.r, "X-Fresh", "f"), 0); /* none before: added */
+  assert_int_equal(m0_response_header_set(&x.r, "X-Set", "bad\r\nX: y"), -1);
+  assert_int_equal(m0_response_header_set(&x.r, "Content-Length", "9"), -1);
+  assert_int_equal(m0_response_header_remove(&x.r, "SET-COOKIE"), 2);
+  assert_int_equal(m0_response_header_remove(&x.r, "X-None"), 0);
+  assert_int_equal(m0_response_header_remove(&x.r, "X-Kee"), 0); /* a prefix is not the name */
+  assert_false(m0__response_has_header(&x.r, "Set-Cookie"));
+  assert_true(m0__response_has_header(&x.r, "x-keep"));
+  m0_respond(&x.r, 204, NULL, NULL, 0, M0_BODY_COPY);
+  assert_int_equal(m0_response_header_set(&x.r, "X-Late", "1"), -1);
+  assert_int_equal(m0_response_header_remove(&x.r, "X-Keep"), 0); /* answered: nothing changes */
+  assert_response(&x, "HTTP/1.1 204 No Content", "X-Keep: k\r\nx-set: new\r\nX-Fresh: f\r\n\r\n");
+  /* a set that would pass the block's limit only after the old ones go fits */
+  resp_init(&x, 1, false, false);
+  char v[4000];
+  memset(v, 'v', sizeof v - 1);
+  v[sizeof v - 1] = 0;
+  assert_int_equal(m0_response_header(&x.r, "X-A", v), 0);
+  assert_int_equal(m0_response_header(&x.r, "X-B", v), 0);
+  assert_int_equal(m0_response_header(&x.r, "X-C", v), -1);
+  assert_int_equal(m0_response_header_set(&x.r, "X-A", v), 0);
+  assert_int_equal(m0_response_header_remove(&x.r, "X-A"), 1);
+  m0__outq_free(&x.q);
 }
 
 /* A status or Content-Type that would make a broken head is answered 500,
@@ -335,8 +413,8 @@ static void test_respond_refusals(void **st) {
   char longct[129];
   memset(longct, 't', 128);
   longct[128] = 0;
-  const char *bad_ct[] = {"text/html\r\nSet-Cookie: a=b", "text/plain\n", longct};
-  for (int i = 0; i < 3; i++) {
+  const char *bad_ct[] = {"text/html\r\nSet-Cookie: a=b", "text/plain\n", longct, "text/plain\x01"};
+  for (int i = 0; i < 4; i++) {
     resp x;
     resp_init(&x, 1, false, false);
     assert_int_equal(m0_respond(&x.r, 200, bad_ct[i], "x", 1, M0_BODY_COPY), -1);
@@ -536,7 +614,8 @@ int main(void) {
       cmocka_unit_test(test_request_query_int), cmocka_unit_test(test_respond_basic),
       cmocka_unit_test(test_respond_bodyless), cmocka_unit_test(test_respond_body_modes),
       cmocka_unit_test(test_status_reasons),  cmocka_unit_test(test_respond_status),
-      cmocka_unit_test(test_response_header), cmocka_unit_test(test_respond_refusals),
+      cmocka_unit_test(test_response_header), cmocka_unit_test(test_response_header_set_remove),
+      cmocka_unit_test(test_respond_refusals),
       cmocka_unit_test(test_respondf),        cmocka_unit_test(test_respond_stream),
       cmocka_unit_test(test_outq_resume),
   };

@@ -5,7 +5,10 @@
  * client receives it (added headers, a refused header, m0_respondf past its
  * stack buffer, a static body and its HEAD, a status or Content-Type the API
  * refuses: 500 and the connection still serves), with the views on the loop
- * and again on a pool thread. */
+ * and again on a pool thread. Headers before_request adds reach every answer:
+ * a loop view's, a pool thread's and a deferred one's. A stream keeps the
+ * Cache-Control its view set (one, not two), and its HEAD is the headers and
+ * a close, not a stream that never ends. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,6 +84,23 @@ static void view_twice(void *st, const m0_request *req, m0_response *res) {
   if (rv != -1) abort(); /* a second answer must be refused */
 }
 
+/* Every request passes here first, on the loop. */
+static bool before(void *st, const m0_request *req, m0_response *res) {
+  m0_response_header(res, "X-Before", "seen");
+  return false;
+}
+
+static void view_stream(void *st, const m0_request *req, m0_response *res) {
+  m0_response_header(res, "Cache-Control", "no-store");
+  m0_respond_stream(res, "test");
+}
+
+static void view_later(void *st, const m0_request *req, m0_response *res) {
+  m0_deferred *d = m0_defer(res, 0);
+  if (!d) abort();
+  m0_deferred_respond(d, 200, "text/plain", "later", 5);
+}
+
 static m0_route routes[] = {
     {"GET", "/read", view_read, 0},
     {"GET", "/read/{a}/{b}", view_read, 0},
@@ -90,8 +110,11 @@ static m0_route routes[] = {
     {"GET", "/bad-status", view_bad_status, 0},
     {"GET", "/bad-type", view_bad_type, 0},
     {"GET", "/twice", view_twice, 0},
+    {"GET", "/stream", view_stream, M0_ON_LOOP},
+    {"GET", "/later", view_later, M0_ON_LOOP},
 };
-static const m0_app app = {.name = "test_http_host", .routes = routes, .nroutes = sizeof routes / sizeof *routes};
+static const m0_app app = {.name = "test_http_host", .routes = routes, .nroutes = sizeof routes / sizeof *routes,
+                           .before_request = before};
 
 /* ---- the client ---- */
 
@@ -178,6 +201,11 @@ static void check_all(int port) {
   assert_int_equal(r.status, 200);
   assert_string_equal(r.body, "token=abc;TOKEN=abc;dup=first;empty=;absent=(none);q=hello;none=(none);n=42;params=0;"
                               "path=/read;query=q=hello&n=42;");
+  assert_string_equal(header(&r, "X-Before"), "seen"); /* on the loop and through the pool */
+  done(&r);
+  ask(s, "GET /later HTTP/1.1\r\nHost: t\r\n\r\n", &r);
+  assert_string_equal(r.body, "later");
+  assert_string_equal(header(&r, "X-Before"), "seen"); /* a deferred answer */
   done(&r);
   ask(s, "GET /read/x1/y-2?n=500 HTTP/1.1\r\nHost: t\r\n\r\n", &r);
   assert_string_equal(r.body, "token=(none);TOKEN=(none);dup=(none);empty=(none);absent=(none);q=(none);none=(none);"
@@ -241,6 +269,32 @@ static void check_all(int port) {
   done(&r);
   char c;
   assert_int_equal(recv(s, &c, 1, 0), 0); /* closed as asked */
+  close(s);
+  /* a stream's head: the view's Cache-Control, once, and the host's other headers */
+  s = connect_to(port);
+  const char *get = "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n";
+  assert_int_equal(send(s, get, strlen(get), 0), (ssize_t)strlen(get));
+  char head[2048];
+  size_t have = 0;
+  while (!memmem(head, have, "\r\n\r\n", 4)) {
+    ssize_t n = recv(s, head + have, sizeof head - have - 1, 0);
+    assert_true(n > 0);
+    have += (size_t)n;
+  }
+  head[have] = 0;
+  assert_non_null(strstr(head, "Content-Type: text/event-stream\r\n"));
+  assert_non_null(strstr(head, "Cache-Control: no-store\r\n"));
+  assert_null(strstr(head, "no-cache"));
+  assert_non_null(strstr(head, "X-Before: seen\r\n"));
+  close(s);
+  /* its HEAD: the same headers, then the server closes (it would wait for ever) */
+  s = connect_to(port);
+  ask(s, "HEAD /stream HTTP/1.1\r\nHost: t\r\n\r\n", &r);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(header(&r, "Cache-Control"), "no-store");
+  assert_string_equal(header(&r, "Connection"), "close");
+  done(&r);
+  assert_int_equal(recv(s, &c, 1, 0), 0); /* closed, within the 10 s receive bound */
   close(s);
 }
 

@@ -24,6 +24,7 @@
 #include "actors/actor.h"
 #include "base/errors.h"
 #include "actors/pool.h"
+#include "http/response.h"
 #include "m0/m0.h"
 #include "transport/topology.h"
 
@@ -143,6 +144,9 @@ static int job(rig *g, const void *b, size_t len, answers *out) {
   return n;
 }
 
+/* What the loop knows of an answer when it hands the request on. */
+static const m0_response plain, closing = {.close = true}, head = {.head = true};
+
 static void test_pool_jobs(void **st) {
   rig g;
   rig_open(&g, &app, "edges-pool-jobs");
@@ -153,9 +157,9 @@ static void test_pool_jobs(void **st) {
    * that did not answer, and a route that names no view, are 500s */
   m0__batch b = {0};
   m0_request r1 = request("/ok?x=1", 3), r2 = request("/silent", 7), r3 = request("/nine", 5);
-  assert_int_equal(m0__batch_add(&b, &c1, &r1, 0, false, false), 0);
-  assert_int_equal(m0__batch_add(&b, &c2, &r2, 1, false, false), 0);
-  assert_int_equal(m0__batch_add(&b, &c3, &r3, 9, false, true), 0);
+  assert_int_equal(m0__batch_add(&b, &c1, &r1, 0, &plain), 0);
+  assert_int_equal(m0__batch_add(&b, &c2, &r2, 1, &plain), 0);
+  assert_int_equal(m0__batch_add(&b, &c3, &r3, 9, &closing), 0);
   assert_int_equal(job(&g, BATCH(b), &a), 3);
   assert_ptr_equal(a.conn[0], &c1);
   assert_int_equal(a.status[0], 200);
@@ -178,15 +182,15 @@ static void test_pool_jobs(void **st) {
   m0_request rh = request("/ok", 3);
   rh.headers = many;
   rh.nheaders = 101;
-  assert_int_equal(m0__batch_add(&h, &c1, &r1, 0, false, false), 0);
-  assert_int_equal(m0__batch_add(&h, &c2, &rh, 0, false, false), 0);
+  assert_int_equal(m0__batch_add(&h, &c1, &r1, 0, &plain), 0);
+  assert_int_equal(m0__batch_add(&h, &c2, &rh, 0, &plain), 0);
   assert_int_equal(job(&g, BATCH(h), &a), 1);
   assert_ptr_equal(a.conn[0], &c1);
   m0__batch_fini(&h);
   /* a path longer than its target */
   m0__batch p = {0};
   m0_request rp = request("/ok", 9);
-  assert_int_equal(m0__batch_add(&p, &c1, &rp, 0, false, false), 0);
+  assert_int_equal(m0__batch_add(&p, &c1, &rp, 0, &plain), 0);
   assert_int_equal(job(&g, BATCH(p), &a), 0);
   m0__batch_fini(&p);
   /* a parameter that points outside the target */
@@ -195,7 +199,7 @@ static void test_pool_jobs(void **st) {
   m0_str param = {rq.target.p + 2, 5};
   rq.params = &param;
   rq.nparams = 1;
-  assert_int_equal(m0__batch_add(&q, &c1, &rq, 0, false, false), 0);
+  assert_int_equal(m0__batch_add(&q, &c1, &rq, 0, &plain), 0);
   assert_int_equal(job(&g, BATCH(q), &a), 0);
   /* cut inside its parameter or its header's lengths */
   assert_int_equal(job(&g, BATCH(q) - 4, &a), 0);
@@ -204,14 +208,14 @@ static void test_pool_jobs(void **st) {
   m0_request rhc = request("/ok", 3);
   rhc.headers = many;
   rhc.nheaders = 1;
-  assert_int_equal(m0__batch_add(&hc, &c1, &rhc, 0, false, false), 0);
+  assert_int_equal(m0__batch_add(&hc, &c1, &rhc, 0, &plain), 0);
   assert_int_equal(job(&g, BATCH(hc) - 10, &a), 0); /* cut in the header's lengths */
   assert_int_equal(job(&g, BATCH(hc), &a), 1);     /* whole, answered */
   assert_int_equal(a.status[0], 200);
   m0__batch_fini(&hc);
   /* route -1 is the app's handle: this app has none, so 500 */
   m0__batch nh = {0};
-  assert_int_equal(m0__batch_add(&nh, &c1, &r1, -1, false, false), 0);
+  assert_int_equal(m0__batch_add(&nh, &c1, &r1, -1, &plain), 0);
   assert_int_equal(job(&g, BATCH(nh), &a), 1);
   assert_int_equal(a.status[0], 500);
   m0__batch_fini(&nh);
@@ -226,7 +230,7 @@ static void test_pool_jobs(void **st) {
   assert_int_equal(nng_dial(raw, pd->url, NULL, 0), 0);
   assert_int_equal(nng_send(raw, "junk", 4, 0), 0);
   m0__batch ok = {0};
-  assert_int_equal(m0__batch_add(&ok, &c3, &r1, 0, true, false), 0); /* HEAD: no body */
+  assert_int_equal(m0__batch_add(&ok, &c3, &r1, 0, &head), 0); /* HEAD: no body */
   assert_int_equal(job(&g, BATCH(ok), &a), 1);
   assert_ptr_equal(a.conn[0], &c3);
   assert_int_equal(a.status[0], 200);
@@ -248,7 +252,7 @@ static void test_pool_handle(void **st) {
   answers a;
   m0__batch b = {0};
   m0_request r = request("/any/thing?q=1", 10);
-  assert_int_equal(m0__batch_add(&b, &c1, &r, -1, false, false), 0);
+  assert_int_equal(m0__batch_add(&b, &c1, &r, -1, &plain), 0);
   assert_int_equal(job(&g, BATCH(b), &a), 1);
   assert_ptr_equal(a.conn[0], &c1);
   assert_int_equal(a.status[0], 201);

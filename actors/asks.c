@@ -443,6 +443,7 @@ void m0__asks_free(m0__loop *l) {
   if (!a) return;
   for (int k = 0; a->batches && k < (l->nservices ? l->nservices : 1) * M0__SLOTS; k++)
     if (a->batches[k].msg) nng_msg_free(a->batches[k].msg);
+  for (int i = 0; i < a->len; i++) free(a->tab[i].extra); /* of entries still waiting at the close */
   free(a->tab);
   free(a->batches);
   free(a->route_svc);

@@ -192,6 +192,7 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
   int k = m0__outq_iov(resp, 0, iov);
   for (int i = 0; i < k; i++) at = put(at, iov[i].base, iov[i].len);
+  m0__outq_clear(resp); /* an owned body is freed now, not at the next job */
   return 0;
 }
 

@@ -10,11 +10,15 @@
  *   slot a body is copied, the bytes written the same.
  * - A partial write is resumed by skipping what was written (m0__outq_iov's
  *   skip), and the rest of the loop's scratch moves to a connection with
- *   m0__outq_move_tail, which keeps a reference a reference: a piece outside
- *   src's own buffer is one, wherever it lies.
+ *   m0__outq_move_tail, which keeps a reference a reference.
+ * - An owned body (m0_respond_owned) is a reference with a free function,
+ *   held by exactly one queue: the one that frees it at its clear or free.
+ *   Moving it hands it on (src forgets it); copying it (dst out of slots)
+ *   leaves it with src, whose clear frees it after the copy.
  */
 #include "http/outq.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 int m0__outq_append(m0__outq *q, const void *p, size_t n) {
@@ -26,8 +30,22 @@ int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
   q->refs[q->nrefs].at = q->copied.len;
   q->refs[q->nrefs].p = p;
   q->refs[q->nrefs].n = n;
+  q->refs[q->nrefs].free_fn = NULL;
+  q->refs[q->nrefs].owner = NULL;
   q->nrefs++;
   q->ref_bytes += n;
+  return 0;
+}
+
+int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *)) {
+  if (n < M0__REF_MIN || q->nrefs == M0__OUT_REFS) {
+    int rv = m0__outq_append(q, p, n);
+    free_fn(p);
+    return rv;
+  }
+  m0__outq_ref(q, p, n);
+  q->refs[q->nrefs - 1].free_fn = free_fn;
+  q->refs[q->nrefs - 1].owner = p;
   return 0;
 }
 
@@ -56,25 +74,48 @@ int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
   return k;
 }
 
-int m0__outq_move_tail(m0__outq *dst, const m0__outq *src, size_t skip) {
-  uv_buf_t iov[2 * M0__OUT_REFS + 1];
-  int n = m0__outq_iov(src, skip, iov);
-  for (int i = 0; i < n; i++) {
-    /* A piece outside src's own buffer is a reference: keep it one. */
-    bool ref = iov[i].base < src->copied.p || iov[i].base >= src->copied.p + src->copied.len;
-    int rv = ref ? m0__outq_ref(dst, iov[i].base, iov[i].len) : m0__outq_append(dst, iov[i].base, iov[i].len);
-    if (rv) return rv;
+int m0__outq_move_tail(m0__outq *dst, m0__outq *src, size_t skip) {
+  size_t from = 0; /* position in copied */
+  for (int r = 0; r <= src->nrefs; r++) {
+    size_t to = r < src->nrefs ? src->refs[r].at : src->copied.len, n = to - from;
+    if (skip >= n) skip -= n;
+    else {
+      if (m0__outq_append(dst, src->copied.p + from + skip, n - skip)) return -1;
+      skip = 0;
+    }
+    from = to;
+    if (r == src->nrefs) break;
+    n = src->refs[r].n;
+    if (skip >= n) {
+      skip -= n;
+      continue;
+    }
+    int had = dst->nrefs;
+    if (m0__outq_ref(dst, (const char *)src->refs[r].p + skip, n - skip)) return -1;
+    if (dst->nrefs > had && src->refs[r].free_fn) { /* referenced there: dst's to free now */
+      dst->refs[had].free_fn = src->refs[r].free_fn;
+      dst->refs[had].owner = src->refs[r].owner;
+      src->refs[r].free_fn = NULL;
+    }
+    skip = 0;
   }
   return 0;
 }
 
+static void outq_release(m0__outq *q) {
+  for (int r = 0; r < q->nrefs; r++)
+    if (q->refs[r].free_fn) q->refs[r].free_fn(q->refs[r].owner);
+}
+
 void m0__outq_clear(m0__outq *q) {
+  outq_release(q);
   m0__buf_clear(&q->copied);
   q->nrefs = 0;
   q->ref_bytes = 0;
 }
 
 void m0__outq_free(m0__outq *q) {
+  outq_release(q);
   m0__buf_free(&q->copied);
   memset(q, 0, sizeof *q);
 }

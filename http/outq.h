@@ -20,6 +20,8 @@ typedef struct m0__outq {
     size_t at; /* the referenced bytes go after copied.p[0, at) */
     const void *p;
     size_t n;
+    void (*free_fn)(void *); /* an owned body's (m0_respond_owned): free_fn(owner) once written or dropped */
+    void *owner;
   } refs[M0__OUT_REFS];
   int nrefs;
   size_t ref_bytes;
@@ -31,15 +33,19 @@ int m0__outq_append(m0__outq *q, const void *p, size_t n);
 /* References n bytes that outlive the write; copies when out of slots.
  * Returns 0 or -1. */
 int m0__outq_ref(m0__outq *q, const void *p, size_t n);
+/* Takes n bytes the queue then owns: referenced, and free_fn(p) once they
+ * are written or dropped (copied, and freed at once, when small or out of
+ * slots). free_fn(p) has run when this returns -1. */
+int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *));
 size_t m0__outq_bytes(const m0__outq *q);
 /* Fills iov (at most 2*M0__OUT_REFS+1 entries) skipping the first `skip`
  * bytes. Returns the entry count. */
 int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov);
 /* Appends what src holds past its first `skip` bytes (references stay
- * references). Returns 0 or -1. */
-int m0__outq_move_tail(m0__outq *dst, const m0__outq *src, size_t skip);
+ * references; an owned body dst references becomes dst's). Returns 0 or -1. */
+int m0__outq_move_tail(m0__outq *dst, m0__outq *src, size_t skip);
 /* Empties the queue and keeps its memory (a loop's scratch is reused by
- * every response). */
+ * every response); the owned bodies it still holds are freed. */
 void m0__outq_clear(m0__outq *q);
 /* Empties the queue and gives its memory back. */
 void m0__outq_free(m0__outq *q);

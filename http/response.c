@@ -176,9 +176,14 @@ static char *resp_put(char *p, const char *s, size_t n) {
 
 #define PUT_LIT(p, s) resp_put(p, s, sizeof(s) - 1)
 
-int m0_respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
-               unsigned body_mode) {
-  if (!res || res->done) return -1;
+/* m0_respond and m0_respond_owned: free_fn set means body is the host's
+ * from this call, whatever it returns. */
+static int respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
+                   unsigned body_mode, void (*free_fn)(void *)) {
+  if (!res || res->done) {
+    if (free_fn && body) free_fn((void *)body);
+    return -1;
+  }
   /* A status that is not a final one (1xx would leave the client waiting
    * for the real answer), or a Content-Type that would not fit or would
    * split the head, is the view's mistake: said on stderr and answered 500,
@@ -191,6 +196,7 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
     else fprintf(stderr, "m0: refused a response whose Content-Type (%zu bytes) is 128 bytes or more or holds a "
                          "control byte (a CR or LF); answered 500\n", ctn);
     m0__respond_status(res, 500, NULL);
+    if (free_fn && body) free_fn((void *)body);
     return -1;
   }
   res->done = true;
@@ -227,10 +233,25 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
   p = resp_put(p, res->extra, res->extra_len);
   p = PUT_LIT(p, "\r\n");
   int rv = m0__outq_append(res->out, head, (size_t)(p - head));
+  if (free_fn) {
+    if (rv == 0 && len && !res->head) return m0__outq_own(res->out, (void *)body, len, free_fn);
+    if (body) free_fn((void *)body);
+    return rv;
+  }
   if (rv == 0 && len && !res->head)
     rv = body_mode == M0_BODY_STATIC ? m0__outq_ref(res->out, body, len)
                                      : m0__outq_append(res->out, body, len);
   return rv;
+}
+
+int m0_respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
+               unsigned body_mode) {
+  return respond(res, status, content_type, body, len, body_mode, NULL);
+}
+
+int m0_respond_owned(m0_response *res, int status, const char *content_type, void *body, size_t len,
+                     void (*free_fn)(void *body)) {
+  return respond(res, status, content_type, body, len, M0_BODY_COPY, free_fn ? free_fn : free);
 }
 
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...) {

@@ -191,6 +191,14 @@ enum {
  * (200..599) or content_type is 128 bytes or more or holds a CR or LF. */
 int m0_respond(m0_response *res, int status, const char *content_type, const void *body,
                size_t len, unsigned body_mode);
+/* m0_respond with a body the host owns from this call, whatever it returns:
+ * written from where it lies (no copy) and freed with free_fn(body) once
+ * written, or when the connection goes, or at once when it is not sent (a
+ * HEAD, a 204, a refusal). free_fn NULL means free(3): a json_dumps result
+ * is handed over as it is. A view on a pool thread: the body is copied into
+ * the answer's message and freed then. */
+int m0_respond_owned(m0_response *res, int status, const char *content_type, void *body, size_t len,
+                     void (*free_fn)(void *body));
 /* printf into the body (copied). Returns what m0_respond returns; -1 and a
  * 500 when the body cannot be formatted. */
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...)

@@ -70,6 +70,12 @@ static void view_static(void *st, const m0_request *req, m0_response *res) {
   m0_respond(res, 200, "application/octet-stream", pattern, BIG, M0_BODY_STATIC);
 }
 
+static void view_owned(void *st, const m0_request *req, m0_response *res) {
+  char *body = malloc(BIG);
+  memcpy(body, pattern, BIG);
+  m0_respond_owned(res, 200, "application/octet-stream", body, BIG, NULL); /* freed by the host */
+}
+
 static void view_bad_status(void *st, const m0_request *req, m0_response *res) {
   m0_respond(res, 1000, "text/plain", "x", 1, M0_BODY_COPY);
 }
@@ -107,6 +113,7 @@ static m0_route routes[] = {
     {"GET", "/headers", view_headers, 0},
     {"GET", "/big", view_big, 0},
     {"GET", "/static", view_static, 0},
+    {"GET", "/owned", view_owned, 0},
     {"GET", "/bad-status", view_bad_status, 0},
     {"GET", "/bad-type", view_bad_type, 0},
     {"GET", "/twice", view_twice, 0},
@@ -227,6 +234,13 @@ static void check_all(int port) {
   ask(s, "GET /static HTTP/1.1\r\nHost: t\r\n\r\n", &r);
   assert_int_equal(r.len, BIG);
   assert_memory_equal(r.body, pattern, BIG);
+  done(&r);
+  ask(s, "GET /owned HTTP/1.1\r\nHost: t\r\n\r\n", &r); /* written from the view's buffer, then freed */
+  assert_int_equal(r.len, BIG);
+  assert_memory_equal(r.body, pattern, BIG);
+  done(&r);
+  ask(s, "HEAD /owned HTTP/1.1\r\nHost: t\r\n\r\n", &r);
+  assert_string_equal(header(&r, "Content-Length"), "70000");
   done(&r);
   ask(s, "HEAD /static HTTP/1.1\r\nHost: t\r\n\r\n", &r);
   assert_int_equal(r.status, 200);

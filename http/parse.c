@@ -25,6 +25,9 @@ static int parse_refuse(m0__parser *p, int status, const char *why) {
 
 static uint32_t parse_off(m0__parser *p, const char *at) { return (uint32_t)(at - p->base); }
 
+/* Where a byte of the buffer being fed lies in the stream of every byte fed. */
+static uint64_t parse_pos(const m0__parser *p, const char *at) { return p->stream_base + (uint64_t)(at - p->base); }
+
 /* Extends a span with the next piece; pieces of one span are contiguous. */
 static void parse_extend(m0__parser *p, m0__span *s, const char *at, size_t len) {
   if (s->len == 0) s->off = parse_off(p, at);
@@ -40,20 +43,28 @@ static int parse_head_bytes(m0__parser *p, size_t len) {
 }
 
 /* Every LF in the framing llhttp has consumed, [p->scan, upto), must follow
- * a CR. RFC 9112 2.2 lets a recipient take a bare LF for a line end, but a
+ * a CR, and every CR must be followed by an LF. RFC 9112 2.2 lets a
+ * recipient take a bare LF for a line end and a bare CR for a SP, but a
  * server that does reads the bytes differently from one that does not (a
- * proxy in front), so m0 refuses it. llhttp 9 refuses every bare LF itself;
- * llhttp 8 lets one end the request line, the head or the trailers. The
- * parser checks up to the start of each piece llhttp hands over, skips the
- * body's bytes, and checks the rest where llhttp stops. */
+ * proxy in front), so m0 refuses both. llhttp 9 refuses every bare LF itself;
+ * llhttp 8 lets one end the request line, the head or the trailers, and
+ * either skips a bare CR before the request line. The parser checks up to
+ * the start of each piece llhttp hands over, skips the body's bytes, and
+ * checks the rest where llhttp stops. Until the version is read it keeps the
+ * last framing bytes in tail (on_version reads them). */
 static int parse_scan(m0__parser *p, const char *upto) {
   const char *s = p->scan;
   if (upto <= s) return 0;
-  for (const char *lf = memchr(s, '\n', (size_t)(upto - s)); lf;
-       lf = memchr(lf + 1, '\n', (size_t)(upto - lf - 1))) {
+  size_t n = (size_t)(upto - s);
+  if (p->after_cr && *s != '\n') return parse_refuse(p, 400, "bare CR");
+  for (const char *cr = memchr(s, '\r', n); cr; cr = memchr(cr + 1, '\r', (size_t)(upto - cr - 1)))
+    if (cr + 1 < upto && cr[1] != '\n') return parse_refuse(p, 400, "bare CR");
+  for (const char *lf = memchr(s, '\n', n); lf; lf = memchr(lf + 1, '\n', (size_t)(upto - lf - 1))) {
     if (lf == s ? !p->after_cr : lf[-1] != '\r') return parse_refuse(p, 400, "bare LF");
     p->line_end = true;
   }
+  if (p->nver == 0)
+    for (const char *c = n > 8 ? upto - 8 : s; c < upto; c++) p->tail = p->tail << 8 | (uint8_t)*c;
   p->after_cr = upto[-1] == '\r';
   p->scan = upto;
   return 0;
@@ -67,6 +78,7 @@ static int on_message_begin(llhttp_t *ll) {
 static int on_method(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   if (parse_scan(p, at)) return HPE_USER;
+  if (p->method.len == 0) p->method_at = parse_pos(p, at);
   parse_extend(p, &p->method, at, len);
   return parse_head_bytes(p, len);
 }
@@ -74,6 +86,12 @@ static int on_method(llhttp_t *ll, const char *at, size_t len) {
 static int on_url(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   if (parse_scan(p, at)) return HPE_USER;
+  if (p->url.len == 0) {
+    /* llhttp 8 takes any run of SP here (RFC 9112 3 lets a recipient); a
+     * proxy that splits on one SP reads another target, so m0 refuses. */
+    p->url_at = parse_pos(p, at);
+    if (p->url_at != p->method_at + p->method.len + 1) return parse_refuse(p, 400, "more than one SP in the request line");
+  }
   parse_extend(p, &p->url, at, len);
   if (p->url.len > p->lim.max_uri_bytes) return parse_refuse(p, 414, "request target too long");
   return parse_head_bytes(p, len);
@@ -107,12 +125,24 @@ void m0__span_pool_fini(m0__span_pool *pool) {
   pool->nspare = 0;
 }
 
-/* The version's digits ("1.1" of HTTP/1.1). A well-formed version other
- * than 1.0 and 1.1 is refused with 505 as soon as it is read: llhttp would
- * call HTTP/9.9 invalid (400) but HTTP/2.0 valid, and a request line it
- * finds malformed afterwards (HTTP/1.1 followed by a bare LF) is a 400. */
+/* " HTTP/" as tail holds it, its last byte lowest. */
+#define PARSE_SP_HTTP                                                                                             \
+  ((uint64_t)' ' << 40 | (uint64_t)'H' << 32 | (uint64_t)'T' << 24 | (uint64_t)'T' << 16 | (uint64_t)'P' << 8 | \
+   (uint64_t)'/')
+
+/* The version's digits ("1.1" of HTTP/1.1). Before them, exactly " HTTP/"
+ * after the target: llhttp 8 also takes "RTSP/" and a run of SP. A
+ * well-formed version other than 1.0 and 1.1 is refused with 505 as soon as
+ * it is read: llhttp would call HTTP/9.9 invalid (400) but HTTP/2.0 valid,
+ * and a request line it finds malformed afterwards (HTTP/1.1 followed by a
+ * bare LF) is a 400. */
 static int on_version(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  if (p->nver == 0) {
+    if (parse_scan(p, at)) return HPE_USER;
+    if (parse_pos(p, at) != p->url_at + p->url.len + 6 || (p->tail & 0xffffffffffffu) != PARSE_SP_HTTP)
+      return parse_refuse(p, 400, "request line not method SP target SP HTTP/version");
+  }
   for (size_t i = 0; i < len && p->nver <= sizeof p->ver; i++)
     if (p->nver++ < sizeof p->ver) p->ver[p->nver - 1] = at[i];
   const char *v = p->ver;
@@ -187,17 +217,65 @@ static int parse_hex(const char *s, size_t n, uint64_t *out) {
   return 0;
 }
 
+static bool parse_hexdig(char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); }
+
+/* RFC 3986's unreserved and sub-delims, but ",": a comma is how two field
+ * lines fold into one (RFC 9110 5.3), so "Host: a, b" is two Hosts. */
+static bool parse_host_char(char c) {
+  if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) return true;
+  switch (c) {
+  case '-': case '.': case '_': case '~': case '!': case '$': case '&': case '\'':
+  case '(': case ')': case '*': case '+': case ';': case '=': return true;
+  default: return false;
+  }
+}
+
+/* uri-host [":" port] (RFC 9110 7.2, 4.2.1): a name (or IPv4) of the
+ * characters above and %XX, not empty (an http URI's host never is), or
+ * "[" an IPv6 or IPvFuture literal "]"; a port of digits. So no userinfo
+ * ("@"), no path ("/"), no space. */
+static bool parse_authority_ok(const char *s, size_t n) {
+  size_t i = 0;
+  if (n && s[0] == '[') {
+    bool future = n > 1 && (s[1] | 0x20) == 'v', colon = false;
+    for (i = 1; i < n && s[i] != ']'; i++) {
+      colon |= s[i] == ':';
+      if (!(future ? parse_host_char(s[i]) || s[i] == ':' : parse_hexdig(s[i]) || s[i] == ':' || s[i] == '.'))
+        return false;
+    }
+    if (i == n || !(future || colon)) return false;
+    i++;
+  } else {
+    while (i < n && s[i] != ':') {
+      if (s[i] == '%' ? i + 2 >= n || !parse_hexdig(s[i + 1]) || !parse_hexdig(s[i + 2]) : !parse_host_char(s[i]))
+        return false;
+      i += s[i] == '%' ? 3 : 1;
+    }
+    if (i == 0) return false;
+  }
+  if (i < n && s[i++] != ':') return false;
+  for (; i < n; i++)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
 static int on_header_value_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
-  m0__span v = p->hs->value[p->nheaders - 1];
-  const char *s = p->base + v.off;
+  m0__span *vs = &p->hs->value[p->nheaders - 1];
+  const char *s = p->base + vs->off;
   /* llhttp hands a folded (obs-fold) value over with its line break inside:
    * RFC 9112 5.2 lets a server refuse it, and we do. */
-  if (v.len && (memchr(s, '\n', v.len) || memchr(s, '\r', v.len)))
+  if (vs->len && (memchr(s, '\n', vs->len) || memchr(s, '\r', vs->len)))
     return parse_refuse(p, 400, "obsolete line folding");
+  /* OWS after a value is not part of it (RFC 9110 5.5); llhttp skips the OWS
+   * before it but hands this over. */
+  while (vs->len && (s[vs->len - 1] == ' ' || s[vs->len - 1] == '\t')) vs->len--;
+  m0__span v = *vs;
   switch (p->cur_header) {
   case HDR_HOST:
     p->hosts++;
+    p->host_index = p->nheaders - 1;
+    if (!parse_authority_ok(s, v.len)) return parse_refuse(p, 400, "Host not host[:port]");
     break;
   case HDR_TE:
     /* Only "chunked" alone is served: any other coding, or a list, is
@@ -229,6 +307,46 @@ static int on_headers_complete(llhttp_t *ll) {
   return HPE_PAUSED;
 }
 
+/* An absolute-form target (RFC 9112 3.2.2): a server must accept it and
+ * take its authority for Host, whatever Host says. What the app sees is the
+ * origin-form: url spans the path and query, Host's value the authority. An
+ * empty path is "/" (the second of "//"); before a query it would need a "/"
+ * the buffer does not hold, so it is refused. */
+static int parse_absolute(m0__parser *p, const char *u, uint32_t n) {
+  uint32_t i;
+  if (n >= 7 && strncasecmp(u, "http://", 7) == 0) i = 7;
+  else if (n >= 8 && strncasecmp(u, "https://", 8) == 0) i = 8;
+  else return parse_refuse(p, 400, "absolute-form not http or https");
+  uint32_t a = i;
+  while (i < n && u[i] != '/' && u[i] != '?') i++;
+  if (i == a) return parse_refuse(p, 400, "absolute-form with an empty authority");
+  /* userinfo: RFC 9110 4.2.4 says to treat it as an error (it disguises the authority) */
+  if (memchr(u + a, '@', i - a)) return parse_refuse(p, 400, "userinfo in the request target");
+  if (!parse_authority_ok(u + a, i - a)) return parse_refuse(p, 400, "absolute-form authority not host[:port]");
+  if (i < n && u[i] == '?') return parse_refuse(p, 400, "absolute-form with an empty path before its query");
+  m0__span authority = {p->url.off + a, i - a};
+  p->url = i < n ? (m0__span){p->url.off + i, n - i} : (m0__span){p->url.off + a - 1, 1};
+  if (p->host_index >= 0) p->hs->value[p->host_index] = authority;
+  return 0;
+}
+
+/* The request target's four forms (RFC 9112 3.2): origin-form ("/..."),
+ * absolute-form, "*" for OPTIONS alone, and authority-form for CONNECT
+ * alone (refused before this is asked). llhttp takes a fragment too. */
+static int parse_target(m0__parser *p) {
+  const char *u = p->base + p->url.off;
+  uint32_t n = p->url.len;
+  if (n == 0) return parse_refuse(p, 400, "empty request target");
+  if (memchr(u, '#', n)) return parse_refuse(p, 400, "a fragment in the request target");
+  if (u[0] == '/') return 0;
+  if (u[0] == '*') {
+    if (n != 1 || p->ll.method != HTTP_OPTIONS) return parse_refuse(p, 400, "asterisk-form but for OPTIONS");
+    p->asterisk = true;
+    return 0;
+  }
+  return parse_absolute(p, u, n);
+}
+
 static int parse_head_checks(m0__parser *p) {
   llhttp_t *ll = &p->ll;
   p->headers_done = true;
@@ -236,11 +354,21 @@ static int parse_head_checks(m0__parser *p) {
   p->version_minor = ll->http_minor;
   if (p->hosts > 1) return parse_refuse(p, 400, "Host repeated");
   if (ll->http_minor == 1 && p->hosts == 0) return parse_refuse(p, 400, "Host missing on HTTP/1.1");
+  /* RFC 9110 9.3.6: CONNECT asks for a tunnel, which only a proxy makes; m0
+   * implements it for no resource, so 501 (9.1), not 405 (which would say
+   * the target, an authority here, is a resource of this server). */
+  if (ll->method == HTTP_CONNECT) return parse_refuse(p, 501, "CONNECT: not a proxy");
+  if (parse_target(p)) return HPE_USER;
   if (p->has_te && ll->http_minor == 0) return parse_refuse(p, 400, "Transfer-Encoding on HTTP/1.0");
   if (p->has_te && !p->te_chunked_only) return parse_refuse(p, 400, "Transfer-Encoding not chunked");
   if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > p->lim.max_body_bytes)
     return parse_refuse(p, 413, "body too large");
   p->is_head = ll->method == HTTP_HEAD;
+  /* Upgrade (with Connection: upgrade) makes llhttp stop after this request
+   * and take what follows for another protocol. m0 switches to none, and
+   * RFC 9110 7.8 lets a server ignore Upgrade: what follows is the next
+   * request. (Resumed from on_headers_complete, llhttp reads this next.) */
+  ll->upgrade = 0;
   return 0;
 }
 
@@ -283,6 +411,8 @@ static void parse_reset_request(m0__parser *p) {
   p->head_bytes = 0;
   p->keep_end = 0;
   p->hosts = 0;
+  p->host_index = -1;
+  p->asterisk = false;
   p->has_te = p->te_chunked_only = p->expect_continue = false;
   p->head_pending = false;
   p->nver = 0;
@@ -313,15 +443,18 @@ m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, siz
   p->base = buf;
   for (;;) {
     p->scan = buf + *off;
+    p->stream_base = p->stream_next - *off;
     llhttp_errno_t e = llhttp_execute(&p->ll, buf + *off, len - *off);
     if (e == HPE_OK) {
       *off = len;
+      p->stream_next = p->stream_base + len;
       if (parse_scan(p, buf + len)) return M0__PARSE_ERROR;
       return M0__PARSE_MORE;
     }
     if (e == HPE_PAUSED) {
       const char *at = llhttp_get_error_pos(&p->ll);
       *off = (size_t)(at - buf);
+      p->stream_next = p->stream_base + *off;
       if (parse_scan(p, at)) return M0__PARSE_ERROR;
       if (!p->head_pending) return M0__PARSE_REQUEST; /* paused at the message's end */
       p->head_pending = false;

@@ -11,8 +11,18 @@
  * - The body is copied out (de-chunked) as it arrives, so body bytes never
  *   have to stay in the input buffer.
  * - Refused here, beyond llhttp's strict mode: a 1.1 request without Host or
- *   with two, Transfer-Encoding other than exactly "chunked", Transfer-Encoding
- *   on 1.0, and the limits (414, 431, 413).
+ *   with two, a Host that is not uri-host [":" port] (empty, userinfo, a path,
+ *   a comma: two Hosts folded into one), Transfer-Encoding other than exactly
+ *   "chunked", Transfer-Encoding on 1.0, and the limits (414, 431, 413). The
+ *   request line: more than one SP between its parts, a fragment, "*" but for
+ *   OPTIONS, an absolute-form whose scheme is not http or https, whose
+ *   authority is empty or has userinfo, or whose path is empty before a query;
+ *   CONNECT is 501 (m0 is no proxy). A bare CR anywhere but in a body is 400.
+ * - The request an app sees is in origin-form: an absolute-form target
+ *   (RFC 9112 3.2.2) leaves url spanning its path and query (its "/" when the
+ *   path is empty) and the Host value spanning its authority, whatever Host
+ *   said. A header value's spans exclude OWS on both sides (RFC 9110 5.5).
+ *   An Upgrade is ignored (RFC 9110 7.8): what follows is the next request.
  * - The same answers on llhttp 8 (Debian 12) and 9 (Debian 13): m0 checks
  *   itself what llhttp 8 lets through and 9 refuses (a bare LF ending the
  *   request line, the head or the trailers; an empty header name;
@@ -79,6 +89,15 @@ typedef struct m0__parser {
   bool after_cr;
   bool line_end; /* a line end checked since the current header's name began */
   bool head_pending; /* llhttp paused at the end of the head: m0's checks next */
+  /* The request line's parts by their place in the stream of bytes fed (the
+   * caller compacts its buffer, dropping what no span needs, so offsets do
+   * not say what lay between two parts): one SP between method and target,
+   * and exactly " HTTP/" (the last framing bytes seen, in tail) between the
+   * target and the version's digits. */
+  uint64_t stream_next; /* the stream position of the next byte to feed */
+  uint64_t stream_base; /* during a feed: the stream position of base[0] */
+  uint64_t method_at, url_at;
+  uint64_t tail; /* the request line's last framing bytes, the latest lowest */
   char ver[3];       /* the version's digits, "1.1" */
   uint8_t nver;
   /* the request being parsed */
@@ -90,16 +109,18 @@ typedef struct m0__parser {
   size_t head_bytes;
   uint32_t keep_end; /* bytes before this offset are referenced by spans */
   int hosts;
+  int host_index; /* the Host field's index in hs, -1 for none */
   bool te_chunked_only, has_te, expect_continue, want_close;
   int cur_header; /* which well-known header the value belongs to */
   uint64_t trace_hi, trace_lo;
   m0__buf body; /* de-chunked; its memory is kept from request to request */
   /* results */
-  int status;        /* on M0__PARSE_ERROR: 400, 413, 414, 431, 505 */
+  int status;        /* on M0__PARSE_ERROR: 400, 413, 414, 417, 431, 501, 503, 505 */
   const char *why;   /* on M0__PARSE_ERROR: a short reason for the log */
   bool keep_alive;   /* on M0__PARSE_REQUEST: the client allows another */
   int version_minor;
   bool is_head;
+  bool asterisk; /* on M0__PARSE_REQUEST: OPTIONS * (the server, not a resource) */
 } m0__parser;
 
 /* pool may be NULL; when given it must outlive the parser. */

@@ -3,7 +3,9 @@
  * bytes and by count, 413 by Content-Length and by a chunked body), each
  * framing refusal with the status it gets, names that only look like framing
  * headers, Expect, traceparent, a body larger than the first buffer, a feed
- * after a refusal, and shifts of a partly parsed request. */
+ * after a refusal, shifts of a partly parsed request; and issue 20's: OWS
+ * after a value, the absolute-form, Host's grammar, the request line's
+ * strictness (split where the connection drops bytes), Upgrade ignored. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -244,11 +246,210 @@ static void test_shift_edges(void **st) {
   m0__parser_fini(&p);
 }
 
+/* A request read whole (M0__PARSE_REQUEST), left in p for the caller. */
+static void parsed(m0__parser *p, const char *r) {
+  m0__parser_init(p, &lim, NULL);
+  size_t off = 0;
+  assert_int_equal(m0__parser_feed(p, r, strlen(r), &off), M0__PARSE_REQUEST);
+}
+
+static void span_is(const char *buf, m0__span s, const char *want) {
+  assert_int_equal(s.len, strlen(want));
+  assert_memory_equal(buf + s.off, want, s.len);
+}
+
+/* Issue 20.9: OWS after a value is not part of it (RFC 9110 5.5), and the
+ * framing headers read the value without it. */
+static void test_ows_trimmed(void **st) {
+  m0__parser p;
+  const char *r = "GET / HTTP/1.1\r\nHost: a \t\r\nX-Space:   padded \t \r\nX-Blank: \t \r\nX-In: a b\r\n\r\n";
+  parsed(&p, r);
+  span_is(r, p.hs->value[0], "a");
+  span_is(r, p.hs->value[1], "padded");
+  assert_int_equal(p.hs->value[2].len, 0);
+  span_is(r, p.hs->value[3], "a b"); /* inside a value, whitespace stays */
+  m0__parser_fini(&p);
+  /* fed one byte at a time: the same spans */
+  m0__parser_init(&p, &lim, NULL);
+  size_t n = strlen(r), off = 0;
+  int res = M0__PARSE_MORE;
+  for (size_t len = 1; len <= n && res == M0__PARSE_MORE; len++) res = m0__parser_feed(&p, r, len, &off);
+  assert_int_equal(res, M0__PARSE_REQUEST);
+  span_is(r, p.hs->value[1], "padded");
+  m0__parser_fini(&p);
+  /* chunked and 100-continue with OWS after them are those (llhttp itself
+   * refuses a tab after a framing header's value: 400, on both) */
+  r = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked \r\nExpect: 100-continue \t\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+  parsed(&p, r);
+  assert_true(p.expect_continue);
+  assert_int_equal(p.body.len, 3);
+  m0__parser_fini(&p);
+}
+
+/* Issue 20.14: an absolute-form target is served (RFC 9112 3.2.2) as its
+ * origin-form, with its authority for Host, whatever Host said. */
+static void test_absolute_form(void **st) {
+  m0__parser p;
+  const char *r = "GET http://example.com:8080/health?x=1 HTTP/1.1\r\nHost: other\r\nX: y\r\n\r\n";
+  parsed(&p, r);
+  span_is(r, p.url, "/health?x=1");
+  span_is(r, p.hs->name[0], "Host");
+  span_is(r, p.hs->value[0], "example.com:8080");
+  span_is(r, p.hs->value[1], "y");
+  m0__parser_fini(&p);
+  r = "GET HTTPS://[::1]/ HTTP/1.1\r\nX: y\r\nhost: a\r\n\r\n"; /* any case; Host anywhere */
+  parsed(&p, r);
+  span_is(r, p.url, "/");
+  span_is(r, p.hs->value[1], "[::1]");
+  m0__parser_fini(&p);
+  r = "OPTIONS http://h HTTP/1.1\r\nHost: h\r\n\r\n"; /* an empty path is "/" */
+  parsed(&p, r);
+  span_is(r, p.url, "/");
+  span_is(r, p.hs->value[0], "h");
+  m0__parser_fini(&p);
+  r = "GET http://h/p HTTP/1.0\r\n\r\n"; /* 1.0 needs no Host: none to replace */
+  parsed(&p, r);
+  span_is(r, p.url, "/p");
+  assert_int_equal(p.nheaders, 0);
+  m0__parser_fini(&p);
+  /* split where the connection drops bytes and shifts: the spans follow */
+  char buf[256] = "....GET http://h.example/a/b?c HTTP/1.1\r\nHo";
+  size_t off = 4;
+  m0__parser_init(&p, &lim, NULL);
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_MORE);
+  memmove(buf, buf + 4, strlen(buf) - 3);
+  m0__parser_shift(&p, 4);
+  off = strlen(buf);
+  strcat(buf, "st: elsewhere\r\n\r\n");
+  assert_int_equal(m0__parser_feed(&p, buf, strlen(buf), &off), M0__PARSE_REQUEST);
+  span_is(buf, p.url, "/a/b?c");
+  span_is(buf, p.hs->value[0], "h.example");
+  m0__parser_fini(&p);
+  refused_for("GET ftp://h/x HTTP/1.1\r\nHost: h\r\n\r\n", &lim, 400, "absolute-form not http or https");
+  refused_for("GET httpx://h/x HTTP/1.1\r\nHost: h\r\n\r\n", &lim, 400, "absolute-form not http or https");
+  refused_for("GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n", &lim, 400, "absolute-form with an empty authority");
+  refused_for("GET http://?x HTTP/1.1\r\nHost: h\r\n\r\n", &lim, 400, "absolute-form with an empty authority");
+  refused_for("GET http://u:p@h/x HTTP/1.1\r\nHost: h\r\n\r\n", &lim, 400, "userinfo in the request target");
+  refused_for("GET http://h:x/x HTTP/1.1\r\nHost: h\r\n\r\n", &lim, 400, "absolute-form authority not host[:port]");
+  refused_for("GET http://h?x HTTP/1.1\r\nHost: h\r\n\r\n", &lim, 400,
+              "absolute-form with an empty path before its query");
+  refused_for("GET http://h/x HTTP/1.1\r\n\r\n", &lim, 400, "Host missing on HTTP/1.1"); /* RFC 9112 3.2 */
+  refused_for("GET http://h/x HTTP/1.1\r\nHost: a/b\r\n\r\n", &lim, 400, "Host not host[:port]");
+}
+
+/* Issue 20.15: Host is uri-host [":" port] (RFC 9110 7.2); anything else,
+ * an empty one among them, is 400 (RFC 9112 3.2). */
+static void test_host_values(void **st) {
+  static const char *const good[] = {"a", "a:80", "a:", "127.0.0.1:8080", "[::1]", "[::1]:8080", "[v1.x:y]",
+                                     "xn--bcher-kva.example", "a-b_c~d.e", "a%2Eb", "A!$&'()*+;=b"};
+  static const char *const bad[] = {"", " ", "user@a", "a@b:80", "a/x", "a/", "a, b", "a,b", ":80", "a:8x",
+                                    "a:80:80", "[::1", "[]", "[x]", "[1.2]", "[::1]x", "a b", "a%2", "a%zz", "a\\b",
+                                    "a\"b", "a<b", "a#b", "a?b", "a|b", "[v1.x,y]"};
+  char r[256];
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    snprintf(r, sizeof r, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", good[i]);
+    assert_int_equal(status_of(r, &lim, NULL), 0);
+  }
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    snprintf(r, sizeof r, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", bad[i]);
+    const char *why = NULL;
+    int got = status_of(r, &lim, &why);
+    if (got != 400) fprintf(stderr, "Host: %s -> %d\n", bad[i], got);
+    assert_int_equal(got, 400);
+    assert_int_equal(status_bytewise(r, &lim), 400);
+  }
+  refused_for("GET / HTTP/1.1\r\nHost:\r\n\r\n", &lim, 400, "Host not host[:port]");
+  refused_for("GET / HTTP/1.0\r\nHost: \r\n\r\n", &lim, 400, "Host not host[:port]"); /* whatever the version */
+  refused_for("GET / HTTP/1.1\r\nHost: a, b\r\n\r\n", &lim, 400, "Host not host[:port]");
+}
+
+/* Feeds a, then b the way the connection does after a read: it keeps the
+ * bytes the spans need and drops the rest of a (a SP or a CR it consumed),
+ * so b lands right after the last span. The status, as status_of's. */
+static int status_split(const char *a, const char *b) {
+  m0__parser p;
+  m0__parser_init(&p, &lim, NULL);
+  char buf[512];
+  size_t off = 0, n = strlen(a);
+  memcpy(buf, a, n);
+  int res = m0__parser_feed(&p, buf, n, &off);
+  if (res == M0__PARSE_MORE) {
+    assert_int_equal(off, n);
+    off = p.keep_end; /* the request began at 0: nothing to shift */
+    size_t k = strlen(b);
+    memcpy(buf + off, b, k);
+    res = m0__parser_feed(&p, buf, off + k, &off);
+  }
+  int status = res == M0__PARSE_ERROR ? p.status : res == M0__PARSE_REQUEST ? 0 : -1;
+  m0__parser_fini(&p);
+  return status;
+}
+
+/* Issue 20.15: the request line is method SP target SP HTTP/x.y, exactly;
+ * "*" is for OPTIONS alone; CONNECT is 501; a bare CR is no line end. */
+static void test_request_line(void **st) {
+  refused_for("GET  / HTTP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "more than one SP in the request line");
+  refused_for("GET /  HTTP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "request line not method SP target SP HTTP/version");
+  refused_for("GET / RTSP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "request line not method SP target SP HTTP/version");
+  refused_for("GET / HTTP/1\r\nHost: a\r\n\r\n", &lim, 400, NULL);
+  refused_for("GET / HTTP/01.1\r\nHost: a\r\n\r\n", &lim, 400, NULL);
+  refused_for("GET / HTTP/1.1 \r\nHost: a\r\n\r\n", &lim, 400, NULL);
+  refused_for("GET / HTTP/ 1.1\r\nHost: a\r\n\r\n", &lim, 400, NULL);
+  refused_for("GET * HTTP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "asterisk-form but for OPTIONS");
+  refused_for("OPTIONS *x HTTP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "asterisk-form but for OPTIONS");
+  refused_for("GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "a fragment in the request target");
+  refused_for("GET /a?b#c HTTP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "a fragment in the request target");
+  refused_for("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", &lim, 501, "CONNECT: not a proxy");
+  refused_for("\rGET / HTTP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "bare CR");
+  refused_for("\r\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", &lim, 400, "bare CR");
+  refused_for("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n", &lim, 400, NULL);
+  m0__parser p;
+  parsed(&p, "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n");
+  assert_true(p.asterisk);
+  m0__parser_next(&p);
+  const char *r = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+  size_t off = 0;
+  assert_int_equal(m0__parser_feed(&p, r, strlen(r), &off), M0__PARSE_REQUEST);
+  assert_false(p.asterisk);
+  m0__parser_fini(&p);
+  assert_int_equal(status_of("\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", &lim, NULL), 0); /* RFC 9112 2.2: one CRLF */
+  /* a feed that ends inside the request line, its SP dropped by the
+   * connection: still one SP; two are two, however split */
+  assert_int_equal(status_split("GET ", "/x HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+  assert_int_equal(status_split("GET /x ", "HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+  assert_int_equal(status_split("GET /x HT", "TP/1.1\r\nHost: a\r\n\r\n"), 0);
+  assert_int_equal(status_split("GET /x HTTP/", "1.1\r\nHost: a\r\n\r\n"), 0);
+  assert_int_equal(status_split("GET ", " /x HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+  assert_int_equal(status_split("GET  ", "/x HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+  assert_int_equal(status_split("GET /x ", " HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+  assert_int_equal(status_split("GET /x  ", "HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+  assert_int_equal(status_split("GET /x RT", "SP/1.1\r\nHost: a\r\n\r\n"), 400);
+  assert_int_equal(status_split("GET /x HTTP/1.1\r", "\nHost: a\r\n\r\n"), 0);
+  assert_int_equal(status_split("\r", "GET /x HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+}
+
+/* Upgrade is ignored (RFC 9110 7.8): the request is served and what follows
+ * it is the next request, not another protocol's bytes. */
+static void test_upgrade_ignored(void **st) {
+  m0__parser p;
+  const char *r = "GET /1 HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+                  "GET /2 HTTP/1.1\r\nHost: a\r\n\r\n";
+  parsed(&p, r);
+  span_is(r, p.url, "/1");
+  m0__parser_next(&p);
+  size_t off = (size_t)(strstr(r, "GET /2") - r);
+  assert_int_equal(m0__parser_feed(&p, r, strlen(r), &off), M0__PARSE_REQUEST);
+  span_is(r, p.url, "/2");
+  m0__parser_fini(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_limits),      cmocka_unit_test(test_framing),       cmocka_unit_test(test_lookalike_names),
       cmocka_unit_test(test_expect),      cmocka_unit_test(test_traceparent),   cmocka_unit_test(test_large_body),
       cmocka_unit_test(test_after_refusal), cmocka_unit_test(test_shift_edges),
+      cmocka_unit_test(test_ows_trimmed),   cmocka_unit_test(test_absolute_form), cmocka_unit_test(test_host_values),
+      cmocka_unit_test(test_request_line),  cmocka_unit_test(test_upgrade_ignored),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

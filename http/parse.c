@@ -261,16 +261,16 @@ static bool parse_authority_ok(const char *s, size_t n) {
 
 static int on_header_value_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
-  m0__span *vs = &p->hs->value[p->nheaders - 1];
-  const char *s = p->base + vs->off;
+  m0__span v = p->hs->value[p->nheaders - 1];
+  const char *s = p->base + v.off;
   /* llhttp hands a folded (obs-fold) value over with its line break inside:
    * RFC 9112 5.2 lets a server refuse it, and we do. */
-  if (vs->len && (memchr(s, '\n', vs->len) || memchr(s, '\r', vs->len)))
+  if (v.len && (memchr(s, '\n', v.len) || memchr(s, '\r', v.len)))
     return parse_refuse(p, 400, "obsolete line folding");
   /* OWS after a value is not part of it (RFC 9110 5.5); llhttp skips the OWS
    * before it but hands this over. */
-  while (vs->len && (s[vs->len - 1] == ' ' || s[vs->len - 1] == '\t')) vs->len--;
-  m0__span v = *vs;
+  while (v.len && (s[v.len - 1] == ' ' || s[v.len - 1] == '\t')) v.len--;
+  p->hs->value[p->nheaders - 1].len = v.len;
   switch (p->cur_header) {
   case HDR_HOST:
     p->hosts++;

@@ -116,8 +116,7 @@ bool m0_request_query_decoded(const m0_request *req, const char *key, char *out,
  * *len. false for a bad escape, %00, %2F, a dot-segment ("." or "..", their
  * %2E spellings too) or more than cap bytes: a decoded path that is returned
  * has as many '/' as the raw one and no "." or ".." segment, so it can be
- * joined to a directory. (The host answers 400 to a target with a
- * dot-segment before any view sees it; this holds without that.) */
+ * joined to a directory, whatever the router was given. */
 bool m0_request_path_decoded(const m0_request *req, char *out, size_t cap, size_t *len);
 
 /* The value of cookie `name` (case-sensitive; the first one, over every

@@ -9,15 +9,17 @@
 
 #include "base/errors.h"
 #include "http/accesslog.h"
+#include "http/proxies.h"
 #include "http/response.h"
 
 /* Job record: u64 conn, i32 route, u8 head, u8 close, u8 version_minor, u8 pad,
  * u64 trace_hi, u64 trace_lo, u32 method, u32 target, u32 path_len, u32 body,
- * u16 nheaders, u16 nparams, u32 extra, then bytes: method, target, each
- * header (u32 name, u32 value, name, value), each param (u32 off into target,
- * u32 len), body, then the response header lines before_request added on
- * the loop (extra bytes, "Name: value\r\n" each). A batch is u32 count and
- * the records. */
+ * u16 nheaders, u16 nparams, u32 extra, u16 peer_port, u8 peer, u8 client,
+ * then bytes: method, target, each header (u32 name, u32 value, name,
+ * value), each param (u32 off into target, u32 len), body, the response
+ * header lines before_request added on the loop (extra bytes, "Name:
+ * value\r\n" each), the peer's address and the client's (as text, without
+ * a NUL). A batch is u32 count and the records. */
 
 typedef struct job_head {
   uint64_t conn;
@@ -27,6 +29,8 @@ typedef struct job_head {
   uint32_t method, target, path_len, body;
   uint16_t nheaders, nparams;
   uint32_t extra;
+  uint16_t peer_port;
+  uint8_t peer, client;
 } job_head;
 
 /* The batch is the JOB message itself: each request's record is measured,
@@ -42,14 +46,16 @@ int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, co
     if (m0__msg_new(&b->msg, 4096) != 0) return M0__ENOMEM;
     if (m0__msg_append(b->msg, &zero, 4) != 0) return M0__ENOMEM;
   }
-  size_t n = sizeof(job_head) + req->method.n + req->target.n + 8 * req->nparams + req->body.n + res->extra_len;
+  size_t pn = req->peer ? strnlen(req->peer, M0__ADDR_TEXT - 1) : 0;
+  size_t cn = req->client ? strnlen(req->client, M0__ADDR_TEXT - 1) : 0;
+  size_t n = sizeof(job_head) + req->method.n + req->target.n + 8 * req->nparams + req->body.n + res->extra_len + pn + cn;
   for (size_t i = 0; i < req->nheaders; i++) n += 8 + req->headers[i].name.n + req->headers[i].value.n;
   uint8_t *at = m0__msg_extend(b->msg, n);
   if (!at) return M0__ENOMEM;
   job_head h = {(uint64_t)(uintptr_t)conn, route, res->head, res->close, (uint8_t)req->version_minor, 0,
                 req->trace_hi, req->trace_lo, (uint32_t)req->method.n, (uint32_t)req->target.n,
                 (uint32_t)req->path.n, (uint32_t)req->body.n, (uint16_t)req->nheaders, (uint16_t)req->nparams,
-                (uint32_t)res->extra_len};
+                (uint32_t)res->extra_len, (uint16_t)req->peer_port, (uint8_t)pn, (uint8_t)cn};
   at = put(at, &h, sizeof h);
   at = put(at, req->method.p, req->method.n);
   at = put(at, req->target.p, req->target.n);
@@ -64,7 +70,9 @@ int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, co
     at = put(at, ol, sizeof ol);
   }
   at = put(at, req->body.p, req->body.n);
-  put(at, res->extra, res->extra_len);
+  at = put(at, res->extra, res->extra_len);
+  at = put(at, req->peer, pn);
+  put(at, req->client, cn);
   b->count++;
   memcpy(m0__msg_payload(b->msg), &b->count, 4);
   if (!b->trace_hi && !b->trace_lo) {
@@ -151,7 +159,13 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   }
   req.body = (m0_str){(const char *)rd_take(r, h.body), h.body};
   const uint8_t *extra = h.extra <= M0__EXTRA_HEADERS ? rd_take(r, h.extra) : NULL;
-  if (r->bad || (h.extra && !extra)) return M0__EBADMSG;
+  const uint8_t *pa = rd_take(r, h.peer), *ca = rd_take(r, h.client);
+  if (r->bad || (h.extra && !extra) || h.peer >= M0__ADDR_TEXT || h.client >= M0__ADDR_TEXT) return M0__EBADMSG;
+  char peer[M0__ADDR_TEXT], client[M0__ADDR_TEXT];
+  if (h.peer) memcpy(peer, pa, h.peer);
+  peer[h.peer] = 0;
+  if (h.client) memcpy(client, ca, h.client);
+  client[h.client] = 0;
   req.path = (m0_str){req.target.p, h.path_len};
   req.query = h.path_len < h.target ? (m0_str){req.target.p + h.path_len + 1, h.target - h.path_len - 1}
                                     : (m0_str){NULL, 0};
@@ -162,6 +176,9 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   req.nparams = h.nparams;
   req.trace_hi = h.trace_hi;
   req.trace_lo = h.trace_lo;
+  req.peer = peer;
+  req.peer_port = h.peer_port;
+  req.client = client;
 
   m0__outq_clear(resp);
   m0_response res;

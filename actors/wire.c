@@ -169,6 +169,8 @@ int m0__wire_next_request(m0__wire_rd *r, m0__wire_request *out) {
                  ? (m0_str){q->target.p + path + 1, q->target.n - path - 1}
                  : (m0_str){q->target.p + path, 0};
   q->headers = out->hdrs;
+  q->peer = q->client = ""; /* the wire does not carry them (docs/wire.md) */
+  q->peer_port = 0;
   q->params = out->params;
   return 1;
 }

@@ -221,6 +221,14 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   req.body = (m0_str){p->body.p, p->body.len};
   req.trace_hi = p->trace_hi;
   req.trace_lo = p->trace_lo;
+  req.peer = c->peer;
+  req.peer_port = c->peer_port;
+  char client[M0__ADDR_TEXT];
+  req.client = c->peer;
+  if (h->proxies) { /* only behind proxies the operator named: the headers are anyone's words otherwise */
+    m0__client_addr(h->proxies, c->peer, &req, client);
+    req.client = client;
+  }
 
   c->nreq++;
   bool last = !p->keep_alive || h->draining || c->close_after ||
@@ -472,6 +480,28 @@ void m0__http_fini(m0__http *h) {
   m0__span_pool_fini(&h->spans);
 }
 
+/* The peer's address as text, once per connection (a view may ask for it
+ * on any request; a request in the pool cannot ask the socket). */
+static void conn_peer(m0__conn *c) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  c->peer[0] = 0;
+  c->peer_port = 0;
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return;
+  if (ss.ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+    uv_inet_ntop(AF_INET, &a->sin_addr, c->peer, sizeof c->peer);
+    c->peer_port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(a->sin6_addr.s6_addr, mapped, 12) == 0) /* a v4 client of a dual-stack listener */
+      uv_inet_ntop(AF_INET, a->sin6_addr.s6_addr + 12, c->peer, sizeof c->peer);
+    else uv_inet_ntop(AF_INET6, &a->sin6_addr, c->peer, sizeof c->peer);
+    c->peer_port = ntohs(a->sin6_port);
+  }
+}
+
 int m0__http_adopt(m0__http *h, int fd) {
   m0__conn *c = calloc(1, sizeof *c);
   if (!c) {
@@ -490,6 +520,7 @@ int m0__http_adopt(m0__http *h, int fd) {
     return M0__ETRANSPORT; /* libuv's reason is rv: the socket could not be opened or read */
   }
   uv_tcp_nodelay(&c->tcp, 1);
+  conn_peer(c);
   m0__parser_init(&c->p, &h->lim, &h->spans);
   c->phase = PHASE_FRESH;
   c->deadline = uv_now(h->uv) + h->header_timeout_ms;

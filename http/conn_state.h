@@ -6,6 +6,7 @@
 #define M0_HTTP_CONN_STATE_H
 
 #include "http/conn.h"
+#include "http/proxies.h"
 
 typedef enum conn_phase {
   PHASE_FRESH,  /* accepted, nothing read */
@@ -38,6 +39,8 @@ struct m0__conn {
   uint64_t last_write;    /* a stream's last frame or beat, for the heartbeat */
   m0__conn *snext, *sprev; /* in h->streams */
   char channel[M0__CHANNEL_MAX + 1];
+  uint16_t peer_port;
+  char peer[M0__ADDR_TEXT]; /* the socket's other end, as text: set once, at the adopt */
 };
 
 /* Where a response goes now: the shared scratch when nothing is in flight

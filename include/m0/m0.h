@@ -67,6 +67,15 @@ typedef struct m0_request {
   const m0_str *params; /* path parameters of the matched route, in order */
   size_t nparams;
   uint64_t trace_hi, trace_lo; /* from a traceparent header, 0 when none */
+  /* The socket's other end ("192.0.2.1", "2001:db8::1"; "" when not known:
+   * a request an actor instance receives) and its port. */
+  const char *peer;
+  int peer_port;
+  /* The client as the host believes it: peer, unless peer is one of the
+   * --trusted-proxies; then the address the trusted chain names in
+   * Forwarded (for=) or X-Forwarded-For, read right to left up to the first
+   * address that is not a trusted proxy. Never NULL on a view's request. */
+  const char *client;
 } m0_request;
 
 /* The value of a header (case-insensitive name), or {NULL,0}. */

@@ -52,6 +52,9 @@ static void view_read(void *st, const m0_request *req, m0_response *res) {
   for (size_t i = 0; i < req->nparams; i++) put(out, sizeof out, "param", req->params[i]);
   put(out, sizeof out, "path", req->path);
   put(out, sizeof out, "query", req->query);
+  k = strlen(out);
+  snprintf(out + k, sizeof out - k, "peer=%s;port=%s;client=%s;", req->peer, req->peer_port > 0 ? "set" : "none",
+           req->client);
   m0_respond(res, 200, "text/plain", out, strlen(out), M0_BODY_COPY);
 }
 
@@ -204,10 +207,10 @@ static void check_all(int port) {
   int s = connect_to(port);
   reply r;
   ask(s, "GET /read?q=hello&n=42 HTTP/1.1\r\nHost: t\r\nX-Token: abc\r\nX-Dup: first\r\nx-dup: second\r\n"
-         "X-Empty:\r\n\r\n", &r);
+         "X-Empty:\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n", &r); /* no proxy is trusted: not believed */
   assert_int_equal(r.status, 200);
   assert_string_equal(r.body, "token=abc;TOKEN=abc;dup=first;empty=;absent=(none);q=hello;none=(none);n=42;params=0;"
-                              "path=/read;query=q=hello&n=42;");
+                              "path=/read;query=q=hello&n=42;peer=127.0.0.1;port=set;client=127.0.0.1;");
   assert_string_equal(header(&r, "X-Before"), "seen"); /* on the loop and through the pool */
   done(&r);
   ask(s, "GET /later HTTP/1.1\r\nHost: t\r\n\r\n", &r);
@@ -216,7 +219,8 @@ static void check_all(int port) {
   done(&r);
   ask(s, "GET /read/x1/y-2?n=500 HTTP/1.1\r\nHost: t\r\n\r\n", &r);
   assert_string_equal(r.body, "token=(none);TOKEN=(none);dup=(none);empty=(none);absent=(none);q=(none);none=(none);"
-                              "n=refused:-1;params=2;param=x1;param=y-2;path=/read/x1/y-2;query=n=500;");
+                              "n=refused:-1;params=2;param=x1;param=y-2;path=/read/x1/y-2;query=n=500;"
+                              "peer=127.0.0.1;port=set;client=127.0.0.1;");
   done(&r);
   ask(s, "GET /headers HTTP/1.1\r\nHost: t\r\n\r\n", &r);
   assert_string_equal(r.body, "0 -1 0");

@@ -202,12 +202,55 @@ static int loop_listen_ipc(m0__loop *l) {
   return m0__actor_open(&l->outside, l->self.id, url, l->trace);
 }
 
+/* Why a loop could not start: the step, its error and, when the process is
+ * at its descriptor limit (the usual reason, and nng says little more than
+ * "cannot"), the limit, what is open and what the topology needs. */
+static void loop_why(m0__loop *l, char *err, size_t n, const char *step, const char *reason) {
+  char spent[160];
+  if (m0__fds_spent(spent, sizeof spent))
+    snprintf(err, n, "loop.%d cannot start: %s: %s%.*s; this topology needs about %ld to start: raise the limit "
+             "(ulimit -n) or serve fewer loops or handler threads)", l->index, step, reason,
+             (int)strlen(spent) - 1, spent, l->fds_needed);
+  else snprintf(err, n, "loop.%d cannot start: %s: %s", l->index, step, reason);
+}
+
+/* Everything the loop's thread opens before it says READY; err says which
+ * step failed and why. */
+static int loop_open_handles(m0__loop *l, char *err, size_t n) {
+  int fd, ofd, rv;
+  if ((rv = m0__http_init(&l->http)) != 0) return loop_why(l, err, n, "its buffers", m0__strerror(rv)), -1;
+  if ((rv = m0__actor_recv_fd(&l->self, &fd)) != 0)
+    return loop_why(l, err, n, "its mailbox's descriptor", m0__strerror(rv)), -1;
+  if ((rv = uv_poll_init(&l->uv, &l->mail, fd)) != 0) return loop_why(l, err, n, "its mailbox's poll", uv_strerror(rv)), -1;
+  if (l->outside.open && (rv = m0__actor_recv_fd(&l->outside, &ofd)) != 0)
+    return loop_why(l, err, n, "its outside mailbox's descriptor", m0__strerror(rv)), -1;
+  if (l->outside.open && (rv = uv_poll_init(&l->uv, &l->outside_mail, ofd)) != 0)
+    return loop_why(l, err, n, "its outside mailbox's poll", uv_strerror(rv)), -1;
+  if (l->inbox.ready && (rv = uv_poll_init(&l->uv, &l->lane, l->inbox.efd)) != 0)
+    return loop_why(l, err, n, "its inbox's poll", uv_strerror(rv)), -1;
+  if (l->share && !l->handoff && (rv = m0__accept_open(l)) != 0)
+    return loop_why(l, err, n, "its siblings' mailboxes", m0__strerror(rv)), -1;
+  if (l->npool && (rv = m0__lane_open(l)) != 0) return loop_why(l, err, n, "its pool lane", m0__strerror(rv)), -1;
+  if ((rv = m0__asks_open(l)) != 0) return loop_why(l, err, n, "its actors' table", m0__strerror(rv)), -1;
+  return 0;
+}
+
+/* A handle the start opened and nobody closed (a start that failed half way):
+ * closed, so that uv_loop_close finds the loop empty. */
+static void loop_close_left(uv_handle_t *h, void *arg) {
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
 static void loop_run(m0__handle *h) {
   m0__loop *l = (m0__loop *)h;
-  char err[512] = "";
+  char err[768] = "";
   bool uv_ready = false;
   if (m0__peer_open(&l->coord, l->coord_id, l->coord_url, 1000) != 0) {
-    fprintf(stderr, "m0: loop.%d cannot reach its coordinator at %s\n", l->index, l->coord_url);
+    char reach[64];
+    snprintf(reach, sizeof reach, "its coordinator at %.40s", l->coord_url);
+    loop_why(l, l->why, sizeof l->why, reach, "cannot dial it");
+    fprintf(stderr, "m0: %s\n", l->why);
+    l->why[0] = 0; /* said */
     goto out;
   }
   if (l->app->make) {
@@ -220,7 +263,16 @@ static void loop_run(m0__handle *h) {
       goto out;
     }
   }
-  uv_loop_init(&l->uv);
+  /* uv_loop_init fails when the process is out of descriptors (its epoll
+   * and its wake), and a loop it did not make must not be closed: that was a
+   * SIGSEGV in uv_loop_close. */
+  int rv = uv_loop_init(&l->uv);
+  if (rv != 0) {
+    loop_why(l, err, sizeof err, "its event loop", uv_strerror(rv));
+    snprintf(l->why, sizeof l->why, "%s", err);
+    m0__tell(&l->self, &l->coord, M0__K_DIED, err, strlen(err));
+    goto out;
+  }
   uv_ready = true;
   l->http.uv = &l->uv;
   l->http.app = l->app;
@@ -230,14 +282,8 @@ static void loop_run(m0__handle *h) {
   l->http.on_closed = loop_on_closed;
   l->nloops = l->topo->loops;
   if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;
-  int fd;
-  int ofd;
-  if (m0__http_init(&l->http) != 0 || m0__actor_recv_fd(&l->self, &fd) != 0 ||
-      uv_poll_init(&l->uv, &l->mail, fd) != 0 ||
-      (l->outside.open && (m0__actor_recv_fd(&l->outside, &ofd) != 0 || uv_poll_init(&l->uv, &l->outside_mail, ofd) != 0)) || (l->inbox.ready && uv_poll_init(&l->uv, &l->lane, l->inbox.efd) != 0) ||
-      (l->share && !l->handoff && m0__accept_open(l) != 0) ||
-      (l->npool && m0__lane_open(l) != 0) || m0__asks_open(l) != 0) {
-    snprintf(err, sizeof err, "loop.%d cannot start", l->index);
+  if (loop_open_handles(l, err, sizeof err) != 0) {
+    snprintf(l->why, sizeof l->why, "%s", err);
     m0__tell(&l->self, &l->coord, M0__K_DIED, err, strlen(err));
     goto out;
   }
@@ -270,6 +316,7 @@ out:
   if (uv_ready) {
     if (l->listening) uv_close((uv_handle_t *)&l->listener, loop_on_listener_closed);
     m0__asks_close(l);
+    uv_walk(&l->uv, loop_close_left, NULL);
     uv_run(&l->uv, UV_RUN_NOWAIT);
     uv_loop_close(&l->uv);
     m0__http_fini(&l->http);

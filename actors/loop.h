@@ -53,6 +53,11 @@ typedef struct m0__loop {
   uint64_t recycle_at; /* prefork: requests after which it takes no more connections (0 = never) */
   bool share;          /* accept sharing with its siblings */
   uint64_t sweep_ms;   /* the period of its timeout sweep (and of an idle loop's beat) */
+  long fds_needed;     /* what this topology needs to start (host/checks.h), said when a start runs out */
+  /* Why the loop could not start, kept as well as told (DIED): the
+   * coordinator can see the thread's end before the message, and reads this
+   * once the thread has ended. */
+  char why[768];
   m0__http http;       /* its settings (limits, timeouts, access log, metrics path) filled in before start */
   /* the loop's own */
   uv_loop_t uv;

@@ -34,4 +34,12 @@ const char *m0__strerror(int err);
  * or make; 1 for the rest. */
 int m0__exit_code(int err);
 
+/* When this process is at (or within a few of) its descriptor limit, writes
+ * " (out of descriptors: RLIMIT_NOFILE is L and N are open...)" into out and
+ * returns true; else out is "" and false. What failed to open says why with
+ * it: nng and libuv report a spent limit as little more than "cannot". */
+#include <stdbool.h>
+#include <stddef.h>
+bool m0__fds_spent(char *out, size_t n);
+
 #endif

@@ -5,12 +5,14 @@
 #include "transport/topology.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <nng/nng.h>
 #include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -43,7 +45,9 @@ static void check_workers_vs_application(const m0_config *cfg, const m0_app *app
     CHECK_FAIL(c, "%ld workers asked, but %s serves at most %d (its state lives in one process)", w,
                app_name(app), app->max_workers);
     CHECK_FIX(c, "set --workers / M0_WORKERS to %d or fewer", app->max_workers);
-  } else CHECK_OK(c, "%s allows %s workers", app_name(app), app->max_workers ? "limited" : "any number of");
+  } else if (app->max_workers > 0)
+    CHECK_OK(c, "%s allows at most %d worker%s", app_name(app), app->max_workers, app->max_workers == 1 ? "" : "s");
+  else CHECK_OK(c, "%s allows any number of workers", app_name(app));
 }
 
 static void check_threads_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
@@ -71,7 +75,8 @@ static void check_threads_vs_application(const m0_config *cfg, const m0_app *app
     CHECK_FAIL(c, "%ld loops asked, but %s serves at most %d (its state lives in one loop)", t,
                app_name(app), max);
     CHECK_FIX(c, "set --threads / M0_THREADS to %d or fewer", max);
-  } else CHECK_OK(c, "%s allows %s loops", app_name(app), max ? "limited" : "any number of");
+  } else if (max > 0) CHECK_OK(c, "%s allows at most %d loop%s", app_name(app), max, max == 1 ? "" : "s");
+  else CHECK_OK(c, "%s allows any number of loops", app_name(app));
 }
 
 static void check_blocking_threads_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
@@ -79,14 +84,48 @@ static void check_blocking_threads_count(const m0_config *cfg, const m0_app *app
   if (b < 0 || b > M0__TOPO_MAX) {
     CHECK_FAIL(c, "blocking-threads is %ld (%s)", b, m0__source_name(cfg->v[M0__O_blocking_threads].source));
     CHECK_FIX(c, "set --blocking-threads / M0_BLOCKING_THREADS to a number from 0 to %d", M0__TOPO_MAX);
+    return;
+  }
+  /* Each count is bounded alone; their product is what one process starts:
+   * --threads 4096 --blocking-threads 4096 was 16.8 million threads. */
+  long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads);
+  long here = w > 1 ? 1 : t, threads = here * (1 + b);
+  if (here >= 1 && here <= M0__TOPO_MAX && threads > M0__PROC_THREADS_MAX) {
+    CHECK_FAIL(c, "%ld loop%s with %ld handler threads each make %ld threads in one process, more than %d", here,
+               here == 1 ? "" : "s", b, threads, M0__PROC_THREADS_MAX);
+    CHECK_FIX(c, "serve at most %d threads per process: --threads x (1 + --blocking-threads), or "
+              "1 + --blocking-threads per worker under --workers", M0__PROC_THREADS_MAX);
   } else CHECK_OK(c, "%ld handler thread%s per loop", b, b == 1 ? "" : "s");
 }
 
 static void check_environment(const m0_config *cfg, const m0_app *app, m0__check *c) {
   if (cfg->env_error[0]) {
     CHECK_FAIL(c, "cannot read the variable %s", cfg->env_error);
-    CHECK_FIX(c, "set it to a valid value (see --help) or unset it");
-  } else CHECK_OK(c, "every M0_ variable read");
+    if (cfg->env_error_opt >= 0) {
+      char accepts[128];
+      m0__config_accepts(cfg->env_error_opt, accepts, sizeof accepts);
+      size_t n = strcspn(cfg->env_error, "=");
+      CHECK_FIX(c, "set %.*s to %s, or unset it", (int)n, cfg->env_error, accepts);
+    } else CHECK_FIX(c, "set it to a valid value (see --help) or unset it");
+    return;
+  }
+  /* A variable m0 does not read is said, never refused: it may be another
+   * program's. Only its name: a value may be a secret. */
+  char names[M0__UNKNOWN_MAX][64];
+  int n = m0__config_unknown_vars(app->name, names, M0__UNKNOWN_MAX);
+  if (!n) {
+    CHECK_OK(c, "every M0_ variable read");
+    return;
+  }
+  char list[M0__STR_MAX] = "";
+  size_t len = 0;
+  for (int i = 0; i < n && i < M0__UNKNOWN_MAX && len < sizeof list - 100; i++) {
+    const char *near = m0__config_near_var(names[i]);
+    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s%s%s%s", i ? ", " : "", names[i],
+                            near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
+  }
+  CHECK_OK(c, "every M0_ variable m0 reads was read; %d it does not read, ignored: %s%s", n, list,
+           n > M0__UNKNOWN_MAX ? ", ..." : "");
 }
 
 /* Whether a tcp:// URL's host is this machine's loopback: 127.0.0.0/8,
@@ -263,7 +302,9 @@ static void check_run_dir(const m0_config *cfg, const m0_app *app, m0__check *c)
 /* A topology file's routes are a views table too (a front end such as
  * build/bin/m0 has only those). */
 static void check_application(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  bool routes = app->routes || cfg->nfile_routes > 0;
+  /* A routes pointer with nroutes 0 is no views table: every request would be
+   * 404 (the check said "answers with a views table"). */
+  bool routes = (app->routes && app->nroutes > 0) || cfg->nfile_routes > 0;
   if (!app->handle == !routes) {
     CHECK_FAIL(c, "application %s gives %s", app_name(app),
                app->handle ? "both handle and routes" : "neither handle nor routes");
@@ -306,6 +347,143 @@ static void check_supervision(const m0_config *cfg, const m0_app *app, m0__check
     CHECK_OK(c, "recycle after %ld%s requests, replace a worker stuck %s", mr, mr ? "" : " (never)",
              wt ? "past its timeout" : "(never: no timeout)");
   } else CHECK_OK(c, "no supervisor in this mode");
+}
+
+/* Routes flagged M0_NEEDS_POOL block: on the loop they would hold every
+ * connection of it, so without a pool they are refused, not served. */
+static void check_pool_routes(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long b = M0__CFG(cfg, blocking_threads);
+  size_t needs = 0;
+  for (size_t i = 0; app->routes && i < app->nroutes; i++) {
+    const m0_route *r = &app->routes[i];
+    if (!(r->flags & M0_NEEDS_POOL)) continue;
+    needs++;
+    if (r->flags & M0_ON_LOOP) {
+      CHECK_FAIL(c, "route %s %s is flagged both M0_ON_LOOP and M0_NEEDS_POOL", r->method ? r->method : "?",
+                 r->pattern ? r->pattern : "?");
+      CHECK_FIX(c, "keep one flag: M0_NEEDS_POOL for a view that blocks, M0_ON_LOOP for one that never does");
+      return;
+    }
+    if (b <= 0) {
+      CHECK_FAIL(c, "route %s %s needs the pool (M0_NEEDS_POOL: its view blocks), but blocking-threads is %ld (%s)",
+                 r->method ? r->method : "?", r->pattern ? r->pattern : "?", b,
+                 m0__source_name(cfg->v[M0__O_blocking_threads].source));
+      CHECK_FIX(c, "serve with --blocking-threads 1 or more (M0_BLOCKING_THREADS)");
+      return;
+    }
+  }
+  if (needs) CHECK_OK(c, "%zu route%s that block%s served by the pool", needs, needs == 1 ? "" : "s", needs == 1 ? "s" : "");
+  else CHECK_OK(c, "no route needs the pool");
+}
+
+/* Descriptors open now, stdio included (the count's own directory aside). */
+static long open_descriptors(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return 3;
+  long n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1;
+}
+
+/* What one process opens at start, measured with nng 1.5.2 and libuv 1.44
+ * (ls /proc/PID/fd of host_check, ramp and dashboard in each mode): stdio,
+ * page, signal pipe, exit descriptor, listener, nng's own and the
+ * coordinator's mailbox; per loop its epoll, wakes, listener dup, mailbox
+ * descriptors and outside mailbox (11); per pool thread its inbox and
+ * mailbox (3, 6 over ipc); per thread instance of an actor 3 (5 over ipc);
+ * per actor whose instances dial in its socket (4) and per spawned instance
+ * its pidfd and connection (2); under prefork each worker's hand-off pair in
+ * every process. It errs high by a few: the producer counted when there may
+ * be none. Connections come on top. */
+typedef struct fd_actors {
+  long inst, dial, spawned; /* thread instances; actors whose instances dial in; spawned instances */
+} fd_actors;
+
+static long fds_for(long w, long t, long b, const fd_actors *a, const char **who) {
+  long actors = 4 * a->dial + 2 * a->spawned;
+  if (w <= 1) {
+    *who = "the host";
+    return 17 + 11 * t + 3 * t * b + 3 * a->inst + actors;
+  }
+  long sup = 20 + 6 * w, worker = 32 + 4 * w + 6 * b + 5 * a->inst + actors;
+  *who = worker >= sup ? "each worker" : "the supervisor";
+  return worker >= sup ? worker : sup;
+}
+
+static fd_actors fds_actors_of(const m0__app_decl *d) {
+  fd_actors a = {0, 0, 0};
+  for (int i = 0; i < d->nactors; i++) {
+    if (d->actors[i].placement == M0__PLACE_THREAD) a.inst += d->actors[i].instances;
+    else a.dial++;
+    if (d->actors[i].placement == M0__PLACE_PROCESS) a.spawned += d->actors[i].instances;
+  }
+  return a;
+}
+
+static fd_actors fds_actors(const m0_config *cfg, const m0_app *app) {
+  fd_actors a = {0, 0, 0};
+  m0__app_decl d;
+  char why[M0__STR_MAX + 256];
+  if (m0__app_decl_make(&d, app, cfg, M0__CFG(cfg, workers) > 1, why, sizeof why) != 0) return a;
+  a = fds_actors_of(&d);
+  m0__app_decl_free(&d);
+  return a;
+}
+
+long m0__fds_needed(const m0_config *cfg, const m0__app_decl *decl) {
+  long b = M0__CFG(cfg, blocking_threads);
+  fd_actors a = fds_actors_of(decl);
+  const char *who;
+  return fds_for(M0__CFG(cfg, workers), M0__CFG(cfg, threads), b > 0 ? b : 0, &a, &who);
+}
+
+/* A loop that found its descriptors spent could not start (it crashed, or
+ * said "cannot start" without a reason): the limit is known before
+ * anything starts, so a topology that cannot fit is refused here. */
+static void check_descriptors(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads), b = M0__CFG(cfg, blocking_threads);
+  if (w < 1 || t < 1 || b < 0 || w > M0__TOPO_MAX || t > M0__TOPO_MAX || b > M0__TOPO_MAX) {
+    CHECK_OK(c, "not counted (a count above is refused)");
+    return;
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+    CHECK_OK(c, "no descriptor limit");
+    return;
+  }
+  const char *who;
+  fd_actors a = fds_actors(cfg, app);
+  long need = fds_for(w, t, b, &a, &who), given = open_descriptors() - 3;
+  if (given < 0) given = 0;
+  long have = (long)rl.rlim_cur, want = need + given;
+  if (want <= have) {
+    CHECK_OK(c, "%s needs about %ld of RLIMIT_NOFILE %ld descriptors to start; %ld left for connections", who, want,
+             have, have - want);
+    return;
+  }
+  long loops = w > 1 ? w : t, fit = 0;
+  char open_now[64] = "";
+  if (given) snprintf(open_now, sizeof open_now, ", %ld more already open", given);
+  CHECK_FAIL(c, "%s needs about %ld descriptors to start (%ld %s%s, %ld handler thread%s per loop%s), but "
+             "RLIMIT_NOFILE is %ld", who, want, loops, w > 1 ? "worker" : "loop", loops == 1 ? "" : "s", b,
+             b == 1 ? "" : "s", open_now, have);
+  /* How many loops would fit this limit (under prefork a worker's need
+   * hardly depends on their number: the pool is what to shrink). */
+  for (long k = loops - 1; k >= 1 && w <= 1; k--) {
+    const char *ignored;
+    if (fds_for(w, k, b, &a, &ignored) + given <= have) {
+      fit = k;
+      break;
+    }
+  }
+  if (fit)
+    CHECK_FIX(c, "raise the limit to %ld or more (ulimit -n; LimitNOFILE= in a systemd unit), or serve at most %ld "
+              "loops here (--threads %ld)", want + 64, fit, fit);
+  else
+    CHECK_FIX(c, "raise the limit to %ld or more (ulimit -n; LimitNOFILE= in a systemd unit), or serve fewer %s",
+              want + 64, w > 1 ? "workers or handler threads" : "handler threads");
 }
 
 static const check_fn checks_fns[M0__CHECK_COUNT] = {

@@ -22,7 +22,9 @@
   X(run_dir, "run-dir")                               \
   X(application, "application")                       \
   X(trace, "trace")                                   \
-  X(supervision, "supervision")
+  X(supervision, "supervision")                       \
+  X(pool_routes, "pool-routes")                       \
+  X(descriptors, "descriptors")
 
 enum {
 #define M0__CHECK_ENUM(id, name) M0__C_##id,
@@ -41,6 +43,15 @@ typedef struct m0__check {
 /* Runs every check in order into out[M0__CHECK_COUNT]. Returns the index of
  * the first failure, or -1 when all pass. */
 int m0__checks_run(const m0_config *cfg, const m0_app *app, m0__check out[M0__CHECK_COUNT]);
+/* The most threads of the host's own (loops and pool threads) in one
+ * process. */
+#define M0__PROC_THREADS_MAX 4096
+
+/* The descriptors the busiest process of cfg's topology opens at start, with
+ * the application's actors as resolved (host/appspec.h); connections and what
+ * the application opens itself come on top. */
+struct m0__app_decl;
+long m0__fds_needed(const m0_config *cfg, const struct m0__app_decl *decl);
 /* The loops an app allows (max_threads resolved against max_workers); 0 = any. */
 int m0__app_max_threads(const m0_app *app);
 

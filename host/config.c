@@ -5,10 +5,13 @@
 #include "host/topofile.h"
 #include "transport/listen.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+extern char **environ;
 
 enum opt_kind { OPT_INT, OPT_STR, OPT_BOOL };
 
@@ -83,12 +86,15 @@ static int config_find_flag(const char *name, size_t n) {
 
 int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen) {
   memset(cfg, 0, sizeof *cfg);
+  cfg->env_error_opt = -1;
   for (int i = 0; i < M0__O_COUNT_; i++) config_set(cfg, i, config_specs[i].def, M0__SRC_DEFAULT);
   for (int i = 0; i < M0__O_COUNT_; i++) {
     const char *text = getenv(config_specs[i].var);
     if (!text) continue;
-    if (!config_set(cfg, i, text, M0__SRC_ENV) && !cfg->env_error[0])
+    if (!config_set(cfg, i, text, M0__SRC_ENV) && !cfg->env_error[0]) {
       snprintf(cfg->env_error, sizeof cfg->env_error, "%s=%s", config_specs[i].var, text);
+      cfg->env_error_opt = i;
+    }
   }
   for (int a = 1; a < argc; a++) {
     const char *arg = argv[a];
@@ -119,9 +125,10 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
       return 2;
     }
     if (!config_set(cfg, i, text, M0__SRC_FLAG)) {
+      char accepts[128];
+      m0__config_accepts(i, accepts, sizeof accepts);
       if (s->kind == OPT_INT)
-        snprintf(why, whylen, "--%s wants a whole number from %ld to %ld, not '%s'", s->flag, s->min,
-                 s->max, text);
+        snprintf(why, whylen, "--%s wants %s, not '%s'", s->flag, accepts, text);
       else if (strlen(text) >= sizeof cfg->v[i].str)
         snprintf(why, whylen, "--%s takes at most %zu bytes, not %zu", s->flag, sizeof cfg->v[i].str - 1,
                  strlen(text));
@@ -180,6 +187,88 @@ bool m0_config_get(const m0_config *cfg, const char *name, long *out) {
     }
   }
   return false;
+}
+
+void m0__config_accepts(int i, char *out, size_t n) {
+  const opt_spec *s = &config_specs[i];
+  /* The counts read a wide range so that 0 reaches its check (and is
+   * refused with a reason): what serves is the check's range. */
+  if (i == M0__O_workers || i == M0__O_threads) snprintf(out, n, "a whole number from 1 to %d", M0__TOPO_MAX);
+  else if (i == M0__O_blocking_threads) snprintf(out, n, "a whole number from 0 to %d", M0__TOPO_MAX);
+  else if (s->kind == OPT_INT) snprintf(out, n, "a whole number from %ld to %ld", s->min, s->max);
+  else if (s->kind == OPT_BOOL) snprintf(out, n, "a boolean (1, true, yes, on or 0, false, no, off)");
+  else if (i == M0__O_host) snprintf(out, n, "an IPv4 or IPv6 address, localhost, or [::1]; no DNS");
+  else snprintf(out, n, "text of at most %d bytes", M0__STR_MAX - 1);
+}
+
+/* Variables the host sets for the programs it starts, or that an outside
+ * instance reads (docs/reference.md, Variables the host sets or reserves):
+ * never an operator's typo. M0__ (two underscores) is all the host's. */
+static const char *const config_reserved[] = {"M0_TLS_CERT", "M0_TLS_KEY", "M0_TLS_CA"};
+
+static bool config_known_var(const char *name, size_t n, const char *app_prefix, size_t plen) {
+  if (n >= 4 && !strncmp(name, "M0__", 4)) return true;
+  if (plen && n > plen && !strncmp(name, app_prefix, plen)) return true;
+  for (int i = 0; i < M0__O_COUNT_; i++)
+    if (strlen(config_specs[i].var) == n && !strncmp(config_specs[i].var, name, n)) return true;
+  for (size_t i = 0; i < sizeof config_reserved / sizeof *config_reserved; i++)
+    if (strlen(config_reserved[i]) == n && !strncmp(config_reserved[i], name, n)) return true;
+  return false;
+}
+
+int m0__config_unknown_vars(const char *app_name, char (*names)[64], int max) {
+  char prefix[64] = "";
+  size_t plen = 0;
+  if (app_name && *app_name) { /* M0_<APP>_: host_check -> M0_HOSTCHECK_ */
+    plen = (size_t)snprintf(prefix, sizeof prefix, "M0_");
+    for (const char *c = app_name; *c && plen < sizeof prefix - 2; c++)
+      if (isalnum((unsigned char)*c)) prefix[plen++] = (char)toupper((unsigned char)*c);
+    prefix[plen++] = '_';
+    prefix[plen] = 0;
+    if (plen == 4) plen = 0; /* a name of no letters or digits claims nothing */
+  }
+  int count = 0;
+  for (char **e = environ; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+    if (n < 4 || strncmp(*e, "M0_", 3) != 0 || config_known_var(*e, n, prefix, plen)) continue;
+    if (count < max) snprintf(names[count], sizeof names[count], "%.*s", (int)(n < 63 ? n : 63), *e);
+    count++;
+  }
+  return count;
+}
+
+/* Levenshtein distance, capped: enough to tell a typo from another name. */
+static int config_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63) return 99;
+  int row[64];
+  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      diag = up;
+      row[j] = best;
+    }
+  }
+  return row[lb];
+}
+
+const char *m0__config_near_var(const char *name) {
+  const char *best = NULL;
+  int bd = 3;
+  for (int i = 0; i < M0__O_COUNT_; i++) {
+    int d = config_distance(name, config_specs[i].var);
+    if (d < bd) {
+      bd = d;
+      best = config_specs[i].var;
+    }
+  }
+  return best;
 }
 
 const char *m0__config_name(int i) { return config_specs[i].flag ? config_specs[i].flag : config_specs[i].var; }

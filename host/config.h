@@ -81,8 +81,10 @@ typedef struct m0__value {
 struct m0_config {
   m0__value v[M0__O_COUNT_];
   bool doctor, help, version;
-  /* The first variable that could not be read, for the environment check. */
+  /* The first variable that could not be read, for the environment check,
+   * and its option (-1: none), whose accepted range the fix states. */
   char env_error[M0__STR_MAX];
+  int env_error_opt;
   /* Why the topology file cannot be served, with line and column. */
   char topology_error[M0__STR_MAX + 256];
   /* A topology file's transport ("" = the mode's own) and its actors' URLs,
@@ -117,6 +119,21 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
 void m0__config_fini(m0_config *cfg);
 void m0__config_usage(FILE *out, const char *prog);
 const char *m0__source_name(enum m0__source s);
+/* What option i accepts, for a refusal's fix: "a whole number from 0 to
+ * 65535", "a boolean (1, true, yes, on or 0, false, no, off)", ... */
+void m0__config_accepts(int i, char *out, size_t n);
+
+/* The M0_ variables of the environment that m0 does not read: not an
+ * option's, not one the host sets or reserves (M0__*, M0_TLS_CERT,
+ * M0_TLS_KEY, M0_TLS_CA), and not the application's own (M0_<APP>_*, APP
+ * its name upper-cased without what is not a letter or digit: host_check's
+ * are M0_HOSTCHECK_*). Up to max names (only the name: a value may be a
+ * secret) into names; returns how many there are in all. */
+#define M0__UNKNOWN_MAX 16
+int m0__config_unknown_vars(const char *app_name, char (*names)[64], int max);
+/* The option variable nearest to name (a typo: at most 2 edits), or NULL. */
+const char *m0__config_near_var(const char *name);
+
 /* Option i's name (its flag without dashes, or its variable) and kind. */
 const char *m0__config_name(int i);
 bool m0__config_is_str(int i);

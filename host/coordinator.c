@@ -29,6 +29,7 @@
 #include "actors/producer.h"
 #include "base/errors.h"
 #include "host/appactors.h"
+#include "host/checks.h"
 #include "host/metrics.h"
 #include "host/signals.h"
 #include "transport/systemd.h"
@@ -261,7 +262,10 @@ static int coord_barrier(coord *c) {
       return coord_drain(c, m0__now_ms() + c->drain_ms);
     }
     if (w == 3) {
-      fprintf(stderr, "m0: loop.%d ended while starting\n", c->p->first + coord_dead(c));
+      int i = coord_dead(c);
+      /* Its DIED may still be on its way: the reason it kept is said now. */
+      if (c->loops[i].why[0]) fprintf(stderr, "m0: %s\n", c->loops[i].why);
+      else fprintf(stderr, "m0: loop.%d ended while starting\n", c->p->first + i);
       coord_drain(c, m0__now_ms() + c->drain_ms);
       return M0__EDIED;
     }
@@ -286,7 +290,7 @@ static int coord_barrier(coord *c) {
       fprintf(stderr, "m0: worker %d cannot reach loop %d\n", c->p->first, i);
   for (int i = 0; i < c->p->here; i++)
     if (m0__send(&c->self, &c->loop_peers[i], M0__K_GO, 0, 0, NULL, 0) != 0) {
-      fprintf(stderr, "m0: cannot reach loop %d\n", c->p->first + i);
+      m0__say_cannot("cannot reach loop %d", c->p->first + i);
       coord_drain(c, m0__now_ms() + c->drain_ms);
       return M0__ETRANSPORT;
     }
@@ -351,7 +355,7 @@ static int coord_start(coord *c) {
                                                  : M0__ACTOR_ID(M0__ROLE_COORD, 0);
   const m0__actor_desc *me = m0__topology_find(&pr->topo, me_id);
   if (!me || m0__actor_open(&c->self, me->id, me->url, pr->trace) != 0) {
-    fprintf(stderr, "m0: cannot open the coordinator's mailbox at %s\n", me ? me->url : "(no address)");
+    m0__say_cannot("cannot open the coordinator's mailbox at %s", me ? me->url : "(no address)");
     return M0__ETRANSPORT;
   }
   m0_ctx base = {.worker = 0, .workers = pr->loops, .thread = -1, .threaded = pr->mode == M0__MODE_THREADS,
@@ -360,7 +364,7 @@ static int coord_start(coord *c) {
   const m0__actor_desc *pd = m0__topology_find(&pr->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
   if (m0__publisher_open(&c->pub, &pr->topo, &pr->page, pr->trace,
                          pr->mode == M0__MODE_PREFORK ? c->self.id : pd->id) != 0) {
-    fprintf(stderr, "m0: cannot open the publisher\n");
+    m0__say_cannot("cannot open the publisher");
     return M0__ENOMEM;
   }
   c->pub_open = true;
@@ -369,15 +373,22 @@ static int coord_start(coord *c) {
    * direct inboxes (actors/inbox.h), made here before any of them starts.
    * A loop's inbox also takes its actors' replies and deferred answers. */
   for (int i = 0; i < p->here; i++) {
-    if (m0__inbox_init(&c->loops[i].inbox) != 0) return M0__ENOMEM;
+    if (m0__inbox_init(&c->loops[i].inbox) != 0) {
+      m0__say_cannot("cannot make loop %d's inbox", p->first + i);
+      return M0__ENOMEM;
+    }
     for (int j = 0; j < c->npool; j++) {
-      if (m0__inbox_init(&c->pools[i * c->npool + j].inbox) != 0) return M0__ENOMEM;
+      if (m0__inbox_init(&c->pools[i * c->npool + j].inbox) != 0) {
+        m0__say_cannot("cannot make pool thread %d.%d's inbox", p->first + i, j);
+        return M0__ENOMEM;
+      }
       c->pools[i * c->npool + j].loop_inbox = &c->loops[i].inbox;
     }
   }
   /* A worker's recycling count (--max-requests), drawn once: its loop stops
    * accepting at it and says LEAVING, and the coordinator drains it. */
   long max_req = pr->mode == M0__MODE_PREFORK ? M0__CFG(cfg, max_requests) : 0;
+  long fds_needed = m0__fds_needed(cfg, &pr->decl); /* said by a loop that runs out of them */
   if (max_req > 0 && M0__CFG(cfg, max_requests_jitter) > 0) {
     srand((unsigned)getpid() ^ (unsigned)m0__now_ms());
     max_req += rand() % (M0__CFG(cfg, max_requests_jitter) + 1);
@@ -388,6 +399,7 @@ static int coord_start(coord *c) {
     m0__handle_init(&l->h, &m0__loop_kind, &pr->exits);
     c->handles[c->nhandles++] = &l->h;
     l->recycle_at = (uint64_t)max_req;
+    l->fds_needed = fds_needed;
     l->index = idx;
     l->topo = &pr->topo;
     l->app = pr->app;
@@ -406,7 +418,7 @@ static int coord_start(coord *c) {
     const m0__actor_desc *d = m0__topology_find(&pr->topo, M0__ACTOR_ID(M0__ROLE_LOOP, idx));
     if (m0__handle_open(&l->h) != 0 || m0__peer_open(&c->loop_peers[i], d->id, d->url, (int)c->drain_ms) != 0 ||
         m0__publisher_connect(&c->pub, idx) != 0) {
-      fprintf(stderr, "m0: cannot open loop %d\n", idx);
+      m0__say_cannot("cannot open loop %d", idx);
       return M0__ETRANSPORT;
     }
   }
@@ -433,7 +445,7 @@ static int coord_start(coord *c) {
       t->ctx.worker = t->loop;
       t->ctx.thread = j;
       if (m0__handle_open(&t->h) != 0) {
-        fprintf(stderr, "m0: cannot start pool thread %d.%d\n", t->loop, j);
+        m0__say_cannot("cannot start pool thread %d.%d", t->loop, j);
         return M0__ETRANSPORT;
       }
     }
@@ -447,18 +459,18 @@ static int coord_start(coord *c) {
     c->prod.coord_id = c->self.id;
     c->prod.coord_url = c->self.url;
     if (m0__handle_open(&c->prod.h) != 0) {
-      fprintf(stderr, "m0: cannot start the producer\n");
+      m0__say_cannot("cannot start the producer");
       return M0__ETRANSPORT;
     }
     if (m0__peer_open(&c->prod_peer, pd->id, pd->url, (int)c->drain_ms) != 0) {
-      fprintf(stderr, "m0: cannot reach the producer's mailbox\n");
+      m0__say_cannot("cannot reach the producer's mailbox");
       return M0__ETRANSPORT;
     }
   }
   /* Every mailbox here is open before any thread starts. */
   for (int k = 0; k < c->nhandles; k++)
     if (m0__handle_start(c->handles[k]) != 0) {
-      fprintf(stderr, "m0: cannot start a %s thread\n", c->handles[k]->kind->name);
+      m0__say_cannot("cannot start a %s thread", c->handles[k]->kind->name);
       return M0__ENOMEM;
     }
   return 0;

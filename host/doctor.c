@@ -128,10 +128,25 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   json_object_set_new(root, "topology", topo);
   json_object_set_new(root, "links", links);
 
+  /* max_threads resolved against max_workers, and -1 for any number: an
+   * app's own -1 ("any") printed as the resolution's 0 read as a limit. */
+  int max_threads = m0__app_max_threads(app);
   json_object_set_new(root, "application",
                       json_pack("{s:s, s:i, s:i, s:I}", "name", app->name ? app->name : "", "max_workers",
-                                app->max_workers, "max_threads", m0__app_max_threads(app), "page_slots",
+                                app->max_workers, "max_threads", max_threads > 0 ? max_threads : -1, "page_slots",
                                 (json_int_t)(app->page_slots ? app->page_slots(pd.loops) : 0)));
+  /* The M0_ variables m0 does not read (a typo such as M0_THREAD): names
+   * only, never values. */
+  char names[M0__UNKNOWN_MAX][64];
+  int nunknown = m0__config_unknown_vars(app->name, names, M0__UNKNOWN_MAX);
+  json_t *unknown = json_array();
+  for (int i = 0; i < nunknown && i < M0__UNKNOWN_MAX; i++) {
+    const char *near = m0__config_near_var(names[i]);
+    json_t *o = json_pack("{s:s}", "name", names[i]);
+    if (near) json_object_set_new(o, "did_you_mean", json_string(near));
+    json_array_append_new(unknown, o);
+  }
+  json_object_set_new(root, "unknown_variables", unknown);
   json_t *arr = json_array();
   for (int i = 0; i < M0__CHECK_COUNT; i++) {
     json_t *o = json_pack("{s:s, s:b, s:s}", "name", checks[i].name, "ok", checks[i].ok, "detail", checks[i].detail);

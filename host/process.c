@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,16 @@ int64_t m0__now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void m0__say_cannot(const char *fmt, ...) {
+  char what[1024], spent[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  m0__fds_spent(spent, sizeof spent);
+  fprintf(stderr, "m0: %s%s\n", what, spent);
 }
 
 void m0__process_describe(m0__process *p, const m0_app *app, const m0_config *cfg) {
@@ -96,16 +107,16 @@ int m0__process_setup(m0__process *p) {
   } else {
     p->listen_fd = m0__listen(M0__CFGS(cfg, host), (int)M0__CFG(cfg, port), 4096, &p->port, err, sizeof err);
     if (p->listen_fd < 0) {
-      fprintf(stderr, "m0: %s\n", err);
+      m0__say_cannot("%s", err);
       return M0__EBIND;
     }
   }
   if ((p->sigfd = p->stop_fd >= 0 ? p->stop_fd : m0__signals_install(p->children)) < 0) {
-    fprintf(stderr, "m0: cannot install signal handlers\n");
+    m0__say_cannot("cannot install signal handlers");
     return M0__EINVALID;
   }
   if (m0__exits_init(&p->exits) != 0) {
-    fprintf(stderr, "m0: cannot make the exit descriptor\n");
+    m0__say_cannot("cannot make the exit descriptor");
     return M0__ENOMEM;
   }
   return 0;

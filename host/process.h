@@ -80,6 +80,10 @@ enum { M0__WAIT_TIMEOUT = 0, M0__WAIT_MSG = 1, M0__WAIT_STOP = 2, M0__WAIT_EXIT 
  * message is dropped and said. */
 int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg *m);
 int64_t m0__now_ms(void);
+/* "m0: <what>" on stderr, and when the process is out of descriptors, the
+ * limit and how many are open (base/errors.h, m0__fds_spent): the reason
+ * nng's and libuv's failures leave out. */
+void m0__say_cannot(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "m0: <app> listening on http://host:port (...)", and READY=1 to systemd
  * when this is the process's top; a worker says only that it serves. */

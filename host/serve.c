@@ -72,6 +72,20 @@ static int serve_actor(const m0_app *app, const char *name) {
   return 1;
 }
 
+/* An M0_ variable m0 does not read is likely a typo (M0_THREAD=2 served one
+ * loop in silence): one line each, by name only (a value may be a secret),
+ * once the checks passed; a refusal stays its one line. */
+static void serve_warn_unknown(const m0_app *app) {
+  char names[M0__UNKNOWN_MAX][64];
+  int n = m0__config_unknown_vars(app->name, names, M0__UNKNOWN_MAX);
+  for (int i = 0; i < n && i < M0__UNKNOWN_MAX; i++) {
+    const char *near = m0__config_near_var(names[i]);
+    fprintf(stderr, "m0: warning: %s is not a variable m0 reads; ignored%s%s%s\n", names[i],
+            near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
+  }
+  if (n > M0__UNKNOWN_MAX) fprintf(stderr, "m0: warning: and %d more M0_ variables m0 does not read\n", n - M0__UNKNOWN_MAX);
+}
+
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
   if (getenv("M0__ACTOR")) return serve_actor(app, getenv("M0__ACTOR"));
   m0_config *cfg = calloc(1, sizeof *cfg);
@@ -101,6 +115,7 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
       fprintf(stderr, "m0: %s (%s)\n", checks[first].detail, checks[first].fix);
       rc = 78;
     } else {
+      serve_warn_unknown(app);
       /* Access-log lines leave one at a time, not at exit. */
       if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
       char sd_err[512];

@@ -53,6 +53,8 @@ typedef struct coord {
   bool *loop_done; /* said STOPPED (or died), counted */
   bool prod_done;
   bool stuck; /* someone was named for missing the drain's bound */
+  int64_t deadline; /* the drain's bound, once a drain began (0 before) */
+  bool actors_stopped; /* the application's actors were told to stop */
   m0__handle **handles; /* every actor here, for the waits and the close */
   int nhandles;
   m0__app_actors aa; /* the application's actors here (host/appactors.h) */
@@ -115,12 +117,21 @@ static bool coord_stop(coord *c, m0__handle *h, m0__peer *to) {
   return m0__send(&c->self, to, M0__K_STOP, 0, 0, NULL, 0) == 0;
 }
 
+/* The application's actors, told once (host/appactors.h): spawned instances
+ * are waited for within the bound. */
+static void coord_stop_actors(coord *c, int64_t deadline) {
+  if (c->actors_stopped) return;
+  c->actors_stopped = true;
+  m0__app_actors_stop(&c->aa, &c->self, deadline);
+}
+
 /* STOP to every loop and the producer; every STOPPED within the bound; then
  * the pool threads' ends within what is left of it. Returns 0, or
  * M0__ESTUCK when someone did not finish (named on stderr). */
 static int coord_drain(coord *c, int64_t deadline) {
   const m0__proc *p = c->p;
-  int waiting = 0;
+  int waiting = 0, loops_left = 0;
+  c->deadline = deadline;
   for (int i = 0; i < p->here; i++) {
     if (c->loop_done[i]) continue;
     /* Before STOP: the loop takes no connection from now on, even one whose
@@ -131,11 +142,16 @@ static int coord_drain(coord *c, int64_t deadline) {
     if (coord_stop(c, &c->loops[i].h, &c->loop_peers[i])) waiting++;
     else c->loop_done[i] = true;
   }
+  for (int i = 0; i < p->here; i++) loops_left += !c->loop_done[i];
   if (c->has_producer && !c->prod_done) {
     if (coord_stop(c, &c->prod.h, &c->prod_peer)) waiting++;
     else c->prod_done = true;
   }
   while (waiting > 0) {
+    /* Once every loop has drained no request is inside an application
+     * actor: they stop now, not when the producer is done too (they were
+     * told at the bound, and named for not stopping within it). */
+    if (!loops_left) coord_stop_actors(c, deadline);
     m0__msg m;
     int w = coord_wait(c, deadline, &m);
     if (w == 0) break;
@@ -146,7 +162,7 @@ static int coord_drain(coord *c, int64_t deadline) {
     if (w == 3) { /* ended without STOPPED: nothing more will come from it */
       int i = coord_dead(c);
       fprintf(stderr, "m0: loop.%d ended during the drain\n", p->first + i);
-      if (!c->loop_done[i]) waiting--;
+      if (!c->loop_done[i]) waiting--, loops_left--;
       c->loop_done[i] = true;
       atomic_store(&c->loops[i].h.said_stopped, true); /* counted once */
       continue;
@@ -158,6 +174,7 @@ static int coord_drain(coord *c, int64_t deadline) {
     if (over && role == M0__ROLE_LOOP && idx >= 0 && idx < p->here && !c->loop_done[idx]) {
       c->loop_done[idx] = true;
       waiting--;
+      loops_left--;
       if (m.env.kind == M0__K_STOPPED) coord_log_stats(p->first + idx, &m);
     } else if (over && role == M0__ROLE_PRODUCER && !c->prod_done) {
       c->prod_done = true;
@@ -180,7 +197,7 @@ static int coord_drain(coord *c, int64_t deadline) {
   /* No request is inside an application actor now (the loops drained):
    * they stop, and the processes spawned for them are waited for within the
    * bound. The pools: their loops sent them STOP on the way out. */
-  m0__app_actors_stop(&c->aa, &c->self, deadline);
+  coord_stop_actors(c, deadline);
   coord_wait_exits(c, deadline);
   for (int k = 0; k < p->here * c->npool; k++) {
     m0__pool_thread *t = &c->pools[k];
@@ -530,11 +547,11 @@ int m0__coord_run(m0__proc *p) {
   c->drain_ms = M0__CFG(c->cfg, drain_timeout_ms);
   c->npool = p->proc.pool;
   int rc = coord_serve(c);
-  /* Threads that said STOPPED are on their way out: wait for their ends,
-   * up to a second, unless one was named stuck (it will not come out, and
-   * under prefork the supervisor allows a worker one second past the
-   * bound, not two). */
-  if (!c->stuck) coord_wait_exits(c, m0__now_ms() + 1000);
+  /* Threads that said STOPPED are on their way out: wait for their ends
+   * within what is left of the drain's bound (it was a second more: the
+   * bound is the bound), unless one was named stuck (it will not come out).
+   * A start that failed before any drain allows them the bound. */
+  if (!c->stuck) coord_wait_exits(c, c->deadline ? c->deadline : m0__now_ms() + c->drain_ms);
   bool clean = coord_close(c);
   m0__process_teardown(c->proc, clean);
   if (!clean && c->proc->stop_fd < 0) /* a thread is still inside the application: do not wait for it */

@@ -15,7 +15,11 @@
  *   respawned; siblings stopped; exit 78. A stopped (SIGSTOP) worker is not a
  *   death (waitpid without WUNTRACED). During the drain nothing is respawned.
  * - SIGTERM/SIGINT are forwarded as SIGTERM; each worker drains within the
- *   one bound; a worker still alive a second after it is killed, named, exit 1.
+ *   one bound (its own, from the forwarded signal) and exits at it; a worker
+ *   still alive SUP_GRACE_MS after the bound is killed, named, exit 1. The
+ *   bound is the bound: that grace covers only the forwarding and a stuck
+ *   worker's own exit, not a second of teardown (it was 1 s: a stopped
+ *   worker, or a producer inside its step, took the bound plus a second).
  */
 #include "host/supervisor.h"
 
@@ -48,6 +52,11 @@
 #include "transport/topology.h"
 
 extern char **environ;
+
+/* How long past the drain's bound a worker may take to be gone: the
+ * forwarded SIGTERM reaches it a moment after the supervisor's, and a worker
+ * that misses its bound exits at once (m0__exit_now). */
+#define SUP_GRACE_MS 100
 
 typedef struct sup_worker {
   pid_t pid;
@@ -229,18 +238,19 @@ static void sup_check_beats(sup *s) {
  * the next heartbeat check (--worker-timeout-ms: a quarter of it; none
  * without it). 1 message (in m), 2 stop, 0 otherwise (time to reap and
  * check). */
-static int sup_wait(sup *s, m0__msg *m) {
+static int sup_wait(sup *s, m0__msg *m, int64_t until) {
   long timeout = M0__CFG(s->cfg, worker_timeout_ms);
-  /* Draining, its caller checks the bound between waits; serving, the
-   * heartbeat is the only reason to wake on time. */
-  long every = s->draining ? 100 : timeout > 0 ? (timeout / 4 > 0 ? timeout / 4 : 1) : -1;
-  int64_t deadline = every < 0 ? INT64_MAX : m0__now_ms() + every;
+  /* Draining, its caller's deadline (a death wakes the wait by SIGCHLD, a
+   * producer's end by the exit descriptor); serving, the heartbeat is the
+   * only reason to wake on time. */
+  long every = timeout > 0 ? (timeout / 4 > 0 ? timeout / 4 : 1) : -1;
+  int64_t deadline = s->draining ? until : every < 0 ? INT64_MAX : m0__now_ms() + every;
   int w = m0__process_wait(&s->proc, s->self.open ? &s->self : NULL, deadline, m);
   return w == M0__WAIT_MSG ? 1 : w == M0__WAIT_STOP ? 2 : 0;
 }
 
 /* SIGTERM to every worker, STOP to the producer; every exit within the bound
- * (plus a second for the workers' own teardown). Returns 0 or 1. */
+ * (the workers: plus SUP_GRACE_MS). Returns 0 or an m0__err. */
 static int sup_drain(sup *s) {
   s->draining = true;
   sup_kill_all(s, SIGTERM);
@@ -252,15 +262,17 @@ static int sup_drain(sup *s) {
     m0__tell(&s->self, &s->prod_peer, M0__K_STOP, NULL, 0);
   bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
   for (int i = 0; was_alive && i < s->n; i++) was_alive[i] = s->w[i].alive;
-  int64_t deadline = m0__now_ms() + s->drain_ms + 1000;
+  int64_t bound = m0__now_ms() + s->drain_ms, deadline = bound + SUP_GRACE_MS;
   for (;;) {
     sup_reap(s);
     bool alive = false;
     for (int i = 0; i < s->n; i++) alive |= s->w[i].alive;
     bool prod = s->has_producer && !m0__handle_exited(&s->prod.h);
-    if ((!alive && !prod) || m0__now_ms() >= deadline) break;
+    int64_t now = m0__now_ms();
+    /* The producer is this process's own thread: its bound has no grace. */
+    if ((!alive && (!prod || now >= bound)) || now >= deadline) break;
     m0__msg m;
-    if (sup_wait(s, &m) == 1) m0__msg_free(&m);
+    if (sup_wait(s, &m, alive ? deadline : bound) == 1) m0__msg_free(&m);
   }
   int rc = 0;
   for (int i = 0; i < s->n; i++) {
@@ -375,7 +387,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
   bool *was_ready = calloc((size_t)s->n, sizeof *was_ready);
   while (ready < want) {
     m0__msg m;
-    int w = sup_wait(s, &m);
+    int w = sup_wait(s, &m, INT64_MAX);
     if (w == 2) {
       fprintf(stderr, "m0: stopped while starting\n");
       free(was_ready);
@@ -408,7 +420,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
   m0__process_banner(&s->proc, 0, s->n);
   for (;;) {
     m0__msg m;
-    int w = sup_wait(s, &m);
+    int w = sup_wait(s, &m, INT64_MAX);
     if (w == 2) break;
     sup_check_beats(s);
     if ((rc = sup_reap(s)) <= 0) {

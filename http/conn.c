@@ -38,6 +38,7 @@
 #include "base/errors.h"
 #include "http/accesslog.h"
 #include "http/conn_state.h"
+#include "http/query.h"
 #include "http/stream.h"
 #include "http/views.h"
 
@@ -242,7 +243,13 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
 
   const m0_app *app = h->app;
   m0__current_trace = (m0__trace_id){p->trace_hi, p->trace_lo};
-  if (h->metrics && req.path.n == strlen(h->metrics_path) && !memcmp(req.path.p, h->metrics_path, req.path.n)) {
+  /* A dot-segment ("." or "..", %2E spelled too) is refused before anything
+   * routes the path: the router matches req->path raw, and a view that
+   * joined it to a directory would climb out (docs/http.md, The path). */
+  if (m0__path_dot_segment(req.path)) {
+    res.close = true; /* a refusal, as the parser's are */
+    m0__respond_status(&res, 400, NULL);
+  } else if (h->metrics && req.path.n == strlen(h->metrics_path) && !memcmp(req.path.p, h->metrics_path, req.path.n)) {
     h->metrics(h, &res);
   } else if (!(app->before_request && app->before_request(h->state, &req, &res))) {
     if (app->routes) {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -270,7 +271,8 @@ static void test_checks_counts_and_modes(void **st) {
   assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
   static const char *const order[] = {"workers-count", "workers-vs-application", "threads-count", "workers-vs-threads",
                                       "threads-vs-application", "blocking-threads-count", "environment", "topology",
-                                      "actors", "run-dir", "application", "trace", "supervision"};
+                                      "actors", "run-dir", "application", "trace", "supervision",
+                                      "pool-routes", "descriptors"};
   for (int i = 0; i < M0__CHECK_COUNT; i++) {
     assert_string_equal(ch[i].name, order[i]);
     assert_true(ch[i].ok);
@@ -286,7 +288,15 @@ static void test_checks_counts_and_modes(void **st) {
           "blocking-threads is -1 (flag)", "from 0 to 4096");
   refused(CHECKS(&app_routes, ch, "--blocking-threads", "4097"), ch, M0__C_blocking_threads_count,
           "blocking-threads is 4097", "M0_BLOCKING_THREADS");
-  assert_int_equal(CHECKS(&app_routes, ch, "--workers", "4096", "--blocking-threads", "4096"), -1);
+  /* each count within its bound, but together more threads in one process
+   * than any host should start (the doctor said ok to 4097 per worker and
+   * 16.8 million loops and pool threads under --threads) */
+  refused(CHECKS(&app_routes, ch, "--workers", "4096", "--blocking-threads", "4096"), ch,
+          M0__C_blocking_threads_count, "1 loop with 4096 handler threads each make 4097 threads in one process, "
+          "more than 4096", "at most 4096 threads per process");
+  refused(CHECKS(&app_routes, ch, "--threads", "64", "--blocking-threads", "100"), ch, M0__C_blocking_threads_count,
+          "64 loops with 100 handler threads each make 6464 threads", "--threads x (1 + --blocking-threads)");
+  assert_int_equal(CHECKS(&app_routes, ch, "--threads", "16", "--blocking-threads", "255"), -1);
   /* two failures: the first is the refusal, the second is still reported */
   refused(CHECKS(&app_routes, ch, "--workers", "0", "--threads", "0"), ch, M0__C_workers_count, "workers is 0", "--workers");
   assert_false(ch[M0__C_threads_count].ok);
@@ -315,7 +325,14 @@ static void test_checks_application(void **st) {
   refused(CHECKS(&fallback, ch, "--threads", "4"), ch, M0__C_threads_vs_application,
           "4 loops asked, but t serves at most 3", "set --threads / M0_THREADS to 3 or fewer");
   assert_int_equal(CHECKS(&two, ch, "--threads", "2"), -1);
-  assert_true(has(ch[M0__C_threads_vs_application].detail, "t allows limited loops"));
+  /* how many, not "limited" */
+  assert_string_equal(ch[M0__C_threads_vs_application].detail, "t allows at most 2 loops");
+  assert_int_equal(CHECKS(&any, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_workers_vs_application].detail, "t allows at most 1 worker");
+  assert_string_equal(ch[M0__C_threads_vs_application].detail, "t allows any number of loops");
+  assert_int_equal(CHECKS(&fallback, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_workers_vs_application].detail, "t allows at most 3 workers");
+  assert_string_equal(ch[M0__C_threads_vs_application].detail, "t allows at most 3 loops");
   refused(CHECKS(&two, ch, "--threads", "3"), ch, M0__C_threads_vs_application, "at most 2", "2 or fewer");
 
   /* exactly one of handle and routes */
@@ -326,11 +343,130 @@ static void test_checks_application(void **st) {
   refused(CHECKS(&neither, ch, "--port", "0"), ch, M0__C_application, "application n gives neither handle nor routes",
           "exactly one");
   refused(CHECKS(&unnamed, ch, "--port", "0"), ch, M0__C_application, "application (unnamed) gives neither", "m0_app");
+  /* a routes pointer with no routes is no views table (it passed as "answers
+   * with a views table" and answered 404 to everything) */
+  m0_app empty = {.name = "e", .routes = routes, .nroutes = 0};
+  refused(CHECKS(&empty, ch, "--port", "0"), ch, M0__C_application, "application e gives neither handle nor routes",
+          "exactly one");
   assert_int_equal(CHECKS(&handler, ch, "--port", "0"), -1);
   assert_string_equal(ch[M0__C_application].detail, "h answers with a handler");
   assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
   assert_string_equal(ch[M0__C_application].detail, "t answers with a views table");
 }
+
+/* An M0_ variable m0 does not read (a typo: M0_THREAD=2 served one loop in
+ * silence) is named by the environment check, never refused, never with its
+ * value; the host's own, the application's own (M0_<APP>_) and M0__ are
+ * known. A variable out of range is told its range. */
+static void test_variables_unknown(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  setenv("M0_THREAD", "2", 1);
+  setenv("M0_API_KEY", "sekrit-value", 1);
+  setenv("M0_TLS_CERT", "/x", 1);   /* an outside instance's: reserved */
+  setenv("M0__WORKER_X", "1", 1);   /* the host's: reserved */
+  setenv("M0_T_KNOB", "1", 1);      /* the application t's own */
+  setenv("M0_RUN_DIR", "", 1);      /* an option's */
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  const char *d = ch[M0__C_environment].detail;
+  assert_true(ch[M0__C_environment].ok);
+  assert_true(has(d, "2 it does not read, ignored"));
+  assert_true(has(d, "M0_THREAD (did you mean M0_THREADS?)"));
+  assert_true(has(d, "M0_API_KEY"));
+  assert_null(strstr(d, "sekrit-value"));
+  assert_true(!strstr(d, "M0_TLS_CERT") && !strstr(d, "M0__WORKER_X") && !strstr(d, "M0_T_KNOB") &&
+              !strstr(d, "M0_RUN_DIR"));
+  char names[M0__UNKNOWN_MAX][64];
+  assert_int_equal(m0__config_unknown_vars("t", names, M0__UNKNOWN_MAX), 2);
+  /* another application's knob is not this one's */
+  assert_int_equal(m0__config_unknown_vars("host_check", names, M0__UNKNOWN_MAX), 3);
+  assert_null(m0__config_near_var("M0_API_KEY"));
+  assert_string_equal(m0__config_near_var("M0_WORKER"), "M0_WORKERS");
+  assert_string_equal(m0__config_near_var("M0_DRAIN_TIMEOUT_M"), "M0_DRAIN_TIMEOUT_MS");
+  unsetenv("M0_THREAD");
+  unsetenv("M0_API_KEY");
+  unsetenv("M0_TLS_CERT");
+  unsetenv("M0__WORKER_X");
+  unsetenv("M0_T_KNOB");
+  unsetenv("M0_RUN_DIR");
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_environment].detail, "every M0_ variable read");
+
+  /* out of range: the fix says the range, as the flag's refusal does */
+  const char *ranges[][3] = {{"M0_PORT", "70000", "set M0_PORT to a whole number from 0 to 65535, or unset it"},
+                             {"M0_MAX_URI_BYTES", "1", "set M0_MAX_URI_BYTES to a whole number from 256 to 1048576"},
+                             {"M0_THREADS", "2x", "set M0_THREADS to a whole number from 1 to 4096"},
+                             {"M0_ACCESS_LOG", "maybe", "set M0_ACCESS_LOG to a boolean (1, true, yes, on or 0"}};
+  for (size_t i = 0; i < sizeof ranges / sizeof *ranges; i++) {
+    setenv(ranges[i][0], ranges[i][1], 1);
+    int first = CHECKS(&app_routes, ch, "--port", "0");
+    if (first != M0__C_environment || !has(ch[first].fix, ranges[i][2]))
+      fail_msg("%s=%s: check %d fix \"%s\", want \"%s\"", ranges[i][0], ranges[i][1], first,
+               first >= 0 ? ch[first].fix : "", ranges[i][2]);
+    unsetenv(ranges[i][0]);
+  }
+}
+
+/* M0_NEEDS_POOL: a view that blocks is refused without a pool, and with
+ * M0_ON_LOOP (check pool-routes), naming the route and the fix. */
+static void test_checks_pool_routes(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  static const m0_route blocking[] = {{"GET", "/health", dummy_view, M0_ON_LOOP},
+                                      {"GET", "/slow", dummy_view, M0_NEEDS_POOL}};
+  static const m0_route both[] = {{"POST", "/x", dummy_view, M0_ON_LOOP | M0_NEEDS_POOL}};
+  m0_app a = {.name = "b", .routes = blocking, .nroutes = 2}, b = {.name = "c", .routes = both, .nroutes = 1};
+  refused(CHECKS(&a, ch, "--port", "0"), ch, M0__C_pool_routes,
+          "route GET /slow needs the pool (M0_NEEDS_POOL: its view blocks), but blocking-threads is 0 (default)",
+          "--blocking-threads 1 or more");
+  refused(CHECKS(&a, ch, "--blocking-threads", "0"), ch, M0__C_pool_routes, "blocking-threads is 0 (flag)",
+          "M0_BLOCKING_THREADS");
+  assert_int_equal(CHECKS(&a, ch, "--blocking-threads", "1"), -1);
+  assert_string_equal(ch[M0__C_pool_routes].detail, "1 route that blocks served by the pool");
+  refused(CHECKS(&b, ch, "--blocking-threads", "2"), ch, M0__C_pool_routes,
+          "route POST /x is flagged both M0_ON_LOOP and M0_NEEDS_POOL", "keep one flag");
+  assert_int_equal(CHECKS(&app_routes, ch, "--port", "0"), -1);
+  assert_string_equal(ch[M0__C_pool_routes].detail, "no route needs the pool");
+}
+
+/* The descriptors a topology opens at start against RLIMIT_NOFILE: 130
+ * loops under 1024 crashed in uv_loop_close, 8 under 64 said "loop.0
+ * cannot start" and crashed. */
+static void test_checks_descriptors(void **st) {
+  m0__check ch[M0__CHECK_COUNT];
+  struct rlimit saved, low;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  low = saved;
+  low.rlim_cur = 1024;
+  if (saved.rlim_cur < 1024) skip();
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  int f130 = CHECKS(&app_routes, ch, "--threads", "130");
+  m0__check c130 = ch[M0__C_descriptors];
+  int f8 = CHECKS(&app_routes, ch, "--threads", "8");
+  m0__check c8 = ch[M0__C_descriptors];
+  int fpool = CHECKS(&app_routes, ch, "--threads", "20", "--blocking-threads", "30");
+  m0__check cpool = ch[M0__C_descriptors];
+  int fw = CHECKS(&app_routes, ch, "--workers", "2", "--blocking-threads", "200");
+  m0__check cw = ch[M0__C_descriptors];
+  low.rlim_cur = 64;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  int f64 = CHECKS(&app_routes, ch, "--threads", "8");
+  m0__check c64 = ch[M0__C_descriptors];
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+
+  assert_int_equal(f130, M0__C_descriptors);
+  assert_false(c130.ok);
+  assert_true(has(c130.detail, "the host needs about 14") && has(c130.detail, "(130 loops, 0 handler threads per loop"));
+  assert_true(has(c130.detail, "RLIMIT_NOFILE is 1024"));
+  assert_true(has(c130.fix, "ulimit -n") && has(c130.fix, "or serve at most 9") && has(c130.fix, "loops here (--threads 9"));
+  assert_int_equal(f8, -1);
+  assert_true(has(c8.detail, "the host needs about") && has(c8.detail, "of RLIMIT_NOFILE 1024 descriptors to start"));
+  assert_int_equal(fpool, M0__C_descriptors);
+  assert_true(has(cpool.detail, "(20 loops, 30 handler threads per loop"));
+  assert_int_equal(fw, M0__C_descriptors);
+  assert_true(has(cw.detail, "each worker needs about") && has(cw.fix, "fewer workers or handler threads"));
+  assert_int_equal(f64, M0__C_descriptors);
+  assert_true(has(c64.detail, "RLIMIT_NOFILE is 64") && has(c64.fix, "loops here (--threads "));
+}
+
 
 static void test_checks_supervision(void **st) {
   m0__check ch[M0__CHECK_COUNT];
@@ -1666,6 +1802,35 @@ static int serve_fn(void *arg) {
 }
 
 /* m0_serve's exit codes where no server starts. */
+/* The doctor says what an app allows as it means it, and which M0_
+ * variables it ignored (names only). */
+static void test_doctor_bounds(void **st) {
+  int rc;
+  m0_app any = app_routes, two = app_routes;
+  any.max_threads = -1;
+  any.max_workers = 1;
+  two.max_threads = 2;
+  json_t *j = DOCTOR(&any, &rc, "--port", "0");
+  assert_int_equal(rc, 0);
+  json_t *a = json_object_get(j, "application");
+  assert_int_equal(json_integer_value(json_object_get(a, "max_threads")), -1); /* was 0: read as a limit */
+  assert_int_equal(json_integer_value(json_object_get(a, "max_workers")), 1);
+  assert_int_equal(json_array_size(json_object_get(j, "unknown_variables")), 0);
+  json_decref(j);
+  j = DOCTOR(&two, &rc, "--port", "0");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "application"), "max_threads")), 2);
+  json_decref(j);
+  setenv("M0_THREAD", "2", 1);
+  j = DOCTOR(&app_routes, &rc, "--port", "0");
+  assert_int_equal(rc, 0);
+  json_t *u = json_object_get(j, "unknown_variables");
+  assert_int_equal(json_array_size(u), 1);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(u, 0), "name")), "M0_THREAD");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(u, 0), "did_you_mean")), "M0_THREADS");
+  json_decref(j);
+  unsetenv("M0_THREAD");
+}
+
 static void test_serve_codes(void **st) {
   int rc;
   char *help[] = {"prog", "--help", NULL}, *version[] = {"prog", "--version", NULL}, *bad[] = {"prog", "--prot", NULL};
@@ -1695,7 +1860,8 @@ static void test_serve_codes(void **st) {
   alarm(0);
   unsetenv("M0_PORT");
   assert_int_equal(rc, 78);
-  assert_string_equal(err, "m0: cannot read the variable M0_PORT=abc (set it to a valid value (see --help) or unset it)\n");
+  assert_string_equal(err, "m0: cannot read the variable M0_PORT=abc (set M0_PORT to a whole number from 0 to 65535, "
+                           "or unset it)\n");
   free(err);
   /* the actors check refuses: 78 and its one line, nothing served. (One
    * process: were it not refused, a host of --workers would spawn this
@@ -1724,6 +1890,9 @@ int main(void) {
       cmocka_unit_test_setup(test_variables, setup),
       cmocka_unit_test_setup(test_checks_counts_and_modes, setup),
       cmocka_unit_test_setup(test_checks_application, setup),
+      cmocka_unit_test_setup(test_variables_unknown, setup),
+      cmocka_unit_test_setup(test_checks_pool_routes, setup),
+      cmocka_unit_test_setup(test_checks_descriptors, setup),
       cmocka_unit_test_setup(test_checks_supervision, setup),
       cmocka_unit_test_setup(test_checks_trace, setup),
       cmocka_unit_test_setup(test_checks_run_dir, setup),
@@ -1738,6 +1907,7 @@ int main(void) {
       cmocka_unit_test_setup(test_checks_actors, setup),
       cmocka_unit_test_setup(test_doctor, setup),
       cmocka_unit_test_setup(test_doctor_actors, setup),
+      cmocka_unit_test_setup(test_doctor_bounds, setup),
       cmocka_unit_test_setup(test_serve_codes, setup),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

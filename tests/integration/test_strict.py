@@ -13,6 +13,8 @@ Proves:
   - an absolute-form target (RFC 9112 3.2.2) is served as its origin-form:
     /health answers, /loop/echo sees the path /loop/echo, the connection
     stays open;
+  - a request line split across reads is read as sent (one SP between its
+    parts even when the server dropped it between reads; two still two);
   - one empty line before a request is skipped (RFC 9112 2.2), a Host with a
     port or an IPv6 literal is served;
   - an Upgrade is ignored (RFC 9110 7.8): the request after it on the same
@@ -23,6 +25,7 @@ After all of them the same process answers /health (no crash).
 """
 import json
 import os
+import time
 
 from harness import Failures, Server
 from rawhttp import Conn
@@ -71,6 +74,7 @@ REFUSED = [
     ("Host empty", B400, head(GET, "Host:", host=False)),
     ("Host only OWS", B400, head(GET, "Host:  \t", host=False)),
     ("two Hosts folded with a comma", B400, head(GET, "Host: a, b", host=False)),
+    ("two Hosts folded with a bare comma", B400, head(GET, "Host: a,b", host=False)),
     ("Host with a port not digits", B400, head(GET, "Host: t:8x", host=False)),
     ("two Host headers", B400, head(GET, "Host: other")),
     ("Content-Length that overflows", B400,
@@ -111,6 +115,18 @@ def served(port, name, data, want_status=200, then=True):
         return body
 
 
+def in_pieces(port, name, pieces, want_status):
+    """The pieces written one by one, 100 ms apart, so the server reads them
+    apart and drops between reads what no span needs (a SP after a method):
+    the request line is still read as it was sent."""
+    with Conn(port, timeout=5) as k:
+        for piece in pieces:
+            k.send(piece)
+            time.sleep(0.1)
+        st, _, _, body, line = k.try_response()
+        F.check(st == want_status, f"[{name}] in {len(pieces)} reads -> {want_status} (got {line!r} {body[:60]!r})")
+
+
 def echoed_path(body):
     try:
         return json.loads(body).get("path")
@@ -137,6 +153,13 @@ with Server("host_check", "--port", "0") as s:
     F.check(echoed_path(body) == "/loop/echo", f"[absolute-form /loop/echo?x=1] the view sees path /loop/echo ({body[:120]!r})")
     served(p, "absolute-form on 1.0 without Host",
            head(b"GET http://t/health HTTP/1.0", "Connection: keep-alive", host=False))
+
+    # a request line split across reads (the connection keeps only what the
+    # spans need between them): one SP is still one, two are still two
+    in_pieces(p, "GET |/health |HTTP/1.1", [b"GET ", b"/health ", b"HTTP/1.1\r\nHost: t\r\n\r\n"], 200)
+    in_pieces(p, "GET /health H|TTP/1.1", [b"GET /health H", b"TTP/1.1\r\nHost: t\r\n\r\n"], 200)
+    in_pieces(p, "GET | /health", [b"GET ", b" /health HTTP/1.1\r\nHost: t\r\n\r\n"], 400)
+    in_pieces(p, "GET /health | HTTP/1.1", [b"GET /health ", b" HTTP/1.1\r\nHost: t\r\n\r\n"], 400)
 
     # what stays served
     served(p, "one CRLF before the request line", b"\r\n" + head(GET))

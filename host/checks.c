@@ -86,15 +86,18 @@ static void check_blocking_threads_count(const m0_config *cfg, const m0_app *app
     CHECK_FIX(c, "set --blocking-threads / M0_BLOCKING_THREADS to a number from 0 to %d", M0__TOPO_MAX);
     return;
   }
-  /* Each count is bounded alone; their product is what one process starts:
-   * --threads 4096 --blocking-threads 4096 was 16.8 million threads. */
+  /* Each count is bounded alone; their product is what the topology starts
+   * (and what the doctor lists, actor by actor): --threads 4096
+   * --blocking-threads 4096 was 16.8 million threads, and the doctor said ok
+   * after minutes of listing them. */
   long w = M0__CFG(cfg, workers), t = M0__CFG(cfg, threads);
-  long here = w > 1 ? 1 : t, threads = here * (1 + b);
-  if (here >= 1 && here <= M0__TOPO_MAX && threads > M0__PROC_THREADS_MAX) {
-    CHECK_FAIL(c, "%ld loop%s with %ld handler threads each make %ld threads in one process, more than %d", here,
-               here == 1 ? "" : "s", b, threads, M0__PROC_THREADS_MAX);
-    CHECK_FIX(c, "serve at most %d threads per process: --threads x (1 + --blocking-threads), or "
-              "1 + --blocking-threads per worker under --workers", M0__PROC_THREADS_MAX);
+  long loops = w > 1 ? w : t, threads = loops * (1 + b);
+  if (loops >= 1 && loops <= M0__TOPO_MAX && threads > M0__TOPO_THREADS_MAX) {
+    CHECK_FAIL(c, "%ld %s with %ld handler threads each make %ld threads, more than %d", loops,
+               w > 1 ? (loops == 1 ? "worker" : "workers") : (loops == 1 ? "loop" : "loops"), b, threads,
+               M0__TOPO_THREADS_MAX);
+    CHECK_FIX(c, "serve at most %d loops and handler threads in all: %s x (1 + --blocking-threads)",
+              M0__TOPO_THREADS_MAX, w > 1 ? "--workers" : "--threads");
   } else CHECK_OK(c, "%ld handler thread%s per loop", b, b == 1 ? "" : "s");
 }
 

@@ -43,9 +43,9 @@ typedef struct m0__check {
 /* Runs every check in order into out[M0__CHECK_COUNT]. Returns the index of
  * the first failure, or -1 when all pass. */
 int m0__checks_run(const m0_config *cfg, const m0_app *app, m0__check out[M0__CHECK_COUNT]);
-/* The most threads of the host's own (loops and pool threads) in one
- * process. */
-#define M0__PROC_THREADS_MAX 4096
+/* The most loops and pool threads a topology holds in all (every worker's
+ * under prefork). */
+#define M0__TOPO_THREADS_MAX 4096
 
 /* The descriptors the busiest process of cfg's topology opens at start, with
  * the application's actors as resolved (host/appspec.h); connections and what

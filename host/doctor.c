@@ -72,9 +72,10 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   json_t *actors = json_array();
   m0__topology t;
   const char *dir = M0__CFGS(cfg, run_dir)[0] ? M0__CFGS(cfg, run_dir) : NULL;
-  /* Beyond M0__TOPO_MAX ids collide: no actors listed. A description only
+  /* Beyond M0__TOPO_MAX ids collide, and beyond M0__TOPO_THREADS_MAX in all
+   * the list would be millions long: no actors listed. A description only
    * (no run directory, no pid): the file's URLs keep their placeholders. */
-  if (pd.loops <= M0__TOPO_MAX && pd.pool <= M0__TOPO_MAX &&
+  if (pd.loops <= M0__TOPO_MAX && pd.pool <= M0__TOPO_MAX && checks[M0__C_blocking_threads_count].ok &&
       m0__topology_describe(&t, pd.mode, pd.loops, pd.pool, cfg->topo_transport, (const char(*)[256])cfg->topo_urls,
                             cfg->ntopo_urls, dir) == 0) {
     for (int k = 0; k < t.nactors; k++) {

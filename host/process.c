@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "actors/admit.h"
 #include "base/errors.h"
@@ -51,6 +52,12 @@ int m0__process_setup(m0__process *p) {
   p->listen_fd = -1;
   p->sigfd = -1;
   p->exits.fd = -1;
+  /* libuv makes a process-wide signal pipe at the first uv_loop_init and
+   * abort()s when it cannot (a loop starting with the descriptors spent was
+   * SIGABRT, not its reason): a loop made and closed here, first, makes it
+   * while descriptors are still free. */
+  uv_loop_t first;
+  if (uv_loop_init(&first) == 0) uv_loop_close(&first);
   /* The checks refused what does not resolve; a failure here is memory. */
   if (m0__app_decl_make(&p->decl, p->app, cfg, p->mode == M0__MODE_PREFORK, err, sizeof err) != 0) {
     fprintf(stderr, "m0: %s\n", err);

@@ -38,6 +38,11 @@
  *                             W thread T" on stderr before it spins
  *   M0_HOSTCHECK_STEP_SAYS=1  each producer step says "host_check: step N begins"
  *                             on stderr before it spins or publishes
+ *   M0_HOSTCHECK_NEEDS_POOL=1 /slow is flagged M0_NEEDS_POOL (it blocks): served
+ *                             only with --blocking-threads 1 or more (else
+ *                             exit 78, check pool-routes); =loop flags it
+ *                             M0_ON_LOOP | M0_NEEDS_POOL too, which is refused.
+ *                             Off by default: the tests run /slow on the loop.
  */
 #include <m0/m0.h>
 #include <pthread.h>
@@ -286,12 +291,25 @@ static void beat_free(void *state) { free(state); }
 
 static const m0_producer hc_producer = {.make = beat_make, .step = beat_step, .free = beat_free};
 
+/* The same routes, /slow flagged as M0_HOSTCHECK_NEEDS_POOL says. */
+static m0_route hc_routes_pool[sizeof hc_routes / sizeof hc_routes[0]];
+
+static const m0_route *hc_routes_chosen(void) {
+  const char *v = getenv("M0_HOSTCHECK_NEEDS_POOL");
+  if (!v || (strcmp(v, "1") && strcmp(v, "loop"))) return hc_routes;
+  memcpy(hc_routes_pool, hc_routes, sizeof hc_routes);
+  for (size_t i = 0; i < sizeof hc_routes / sizeof hc_routes[0]; i++)
+    if (!strcmp(hc_routes_pool[i].pattern, "/slow"))
+      hc_routes_pool[i].flags = M0_NEEDS_POOL | (strcmp(v, "loop") ? 0 : M0_ON_LOOP);
+  return hc_routes_pool;
+}
+
 int main(int argc, char **argv) {
   m0_app app = {
       .name = "host_check",
       .make = hc_make,
       .free = hc_free,
-      .routes = hc_routes,
+      .routes = hc_routes_chosen(),
       .nroutes = sizeof hc_routes / sizeof hc_routes[0],
       .actors = hc_actors,
       .nactors = sizeof hc_actors / sizeof hc_actors[0],

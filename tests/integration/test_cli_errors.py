@@ -100,20 +100,27 @@ def usage_errors():
 
 
 def variables():
-    fix = "(set it to a valid value (see --help) or unset it)"
-    for var, value in [("M0_ACCESS_LOG", "maybe"), ("M0_PORT", ""), ("M0_HOST", "example.com"),
-                       ("M0_MAX_BODY_BYTES", "-1"), ("M0_KEEPALIVE_TIMEOUT_MS", "1h"), ("M0_ACCEPT_SHARE", "2")]:
-        want = f"m0: cannot read the variable {var}={value} {fix}"
+    # The fix says what the variable accepts, as a flag's refusal does (it
+    # said "set it to a valid value (see --help)").
+    boolean = "a boolean (1, true, yes, on or 0, false, no, off)"
+    for var, value, accepts in [("M0_ACCESS_LOG", "maybe", boolean), ("M0_PORT", "", "a whole number from 0 to 65535"),
+                                ("M0_HOST", "example.com", "an IPv4 or IPv6 address, localhost, or [::1]; no DNS"),
+                                ("M0_MAX_BODY_BYTES", "-1", "a whole number from 0 to 1073741824"),
+                                ("M0_KEEPALIVE_TIMEOUT_MS", "1h", "a whole number from 1 to 3600000"),
+                                ("M0_ACCEPT_SHARE", "2", boolean),
+                                ("M0_THREADS", "2x", "a whole number from 1 to 4096")]:
+        want = f"m0: cannot read the variable {var}={value} (set {var} to {accepts}, or unset it)"
         rc, out, err = run_b("host_check", "--port", "0", env={var: value})
         F.check(rc == 78 and m0_lines(err) == [want],
-                f"{var}={value!r}: exit 78, one line naming it\n  got  {rc} {m0_lines(err)}\n  want {want!r}")
+                f"{var}={value!r}: exit 78, one line naming it and its range\n  got  {rc} {m0_lines(err)}\n  want {want!r}")
         rc_d, d, _ = doctor("host_check", env={var: value})
         env = [c for c in (d or {}).get("checks", []) if c["name"] == "environment"]
         F.check(rc_d == 78 and env and not env[0]["ok"] and f"m0: {env[0]['detail']} ({env[0]['fix']})" == want,
                 f"{var}={value!r}: the doctor's environment check says the same ({rc_d}, {env})")
     # the first of the table is named; a flag does not rescue it
     rc, _, err = run_b("host_check", "--port", "0", "--threads", "2", env={"M0_PORT": "abc", "M0_THREADS": "x"})
-    F.check(rc == 78 and m0_lines(err) == [f"m0: cannot read the variable M0_PORT=abc {fix}"],
+    F.check(rc == 78 and m0_lines(err) == ["m0: cannot read the variable M0_PORT=abc (set M0_PORT to a whole number "
+                                           "from 0 to 65535, or unset it)"],
             f"two bad variables: M0_PORT (first in the table) is named ({rc}, {m0_lines(err)})")
 
 

@@ -292,11 +292,12 @@ static void test_checks_counts_and_modes(void **st) {
    * than any host should start (the doctor said ok to 4097 per worker and
    * 16.8 million loops and pool threads under --threads) */
   refused(CHECKS(&app_routes, ch, "--workers", "4096", "--blocking-threads", "4096"), ch,
-          M0__C_blocking_threads_count, "1 loop with 4096 handler threads each make 4097 threads in one process, "
-          "more than 4096", "at most 4096 threads per process");
+          M0__C_blocking_threads_count, "4096 workers with 4096 handler threads each make 16781312 threads, "
+          "more than 4096", "at most 4096 loops and handler threads in all: --workers x (1 + --blocking-threads)");
   refused(CHECKS(&app_routes, ch, "--threads", "64", "--blocking-threads", "100"), ch, M0__C_blocking_threads_count,
           "64 loops with 100 handler threads each make 6464 threads", "--threads x (1 + --blocking-threads)");
   assert_int_equal(CHECKS(&app_routes, ch, "--threads", "16", "--blocking-threads", "255"), -1);
+  assert_int_equal(CHECKS(&app_routes, ch, "--workers", "512", "--blocking-threads", "7"), -1);
   /* two failures: the first is the refusal, the second is still reported */
   refused(CHECKS(&app_routes, ch, "--workers", "0", "--threads", "0"), ch, M0__C_workers_count, "workers is 0", "--workers");
   assert_false(ch[M0__C_threads_count].ok);
@@ -566,9 +567,11 @@ static void test_checks_run_dir(void **st) {
   snprintf(want, sizeof want, "%s is too long for its sockets: the path of its coordinator.sock would be 112 bytes", d95);
   refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--workers", "2", "--blocking-threads", "1"), ch, M0__C_run_dir,
           want, "at most 90 bytes");
-  snprintf(want, sizeof want, "%s is too long for its sockets: the path of its pool.1000.1000.sock would be 115", d95);
-  refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--workers", "1001", "--blocking-threads", "1001"), ch,
-          M0__C_run_dir, want, "at most 87 bytes");
+  /* the longest pool thread's name within the bound of 4096 loops and pool
+   * threads in all (pool.1000.1000.sock is refused before: 1002001 threads) */
+  snprintf(want, sizeof want, "%s is too long for its sockets: the path of its pool.1000.2.sock would be 112", d95);
+  refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--workers", "1001", "--blocking-threads", "3"), ch,
+          M0__C_run_dir, want, "at most 90 bytes");
   /* threads over inproc: only loop.i.sock goes there (loop.10.sock in a 95 is 108) */
   assert_int_equal(CHECKS(&app_routes, ch, "--run-dir", d95, "--threads", "10", "--blocking-threads", "1"), -1);
   refused(CHECKS(&app_routes, ch, "--run-dir", d95, "--threads", "11"), ch, M0__C_run_dir, "its loop.10.sock would be 108",

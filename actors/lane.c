@@ -45,10 +45,10 @@ void m0__lane_flush(m0__loop *l) {
   atomic_store_explicit(&m0__loop_line_at(l, l->index)->queued, l->queued - l->answered, memory_order_relaxed);
 }
 
-static void lane_on_answer(void *arg, void *conn, const uint8_t *resp, size_t len) {
+static void lane_on_answer(void *arg, const m0__result *r) {
   m0__loop *l = arg;
   l->answered++;
-  m0__http_complete(&l->http, conn, resp, len);
+  m0__http_complete(&l->http, r->conn, r->resp, r->len, r->fd, r->off, r->flen);
 }
 
 void m0__lane_on_result(m0__loop *l, const m0__msg *m) {

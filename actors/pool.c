@@ -103,23 +103,35 @@ static const uint8_t *rd_take(rd *r, size_t n) {
   return at;
 }
 
-int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn, const uint8_t *resp, size_t len),
-                    void *arg) {
+/* Result record: u64 conn, u32 len, i32 fd (-1: none), u64 off, u64 flen,
+ * then len bytes. */
+#define RESULT_HEAD 32
+
+int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, const m0__result *r), void *arg) {
   rd r = {p, p + n, false};
   const uint8_t *c = rd_take(&r, 4);
   if (!c) return M0__EBADMSG;
   uint32_t count;
   memcpy(&count, c, 4);
   for (uint32_t i = 0; i < count; i++) {
-    const uint8_t *h = rd_take(&r, 12);
+    const uint8_t *h = rd_take(&r, RESULT_HEAD);
     if (!h) return M0__EBADMSG;
     uint64_t conn;
     uint32_t len;
+    int32_t fd;
+    m0__result a;
     memcpy(&conn, h, 8);
     memcpy(&len, h + 8, 4);
+    memcpy(&fd, h + 12, 4);
+    memcpy(&a.off, h + 16, 8);
+    memcpy(&a.flen, h + 24, 8);
     const uint8_t *resp = rd_take(&r, len);
     if (!resp) return M0__EBADMSG;
-    fn(arg, (void *)(uintptr_t)conn, resp, len);
+    a.conn = (void *)(uintptr_t)conn;
+    a.resp = resp;
+    a.len = len;
+    a.fd = fd;
+    fn(arg, &a);
   }
   return (int)count;
 }
@@ -183,6 +195,7 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   m0__outq_clear(resp);
   m0_response res;
   m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
+  res.req = &req; /* m0_respond_file reads its conditions */
   if (h.extra) memcpy(res.extra, extra, h.extra); /* before_request's, checked when added */
   res.extra_len = h.extra;
   const m0_app *app = t->app;
@@ -200,14 +213,32 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   /* Logged here, where the request still is: the loop gets bytes only. */
   if (t->access_log)
     m0__access_log_line(t->loop, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
-  /* The answer as one piece: references (static bodies) are copied here. */
-  uint32_t len = (uint32_t)m0__outq_bytes(resp);
-  uint8_t *at = m0__msg_extend(out, 12 + (size_t)len);
-  if (!at) return M0__ENOMEM;
-  at = put(at, &h.conn, 8);
-  at = put(at, &len, 4);
+  /* The answer as one piece: references (static and owned bodies) are
+   * copied here; a file piece (always the end of its response) travels as
+   * its descriptor, which the loop then owns. */
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
   int k = m0__outq_iov(resp, 0, iov);
+  uint32_t len = 0;
+  for (int i = 0; i < k; i++) len += (uint32_t)iov[i].len;
+  int fd = -1;
+  uint64_t off = 0;
+  size_t flen = 0;
+  if (m0__outq_file_at(resp, len, &fd, &off, &flen)) {
+    for (int j = 0; j < resp->nrefs; j++)
+      if (resp->refs[j].fd == fd) resp->refs[j].fd = -1; /* handed on: not closed by the clear */
+  }
+  uint8_t *at = m0__msg_extend(out, RESULT_HEAD + (size_t)len);
+  if (!at) {
+    if (fd >= 0) close(fd);
+    return M0__ENOMEM;
+  }
+  int32_t fd32 = fd;
+  uint64_t flen64 = flen;
+  at = put(at, &h.conn, 8);
+  at = put(at, &len, 4);
+  at = put(at, &fd32, 4);
+  at = put(at, &off, 8);
+  at = put(at, &flen64, 8);
   for (int i = 0; i < k; i++) at = put(at, iov[i].base, iov[i].len);
   m0__outq_clear(resp); /* an owned body is freed now, not at the next job */
   return 0;

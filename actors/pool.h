@@ -84,9 +84,18 @@ typedef struct m0__batch {
  * echoed back with its answer. 0, or M0__ENOMEM (the batch as it was). */
 int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, const m0_response *res);
 void m0__batch_fini(m0__batch *b);
-/* Walks a RESULT payload: calls fn(conn, bytes, n) per answer. Returns the
- * count, or M0__EBADMSG for a malformed payload. */
-int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, void *conn, const uint8_t *resp, size_t len),
-                    void *arg);
+/* One answer of a RESULT: the response's bytes, then maybe a file piece
+ * (m0_respond_file on a pool thread: fd >= 0, flen bytes from off), whose
+ * descriptor is the receiver's to close. */
+typedef struct m0__result {
+  void *conn;
+  const uint8_t *resp;
+  size_t len;
+  int fd;
+  uint64_t off, flen;
+} m0__result;
+/* Walks a RESULT payload: calls fn per answer. Returns the count, or
+ * M0__EBADMSG for a malformed payload. */
+int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, const m0__result *r), void *arg);
 
 #endif

@@ -29,10 +29,13 @@
  */
 #include "http/conn.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include "base/errors.h"
@@ -47,6 +50,7 @@
 #define CONN_LINGER_MS 1000      /* reading-and-discarding after an error answer */
 
 static void conn_close(m0__conn *c);
+static void wpoll_on_close(uv_handle_t *h);
 static void conn_process(m0__conn *c, char *buf, size_t len);
 static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -79,6 +83,10 @@ static void conn_close(m0__conn *c) {
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
+  if (c->wp) { /* a file piece was waiting for the socket */
+    uv_close((uv_handle_t *)&c->wp->poll, wpoll_on_close);
+    c->wp = NULL;
+  }
   uv_close((uv_handle_t *)&c->tcp, conn_on_close);
 }
 
@@ -104,21 +112,18 @@ static void conn_finish(m0__conn *c) {
 /* ---- output ---------------------------------------------------------- */
 
 static void conn_on_write(uv_write_t *req, int status);
+static void conn_pump(m0__conn *c);
 
 static void conn_write(m0__conn *c, int qi) {
-  uv_buf_t iov[2 * M0__OUT_REFS + 1];
-  int n = m0__outq_iov(&c->q[qi], 0, iov);
   c->qi = qi;
+  c->qskip = 0;
   c->writing = true;
-  c->wreq.data = c;
-  if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, conn_on_write) != 0) {
-    c->writing = false;
-    conn_close(c);
-  }
+  conn_pump(c);
 }
 
-static void conn_on_write(uv_write_t *req, int status) {
-  m0__conn *c = req->data;
+/* q[qi] is written (status 0) or cannot be (status < 0): the next queue, or
+ * the connection goes on. */
+static void conn_written(m0__conn *c, int status) {
   c->writing = false;
   m0__outq_clear(&c->q[c->qi]);
   if (c->closing) return;
@@ -147,6 +152,98 @@ static void conn_on_write(uv_write_t *req, int status) {
   }
 }
 
+/* The socket takes more: a file piece goes on. */
+static void conn_on_writable(uv_poll_t *poll, int status, int events) {
+  m0__conn *c = poll->data;
+  uv_poll_stop(poll);
+  if (status < 0) conn_written(c, status);
+  else conn_pump(c);
+}
+
+static void wpoll_on_close(uv_handle_t *h) {
+  m0__wpoll *wp = (m0__wpoll *)h;
+  close(wp->fd);
+  free(wp);
+}
+
+/* Waits until the socket takes more. libuv watches one handle per
+ * descriptor, and the connection's tcp handle has this one: the poll
+ * watches a duplicate (epoll reports the same socket through it). */
+static int conn_wait_writable(m0__conn *c) {
+  if (!c->wp) {
+    int fd = -1;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return -1;
+    m0__wpoll *wp = calloc(1, sizeof *wp);
+    if (!wp || uv_poll_init(c->h->uv, &wp->poll, fd) != 0) {
+      free(wp);
+      close(fd);
+      return -1;
+    }
+    wp->fd = fd;
+    wp->poll.data = c;
+    c->wp = wp;
+  }
+  return uv_poll_start(&c->wp->poll, UV_WRITABLE, conn_on_writable);
+}
+
+/* Writes q[qi] from c->qskip on: what is in memory by uv_write, a file
+ * piece by sendfile(2) straight from the page cache, in queue order. Each
+ * step that moves bytes also moves an idle connection's deadline: a client
+ * that reads is not idle, one that stops is closed by the sweep. */
+static void conn_pump(m0__conn *c) {
+  m0__outq *q = &c->q[c->qi];
+  for (;;) {
+    uv_buf_t iov[2 * M0__OUT_REFS + 1];
+    int n = m0__outq_iov(q, c->qskip, iov);
+    if (n > 0) {
+      c->wbytes = 0;
+      for (int i = 0; i < n; i++) c->wbytes += iov[i].len;
+      c->wreq.data = c;
+      if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, conn_on_write) != 0) conn_written(c, -1);
+      return;
+    }
+    int fd, sock;
+    uint64_t off;
+    size_t left;
+    if (!m0__outq_file_at(q, c->qskip, &fd, &off, &left)) {
+      conn_written(c, 0);
+      return;
+    }
+    if (uv_fileno((uv_handle_t *)&c->tcp, &sock) != 0) {
+      conn_written(c, -1);
+      return;
+    }
+    off_t at = (off_t)off;
+    ssize_t w = sendfile(sock, fd, &at, left < (1u << 30) ? left : (1u << 30));
+    if (w > 0) {
+      c->qskip += (size_t)w;
+      if (c->phase == PHASE_IDLE) c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+      continue;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (errno == EINTR || conn_wait_writable(c) == 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+    }
+    /* An error, or 0: the file is shorter than its length said (truncated
+     * while it was sent). The response cannot be whole: close. */
+    conn_written(c, -1);
+    return;
+  }
+}
+
+static void conn_on_write(uv_write_t *req, int status) {
+  m0__conn *c = req->data;
+  if (status < 0 || c->closing) {
+    conn_written(c, status < 0 ? status : 0);
+    return;
+  }
+  c->qskip += c->wbytes;
+  if (c->phase == PHASE_IDLE) c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+  conn_pump(c);
+}
+
 /* Writes what this callback put in the scratch queue: directly when the
  * socket takes it all (the common case: no copy, no request object), else
  * the rest is moved to the connection and written asynchronously. */
@@ -163,8 +260,8 @@ void m0__conn_flush(m0__conn *c) {
     return;
   }
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
-  int n = m0__outq_iov(s, 0, iov);
-  int w = uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n);
+  int n = m0__outq_iov(s, 0, iov); /* up to a file piece: conn_pump sends that */
+  int w = n ? uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n) : 0;
   if (w == UV_EAGAIN || w == UV_ENOSYS) w = 0;
   if (w < 0) {
     m0__outq_clear(s);
@@ -252,7 +349,10 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   } else if (h->metrics && req.path.n == strlen(h->metrics_path) && !memcmp(req.path.p, h->metrics_path, req.path.n)) {
     h->metrics(h, &res);
   } else if (!(app->before_request && app->before_request(h->state, &req, &res))) {
-    if (app->routes) {
+    if (app->routes && p->asterisk) {
+      /* OPTIONS * asks about the server, not a resource (RFC 9110 9.3.7): no route is "*" */
+      m0__respond_status(&res, 204, NULL);
+    } else if (app->routes) {
       m0__match m;
       m0__views_match(app->routes, app->nroutes, req.method, req.path, &m);
       if (m.kind == M0__VIEW_FOUND) {
@@ -577,8 +677,15 @@ static bool conn_unwait(m0__conn *c) {
   return true;
 }
 
-void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n) {
-  if (conn_unwait(c)) conn_answered(h, c, m0__outq_append(m0__conn_target(c), resp, n) == 0);
+void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int fd, uint64_t off, uint64_t flen) {
+  if (!conn_unwait(c)) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  m0__outq *q = m0__conn_target(c);
+  bool ok = m0__outq_append(q, resp, n) == 0;
+  if (fd >= 0) ok = (ok ? m0__outq_file(q, fd, off, (size_t)flen) : (close(fd), -1)) == 0 && ok;
+  conn_answered(h, c, ok);
 }
 
 long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status) {

@@ -92,7 +92,9 @@ void m0__http_fini(m0__http *h);
 int m0__http_adopt(m0__http *h, int fd);
 /* The answer to a deferred request: whole response bytes (copied). The
  * connection may have closed meanwhile; its memory waited for this call. */
-void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n);
+/* fd >= 0: then flen bytes of that file from off (m0_respond_file on a pool
+ * thread), whose descriptor is closed here whatever becomes of it. */
+void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int fd, uint64_t off, uint64_t flen);
 /* The answer to a request that waits (an actor's reply, a deferred view, or
  * the host's own 502/503/504 for it), written as a response here, on the
  * loop: its head and close from the request, the rest from the answer. */

@@ -17,6 +17,12 @@ typedef enum conn_phase {
   PHASE_WAIT,   /* a request is with the pool */
 } conn_phase;
 
+/* A poll on a duplicate of a connection's socket, for sendfile (http/conn.c). */
+typedef struct m0__wpoll {
+  uv_poll_t poll; /* first */
+  int fd;
+} m0__wpoll;
+
 struct m0__conn {
   uv_tcp_t tcp; /* first: the handle's address is the connection's */
   m0__http *h;
@@ -26,6 +32,8 @@ struct m0__conn {
   size_t in_len, in_cap, parse_off, req_start;
   m0__outq q[2]; /* q[qi] is being written; q[1-qi] collects meanwhile */
   int qi;
+  size_t qskip, wbytes;  /* of q[qi]: bytes written so far, and in the uv_write in flight */
+  struct m0__wpoll *wp;  /* a file piece waiting for the socket to take more, or NULL */
   uv_write_t wreq;
   uv_shutdown_t sreq;
   uint64_t deadline;

@@ -19,6 +19,7 @@
 #include <strings.h>
 
 #include "base/num.h"
+#include "http/date.h"
 #include "http/query.h"
 #include "m0/m0.h"
 
@@ -114,55 +115,6 @@ static bool cookie_domain_ok(const char *d) {
   return true;
 }
 
-/* Days since 1970-01-01 to a civil date (H. Hinnant's days_from_civil, inverted). */
-static void cookie_civil(int64_t days, int64_t *y, unsigned *m, unsigned *d) {
-  days += 719468;
-  int64_t era = (days >= 0 ? days : days - 146096) / 146097;
-  unsigned doe = (unsigned)(days - era * 146097);
-  unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  unsigned mp = (5 * doy + 2) / 153;
-  *d = doy - (153 * mp + 2) / 5 + 1;
-  *m = mp < 10 ? mp + 3 : mp - 9;
-  *y = (int64_t)yoe + era * 400 + (*m <= 2);
-}
-
-static char *cookie_2d(char *p, unsigned v) {
-  *p++ = (char)('0' + v / 10);
-  *p++ = (char)('0' + v % 10);
-  return p;
-}
-
-/* "Sun, 06 Nov 1994 08:49:37 GMT" (RFC 9110 section 5.6.7), 29 bytes. */
-static char *cookie_imf_fixdate(char *p, int64_t t) {
-  static const char wd[7][4] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
-  static const char mon[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-  int64_t days = t / 86400, secs = t % 86400;
-  int64_t y;
-  unsigned m, d;
-  cookie_civil(days, &y, &m, &d);
-  memcpy(p, wd[days % 7], 3);
-  p += 3;
-  *p++ = ',';
-  *p++ = ' ';
-  p = cookie_2d(p, d);
-  *p++ = ' ';
-  memcpy(p, mon[m - 1], 3);
-  p += 3;
-  *p++ = ' ';
-  p = cookie_2d(p, (unsigned)(y / 100));
-  p = cookie_2d(p, (unsigned)(y % 100));
-  *p++ = ' ';
-  p = cookie_2d(p, (unsigned)(secs / 3600));
-  *p++ = ':';
-  p = cookie_2d(p, (unsigned)(secs / 60 % 60));
-  *p++ = ':';
-  p = cookie_2d(p, (unsigned)(secs % 60));
-  memcpy(p, " GMT", 4);
-  return p + 4;
-}
-
 typedef struct cookie_out {
   char *p, *end; /* end leaves room for the NUL */
   bool full;
@@ -215,7 +167,7 @@ long m0_cookie_format(char *out, size_t cap, const char *name, const char *value
   }
   if (a->expires) {
     cookie_puts(&o, "; Expires=");
-    cookie_put(&o, num, (size_t)(cookie_imf_fixdate(num, a->expires) - num));
+    cookie_put(&o, num, (size_t)(m0__imf_fixdate(num, a->expires) - num));
   }
   if (a->secure) cookie_puts(&o, "; Secure");
   if (a->http_only) cookie_puts(&o, "; HttpOnly");

@@ -11,6 +11,10 @@
  * - A partial write is resumed by skipping what was written (m0__outq_iov's
  *   skip), and the rest of the loop's scratch moves to a connection with
  *   m0__outq_move_tail, which keeps a reference a reference.
+ * - A file piece (m0_respond_file) is a reference to bytes of a descriptor
+ *   the queue owns: m0__outq_iov stops in front of it, and the writer sends
+ *   it with sendfile(2) before it asks for the rest (http/conn.c). Moving it
+ *   hands the descriptor on, as for an owned body.
  * - An owned body (m0_respond_owned) is a reference with a free function,
  *   held by exactly one queue: the one that frees it at its clear or free.
  *   Moving it hands it on (src forgets it); copying it (dst out of slots)
@@ -18,8 +22,10 @@
  */
 #include "http/outq.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int m0__outq_append(m0__outq *q, const void *p, size_t n) {
   return m0__buf_append(&q->copied, p, n) ? -1 : 0;
@@ -32,6 +38,8 @@ int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
   q->refs[q->nrefs].n = n;
   q->refs[q->nrefs].free_fn = NULL;
   q->refs[q->nrefs].owner = NULL;
+  q->refs[q->nrefs].fd = -1;
+  q->refs[q->nrefs].off = 0;
   q->nrefs++;
   q->ref_bytes += n;
   return 0;
@@ -47,6 +55,59 @@ int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *)) {
   q->refs[q->nrefs - 1].free_fn = free_fn;
   q->refs[q->nrefs - 1].owner = p;
   return 0;
+}
+
+/* Reads a file piece into memory: the rare queue with no slot left. */
+static int outq_read_file(m0__outq *q, int fd, uint64_t off, size_t n) {
+  char buf[16384];
+  while (n) {
+    ssize_t r = pread(fd, buf, n < sizeof buf ? n : sizeof buf, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0 || m0__outq_append(q, buf, (size_t)r)) return -1; /* the file shrank: the response cannot be whole */
+    off += (uint64_t)r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n) {
+  if (n == 0) {
+    close(fd);
+    return 0;
+  }
+  if (q->nrefs == M0__OUT_REFS) {
+    int rv = outq_read_file(q, fd, off, n);
+    close(fd);
+    return rv;
+  }
+  q->refs[q->nrefs].at = q->copied.len;
+  q->refs[q->nrefs].p = NULL;
+  q->refs[q->nrefs].n = n;
+  q->refs[q->nrefs].free_fn = NULL;
+  q->refs[q->nrefs].owner = NULL;
+  q->refs[q->nrefs].fd = fd;
+  q->refs[q->nrefs].off = off;
+  q->nrefs++;
+  q->ref_bytes += n;
+  return 0;
+}
+
+bool m0__outq_file_at(const m0__outq *q, size_t skip, int *fd, uint64_t *off, size_t *n) {
+  size_t pos = 0, from = 0;
+  for (int r = 0; r < q->nrefs; r++) {
+    pos += q->refs[r].at - from; /* memory before it */
+    from = q->refs[r].at;
+    if (skip < pos) return false;
+    if (skip < pos + q->refs[r].n) {
+      if (q->refs[r].fd < 0) return false;
+      *fd = q->refs[r].fd;
+      *off = q->refs[r].off + (skip - pos);
+      *n = q->refs[r].n - (skip - pos);
+      return true;
+    }
+    pos += q->refs[r].n;
+  }
+  return false;
 }
 
 size_t m0__outq_bytes(const m0__outq *q) { return q->copied.len + q->ref_bytes; }
@@ -66,7 +127,9 @@ int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
     if (r == q->nrefs) break;
     n = q->refs[r].n;
     if (skip >= n) skip -= n;
-    else {
+    else if (q->refs[r].fd >= 0) {
+      break; /* a file piece: the writer sends it, then asks again */
+    } else {
       iov[k++] = uv_buf_init((char *)q->refs[r].p + skip, (unsigned)(n - skip));
       skip = 0;
     }
@@ -90,6 +153,15 @@ int m0__outq_move_tail(m0__outq *dst, m0__outq *src, size_t skip) {
       skip -= n;
       continue;
     }
+    if (src->refs[r].fd >= 0) { /* a file piece: dst's now, from where the writer got to */
+      if (m0__outq_file(dst, src->refs[r].fd, src->refs[r].off + skip, n - skip)) {
+        src->refs[r].fd = -1; /* closed by m0__outq_file */
+        return -1;
+      }
+      src->refs[r].fd = -1;
+      skip = 0;
+      continue;
+    }
     int had = dst->nrefs;
     if (m0__outq_ref(dst, (const char *)src->refs[r].p + skip, n - skip)) return -1;
     if (dst->nrefs > had && src->refs[r].free_fn) { /* referenced there: dst's to free now */
@@ -103,8 +175,10 @@ int m0__outq_move_tail(m0__outq *dst, m0__outq *src, size_t skip) {
 }
 
 static void outq_release(m0__outq *q) {
-  for (int r = 0; r < q->nrefs; r++)
+  for (int r = 0; r < q->nrefs; r++) {
     if (q->refs[r].free_fn) q->refs[r].free_fn(q->refs[r].owner);
+    if (q->refs[r].fd >= 0) close(q->refs[r].fd);
+  }
 }
 
 void m0__outq_clear(m0__outq *q) {

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "base/buf.h"
@@ -22,6 +23,8 @@ typedef struct m0__outq {
     size_t n;
     void (*free_fn)(void *); /* an owned body's (m0_respond_owned): free_fn(owner) once written or dropped */
     void *owner;
+    int fd; /* >= 0: a file piece, n bytes of fd from off, written by sendfile (p unused); the queue closes fd */
+    uint64_t off;
   } refs[M0__OUT_REFS];
   int nrefs;
   size_t ref_bytes;
@@ -37,10 +40,19 @@ int m0__outq_ref(m0__outq *q, const void *p, size_t n);
  * are written or dropped (copied, and freed at once, when small or out of
  * slots). free_fn(p) has run when this returns -1. */
 int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *));
+/* Takes n bytes of the open file fd from off (m0_respond_file): a file
+ * piece, written by sendfile(2) from the page cache. The queue owns fd from
+ * the call and closes it once the piece is written or dropped. Out of
+ * slots, the bytes are read and copied instead. 0, or -1 (fd closed). */
+int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n);
 size_t m0__outq_bytes(const m0__outq *q);
-/* Fills iov (at most 2*M0__OUT_REFS+1 entries) skipping the first `skip`
- * bytes. Returns the entry count. */
+/* Fills iov (at most 2*M0__OUT_REFS+1 entries) with the bytes in memory
+ * after the first `skip`, up to the first file piece. Returns the entry
+ * count (0 when a file piece or nothing comes next). */
 int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov);
+/* Whether a file piece starts at or spans byte `skip` with nothing in memory
+ * before it: its descriptor, the file offset there and the bytes left. */
+bool m0__outq_file_at(const m0__outq *q, size_t skip, int *fd, uint64_t *off, size_t *n);
 /* Appends what src holds past its first `skip` bytes (references stay
  * references; an owned body dst references becomes dst's). Returns 0 or -1. */
 int m0__outq_move_tail(m0__outq *dst, m0__outq *src, size_t skip);

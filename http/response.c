@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* The IANA HTTP status code registry's reason phrases (RFC 9110 section 15,
  * with 4918's WebDAV codes, 6585, 7725, 8297, 8470, 2295, 2774, 5842). A
@@ -176,12 +177,16 @@ static char *resp_put(char *p, const char *s, size_t n) {
 
 #define PUT_LIT(p, s) resp_put(p, s, sizeof(s) - 1)
 
-/* m0_respond and m0_respond_owned: free_fn set means body is the host's
- * from this call, whatever it returns. */
-static int respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
-                   unsigned body_mode, void (*free_fn)(void *)) {
+/* A body the host took (owned memory, a file) and will not send. */
+static void body_drop(const m0__body *b) {
+  if (b->free_fn && b->p) b->free_fn((void *)b->p);
+  if (b->fd >= 0) close(b->fd);
+}
+
+int m0__respond_body(m0_response *res, int status, const char *content_type, const m0__body *b) {
+  size_t len = b->len;
   if (!res || res->done) {
-    if (free_fn && body) free_fn((void *)body);
+    body_drop(b);
     return -1;
   }
   /* A status that is not a final one (1xx would leave the client waiting
@@ -196,7 +201,7 @@ static int respond(m0_response *res, int status, const char *content_type, const
     else fprintf(stderr, "m0: refused a response whose Content-Type (%zu bytes) is 128 bytes or more or holds a "
                          "control byte (a CR or LF); answered 500\n", ctn);
     m0__respond_status(res, 500, NULL);
-    if (free_fn && body) free_fn((void *)body);
+    body_drop(b);
     return -1;
   }
   res->done = true;
@@ -233,25 +238,26 @@ static int respond(m0_response *res, int status, const char *content_type, const
   p = resp_put(p, res->extra, res->extra_len);
   p = PUT_LIT(p, "\r\n");
   int rv = m0__outq_append(res->out, head, (size_t)(p - head));
-  if (free_fn) {
-    if (rv == 0 && len && !res->head) return m0__outq_own(res->out, (void *)body, len, free_fn);
-    if (body) free_fn((void *)body);
+  bool send = rv == 0 && len && !res->head;
+  if (!send) {
+    body_drop(b);
     return rv;
   }
-  if (rv == 0 && len && !res->head)
-    rv = body_mode == M0_BODY_STATIC ? m0__outq_ref(res->out, body, len)
-                                     : m0__outq_append(res->out, body, len);
-  return rv;
+  if (b->fd >= 0) return m0__outq_file(res->out, b->fd, b->off, len);
+  if (b->free_fn) return m0__outq_own(res->out, (void *)b->p, len, b->free_fn);
+  return b->mode == M0_BODY_STATIC ? m0__outq_ref(res->out, b->p, len) : m0__outq_append(res->out, b->p, len);
 }
 
 int m0_respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
                unsigned body_mode) {
-  return respond(res, status, content_type, body, len, body_mode, NULL);
+  m0__body b = {body, len, body_mode, NULL, -1, 0};
+  return m0__respond_body(res, status, content_type, &b);
 }
 
 int m0_respond_owned(m0_response *res, int status, const char *content_type, void *body, size_t len,
                      void (*free_fn)(void *body)) {
-  return respond(res, status, content_type, body, len, M0_BODY_COPY, free_fn ? free_fn : free);
+  m0__body b = {body, len, M0_BODY_COPY, free_fn ? free_fn : free, -1, 0};
+  return m0__respond_body(res, status, content_type, &b);
 }
 
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...) {

@@ -50,6 +50,22 @@ extern _Thread_local m0__trace_id m0__current_trace;
 int m0__response_header_n(m0_response *res, const char *name, size_t nn, const char *value, size_t vn);
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
+/* What m0_respond and its kin send as a body: bytes (copied, or referenced
+ * when static), an owned buffer (free_fn), or a file piece (fd >= 0, len
+ * bytes from off). An owned buffer or a descriptor is the host's from the
+ * call: freed or closed whatever becomes of the response. */
+typedef struct m0__body {
+  const void *p;
+  size_t len;
+  unsigned mode; /* M0_BODY_COPY or M0_BODY_STATIC */
+  void (*free_fn)(void *);
+  int fd;
+  uint64_t off;
+} m0__body;
+/* The one writer of a response's head and body: the status and
+ * Content-Type checks, RFC 9110's body rules, HEAD. 0 or -1 (answered 500
+ * when the view's status or type is at fault). */
+int m0__respond_body(m0_response *res, int status, const char *content_type, const m0__body *b);
 /* Whether the application added a header of that name (case-insensitive). */
 bool m0__response_has_header(const m0_response *res, const char *name);
 const char *m0__status_reason(int status);

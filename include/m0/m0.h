@@ -207,6 +207,23 @@ int m0_respond(m0_response *res, int status, const char *content_type, const voi
  * the answer's message and freed then. */
 int m0_respond_owned(m0_response *res, int status, const char *content_type, void *body, size_t len,
                      void (*free_fn)(void *body));
+/* Answers with a file. Its bytes go by sendfile(2) from the page cache,
+ * never through the application. The host answers the request's
+ * conditions itself: ETag ("mtime-size" in hex) and Last-Modified are sent;
+ * If-None-Match, else If-Modified-Since, gives 304; on a GET, Range:
+ * bytes=... (one range; a list is served whole) gives 206 with
+ * Content-Range, or 416 when it starts past the end, under If-Range;
+ * Accept-Ranges: bytes. A HEAD gets the headers. Returns 0 when the request
+ * is answered (a content_type m0_respond refuses is its 500); -1 with errno
+ * and nothing answered when path cannot be opened or is no regular file
+ * (ENOENT, EACCES, EISDIR...): the view answers, 404 say. Serving paths from
+ * a request: m0_request_path_decoded refuses what would climb out. */
+int m0_respond_file(m0_response *res, const char *content_type, const char *path);
+/* Answers status with len bytes of fd from offset, by sendfile(2) (fd: a
+ * file, or anything sendfile reads). The host owns fd from the call: it is
+ * closed once written, or when not sent (HEAD, 204, 304, a refusal). 0, or
+ * -1 as m0_respond. */
+int m0_respond_fd(m0_response *res, int status, const char *content_type, int fd, uint64_t offset, uint64_t len);
 /* printf into the body (copied). Returns what m0_respond returns; -1 and a
  * 500 when the body cannot be formatted. */
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...)

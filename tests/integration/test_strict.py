@@ -19,19 +19,17 @@ Proves:
     port or an IPv6 literal is served;
   - an Upgrade is ignored (RFC 9110 7.8): the request after it on the same
     connection is answered, not refused;
-  - OPTIONS * is not refused by the parser (M0_STRICT_KNOWN_BUGS=1 also
-    checks that the server answers it 200/204 instead of the router's 404).
+  - OPTIONS * is not refused by the parser, and the server answers it for
+    itself (204), not the router (404).
 After all of them the same process answers /health (no crash).
 """
 import json
-import os
 import time
 
 from harness import Failures, Server
 from rawhttp import Conn
 
 F = Failures()
-KNOWN_BUGS = os.environ.get("M0_STRICT_KNOWN_BUGS") == "1"
 SMUGGLED = b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n"
 
 
@@ -174,8 +172,7 @@ with Server("host_check", "--port", "0") as s:
         st, _, h, _, line = k.try_response()
         F.check(st is not None and st not in (400, 501) and h.get("connection", "").lower() != "close",
                 f"[OPTIONS *] not refused by the parser (got {line!r})")
-        if KNOWN_BUGS:
-            F.check(st in (200, 204), f"[OPTIONS *] -> 200/204 for the server (got {line!r})")
+        F.check(st == 204, f"[OPTIONS *] -> 204 for the server (got {line!r})")
 
     F.check(s.proc.poll() is None, "server still running after every case")
     served(p, "/health after every case", head(GET), then=False)

@@ -119,12 +119,13 @@ typedef struct answers {
   char body[8][64];
 } answers;
 
-static void collect(void *arg, void *conn, const uint8_t *resp, size_t len) {
+static void collect(void *arg, const m0__result *r) {
   answers *a = arg;
   if (a->n == 8) return;
-  a->conn[a->n] = conn;
+  a->conn[a->n] = r->conn;
+  assert_int_equal(r->fd, -1); /* no file piece here */
   char buf[1024];
-  snprintf(buf, sizeof buf, "%.*s", (int)len, (const char *)resp);
+  snprintf(buf, sizeof buf, "%.*s", (int)r->len, (const char *)r->resp);
   a->status[a->n] = -1;
   sscanf(buf, "HTTP/1.1 %d", &a->status[a->n]);
   const char *b = strstr(buf, "\r\n\r\n");
@@ -293,16 +294,19 @@ static void test_pool_mailbox_taken(void **st) {
   m0__topology_free(&topo);
 }
 
-static void ignore(void *arg, void *conn, const uint8_t *resp, size_t len) { ++*(int *)arg; }
+static void ignore(void *arg, const m0__result *r) { ++*(int *)arg; }
 
 static void test_result_refusals(void **st) {
-  uint8_t b[4 + 12 + 3];
+  uint8_t b[4 + 32 + 3];
   uint32_t count = 1, len = 3;
   uint64_t conn = 42;
+  int32_t fd = -1;
+  memset(b, 0, sizeof b);
   memcpy(b, &count, 4);
   memcpy(b + 4, &conn, 8);
   memcpy(b + 12, &len, 4);
-  memcpy(b + 16, "abc", 3);
+  memcpy(b + 16, &fd, 4);
+  memcpy(b + 36, "abc", 3);
   int calls = 0;
   assert_int_equal(m0__result_each(b, sizeof b, ignore, &calls), 1);
   assert_int_equal(calls, 1);

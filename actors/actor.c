@@ -302,7 +302,7 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   } else if ((rv = m0__admit(self->id, &out->env, out->origin)) != 0) {
     refusal = rv;
   } else if (!from_inbox && (out->env.kind == M0__K_JOB || out->env.kind == M0__K_RESULT ||
-                             out->env.kind == M0__K_ANSWER)) {
+                             out->env.kind == M0__K_ANSWER || out->env.kind == M0__K_CHUNK)) {
     /* These carry this process's pointers and travel only through direct
      * inboxes: one through a pipe was forged (a loop answering a forged
      * RESULT's connection address crashed the host). */

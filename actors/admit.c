@@ -122,6 +122,7 @@ static const rule rules[] = {
     {M0__ROLE_LOOP, M0__K_RESULT, S, R(M0__ROLE_POOL)},
     {M0__ROLE_LOOP, M0__K_REPLY, S, ANY_APP},
     {M0__ROLE_LOOP, M0__K_ANSWER, S, 0xffff},
+    {M0__ROLE_LOOP, M0__K_CHUNK, S, 0xffff},
     /* frames: from any publisher of the host, and from publishers on this
      * machine (m0pub); never from the network */
     {M0__ROLE_LOOP, M0__K_FRAME, S | F, 0xffff},

@@ -7,6 +7,7 @@
 #include "actors/admit.h"
 #include "actors/service.h"
 #include "actors/wire.h"
+#include "actors/writer.h"
 #include "base/errors.h"
 #include "http/accesslog.h"
 
@@ -427,6 +428,7 @@ int m0__asks_open(m0__loop *l) {
   a->tick_open = true;
   l->http.to_actor = asks_to_actor;
   l->http.defer_view = asks_defer;
+  m0__writers_open(l); /* the other answers that come later: responses in pieces */
   return 0;
 }
 
@@ -439,6 +441,7 @@ void m0__asks_close(m0__loop *l) {
 }
 
 void m0__asks_free(m0__loop *l) {
+  m0__writers_free(l);
   m0__asks *a = l->asks;
   if (!a) return;
   for (int k = 0; a->batches && k < (l->nservices ? l->nservices : 1) * M0__SLOTS; k++)

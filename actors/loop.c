@@ -10,6 +10,7 @@
 #include "actors/asks.h"
 #include "actors/lane.h"
 #include "actors/publisher.h"
+#include "actors/writer.h"
 
 static void loop_finish(m0__loop *l);
 static void loop_on_frame(m0__loop *l, const m0__msg *m);
@@ -130,6 +131,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     case M0__K_RESULT: m0__lane_on_result(l, &m); break;
     case M0__K_REPLY:
     case M0__K_ANSWER: m0__asks_on_answer(l, &m); break;
+    case M0__K_CHUNK: m0__writer_on_chunk(l, &m); break;
     case M0__K_HANDOFF: m0__accept_on_handoff(l, &m); break;
     default:
       fprintf(stderr, "m0: loop.%d: unexpected %s message\n", l->index, m0__kind_name(m.env.kind));

@@ -83,6 +83,7 @@ static void conn_close(m0__conn *c) {
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
+  if (c->writer) h->writer_gone(h, c); /* its writer stops here, and says so to the application */
   if (c->wp) { /* a file piece was waiting for the socket */
     uv_close((uv_handle_t *)&c->wp->poll, wpoll_on_close);
     c->wp = NULL;
@@ -127,6 +128,7 @@ static void conn_written(m0__conn *c, int status) {
   c->writing = false;
   m0__outq_clear(&c->q[c->qi]);
   if (c->closing) return;
+  if (c->writer && status == 0) c->h->writer_progress(c->h, c);
   if (status < 0) {
     conn_close(c);
     return;
@@ -298,6 +300,12 @@ static m0_deferred *conn_defer_begin(void *ctx, m0_response *res, unsigned timeo
   return c->h->defer_view(c->h, c, res, timeout_ms);
 }
 
+static m0_writer *conn_writer_begin(void *ctx, m0_response *res, int status, const char *content_type,
+                                    void (*on_gone)(void *arg), void *arg) {
+  m0__conn *c = ctx;
+  return c->h->writer_begin(c->h, c, res, status, content_type, on_gone, arg);
+}
+
 /* Answers the request the parser just completed, into the target queue. */
 static void conn_dispatch(m0__conn *c, const char *buf) {
   m0__http *h = c->h;
@@ -336,6 +344,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   res.stream_begin = m0__stream_begin;
   res.stream_ctx = c;
   if (h->defer_view) res.defer_begin = conn_defer_begin;
+  if (h->writer_begin) res.writer_begin = conn_writer_begin;
   res.req = &req;
 
   const m0_app *app = h->app;
@@ -716,6 +725,12 @@ long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status)
   conn_answered(h, c, true);
   return res.head ? 0 : (long)res.body_len;
 }
+
+void m0__http_resume(m0__http *h, m0__conn *c) {
+  if (conn_unwait(c)) conn_answered(h, c, true);
+}
+
+void m0__http_abort(m0__http *h, m0__conn *c) { conn_close(c); }
 
 void m0__http_sweep(m0__http *h) {
   uint64_t now = uv_now(h->uv);

@@ -73,6 +73,16 @@ typedef struct m0__http {
   /* Optional: m0_defer on the loop. Returns the handle (the connection then
    * waits until m0__http_answer), or NULL. */
   m0_deferred *(*defer_view)(struct m0__http *h, m0__conn *c, m0_response *res, unsigned timeout_ms);
+  /* Optional: m0_respond_writer on the loop (actors/writer.h). begin
+   * writes the head and returns the writer (the connection then waits until
+   * m0__http_resume), or NULL having answered (500) or not (no memory);
+   * gone is called once when such a connection closes before its end,
+   * progress when its socket took bytes. */
+  m0_writer *(*writer_begin)(struct m0__http *h, m0__conn *c, m0_response *res, int status, const char *content_type,
+                             void (*on_gone)(void *arg), void *arg);
+  void (*writer_gone)(struct m0__http *h, m0__conn *c);
+  void (*writer_progress)(struct m0__http *h, m0__conn *c);
+  m0_writer *writers; /* the loop's, listed by actors/writer.c */
   /* Optional: a path answered on the loop before the views (metrics). */
   const char *metrics_path;
   void (*metrics)(struct m0__http *h, m0_response *res);
@@ -109,6 +119,11 @@ typedef struct m0__answer {
   const char *extra; /* header lines the loop added before the request left (before_request) */
   size_t extra_len;
 } m0__answer;
+/* A waiting connection's answer is in its queue (a writer's END): it goes
+ * on with what came meanwhile. */
+void m0__http_resume(m0__http *h, m0__conn *c);
+/* Closes a connection whose response cannot be finished. */
+void m0__http_abort(m0__http *h, m0__conn *c);
 /* Returns the body bytes written (0 for HEAD) and sets *status to the
  * status written (502 when the answer's headers cannot be written as they
  * are); -1 when the connection had closed meanwhile (its memory is released

@@ -34,6 +34,7 @@ struct m0__conn {
   int qi;
   size_t qskip, wbytes;  /* of q[qi]: bytes written so far, and in the uv_write in flight */
   struct m0__wpoll *wp;  /* a file piece waiting for the socket to take more, or NULL */
+  m0_writer *writer;     /* its response is written in pieces (actors/writer.h), or NULL */
   uv_write_t wreq;
   uv_shutdown_t sreq;
   uint64_t deadline;

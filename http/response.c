@@ -92,6 +92,7 @@ void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int versio
   r->extra_len = 0;
   r->stream_begin = NULL;
   r->defer_begin = NULL;
+  r->writer_begin = NULL;
   r->stream_ctx = NULL;
   r->req = NULL;
   r->deferred = false;
@@ -210,8 +211,8 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
    * 205 carries none and says so with Content-Length: 0 (section 15.3.6);
    * a HEAD answer has the length of what GET would send, without it. A body
    * given with 204, 205 or 304 is not sent. */
-  bool no_length = status == 204 || status == 304;
-  if (no_length || status == 205) len = 0;
+  bool no_length = status == 204 || status == 304 || b->framing != M0__BODY_LENGTH;
+  if (status == 204 || status == 304 || status == 205) len = 0;
   res->body_len = len;
   char head[256 + M0__EXTRA_HEADERS];
   char *p = PUT_LIT(head, "HTTP/1.1 ");
@@ -227,6 +228,8 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
     p = PUT_LIT(p, "Content-Length: ");
     p = m0__put_uint(p, len);
     p = PUT_LIT(p, "\r\n");
+  } else if (b->framing == M0__BODY_CHUNKED) {
+    p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
   }
   if (content_type) {
     p = PUT_LIT(p, "Content-Type: ");

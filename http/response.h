@@ -29,6 +29,8 @@ struct m0_response {
    * answer out of the view (m0_defer; `deferred` once it did). */
   int (*stream_begin)(void *ctx, const char *channel);
   m0_deferred *(*defer_begin)(void *ctx, m0_response *res, unsigned timeout_ms);
+  m0_writer *(*writer_begin)(void *ctx, m0_response *res, int status, const char *content_type,
+                             void (*on_gone)(void *arg), void *arg);
   void *stream_ctx;
   const m0_request *req; /* the request being answered (for a deferred answer's log line) */
   bool deferred;
@@ -54,6 +56,7 @@ void m0__respond_status(m0_response *r, int status, const char *allow);
  * when static), an owned buffer (free_fn), or a file piece (fd >= 0, len
  * bytes from off). An owned buffer or a descriptor is the host's from the
  * call: freed or closed whatever becomes of the response. */
+enum { M0__BODY_LENGTH = 0, M0__BODY_CHUNKED, M0__BODY_UNTIL_CLOSE };
 typedef struct m0__body {
   const void *p;
   size_t len;
@@ -61,6 +64,10 @@ typedef struct m0__body {
   void (*free_fn)(void *);
   int fd;
   uint64_t off;
+  /* LENGTH: Content-Length and the body here; CHUNKED and UNTIL_CLOSE: only
+   * the head (Transfer-Encoding: chunked, or neither, and the connection
+   * closes), the body comes later (a writer). */
+  int framing;
 } m0__body;
 /* The one writer of a response's head and body: the status and
  * Content-Type checks, RFC 9110's body rules, HEAD. 0 or -1 (answered 500

@@ -224,6 +224,32 @@ int m0_respond_file(m0_response *res, const char *content_type, const char *path
  * closed once written, or when not sent (HEAD, 204, 304, a refusal). 0, or
  * -1 as m0_respond. */
 int m0_respond_fd(m0_response *res, int status, const char *content_type, int fd, uint64_t offset, uint64_t len);
+/* ---- responses written in pieces --------------------------------------
+ * m0_respond_writer sends the head now (Transfer-Encoding: chunked; to an
+ * HTTP/1.0 client no framing, and the connection closes at the end) and
+ * the body follows in pieces from any thread, until m0_writer_end. The
+ * view may return at once; the connection parses nothing more until the
+ * end, so pipelined answers keep their order. On the loop only, as streams
+ * (on a pool thread: NULL, and the request is answered 409); NULL too, with
+ * a 500, for a status without a body (204, 205, 304) or a bad content type.
+ * on_gone(arg), when not NULL, is called once on the loop's thread if the
+ * client goes away (or the host stops) before the end; writes then fail.
+ * Every writer is ended exactly once, gone or not: m0_writer_end frees it.
+ * A HEAD gets the head, and the pieces are dropped. */
+typedef struct m0_writer m0_writer;
+m0_writer *m0_respond_writer(m0_response *res, int status, const char *content_type, void (*on_gone)(void *arg),
+                             void *arg);
+/* Queues n bytes (copied; 0 bytes is nothing). 0, or -1 with errno: EPIPE
+ * the client is gone, EAGAIN more than 8 MiB wait to be written (wait, then
+ * write again), ENOMEM. Thread safety: one thread at a time per writer. */
+int m0_writer_write(m0_writer *w, const void *p, size_t n);
+/* Backpressure: waits until at most 64 KiB of what was written is still to
+ * be sent, up to timeout_ms. 0, or -1 with errno EPIPE (gone) or ETIMEDOUT.
+ * On the loop's own thread it does not wait (nothing could make room). */
+int m0_writer_wait(m0_writer *w, unsigned timeout_ms);
+/* The last piece: the response ends, the connection goes on (or closes for
+ * HTTP/1.0), and w is freed. 0, or -1 when the client was gone. */
+int m0_writer_end(m0_writer *w);
 /* printf into the body (copied). Returns what m0_respond returns; -1 and a
  * 500 when the body cannot be formatted. */
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...)

@@ -175,8 +175,8 @@ RNG = random.Random(19)
 
 MAGIC = 0x3145306D  # "m0E1" (M0__ENV_MAGIC)
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo length
-KINDS = "READY FAILED GO STOP STOPPED DIED LEAVING FRAME HANDOFF JOB RESULT REQUEST REPLY ANSWER PUBLISH".split()
-K = {name: i + 1 for i, name in enumerate(KINDS)}  # actors/kinds.h: READY = 1 ... PUBLISH = 15
+KINDS = "READY FAILED GO STOP STOPPED DIED LEAVING FRAME HANDOFF JOB RESULT REQUEST REPLY ANSWER PUBLISH CHUNK".split()
+K = {name: i + 1 for i, name in enumerate(KINDS)}  # actors/kinds.h: READY = 1 ... CHUNK = 16
 ROLES = {"coordinator": 1, "loop": 2, "pool": 3, "producer": 4, "external": 5, "worker": 6, "app": 7}
 EXT = (ROLES["external"] << 24) | 4242  # an outside publisher (m0pub is external.<pid>)
 APP = (ROLES["app"] << 24) | 1  # an application actor's instance
@@ -385,6 +385,7 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
     add("JOB with a made-up pointer", env(K["JOB"], loop0, me, POINTER), "kind")
     add("RESULT with a made-up pointer", env(K["RESULT"], actor_id("pool.0.0"), me, POINTER), "kind")
     add("ANSWER with a made-up pointer", env(K["ANSWER"], loop0, me, POINTER), "kind")
+    add("CHUNK with a made-up writer", env(K["CHUNK"], loop0, me, struct.pack("<QB", 0xDEADBEEF, 1) + b"x"), "kind")
     add("REQUEST", env(K["REQUEST"], loop0, me, struct.pack("<HHI", 1, 0, 0)), "kind")
     add("REPLY", env(K["REPLY"], APP, me, struct.pack("<HHI", 1, 0, 0)), "kind")
     add("PUBLISH", env(K["PUBLISH"], APP, me, frame_payload(counter, b"data: p")), "kind")
@@ -845,6 +846,7 @@ def socket_battery(loops, host_pid, own):
     at_door("JOB with a made-up pointer", env(K["JOB"], loop0, SOCKET_ID, POINTER), "kind")
     at_door("RESULT with a made-up pointer", env(K["RESULT"], actor_id("pool.0.0"), loop0, POINTER), "kind")
     at_door("ANSWER with a made-up pointer", env(K["ANSWER"], APP, loop0, POINTER), "kind")
+    at_door("CHUNK with a made-up writer", env(K["CHUNK"], APP, loop0, struct.pack("<QB", 0xDEADBEEF, 1)), "kind")
     at_door("ANSWER with a reply batch", env(K["ANSWER"], APP, loop0, replies([(1, 200, forged)])), "kind")
     at_door("REQUEST", env(K["REQUEST"], loop0, APP, empty), "kind")
     # a REPLY or PUBLISH from an actor that is not an instance

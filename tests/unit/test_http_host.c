@@ -11,19 +11,26 @@
  * a close, not a stream that never ends. A file (m0_respond_file) is sent
  * whole, by range, or not at all when the client's copy is fresh; a large
  * one outlasts the socket's buffer (the writer waits for it), and the
- * request after it on the connection is answered after it. */
+ * request after it on the connection is answered after it. A response
+ * written in pieces by another thread (m0_respond_writer) arrives chunked,
+ * whole and in order, then the connection goes on; to HTTP/1.0 it comes
+ * unframed and closes; a writer that outruns a client that does not read
+ * is refused (EAGAIN) and waits; one whose client leaves hears on_gone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -95,6 +102,56 @@ static void view_file(void *st, const m0_request *req, m0_response *res) {
   if (m0_respond_file(res, "text/plain", path) != 0) m0__test_404(res);
 }
 
+/* ---- writers: each runs on a thread of its own ---- */
+
+enum { PIECES = 300, FLOOD_PIECE = 65536, FLOOD_PIECES = 512 }; /* 32 MiB */
+static atomic_int writer_mode; /* what the next writer does (set by the client side) */
+static atomic_int eagains, gone_calls, writer_done, write_failed_after_gone;
+
+static void on_gone(void *arg) { atomic_fetch_add(&gone_calls, 1); }
+
+static void *writer_main(void *arg) {
+  m0_writer *w = arg;
+  char piece[FLOOD_PIECE];
+  int mode = atomic_load(&writer_mode);
+  if (mode == 0) { /* numbered pieces, waiting for room now and then */
+    for (int i = 0; i < PIECES; i++) {
+      int n = snprintf(piece, sizeof piece, "piece %d\n", i);
+      if (m0_writer_write(w, piece, (size_t)n) != 0) abort();
+      if (i % 50 == 0 && m0_writer_wait(w, 10000) != 0) abort();
+    }
+  } else if (mode == 1) { /* a flood: refused past the mark, waits, goes on */
+    memset(piece, 'f', sizeof piece);
+    for (int i = 0; i < FLOOD_PIECES;) {
+      if (m0_writer_write(w, piece, sizeof piece) == 0) i++;
+      else if (errno == EAGAIN) {
+        atomic_fetch_add(&eagains, 1);
+        if (m0_writer_wait(w, 30000) != 0) abort();
+      } else abort();
+    }
+  } else { /* until the client leaves */
+    memset(piece, 'g', 1024);
+    while (m0_writer_write(w, piece, 1024) == 0 || errno == EAGAIN)
+      if (errno == EAGAIN) m0_writer_wait(w, 1000);
+    if (errno == EPIPE && m0_writer_write(w, piece, 1) != 0) atomic_store(&write_failed_after_gone, 1);
+  }
+  m0_writer_end(w);
+  atomic_fetch_add(&writer_done, 1);
+  return NULL;
+}
+
+static void view_pieces(void *st, const m0_request *req, m0_response *res) {
+  m0_writer *w = m0_respond_writer(res, 200, "text/plain", on_gone, NULL);
+  if (!w) abort();
+  pthread_t t;
+  if (pthread_create(&t, NULL, writer_main, w) != 0) abort();
+  pthread_detach(t);
+}
+
+static void view_writer_refused(void *st, const m0_request *req, m0_response *res) {
+  if (m0_respond_writer(res, 204, NULL, NULL, NULL) != NULL) abort(); /* no body: refused, answered 500 */
+}
+
 static void view_bad_status(void *st, const m0_request *req, m0_response *res) {
   m0_respond(res, 1000, "text/plain", "x", 1, M0_BODY_COPY);
 }
@@ -134,6 +191,8 @@ static m0_route routes[] = {
     {"GET", "/static", view_static, 0},
     {"GET", "/owned", view_owned, 0},
     {"GET", "/file/{which}", view_file, 0},
+    {"GET", "/pieces", view_pieces, M0_ON_LOOP},
+    {"GET", "/writer-refused", view_writer_refused, M0_ON_LOOP},
     {"GET", "/bad-status", view_bad_status, 0},
     {"GET", "/bad-type", view_bad_type, 0},
     {"GET", "/twice", view_twice, 0},
@@ -451,6 +510,122 @@ static void check_files(int port) {
   close(s);
 }
 
+/* Reads until `done` says the bytes so far are the whole answer (bounded
+ * by the socket's receive timeout). */
+static char *read_until(int s, size_t *have, bool (*done)(const char *b, size_t n)) {
+  size_t cap = 1 << 16;
+  char *b = malloc(cap + 1);
+  *have = 0;
+  while (!done(b, *have)) {
+    if (cap - *have < 65536) b = realloc(b, (cap *= 2) + 1);
+    ssize_t n = recv(s, b + *have, cap - *have, 0);
+    assert_true(n > 0);
+    *have += (size_t)n;
+    b[*have] = 0;
+  }
+  return b;
+}
+
+static bool chunked_end(const char *b, size_t n) { return n >= 5 && !memcmp(b + n - 5, "0\r\n\r\n", 5); }
+
+/* De-chunks body (after the head) in place; returns its length. */
+static size_t dechunk(char *body, size_t n) {
+  size_t out = 0, at = 0;
+  for (;;) {
+    char *end;
+    size_t len = strtoul(body + at, &end, 16);
+    assert_memory_equal(end, "\r\n", 2);
+    at = (size_t)(end - body) + 2;
+    if (len == 0) break;
+    assert_true(at + len + 2 <= n);
+    memmove(body + out, body + at, len);
+    out += len;
+    at += len;
+    assert_memory_equal(body + at, "\r\n", 2);
+    at += 2;
+  }
+  return out;
+}
+
+static bool wait_for_int(atomic_int *v, int want) {
+  for (int i = 0; i < 2000; i++) { /* 20 s */
+    if (atomic_load(v) >= want) return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+static void check_writers(int port) {
+  int s = connect_to(port);
+  reply r;
+  atomic_store(&writer_mode, 0);
+  int done0 = atomic_load(&writer_done);
+  const char *get = "GET /pieces HTTP/1.1\r\nHost: t\r\n\r\n";
+  assert_int_equal(send(s, get, strlen(get), 0), (ssize_t)strlen(get));
+  size_t n;
+  char *b = read_until(s, &n, chunked_end);
+  assert_memory_equal(b, "HTTP/1.1 200 OK\r\n", 17);
+  char *body = strstr(b, "\r\n\r\n") + 4;
+  assert_non_null(strstr(b, "Transfer-Encoding: chunked\r\n"));
+  assert_null(strstr(b, "Content-Length"));
+  size_t bn = dechunk(body, n - (size_t)(body - b));
+  char want[8192] = "";
+  for (int i = 0; i < PIECES; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "piece %d\n", i);
+  assert_int_equal(bn, strlen(want));
+  assert_memory_equal(body, want, bn);
+  free(b);
+  ask(s, "GET /read HTTP/1.1\r\nHost: t\r\n\r\n", &r); /* the connection goes on */
+  assert_int_equal(r.status, 200);
+  done(&r);
+  ask(s, "GET /writer-refused HTTP/1.1\r\nHost: t\r\n\r\n", &r);
+  assert_int_equal(r.status, 500);
+  done(&r);
+  assert_true(wait_for_int(&writer_done, done0 + 1));
+  close(s);
+
+  /* HTTP/1.0: the pieces as they are, and the close ends them */
+  s = connect_to(port);
+  const char *old = "GET /pieces HTTP/1.0\r\n\r\n";
+  assert_int_equal(send(s, old, strlen(old), 0), (ssize_t)strlen(old));
+  size_t have = 0, cap = 1 << 16;
+  b = malloc(cap);
+  for (ssize_t k; (k = recv(s, b + have, cap - have - 1, 0)) > 0;) have += (size_t)k;
+  b[have] = 0;
+  assert_non_null(strstr(b, "Connection: close\r\n"));
+  assert_null(strstr(b, "Transfer-Encoding"));
+  assert_string_equal(strstr(b, "\r\n\r\n") + 4, want);
+  free(b);
+  close(s);
+  assert_true(wait_for_int(&writer_done, done0 + 2));
+
+  /* a flood into a client that reads only once the writer was refused */
+  s = connect_to(port);
+  atomic_store(&writer_mode, 1);
+  atomic_store(&eagains, 0);
+  assert_int_equal(send(s, get, strlen(get), 0), (ssize_t)strlen(get));
+  assert_true(wait_for_int(&eagains, 1)); /* 8 MiB queued and not read: refused */
+  b = read_until(s, &n, chunked_end);
+  body = strstr(b, "\r\n\r\n") + 4;
+  bn = dechunk(body, n - (size_t)(body - b));
+  assert_int_equal(bn, (size_t)FLOOD_PIECE * FLOOD_PIECES);
+  for (size_t i = 0; i < bn; i += 4096) assert_int_equal(body[i], 'f');
+  free(b);
+  close(s);
+  assert_true(wait_for_int(&writer_done, done0 + 3));
+
+  /* a client that leaves: on_gone, once; writes fail after it */
+  s = connect_to(port);
+  atomic_store(&writer_mode, 2);
+  int gone0 = atomic_load(&gone_calls);
+  assert_int_equal(send(s, get, strlen(get), 0), (ssize_t)strlen(get));
+  char head[4096];
+  assert_true(recv(s, head, sizeof head, 0) > 0);
+  close(s);
+  assert_true(wait_for_int(&writer_done, done0 + 4));
+  assert_int_equal(atomic_load(&gone_calls), gone0 + 1);
+  assert_int_equal(atomic_load(&write_failed_after_gone), 1);
+}
+
 static void serve_and_check(const char *pool_threads) {
   char *argv[] = {"test_http_host", "--port", "0", "--blocking-threads", (char *)pool_threads, NULL};
   int code = -1;
@@ -460,6 +635,7 @@ static void serve_and_check(const char *pool_threads) {
   assert_true(m0_host_port(h) > 0);
   check_all(m0_host_port(h));
   check_files(m0_host_port(h));
+  check_writers(m0_host_port(h));
   assert_int_equal(m0_host_stop(h), 0);
 }
 

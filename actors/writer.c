@@ -1,0 +1,251 @@
+#include "actors/writer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/errors.h"
+#include "http/conn_state.h"
+
+struct m0_writer {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int refs;          /* the application's and the loop's (under mu) */
+  bool gone;         /* the client went, or the loop ended: nothing more is sent (under mu) */
+  bool loop_alive;   /* the loop's inbox may be sent to (under mu) */
+  size_t sent, taken, in_conn; /* bytes: written by the application, taken by the loop, unwritten in the connection */
+  m0__inbox *inbox;
+  uint32_t loop_id;
+  m0__tracer *trace;
+  pthread_t loop_thread;
+  void (*on_gone)(void *arg);
+  void *arg;
+  /* the loop's own */
+  m0__conn *conn; /* NULL once gone */
+  bool chunked, head;
+  m0_writer *prev, *next; /* the loop's writers */
+};
+
+/* The loop's list (its http's writers field). */
+static m0_writer **writers_of(m0__loop *l) { return &l->http.writers; }
+
+static void writer_unref(m0_writer *w) {
+  pthread_mutex_lock(&w->mu);
+  bool last = --w->refs == 0;
+  pthread_mutex_unlock(&w->mu);
+  if (!last) return;
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->cv);
+  free(w);
+}
+
+static size_t writer_queued(const m0_writer *w) { return w->sent - w->taken + w->in_conn; }
+
+static void writer_unlink(m0__loop *l, m0_writer *w) {
+  if (w->prev) w->prev->next = w->next;
+  else *writers_of(l) = w->next;
+  if (w->next) w->next->prev = w->prev;
+  w->prev = w->next = NULL;
+}
+
+/* ---- the loop's side ---- */
+
+static m0_writer *writer_begin(m0__http *h, m0__conn *c, m0_response *res, int status, const char *content_type,
+                               void (*on_gone)(void *arg), void *arg) {
+  m0__loop *l = h->owner;
+  if (status < 200 || status > 599 || status == 204 || status == 205 || status == 304) {
+    fprintf(stderr, "m0: refused a writer with the status %d (one with a body: 200..599 but 204, 205, 304); "
+                    "answered 500\n", status);
+    m0__respond_status(res, 500, NULL);
+    return NULL;
+  }
+  m0_writer *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  bool chunked = res->version_minor >= 1;
+  if (!chunked) res->close = true; /* HTTP/1.0: the end of the body is the close */
+  m0__body b = {NULL, 0, M0_BODY_COPY, NULL, -1, 0, chunked ? M0__BODY_CHUNKED : M0__BODY_UNTIL_CLOSE};
+  if (m0__respond_body(res, status, content_type, &b) != 0) { /* a bad content type: answered 500 */
+    free(w);
+    return NULL;
+  }
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  w->refs = 2;
+  w->loop_alive = true;
+  w->inbox = &l->inbox;
+  w->loop_id = l->self.id;
+  w->trace = l->trace;
+  w->loop_thread = pthread_self();
+  w->on_gone = on_gone;
+  w->arg = arg;
+  w->conn = c;
+  w->chunked = chunked;
+  w->head = res->head;
+  w->next = *writers_of(l);
+  if (w->next) w->next->prev = w;
+  *writers_of(l) = w;
+  c->writer = w;
+  res->deferred = true; /* the connection waits for the END */
+  return w;
+}
+
+/* The connection is closing (the client went, a write failed, the loop
+ * ends): the writer is gone, once. */
+static void writer_gone(m0__http *h, m0__conn *c) {
+  m0_writer *w = c->writer;
+  c->writer = NULL;
+  c->waiting = false; /* nothing will come back for it: its memory goes with the close */
+  pthread_mutex_lock(&w->mu);
+  w->gone = true;
+  w->conn = NULL;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  if (w->on_gone) w->on_gone(w->arg);
+}
+
+/* The socket took bytes: a writer waiting for room may go on. */
+static void writer_progress(m0__http *h, m0__conn *c) {
+  m0_writer *w = c->writer;
+  pthread_mutex_lock(&w->mu);
+  w->in_conn = m0__conn_queued(c);
+  if (writer_queued(w) <= M0__WRITER_LOW) pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* CHUNK payload: u64 the writer, u8 end, then the piece. */
+#define CHUNK_HEAD 9
+
+void m0__writer_on_chunk(m0__loop *l, const m0__msg *m) {
+  if (m->len < CHUNK_HEAD) return;
+  uint64_t p;
+  memcpy(&p, m->payload, 8);
+  m0_writer *w = (m0_writer *)(uintptr_t)p;
+  bool end = m->payload[8] != 0;
+  size_t n = m->len - CHUNK_HEAD;
+  m0__conn *c = w->conn;
+  if (c && n && !w->head) {
+    m0__outq *q = m0__conn_target(c);
+    char size[24];
+    int sn = snprintf(size, sizeof size, "%zx\r\n", n);
+    bool ok = !w->chunked || m0__outq_append(q, size, (size_t)sn) == 0;
+    ok = ok && m0__outq_append(q, m->payload + CHUNK_HEAD, n) == 0;
+    ok = ok && (!w->chunked || m0__outq_append(q, "\r\n", 2) == 0);
+    m0__conn_flush(c);
+    if (!ok) m0__http_abort(&l->http, c); /* out of memory mid-body: the response cannot be whole */
+  }
+  pthread_mutex_lock(&w->mu);
+  w->taken += n;
+  if (w->conn) w->in_conn = m0__conn_queued(w->conn);
+  if (writer_queued(w) <= M0__WRITER_LOW) pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  if (!end) return;
+  if ((c = w->conn)) {
+    if (w->chunked && !w->head) m0__outq_append(m0__conn_target(c), "0\r\n\r\n", 5);
+    c->writer = NULL;
+    w->conn = NULL;
+    m0__http_resume(&l->http, c);
+  }
+  writer_unlink(l, w);
+  writer_unref(w); /* the loop's */
+}
+
+void m0__writers_open(m0__loop *l) {
+  l->http.writer_begin = writer_begin;
+  l->http.writer_gone = writer_gone;
+  l->http.writer_progress = writer_progress;
+}
+
+void m0__writers_free(m0__loop *l) {
+  m0_writer *w = *writers_of(l), *next;
+  for (; w; w = next) {
+    next = w->next;
+    pthread_mutex_lock(&w->mu);
+    w->gone = true;
+    w->loop_alive = false; /* its inbox is about to go */
+    w->conn = NULL;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    writer_unref(w);
+  }
+  *writers_of(l) = NULL;
+}
+
+/* ---- the application's side ---- */
+
+m0_writer *m0_respond_writer(m0_response *res, int status, const char *content_type, void (*on_gone)(void *arg),
+                             void *arg) {
+  if (!res || res->done || res->deferred || !res->writer_begin) {
+    if (res && !res->done && !res->writer_begin) {
+      fprintf(stderr, "m0: a writer was begun on a pool thread; answered 409 (begin writers on the loop: an "
+                      "M0_ON_LOOP route, and write from any thread)\n");
+      m0__respond_status(res, 409, NULL);
+    }
+    return NULL;
+  }
+  return res->writer_begin(res->stream_ctx, res, status, content_type, on_gone, arg);
+}
+
+/* Sends a piece or the end. Under w->mu. */
+static int writer_send(m0_writer *w, const void *p, size_t n, bool end) {
+  nng_msg *m;
+  if (m0__msg_new(&m, CHUNK_HEAD + n) != 0) return -1;
+  uint64_t self = (uint64_t)(uintptr_t)w;
+  uint8_t e = end;
+  if (m0__msg_append(m, &self, 8) != 0 || m0__msg_append(m, &e, 1) != 0 || (n && m0__msg_append(m, p, n) != 0)) {
+    nng_msg_free(m);
+    return -1;
+  }
+  m0__actor from = {.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, 0), .trace = w->trace};
+  m0__peer to;
+  m0__peer_direct(&to, w->loop_id, w->inbox);
+  if (m0__send_msg(&from, &to, M0__K_CHUNK, 0, 0, m) != 0) {
+    nng_msg_free(m);
+    return -1;
+  }
+  return 0;
+}
+
+int m0_writer_write(m0_writer *w, const void *p, size_t n) {
+  if (!w || (n && !p)) return -1;
+  if (n == 0) return 0;
+  pthread_mutex_lock(&w->mu);
+  int rv = -1;
+  if (w->gone) errno = EPIPE;
+  else if (writer_queued(w) + n > M0__WRITER_HIGH) errno = EAGAIN;
+  else if ((rv = writer_send(w, p, n, false)) == 0) w->sent += n;
+  else errno = ENOMEM;
+  pthread_mutex_unlock(&w->mu);
+  return rv;
+}
+
+int m0_writer_wait(m0_writer *w, unsigned timeout_ms) {
+  if (!w) return -1;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += timeout_ms / 1000;
+  until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+  if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+  pthread_mutex_lock(&w->mu);
+  /* On the loop's own thread nothing can make room while it waits. */
+  bool loop = pthread_equal(pthread_self(), w->loop_thread);
+  int rc = 0;
+  while (!w->gone && !loop && writer_queued(w) > M0__WRITER_LOW && rc == 0)
+    rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+  int rv = w->gone ? (errno = EPIPE, -1) : writer_queued(w) > M0__WRITER_LOW ? (errno = ETIMEDOUT, -1) : 0;
+  pthread_mutex_unlock(&w->mu);
+  return rv;
+}
+
+int m0_writer_end(m0_writer *w) {
+  if (!w) return -1;
+  pthread_mutex_lock(&w->mu);
+  bool gone = w->gone;
+  /* The END is what lets the loop go of the writer: sent even when the
+   * client went (unless the loop itself ended). */
+  int rv = w->loop_alive ? writer_send(w, NULL, 0, true) : -1;
+  pthread_mutex_unlock(&w->mu);
+  writer_unref(w); /* the application's */
+  return gone || rv != 0 ? -1 : 0;
+}

@@ -1,0 +1,39 @@
+/* Responses written in pieces (m0_respond_writer): the loop's side.
+ *
+ * Design notes
+ * - A writer is shared by the application (any thread) and its loop, each
+ *   holding a reference; the last to let go frees it. The application lets
+ *   go at m0_writer_end, the loop when it takes the END that call sends (or
+ *   when the loop itself ends): a piece still in the inbox always finds its
+ *   writer.
+ * - Pieces travel as CHUNK messages through the loop's direct inbox (they
+ *   carry the writer's address, so no pipe may bring one: actors/admit.h)
+ *   and are framed on the loop (chunked, or as they are to an HTTP/1.0
+ *   client, which the end then closes). Order is the inbox's: one thread
+ *   writes at a time.
+ * - Backpressure is counted, never guessed: queued = bytes sent to the loop
+ *   and not yet taken + what the connection holds unwritten. A write past
+ *   M0__WRITER_HIGH is refused (EAGAIN); m0_writer_wait sleeps until queued
+ *   falls to M0__WRITER_LOW, woken by the loop as the socket takes bytes.
+ * - The client going away (the connection closes) marks the writer gone
+ *   under its lock, on the loop, and calls on_gone there once: after it no
+ *   write is sent, so no piece can outlive the loop's inbox.
+ * - The connection waits (parses nothing more) from the head to the END,
+ *   as for a deferred answer: pipelined requests keep their order.
+ */
+#ifndef M0_ACTORS_WRITER_H
+#define M0_ACTORS_WRITER_H
+
+#include "actors/loop.h"
+
+#define M0__WRITER_HIGH (8u << 20)
+#define M0__WRITER_LOW (64u << 10)
+
+/* Installs the http hooks (writer_begin, writer_gone, writer_progress). */
+void m0__writers_open(m0__loop *l);
+/* A CHUNK: a piece, or the end, of a writer's response. */
+void m0__writer_on_chunk(m0__loop *l, const m0__msg *m);
+/* After the loop's thread is joined: the loop lets go of every writer left. */
+void m0__writers_free(m0__loop *l);
+
+#endif

@@ -1,6 +1,7 @@
 #include "host/checks.h"
 #include "base/errors.h"
 #include "host/appspec.h"
+#include "http/proxies.h"
 #include "transport/links.h"
 #include "transport/topology.h"
 
@@ -350,6 +351,17 @@ static void check_supervision(const m0_config *cfg, const m0_app *app, m0__check
     CHECK_OK(c, "recycle after %ld%s requests, replace a worker stuck %s", mr, mr ? "" : " (never)",
              wt ? "past its timeout" : "(never: no timeout)");
   } else CHECK_OK(c, "no supervisor in this mode");
+}
+
+static void check_trusted_proxies(const m0_config *cfg, const m0_app *app, m0__check *c) {
+  m0__proxies px;
+  char err[256];
+  if (m0__proxies_parse(M0__CFGS(cfg, trusted_proxies), &px, err, sizeof err) != 0) {
+    CHECK_FAIL(c, "--trusted-proxies: %s", err);
+    CHECK_FIX(c, "list addresses or networks, comma-separated: 10.0.0.0/8,::1 (at most %d)", M0__PROXIES_MAX);
+  } else if (px.n == 0) {
+    CHECK_OK(c, "no proxy trusted: the client is the socket's peer");
+  } else CHECK_OK(c, "%d trusted: their Forwarded / X-Forwarded-For names the client", px.n);
 }
 
 /* Routes flagged M0_NEEDS_POOL block: on the loop they would hold every

@@ -24,6 +24,7 @@
   X(trace, "trace")                                   \
   X(supervision, "supervision")                       \
   X(pool_routes, "pool-routes")                       \
+  X(trusted_proxies, "trusted-proxies")               \
   X(descriptors, "descriptors")
 
 enum {

@@ -55,7 +55,9 @@
   X(accept_share, NULL, "M0_ACCEPT_SHARE", BOOL, "1", 0, 1, "0 = the bare accept race")          \
   X(topology, "topology", "M0_TOPOLOGY", STR, "", 0, 0, "a declarative topology file")           \
   X(trace, "trace", "M0_TRACE", STR, "", 0, 0, "where trace records go (- = stderr)")            \
-  X(run_dir, "run-dir", "M0_RUN_DIR", STR, "", 0, 0, "ipc sockets and the shared page")
+  X(run_dir, "run-dir", "M0_RUN_DIR", STR, "", 0, 0, "ipc sockets and the shared page")          \
+  X(trusted_proxies, "trusted-proxies", "M0_TRUSTED_PROXIES", STR, "", 0, 0,                     \
+    "proxies whose Forwarded / X-Forwarded-For names the client (addr or addr/bits, commas)")
 
 enum m0__opt {
 #define M0__OPT_ENUM(id, ...) M0__O_##id,

@@ -337,6 +337,8 @@ static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
   if (!h->drain_fresh_ms) h->drain_fresh_ms = 1;
   h->max_keepalive_requests = M0__CFG(c, max_keepalive_requests);
   h->access_log = M0__CFG(c, access_log) != 0;
+  char err[256]; /* read by the trusted-proxies check before anything started: it cannot fail here */
+  m0__proxies_parse(M0__CFGS(c, trusted_proxies), &h->proxies, err, sizeof err);
   h->heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
   if (M0__CFGS(c, metrics_path)[0]) {
     h->metrics_path = M0__CFGS(c, metrics_path);

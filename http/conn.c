@@ -331,8 +331,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   req.peer_port = c->peer_port;
   char client[M0__ADDR_TEXT];
   req.client = c->peer;
-  if (h->proxies) { /* only behind proxies the operator named: the headers are anyone's words otherwise */
-    m0__client_addr(h->proxies, c->peer, &req, client);
+  if (h->proxies.n) { /* only behind proxies the operator named: the headers are anyone's words otherwise */
+    m0__client_addr(&h->proxies, c->peer, &req, client);
     req.client = client;
   }
 

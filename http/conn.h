@@ -15,6 +15,7 @@
 
 #include "http/date.h"
 #include "http/parse.h"
+#include "http/proxies.h"
 #include "http/response.h"
 #include "m0/m0.h"
 
@@ -43,7 +44,7 @@ typedef struct m0__http {
   _Atomic uint64_t *busy_since;
   bool access_log;
   bool draining;
-  const struct m0__proxies *proxies; /* --trusted-proxies, or NULL: whose Forwarded headers are believed */
+  m0__proxies proxies; /* --trusted-proxies (n 0: none): whose Forwarded headers are believed */
   m0__date date;
   m0__conn *conns; /* every open connection, for the sweep and the drain */
   int nconns;

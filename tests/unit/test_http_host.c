@@ -639,6 +639,35 @@ static void serve_and_check(const char *pool_threads) {
   assert_int_equal(m0_host_stop(h), 0);
 }
 
+/* Behind a proxy the operator trusts, the client is the one it names; the
+ * peer stays the socket's (on the loop and on a pool thread). */
+static void trusted(const char *pool_threads) {
+  char *argv[] = {"test_http_host", "--port", "0", "--blocking-threads", (char *)pool_threads,
+                  "--trusted-proxies", "127.0.0.0/8", NULL};
+  int code = -1;
+  char err[1024] = "";
+  m0_host *h = m0_host_start(&app, NULL, 7, argv, &code, err, sizeof err);
+  if (!h) fail_msg("the host did not start (%d): %s", code, err);
+  int s = connect_to(m0_host_port(h));
+  reply r;
+  ask(s, "GET /read HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 198.51.100.4, 203.0.113.9\r\n\r\n", &r);
+  assert_non_null(strstr(r.body, "peer=127.0.0.1;port=set;client=203.0.113.9;"));
+  done(&r);
+  ask(s, "GET /read HTTP/1.1\r\nHost: t\r\nForwarded: for=\"[2001:db8::5]:443\"\r\n\r\n", &r);
+  assert_non_null(strstr(r.body, "client=2001:db8::5;"));
+  done(&r);
+  ask(s, "GET /read HTTP/1.1\r\nHost: t\r\n\r\n", &r); /* no header: the peer */
+  assert_non_null(strstr(r.body, "client=127.0.0.1;"));
+  done(&r);
+  close(s);
+  assert_int_equal(m0_host_stop(h), 0);
+}
+
+static void test_trusted_proxy(void **st) {
+  trusted("0");
+  trusted("1");
+}
+
 static void test_on_the_loop(void **st) { serve_and_check("0"); }
 static void test_on_a_pool_thread(void **st) { serve_and_check("1"); }
 
@@ -658,7 +687,8 @@ int main(void) {
   write_file(file_small, 20, false);
   write_file(file_medium, FILE_MEDIUM, true);
   write_file(file_big, FILE_BIG, true);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_on_the_loop), cmocka_unit_test(test_on_a_pool_thread)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_on_the_loop), cmocka_unit_test(test_on_a_pool_thread),
+                                     cmocka_unit_test(test_trusted_proxy)};
   int rv = cmocka_run_group_tests(tests, NULL, NULL);
   unlink(file_small);
   unlink(file_medium);

@@ -272,8 +272,9 @@ static void instance_run(m0__handle *h) {
       return;
     }
   }
-  m0__tell(&in->self, &in->coord, M0__K_READY, NULL, 0);
-  instance_serve(in);
+  /* A READY that cannot be sent (said on stderr: descriptors spent, say)
+   * ends the thread: serving on, it would hold the barrier for ever. */
+  if (m0__tell(&in->self, &in->coord, M0__K_READY, NULL, 0) == 0) instance_serve(in);
   if (in->kind->free && in->state) in->kind->free(in->state);
   in->state = NULL;
   atomic_store(&h->said_stopped, true);

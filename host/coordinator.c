@@ -55,6 +55,7 @@ typedef struct coord {
   bool stuck; /* someone was named for missing the drain's bound */
   int64_t deadline; /* the drain's bound, once a drain began (0 before) */
   bool actors_stopped; /* the application's actors were told to stop */
+  bool starting;       /* in the barrier: a thread's end before READY is a failure */
   m0__handle **handles; /* every actor here, for the waits and the close */
   int nhandles;
   m0__app_actors aa; /* the application's actors here (host/appactors.h) */
@@ -69,16 +70,27 @@ static int coord_dead(coord *c) {
   return -1;
 }
 
+/* While starting, any thread that ended without STOPPED or FAILED (a pool
+ * thread or an actor instance that could not send its READY) will never be
+ * ready: the barrier would wait for it for ever. */
+static m0__handle *coord_ended_starting(coord *c) {
+  for (int k = 0; k < c->nhandles; k++) {
+    m0__handle *h = c->handles[k];
+    if (h->started && m0__handle_exited(h) && !atomic_load(&h->said_stopped) && !atomic_load(&h->failed)) return h;
+  }
+  return NULL; /* a failed make's FAILED is on its way: the barrier reads it */
+}
+
 /* Waits up to deadline. Returns 1 with a message in m, 2 on a stop, 3 when
- * a loop died, 0 on timeout (an actor's end that is not a death is taken
- * and the wait goes on). */
+ * a loop died (or, while starting, any thread ended), 0 on timeout (an
+ * actor's end that is not a death is taken and the wait goes on). */
 static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
   for (;;) {
     int w = m0__process_wait(c->proc, &c->self, deadline, m);
     if (w == M0__WAIT_MSG) return 1;
     if (w == M0__WAIT_STOP) return 2;
     if (w == M0__WAIT_TIMEOUT) return 0;
-    if (w == M0__WAIT_EXIT && coord_dead(c) >= 0) return 3;
+    if (w == M0__WAIT_EXIT && (coord_dead(c) >= 0 || (c->starting && coord_ended_starting(c)))) return 3;
   }
 }
 
@@ -260,7 +272,22 @@ static void coord_ready_up(coord *c) {
 
 /* Waits for every READY (the barrier), then GO. Returns 1 to go on
  * serving, or 0 / a negative m0__err to end with. */
+static int coord_barrier_wait(coord *c);
+
+/* A start that ends: the drain's waits see threads end as they should. */
+static int coord_drain_starting(coord *c) {
+  c->starting = false;
+  return coord_drain(c, m0__now_ms() + c->drain_ms);
+}
+
 static int coord_barrier(coord *c) {
+  c->starting = true;
+  int rc = coord_barrier_wait(c);
+  c->starting = false;
+  return rc;
+}
+
+static int coord_barrier_wait(coord *c) {
   int want = c->nhandles, ready = 0;
   bool up = c->proc->mode == M0__MODE_PREFORK; /* a worker: READY up, GO down (coord_ready_up) */
   bool up_go = !up;
@@ -276,14 +303,15 @@ static int coord_barrier(coord *c) {
     }
     if (w == 2) {
       fprintf(stderr, "m0: stopped while starting\n");
-      return coord_drain(c, m0__now_ms() + c->drain_ms);
+      return coord_drain_starting(c);
     }
     if (w == 3) {
       int i = coord_dead(c);
       /* Its DIED may still be on its way: the reason it kept is said now. */
-      if (c->loops[i].why[0]) fprintf(stderr, "m0: %s\n", c->loops[i].why);
+      if (i < 0) fprintf(stderr, "m0: a %s thread ended while starting, before its READY\n", coord_ended_starting(c)->kind->name);
+      else if (c->loops[i].why[0]) fprintf(stderr, "m0: %s\n", c->loops[i].why);
       else fprintf(stderr, "m0: loop.%d ended while starting\n", c->p->first + i);
-      coord_drain(c, m0__now_ms() + c->drain_ms);
+      coord_drain_starting(c);
       return M0__EDIED;
     }
     if (w != 1) continue;
@@ -295,7 +323,7 @@ static int coord_barrier(coord *c) {
     } else if (kind == M0__K_FAILED || kind == M0__K_DIED) {
       fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
       m0__msg_free(&m);
-      coord_drain(c, m0__now_ms() + c->drain_ms);
+      coord_drain_starting(c);
       return kind == M0__K_FAILED ? M0__EMAKE : M0__EDIED;
     }
     m0__msg_free(&m);
@@ -308,7 +336,7 @@ static int coord_barrier(coord *c) {
   for (int i = 0; i < c->p->here; i++)
     if (m0__send(&c->self, &c->loop_peers[i], M0__K_GO, 0, 0, NULL, 0) != 0) {
       m0__say_cannot("cannot reach loop %d", c->p->first + i);
-      coord_drain(c, m0__now_ms() + c->drain_ms);
+      coord_drain_starting(c);
       return M0__ETRANSPORT;
     }
   if (c->has_producer) m0__send(&c->self, &c->prod_peer, M0__K_GO, 0, 0, NULL, 0);

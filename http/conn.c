@@ -379,6 +379,11 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
           m0__current_trace = (m0__trace_id){0, 0};
           conn_wait(c, last);
           return;
+        } else if (m.route->flags & M0_NEEDS_POOL) {
+          /* It blocks: the pool could not take it (no memory for its batch),
+           * and on the loop it would hold every connection of the loop. */
+          m0_response_header(&res, "Retry-After", "1");
+          m0__respond_status(&res, 503, NULL);
         } else {
           m.route->view(h->state, &req, &res);
         }

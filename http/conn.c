@@ -222,12 +222,8 @@ static void conn_pump(m0__conn *c) {
       if (c->phase == PHASE_IDLE) c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
       continue;
     }
-    if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (errno == EINTR || conn_wait_writable(c) == 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
-    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN && conn_wait_writable(c) == 0) return; /* the socket is full: on writable */
     /* An error, or 0: the file is shorter than its length said (truncated
      * while it was sent). The response cannot be whole: close. */
     conn_written(c, -1);
@@ -698,7 +694,10 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int
   }
   m0__outq *q = m0__conn_target(c);
   bool ok = m0__outq_append(q, resp, n) == 0;
-  if (fd >= 0) ok = (ok ? m0__outq_file(q, fd, off, (size_t)flen) : (close(fd), -1)) == 0 && ok;
+  if (fd >= 0) {
+    if (ok) ok = m0__outq_file(q, fd, off, (size_t)flen) == 0; /* the queue owns fd from here */
+    else close(fd);
+  }
   conn_answered(h, c, ok);
 }
 

@@ -397,8 +397,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     }
   }
   m0__current_trace = (m0__trace_id){0, 0};
-  if (res.deferred) { /* m0_defer: answered later, through m0__http_answer */
-    conn_wait(c, last);
+  if (res.deferred) { /* m0_defer or a writer: answered later (m0__http_answer, m0__http_resume) */
+    conn_wait(c, last || res.close); /* res.close: a writer to HTTP/1.0 ends with the close */
     return;
   }
   if (!res.done) {

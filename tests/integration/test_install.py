@@ -37,7 +37,7 @@ rc, out = sh(["cmake", "--install", build_dir, "--prefix", prefix])
 f.check(rc == 0, f"cmake --install ({out[-400:]})")
 for path in ("include/m0/m0.h", "lib/libm0.a", "lib/cmake/m0/m0Config.cmake", "lib/cmake/m0/m0ConfigVersion.cmake",
              "lib/cmake/m0/m0Targets.cmake", "lib/pkgconfig/m0.pc", "bin/m0pub", "bin/m0trace", "bin/host_check",
-             "bin/ramp", "bin/notes", "bin/parallel", "bin/dashboard", "bin/m0", "bin/echo_actor"):
+             "bin/ramp", "bin/notes", "bin/todo", "bin/parallel", "bin/dashboard", "bin/m0", "bin/echo_actor"):
     f.check(os.path.exists(os.path.join(prefix, path)), f"installed {path}")
 bundled = os.path.exists(os.path.join(build_dir, "libm0-llhttp.a")) or any(
     n == "libm0-llhttp.a" for _, _, names in os.walk(build_dir) for n in names)

@@ -14,6 +14,8 @@ struct m0_writer {
   pthread_cond_t cv;
   int refs;          /* the application's and the loop's (under mu) */
   bool gone;         /* the client went, or the loop ended: nothing more is sent (under mu) */
+  bool ended;        /* m0_writer_end was called: on_gone is not called after it (under mu) */
+  bool in_gone;      /* on_gone is running on the loop: m0_writer_end waits for it (under mu) */
   bool loop_alive;   /* the loop's inbox may be sent to (under mu) */
   size_t sent, taken, in_conn; /* bytes: written by the application, taken by the loop, unwritten in the connection */
   m0__inbox *inbox;
@@ -100,9 +102,16 @@ static void writer_gone(m0__http *h, m0__conn *c) {
   pthread_mutex_lock(&w->mu);
   w->gone = true;
   w->conn = NULL;
+  bool call = w->on_gone && !w->ended; /* an ended writer's arg may be freed already */
+  w->in_gone = call;
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  if (w->on_gone) w->on_gone(w->arg);
+  if (!call) return;
+  w->on_gone(w->arg);
+  pthread_mutex_lock(&w->mu);
+  w->in_gone = false;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
 }
 
 /* The socket took bytes: a writer waiting for room may go on. */
@@ -241,6 +250,10 @@ int m0_writer_wait(m0_writer *w, unsigned timeout_ms) {
 int m0_writer_end(m0_writer *w) {
   if (!w) return -1;
   pthread_mutex_lock(&w->mu);
+  w->ended = true;
+  /* An on_gone running now finishes before this returns, so the caller may
+   * free its arg then (on the loop's own thread it is this very call). */
+  while (w->in_gone && !pthread_equal(pthread_self(), w->loop_thread)) pthread_cond_wait(&w->cv, &w->mu);
   bool gone = w->gone;
   /* The END is what lets the loop go of the writer: sent even when the
    * client went (unless the loop itself ended). */

@@ -17,7 +17,10 @@
  *   falls to M0__WRITER_LOW, woken by the loop as the socket takes bytes.
  * - The client going away (the connection closes) marks the writer gone
  *   under its lock, on the loop, and calls on_gone there once: after it no
- *   write is sent, so no piece can outlive the loop's inbox.
+ *   write is sent, so no piece can outlive the loop's inbox. on_gone is
+ *   never called once m0_writer_end has begun, and m0_writer_end waits for
+ *   one already running: after it returns, on_gone's arg is the
+ *   application's to free.
  * - The connection waits (parses nothing more) from the head to the END,
  *   as for a deferred answer: pipelined requests keep their order.
  */

@@ -234,6 +234,9 @@ int m0_respond_fd(m0_response *res, int status, const char *content_type, int fd
  * a 500, for a status without a body (204, 205, 304) or a bad content type.
  * on_gone(arg), when not NULL, is called once on the loop's thread if the
  * client goes away (or the host stops) before the end; writes then fail.
+ * It is not called once m0_writer_end has begun, and m0_writer_end waits
+ * for one already running: after it returns, arg may be freed. (on_gone
+ * may call m0_writer_end itself.)
  * Every writer is ended exactly once, gone or not: m0_writer_end frees it.
  * A HEAD gets the head, and the pieces are dropped. */
 typedef struct m0_writer m0_writer;

@@ -107,8 +107,12 @@ static void view_file(void *st, const m0_request *req, m0_response *res) {
 enum { PIECES = 300, FLOOD_PIECE = 65536, FLOOD_PIECES = 512 }; /* 32 MiB */
 static atomic_int writer_mode; /* what the next writer does (set by the client side) */
 static atomic_int eagains, gone_calls, writer_done, write_failed_after_gone;
+static atomic_int client_closed, ended, gone_after_end; /* mode 3 */
 
-static void on_gone(void *arg) { atomic_fetch_add(&gone_calls, 1); }
+static void on_gone(void *arg) {
+  atomic_fetch_add(&gone_calls, 1);
+  if (atomic_load(&ended)) atomic_fetch_add(&gone_after_end, 1); /* arg may be freed by then */
+}
 
 static void *writer_main(void *arg) {
   m0_writer *w = arg;
@@ -129,6 +133,15 @@ static void *writer_main(void *arg) {
         if (m0_writer_wait(w, 30000) != 0) abort();
       } else abort();
     }
+  } else if (mode == 3) { /* a last piece and the end after its client left: the loop sees the
+                            * reset when it writes that piece, with the END right behind it */
+    while (!atomic_load(&client_closed)) usleep(100);
+    memset(piece, 'h', sizeof piece);
+    m0_writer_write(w, piece, sizeof piece);
+    m0_writer_end(w);
+    atomic_store(&ended, 1);
+    atomic_fetch_add(&writer_done, 1);
+    return NULL;
   } else { /* until the client leaves */
     memset(piece, 'g', 1024);
     while (m0_writer_write(w, piece, 1024) == 0 || errno == EAGAIN)
@@ -556,6 +569,8 @@ static bool wait_for_int(atomic_int *v, int want) {
 }
 
 static void check_writers(int port) {
+  atomic_store(&ended, 0); /* from an earlier run of these checks */
+  atomic_store(&gone_after_end, 0);
   int s = connect_to(port);
   reply r;
   atomic_store(&writer_mode, 0);
@@ -626,6 +641,24 @@ static void check_writers(int port) {
   assert_true(wait_for_int(&writer_done, done0 + 4));
   assert_int_equal(atomic_load(&gone_calls), gone0 + 1);
   assert_int_equal(atomic_load(&write_failed_after_gone), 1);
+
+  /* a writer ended just as its client leaves, many times: on_gone never after the end */
+  atomic_store(&writer_mode, 3);
+  for (int i = 0; i < 20; i++) {
+    atomic_store(&client_closed, 0);
+    atomic_store(&ended, 0);
+    int d = atomic_load(&writer_done);
+    s = connect_to(port);
+    assert_int_equal(send(s, get, strlen(get), 0), (ssize_t)strlen(get));
+    assert_true(recv(s, head, sizeof head, 0) > 0);
+    struct linger lg = {1, 0}; /* a reset: the loop sees it at once */
+    setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(s);
+    atomic_store(&client_closed, 1);
+    assert_true(wait_for_int(&writer_done, d + 1));
+  }
+  usleep(100000); /* not a condition: time for a late on_gone to show itself, were there one */
+  assert_int_equal(atomic_load(&gone_after_end), 0);
 }
 
 static void serve_and_check(const char *pool_threads) {

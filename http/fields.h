@@ -23,6 +23,9 @@ typedef enum m0__field_verdict {
 /* Checks a field as given. value is checked as it stands: trim it first
  * (m0__field_trim) where the API promises to. */
 m0__field_verdict m0__field_check(const char *name, size_t nn, const char *value, size_t vn);
+/* Whether a value may go out as it is (no control byte but HTAB, at most
+ * M0__FIELD_VALUE_MAX bytes). */
+bool m0__field_value_ok(const char *value, size_t vn);
 /* Whether name (case-insensitive) is one the host writes itself. */
 bool m0__field_is_hosts(const char *name, size_t nn);
 /* Drops leading and trailing SP and HTAB (RFC 9110 section 5.5: a field value

@@ -57,11 +57,15 @@ static int parse_scan(m0__parser *p, const char *upto) {
   if (upto <= s) return 0;
   size_t n = (size_t)(upto - s);
   if (p->after_cr && *s != '\n') return parse_refuse(p, 400, "bare CR");
-  for (const char *cr = memchr(s, '\r', n); cr; cr = memchr(cr + 1, '\r', (size_t)(upto - cr - 1)))
-    if (cr + 1 < upto && cr[1] != '\n') return parse_refuse(p, 400, "bare CR");
-  for (const char *lf = memchr(s, '\n', n); lf; lf = memchr(lf + 1, '\n', (size_t)(upto - lf - 1))) {
-    if (lf == s ? !p->after_cr : lf[-1] != '\r') return parse_refuse(p, 400, "bare LF");
-    p->line_end = true;
+  /* One pass over the framing bytes (a request's head is short: a memchr
+   * per line and kind cost more than the bytes). */
+  for (const char *c = s; c < upto; c++) {
+    if ((unsigned char)*c > '\r') continue;
+    if (*c == '\r' && c + 1 < upto && c[1] != '\n') return parse_refuse(p, 400, "bare CR");
+    if (*c == '\n') {
+      if (c == s ? !p->after_cr : c[-1] != '\r') return parse_refuse(p, 400, "bare LF");
+      p->line_end = true;
+    }
   }
   if (p->nver == 0)
     for (const char *c = n > 8 ? upto - 8 : s; c < upto; c++) p->tail = p->tail << 8 | (uint8_t)*c;
@@ -221,14 +225,20 @@ static bool parse_hexdig(char c) { return (c >= '0' && c <= '9') || ((c | 0x20) 
 
 /* RFC 3986's unreserved and sub-delims, but ",": a comma is how two field
  * lines fold into one (RFC 9110 5.3), so "Host: a, b" is two Hosts. */
-static bool parse_host_char(char c) {
-  if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) return true;
-  switch (c) {
-  case '-': case '.': case '_': case '~': case '!': case '$': case '&': case '\'':
-  case '(': case ')': case '*': case '+': case ';': case '=': return true;
-  default: return false;
-  }
-}
+/* RFC 3986's unreserved and sub-delims, as a table (every request's Host
+ * is read through it). */
+static const bool host_chars[256] = {
+    ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1,
+    ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [';'] = 1, ['='] = 1,
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1,
+    ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1,
+    ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1,
+    ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1,
+    ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
+};
+static inline bool parse_host_char(char c) { return host_chars[(unsigned char)c]; }
 
 /* uri-host [":" port] (RFC 9110 7.2, 4.2.1): a name (or IPv4) of the
  * characters above and %XX, not empty (an http URI's host never is), or

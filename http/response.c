@@ -197,7 +197,7 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
   size_t ctn = content_type ? strlen(content_type) : 0;
   bool bad_status = status < 200 || status > 599;
   if (bad_status || ctn >= 128 ||
-      (content_type && m0__field_check("Content-Type", 12, content_type, ctn) != M0__FIELD_OK)) {
+      (content_type && !m0__field_value_ok(content_type, ctn))) {
     if (bad_status) fprintf(stderr, "m0: refused a response with the status %d (a final status: 200..599); answered 500\n", status);
     else fprintf(stderr, "m0: refused a response whose Content-Type (%zu bytes) is 128 bytes or more or holds a "
                          "control byte (a CR or LF); answered 500\n", ctn);

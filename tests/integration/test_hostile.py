@@ -19,7 +19,7 @@ supervisor, producer, worker.i, loop.i, pool.i.j), over one connection each:
 - malformed: an empty message, junk, 43 bytes (short of the 44-byte
   header), a header whose length says more than came and one that says
   less, length fields of 16 MiB + 1 and 2^32 - 1, bad magic (m0E2, 0),
-  kinds 0, 16 and 0xffff, flags 2 and 0x8000, the sealed flag with no
+  kinds 0, 17 (one past the last) and 0xffff, flags 2 and 0x8000, the sealed flag with no
   trailer, 200 random bytes;
 - a forged seal (flags = 1, 20 random trailer bytes; and 16 random bytes
   with the host's pid), on STOPs, a READY and (loops) a FRAME;
@@ -95,7 +95,7 @@ itself at the end, then answers it again) while echo_actor holds another
 (`x-sleep-ms: 1500`). While 20 POSTs go through echo_actor one after another,
 it sends again and again (two rounds at least, ~1.5 s): malformed envelopes
 (empty, junk, 43 bytes, lengths that are not the bytes, 16 MiB + 1 and
-2^32 - 1, bad magic, kinds 0, 16 and 0xffff, flags 2 and 0x8000, the sealed
+2^32 - 1, bad magic, kinds 0, 17 and 0xffff, flags 2 and 0x8000, the sealed
 flag without a trailer, random bytes); forged seals (on REPLY and PUBLISH,
 with and without the host's pid); every kind the socket never takes (READY,
 FAILED, GO, STOP, STOPPED, DIED, LEAVING, FRAME, HANDOFF of descriptors
@@ -352,7 +352,7 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
     add("a length of 2^32 - 1", env(K["STOP"], coord, me, length=0xFFFFFFFF), "malformed")
     add("bad magic m0E2", env(K["STOP"], coord, me, magic=0x3245306D), "malformed")
     add("magic 0", env(K["STOP"], coord, me, magic=0), "malformed")
-    for k in (0, 16, 0xFFFF):
+    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (CHUNK = 16), the widest
         add(f"kind {k}", env(k, coord, me), "malformed")
     add("flags 2", env(K["STOP"], coord, me, flags=2), "malformed")
     add("flags 0x8000", env(K["STOP"], coord, me, flags=0x8000), "malformed")
@@ -815,7 +815,7 @@ def socket_battery(loops, host_pid, own):
     at_door("a length of 2^32 - 1", reply(empty, length=0xFFFFFFFF), "malformed")
     at_door("bad magic m0E2", reply(empty, magic=0x3245306D), "malformed")
     at_door("magic 0", reply(empty, magic=0), "malformed")
-    for k in (0, 16, 0xFFFF):
+    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (CHUNK = 16), the widest
         at_door(f"kind {k}", env(k, APP, loop0, empty), "malformed")
     at_door("flags 2", reply(empty, flags=2), "malformed")
     at_door("flags 0x8000", reply(empty, flags=0x8000), "malformed")

@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/errors.h"
 
@@ -54,7 +55,9 @@ static void lane_on_answer(void *arg, const m0__result *r) {
 void m0__lane_on_result(m0__loop *l, const m0__msg *m) {
   int j = M0__ACTOR_INDEX(m->env.from) & 0xfff;
   if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_POOL || j >= l->npool) return;
-  l->batches[j].inflight = false;
+  uint32_t count = 0;
+  if (m->len >= 4) memcpy(&count, m->payload, 4);
+  if (!(count & 0x80000000u)) l->batches[j].inflight = false; /* the batch's last part (actors/pool.c) */
   if (m0__result_each(m->payload, m->len, lane_on_answer, l) < 0)
     fprintf(stderr, "m0: loop.%d: a malformed result from pool.%d.%d\n", l->index, l->index, j);
 }

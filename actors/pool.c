@@ -104,8 +104,14 @@ static const uint8_t *rd_take(rd *r, size_t n) {
 }
 
 /* Result record: u64 conn, u32 len, i32 fd (-1: none), u64 off, u64 flen,
- * then len bytes. */
+ * then len bytes. A RESULT is u32 count (bit 31: more of this batch's
+ * answers follow in another RESULT) and the records; a message holds at
+ * most 16 MiB, so a batch whose answers pass half of that goes back in
+ * parts, and one answer too large for any is answered 500. */
 #define RESULT_HEAD 32
+#define RESULT_MORE 0x80000000u
+#define RESULT_SPLIT (M0__ENV_MAX_PAYLOAD / 2)
+#define RESULT_ANSWER_MAX (M0__ENV_MAX_PAYLOAD - 4096)
 
 int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, const m0__result *r), void *arg) {
   rd r = {p, p + n, false};
@@ -113,6 +119,7 @@ int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, const m0__
   if (!c) return M0__EBADMSG;
   uint32_t count;
   memcpy(&count, c, 4);
+  count &= ~RESULT_MORE;
   for (uint32_t i = 0; i < count; i++) {
     const uint8_t *h = rd_take(&r, RESULT_HEAD);
     if (!h) return M0__EBADMSG;
@@ -218,8 +225,19 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
    * its descriptor, which the loop then owns. */
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
   int k = m0__outq_iov(resp, 0, iov);
-  uint32_t len = 0;
-  for (int i = 0; i < k; i++) len += (uint32_t)iov[i].len;
+  size_t len = 0;
+  for (int i = 0; i < k; i++) len += iov[i].len;
+  if (len > RESULT_ANSWER_MAX) { /* no message could carry it back */
+    fprintf(stderr, "m0: pool.%d.%d: the answer to %.*s %.*s is %zu bytes, more than a pool thread hands back "
+                    "(16 MiB); answered 500 (answer it from the loop, or as a file: m0_respond_file)\n",
+            t->loop, t->index, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p, len);
+    m0__outq_clear(resp);
+    m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
+    m0__respond_status(&res, 500, NULL);
+    k = m0__outq_iov(resp, 0, iov);
+    len = 0;
+    for (int i = 0; i < k; i++) len += iov[i].len;
+  }
   int fd = -1;
   uint64_t off = 0;
   size_t flen = 0;
@@ -234,8 +252,9 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   }
   int32_t fd32 = fd;
   uint64_t flen64 = flen;
+  uint32_t len32 = (uint32_t)len;
   at = put(at, &h.conn, 8);
-  at = put(at, &len, 4);
+  at = put(at, &len32, 4);
   at = put(at, &fd32, 4);
   at = put(at, &off, 8);
   at = put(at, &flen64, 8);
@@ -331,7 +350,7 @@ static void pool_run(m0__handle *h) {
     if (c) memcpy(&count, c, 4);
     /* The RESULT is built in the message that carries it back. */
     nng_msg *out;
-    uint32_t done = 0;
+    uint32_t done = 0, sent = 0; /* answers in this RESULT, and in the parts sent before it */
     if (m0__msg_new(&out, 4096) != 0 || m0__msg_append(out, &done, 4) != 0) {
       fprintf(stderr, "m0: pool.%d.%d: out of memory for a result\n", t->loop, t->index);
       if (out) nng_msg_free(out);
@@ -339,14 +358,32 @@ static void pool_run(m0__handle *h) {
       continue;
     }
     for (uint32_t i = 0; i < count; i++) {
+      if (done && m0__msg_payload_len(out) > RESULT_SPLIT) { /* these go back now; the rest follow */
+        uint32_t part = done | RESULT_MORE;
+        memcpy(m0__msg_payload(out), &part, 4);
+        nng_msg *next;
+        uint32_t zero = 0;
+        if (m0__msg_new(&next, 4096) != 0 || m0__msg_append(next, &zero, 4) != 0) {
+          fprintf(stderr, "m0: pool.%d.%d: out of memory for a result\n", t->loop, t->index);
+          if (next) nng_msg_free(next);
+          break;
+        }
+        if (m0__send_msg(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out) != 0) {
+          fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
+          nng_msg_free(out);
+        }
+        out = next;
+        sent += done;
+        done = 0;
+      }
       if (pool_run_one(t, state, &r, out, &resp, &date) != 0) {
-        fprintf(stderr, "m0: pool.%d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, done, count);
+        fprintf(stderr, "m0: pool.%d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, sent + done, count);
         break;
       }
       done++;
     }
     memcpy(m0__msg_payload(out), &done, 4);
-    if (!t->yields) cpu_mark = pool_maybe_yield(t, cpu_mark, done);
+    if (!t->yields) cpu_mark = pool_maybe_yield(t, cpu_mark, sent + done);
     /* The trace id of a batch is its first request's. */
     if (m0__send_msg(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out) != 0) {
       fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);

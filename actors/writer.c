@@ -24,6 +24,7 @@ struct m0_writer {
   pthread_t loop_thread;
   void (*on_gone)(void *arg);
   void *arg;
+  nng_msg *end; /* the END, made at the begin: an end never fails for memory */
   /* the loop's own */
   m0__conn *conn; /* NULL once gone */
   bool chunked, head;
@@ -38,6 +39,7 @@ static void writer_unref(m0_writer *w) {
   bool last = --w->refs == 0;
   pthread_mutex_unlock(&w->mu);
   if (!last) return;
+  if (w->end) nng_msg_free(w->end); /* never sent: the loop ended first */
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
   free(w);
@@ -52,6 +54,8 @@ static void writer_unlink(m0__loop *l, m0_writer *w) {
   w->prev = w->next = NULL;
 }
 
+static nng_msg *writer_msg(m0_writer *w, const void *p, size_t n, bool end);
+
 /* ---- the loop's side ---- */
 
 static m0_writer *writer_begin(m0__http *h, m0__conn *c, m0_response *res, int status, const char *content_type,
@@ -64,11 +68,15 @@ static m0_writer *writer_begin(m0__http *h, m0__conn *c, m0_response *res, int s
     return NULL;
   }
   m0_writer *w = calloc(1, sizeof *w);
-  if (!w) return NULL;
+  if (!w || !(w->end = writer_msg(w, NULL, 0, true))) {
+    free(w);
+    return NULL;
+  }
   bool chunked = res->version_minor >= 1;
   if (!chunked) res->close = true; /* HTTP/1.0: the end of the body is the close */
   m0__body b = {NULL, 0, M0_BODY_COPY, NULL, -1, 0, chunked ? M0__BODY_CHUNKED : M0__BODY_UNTIL_CLOSE};
   if (m0__respond_body(res, status, content_type, &b) != 0) { /* a bad content type: answered 500 */
+    nng_msg_free(w->end);
     free(w);
     return NULL;
   }
@@ -131,7 +139,7 @@ void m0__writer_on_chunk(m0__loop *l, const m0__msg *m) {
   uint64_t p;
   memcpy(&p, m->payload, 8);
   m0_writer *w = (m0_writer *)(uintptr_t)p;
-  bool end = m->payload[8] != 0;
+  bool end = m->payload[8] != 0, abort = m->payload[8] == 2;
   size_t n = m->len - CHUNK_HEAD;
   m0__conn *c = w->conn;
   if (c && n && !w->head) {
@@ -151,9 +159,12 @@ void m0__writer_on_chunk(m0__loop *l, const m0__msg *m) {
   pthread_mutex_unlock(&w->mu);
   if (!end) return;
   if ((c = w->conn)) {
-    if (w->chunked && !w->head) m0__outq_append(m0__conn_target(c), "0\r\n\r\n", 5);
     c->writer = NULL;
     w->conn = NULL;
+    /* An abort writes no last chunk and closes once what was written is
+     * sent: the client sees the body cut short, never one that looks whole. */
+    if (abort) c->close_on_complete = true;
+    else if (w->chunked && !w->head) m0__outq_append(m0__conn_target(c), "0\r\n\r\n", 5);
     m0__http_resume(&l->http, c);
   }
   writer_unlink(l, w);
@@ -196,15 +207,27 @@ m0_writer *m0_respond_writer(m0_response *res, int status, const char *content_t
   return res->writer_begin(res->stream_ctx, res, status, content_type, on_gone, arg);
 }
 
-/* Sends a piece or the end. Under w->mu. */
-static int writer_send(m0_writer *w, const void *p, size_t n, bool end) {
+/* A CHUNK message for w: a piece, or the end. */
+static nng_msg *writer_msg(m0_writer *w, const void *p, size_t n, bool end) {
   nng_msg *m;
-  if (m0__msg_new(&m, CHUNK_HEAD + n) != 0) return -1;
+  if (m0__msg_new(&m, CHUNK_HEAD + n) != 0) return NULL;
   uint64_t self = (uint64_t)(uintptr_t)w;
   uint8_t e = end;
   if (m0__msg_append(m, &self, 8) != 0 || m0__msg_append(m, &e, 1) != 0 || (n && m0__msg_append(m, p, n) != 0)) {
     nng_msg_free(m);
-    return -1;
+    return NULL;
+  }
+  return m;
+}
+
+/* Sends a piece, or (end: 1, or 2 for an abort) the END made at the begin.
+ * Under w->mu. */
+static int writer_send(m0_writer *w, const void *p, size_t n, int end) {
+  nng_msg *m = end ? w->end : writer_msg(w, p, n, false);
+  if (!m) return -1;
+  if (end) {
+    w->end = NULL;
+    m0__msg_payload(m)[8] = (uint8_t)end;
   }
   m0__actor from = {.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, 0), .trace = w->trace};
   m0__peer to;
@@ -216,15 +239,23 @@ static int writer_send(m0_writer *w, const void *p, size_t n, bool end) {
   return 0;
 }
 
+#define WRITER_MSG_MAX (1u << 20) /* a piece travels in messages of at most 1 MiB */
+
 int m0_writer_write(m0_writer *w, const void *p, size_t n) {
   if (!w || (n && !p)) return -1;
   if (n == 0) return 0;
   pthread_mutex_lock(&w->mu);
-  int rv = -1;
-  if (w->gone) errno = EPIPE;
-  else if (writer_queued(w) + n > M0__WRITER_HIGH) errno = EAGAIN;
-  else if ((rv = writer_send(w, p, n, false)) == 0) w->sent += n;
-  else errno = ENOMEM;
+  int rv = 0;
+  size_t queued = writer_queued(w);
+  /* Refused only with something queued: a piece larger than the mark on
+   * its own is taken (else no wait could ever make room for it). */
+  if (w->gone) errno = EPIPE, rv = -1;
+  else if (queued > 0 && queued + n > M0__WRITER_HIGH) errno = EAGAIN, rv = -1;
+  for (size_t at = 0; rv == 0 && at < n;) {
+    size_t k = n - at < WRITER_MSG_MAX ? n - at : WRITER_MSG_MAX;
+    if ((rv = writer_send(w, (const char *)p + at, k, false)) != 0) errno = ENOMEM; /* the part sent stays sent */
+    else w->sent += k, at += k;
+  }
   pthread_mutex_unlock(&w->mu);
   return rv;
 }
@@ -247,7 +278,7 @@ int m0_writer_wait(m0_writer *w, unsigned timeout_ms) {
   return rv;
 }
 
-int m0_writer_end(m0_writer *w) {
+static int writer_finish(m0_writer *w, int how) {
   if (!w) return -1;
   pthread_mutex_lock(&w->mu);
   w->ended = true;
@@ -257,8 +288,11 @@ int m0_writer_end(m0_writer *w) {
   bool gone = w->gone;
   /* The END is what lets the loop go of the writer: sent even when the
    * client went (unless the loop itself ended). */
-  int rv = w->loop_alive ? writer_send(w, NULL, 0, true) : -1;
+  int rv = w->loop_alive ? writer_send(w, NULL, 0, how) : -1;
   pthread_mutex_unlock(&w->mu);
   writer_unref(w); /* the application's */
   return gone || rv != 0 ? -1 : 0;
 }
+
+int m0_writer_end(m0_writer *w) { return writer_finish(w, 1); }
+int m0_writer_abort(m0_writer *w) { return writer_finish(w, 2); }

@@ -192,8 +192,11 @@ static int conn_wait_writable(m0__conn *c) {
  * piece by sendfile(2) straight from the page cache, in queue order. Each
  * step that moves bytes also moves an idle connection's deadline: a client
  * that reads is not idle, one that stops is closed by the sweep. */
+#define CONN_SENDFILE_TURN (4u << 20) /* a file's bytes per loop turn: its other connections wait no longer */
+
 static void conn_pump(m0__conn *c) {
   m0__outq *q = &c->q[c->qi];
+  size_t sent = 0;
   for (;;) {
     uv_buf_t iov[2 * M0__OUT_REFS + 1];
     int n = m0__outq_iov(q, c->qskip, iov);
@@ -216,10 +219,14 @@ static void conn_pump(m0__conn *c) {
       return;
     }
     off_t at = (off_t)off;
-    ssize_t w = sendfile(sock, fd, &at, left < (1u << 30) ? left : (1u << 30));
+    ssize_t w = sendfile(sock, fd, &at, left < CONN_SENDFILE_TURN ? left : CONN_SENDFILE_TURN);
     if (w > 0) {
       c->qskip += (size_t)w;
       if (c->phase == PHASE_IDLE) c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+      if ((sent += (size_t)w) < CONN_SENDFILE_TURN) continue;
+      /* A fast reader of a large file: the rest at the loop's next turn
+       * (the socket is writable, so the poll fires at once). */
+      if (conn_wait_writable(c) == 0) return;
       continue;
     }
     if (w < 0 && errno == EINTR) continue;
@@ -509,12 +516,14 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
     /* The answers of one read collect in the scratch while nothing is in
      * flight: past the mark, write them now, so the rest waits in q[0] and
      * what follows counts against the mark below (else one read of pipelined
-     * requests could queue any amount). */
-    if (!c->writing && m0__outq_bytes(&h->scratch) > CONN_OUT_HIGH) {
+     * requests could queue any amount). A queue whose reference slots are
+     * all taken counts as full too: the next body would be copied (a file
+     * piece read into memory). */
+    if (!c->writing && (m0__outq_bytes(&h->scratch) > CONN_OUT_HIGH || h->scratch.nrefs == M0__OUT_REFS)) {
       m0__conn_flush(c);
       if (c->closing) break;
     }
-    if (m0__conn_queued(c) > CONN_OUT_HIGH) {
+    if (m0__conn_queued(c) > CONN_OUT_HIGH || (c->writing && c->q[1 - c->qi].nrefs == M0__OUT_REFS)) {
       /* The client is not reading its answers: stop reading its requests. */
       c->paused = true;
       uv_read_stop((uv_stream_t *)&c->tcp);

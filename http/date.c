@@ -38,6 +38,10 @@ static char *put2(char *p, unsigned v) {
 }
 
 char *m0__imf_fixdate(char *p, int64_t t) {
+  /* IMF-fixdate spans 1970 (a file touched to 1960) to 9999: clamped, so
+   * the division below is a floor and every field two digits. */
+  if (t < 0) t = 0;
+  if (t > 253402300799) t = 253402300799;
   int64_t days = t / 86400, secs = t % 86400;
   int64_t y;
   unsigned m, d;

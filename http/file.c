@@ -103,7 +103,13 @@ int m0_respond_file(m0_response *res, const char *content_type, const char *path
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -1;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
     int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
     close(fd);
     errno = e;

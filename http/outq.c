@@ -23,6 +23,7 @@
 #include "http/outq.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,7 +77,9 @@ int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n) {
     return 0;
   }
   if (q->nrefs == M0__OUT_REFS) {
-    int rv = outq_read_file(q, fd, off, n);
+    /* The connection stops parsing before its queue runs out of slots
+     * (http/conn.c); what can still come here is one small answer. */
+    int rv = n <= M0__FILE_COPY_MAX ? outq_read_file(q, fd, off, n) : -1;
     close(fd);
     return rv;
   }
@@ -112,6 +115,10 @@ bool m0__outq_file_at(const m0__outq *q, size_t skip, int *fd, uint64_t *off, si
 
 size_t m0__outq_bytes(const m0__outq *q) { return q->copied.len + q->ref_bytes; }
 
+/* An iovec entry holds at most UINT_MAX bytes: a longer piece goes in
+ * parts (the writer resumes by its skip). */
+static unsigned outq_len(size_t n) { return n > UINT_MAX ? UINT_MAX : (unsigned)n; }
+
 int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
   int k = 0;
   size_t from = 0; /* position in copied */
@@ -120,7 +127,8 @@ int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
     size_t n = to - from;
     if (skip >= n) skip -= n;
     else {
-      iov[k++] = uv_buf_init(q->copied.p + from + skip, (unsigned)(n - skip));
+      iov[k++] = uv_buf_init(q->copied.p + from + skip, outq_len(n - skip));
+      if (n - skip > UINT_MAX) return k; /* the rest of it first, next time */
       skip = 0;
     }
     from = to;
@@ -130,7 +138,8 @@ int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
     else if (q->refs[r].fd >= 0) {
       break; /* a file piece: the writer sends it, then asks again */
     } else {
-      iov[k++] = uv_buf_init((char *)q->refs[r].p + skip, (unsigned)(n - skip));
+      iov[k++] = uv_buf_init((char *)q->refs[r].p + skip, outq_len(n - skip));
+      if (n - skip > UINT_MAX) return k;
       skip = 0;
     }
   }

@@ -14,6 +14,7 @@
 
 #define M0__OUT_REFS 8
 #define M0__REF_MIN 1024 /* smaller static bodies are cheaper to copy */
+#define M0__FILE_COPY_MAX (64u << 10) /* a file piece read into memory when no slot is left: no larger */
 
 typedef struct m0__outq {
   m0__buf copied; /* heads and copied bodies, in order */
@@ -43,7 +44,8 @@ int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *));
 /* Takes n bytes of the open file fd from off (m0_respond_file): a file
  * piece, written by sendfile(2) from the page cache. The queue owns fd from
  * the call and closes it once the piece is written or dropped. Out of
- * slots, the bytes are read and copied instead. 0, or -1 (fd closed). */
+ * slots, up to M0__FILE_COPY_MAX bytes are read and copied instead. 0, or
+ * -1 (fd closed). */
 int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n);
 size_t m0__outq_bytes(const m0__outq *q);
 /* Fills iov (at most 2*M0__OUT_REFS+1 entries) with the bytes in memory

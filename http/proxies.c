@@ -150,7 +150,9 @@ void m0__client_addr(const m0__proxies *px, const char *peer, const m0_request *
   snprintf(out, M0__ADDR_TEXT, "%s", peer);
   uint8_t a[16];
   if (!px || px->n == 0 || !m0__addr_parse(peer, strlen(peer), a) || !m0__proxies_trust(px, a)) return;
-  bool standard = m0_request_header(req, "Forwarded").p != NULL;
+  /* X-Forwarded-For when it is sent: what nginx, HAProxy and most balancers
+   * append to; a client's own Forwarded beside it is not believed. */
+  bool standard = !m0_request_header(req, "X-Forwarded-For").p && m0_request_header(req, "Forwarded").p;
   walk w = {req, standard ? "Forwarded" : "X-Forwarded-For", standard, (long)req->nheaders, NULL, NULL};
   /* Each hop the peer vouches for: the first it does not trust is the client. */
   while (walk_next(&w, a) == 1) {

@@ -8,8 +8,11 @@
  *   appends the address it received from, so the rightmost entries are the
  *   trusted chain's and the first untrusted one is the client. An entry that
  *   is no address ends the walk there: the client is the last trusted hop.
- * - Forwarded wins over X-Forwarded-For when both are present (it is the
- *   standard); only its for= parameters are read.
+ * - X-Forwarded-For is read when it is present, Forwarded only when it is
+ *   not: a proxy that appends X-Forwarded-For and passes the client's other
+ *   headers would otherwise let a client's own Forwarded name anyone. A
+ *   proxy that writes Forwarded must strip the client's X-Forwarded-For.
+ *   Only Forwarded's for= parameters are read.
  * - Nothing is allocated: addresses are parsed into 16 bytes and the
  *   answer is written into the caller's buffer (INET6_ADDRSTRLEN).
  */

@@ -178,6 +178,12 @@ static char *resp_put(char *p, const char *s, size_t n) {
 
 #define PUT_LIT(p, s) resp_put(p, s, sizeof(s) - 1)
 
+/* A head's own lines (status with the longest reason, Server, Date,
+ * Content-Length or Transfer-Encoding, a 127-byte Content-Type, Connection:
+ * about 310 bytes) and the 8 KiB the application may add. */
+#define M0__HEAD_MAX (512 + M0__EXTRA_HEADERS)
+_Static_assert(9 + 4 + 32 + 2 + 12 + 37 + 38 + 28 + 14 + 127 + 2 + 24 + 2 < 512, "a head's own lines fit");
+
 /* A body the host took (owned memory, a file) and will not send. */
 static void body_drop(const m0__body *b) {
   if (b->free_fn && b->p) b->free_fn((void *)b->p);
@@ -214,7 +220,7 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
   bool no_length = status == 204 || status == 304 || b->framing != M0__BODY_LENGTH;
   if (status == 204 || status == 304 || status == 205) len = 0;
   res->body_len = len;
-  char head[256 + M0__EXTRA_HEADERS];
+  char head[M0__HEAD_MAX];
   char *p = PUT_LIT(head, "HTTP/1.1 ");
   p = m0__put_uint(p, (size_t)status);
   *p++ = ' ';
@@ -318,7 +324,7 @@ int m0_respond_stream(m0_response *res, const char *channel) {
   /* The stream's own headers, unless the application set them (one each);
    * a HEAD gets the headers and the connection closes (no stream: with no
    * length and no end, a client would wait for ever). */
-  char head[256 + M0__EXTRA_HEADERS];
+  char head[M0__HEAD_MAX];
   size_t dlen;
   const char *date = m0__date_line(res->date, &dlen);
   if (res->head) res->close = true;

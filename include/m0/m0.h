@@ -233,7 +233,9 @@ int m0_respond_fd(m0_response *res, int status, const char *content_type, int fd
  * (on a pool thread: NULL, and the request is answered 409); NULL too, with
  * a 500, for a status without a body (204, 205, 304) or a bad content type.
  * on_gone(arg), when not NULL, is called once on the loop's thread if the
- * client goes away (or the host stops) before the end; writes then fail.
+ * client goes away before the end; writes then fail. (At the drain a
+ * response still being written is waited for within the bound, as any
+ * answer; once the host has stopped, writes fail with EPIPE.)
  * It is not called once m0_writer_end has begun, and m0_writer_end waits
  * for one already running: after it returns, arg may be freed. (on_gone
  * may call m0_writer_end itself.)
@@ -243,8 +245,9 @@ typedef struct m0_writer m0_writer;
 m0_writer *m0_respond_writer(m0_response *res, int status, const char *content_type, void (*on_gone)(void *arg),
                              void *arg);
 /* Queues n bytes (copied; 0 bytes is nothing). 0, or -1 with errno: EPIPE
- * the client is gone, EAGAIN more than 8 MiB wait to be written (wait, then
- * write again), ENOMEM. Thread safety: one thread at a time per writer. */
+ * the client is gone, EAGAIN more than 8 MiB would wait to be written (wait,
+ * then write again; a larger piece is taken when nothing waits), ENOMEM.
+ * Thread safety: one thread at a time per writer. */
 int m0_writer_write(m0_writer *w, const void *p, size_t n);
 /* Backpressure: waits until at most 64 KiB of what was written is still to
  * be sent, up to timeout_ms. 0, or -1 with errno EPIPE (gone) or ETIMEDOUT.
@@ -253,6 +256,10 @@ int m0_writer_wait(m0_writer *w, unsigned timeout_ms);
 /* The last piece: the response ends, the connection goes on (or closes for
  * HTTP/1.0), and w is freed. 0, or -1 when the client was gone. */
 int m0_writer_end(m0_writer *w);
+/* Gives up: the connection closes without the last chunk, so the client
+ * sees a body cut short (never one that looks whole), and w is freed.
+ * 0, or -1 when the client was gone. */
+int m0_writer_abort(m0_writer *w);
 /* printf into the body (copied). Returns what m0_respond returns; -1 and a
  * 500 when the body cannot be formatted. */
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...)

@@ -133,6 +133,15 @@ static void *writer_main(void *arg) {
         if (m0_writer_wait(w, 30000) != 0) abort();
       } else abort();
     }
+  } else if (mode == 4) { /* one piece past the 8 MiB mark, taken since nothing waits; then gives up */
+    size_t big = 9u << 20;
+    char *b = malloc(big);
+    memset(b, 'i', big);
+    if (m0_writer_write(w, b, big) != 0) abort();
+    free(b);
+    m0_writer_abort(w);
+    atomic_fetch_add(&writer_done, 1);
+    return NULL;
   } else if (mode == 3) { /* a last piece and the end after its client left: the loop sees the
                             * reset when it writes that piece, with the END right behind it */
     while (!atomic_load(&client_closed)) usleep(100);
@@ -163,6 +172,16 @@ static void view_pieces(void *st, const m0_request *req, m0_response *res) {
 
 static void view_writer_refused(void *st, const m0_request *req, m0_response *res) {
   if (m0_respond_writer(res, 204, NULL, NULL, NULL) != NULL) abort(); /* no body: refused, answered 500 */
+}
+
+/* ?mb=N: an N MiB body (owned); the pool hands back at most 16 MiB per answer */
+static void view_huge(void *st, const m0_request *req, m0_response *res) {
+  long mb = 0;
+  if (!m0_request_query_int(req, "mb", 1, 64, &mb)) abort();
+  size_t n = (size_t)mb << 20;
+  char *b = malloc(n);
+  memset(b, 'z', n);
+  m0_respond_owned(res, 200, "application/octet-stream", b, n, NULL);
 }
 
 static void view_bad_status(void *st, const m0_request *req, m0_response *res) {
@@ -203,6 +222,7 @@ static m0_route routes[] = {
     {"GET", "/big", view_big, 0},
     {"GET", "/static", view_static, 0},
     {"GET", "/owned", view_owned, 0},
+    {"GET", "/huge", view_huge, 0},
     {"GET", "/file/{which}", view_file, 0},
     {"GET", "/pieces", view_pieces, M0_ON_LOOP},
     {"GET", "/writer-refused", view_writer_refused, M0_ON_LOOP},
@@ -252,7 +272,7 @@ static const char *header(const reply *r, const char *name) {
 /* One response from s: its head, then its Content-Length body (none for HEAD). */
 static void read_reply(int s, reply *r, bool head_only) {
   memset(r, 0, sizeof *r);
-  size_t cap = 1 << 17, have = 0;
+  size_t cap = 1 << 25, have = 0; /* up to 32 MiB */
   char *buf = malloc(cap);
   char *end = NULL;
   while (!end) {
@@ -642,6 +662,23 @@ static void check_writers(int port) {
   assert_int_equal(atomic_load(&gone_calls), gone0 + 1);
   assert_int_equal(atomic_load(&write_failed_after_gone), 1);
 
+  /* a 9 MiB piece alone goes; an abort cuts the body short, visibly: no last chunk, a close */
+  atomic_store(&writer_mode, 4);
+  int d4 = atomic_load(&writer_done);
+  s = connect_to(port);
+  assert_int_equal(send(s, get, strlen(get), 0), (ssize_t)strlen(get));
+  size_t acap = (10u << 20), ahave = 0;
+  char *ab = malloc(acap);
+  ssize_t ak;
+  while ((ak = recv(s, ab + ahave, acap - ahave, 0)) > 0) ahave += (size_t)ak;
+  assert_int_equal(ak, 0); /* closed by the server */
+  assert_true(ahave > (9u << 20));
+  assert_true(memcmp(ab + ahave - 5, "0\r\n\r\n", 5) != 0);
+  assert_int_equal(ab[ahave - 3], 'i'); /* the piece's bytes, then the close */
+  free(ab);
+  close(s);
+  assert_true(wait_for_int(&writer_done, d4 + 1));
+
   /* a writer ended just as its client leaves, many times: on_gone never after the end */
   atomic_store(&writer_mode, 3);
   for (int i = 0; i < 20; i++) {
@@ -661,6 +698,39 @@ static void check_writers(int port) {
   assert_int_equal(atomic_load(&gone_after_end), 0);
 }
 
+/* Two answers of 9 MiB each, whole. */
+static bool two_answers(const char *b, size_t n) {
+  const char *h1 = memmem(b, n, "\r\n\r\n", 4);
+  size_t body2 = h1 ? (size_t)(h1 - b) + 4 + (9u << 20) : SIZE_MAX;
+  if (body2 >= n) return false;
+  const char *h2 = memmem(b + body2, n - body2, "\r\n\r\n", 4);
+  return h2 && (size_t)(h2 - b) + 4 + (9u << 20) == n;
+}
+
+/* Answers larger than half a message, pipelined: both whole, in order (a
+ * pool thread sends them back in parts); one past 16 MiB is whole from the
+ * loop, and a 500 from a pool thread (no message carries it back). */
+static void check_big(int port, bool pool) {
+  int s = connect_to(port);
+  const char *two = "GET /huge?mb=9 HTTP/1.1\r\nHost: t\r\n\r\nGET /huge?mb=9 HTTP/1.1\r\nHost: t\r\n\r\n";
+  assert_int_equal(send(s, two, strlen(two), 0), (ssize_t)strlen(two));
+  size_t n;
+  char *b = read_until(s, &n, two_answers);
+  assert_memory_equal(b, "HTTP/1.1 200 OK\r\n", 17);
+  const char *second = memmem(b + (9u << 20), n - (9u << 20), "HTTP/1.1 200 OK\r\n", 17);
+  assert_non_null(second);
+  free(b);
+  reply r;
+  ask(s, "GET /huge?mb=17 HTTP/1.1\r\nHost: t\r\n\r\n", &r);
+  assert_int_equal(r.status, pool ? 500 : 200);
+  if (!pool) assert_int_equal(r.len, 17u << 20);
+  done(&r);
+  ask(s, "GET /read HTTP/1.1\r\nHost: t\r\n\r\n", &r); /* and the connection goes on */
+  assert_int_equal(r.status, 200);
+  done(&r);
+  close(s);
+}
+
 static void serve_and_check(const char *pool_threads) {
   char *argv[] = {"test_http_host", "--port", "0", "--blocking-threads", (char *)pool_threads, NULL};
   int code = -1;
@@ -671,6 +741,7 @@ static void serve_and_check(const char *pool_threads) {
   check_all(m0_host_port(h));
   check_files(m0_host_port(h));
   check_writers(m0_host_port(h));
+  check_big(m0_host_port(h), pool_threads[0] != '0');
   assert_int_equal(m0_host_stop(h), 0);
 }
 

@@ -35,11 +35,16 @@ static void view_ok(void *st, const m0_request *req, m0_response *res) {
   m0_respondf(res, 200, "text/plain", "ok %.*s", (int)req->path.n, req->path.p);
 }
 static void view_silent(void *st, const m0_request *req, m0_response *res) {}
-static const m0_route routes[] = {{"GET", "/ok", view_ok, 0}, {"GET", "/silent", view_silent, 0}};
+static void view_big(void *st, const m0_request *req, m0_response *res) { /* 9 MiB: over half a message */
+  char *b = malloc(9u << 20);
+  memset(b, 'b', 9u << 20);
+  m0_respond_owned(res, 200, "application/octet-stream", b, 9u << 20, NULL);
+}
+static const m0_route routes[] = {{"GET", "/ok", view_ok, 0}, {"GET", "/silent", view_silent, 0}, {"GET", "/big", view_big, 0}};
 static int state_token;
 static void *make_ok(const m0_ctx *ctx, char *err, size_t n) { return &state_token; }
 static void *make_quiet_refusal(const m0_ctx *ctx, char *err, size_t n) { return NULL; }
-static const m0_app app = {.name = "edges", .make = make_ok, .routes = routes, .nroutes = 2};
+static const m0_app app = {.name = "edges", .make = make_ok, .routes = routes, .nroutes = 3};
 static void handle_all(void *st, const m0_request *req, m0_response *res) {
   m0_respondf(res, 201, "text/plain", "handled %.*s", (int)req->path.n, req->path.p);
 }
@@ -147,6 +152,40 @@ static int job(rig *g, const void *b, size_t len, answers *out) {
 
 /* What the loop knows of an answer when it hands the request on. */
 static const m0_response plain, closing = {.close = true}, head = {.head = true};
+
+/* A batch whose answers pass half a message goes back in parts: every part
+ * but the last says more follow (so the lane keeps the batch in flight),
+ * each answer whole, in order. */
+static void test_pool_result_parts(void **st) {
+  rig g;
+  rig_open(&g, &app, "edges-pool-parts");
+  assert_int_equal(coord_hears(&g, NULL, 0), M0__K_READY);
+  int c1, c2, c3;
+  m0__batch b = {0};
+  m0_request big = request("/big", 4), ok = request("/ok", 3);
+  assert_int_equal(m0__batch_add(&b, &c1, &big, 2, &plain), 0);
+  assert_int_equal(m0__batch_add(&b, &c2, &big, 2, &plain), 0);
+  assert_int_equal(m0__batch_add(&b, &c3, &ok, 0, &plain), 0);
+  assert_int_equal(m0__send(&g.loop, &g.to_pool, M0__K_JOB, 0, 0, BATCH(b)), 0);
+  void *want[3] = {&c1, &c2, &c3};
+  for (int part = 0; part < 3; part++) {
+    m0__msg m;
+    assert_int_equal(m0__recv(&g.loop, &m, M0__RECV_WAIT), 0);
+    assert_int_equal(m.env.kind, M0__K_RESULT);
+    assert_true(m.len <= M0__ENV_MAX_PAYLOAD);
+    uint32_t count;
+    memcpy(&count, m.payload, 4);
+    assert_int_equal(count, part < 2 ? (1u | 0x80000000u) : 1u);
+    answers a = {0};
+    assert_int_equal(m0__result_each(m.payload, m.len, collect, &a), 1);
+    assert_ptr_equal(a.conn[0], want[part]);
+    assert_int_equal(a.status[0], 200);
+    m0__msg_free(&m);
+  }
+  m0__batch_fini(&b);
+  assert_int_equal(m0__send(&g.loop, &g.to_pool, M0__K_STOP, 0, 0, NULL, 0), 0);
+  rig_close(&g);
+}
 
 static void test_pool_jobs(void **st) {
   rig g;
@@ -318,7 +357,7 @@ static void test_result_refusals(void **st) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_pool_jobs), cmocka_unit_test(test_pool_handle), cmocka_unit_test(test_pool_make_refused),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_pool_jobs), cmocka_unit_test(test_pool_result_parts), cmocka_unit_test(test_pool_handle), cmocka_unit_test(test_pool_make_refused),
                                      cmocka_unit_test(test_pool_mailbox_taken),
                                      cmocka_unit_test(test_result_refusals)};
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -89,10 +89,12 @@ static void test_walk(void **st) {
   assert_string_equal(client(&px, "10.0.0.1", junk, 1), "10.0.0.2");
   const m0_header empty[] = {H("X-Forwarded-For", "")};
   assert_string_equal(client(&px, "10.0.0.1", empty, 1), "10.0.0.1");
-  /* Forwarded wins, with quoting, ports and brackets */
-  const m0_header fwd[] = {H("X-Forwarded-For", "6.6.6.6"),
-                           H("Forwarded", "for=\"[2001:db8::7]:4711\";proto=https, For=10.0.0.2:80")};
-  assert_string_equal(client(&px, "10.0.0.1", fwd, 2), "2001:db8::7");
+  /* X-Forwarded-For, when sent, wins: a client's own Forwarded beside it is not believed */
+  const m0_header both[] = {H("X-Forwarded-For", "203.0.113.9"), H("Forwarded", "for=8.8.8.8")};
+  assert_string_equal(client(&px, "10.0.0.1", both, 2), "203.0.113.9");
+  /* Forwarded alone, with quoting, ports and brackets */
+  const m0_header fwd[] = {H("Forwarded", "for=\"[2001:db8::7]:4711\";proto=https, For=10.0.0.2:80")};
+  assert_string_equal(client(&px, "10.0.0.1", fwd, 1), "2001:db8::7");
   const m0_header fwd_v4[] = {H("Forwarded", "by=10.0.0.9;for=192.0.2.60;proto=http")};
   assert_string_equal(client(&px, "10.0.0.1", fwd_v4, 1), "192.0.2.60");
   const m0_header fwd_hidden[] = {H("Forwarded", "for=_hidden, for=10.0.0.2")};

@@ -98,7 +98,11 @@ def worker_cannot_start():
     """A worker's loop out of descriptors at start: said, exit 1, never a
     signal. The check cannot see this (the limit changed after it ran)."""
     label = "a respawned worker under a lowered limit"
-    s = Server("ramp", "--port", "0", "--workers", "2", "--respawn-budget", "1")
+    # The window is long: a worker that fails its start takes up to its
+    # drain's bound to exit, and deaths further apart than the window never
+    # spend the budget (the supervisor would respawn for ever, rightly).
+    s = Server("ramp", "--port", "0", "--workers", "2", "--respawn-budget", "1", "--respawn-window-ms", "600000",
+               "--drain-timeout-ms", "1000")
     with s:
         kids = wait_for(lambda: [int(x) for x in open(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children").read().split()]
                         if s.stderr().count(" serving (pid") == 2 else None, 10)

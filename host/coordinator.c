@@ -94,6 +94,26 @@ static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
   }
 }
 
+/* Application actors told to stop only at the bound (a loop did not drain)
+ * end within milliseconds: waited for this long so their threads are
+ * joined, not left behind, and not named for a bound they were never given. */
+#define COORD_ACTOR_GRACE_MS 50
+
+static bool coord_actors_exited(coord *c) {
+  for (int k = 0; k < c->aa.ninst; k++)
+    if (!m0__handle_exited(&c->aa.inst[k].h)) return false;
+  return true;
+}
+
+static void coord_wait_actors(coord *c, int64_t until) {
+  while (!coord_actors_exited(c)) {
+    m0__msg m;
+    int w = m0__process_wait(c->proc, &c->self, until, &m);
+    if (w == M0__WAIT_MSG) m0__msg_free(&m);
+    if (w == M0__WAIT_TIMEOUT) return;
+  }
+}
+
 static bool coord_all_exited(coord *c) {
   for (int k = 0; k < c->nhandles; k++)
     if (!m0__handle_exited(c->handles[k])) return false;
@@ -211,6 +231,7 @@ static int coord_drain(coord *c, int64_t deadline) {
    * bound. The pools: their loops sent them STOP on the way out. */
   coord_stop_actors(c, deadline);
   coord_wait_exits(c, deadline);
+  coord_wait_actors(c, m0__now_ms() + COORD_ACTOR_GRACE_MS);
   for (int k = 0; k < p->here * c->npool; k++) {
     m0__pool_thread *t = &c->pools[k];
     if (m0__handle_exited(&t->h)) continue;

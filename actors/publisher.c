@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "actors/publisher.h"
+#include "actors/bus.h"
 #include "base/errors.h"
 
 int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
@@ -48,7 +49,9 @@ void m0__publisher_close(m0_publisher *pub) {
   pthread_mutex_destroy(&pub->mu);
 }
 
-uint64_t m0_next_id(m0_publisher *pub) { return pub->linked ? 0 : m0__page_next_id(pub->page); }
+/* With a bus the stream numbers every frame, and the counter follows the
+ * fleet's ids (actors/bus.c): nothing is taken from it here. */
+uint64_t m0_next_id(m0_publisher *pub) { return pub->linked || pub->bus ? 0 : m0__page_next_id(pub->page); }
 
 void m0__publisher_link(m0_publisher *pub, nng_socket link, uint32_t sender) {
   memset(pub, 0, sizeof *pub);
@@ -106,12 +109,27 @@ m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen)
     }
     pub->nloops++;
   }
+  /* The host's bus, as its bridge wrote it on the page: m0pub's frames go
+   * to the fleet too. */
+  if (atomic_load(&page->bus->configured)) {
+    m0__bus *bus = calloc(1, sizeof *bus);
+    if (!bus || m0__bus_open(bus, page->bus->url, page->bus->subject, page, pub, false, err, errlen) != 0) {
+      free(bus);
+      m0_publisher_detach(pub);
+      return NULL;
+    }
+    pub->bus = bus;
+  }
   return pub;
 }
 
 void m0_publisher_detach(m0_publisher *pub) {
   if (!pub) return;
   m0__page *page = pub->page;
+  if (pub->bus) {
+    m0__bus_close(pub->bus);
+    free(pub->bus);
+  }
   m0__publisher_close(pub);
   m0__page_close(page);
   free(page);
@@ -139,10 +157,22 @@ bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void 
     atomic_fetch_add(ok ? &pub->published : &pub->refused, 1);
     return ok;
   }
+  /* The id is the fleet stream's, not the caller's (actors/bus.h). */
+  if (pub->bus) {
+    bool ok = m0__bus_publish(pub->bus, pub, channel, strlen(channel), frame, len);
+    if (ok) atomic_fetch_add(&pub->published, 1);
+    return ok;
+  }
+  bool ok = m0__publisher_fanout(pub, channel, strlen(channel), id, frame, len);
+  if (ok) atomic_fetch_add(&pub->published, 1);
+  return ok;
+}
+
+bool m0__publisher_fanout(m0_publisher *pub, const char *channel, size_t cl, uint64_t id, const void *frame,
+                          size_t len) {
   /* The frame is written once, into the message for the first loop; each
    * other loop gets a copy of that message (nng sends a message once), and
    * the last loop the original. */
-  size_t cl = strlen(channel);
   nng_msg *m;
   if (m0__msg_new(&m, 10 + cl + len) != 0 || m0__frame_encode(m, id, channel, cl, frame, len) != 0) {
     if (m) nng_msg_free(m);
@@ -173,8 +203,10 @@ bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void 
   }
   pthread_mutex_unlock(&pub->mu);
   if (m) nng_msg_free(m);
-  atomic_fetch_add(ok ? &pub->published : &pub->refused, 1);
-  if (!ok) atomic_fetch_add(&pub->page->head->refused, 1);
+  if (!ok) {
+    atomic_fetch_add(&pub->refused, 1);
+    atomic_fetch_add(&pub->page->head->refused, 1);
+  }
   return ok;
 }
 

@@ -30,6 +30,9 @@ struct m0_publisher {
   nng_socket link;
   atomic_ulong refused;
   atomic_ulong published;
+  /* The fleet's bus (actors/bus.h), when the host has one: m0_publish
+   * sends there instead of to the loops. Set once, before any publish. */
+  struct m0__bus *bus;
 };
 
 /* Opens the publisher: the producer's actor and a peer per loop, none dialed yet. */
@@ -44,6 +47,13 @@ void m0__publisher_disconnect(m0_publisher *pub, int i);
 void m0__publisher_close(m0_publisher *pub);
 
 bool m0__frame_ok(const void *frame, size_t len);
+
+/* A checked frame to every loop this publisher reaches, numbered id (0: an
+ * unnumbered local frame, actors/bus.h). m0_publish's path without a bus,
+ * and the bus's for a fleet frame or a local-only one. false (counted) when
+ * a loop was not reached or refused it. Thread safety: any thread. */
+bool m0__publisher_fanout(m0_publisher *pub, const char *channel, size_t chlen, uint64_t id, const void *frame,
+                          size_t len);
 
 /* An instance's publisher over its link to the host (pub zeroed first). */
 void m0__publisher_link(m0_publisher *pub, nng_socket link, uint32_t sender);

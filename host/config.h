@@ -105,6 +105,9 @@ struct m0_config {
   char tls_cert[M0__STR_MAX], tls_key[M0__STR_MAX], tls_ca[M0__STR_MAX];
   char (*plain_tcp)[256];
   int nplain_tcp;
+  /* A topology file's "bus": the NATS server and the subject every host of
+   * the fleet publishes into (actors/bus.h); "" when it has none. */
+  char bus_url[256], bus_subject[128];
   /* A topology file's "app_actors" and "routes" (host/appspec.h). */
   struct m0__actor_spec *app_actors;
   int napp_actors;

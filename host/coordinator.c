@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "actors/bus.h"
 #include "actors/loop.h"
 #include "actors/pool.h"
 #include "actors/producer.h"
@@ -47,6 +48,8 @@ typedef struct coord {
   m0__pool_thread *pools; /* [here * npool] */
   m0_publisher pub;
   bool pub_open;
+  m0__bus bus; /* the fleet's (actors/bus.h), when the topology names one */
+  bool bus_open;
   bool has_producer;
   m0__producer_run prod;
   m0__peer prod_peer;
@@ -164,6 +167,7 @@ static int coord_drain(coord *c, int64_t deadline) {
   const m0__proc *p = c->p;
   int waiting = 0, loops_left = 0;
   c->deadline = deadline;
+  if (c->bus_open) m0__bus_stop(&c->bus); /* the loops stop: no more fleet frames */
   for (int i = 0; i < p->here; i++) {
     if (c->loop_done[i]) continue;
     /* Before STOP: the loop takes no connection from now on, even one whose
@@ -266,6 +270,8 @@ static bool coord_close(coord *c) {
     for (int i = 0; c->loop_peers && i < c->p->here; i++) m0__peer_close(&c->loop_peers[i]);
     m0__peer_close(&c->prod_peer);
     m0__peer_close(&c->up);
+    if (c->bus_open) m0__bus_close(&c->bus); /* before the publisher its callbacks fan out through */
+    c->bus_open = false;
     if (c->pub_open) m0__publisher_close(&c->pub);
   }
   m0__handles_close(c->handles, c->nhandles, NULL);
@@ -436,6 +442,18 @@ static int coord_start(coord *c) {
     return M0__ENOMEM;
   }
   c->pub_open = true;
+  if (cfg->bus_url[0]) {
+    /* Every process that publishes has its link; the one that holds the
+     * producer is the bridge (under prefork the supervisor, not a worker). */
+    char err[512];
+    if (m0__bus_open(&c->bus, cfg->bus_url, cfg->bus_subject, &pr->page, &c->pub, pr->mode != M0__MODE_PREFORK, err,
+                     sizeof err) != 0) {
+      m0__say_cannot("%s", err);
+      return M0__ETRANSPORT;
+    }
+    c->bus_open = true;
+    c->pub.bus = &c->bus;
+  }
   c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
   /* Each loop and its pool threads, always in one process, talk through
    * direct inboxes (actors/inbox.h), made here before any of them starts.
@@ -554,6 +572,7 @@ static int coord_serve(coord *c) {
     return rc;
   }
   if ((rc = coord_barrier(c)) <= 0) return rc;
+  if (c->bus_open) m0__bus_start(&c->bus); /* the publisher reaches every loop now */
   m0__process_banner(c->proc, p->first, p->here);
   if (p->on_ready) p->on_ready(p->ready_arg, c->proc->port, c->proc->rundir.path, &c->pub);
   /* Serving: until a stop, a loop that dies, or (a recycled worker) its

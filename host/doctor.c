@@ -67,6 +67,9 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
     for (int i = 0; i < cfg->nplain_tcp; i++) json_array_append_new(pl, json_string(cfg->plain_tcp[i]));
     json_object_set_new(topo, "plain_tcp", pl);
   }
+  /* The fleet's bus (actors/bus.h), as the file wrote it. */
+  if (cfg->bus_url[0])
+    json_object_set_new(topo, "bus", json_pack("{s:s, s:s}", "nats", cfg->bus_url, "subject", cfg->bus_subject));
   /* Every link an actor listens at, and whether it is encrypted. */
   json_t *links = json_array();
   json_t *actors = json_array();

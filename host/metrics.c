@@ -80,6 +80,30 @@ static void metrics_refusal(void *arg, uint32_t actor, int reason, uint64_t n) {
                  (unsigned long long)n);
 }
 
+/* The fleet's bus (actors/bus.h), from the page: only when the host has one. */
+static void metrics_bus(m0__buf *b, const m0__page *page) {
+  const m0__bus_line *l = page->bus;
+  if (!l || !atomic_load(&l->configured)) return;
+  struct {
+    const char *name, *type, *help;
+    unsigned long long v;
+  } f[] = {
+      {"bus_connected", "gauge", "The bridge's link to the fleet's NATS server is up (1) or not (0).",
+       atomic_load(&l->connected)},
+      {"bus_published_total", "counter", "Frames this host's publishers sent to the fleet.", atomic_load(&l->published)},
+      {"bus_received_total", "counter", "Fleet frames the bridge fanned out to this host's loops.",
+       atomic_load(&l->received)},
+      {"bus_local_only_total", "counter", "Frames published while the link was down: this host's streams only, "
+       "without an id.", atomic_load(&l->local_only)},
+      {"bus_reconnects_total", "counter", "Times the bridge's link to NATS came back.", atomic_load(&l->reconnects)},
+      {"bus_refused_total", "counter", "Fleet messages refused: not decoded, or not a channel and frame.",
+       atomic_load(&l->refused)},
+  };
+  for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+    m0__buf_printf(b, "# HELP m0_%s %s\n# TYPE m0_%s %s\nm0_%s %llu\n", f[i].name, f[i].help, f[i].name, f[i].type,
+                   f[i].name, f[i].v);
+}
+
 void m0__metrics_respond(const m0__page *page, m0__service *const *services, int nservices, m0_response *res) {
   /* A line that cannot be formatted (out of memory) is left out; the page
    * is still answered. */
@@ -99,6 +123,7 @@ void m0__metrics_respond(const m0__page *page, m0__service *const *services, int
   m0__buf_printf(&b, "# HELP m0_events_published Event ids taken from the shared counter.\n"
                      "# TYPE m0_events_published counter\nm0_events_published %llu\n",
                  (unsigned long long)atomic_load(&page->head->event_id));
+  metrics_bus(&b, page);
   metrics_actors(&b, services, nservices);
   m0__buf_printf(&b, "# HELP m0_refused_total Messages a mailbox refused (actors/admit.h), by actor and reason, "
                      "in every process of the host.\n# TYPE m0_refused_total counter\n");

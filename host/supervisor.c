@@ -40,6 +40,7 @@
 
 #include "actors/actor.h"
 #include "actors/admit.h"
+#include "actors/bus.h"
 #include "base/errors.h"
 #include "actors/producer.h"
 #include "host/signals.h"
@@ -77,6 +78,8 @@ typedef struct sup {
   m0__peer *wpeers;
   int *handoff; /* [2n] */
   m0_publisher pub;
+  m0__bus bus; /* the fleet's bridge (actors/bus.h), when the topology names one */
+  bool bus_open;
   bool pub_open, has_producer, prod_done;
   m0__producer_run prod;
   m0__peer prod_peer;
@@ -253,6 +256,7 @@ static int sup_wait(sup *s, m0__msg *m, int64_t until) {
  * (the workers: plus SUP_GRACE_MS). Returns 0 or an m0__err. */
 static int sup_drain(sup *s) {
   s->draining = true;
+  if (s->bus_open) m0__bus_stop(&s->bus); /* the loops stop: no more fleet frames */
   sup_kill_all(s, SIGTERM);
   /* Draining loops end their streams, so a frame for them is moot, and their
    * mailboxes are about to close: hung up on now rather than redialed until
@@ -338,6 +342,15 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
     return M0__ENOMEM;
   }
   s->pub_open = true;
+  if (cfg->bus_url[0]) { /* the bridge: this publisher reaches every worker's loop */
+    char err[512];
+    if (m0__bus_open(&s->bus, cfg->bus_url, cfg->bus_subject, &s->proc.page, &s->pub, true, err, sizeof err) != 0) {
+      fprintf(stderr, "m0: %s\n", err);
+      return M0__ETRANSPORT;
+    }
+    s->bus_open = true;
+    s->pub.bus = &s->bus;
+  }
   s->has_producer = producer && (!producer->wanted || producer->wanted(&base));
   if (s->has_producer) {
     s->prod.url = pd->url;
@@ -417,6 +430,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
   free(was_ready);
   for (int i = 0; i < s->n; i++) sup_go(s, i);
   if (s->has_producer) m0__send(&s->self, &s->prod_peer, M0__K_GO, 0, 0, NULL, 0);
+  if (s->bus_open) m0__bus_start(&s->bus); /* the publisher reaches every worker's loop now */
   m0__process_banner(&s->proc, 0, s->n);
   for (;;) {
     m0__msg m;
@@ -473,6 +487,8 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
     /* Every peer before any mailbox (actors/handle.h). */
     for (int i = 0; s->wpeers && i < s->n; i++) m0__peer_close(&s->wpeers[i]);
     m0__peer_close(&s->prod_peer);
+    if (s->bus_open) m0__bus_close(&s->bus); /* before the publisher its callbacks fan out through */
+    s->bus_open = false;
     if (s->pub_open) m0__publisher_close(&s->pub);
     m0__handle *prod = &s->prod.h;
     m0__handles_close(&prod, 1, NULL);

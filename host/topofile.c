@@ -632,6 +632,55 @@ static bool topo_plain_tcp(m0_config *cfg, const char *text, json_t *list, char 
   return true;
 }
 
+/* ---- "bus" (actors/bus.h: the fleet's NATS server and subject) ---- */
+
+/* A subject m0 publishes into and consumes as one stream: dot-separated
+ * tokens of letters, digits, '_' and '-' (no wildcard: every host must name
+ * the same one subject, and the stream's name is made from it). */
+static bool topo_subject_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n >= 128 || s[0] == '.' || s[n - 1] == '.') return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    bool tok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!tok && !(c == '.' && s[i + 1] != '.')) return false;
+  }
+  return true;
+}
+
+/* Reads "bus" into url and subject. false: refused. */
+static bool topo_bus(m0_config *cfg, const char *text, json_t *o, char *url, size_t urln, char *subject, size_t subn) {
+  static const char *const known[] = {"nats", "subject", NULL};
+  const char *fix = "(\"bus\": {\"nats\": \"nats://HOST:PORT\", \"subject\": \"m0.fleet\"})";
+  if (!json_is_object(o)) {
+    topo_fail_at(cfg, text, "bus", NULL, "bus must be an object %s", fix);
+    return false;
+  }
+  const char *unk = topo_unknown_key(o, known);
+  if (unk) {
+    topo_fail_at(cfg, text, "bus", unk, "bus has the unknown key \"%.64s\" (its keys are nats and subject)", unk);
+    return false;
+  }
+  const char *u = json_string_value(json_object_get(o, "nats"));
+  if (!u || (strncmp(u, "nats://", 7) && strncmp(u, "tls://", 6)) || strlen(u) >= urln || !u[u[0] == 'n' ? 7 : 6]) {
+    topo_fail_at(cfg, text, "bus", json_object_get(o, "nats") ? "nats" : NULL,
+                 "bus.nats must be the NATS server's URL, nats://HOST:PORT or tls://HOST:PORT, shorter than 256 bytes %s",
+                 fix);
+    return false;
+  }
+  const char *s = json_string_value(json_object_get(o, "subject"));
+  if (!s || !topo_subject_ok(s) || strlen(s) >= subn) {
+    topo_fail_at(cfg, text, "bus", json_object_get(o, "subject") ? "subject" : NULL,
+                 "bus.subject must be a NATS subject without wildcards: dot-separated tokens of A-Z a-z 0-9 _ -, "
+                 "shorter than 128 bytes %s",
+                 fix);
+    return false;
+  }
+  snprintf(url, urln, "%s", u);
+  snprintf(subject, subn, "%s", s);
+  return true;
+}
+
 void m0__topofile_apply(m0_config *cfg) {
   const char *path = M0__CFGS(cfg, topology);
   if (!path[0]) return;
@@ -654,7 +703,7 @@ void m0__topofile_apply(m0_config *cfg) {
     goto out;
   }
   static const char *const known[] = {"mode", "loops", "handler_threads", "connections_per_loop", "accept_sharing",
-                                      "transport", "actors", "app_actors", "routes", "tls", "plain_tcp", NULL};
+                                      "transport", "actors", "app_actors", "routes", "tls", "plain_tcp", "bus", NULL};
   const char *key;
   json_t *v;
   json_object_foreach(root, key, v) {
@@ -687,6 +736,9 @@ void m0__topofile_apply(m0_config *cfg) {
   json_t *jtls = json_object_get(root, "tls");
   char tls_paths[3][M0__STR_MAX];
   if (jtls && !topo_tls(cfg, text, jtls, tls_paths)) goto out;
+  json_t *jbus = json_object_get(root, "bus");
+  char bus_url[sizeof cfg->bus_url] = "", bus_subject[sizeof cfg->bus_subject] = "";
+  if (jbus && !topo_bus(cfg, text, jbus, bus_url, sizeof bus_url, bus_subject, sizeof bus_subject)) goto out;
   json_t *tr = json_object_get(root, "transport");
   const char *want_transport = !strcmp(m, "prefork") ? "ipc" : "inproc";
   if (tr) {
@@ -812,6 +864,8 @@ void m0__topofile_apply(m0_config *cfg) {
   }
   cfg->plain_tcp = plain;
   cfg->nplain_tcp = nplain;
+  snprintf(cfg->bus_url, sizeof cfg->bus_url, "%s", bus_url);
+  snprintf(cfg->bus_subject, sizeof cfg->bus_subject, "%s", bus_subject);
   if (!strcmp(m, "prefork")) topo_set(cfg, M0__O_workers, n);
   else topo_set(cfg, M0__O_threads, n);
   if (ht) topo_set(cfg, M0__O_blocking_threads, pool);

@@ -51,11 +51,12 @@ int m0__page_create(m0__page *pg, const char *dir, int loops, size_t app_slots, 
   char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/page", dir);
   pg->size = sizeof(m0__page_head) + (size_t)loops * sizeof(m0__loop_line) +
-             M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line);
+             M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) + sizeof(m0__bus_line);
   pg->head = page_map_file(path, pg->size, &pg->fd, true, err, errlen);
   if (!pg->head) return M0__EPAGE;
   pg->lines = (m0__loop_line *)(pg->head + 1);
   pg->refusals = (m0__refusal_line *)(pg->lines + loops);
+  pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
   pg->head->version = M0__PAGE_VERSION;
   pg->head->loops = (uint32_t)loops;
   pg->head->app_slots = app_slots;
@@ -98,13 +99,14 @@ static int page_check(m0__page *pg, const char *what, char *err, size_t errlen) 
   }
   pg->lines = (m0__loop_line *)(pg->head + 1);
   size_t want = sizeof(m0__page_head) + (size_t)pg->head->loops * sizeof(m0__loop_line) +
-                M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line);
+                M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) + sizeof(m0__bus_line);
   if (pg->size < want) {
     snprintf(err, errlen, "%s is shorter than its %u loops need", what, pg->head->loops);
     m0__page_close(pg);
     return M0__EPAGE;
   }
   pg->refusals = (m0__refusal_line *)(pg->lines + pg->head->loops);
+  pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
   return 0;
 }
 

@@ -9,6 +9,8 @@
  *                accept sharing and m0_stats)
  *   then M0__PAGE_REFUSAL_LINES lines: messages refused by each actor of
  *                any process of the host, by reason (actors/admit.h)
+ *   then the bus: the fleet's NATS server and subject (written by the top
+ *                process, read by m0pub) and its counters (actors/bus.h)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -20,7 +22,7 @@
 #include <stdint.h>
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 2
+#define M0__PAGE_VERSION 3
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -56,12 +58,27 @@ typedef struct m0__refusal_line {
   _Atomic uint64_t n[M0__PAGE_REFUSAL_REASONS];
 } m0__refusal_line;
 
+/* The fleet's bus (actors/bus.h): zero when the host has none. */
+typedef struct m0__bus_line {
+  _Atomic uint64_t configured; /* 1 once url and subject are written */
+  _Atomic uint64_t connected;  /* the bridge's link to NATS is up now */
+  _Atomic uint64_t published;  /* frames sent to the fleet, by any process */
+  _Atomic uint64_t received;   /* fleet frames the bridge fanned out */
+  _Atomic uint64_t local_only; /* frames published while the link was down: this host's loops only, unnumbered */
+  _Atomic uint64_t reconnects; /* the bridge's link came back */
+  _Atomic uint64_t refused;    /* fleet messages that did not decode or whose frame was not one */
+  uint64_t pad_;
+  char url[256];
+  char subject[128];
+} m0__bus_line;
+
 typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
   m0__page_head *head;
   m0__loop_line *lines;
   m0__refusal_line *refusals; /* M0__PAGE_REFUSAL_LINES, after the lines */
+  m0__bus_line *bus;          /* after the refusals */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;
 

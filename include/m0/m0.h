@@ -429,7 +429,15 @@ uint64_t m0_next_id(m0_publisher *pub);
  * data: {...}"); the host writes "id: <id>" first. Returns false (and counts
  * it) when the frame is refused (larger than 64 KiB, a blank line, a CR, an
  * id line of its own; a channel name that is empty, longer than 64 bytes or
- * starts "m0.") or when a loop's mailbox is full. Thread safety: any thread. */
+ * starts "m0.") or when a loop's mailbox is full.
+ *
+ * With a "bus" in the topology (a fleet of hosts sharing one NATS subject,
+ * docs/topology.md) the frame goes to the fleet and `id` is not used: every
+ * host writes it with the id the fleet's stream gives it, in the stream's
+ * order, and m0_next_id gives 0 (the shared counter follows the fleet's
+ * ids). While the link to NATS is down the frame goes to this host's
+ * streams only, at once and without an id, and never to the fleet later.
+ * Thread safety: any thread. */
 bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len);
 
 /* A publisher for a program outside the host (m0pub, a child process the

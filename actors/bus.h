@@ -1,0 +1,89 @@
+/* The fleet's bus: frames shared by every host of a fleet through one NATS
+ * subject, numbered by one JetStream stream (ARCHITECTURE.md, A fleet).
+ *
+ * Every process that publishes opens one (outbound): m0_publish then sends
+ * the frame to the subject instead of to the loops. The process that holds
+ * the producer's publisher (the coordinator under single and threads, the
+ * supervisor under --workers: its publisher reaches every loop of every
+ * worker) opens it as the bridge (inbound too): it makes the stream (or finds
+ * it), consumes it with an ordered push consumer from the new messages on,
+ * and fans each message out to the loops as a FRAME whose id is the
+ * message's stream sequence, so every host writes the same frames in the
+ * same order with the same ids.
+ *
+ * While the link is down a frame published here goes at once to this host's
+ * loops only, with id 0 (written without an id line, kept out of the
+ * history), and never to the fleet later: ids stay single and increasing
+ * fleet-wide. libnats reconnects by itself; the bridge then consumes again
+ * from the sequence after the last it took.
+ *
+ * A fleet message is from a peer, so hostile until checked: one that does
+ * not decode, or whose channel or frame is not one, is refused and counted.
+ *
+ * Counters live on the shared page (m0__bus_line), so any process's
+ * /metrics shows the host's. The bridge also writes the URL and subject
+ * there, which is how m0pub finds the bus.
+ *
+ * Thread safety: m0__bus_publish from any thread; open, stop and close from
+ * the owner's thread. libnats's callbacks run on its own threads: the
+ * fan-out takes the publisher's lock as every sender does. */
+#ifndef M0_ACTORS_BUS_H
+#define M0_ACTORS_BUS_H
+
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "m0/m0.h"
+#include "transport/page.h"
+
+#define M0__BUS_MAX_MSGS 100000                       /* the stream keeps at most these … */
+#define M0__BUS_MAX_AGE_NS (24ll * 3600 * 1000000000ll) /* … and none older than a day */
+
+typedef struct m0__bus {
+  natsOptions *opts;
+  natsConnection *nc;
+  jsCtx *js;
+  natsSubscription *sub; /* the bridge's consumer: touched by its setup thread, then by close */
+  m0__bus_line *line;    /* the page's counters */
+  m0_publisher *pub;     /* the bridge's fan-out publisher */
+  bool bridge;
+  char url[256], subject[128], stream[128];
+  /* The bridge's setup thread (re)makes the stream and the consumer when
+   * the link comes up: JetStream's requests are not made on libnats's
+   * callback threads. */
+  pthread_t setup;
+  bool setup_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool want_setup, quit;
+  atomic_bool started;      /* the bridge consumes (m0__bus_start) */
+  atomic_bool stopping;     /* the bridge takes no more fleet messages */
+  atomic_bool closing;      /* our own close: a disconnect is not news */
+  _Atomic uint64_t last_seq; /* the last stream sequence fanned out */
+  _Atomic int64_t said_refused_ms;
+} m0__bus;
+
+/* Opens the bus to url, publishing into subject. bridge: also consume the
+ * fleet's frames and fan them out through fanout (the publisher that
+ * reaches every loop), and write url and subject on the page. A server that
+ * cannot be reached yet is not an error: the link comes up when it can, and
+ * frames are local only until then. Returns 0, or a negative m0__err with
+ * the reason in err. */
+int m0__bus_open(m0__bus *b, const char *url, const char *subject, m0__page *page, m0_publisher *fanout, bool bridge,
+                 char *err, size_t errlen);
+/* The bridge begins to consume: once its publisher reaches the loops (after
+ * the barrier), so no fleet frame is refused for a loop not dialed yet. */
+void m0__bus_start(m0__bus *b);
+/* The drain: the bridge takes no more fleet messages (its loops stop). */
+void m0__bus_stop(m0__bus *b);
+/* Closes the link (pending frames flushed within a bound) and libnats. */
+void m0__bus_close(m0__bus *b);
+
+/* m0_publish's path when the process has a bus: to the fleet when the link
+ * is up, else to this host's loops through pub, unnumbered. */
+bool m0__bus_publish(m0__bus *b, m0_publisher *pub, const char *channel, size_t chlen, const void *frame, size_t len);
+
+#endif

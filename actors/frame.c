@@ -27,22 +27,3 @@ int m0__frame_decode(const uint8_t *p, size_t n, uint64_t *id, const char **chan
   *flen = n - 10 - cl;
   return 0;
 }
-
-/* A frame is event lines without the id (the host writes "id: N" first):
- * refused when larger than a stream's whole queue, when it would end its
- * event early (a blank line) or smuggle a CR, or when a line is an id field
- * of its own (it would overrule the shared counter's number). */
-bool m0__frame_ok(const void *frame, size_t len) {
-  const char *f = frame;
-  if (len > M0__FRAME_MAX || (len && !f)) return false;
-  if (len && (memchr(f, '\r', len) || f[len - 1] == '\n')) return false;
-  for (size_t i = 0; i < len; i++) {
-    if (i > 0 && f[i] == '\n' && f[i - 1] == '\n') return false;
-    bool line_start = i == 0 || f[i - 1] == '\n';
-    if (line_start && len - i >= 2 && f[i] == 'i' && f[i + 1] == 'd' &&
-        (len - i == 2 || f[i + 2] == ':' || f[i + 2] == '\n'))
-      return false;
-  }
-  return true;
-}
-

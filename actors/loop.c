@@ -56,6 +56,7 @@ static void loop_on_pass_begin(uv_check_t *c) {
 static void loop_go(m0__loop *l) {
   if (l->listening || l->stopping) return; /* GO is idempotent: a repeated one changes nothing */
   l->first_id = atomic_load(&l->page->head->event_id);
+  l->http.history_from = l->first_id + 1;
   int rv = uv_poll_init(&l->uv, &l->listener, l->listen_fd);
   if (rv != 0) {
     char why[160];
@@ -174,6 +175,22 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
   /* A frame numbered before this loop began was queued for a predecessor
    * (a worker that died): old news, and a new stream must never see ids go
    * backwards. */
+  /* Id 0 is a frame the fleet's bridge delivers unnumbered while its link
+   * is down (actors/bus.c): written without an id and kept out of the
+   * histories, so ids stay the fleet's. Only the host's own processes and
+   * publishers on this machine (m0pub, which may number frames too) may
+   * send one; from the network it is refused. */
+  if (id == 0) {
+    if (m->origin == M0__ORIGIN_OUTSIDE) {
+      m0__msg_peer(m, peer, sizeof peer);
+      m0__refused(l->self.id, M0__REFUSE_FRAME_ID, M0__K_FRAME, peer);
+      return;
+    }
+    l->frames++;
+    uint64_t dropped = m0__http_publish(&l->http, channel, chlen, 0, frame, flen);
+    if (dropped) atomic_fetch_add_explicit(&m0__loop_line_at(l, l->index)->dropped, dropped, memory_order_relaxed);
+    return;
+  }
   if (id <= l->first_id) return;
   /* Every id was taken from the shared counter before its frame was sent:
    * one beyond it was made up. No id is written twice (a replay, or a

@@ -14,7 +14,6 @@
 #include "transport/page.h"
 #include "transport/topology.h"
 
-#define M0__FRAME_MAX (64u * 1024u)
 
 struct m0_publisher {
   pthread_mutex_t mu; /* sends come from any thread; one sender actor */
@@ -46,7 +45,6 @@ int m0__publisher_connect(m0_publisher *pub, int i);
 void m0__publisher_disconnect(m0_publisher *pub, int i);
 void m0__publisher_close(m0_publisher *pub);
 
-bool m0__frame_ok(const void *frame, size_t len);
 
 /* A checked frame to every loop this publisher reaches, numbered id (0: an
  * unnumbered local frame, actors/bus.h). m0_publish's path without a bus,

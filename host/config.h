@@ -21,7 +21,13 @@
     "handler threads behind each loop")                                                          \
   X(access_log, "access-log", "M0_ACCESS_LOG", BOOL, "0", 0, 1, "one JSON line per response")    \
   X(sse_heartbeat_ms, "sse-heartbeat-ms", "M0_SSE_HEARTBEAT_MS", INT, "15000", 0, 86400000,      \
-    "idle-stream heartbeat, 0 = off")                                                            \
+    "idle-stream heartbeat (an SSE comment, a WebSocket ping), 0 = off")                          \
+  X(stream_history, "stream-history", "M0_STREAM_HISTORY", INT, "64", 0, 100000,                 \
+    "frames each channel keeps per loop for reconnecting clients (Last-Event-ID), 0 = none")     \
+  X(stream_history_bytes, "stream-history-bytes", "M0_STREAM_HISTORY_BYTES", INT, "262144", 0,   \
+    1073741824, "bytes of frames each channel keeps per loop at most")                           \
+  X(ws_max_message, "ws-max-message", "M0_WS_MAX_MESSAGE", INT, "1048576", 125, 67108864,         \
+    "largest WebSocket message a client may send (larger: closed with 1009)")                    \
   X(max_keepalive_requests, "max-keepalive-requests", "M0_MAX_KEEPALIVE_REQUESTS", INT, "1000",  \
     0, 1000000000, "requests per connection, 0 = no cap")                                        \
   X(drain_timeout_ms, "drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", INT, "5000", 1, 3600000,        \

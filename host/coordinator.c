@@ -395,6 +395,9 @@ static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
   char err[256]; /* read by the trusted-proxies check before anything started: it cannot fail here */
   m0__proxies_parse(M0__CFGS(c, trusted_proxies), &h->proxies, err, sizeof err);
   h->heartbeat_ms = (uint64_t)M0__CFG(c, sse_heartbeat_ms);
+  h->history_max = (uint32_t)M0__CFG(c, stream_history);
+  h->history_bytes_max = (size_t)M0__CFG(c, stream_history_bytes);
+  h->ws_max_message = (size_t)M0__CFG(c, ws_max_message);
   if (M0__CFGS(c, metrics_path)[0]) {
     h->metrics_path = M0__CFGS(c, metrics_path);
     h->metrics = coord_on_metrics;

@@ -43,6 +43,7 @@
 #include "http/conn_state.h"
 #include "http/query.h"
 #include "http/stream.h"
+#include "http/websocket.h"
 #include "http/views.h"
 
 #define CONN_ROOM 4096          /* free bytes wanted in a connection's own buffer */
@@ -79,7 +80,8 @@ static void conn_close(m0__conn *c) {
   if (c->closing) return;
   c->closing = true;
   m0__http *h = c->h;
-  if (c->stream) m0__stream_forget(c);
+  if (c->ws) m0__ws_gone(c->ws); /* its on_close, before its subscriptions go */
+  m0__stream_forget(c);
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -252,14 +254,28 @@ static void conn_on_write(uv_write_t *req, int status) {
 /* Writes what this callback put in the scratch queue: directly when the
  * socket takes it all (the common case: no copy, no request object), else
  * the rest is moved to the connection and written asynchronously. */
+static void conn_send(m0__conn *c, m0__outq *s);
+
 void m0__conn_flush(m0__conn *c) {
-  m0__outq *s = &c->h->scratch;
+  if (c->writing && !c->closing) return; /* the scratch is empty: the target was the queue behind the write */
+  conn_send(c, &c->h->scratch);
+}
+
+void m0__conn_send(m0__conn *c, m0__outq *q) {
+  if (c->writing && !c->closing) {
+    if (m0__outq_move_tail(&c->q[1 - c->qi], q, 0) != 0) conn_close(c);
+    m0__outq_clear(q);
+    return;
+  }
+  conn_send(c, q);
+}
+
+static void conn_send(m0__conn *c, m0__outq *s) {
   size_t total = m0__outq_bytes(s);
   if (c->closing) {
     m0__outq_clear(s);
     return;
   }
-  if (c->writing) return; /* the rest goes when the write in flight completes */
   if (!total) {
     if (c->close_after && !c->waiting) conn_finish(c);
     return;
@@ -345,6 +361,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   m0_response res;
   m0__response_init(&res, m0__conn_target(c), &h->date, p->version_minor, p->is_head, last);
   res.stream_begin = m0__stream_begin;
+  res.stream_write = m0__stream_write;
+  res.ws_begin = m0__ws_begin;
   res.stream_ctx = c;
   if (h->defer_view) res.defer_begin = conn_defer_begin;
   if (h->writer_begin) res.writer_begin = conn_writer_begin;
@@ -416,7 +434,11 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   h->stats.requests++;
   if (h->access_log)
     m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
-  if (last || res.close) c->close_after = true; /* res.close: a HEAD of a stream */
+  if (c->ws) { /* a WebSocket outlives the request count; at the drain it goes with 1001 */
+    if (h->draining) m0__ws_goodbye(c->ws, 1001, "the server is going away");
+  } else if (last || res.close) {
+    c->close_after = true; /* res.close: a HEAD of a stream */
+  }
 }
 
 /* Answers a request that cannot be read, then closes. */
@@ -579,7 +601,12 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     else conn_close(c);
     return;
   }
-  if (c->phase == PHASE_LINGER || c->close_after || c->stream) return; /* discarding */
+  if (c->phase == PHASE_LINGER || c->close_after) return; /* discarding */
+  if (c->ws) {
+    m0__ws_read(c->ws, buf->base, (size_t)nread);
+    return;
+  }
+  if (c->stream) return; /* a stream reads nothing more */
   if (buf->base == c->h->rbuf) {
     c->parse_off = 0;
     conn_process(c, c->h->rbuf, (size_t)nread);
@@ -604,6 +631,7 @@ void m0__http_fini(m0__http *h) {
   h->rbuf = NULL;
   m0__outq_free(&h->scratch);
   m0__span_pool_fini(&h->spans);
+  m0__stream_fini(h);
 }
 
 /* The peer's address as text, once per connection (a view may ask for it

@@ -48,8 +48,15 @@ typedef struct m0__http {
   m0__date date;
   m0__conn *conns; /* every open connection, for the sweep and the drain */
   int nconns;
-  m0__conn *streams; /* the connections that are streams */
+  m0__conn *streams; /* the connections that are streams or WebSockets */
   int nstreams;
+  struct m0__chan **chans; /* the channels this loop knows (http/stream.c), NULL until the first */
+  int nchans;
+  uint32_t history_max;     /* frames each channel keeps (--stream-history), 0 = none */
+  size_t history_bytes_max; /* and bytes (--stream-history-bytes) */
+  uint64_t history_from;    /* the first id this loop can have received: before it, a resume is told of a gap */
+  size_t ws_max_message;    /* --ws-max-message */
+  struct m0__ws_deflater *wsz; /* compresses WebSocket messages (permessage-deflate), made at the first */
   m0__http_stats stats;
   /* Shared by every connection of the loop, used within one callback: reads
    * land in rbuf, responses are built in scratch and written at once; only

@@ -44,10 +44,11 @@ struct m0__conn {
   bool waiting;           /* a request is with the pool: parse nothing more */
   bool close_on_complete; /* that request's answer is the last */
   bool zombie;            /* closed while waiting: freed by m0__http_complete */
-  bool stream;            /* a server-sent-event stream: nothing more is parsed */
-  uint64_t last_write;    /* a stream's last frame or beat, for the heartbeat */
+  bool stream;            /* a stream or a WebSocket (in h->streams): nothing more is parsed as HTTP */
+  uint64_t last_write;    /* its last frame or beat, for the heartbeat */
   m0__conn *snext, *sprev; /* in h->streams */
-  char channel[M0__CHANNEL_MAX + 1];
+  struct m0__sub *subs;   /* its channels (http/stream.h) */
+  struct m0_ws *ws;       /* a WebSocket (http/websocket.h), or NULL */
   uint16_t peer_port;
   char peer[M0__ADDR_TEXT]; /* the socket's other end, as text: set once, at the adopt */
 };
@@ -64,5 +65,8 @@ static inline size_t m0__conn_queued(const m0__conn *c) {
 /* Writes what is in the scratch queue now (see http/conn.c). Call it before
  * the callback that filled the scratch returns: the next connection reuses it. */
 void m0__conn_flush(m0__conn *c);
+/* Writes q's bytes to c after what is queued already (a WebSocket's
+ * message, sent from any callback of the loop), and empties q. */
+void m0__conn_send(m0__conn *c, m0__outq *q);
 
 #endif

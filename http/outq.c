@@ -58,6 +58,24 @@ int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *)) {
   return 0;
 }
 
+int m0__outq_hold(m0__outq *q, const void *p, size_t n, void (*release)(void *), void *owner) {
+  if (q->nrefs == M0__OUT_REFS) {
+    int rv = m0__outq_append(q, p, n);
+    release(owner);
+    return rv;
+  }
+  q->refs[q->nrefs].at = q->copied.len;
+  q->refs[q->nrefs].p = p;
+  q->refs[q->nrefs].n = n;
+  q->refs[q->nrefs].free_fn = release;
+  q->refs[q->nrefs].owner = owner;
+  q->refs[q->nrefs].fd = -1;
+  q->refs[q->nrefs].off = 0;
+  q->nrefs++;
+  q->ref_bytes += n;
+  return 0;
+}
+
 /* Reads a file piece into memory: the rare queue with no slot left. */
 static int outq_read_file(m0__outq *q, int fd, uint64_t off, size_t n) {
   char buf[16384];

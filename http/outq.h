@@ -41,6 +41,12 @@ int m0__outq_ref(m0__outq *q, const void *p, size_t n);
  * are written or dropped (copied, and freed at once, when small or out of
  * slots). free_fn(p) has run when this returns -1. */
 int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *));
+/* References n bytes of a shared buffer, whatever their size (a stream
+ * frame, written to every subscriber from one buffer): release(owner) runs
+ * once they are written or dropped. The caller took a reference for the
+ * queue before the call; out of slots, the bytes are copied and release
+ * runs at once. 0, or -1 (release has run). */
+int m0__outq_hold(m0__outq *q, const void *p, size_t n, void (*release)(void *), void *owner);
 /* Takes n bytes of the open file fd from off (m0_respond_file): a file
  * piece, written by sendfile(2) from the page cache. The queue owns fd from
  * the call and closes it once the piece is written or dropped. Out of

@@ -91,6 +91,9 @@ void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int versio
   r->body_len = 0;
   r->extra_len = 0;
   r->stream_begin = NULL;
+  r->ws_begin = NULL;
+  r->stream_write = NULL;
+  r->streaming = false;
   r->defer_begin = NULL;
   r->writer_begin = NULL;
   r->stream_ctx = NULL;
@@ -300,6 +303,24 @@ bool m0__channel_ok_n(const char *channel, size_t n) {
   return true;
 }
 
+/* A frame is event lines without the id (the host writes "id: N" first):
+ * refused when larger than a stream's whole queue, when it would end its
+ * event early (a blank line) or smuggle a CR, or when a line is an id field
+ * of its own (it would overrule the shared counter's number). */
+bool m0__frame_ok(const void *frame, size_t len) {
+  const char *f = frame;
+  if (len > M0__FRAME_MAX || (len && !f)) return false;
+  if (len && (memchr(f, '\r', len) || f[len - 1] == '\n')) return false;
+  for (size_t i = 0; i < len; i++) {
+    if (i > 0 && f[i] == '\n' && f[i - 1] == '\n') return false;
+    bool line_start = i == 0 || f[i - 1] == '\n';
+    if (line_start && len - i >= 2 && f[i] == 'i' && f[i + 1] == 'd' &&
+        (len - i == 2 || f[i + 2] == ':' || f[i + 2] == '\n'))
+      return false;
+  }
+  return true;
+}
+
 m0_deferred *m0_defer(m0_response *res, unsigned timeout_ms) {
   if (!res || res->done || res->deferred || !res->defer_begin) return NULL;
   return res->defer_begin(res->stream_ctx, res, timeout_ms);
@@ -334,7 +355,23 @@ int m0_respond_stream(m0_response *res, const char *channel) {
                    res->close ? "Connection: close\r\n" : "", (int)res->extra_len, res->extra);
   if (m0__outq_append(res->out, head, (size_t)n) != 0) return -1;
   if (res->head) return 0;
-  return res->stream_begin(res->stream_ctx, channel);
+  /* Last-Event-ID (a reconnecting EventSource): a decimal id, else none. */
+  m0_str le = res->req ? m0_request_header(res->req, "Last-Event-ID") : (m0_str){NULL, 0};
+  uint64_t last = 0;
+  bool has_last = le.n > 0 && le.n <= 20;
+  for (size_t i = 0; has_last && i < le.n; i++) {
+    unsigned d = (unsigned)(le.p[i] - '0');
+    if (d > 9 || last > (UINT64_MAX - d) / 10) has_last = false;
+    else last = last * 10 + d;
+  }
+  if (res->stream_begin(res->stream_ctx, channel, has_last, last) != 0) return -1;
+  res->streaming = true;
+  return 0;
+}
+
+int m0_stream_write(m0_response *res, const void *frame, size_t len) {
+  if (!res || !res->streaming || !m0__frame_ok(frame, len)) return -1;
+  return res->stream_write(res->stream_ctx, frame, len);
 }
 
 void m0__respond_status(m0_response *r, int status, const char *allow) {

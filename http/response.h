@@ -27,13 +27,17 @@ struct m0_response {
   size_t body_len;
   /* Set on the loop only: turns the connection into a stream, or takes the
    * answer out of the view (m0_defer; `deferred` once it did). */
-  int (*stream_begin)(void *ctx, const char *channel);
+  int (*stream_begin)(void *ctx, const char *channel, bool has_last, uint64_t last);
+  /* The upgrade to a WebSocket (http/websocket.c): the 101 is in out. */
+  int (*stream_write)(void *ctx, const void *frame, size_t len); /* m0_stream_write */
+  m0_ws *(*ws_begin)(void *ctx, const m0_ws_handlers *hd, bool deflate, const void *pmd);
   m0_deferred *(*defer_begin)(void *ctx, m0_response *res, unsigned timeout_ms);
   m0_writer *(*writer_begin)(void *ctx, m0_response *res, int status, const char *content_type,
                              void (*on_gone)(void *arg), void *arg);
   void *stream_ctx;
   const m0_request *req; /* the request being answered (for a deferred answer's log line) */
   bool deferred;
+  bool streaming; /* m0_respond_stream turned it into a stream: m0_stream_write may add to it */
   size_t extra_len;
   char extra[M0__EXTRA_HEADERS];
 };
@@ -80,5 +84,8 @@ const char *m0__status_reason(int status);
 /* A channel name a stream or a publisher may use. */
 bool m0__channel_ok(const char *channel);
 bool m0__channel_ok_n(const char *channel, size_t n); /* the same, of n bytes that need no NUL */
+/* What a frame may hold: event lines without the id, at most M0__FRAME_MAX. */
+#define M0__FRAME_MAX (64u * 1024u)
+bool m0__frame_ok(const void *frame, size_t len);
 
 #endif

@@ -1,26 +1,40 @@
-/* Server-sent-event streams: a connection a view turned with
- * m0_respond_stream, the frames the bus brings, the heartbeat, and the
- * closing event at the drain.
+/* Channels on one loop: their subscribers (server-sent-event streams and
+ * WebSockets), the frames the bus brings, each channel's history, the
+ * heartbeat, and the goodbye at the drain.
  *
  * Design notes
  * - A stream is a connection from which nothing more is parsed (http/conn.c
- *   stops at its answer and reads are discarded); it has no deadline, so the
- *   sweep never times it out: the heartbeat and TCP keepalive find a peer
- *   that vanished.
+ *   stops at its answer and reads are discarded); a WebSocket's reads go to
+ *   http/websocket.c. Neither has a deadline, so the sweep never times them
+ *   out: the heartbeat (an SSE comment, a WebSocket ping) and TCP keepalive
+ *   find a peer that vanished.
+ * - One copy per frame per loop: a frame from the bus is encoded once into
+ *   an m0__sframe ("id: N\n" + lines + "\n\n"; the WebSocket message and its
+ *   compressed form are made at the first subscriber that needs them), and
+ *   every subscriber's queue holds a reference to those bytes
+ *   (m0__outq_hold), which go out in its writev. The history holds one
+ *   reference too; the last one released frees the frame.
  * - The cap counts only what waits behind the socket (q[0] + q[1]). Every
- *   frame or beat is flushed as soon as it is appended, so the shared scratch
- *   never holds a stream's bytes past the call. A frame that would pass the
- *   cap is dropped for that stream alone and counted (frames_dropped): one
- *   slow reader neither holds memory without bound nor slows the others.
- * - A frame is formatted once per loop ("id: N\n" + frame + "\n\n") and the
- *   same bytes are appended to every stream on its channel. Frames are
- *   checked before the bus (m0__frame_ok: no larger than the cap, no blank
- *   line, no CR, no id line of their own) and trusted here.
- * - A beat that does not fit is not retried at every sweep: the stream counts
- *   as written and is tried again a period later.
- * - The drain's closing event ignores the cap (it is the last thing a client
- *   gets, and says why, with a retry hint); the stream leaves the list first
- *   so no frame follows it, and closes once it is written.
+ *   frame or beat is flushed as soon as it is queued, so the shared scratch
+ *   never holds a subscriber's bytes past the call. A frame that would pass
+ *   the cap is dropped for that subscriber alone and counted
+ *   (frames_dropped): one slow reader neither holds memory without bound nor
+ *   slows the others.
+ * - History: each channel keeps its last history_max frames, at most
+ *   history_bytes_max bytes of them, and the highest id it let go
+ *   (evicted). A stream opened with Last-Event-ID: N gets the held frames
+ *   after N first; when frames after N may be missing (N below evicted, or
+ *   below history_from: the loop began after N, a respawned worker), an
+ *   m0.gap event says so before them. Ids are global across channels, so a
+ *   hole in one channel's ids is no loss; only those two marks are.
+ * - Frames are checked before the bus (m0__frame_ok: no larger than the
+ *   cap, no blank line, no CR, no id line of their own) and trusted here.
+ * - A beat that does not fit is not retried at every sweep: the stream
+ *   counts as written and is tried again a period later.
+ * - The drain's goodbye ignores the cap (it is the last thing a client gets,
+ *   and says why: an m0.closing event with a retry hint, or a close frame
+ *   with 1001); the connection leaves the list first so no frame follows
+ *   it, and closes once that is written.
  */
 #include "http/stream.h"
 
@@ -29,12 +43,63 @@
 #include <string.h>
 
 #include "http/conn_state.h"
+#include "http/websocket.h"
+#include "http/ws.h"
 
-int m0__stream_begin(void *ctx, const char *channel) {
-  m0__conn *c = ctx;
+#define CHAN_BUCKETS 256
+
+struct m0__chan {
+  m0__chan *next; /* in its bucket */
+  m0__sub *subs;
+  int nsubs;
+  m0__sframe **hist; /* a ring of hcap, the oldest at hhead */
+  uint32_t hcap, hhead, hcount;
+  size_t hbytes;
+  uint64_t evicted; /* the highest id dropped from the history */
+  uint8_t nlen;
+  char name[M0__CHANNEL_MAX + 1];
+};
+
+static uint32_t chan_hash(const char *p, size_t n) {
+  uint32_t x = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < n; i++) x = (x ^ (uint8_t)p[i]) * 16777619u;
+  return x % CHAN_BUCKETS;
+}
+
+static m0__chan *chan_find(m0__http *h, const char *p, size_t n, bool make) {
+  if (!h->chans) {
+    if (!make) return NULL;
+    h->chans = calloc(CHAN_BUCKETS, sizeof *h->chans);
+    if (!h->chans) return NULL;
+  }
+  uint32_t b = chan_hash(p, n);
+  for (m0__chan *ch = h->chans[b]; ch; ch = ch->next)
+    if (ch->nlen == n && memcmp(ch->name, p, n) == 0) return ch;
+  if (!make || h->nchans >= M0__CHANNELS_MAX) return NULL;
+  m0__chan *ch = calloc(1, sizeof *ch);
+  if (!ch) return NULL;
+  memcpy(ch->name, p, n);
+  ch->nlen = (uint8_t)n;
+  ch->next = h->chans[b];
+  h->chans[b] = ch;
+  h->nchans++;
+  return ch;
+}
+
+static void sframe_release(void *arg) {
+  m0__sframe *f = arg;
+  if (--f->refs) return;
+  free(f->ws);
+  free(f->wsz);
+  free(f);
+}
+
+/* ---- subscribers ------------------------------------------------------ */
+
+void m0__stream_enlist(m0__conn *c) {
   m0__http *h = c->h;
+  if (c->stream) return;
   c->stream = true;
-  snprintf(c->channel, sizeof c->channel, "%s", channel);
   c->snext = h->streams;
   c->sprev = NULL;
   if (h->streams) h->streams->sprev = c;
@@ -42,11 +107,37 @@ int m0__stream_begin(void *ctx, const char *channel) {
   h->nstreams++;
   c->last_write = uv_now(h->uv);
   uv_tcp_keepalive(&c->tcp, 1, 60); /* a peer that vanished is found */
+}
+
+int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n) {
+  for (m0__sub *s = c->subs; s; s = s->cnext)
+    if (s->ch->nlen == n && memcmp(s->ch->name, channel, n) == 0) return 1;
+  m0__chan *ch = chan_find(c->h, channel, n, true);
+  m0__sub *s = ch ? calloc(1, sizeof *s) : NULL;
+  if (!s) return -1;
+  s->ch = ch;
+  s->c = c;
+  s->next = ch->subs;
+  if (ch->subs) ch->subs->prev = s;
+  ch->subs = s;
+  ch->nsubs++;
+  s->cnext = c->subs;
+  c->subs = s;
   return 0;
 }
 
 void m0__stream_forget(m0__conn *c) {
   m0__http *h = c->h;
+  while (c->subs) {
+    m0__sub *s = c->subs;
+    c->subs = s->cnext;
+    if (s->prev) s->prev->next = s->next;
+    else s->ch->subs = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->ch->nsubs--;
+    free(s);
+  }
+  if (!c->stream) return;
   if (c->sprev) c->sprev->snext = c->snext;
   else h->streams = c->snext;
   if (c->snext) c->snext->sprev = c->sprev;
@@ -54,47 +145,187 @@ void m0__stream_forget(m0__conn *c) {
   c->stream = false;
 }
 
-/* Appends an event to one stream, unless its queue is full. A stream that is
- * closing takes nothing and drops nothing. */
-static bool stream_push(m0__conn *c, const char *ev, size_t n) {
+/* Queues bytes to one subscriber, unless its queue is full: copied (owner
+ * NULL) or held (a frame's). A connection that is closing takes nothing and
+ * drops nothing. */
+static bool stream_push(m0__conn *c, const void *p, size_t n, m0__sframe *owner) {
   if (c->closing || c->close_after) return true;
   if (m0__conn_queued(c) + n > M0__STREAM_QUEUE) return false;
-  if (m0__outq_append(m0__conn_target(c), ev, n) != 0) return false;
+  m0__outq *q = m0__conn_target(c);
+  int rv;
+  if (owner) {
+    owner->refs++;
+    rv = m0__outq_hold(q, p, n, sframe_release, owner);
+  } else {
+    rv = m0__outq_append(q, p, n);
+  }
+  if (rv != 0) return false;
   c->last_write = uv_now(c->h->uv);
   m0__conn_flush(c);
   return true;
 }
 
+/* ---- frames ------------------------------------------------------------ */
+
+/* The frame's data field, as EventSource gives it (event.data): the value of
+ * every "data" line, joined by "\n". false when it has none. */
+static bool frame_data(const char *f, size_t n, m0__buf *out) {
+  bool any = false;
+  size_t i = 0;
+  while (i < n) {
+    const char *nl = memchr(f + i, '\n', n - i);
+    size_t end = nl ? (size_t)(nl - f) : n;
+    if (end - i >= 4 && memcmp(f + i, "data", 4) == 0 && (end - i == 4 || f[i + 4] == ':')) {
+      size_t v = i + 4 + (end - i > 4);
+      if (v < end && f[v] == ' ') v++;
+      if ((any && m0__buf_append(out, "\n", 1)) || m0__buf_append(out, f + v, end - v)) return any;
+      any = true;
+    }
+    i = end + 1;
+  }
+  return any;
+}
+
+/* The WebSocket form of a frame, made once (compressed: a second form). */
+static bool sframe_ws(m0__http *h, m0__sframe *f, bool z) {
+  if (f->ws_none) return false;
+  if (z ? f->wsz != NULL : f->ws != NULL) return true;
+  const char *lines = f->sse + (f->id ? strcspn(f->sse, "\n") + 1 : 0);
+  size_t ln = f->sse_len - 2 - (size_t)(lines - f->sse);
+  m0__buf data = {0}, packed = {0};
+  if (!frame_data(lines, ln, &data)) {
+    f->ws_none = true;
+    m0__buf_free(&data);
+    return false;
+  }
+  const m0__buf *body = &data;
+  if (z) {
+    if (!h->wsz) h->wsz = m0__ws_deflater_new();
+    if (!h->wsz || m0__ws_deflate(h->wsz, (const uint8_t *)data.p, data.len, &packed) != 0) {
+      m0__buf_free(&data);
+      m0__buf_free(&packed);
+      return false;
+    }
+    body = &packed;
+  }
+  char *m = malloc(M0__WS_HEADER_MAX + body->len);
+  if (m) {
+    size_t hl = m0__ws_frame_header((uint8_t *)m, M0__WS_TEXT, true, z, body->len);
+    if (body->len) memcpy(m + hl, body->p, body->len);
+    if (z) f->wsz = m, f->wsz_len = (uint32_t)(hl + body->len);
+    else f->ws = m, f->ws_len = (uint32_t)(hl + body->len);
+  }
+  m0__buf_free(&data);
+  m0__buf_free(&packed);
+  return m != NULL;
+}
+
+/* One frame to one subscriber, in its connection's framing. */
+static bool sframe_push(m0__http *h, m0__conn *c, m0__sframe *f) {
+  if (!c->ws) return stream_push(c, f->sse, f->sse_len, f);
+  bool z = m0__ws_deflating(c->ws);
+  if (!sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
+  return z ? stream_push(c, f->wsz, f->wsz_len, f) : stream_push(c, f->ws, f->ws_len, f);
+}
+
+/* The history takes f (its reference) and lets the oldest go past its bounds. */
+static void history_add(m0__http *h, m0__chan *ch, m0__sframe *f) {
+  if (!ch->hist) {
+    ch->hist = calloc(h->history_max, sizeof *ch->hist);
+    if (!ch->hist) return;
+    ch->hcap = h->history_max;
+  }
+  while (ch->hcount && (ch->hcount == ch->hcap || ch->hbytes + f->sse_len > h->history_bytes_max)) {
+    m0__sframe *old = ch->hist[ch->hhead];
+    ch->hhead = (ch->hhead + 1) % ch->hcap;
+    ch->hcount--;
+    ch->hbytes -= old->sse_len;
+    if (old->id > ch->evicted) ch->evicted = old->id;
+    sframe_release(old);
+  }
+  if (f->sse_len > h->history_bytes_max) { /* alone it passes the bound: not kept */
+    if (f->id > ch->evicted) ch->evicted = f->id;
+    return;
+  }
+  f->refs++;
+  ch->hist[(ch->hhead + ch->hcount) % ch->hcap] = f;
+  ch->hcount++;
+  ch->hbytes += f->sse_len;
+}
+
 uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64_t id, const void *frame,
                           size_t flen) {
-  if (!h->streams) return 0;
-  char small[1024];
-  size_t cap = flen + 32;
-  char *ev = cap <= sizeof small ? small : malloc(cap);
-  if (!ev) return (uint64_t)h->nstreams;
-  int n = snprintf(ev, cap, "id: %llu\n", (unsigned long long)id);
-  memcpy(ev + n, frame, flen);
-  memcpy(ev + n + flen, "\n\n", 2);
-  size_t len = (size_t)n + flen + 2;
+  bool keep = id && h->history_max && h->history_bytes_max;
+  m0__chan *ch = chan_find(h, channel, chlen, keep);
+  if (!ch || (!ch->subs && !keep)) return 0;
+  m0__sframe *f = malloc(sizeof *f + flen + 32);
+  if (!f) return (uint64_t)ch->nsubs;
+  memset(f, 0, sizeof *f);
+  f->refs = 1; /* this call's */
+  f->id = id;
+  int n = id ? snprintf(f->sse, 32, "id: %llu\n", (unsigned long long)id) : 0;
+  memcpy(f->sse + n, frame, flen);
+  memcpy(f->sse + n + flen, "\n\n", 2);
+  f->sse_len = (uint32_t)((size_t)n + flen + 2);
   uint64_t dropped = 0;
-  m0__conn *next;
-  for (m0__conn *c = h->streams; c; c = next) {
-    next = c->snext; /* a failed write closes c, which takes it off the list */
-    if (strlen(c->channel) != chlen || memcmp(c->channel, channel, chlen) != 0) continue;
-    if (!stream_push(c, ev, len)) dropped++;
+  m0__sub *next;
+  for (m0__sub *s = ch->subs; s; s = next) {
+    next = s->next; /* a failed write closes s->c, which takes s off the list */
+    if (!sframe_push(h, s->c, f)) dropped++;
   }
-  if (ev != small) free(ev);
+  if (keep) history_add(h, ch, f);
+  sframe_release(f);
   h->stats.frames_dropped += dropped;
   return dropped;
 }
 
+/* ---- streams ----------------------------------------------------------- */
+
+/* The held frames after `last`, behind an m0.gap when some may be missing. */
+static void stream_replay(m0__conn *c, m0__chan *ch, uint64_t last) {
+  m0__http *h = c->h;
+  if (last < ch->evicted || last + 1 < h->history_from) {
+    char gap[160];
+    int n = snprintf(gap, sizeof gap, "event: m0.gap\ndata: {\"after\":%llu}\n\n", (unsigned long long)last);
+    stream_push(c, gap, (size_t)n, NULL);
+  }
+  for (uint32_t i = 0; i < ch->hcount; i++) {
+    m0__sframe *f = ch->hist[(ch->hhead + i) % ch->hcap];
+    if (f->id > last && !stream_push(c, f->sse, f->sse_len, f)) h->stats.frames_dropped++;
+  }
+}
+
+int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last) {
+  m0__conn *c = ctx;
+  if (m0__stream_subscribe(c, channel, strlen(channel)) < 0) return -1;
+  m0__stream_enlist(c);
+  /* The head is in the scratch: write it first, so the replay follows it. */
+  m0__conn_flush(c);
+  if (has_last && !c->closing) stream_replay(c, c->subs->ch, last);
+  return 0;
+}
+
+int m0__stream_write(void *ctx, const void *frame, size_t len) {
+  m0__conn *c = ctx;
+  char small[1024];
+  char *ev = len + 2 <= sizeof small ? small : malloc(len + 2);
+  if (!ev) return -1;
+  memcpy(ev, frame, len);
+  memcpy(ev + len, "\n\n", 2);
+  bool ok = stream_push(c, ev, len + 2, NULL);
+  if (ev != small) free(ev);
+  return ok ? 0 : -1;
+}
+
 void m0__stream_beat(m0__http *h, uint64_t now) {
   static const char beat[] = ": beat\n\n";
+  static const uint8_t ping[] = {0x80 | M0__WS_PING, 0};
   m0__conn *next;
   for (m0__conn *c = h->streams; c; c = next) {
     next = c->snext;
-    if (now - c->last_write >= h->heartbeat_ms && !stream_push(c, beat, sizeof beat - 1))
-      c->last_write = now;
+    if (now - c->last_write < h->heartbeat_ms) continue;
+    bool ok = c->ws ? stream_push(c, ping, sizeof ping, NULL) : stream_push(c, beat, sizeof beat - 1, NULL);
+    if (!ok) c->last_write = now;
   }
 }
 
@@ -104,9 +335,31 @@ void m0__stream_close_all(m0__http *h) {
   for (m0__conn *c = h->streams; c; c = next) {
     next = c->snext;
     if (c->closing) continue;
-    m0__outq_append(m0__conn_target(c), bye, sizeof bye - 1);
-    m0__stream_forget(c);
-    c->close_after = true;
-    m0__conn_flush(c);
+    if (c->ws) {
+      m0__ws_goodbye(c->ws, M0__WS_GOING_AWAY, "the server is going away");
+    } else {
+      m0__outq_append(m0__conn_target(c), bye, sizeof bye - 1);
+      c->close_after = true;
+      m0__conn_flush(c);
+    }
+    if (!c->closing) m0__stream_forget(c);
   }
+}
+
+void m0__stream_fini(m0__http *h) {
+  if (!h->chans) return;
+  for (int b = 0; b < CHAN_BUCKETS; b++) {
+    while (h->chans[b]) {
+      m0__chan *ch = h->chans[b];
+      h->chans[b] = ch->next;
+      for (uint32_t i = 0; i < ch->hcount; i++) sframe_release(ch->hist[(ch->hhead + i) % ch->hcap]);
+      free(ch->hist);
+      free(ch);
+    }
+  }
+  free(h->chans);
+  h->chans = NULL;
+  h->nchans = 0;
+  if (h->wsz) m0__ws_deflater_free(h->wsz);
+  h->wsz = NULL;
 }

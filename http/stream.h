@@ -1,5 +1,7 @@
-/* Server-sent-event streams of the per-loop server (http/stream.c); the
- * connection's side is in http/conn.c. Everything here runs on the loop. */
+/* Channels and their subscribers on one loop (http/stream.c): server-sent-
+ * event streams and WebSockets (http/websocket.c) alike, the frames the bus
+ * brings, each channel's history for reconnecting clients, the heartbeat,
+ * and the closing at the drain. Everything here runs on the loop. */
 #ifndef M0_HTTP_STREAM_H
 #define M0_HTTP_STREAM_H
 
@@ -7,19 +9,58 @@
 
 #include "http/conn.h"
 
-/* A stream's queue cap: a frame that would take what waits behind its socket
- * past this is dropped for that stream alone. */
+/* A subscriber's queue cap: a frame that would take what waits behind its
+ * socket past this is dropped for that subscriber alone. */
 #define M0__STREAM_QUEUE (64u * 1024u)
+/* Channels a loop knows at most (each with its history). */
+#define M0__CHANNELS_MAX 1024
 
-/* m0_response's stream_begin on the loop (ctx: the m0__conn): the connection
- * joins h->streams on the channel. Returns 0. */
-int m0__stream_begin(void *ctx, const char *channel);
-/* Takes a closing stream out of h->streams. */
+typedef struct m0__chan m0__chan;
+
+/* One published frame on one loop, encoded once per framing and written to
+ * every subscriber from these bytes (m0__outq_hold): refcounted by the
+ * history and by every queue that holds it. */
+typedef struct m0__sframe {
+  uint32_t refs;
+  uint64_t id;   /* 0: unnumbered (the fleet's link is down: never in a history) */
+  char *ws;      /* the WebSocket text message (header + the frame's data), made at the first WebSocket */
+  char *wsz;     /* the same, compressed (permessage-deflate), made at the first such socket */
+  uint32_t ws_len, wsz_len;
+  bool ws_none;  /* the frame has no data field: no WebSocket message (as EventSource dispatches none) */
+  uint32_t sse_len;
+  char sse[];    /* "id: N\n" + the frame's lines + "\n\n" */
+} m0__sframe;
+
+/* A connection's place in one channel. */
+typedef struct m0__sub {
+  struct m0__sub *next, *prev; /* in the channel */
+  struct m0__sub *cnext;       /* the connection's other subscriptions */
+  m0__chan *ch;
+  m0__conn *c;
+} m0__sub;
+
+/* m0_response's stream_begin on the loop (ctx: the m0__conn): the
+ * connection becomes a stream subscribed to channel; when the client sent
+ * Last-Event-ID (has_last), the frames after last still held come first
+ * (after an m0.gap event when some were dropped). 0, or -1 (no memory, or
+ * too many channels: nothing was subscribed). */
+int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last);
+/* m0_stream_write on the loop: one event to this stream alone. 0 or -1. */
+int m0__stream_write(void *ctx, const void *frame, size_t len);
+/* A long-lived connection (a stream or a WebSocket) joins h->streams: no
+ * deadline, the heartbeat, the drain's goodbye. */
+void m0__stream_enlist(m0__conn *c);
+/* Subscribes c to channel (a WebSocket may hold several). 0, 1 when it
+ * already was, -1 (no memory or too many channels). */
+int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n);
+/* Takes a closing connection out of h->streams and its channels. */
 void m0__stream_forget(m0__conn *c);
 /* From the sweep: a beat to every stream idle for h->heartbeat_ms. */
 void m0__stream_beat(m0__http *h, uint64_t now);
-/* From the drain: every stream gets its closing event and leaves h->streams,
- * to close once that event is written. */
+/* From the drain: every stream gets its closing event (a WebSocket its
+ * close frame, 1001) and leaves h->streams, to close once that is written. */
 void m0__stream_close_all(m0__http *h);
+/* Frees every channel and its history (m0__http_fini). */
+void m0__stream_fini(m0__http *h);
 
 #endif

@@ -6,6 +6,12 @@
  *   GET /events            a stream of the producer's beats, opened on the
  *                          loop; header x-worker; each frame id: <n> /
  *                          event: beat / data: {"beat":k,"pid":P}
+ *                          ?welcome=1: a frame for this stream alone first
+ *                          (event: welcome / data: {"worker":W}); with
+ *                          Last-Event-ID, the held beats after it first
+ *   GET /ws                a WebSocket subscribed to "beats" (each beat's
+ *                          data as a text message) that sends every message
+ *                          it receives back to its sender
  *   GET /events-from-func  the same stream opened in the request function:
  *                          served without a pool, 409 under a pool
  *   GET, POST /actor/echo  served by actor `echo` (apps/echo_actor/echo.h):
@@ -158,7 +164,27 @@ static void view_events(void *state, const m0_request *req, m0_response *res) {
   char w[16];
   snprintf(w, sizeof w, "%d", h->worker);
   m0_response_header(res, "x-worker", w);
-  m0_respond_stream(res, "beats");
+  if (m0_respond_stream(res, "beats") != 0) return;
+  long welcome = 0;
+  if (m0_request_query_int(req, "welcome", 0, 1, &welcome) && welcome) {
+    char f[64];
+    int n = snprintf(f, sizeof f, "event: welcome\ndata: {\"worker\":%d}", h->worker);
+    m0_stream_write(res, f, (size_t)n);
+  }
+}
+
+/* /ws: every message comes back to its sender as it came (text or binary). */
+static void ws_echo(m0_ws *ws, int type, const void *data, size_t len, void *arg) {
+  (void)arg;
+  m0_ws_send(ws, type, data, len);
+}
+
+static void view_ws(void *state, const m0_request *req, m0_response *res) {
+  (void)state;
+  (void)req;
+  m0_ws_handlers hd = {.on_message = ws_echo};
+  m0_ws *ws = m0_respond_websocket(res, &hd);
+  if (ws) m0_ws_subscribe(ws, "beats");
 }
 
 /* /deferred: the answer comes from a thread of its own, ms later. */
@@ -236,6 +262,7 @@ static void view_loop_echo(void *state, const m0_request *req, m0_response *res)
 static const m0_route hc_routes[] = {
     {"GET", "/events", view_events, M0_ON_LOOP},
     {"GET", "/events-from-func", view_events, 0},
+    {"GET", "/ws", view_ws, M0_ON_LOOP},
     {"GET", "/health", view_health, M0_ON_LOOP},
     {"GET", "/pid", view_pid, 0},
     {"GET", "/instance", view_instance, 0},

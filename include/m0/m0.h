@@ -275,6 +275,58 @@ int m0_respondf(m0_response *res, int status, const char *content_type, const ch
  * a pool thread this answers 409 and returns -1. Returns 0. */
 int m0_respond_stream(m0_response *res, const char *channel);
 
+/* Writes a frame to this stream alone (a welcome, a snapshot), before the
+ * frames published on its channel: after m0_respond_stream, in the same
+ * view. Its lines are checked as m0_publish checks them and it goes
+ * without an id (the client's Last-Event-ID stays the shared order's).
+ * 0, or -1 (refused, no stream, or the stream's queue is full). */
+int m0_stream_write(m0_response *res, const void *frame, size_t len);
+
+/* ---- WebSocket (RFC 6455) ------------------------------------------------
+ * A view on the loop upgrades its request: the host answers 101 with
+ * Sec-WebSocket-Accept (permessage-deflate when the client offers it),
+ * and from then on the socket is a subscriber like a stream: every frame
+ * published on a channel it subscribes to is sent to it as one text
+ * message carrying the frame's data (the "data:" lines' values joined by
+ * "\n", what an EventSource's event.data would be); a frame without data
+ * is not sent. Its messages (whole: fragments joined, inflated, text
+ * checked as UTF-8, at most --ws-max-message bytes) come to on_message on
+ * the loop. The host answers pings, pings an idle socket
+ * (--sse-heartbeat-ms), enforces the client's masking, closes a socket
+ * that breaks the protocol with the RFC's code (1002, 1007 for text that
+ * is not UTF-8, 1009 for a message too large), and at the drain closes
+ * every socket with 1001. docs/http.md, WebSocket. */
+typedef struct m0_ws m0_ws;
+enum { M0_WS_TEXT = 1, M0_WS_BINARY = 2 };
+typedef struct m0_ws_handlers {
+  /* A whole message from the client, on the loop (data valid during the call). */
+  void (*on_message)(m0_ws *ws, int type, const void *data, size_t len, void *arg);
+  /* Once, on the loop, when the socket is gone: code is the client's close
+   * code, 1005 for a close without one, 1006 when the connection went
+   * without a close frame, or the code the host closed with. ws is not
+   * valid after it. May be NULL. */
+  void (*on_close)(m0_ws *ws, int code, void *arg);
+  void *arg;
+} m0_ws_handlers;
+/* Upgrades the request. NULL, and the request is answered, when it is not a
+ * WebSocket handshake (400; 426 with Sec-WebSocket-Version: 13 for another
+ * version), on a pool thread (409), or out of memory (500). Headers added
+ * with m0_response_header go out with the 101. handlers is copied. */
+m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers);
+/* Subscribes the socket to a channel (as m0_respond_stream names them). 0,
+ * or -1 (a bad name, no memory, or the loop's channel table is full). On
+ * the loop. */
+int m0_ws_subscribe(m0_ws *ws, const char *channel);
+/* Sends one message (copied) to this socket alone, on the loop. 0, or -1:
+ * the socket is closing, type is not M0_WS_TEXT or M0_WS_BINARY, text
+ * that is not UTF-8, or more than 8 MiB already waits to be written. */
+int m0_ws_send(m0_ws *ws, int type, const void *data, size_t len);
+/* Starts the close handshake with code (1000, 1001, 1003, 1007-1014,
+ * 3000-4999; another is sent as 1000) and a reason of at most 123 bytes;
+ * on_close follows when the client answers, or after 5 s. 0, or -1 when
+ * already closing. On the loop. */
+int m0_ws_close(m0_ws *ws, int code, const char *reason);
+
 /* A view: answers one request with the handler state made by app->make. */
 typedef void (*m0_view_fn)(void *state, const m0_request *req, m0_response *res);
 

@@ -554,7 +554,9 @@ static void test_respondf(void **st) {
 /* ---- streams ---- */
 
 static char began_on[80];
-static int stream_begin(void *ctx, const char *channel) {
+static int stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last) {
+  (void)has_last;
+  (void)last;
   snprintf(began_on, sizeof began_on, "%s", channel);
   return *(int *)ctx;
 }

@@ -1,0 +1,25 @@
+/* A connection turned WebSocket (http/websocket.c): the upgrade, its frames
+ * in and out, the close handshake. The protocol's pure parts are in
+ * http/ws.h; its subscriptions are a stream's (http/stream.h). Everything
+ * here runs on the connection's loop. */
+#ifndef M0_HTTP_WEBSOCKET_H
+#define M0_HTTP_WEBSOCKET_H
+
+#include <stdbool.h>
+
+#include "http/conn.h"
+
+/* m0_response's ws_begin on the loop (ctx: the m0__conn): the 101 is in the
+ * scratch; the connection becomes a WebSocket. NULL when out of memory. */
+m0_ws *m0__ws_begin(void *ctx, const m0_ws_handlers *hd, bool deflate, const void *pmd);
+/* Bytes read from the socket (buf is writable: frames are unmasked in place). */
+void m0__ws_read(m0_ws *ws, char *buf, size_t n);
+/* The connection is closing: on_close (once) and the socket's memory. */
+void m0__ws_gone(m0_ws *ws);
+/* Whether the socket's messages go compressed (permessage-deflate). */
+bool m0__ws_deflating(const m0_ws *ws);
+/* The host closes the socket: a close frame with code, then the connection
+ * closes once it is written (the drain, 1001). */
+void m0__ws_goodbye(m0_ws *ws, int code, const char *reason);
+
+#endif

@@ -1,7 +1,21 @@
-/* bench/sse_client.c — the client side of bench/run_sse: N server-sent-event
- * streams held open and read, one record per frame.
+/* bench/sse_client.c — the client side of bench/run_sse and bench/run_streams:
+ * N server-sent-event (or WebSocket) streams held open and read, one record per
+ * frame.
  *
- *   m0_sse_client PORT STREAMS OPEN_RATE PATH HOLD_S OUT [OPEN_TIMEOUT_S] [LINGER_S]
+ *   m0_sse_client [--ws] [--key NAME] PORT STREAMS OPEN_RATE PATH HOLD_S OUT [OPEN_TIMEOUT_S] [LINGER_S]
+ *
+ * --key NAME: a frame's record number is the decimal after `"NAME":` in it
+ *   (its data), not its `id:` line; frames without it are not recorded. This
+ *   is how bench/run_streams numbers frames on servers whose ids are not
+ *   integers (nchan's `id: TIME:TAG`) and WebSocket messages (no id at all).
+ * --ws: WebSocket subscribers (RFC 6455). The request is `GET PATH` with
+ *   `Upgrade: websocket`, `Connection: Upgrade`, `Sec-WebSocket-Version: 13`
+ *   and the RFC's sample key `dGhlIHNhbXBsZSBub25jZQ==`; the answer must be
+ *   `HTTP/1.1 101` carrying its accept value `s3pPLMBiTxaQ9kYGzzhZRbK+xOo=`
+ *   (so no SHA-1 here). Then server frames, which must be unmasked: each text
+ *   (or binary) message is one frame for the record (fragmented messages are
+ *   refused: the stream is closed and the summary says so), a ping gets its
+ *   pong (masked, as a client must), a close ends the stream. Needs --key.
  *
  * Design notes.
  * - Why C: the Python client this replaces had to do one recvmsg per frame
@@ -90,7 +104,14 @@ typedef struct sse_client {
   sse_fail fails[FAIL_KEEP];
   uint32_t nfails;
   uint64_t waits, wakes, reads; /* epoll_waits, those that returned events, recvmsgs */
+  int ws;          /* --ws */
+  const char *key; /* --key: `"NAME":` */
+  size_t keylen;
+  uint64_t pings, nokey;
 } sse_client;
+
+#define WS_ACCEPT "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+#define WS_KEY "dGhlIHNhbXBsZSBub25jZQ=="
 
 static int64_t sse_now(clockid_t c) {
   struct timespec ts;
@@ -161,6 +182,79 @@ static uint64_t sse_digits(const char *p, const char *end, int *ok) {
   return v;
 }
 
+/* --key: the number after `"NAME":` in f[0..n), recorded; 0 when absent. */
+static int sse_keyed(sse_client *c, uint32_t i, const char *f, size_t n, int64_t tk, int64_t tu) {
+  const char *k = memmem(f, n, c->key, c->keylen);
+  if (!k) {
+    c->nokey++;
+    return 0;
+  }
+  int ok;
+  uint32_t v = (uint32_t)sse_digits(k + c->keylen, f + n, &ok);
+  if (ok)
+    sse_record(c, i, v, tk, tu);
+  return ok;
+}
+
+static void sse_close(sse_client *c, uint32_t i, const char *reason);
+
+/* --ws: parses every complete server frame of buf[0..n); returns the bytes
+ * consumed (the stream may be closed on return). */
+static size_t ws_frames(sse_client *c, uint32_t i, const char *buf, size_t n, int64_t tk, int64_t tu) {
+  size_t start = 0;
+  while (n - start >= 2) {
+    const unsigned char *b = (const unsigned char *)buf + start;
+    int fin = b[0] & 0x80, op = b[0] & 0x0f;
+    if (b[1] & 0x80) {
+      sse_close(c, i, "websocket: a masked server frame");
+      return n;
+    }
+    uint64_t len = b[1] & 0x7f;
+    size_t hl = 2;
+    if (len == 126) {
+      if (n - start < 4)
+        break;
+      len = ((uint64_t)b[2] << 8) | b[3];
+      hl = 4;
+    } else if (len == 127) {
+      if (n - start < 10)
+        break;
+      len = 0;
+      for (int j = 0; j < 8; j++)
+        len = (len << 8) | b[2 + j];
+      hl = 10;
+    }
+    if (len > (1u << 24)) {
+      sse_close(c, i, "websocket: a frame over 16 MiB");
+      return n;
+    }
+    if (n - start < hl + len)
+      break;
+    const char *pl = buf + start + hl;
+    if (op == 1 || op == 2 || op == 0) {
+      if (!fin || op == 0) {
+        sse_close(c, i, "websocket: a fragmented message (not supported by this client)");
+        return n;
+      }
+      sse_keyed(c, i, pl, (size_t)len, tk, tu);
+    } else if (op == 8) {
+      sse_close(c, i, "websocket: close from the server");
+      return n;
+    } else if (op == 9) { /* pong with the same payload, masked with a zero key */
+      unsigned char pong[2 + 4 + 125];
+      size_t pn = len <= 125 ? (size_t)len : 125;
+      pong[0] = 0x8a;
+      pong[1] = (unsigned char)(0x80 | pn);
+      memset(pong + 2, 0, 4);
+      memcpy(pong + 6, pl, pn);
+      (void)!send(c->s[i].fd, pong, 6 + pn, MSG_NOSIGNAL | MSG_DONTWAIT);
+      c->pings++;
+    }
+    start += hl + (size_t)len;
+  }
+  return start;
+}
+
 /* Parses every complete frame of buf[0..n); returns the bytes consumed. */
 static size_t sse_frames(sse_client *c, uint32_t i, const char *buf, size_t n, int64_t tk, int64_t tu) {
   size_t start = 0;
@@ -169,7 +263,9 @@ static size_t sse_frames(sse_client *c, uint32_t i, const char *buf, size_t n, i
     if (!e)
       break;
     const char *f = buf + start;
-    if (e - f >= 4 && memcmp(f, "id: ", 4) == 0) {
+    if (c->key) {
+      sse_keyed(c, i, f, (size_t)(e - f), tk, tu);
+    } else if (e - f >= 4 && memcmp(f, "id: ", 4) == 0) {
       int ok;
       uint32_t id = (uint32_t)sse_digits(f + 4, e, &ok);
       if (ok) {
@@ -205,7 +301,9 @@ static void sse_head(sse_client *c, uint32_t i, const char *buf, size_t n, int64
     return;
   }
   size_t hl = (size_t)(h - buf);
-  if (hl < 12 || memcmp(buf, "HTTP/1.1 200", 12) != 0 || !memmem(buf, hl, "text/event-stream", 17)) {
+  int good = c->ws ? hl >= 12 && memcmp(buf, "HTTP/1.1 101", 12) == 0 && memmem(buf, hl, WS_ACCEPT, strlen(WS_ACCEPT))
+                   : hl >= 12 && memcmp(buf, "HTTP/1.1 200", 12) == 0 && memmem(buf, hl, "text/event-stream", 17);
+  if (!good) {
     char reason[160];
     size_t show = hl < 100 ? hl : 100;
     snprintf(reason, sizeof reason, "bad head: %.*s", (int)show, buf);
@@ -271,7 +369,9 @@ static void sse_read(sse_client *c, uint32_t i) {
       return;
     }
   }
-  off += sse_frames(c, i, buf + off, n - off, tk, tu);
+  off += c->ws ? ws_frames(c, i, buf + off, n - off, tk, tu) : sse_frames(c, i, buf + off, n - off, tk, tu);
+  if (st->state == ST_CLOSED)
+    return;
   size_t rest = n - off;
   if (buf == rbuf) {
     if (rest && sse_keep(st, rbuf + off, rest) < 0)
@@ -363,9 +463,11 @@ static void sse_summary(sse_client *c, const char *error, double open_s, int64_t
     fprintf(f, "\"id_beat_mismatch_example\":[%u,%u],", c->mismatch_id, c->mismatch_beat);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  fprintf(f, "\"user_s\":%.3f,\"sys_s\":%.3f,\"epoll_waits\":%llu,\"epoll_wakes\":%llu,\"recvmsgs\":%llu,\"error\":",
+  fprintf(f, "\"user_s\":%.3f,\"sys_s\":%.3f,\"epoll_waits\":%llu,\"epoll_wakes\":%llu,\"recvmsgs\":%llu,"
+             "\"ws\":%s,\"ws_pings\":%llu,\"frames_without_key\":%llu,\"error\":",
           sse_tv_s(ru.ru_utime), sse_tv_s(ru.ru_stime), (unsigned long long)c->waits, (unsigned long long)c->wakes,
-          (unsigned long long)c->reads);
+          (unsigned long long)c->reads, c->ws ? "true" : "false", (unsigned long long)c->pings,
+          (unsigned long long)c->nokey);
   if (error)
     sse_json_str(f, error);
   else
@@ -397,13 +499,32 @@ static int sse_write(const sse_client *c, const char *path) {
 }
 
 static int sse_usage(void) {
-  fprintf(stderr, "usage: m0_sse_client PORT STREAMS OPEN_RATE PATH HOLD_S OUT [OPEN_TIMEOUT_S] [LINGER_S]\n"
-                  "  OPEN_RATE: new streams per second (0: as fast as possible)\n");
+  fprintf(stderr, "usage: m0_sse_client [--ws] [--key NAME] PORT STREAMS OPEN_RATE PATH HOLD_S OUT [OPEN_TIMEOUT_S] "
+                  "[LINGER_S]\n"
+                  "  OPEN_RATE: new streams per second (0: as fast as possible)\n"
+                  "  --key NAME: number frames by the decimal after \"NAME\": in them (not their id: line)\n"
+                  "  --ws: WebSocket subscribers (needs --key)\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
-  if (argc < 7 || argc > 9)
+  static sse_client cl;
+  sse_client *c = &cl;
+  static char keybuf[128];
+  while (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
+    if (!strcmp(argv[1], "--ws")) {
+      c->ws = 1;
+      argv++, argc--;
+    } else if (!strcmp(argv[1], "--key") && argc > 2 && strlen(argv[2]) < 100 && argv[2][0]) {
+      snprintf(keybuf, sizeof keybuf, "\"%s\":", argv[2]);
+      c->key = keybuf;
+      c->keylen = strlen(keybuf);
+      argv += 2, argc -= 2;
+    } else {
+      return sse_usage();
+    }
+  }
+  if (argc < 7 || argc > 9 || (c->ws && !c->key))
     return sse_usage();
   int port = atoi(argv[1]);
   long nstreams = atol(argv[2]);
@@ -417,8 +538,6 @@ int main(int argc, char **argv) {
     return sse_usage();
   _Static_assert(sizeof(sse_rec) == 24, "a record is 24 bytes");
 
-  static sse_client cl;
-  sse_client *c = &cl;
   c->n = (uint32_t)nstreams;
   c->s = calloc(c->n, sizeof *c->s);
   c->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -429,8 +548,12 @@ int main(int argc, char **argv) {
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   char req[512];
-  int reqlen = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: text/event-stream\r\n\r\n",
-                        path, port);
+  int reqlen = c->ws ? snprintf(req, sizeof req,
+                                "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                                "Sec-WebSocket-Key: " WS_KEY "\r\nSec-WebSocket-Version: 13\r\n\r\n",
+                                path, port)
+                     : snprintf(req, sizeof req,
+                                "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: text/event-stream\r\n\r\n", path, port);
   if (reqlen <= 0 || (size_t)reqlen >= sizeof req)
     return sse_usage();
 

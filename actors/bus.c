@@ -56,9 +56,13 @@ static void bus_on_disconnected(natsConnection *nc, void *closure) {
   m0__bus *b = closure;
   if (!b->bridge || atomic_load(&b->closing)) return;
   atomic_store(&b->line->connected, 0);
-  const char *why = NULL;
-  natsConnection_GetLastError(nc, &why);
-  fprintf(stderr, "m0: bus: lost %s: %s; serving local streams only\n", b->url, why && why[0] ? why : "disconnected");
+  /* The status's static text, not the connection's last error string: that
+   * belongs to libnats's threads and may be freed while we print it (ASan
+   * saw exactly that in test_fleet). */
+  const char *unused = NULL;
+  natsStatus st = natsConnection_GetLastError(nc, &unused);
+  fprintf(stderr, "m0: bus: lost %s: %s; serving local streams only\n", b->url,
+          st != NATS_OK ? natsStatus_GetText(st) : "disconnected");
 }
 
 static void bus_on_reconnected(natsConnection *nc, void *closure) {

@@ -401,8 +401,9 @@ int m0__ws_inflate(m0__ws_inflater *z, const uint8_t *in, size_t n, m0__buf *out
     z->s.avail_in = (uInt)(part ? sizeof pmd_tail : n);
     if (!part && n > UINT32_MAX) { rv = -M0__WS_TOO_BIG; break; }
     for (;;) {
-      /* Room for one byte past max, so going past it is seen at once. */
-      size_t room = max - made + 1;
+      /* Room for one byte past max, so going past it is seen at once (and
+       * never none: zlib given no room makes no progress). */
+      size_t room = made < max ? max - made + 1 : 1;
       if (room > 16384) room = 16384;
       if (m0__buf_reserve(out, room)) { rv = M0__ENOMEM; break; }
       z->s.next_out = (Bytef *)out->p + out->len;
@@ -413,10 +414,9 @@ int m0__ws_inflate(m0__ws_inflater *z, const uint8_t *in, size_t n, m0__buf *out
       made += got;
       if (made > max) { rv = -M0__WS_TOO_BIG; break; }
       if (zr == Z_STREAM_END) {
-        /* A final block (BFINAL) ends the stream; bytes after it in the
-         * message are not deflate. */
+        /* A final block (BFINAL) ends the stream; what follows it is
+         * ignored (RFC 7692 section 7.2.3.4's example pads it with a 00). */
         ended = true;
-        if (!part && z->s.avail_in) rv = -M0__WS_PROTOCOL;
         break;
       }
       if (zr == Z_MEM_ERROR) { rv = M0__ENOMEM; break; }

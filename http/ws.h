@@ -82,9 +82,9 @@ int m0__ws_accept(const char *key, size_t n, char out[29]);
 
 /* A received close frame's payload: empty (*code = 1005), or a code and a
  * UTF-8 reason. 0, -M0__WS_PROTOCOL (one byte, or a code a peer may not
- * send: below 1000, 1004-1006, 1015, 1016-2999 except the registered
- * 1007-1014... as RFC 6455 section 7.4 and the IANA registry say), or
- * -M0__WS_BAD_DATA (the reason is not UTF-8). */
+ * send: valid are 1000-1003, 1007-1014 and 3000-4999, as RFC 6455 section
+ * 7.4 and the IANA registry say; 1004 is reserved and 1005, 1006 and 1015
+ * never go on the wire), or -M0__WS_BAD_DATA (the reason is not UTF-8). */
 int m0__ws_close_parse(const uint8_t *p, size_t n, int *code);
 /* Whether the application may send `code` (1000, 1001, 1003, 1007-1014,
  * 3000-4999). */
@@ -104,7 +104,11 @@ typedef struct m0__ws_pmd_params {
 /* Reads the Sec-WebSocket-Extensions values the client offered (every
  * header's value joined by ", "), accepts the first permessage-deflate
  * offer whose parameters are valid, and writes the response's extension
- * value into resp (cap bytes, NUL-terminated). true when one was accepted. */
+ * value into resp (cap bytes, NUL-terminated). true when one was accepted.
+ * An offer with an unknown, repeated or badly valued parameter is skipped,
+ * and so is one asking server_max_window_bits below 15 (the shared deflater
+ * keeps a 15-bit window); an accepted server_max_window_bits=15 is echoed,
+ * as RFC 7692 section 7.1.2.1 requires. */
 bool m0__ws_pmd_negotiate(const char *offer, size_t n, m0__ws_pmd_params *out, char *resp, size_t cap);
 
 typedef struct m0__ws_inflater m0__ws_inflater;
@@ -112,8 +116,9 @@ typedef struct m0__ws_inflater m0__ws_inflater;
 m0__ws_inflater *m0__ws_inflater_new(const m0__ws_pmd_params *p);
 void m0__ws_inflater_free(m0__ws_inflater *z);
 /* Inflates one whole message (its fragments' payloads joined) and appends
- * it to out, at most max bytes. 0, -M0__WS_TOO_BIG past max, or
- * -M0__WS_PROTOCOL for data that is not deflate. */
+ * it to out, at most max bytes. 0, -M0__WS_TOO_BIG past max,
+ * -M0__WS_PROTOCOL for data that is not deflate, or M0__ENOMEM; on an error
+ * nothing is left appended. */
 int m0__ws_inflate(m0__ws_inflater *z, const uint8_t *in, size_t n, m0__buf *out, size_t max);
 
 typedef struct m0__ws_deflater m0__ws_deflater;

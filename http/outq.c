@@ -32,47 +32,41 @@ int m0__outq_append(m0__outq *q, const void *p, size_t n) {
   return m0__buf_append(&q->copied, p, n) ? -1 : 0;
 }
 
-int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
-  if (n < M0__REF_MIN || q->nrefs == M0__OUT_REFS) return m0__outq_append(q, p, n);
+/* Copies the bytes and releases them at once (small, or no slot left). */
+static int outq_copy_release(m0__outq *q, const void *p, size_t n, void (*release)(void *), void *owner) {
+  int rv = m0__outq_append(q, p, n);
+  release(owner);
+  return rv;
+}
+
+/* Takes the next reference slot (the caller saw one free). */
+static void outq_slot(m0__outq *q, const void *p, size_t n, void (*free_fn)(void *), void *owner, int fd,
+                      uint64_t off) {
   q->refs[q->nrefs].at = q->copied.len;
   q->refs[q->nrefs].p = p;
   q->refs[q->nrefs].n = n;
-  q->refs[q->nrefs].free_fn = NULL;
-  q->refs[q->nrefs].owner = NULL;
-  q->refs[q->nrefs].fd = -1;
-  q->refs[q->nrefs].off = 0;
+  q->refs[q->nrefs].free_fn = free_fn;
+  q->refs[q->nrefs].owner = owner;
+  q->refs[q->nrefs].fd = fd;
+  q->refs[q->nrefs].off = off;
   q->nrefs++;
   q->ref_bytes += n;
+}
+
+int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
+  if (n < M0__REF_MIN || q->nrefs == M0__OUT_REFS) return m0__outq_append(q, p, n);
+  outq_slot(q, p, n, NULL, NULL, -1, 0);
   return 0;
 }
 
 int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *)) {
-  if (n < M0__REF_MIN || q->nrefs == M0__OUT_REFS) {
-    int rv = m0__outq_append(q, p, n);
-    free_fn(p);
-    return rv;
-  }
-  m0__outq_ref(q, p, n);
-  q->refs[q->nrefs - 1].free_fn = free_fn;
-  q->refs[q->nrefs - 1].owner = p;
-  return 0;
+  if (n < M0__REF_MIN) return outq_copy_release(q, p, n, free_fn, p);
+  return m0__outq_hold(q, p, n, free_fn, p);
 }
 
 int m0__outq_hold(m0__outq *q, const void *p, size_t n, void (*release)(void *), void *owner) {
-  if (q->nrefs == M0__OUT_REFS) {
-    int rv = m0__outq_append(q, p, n);
-    release(owner);
-    return rv;
-  }
-  q->refs[q->nrefs].at = q->copied.len;
-  q->refs[q->nrefs].p = p;
-  q->refs[q->nrefs].n = n;
-  q->refs[q->nrefs].free_fn = release;
-  q->refs[q->nrefs].owner = owner;
-  q->refs[q->nrefs].fd = -1;
-  q->refs[q->nrefs].off = 0;
-  q->nrefs++;
-  q->ref_bytes += n;
+  if (q->nrefs == M0__OUT_REFS) return outq_copy_release(q, p, n, release, owner);
+  outq_slot(q, p, n, release, owner, -1, 0);
   return 0;
 }
 
@@ -101,15 +95,7 @@ int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n) {
     close(fd);
     return rv;
   }
-  q->refs[q->nrefs].at = q->copied.len;
-  q->refs[q->nrefs].p = NULL;
-  q->refs[q->nrefs].n = n;
-  q->refs[q->nrefs].free_fn = NULL;
-  q->refs[q->nrefs].owner = NULL;
-  q->refs[q->nrefs].fd = fd;
-  q->refs[q->nrefs].off = off;
-  q->nrefs++;
-  q->ref_bytes += n;
+  outq_slot(q, NULL, n, NULL, NULL, fd, off);
   return 0;
 }
 

@@ -12,11 +12,15 @@
  * - A frame goes to the fleet only while the link is CONNECTED: libnats
  *   would otherwise buffer it through a reconnect and send it later, out of
  *   the order the other hosts saw meanwhile. Until then it is local only.
- * - Consuming: an ordered push consumer (flow control, heartbeats, no acks)
- *   bound to the stream, from the new messages at first, from the sequence
- *   after the last one taken after a reconnect (the server may have
- *   restarted and lost the ephemeral consumer; made again deliberately,
- *   not left to libnats's heartbeat timer, so frames flow within ~1 s).
+ * - Consuming: an ephemeral push consumer with no acks bound to the
+ *   stream, from the new messages at first, from the sequence after the
+ *   last one taken after a reconnect (the server may have restarted and
+ *   lost it), made again by the bridge's thread, so frames flow within
+ *   ~1 s. Not libnats's "ordered" consumer: that one replaces itself on
+ *   libnats's own threads, and unsubscribing it while it did read the
+ *   consumer name they had just freed (ASan, test_fleet). Order holds
+ *   anyway: one consumer delivers in stream order, and a sequence at or
+ *   below the last one taken is a redelivery, dropped.
  */
 #include "actors/bus.h"
 
@@ -165,7 +169,7 @@ static bool bus_subscribe(m0__bus *b) {
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = b->stream;
-  so.Ordered = true;
+  so.Config.AckPolicy = js_AckNone;
   uint64_t last = atomic_load(&b->last_seq);
   if (last) {
     so.Config.DeliverPolicy = js_DeliverByStartSequence;

@@ -6,7 +6,7 @@
  * the producer's publisher (the coordinator under single and threads, the
  * supervisor under --workers: its publisher reaches every loop of every
  * worker) opens it as the bridge (inbound too): it makes the stream (or finds
- * it), consumes it with an ordered push consumer from the new messages on,
+ * it), consumes it with one push consumer (no acks) from the new messages on,
  * and fans each message out to the loops as a FRAME whose id is the
  * message's stream sequence, so every host writes the same frames in the
  * same order with the same ids.

@@ -93,8 +93,12 @@ static void conn_close(m0__conn *c) {
   uv_close((uv_handle_t *)&c->tcp, conn_on_close);
 }
 
+/* The request is the linger's own (malloc'd, not in every m0__conn): libuv
+ * calls this before the handle's close callback, UV_ECANCELED when closed
+ * first, so c is still there. */
 static void conn_on_shutdown(uv_shutdown_t *req, int status) {
   m0__conn *c = req->data;
+  free(req);
   if (status < 0) conn_close(c);
 }
 
@@ -108,8 +112,16 @@ static void conn_finish(m0__conn *c) {
   }
   c->phase = PHASE_LINGER;
   c->deadline = uv_now(c->h->uv) + CONN_LINGER_MS;
-  c->sreq.data = c;
-  if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, conn_on_shutdown) != 0) conn_close(c);
+  uv_shutdown_t *req = malloc(sizeof *req);
+  if (!req) {
+    conn_close(c);
+    return;
+  }
+  req->data = c;
+  if (uv_shutdown(req, (uv_stream_t *)&c->tcp, conn_on_shutdown) != 0) {
+    free(req);
+    conn_close(c);
+  }
 }
 
 /* ---- output ---------------------------------------------------------- */

@@ -36,7 +36,6 @@ struct m0__conn {
   struct m0__wpoll *wp;  /* a file piece waiting for the socket to take more, or NULL */
   m0_writer *writer;     /* its response is written in pieces (actors/writer.h), or NULL */
   uv_write_t wreq;
-  uv_shutdown_t sreq;
   uint64_t deadline;
   conn_phase phase;
   uint32_t nreq;

@@ -39,22 +39,27 @@ static int outq_copy_release(m0__outq *q, const void *p, size_t n, void (*releas
   return rv;
 }
 
-/* Takes the next reference slot (the caller saw one free). */
+/* No slot for another reference: all taken, or the copied bytes past
+ * what a slot's place (32 bits) can say. */
+static bool outq_full(const m0__outq *q) { return q->nrefs == M0__OUT_REFS || q->copied.len > UINT32_MAX; }
+
+/* Takes the next reference slot (the caller saw one free): the bytes at p,
+ * or, with fd >= 0, the file's from off. */
 static void outq_slot(m0__outq *q, const void *p, size_t n, void (*free_fn)(void *), void *owner, int fd,
                       uint64_t off) {
-  q->refs[q->nrefs].at = q->copied.len;
-  q->refs[q->nrefs].p = p;
+  q->refs[q->nrefs].at = (uint32_t)q->copied.len;
+  q->refs[q->nrefs].fd = fd;
+  if (fd >= 0) q->refs[q->nrefs].off = off;
+  else q->refs[q->nrefs].p = p;
   q->refs[q->nrefs].n = n;
   q->refs[q->nrefs].free_fn = free_fn;
   q->refs[q->nrefs].owner = owner;
-  q->refs[q->nrefs].fd = fd;
-  q->refs[q->nrefs].off = off;
   q->nrefs++;
   q->ref_bytes += n;
 }
 
 int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
-  if (n < M0__REF_MIN || q->nrefs == M0__OUT_REFS) return m0__outq_append(q, p, n);
+  if (n < M0__REF_MIN || outq_full(q)) return m0__outq_append(q, p, n);
   outq_slot(q, p, n, NULL, NULL, -1, 0);
   return 0;
 }
@@ -65,7 +70,7 @@ int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *)) {
 }
 
 int m0__outq_hold(m0__outq *q, const void *p, size_t n, void (*release)(void *), void *owner) {
-  if (q->nrefs == M0__OUT_REFS) return outq_copy_release(q, p, n, release, owner);
+  if (outq_full(q)) return outq_copy_release(q, p, n, release, owner);
   outq_slot(q, p, n, release, owner, -1, 0);
   return 0;
 }
@@ -88,7 +93,7 @@ int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n) {
     close(fd);
     return 0;
   }
-  if (q->nrefs == M0__OUT_REFS) {
+  if (outq_full(q)) {
     /* The connection stops parsing before its queue runs out of slots
      * (http/conn.c); what can still come here is one small answer. */
     int rv = n <= M0__FILE_COPY_MAX ? outq_read_file(q, fd, off, n) : -1;

@@ -18,14 +18,18 @@
 
 typedef struct m0__outq {
   m0__buf copied; /* heads and copied bodies, in order */
+  /* 40 bytes a slot: two queues of them are in every connection, and an
+   * idle stream's whole cost is kept under 2 KiB (bench/run_streams). */
   struct {
-    size_t at; /* the referenced bytes go after copied.p[0, at) */
-    const void *p;
+    uint32_t at; /* the referenced bytes go after copied.p[0, at) (a slot is taken only below 4 GiB) */
+    int fd;      /* >= 0: a file piece, n bytes of fd from off, written by sendfile; the queue closes fd */
+    union {
+      const void *p; /* fd < 0: the bytes */
+      uint64_t off;  /* fd >= 0: where in the file */
+    };
     size_t n;
     void (*free_fn)(void *); /* an owned body's (m0_respond_owned): free_fn(owner) once written or dropped */
     void *owner;
-    int fd; /* >= 0: a file piece, n bytes of fd from off, written by sendfile (p unused); the queue closes fd */
-    uint64_t off;
   } refs[M0__OUT_REFS];
   int nrefs;
   size_t ref_bytes;

@@ -1,6 +1,7 @@
 /* The publisher: frames to every loop on the bus (actors/publisher.h), the
  * shared counter their ids come from, and the same publisher attached from
  * another program (m0pub) through the run directory. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,9 +94,15 @@ m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen)
   pub->self.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, getpid());
   int n = (int)page->head->loops;
   pub->loops = calloc((size_t)n, sizeof *pub->loops);
+  /* The loops of the generation serving now (host/reload.h): after a
+   * reload, in <run-dir>/gN. */
+  uint64_t gen = atomic_load(&page->head->generation);
+  char dir[PATH_MAX + 32];
+  if (gen > 1) snprintf(dir, sizeof dir, "%s/g%llu", run_dir, (unsigned long long)gen);
+  else snprintf(dir, sizeof dir, "%s", run_dir);
   for (int i = 0; pub->loops && i < n; i++) {
     char url[M0__URL_MAX];
-    if (m0__topology_outside_url(url, sizeof url, run_dir, i) != 0) {
+    if (m0__topology_outside_url(url, sizeof url, dir, i) != 0) {
       snprintf(err, errlen, "the run directory's path is too long: %s", run_dir);
       m0_publisher_detach(pub);
       return NULL;

@@ -42,7 +42,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
       return M0__ECONFIG;
     }
     if (sp->placement != M0__PLACE_THREAD) {
-      if (m0__topology_app_url(urls[i], sizeof urls[i], sp->url, pr->rundir.path, sp->name) != 0) {
+      if (m0__topology_app_url(urls[i], sizeof urls[i], sp->url, pr->sockdir, sp->name) != 0) {
         fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
         return M0__ETOOBIG;
       }

@@ -59,6 +59,7 @@ typedef struct coord {
   int64_t deadline; /* the drain's bound, once a drain began (0 before) */
   bool actors_stopped; /* the application's actors were told to stop */
   bool starting;       /* in the barrier: a thread's end before READY is a failure */
+  bool serving;        /* between the banner and the drain: a reload may start (host/reload.h) */
   m0__handle **handles; /* every actor here, for the waits and the close */
   int nhandles;
   m0__app_actors aa; /* the application's actors here (host/appactors.h) */
@@ -94,6 +95,9 @@ static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
     if (w == M0__WAIT_STOP) return 2;
     if (w == M0__WAIT_TIMEOUT) return 0;
     if (w == M0__WAIT_EXIT && (coord_dead(c) >= 0 || (c->starting && coord_ended_starting(c)))) return 3;
+    if (w == M0__WAIT_RELOAD) m0__reload_ask(c->proc, c->proc->reload_sig, c->serving);
+    /* The next generation serves: this one drains, as on SIGTERM. */
+    if (w == M0__WAIT_NEXT && m0__reload_next(c->proc) && c->serving) return 2;
   }
 }
 
@@ -497,7 +501,7 @@ static int coord_start(coord *c) {
     l->coord_id = c->self.id;
     l->coord_url = c->self.url;
     l->handoff = p->handoff;
-    l->run_dir = pr->rundir.path;
+    l->run_dir = pr->sockdir; /* its outside publishers' socket is this generation's */
     l->npool = c->npool;
     l->pool_threads = &c->pools[i * c->npool];
     l->listen_fd = i == 0 ? pr->listen_fd : dup(pr->listen_fd);
@@ -577,6 +581,7 @@ static int coord_serve(coord *c) {
   if ((rc = coord_barrier(c)) <= 0) return rc;
   if (c->bus_open) m0__bus_start(&c->bus); /* the publisher reaches every loop now */
   m0__process_banner(c->proc, p->first, p->here);
+  c->serving = true;
   if (p->on_ready) p->on_ready(p->ready_arg, c->proc->port, c->proc->rundir.path, &c->pub);
   /* Serving: until a stop, a loop that dies, or (a recycled worker) its
    * loop leaving at its request count. */
@@ -603,10 +608,15 @@ static int coord_serve(coord *c) {
       break; /* the drain, then exit 0: the supervisor starts a fresh one */
     }
   }
+  c->serving = false;
   bool worker = c->proc->mode == M0__MODE_PREFORK;
   fprintf(stderr, "m0: %s draining (bound %ld ms)\n", worker ? "worker" : "host", c->drain_ms);
-  if (!worker && c->proc->stop_fd < 0) m0__sd_notify("STOPPING=1");
-  rc = coord_drain(c, m0__now_ms() + c->drain_ms);
+  /* (Handed over, the service goes on: its next generation is systemd's main pid.) */
+  if (!worker && c->proc->stop_fd < 0 && !c->proc->reload.handed_over) m0__sd_notify("STOPPING=1");
+  int64_t bound = m0__now_ms() + c->drain_ms;
+  m0__reload_stop_next(c->proc); /* a SIGTERM during a reload: both generations drain */
+  rc = coord_drain(c, bound);
+  m0__reload_wait_next(c->proc, bound);
   if (rc == 0 && !worker) fprintf(stderr, "m0: drained, exit 0\n");
   return rc;
 }

@@ -123,6 +123,17 @@ void m0__metrics_respond(const m0__page *page, m0__service *const *services, int
   m0__buf_printf(&b, "# HELP m0_events_published Event ids taken from the shared counter.\n"
                      "# TYPE m0_events_published counter\nm0_events_published %llu\n",
                  (unsigned long long)atomic_load(&page->head->event_id));
+  /* Generations (host/reload.h): each one after the first is a reload that served. */
+  uint64_t gen = atomic_load(&page->head->generation);
+  m0__buf_printf(&b, "# HELP m0_generation The host's generation serving now (1 until a reload).\n"
+                     "# TYPE m0_generation gauge\nm0_generation %llu\n"
+                     "# HELP m0_reloads_total Reloads and upgrades whose new generation served.\n"
+                     "# TYPE m0_reloads_total counter\nm0_reloads_total %llu\n"
+                     "# HELP m0_last_reload_timestamp_seconds When the last reload's generation began serving "
+                     "(unix time; 0: none).\n# TYPE m0_last_reload_timestamp_seconds gauge\n"
+                     "m0_last_reload_timestamp_seconds %.3f\n",
+                 (unsigned long long)gen, (unsigned long long)(gen > 1 ? gen - 1 : 0),
+                 (double)atomic_load(&page->head->reloaded_ms) / 1000.0);
   metrics_bus(&b, page);
   metrics_actors(&b, services, nservices);
   m0__buf_printf(&b, "# HELP m0_refused_total Messages a mailbox refused (actors/admit.h), by actor and reason, "

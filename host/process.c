@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,31 @@ void m0__process_describe(m0__process *p, const m0_app *app, const m0_config *cf
   p->inherit_listen = p->inherit_page = p->inherit_app_page = -1;
   p->stop_fd = -1;
   p->children = p->mode == M0__MODE_PREFORK;
+  p->reload.generation = 1;
+  p->reload.prev_fd = p->reload.next_fd = -1;
+}
+
+/* Generation N > 1 listens in <run-dir>/gN while its predecessor still
+ * listens in its own (host/reload.h); the top process makes it. */
+static int process_sockets(m0__process *p) {
+  p->sockdir = p->rundir.path;
+  if (p->reload.generation < 2) return 0;
+  int n = snprintf(p->sockets.path, sizeof p->sockets.path, "%s/g%llu", p->rundir.path,
+                   (unsigned long long)p->reload.generation);
+  if (n >= (int)sizeof p->sockets.path) {
+    fprintf(stderr, "m0: the run directory's path is too long for generation %llu's sockets\n",
+            (unsigned long long)p->reload.generation);
+    return M0__ERUNDIR;
+  }
+  if (!p->inherit_dir) { /* the top process: made here, removed at its exit */
+    if (mkdir(p->sockets.path, 0700) != 0 && errno != EEXIST) {
+      fprintf(stderr, "m0: cannot make %s: %s\n", p->sockets.path, strerror(errno));
+      return M0__ERUNDIR;
+    }
+    p->sockets.made = p->sockets.ours = true;
+  }
+  p->sockdir = p->sockets.path;
+  return 0;
 }
 
 int m0__process_setup(m0__process *p) {
@@ -71,7 +97,10 @@ int m0__process_setup(m0__process *p) {
   }
   p->app = &p->served;
   if (p->inherit_dir) snprintf(p->rundir.path, sizeof p->rundir.path, "%s", p->inherit_dir);
-  else if (m0__rundir_open(&p->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
+  else if (p->upgrade_dir[0]) { /* a next generation: its predecessor's, and so the first one's */
+    snprintf(p->rundir.path, sizeof p->rundir.path, "%s", p->upgrade_dir);
+    p->rundir.made = p->upgrade_dir_made;
+  } else if (m0__rundir_open(&p->rundir, M0__CFGS(cfg, run_dir), err, sizeof err) != 0) {
     fprintf(stderr, "m0: %s\n", err);
     return M0__ERUNDIR;
   }
@@ -87,6 +116,15 @@ int m0__process_setup(m0__process *p) {
     return M0__EPAGE;
   }
   p->page_made = true;
+  if (p->page.head->loops != (uint32_t)p->loops) { /* a next generation's page is its predecessor's */
+    fprintf(stderr, "m0: the serving generation has %u loops and this configuration %d: that needs a restart\n",
+            p->page.head->loops, p->loops);
+    return M0__ECONFIG;
+  }
+  m0__page_use_bank(&p->page, p->reload.generation);
+  /* The bank was generation N-2's, which has exited (host/reload.h): its
+   * counts start clean (a worker's line is cleared by its supervisor). */
+  if (p->reload.generation > 1 && !p->inherit_dir) memset(p->page.lines, 0, (size_t)p->loops * sizeof *p->page.lines);
   m0__refusals_attach(p->page.refusals, M0__PAGE_REFUSAL_LINES);
   /* The family's cookie (actors/admit.h): a worker's is its supervisor's. */
   if (p->inherit_dir ? m0__family_inherit(getenv("M0__COOKIE")) != 0
@@ -95,7 +133,10 @@ int m0__process_setup(m0__process *p) {
                                    : "m0: cannot make the host's cookie (getrandom failed)\n");
     return M0__ECONFIG;
   }
-  p->rundir.ours = p->inherit_page < 0; /* its page: removed at exit with the sockets */
+  /* Its page, or (a next generation) its predecessor's, which it removes
+   * at exit with the sockets unless a generation after it took them on. */
+  p->rundir.ours = p->inherit_page < 0 || p->upgrade_dir[0];
+  if ((rv = process_sockets(p)) != 0) return rv;
   /* This process's TLS identity (a topology file's "tls"), before any
    * actor opens a socket: tls+tcp:// links present it (transport/links.h). */
   if (cfg->tls_cert[0] && m0__links_tls(cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, sizeof err) != 0) {
@@ -103,7 +144,7 @@ int m0__process_setup(m0__process *p) {
     return M0__ECONFIG;
   }
   if (m0__topology_make(&p->topo, p->mode, p->loops, p->pool, p->cfg->topo_transport,
-                        (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, p->rundir.path) != 0) {
+                        (const char(*)[256])cfg->topo_urls, cfg->ntopo_urls, p->sockdir) != 0) {
     fprintf(stderr, "m0: cannot build the topology (run directory path too long?)\n");
     return M0__ETOOBIG;
   }
@@ -142,10 +183,11 @@ int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg 
       if (rv == 0) return M0__WAIT_MSG;
       if (rv == M0__EBADMSG) continue; /* refused, counted and named (actors/admit.h) */
     }
-    struct pollfd pf[3] = {{p->sigfd, POLLIN, 0}, {p->exits.fd, POLLIN, 0}, {fd, POLLIN, 0}};
+    struct pollfd pf[4] = {
+        {p->sigfd, POLLIN, 0}, {p->exits.fd, POLLIN, 0}, {fd, POLLIN, 0}, {p->reload.next_fd, POLLIN, 0}};
     int64_t left = deadline == INT64_MAX ? -1 : deadline - m0__now_ms();
     if (deadline != INT64_MAX && left <= 0) return M0__WAIT_TIMEOUT;
-    int n = poll(pf, 3, left < 0 ? -1 : left > 1000000 ? 1000000 : (int)left);
+    int n = poll(pf, 4, left < 0 ? -1 : left > 1000000 ? 1000000 : (int)left);
     if (n < 0 && errno != EINTR) return M0__WAIT_TIMEOUT;
     if (n <= 0) continue;
     if (pf[0].revents & POLLIN) {
@@ -155,6 +197,12 @@ int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg 
       } else {
         int sig = m0__signals_take();
         if (sig & M0__SIG_STOP) return M0__WAIT_STOP;
+        /* Only the top process reloads; a reload asked with a death lets
+         * the supervisor reap first (asked again, it is then answered). */
+        if ((sig & (M0__SIG_HUP | M0__SIG_USR2)) && !p->inherit_dir) {
+          p->reload_sig = sig & M0__SIG_USR2 ? M0__SIG_USR2 : M0__SIG_HUP;
+          if (!(sig & M0__SIG_CHILD)) return M0__WAIT_RELOAD;
+        }
         if (sig & M0__SIG_CHILD) return M0__WAIT_CHILD;
       }
     }
@@ -162,6 +210,7 @@ int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg 
       m0__exits_take(&p->exits);
       return M0__WAIT_EXIT;
     }
+    if (pf[3].revents & (POLLIN | POLLHUP)) return M0__WAIT_NEXT;
   }
 }
 
@@ -173,13 +222,15 @@ void m0__process_banner(m0__process *p, int first, int here) {
   char host[64];
   m0__listen_host(p->listen_fd, M0__CFGS(p->cfg, host), host, sizeof host); /* a handed-over one's own */
   if (p->mode == M0__MODE_PREFORK)
-    fprintf(stderr, "m0: %s listening on http://%s:%d (prefork, %d workers, %d pool threads per loop, pid %d)\n",
-            p->app->name, host, p->port, p->loops, p->pool, (int)getpid());
+    fprintf(stderr,
+            "m0: %s listening on http://%s:%d (prefork, %d workers, %d pool threads per loop, pid %d, generation "
+            "%llu)\n",
+            p->app->name, host, p->port, p->loops, p->pool, (int)getpid(), (unsigned long long)p->reload.generation);
   else
-    fprintf(stderr, "m0: %s listening on http://%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d)\n",
+    fprintf(stderr, "m0: %s listening on http://%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d, generation %llu)\n",
             p->app->name, host, p->port, m0__mode_name(p->mode), here, here == 1 ? "" : "s", p->pool,
-            p->pool == 1 ? "" : "s", (int)getpid());
-  if (p->stop_fd < 0) m0__sd_notify("READY=1");
+            p->pool == 1 ? "" : "s", (int)getpid(), (unsigned long long)p->reload.generation);
+  if (p->stop_fd < 0) m0__reload_serving(p); /* READY=1, and a predecessor told */
 }
 
 void m0__process_teardown(m0__process *p, bool clean) {
@@ -189,7 +240,10 @@ void m0__process_teardown(m0__process *p, bool clean) {
     p->trace = NULL;
     p->page_made = false;
   }
-  if (!p->inherit_dir) m0__rundir_close(&p->rundir);
+  if (!p->inherit_dir) {
+    m0__rundir_close(&p->sockets); /* a generation's own (N > 1) */
+    if (!p->reload.handed_over) m0__rundir_close(&p->rundir); /* else the next generation's now */
+  }
   if (p->topo_made) m0__topology_free(&p->topo);
   p->topo_made = false;
   if (p->stop_fd < 0 && p->sigfd >= 0) m0__signals_restore();

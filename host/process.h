@@ -30,6 +30,7 @@
 #include "actors/trace.h"
 #include "host/appspec.h"
 #include "host/config.h"
+#include "host/reload.h"
 #include "transport/page.h"
 #include "transport/rundir.h"
 #include "transport/topology.h"
@@ -46,11 +47,20 @@ typedef struct m0__process {
   int inherit_page, inherit_app_page; /* a worker's pages, else -1 (made) */
   int stop_fd;              /* embedded: a byte here stops it; -1: SIGTERM/SIGINT */
   bool children;            /* the supervisor: SIGCHLD wakes its wait too */
+  /* a next generation's top process (host/reload.h): the run directory it
+   * takes over, and whether the first generation made it (so the last one
+   * removes it) */
+  char upgrade_dir[PATH_MAX];
+  bool upgrade_dir_made;
+  m0__reload reload;
   /* what set-up makes */
   m0__app_decl decl; /* the application's actors and every route (host/appspec.h) */
   m0_app served;     /* the application as served: its routes are decl's */
   bool decl_made;
   m0__rundir rundir;
+  m0__rundir sockets; /* generation N > 1: its own ipc sockets, in <run-dir>/gN */
+  const char *sockdir; /* where this generation's ipc sockets are: rundir.path, or sockets.path */
+  int reload_sig;      /* after M0__WAIT_RELOAD: M0__SIG_HUP or M0__SIG_USR2 */
   m0__page page;
   m0__topology topo;
   m0__tracer *trace;
@@ -71,12 +81,21 @@ int m0__process_setup(m0__process *p);
 /* Opens the tracer --trace names (none when it is empty). */
 void m0__process_trace(m0__process *p);
 
-enum { M0__WAIT_TIMEOUT = 0, M0__WAIT_MSG = 1, M0__WAIT_STOP = 2, M0__WAIT_EXIT = 3, M0__WAIT_CHILD = 4 };
+enum {
+  M0__WAIT_TIMEOUT = 0,
+  M0__WAIT_MSG = 1,
+  M0__WAIT_STOP = 2,
+  M0__WAIT_EXIT = 3,
+  M0__WAIT_CHILD = 4,
+  M0__WAIT_RELOAD = 5, /* the top process: SIGHUP or SIGUSR2 (reload_sig); m0__reload_ask */
+  M0__WAIT_NEXT = 6,   /* the next generation's pipe: m0__reload_next */
+};
 /* Waits until deadline (CLOCK_MONOTONIC ms; INT64_MAX: no deadline) for a
  * message on self's mailbox (M0__WAIT_MSG, the message in m, the caller's
  * to free), a stop (M0__WAIT_STOP: SIGTERM, SIGINT, or the embedded stop), a
- * thread's end (M0__WAIT_EXIT: look at the handles) or a child's
- * (M0__WAIT_CHILD, the supervisor). self NULL: no mailbox yet. A malformed
+ * thread's end (M0__WAIT_EXIT: look at the handles), a child's
+ * (M0__WAIT_CHILD, the supervisor), a reload asked (M0__WAIT_RELOAD) or
+ * the next generation's word (M0__WAIT_NEXT); a worker ignores reloads. self NULL: no mailbox yet. A malformed
  * message is dropped and said. */
 int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg *m);
 int64_t m0__now_ms(void);

@@ -14,6 +14,7 @@
 #include "host/checks.h"
 #include "host/config.h"
 #include "host/coordinator.h"
+#include "host/reload.h"
 #include "host/supervisor.h"
 #include "transport/systemd.h"
 
@@ -51,6 +52,8 @@ static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
   p.proc.inherit_listen = v[0];
   p.proc.inherit_page = v[1];
   p.proc.inherit_app_page = v[2];
+  const char *gen = getenv("M0__GENERATION"); /* its sockets and page lines are its generation's */
+  if (gen && atoll(gen) > 1) p.proc.reload.generation = (uint64_t)atoll(gen);
   return m0__exit_code(m0__coord_run(&p));
 }
 
@@ -88,6 +91,7 @@ static void serve_warn_unknown(const m0_app *app) {
 
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
   if (getenv("M0__ACTOR")) return serve_actor(app, getenv("M0__ACTOR"));
+  m0__reload_remember(app, argc, argv); /* the binary's path now: what SIGUSR2 runs later */
   m0_config *cfg = calloc(1, sizeof *cfg);
   if (!cfg) return 1;
   char why[1200];
@@ -130,7 +134,7 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
         m0__process_describe(&p.proc, app, cfg);
         p.proc.inherit_listen = sd_fd;
         p.here = p.proc.loops;
-        rc = m0__exit_code(m0__coord_run(&p));
+        rc = m0__reload_inherit(&p.proc) < 0 ? 1 : m0__exit_code(m0__coord_run(&p));
       }
     }
   }

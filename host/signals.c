@@ -26,6 +26,8 @@ int m0__signals_install(bool children) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGUSR2, &sa, NULL);
   if (children) {
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigaction(SIGCHLD, &sa, NULL);
@@ -37,7 +39,8 @@ int m0__signals_install(bool children) {
 int m0__signals_take(void) {
   unsigned char b;
   int bits = 0;
-  while (read(signals_pipe[0], &b, 1) == 1) bits |= b == SIGCHLD ? M0__SIG_CHILD : M0__SIG_STOP;
+  while (read(signals_pipe[0], &b, 1) == 1)
+    bits |= b == SIGCHLD ? M0__SIG_CHILD : b == SIGHUP ? M0__SIG_HUP : b == SIGUSR2 ? M0__SIG_USR2 : M0__SIG_STOP;
   return bits;
 }
 
@@ -45,6 +48,8 @@ void m0__signals_restore(void) {
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  signal(SIGUSR2, SIG_DFL);
   if (signals_pipe[0] >= 0) close(signals_pipe[0]);
   if (signals_pipe[1] >= 0) close(signals_pipe[1]);
   signals_pipe[0] = signals_pipe[1] = -1;

@@ -86,6 +86,7 @@ typedef struct sup {
   int64_t *deaths; /* the last budget+1 death times */
   long ndeaths;
   bool draining;
+  bool serving; /* after GO, before the drain: a reload may start (host/reload.h) */
 } sup;
 
 /* A worker's line on the page starts clean (but for pending): a stale load would skew accept
@@ -106,16 +107,17 @@ static void sup_clear_line(sup *s, int i) {
 
 static int sup_spawn(sup *s, int i) {
   sup_clear_line(s, i);
-  char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48], cookie[64];
+  char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48], cookie[64], gen[48];
   int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd);
   for (int k = 0; k < 2 * s->n; k++) len += snprintf(fds + len, sizeof fds - (size_t)len, ",%d", s->handoff[k]);
   snprintf(idx, sizeof idx, "M0__WORKER=%d", i);
   snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", s->proc.rundir.path);
   snprintf(supv, sizeof supv, "M0__SUPERVISOR=%d", (int)getpid());
+  snprintf(gen, sizeof gen, "M0__GENERATION=%llu", (unsigned long long)s->proc.reload.generation);
   m0__family_env(cookie);
   size_t ne = 0;
   while (environ[ne]) ne++;
-  char **env = calloc(ne + 6, sizeof *env);
+  char **env = calloc(ne + 7, sizeof *env);
   if (!env) return -1;
   size_t k = 0;
   for (size_t e = 0; e < ne; e++)
@@ -125,6 +127,7 @@ static int sup_spawn(sup *s, int i) {
   env[k++] = dirv;
   env[k++] = supv;
   env[k++] = cookie;
+  env[k++] = gen;
   env[k] = NULL;
 
   posix_spawn_file_actions_t fa;
@@ -188,6 +191,7 @@ static int sup_reap(sup *s) {
   int status;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (m0__reload_reaped(&s->proc, pid, status)) continue; /* the next generation, ended before it served */
     int i = 0;
     while (i < s->n && s->w[i].pid != pid) i++;
     if (i == s->n) continue;
@@ -249,6 +253,9 @@ static int sup_wait(sup *s, m0__msg *m, int64_t until) {
   long every = timeout > 0 ? (timeout / 4 > 0 ? timeout / 4 : 1) : -1;
   int64_t deadline = s->draining ? until : every < 0 ? INT64_MAX : m0__now_ms() + every;
   int w = m0__process_wait(&s->proc, s->self.open ? &s->self : NULL, deadline, m);
+  if (w == M0__WAIT_RELOAD) m0__reload_ask(&s->proc, s->proc.reload_sig, s->serving);
+  /* The next generation serves: this one drains, as on SIGTERM. */
+  if (w == M0__WAIT_NEXT && m0__reload_next(&s->proc) && s->serving) return 2;
   return w == M0__WAIT_MSG ? 1 : w == M0__WAIT_STOP ? 2 : 0;
 }
 
@@ -432,6 +439,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
   if (s->has_producer) m0__send(&s->self, &s->prod_peer, M0__K_GO, 0, 0, NULL, 0);
   if (s->bus_open) m0__bus_start(&s->bus); /* the publisher reaches every worker's loop now */
   m0__process_banner(&s->proc, 0, s->n);
+  s->serving = true;
   for (;;) {
     m0__msg m;
     int w = sup_wait(s, &m, INT64_MAX);
@@ -457,9 +465,13 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     }
     m0__msg_free(&m);
   }
+  s->serving = false;
   fprintf(stderr, "m0: supervisor draining %d workers (bound %ld ms)\n", s->n, s->drain_ms);
-  m0__sd_notify("STOPPING=1");
+  if (!s->proc.reload.handed_over) m0__sd_notify("STOPPING=1"); /* else the service goes on in the next */
+  int64_t bound = m0__now_ms() + s->drain_ms;
+  m0__reload_stop_next(&s->proc); /* a SIGTERM during a reload: both generations drain */
   rc = sup_drain(s);
+  m0__reload_wait_next(&s->proc, bound);
   if (rc == 0) fprintf(stderr, "m0: drained, exit 0\n");
   return rc;
 }
@@ -470,6 +482,10 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
   if (!s) return M0__ENOMEM;
   m0__process_describe(&s->proc, app, cfg);
   s->proc.inherit_listen = listen_fd; /* systemd's, or -1: bound */
+  if (m0__reload_inherit(&s->proc) < 0) { /* a next generation's listener, page and run directory */
+    free(s);
+    return M0__EINVALID;
+  }
   s->app = app;
   s->cfg = cfg;
   s->argv = argv;

@@ -17,6 +17,12 @@ _Static_assert(sizeof(m0__loop_line) == 128, "a loop's line is two cache lines")
 
 static int page_check(m0__page *pg, const char *what, char *err, size_t errlen);
 
+/* The head, two banks of loop lines, the refusals, the bus. */
+static size_t page_size(size_t loops) {
+  return sizeof(m0__page_head) + 2 * loops * sizeof(m0__loop_line) + M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) +
+         sizeof(m0__bus_line);
+}
+
 static void *page_map_file(const char *path, size_t size, int *fd_out, bool create, char *err,
                            size_t errlen) {
   int fd = create ? open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
@@ -50,15 +56,15 @@ int m0__page_create(m0__page *pg, const char *dir, int loops, size_t app_slots, 
   pg->fd = pg->app_fd = -1;
   char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/page", dir);
-  pg->size = sizeof(m0__page_head) + (size_t)loops * sizeof(m0__loop_line) +
-             M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) + sizeof(m0__bus_line);
+  pg->size = page_size(loops);
   pg->head = page_map_file(path, pg->size, &pg->fd, true, err, errlen);
   if (!pg->head) return M0__EPAGE;
   pg->lines = (m0__loop_line *)(pg->head + 1);
-  pg->refusals = (m0__refusal_line *)(pg->lines + loops);
+  pg->refusals = (m0__refusal_line *)(pg->lines + 2 * loops);
   pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
   pg->head->version = M0__PAGE_VERSION;
   pg->head->loops = (uint32_t)loops;
+  atomic_store(&pg->head->generation, 1);
   pg->head->app_slots = app_slots;
   if (app_slots) {
     snprintf(path, sizeof path, "%s/app-page", dir);
@@ -98,14 +104,12 @@ static int page_check(m0__page *pg, const char *what, char *err, size_t errlen) 
     return M0__EPAGE;
   }
   pg->lines = (m0__loop_line *)(pg->head + 1);
-  size_t want = sizeof(m0__page_head) + (size_t)pg->head->loops * sizeof(m0__loop_line) +
-                M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) + sizeof(m0__bus_line);
-  if (pg->size < want) {
+  if (pg->size < page_size(pg->head->loops)) {
     snprintf(err, errlen, "%s is shorter than its %u loops need", what, pg->head->loops);
     m0__page_close(pg);
     return M0__EPAGE;
   }
-  pg->refusals = (m0__refusal_line *)(pg->lines + pg->head->loops);
+  pg->refusals = (m0__refusal_line *)(pg->lines + 2 * (size_t)pg->head->loops);
   pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
   return 0;
 }
@@ -151,4 +155,8 @@ void m0__page_close(m0__page *pg) {
   pg->head = NULL;
   pg->app = NULL;
   pg->fd = pg->app_fd = -1;
+}
+
+void m0__page_use_bank(m0__page *pg, uint64_t generation) {
+  pg->lines = (m0__loop_line *)(pg->head + 1) + ((generation - 1) % 2) * pg->head->loops;
 }

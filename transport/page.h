@@ -4,9 +4,12 @@
  *
  *   line 0       magic, version, loops, app_slots, and slot 0: the event-id
  *                counter every publisher numbers from
- *   then per loop i, 128 bytes: open and pending connections, hand-offs,
- *                requests, streams, pool queue, dropped frames (read by
- *                accept sharing and m0_stats)
+ *   then two banks of loop lines, per loop i 128 bytes: open and pending
+ *                connections, hand-offs, requests, streams, pool queue,
+ *                dropped frames (read by accept sharing and m0_stats). A
+ *                generation (host/reload.h) uses bank (generation-1) % 2, so
+ *                a new one serving beside its draining predecessor never
+ *                shares a line with it
  *   then M0__PAGE_REFUSAL_LINES lines: messages refused by each actor of
  *                any process of the host, by reason (actors/admit.h)
  *   then the bus: the fleet's NATS server and subject (written by the top
@@ -22,7 +25,7 @@
 #include <stdint.h>
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 3
+#define M0__PAGE_VERSION 4
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -32,7 +35,8 @@ typedef struct m0__page_head {
   uint64_t app_slots;
   _Atomic uint64_t refused;  /* frames a publisher could not deliver to every loop */
   _Atomic uint64_t respawns; /* workers the supervisor respawned */
-  uint64_t pad_[2];
+  _Atomic uint64_t generation;  /* the generation serving now (1 until a reload; host/reload.h) */
+  _Atomic uint64_t reloaded_ms; /* unix time (ms) the last reload's generation began serving, 0 none */
 } m0__page_head;
 
 typedef struct m0__loop_line {
@@ -76,7 +80,7 @@ typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
   m0__page_head *head;
-  m0__loop_line *lines;
+  m0__loop_line *lines; /* this process's generation's bank */
   m0__refusal_line *refusals; /* M0__PAGE_REFUSAL_LINES, after the lines */
   m0__bus_line *bus;          /* after the refusals */
   uint64_t *app; /* NULL when the application wants no words */
@@ -90,6 +94,9 @@ int m0__page_attach(m0__page *pg, const char *dir, char *err, size_t errlen);
  * app_fd is -1 when the application wants no words. */
 int m0__page_attach_fd(m0__page *pg, int fd, int app_fd, char *err, size_t errlen);
 void m0__page_close(m0__page *pg);
+/* Points lines at the bank of this generation (>= 1): a process of a later
+ * generation calls it after it attached, before it touches a line. */
+void m0__page_use_bank(m0__page *pg, uint64_t generation);
 
 static inline uint64_t m0__page_next_id(m0__page *pg) {
   return atomic_fetch_add_explicit(&pg->head->event_id, 1, memory_order_relaxed) + 1;

@@ -485,7 +485,8 @@ static void test_page_create_attach(void **st) {
   tmpdir(d, sizeof d);
   m0__page pg, other;
   assert_int_equal(m0__page_create(&pg, d, 3, 5, err, sizeof err), 0);
-  assert_int_equal(size_of(d, "page"), 64 + 3 * 128 + M0__PAGE_REFUSAL_LINES * 64 + 448); /* head, loops, refusals, bus */
+  /* head, two banks of loop lines (host/reload.h), refusals, bus */
+  assert_int_equal(size_of(d, "page"), 64 + 2 * 3 * 128 + M0__PAGE_REFUSAL_LINES * 64 + 448);
   assert_int_equal(size_of(d, "app-page"), 5 * 8);
   assert_int_equal(pg.head->loops, 3);
   assert_int_equal(pg.head->app_slots, 5);
@@ -497,6 +498,15 @@ static void test_page_create_attach(void **st) {
   assert_int_equal(other.head->loops, 3);
   assert_int_equal(other.lines[2].requests, 42);
   assert_null(other.app); /* by path: the loops' page only */
+  assert_int_equal(atomic_load(&other.head->generation), 1);
+  /* Generation 2 has the other bank; generation 3 the first again. */
+  m0__page_use_bank(&other, 2);
+  assert_int_equal(other.lines[2].requests, 0);
+  other.lines[2].requests = 9;
+  assert_int_equal(pg.lines[2].requests, 42);
+  assert_int_equal((char *)other.refusals - (char *)other.head, (char *)pg.refusals - (char *)pg.head); /* shared */
+  m0__page_use_bank(&other, 3);
+  assert_int_equal(other.lines[2].requests, 42);
   m0__page_close(&other);
   /* by descriptor, as a worker inherits them */
   int fd = dup(pg.fd), app_fd = dup(pg.app_fd);

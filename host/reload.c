@@ -1,0 +1,302 @@
+/* Generations (host/reload.h). */
+#include "host/reload.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host/checks.h"
+#include "host/process.h"
+#include "host/signals.h"
+#include "transport/systemd.h"
+
+extern char **environ;
+
+/* Process-wide, as the signal pipe is: one binary, one argv per process. */
+static char reload_exe[PATH_MAX];
+static const m0_app *reload_app;
+static int reload_argc;
+static char **reload_argv;
+
+void m0__reload_remember(const m0_app *app, int argc, char **argv) {
+  ssize_t n = readlink("/proc/self/exe", reload_exe, sizeof reload_exe - 1);
+  reload_exe[n > 0 ? n : 0] = 0;
+  reload_app = app;
+  reload_argc = argc;
+  reload_argv = argv;
+}
+
+static const char *sig_name(int sig) { return sig == M0__SIG_HUP ? "SIGHUP" : "SIGUSR2"; }
+
+static void cloexec(int fd) {
+  if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* M0__UPGRADE=listen,page,app_page,ready,prev_pid,generation,made and
+ * M0__RUN_DIR (written by reload_spawn). */
+int m0__reload_inherit(m0__process *p) {
+  const char *v = getenv("M0__UPGRADE"), *dir = getenv("M0__RUN_DIR");
+  if (!v) return 0;
+  int lfd, pfd, afd, rfd, made;
+  long prev;
+  unsigned long long gen;
+  if (!dir || sscanf(v, "%d,%d,%d,%d,%ld,%llu,%d", &lfd, &pfd, &afd, &rfd, &prev, &gen, &made) != 7 || lfd < 0 ||
+      pfd < 0 || gen < 2) {
+    fprintf(stderr, "m0: a next generation was started without what its predecessor passes (M0__UPGRADE, "
+                    "M0__RUN_DIR)\n");
+    return -1;
+  }
+  /* Ours now; none of them goes further than this process (a worker is
+   * handed exactly what it needs: host/supervisor.c). */
+  cloexec(lfd);
+  cloexec(pfd);
+  cloexec(afd);
+  cloexec(rfd);
+  p->inherit_listen = lfd;
+  p->inherit_page = pfd;
+  p->inherit_app_page = afd;
+  snprintf(p->upgrade_dir, sizeof p->upgrade_dir, "%s", dir);
+  p->upgrade_dir_made = made != 0;
+  p->reload.generation = gen;
+  p->reload.prev_fd = rfd;
+  p->reload.prev_pid = (pid_t)prev;
+  unsetenv("M0__UPGRADE");
+  unsetenv("M0__RUN_DIR");
+  return 1;
+}
+
+/* HUP: the configuration as it is now passes the checks and keeps what a
+ * reload cannot change. Else false, said. */
+static bool reload_config_ok(m0__process *p) {
+  m0_config *cfg = calloc(1, sizeof *cfg);
+  m0__check *checks = calloc(M0__CHECK_COUNT, sizeof *checks);
+  char why[1200];
+  bool ok = false;
+  if (!cfg || !checks) fprintf(stderr, "m0: reload refused: out of memory; generation %llu keeps serving\n",
+                               (unsigned long long)p->reload.generation);
+  else if (m0__config_load(cfg, reload_argc, reload_argv, why, sizeof why) != 0)
+    fprintf(stderr, "m0: reload refused: %s; generation %llu keeps serving\n", why,
+            (unsigned long long)p->reload.generation);
+  else {
+    int first = m0__checks_run(cfg, reload_app, checks);
+    m0__process now;
+    m0__process_describe(&now, reload_app, cfg);
+    if (first >= 0)
+      fprintf(stderr, "m0: reload refused: %s (%s); generation %llu keeps serving\n", checks[first].detail,
+              checks[first].fix, (unsigned long long)p->reload.generation);
+    else if (now.mode != p->mode || now.loops != p->loops)
+      fprintf(stderr,
+              "m0: reload refused: the configuration changes the mode or the number of loops (%s with %d, now %s "
+              "with %d), which needs a restart; generation %llu keeps serving\n",
+              m0__mode_name(p->mode), p->loops, m0__mode_name(now.mode), now.loops,
+              (unsigned long long)p->reload.generation);
+    else ok = true;
+  }
+  if (cfg) m0__config_fini(cfg);
+  free(cfg);
+  free(checks);
+  return ok;
+}
+
+/* posix_spawn of path with this process's argv and environment (less m0's
+ * private variables and systemd's), and M0__UPGRADE. */
+static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pid) {
+  char up[160], dirv[PATH_MAX + 16];
+  snprintf(up, sizeof up, "M0__UPGRADE=%d,%d,%d,%d,%ld,%llu,%d", p->listen_fd, p->page.fd, p->page.app_fd, ready_w,
+           (long)getpid(), (unsigned long long)p->reload.generation + 1,
+           p->reload.generation > 1 ? p->upgrade_dir_made : p->rundir.made);
+  snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", p->rundir.path);
+  size_t ne = 0;
+  while (environ[ne]) ne++;
+  char **env = calloc(ne + 3, sizeof *env);
+  if (!env) return ENOMEM;
+  size_t k = 0;
+  for (size_t e = 0; e < ne; e++)
+    if (strncmp(environ[e], "M0__", 4) != 0 && !m0__sd_private(environ[e])) env[k++] = environ[e];
+  env[k++] = up;
+  env[k++] = dirv;
+  env[k] = NULL;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  /* dup2 onto itself clears close-on-exec: exactly these are inherited. */
+  int inherit[4] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w};
+  for (int j = 0; j < 4; j++)
+    if (inherit[j] >= 0) posix_spawn_file_actions_adddup2(&fa, inherit[j], inherit[j]);
+  sigset_t none, def;
+  sigemptyset(&none);
+  sigemptyset(&def);
+  int sigs[] = {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGUSR2, SIGCHLD};
+  for (size_t j = 0; j < sizeof sigs / sizeof sigs[0]; j++) sigaddset(&def, sigs[j]);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int rv = posix_spawn(pid, path, &fa, &at, reload_argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  free(env);
+  return rv;
+}
+
+void m0__reload_ask(m0__process *p, int sig, bool serving) {
+  m0__reload *r = &p->reload;
+  unsigned long long gen = (unsigned long long)r->generation;
+  if (!serving) {
+    fprintf(stderr, "m0: reload: generation %llu is not serving (starting or draining); this %s is refused\n", gen,
+            sig_name(sig));
+    return;
+  }
+  if (r->next_pid) {
+    fprintf(stderr, "m0: reload: generation %llu is still starting (pid %d); this %s is refused\n", gen + 1,
+            (int)r->next_pid, sig_name(sig));
+    return;
+  }
+  if (r->prev_pid && getppid() == r->prev_pid) { /* its exit reparents this process */
+    fprintf(stderr, "m0: reload: generation %llu is still draining (pid %d); this %s is refused\n", gen - 1,
+            (int)r->prev_pid, sig_name(sig));
+    return;
+  }
+  r->prev_pid = 0;
+  if (sig == M0__SIG_HUP && !reload_config_ok(p)) return;
+  /* SIGUSR2: the file this binary was started from, as it is now. */
+  const char *path = sig == M0__SIG_HUP || !reload_exe[0] ? "/proc/self/exe" : reload_exe;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    fprintf(stderr, "m0: reload: cannot make a pipe: %s; generation %llu keeps serving\n", strerror(errno), gen);
+    return;
+  }
+  pid_t pid;
+  int rv = reload_spawn(p, path, fds[1], &pid);
+  close(fds[1]);
+  if (rv != 0) {
+    close(fds[0]);
+    fprintf(stderr, "m0: reload: cannot start generation %llu from %s: %s; generation %llu keeps serving\n", gen + 1,
+            path, strerror(rv), gen);
+    return;
+  }
+  r->next_pid = pid;
+  r->next_fd = fds[0];
+  r->next_reaped = false;
+  fprintf(stderr, "m0: reload: generation %llu starting (pid %d, %s)\n", gen + 1, (int)pid,
+          sig == M0__SIG_HUP ? reload_exe : path);
+  m0__sd_notify("RELOADING=1");
+}
+
+bool m0__reload_reaped(m0__process *p, pid_t pid, int status) {
+  if (!p->reload.next_pid || pid != p->reload.next_pid) return false;
+  p->reload.next_status = status;
+  p->reload.next_reaped = true;
+  return true;
+}
+
+/* The next generation's exit, once its pipe said EOF (its last holder is
+ * gone): reaped here unless the supervisor's waitpid(-1) took it. */
+static bool reload_status(m0__reload *r, int *status) {
+  if (r->next_reaped) {
+    *status = r->next_status;
+    return true;
+  }
+  pid_t w;
+  while ((w = waitpid(r->next_pid, status, 0)) < 0 && errno == EINTR) {
+  }
+  return w == r->next_pid;
+}
+
+bool m0__reload_next(m0__process *p) {
+  m0__reload *r = &p->reload;
+  unsigned long long gen = (unsigned long long)r->generation;
+  char b;
+  ssize_t n;
+  while ((n = read(r->next_fd, &b, 1)) < 0 && errno == EINTR) {
+  }
+  if (n < 0 && errno == EAGAIN) return false;
+  close(r->next_fd);
+  r->next_fd = -1;
+  pid_t pid = r->next_pid;
+  if (n == 1) {
+    r->next_pid = 0; /* not ours to wait for any more: it outlives this process */
+    r->handed_over = true;
+    fprintf(stderr, "m0: reload: generation %llu serving (pid %d); generation %llu draining\n", gen + 1, (int)pid,
+            gen);
+    return true;
+  }
+  int st = 0;
+  bool known = reload_status(r, &st);
+  r->next_pid = 0;
+  if (known && WIFSIGNALED(st))
+    fprintf(stderr, "m0: reload: generation %llu (pid %d) died of signal %d before serving; generation %llu keeps "
+                    "serving\n", gen + 1, (int)pid, WTERMSIG(st), gen);
+  else
+    fprintf(stderr, "m0: reload: generation %llu (pid %d) exited %d before serving; generation %llu keeps serving\n",
+            gen + 1, (int)pid, known ? WEXITSTATUS(st) : -1, gen);
+  m0__sd_notify("READY=1");
+  return false;
+}
+
+void m0__reload_serving(m0__process *p) {
+  m0__reload *r = &p->reload;
+  if (r->generation > 1) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    atomic_store(&p->page.head->reloaded_ms, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+  }
+  atomic_store(&p->page.head->generation, r->generation);
+  if (r->prev_fd >= 0) {
+    char b = 'R';
+    if (write(r->prev_fd, &b, 1) != 1) { /* the predecessor is gone: nothing to tell */ }
+    close(r->prev_fd);
+    r->prev_fd = -1;
+  }
+  if (r->generation > 1) {
+    char st[64];
+    snprintf(st, sizeof st, "MAINPID=%d\nREADY=1", (int)getpid());
+    m0__sd_notify(st);
+  } else m0__sd_notify("READY=1");
+}
+
+void m0__reload_stop_next(m0__process *p) {
+  if (p->reload.next_pid) kill(p->reload.next_pid, SIGTERM);
+}
+
+void m0__reload_wait_next(m0__process *p, int64_t deadline) {
+  m0__reload *r = &p->reload;
+  if (!r->next_pid) return;
+  unsigned long long gen = (unsigned long long)r->generation + 1;
+  /* Its pipe ends when it does (or says it serves: draining by now too). */
+  for (;;) {
+    int64_t left = deadline - m0__now_ms();
+    struct pollfd pf = {r->next_fd, POLLIN, 0};
+    if (r->next_reaped || left <= 0) break;
+    int n = poll(&pf, 1, (int)(left > 1000 ? 1000 : left));
+    if (n > 0) {
+      char b;
+      if (read(r->next_fd, &b, 1) <= 0) break;
+    }
+  }
+  int st;
+  pid_t w = r->next_reaped ? r->next_pid : waitpid(r->next_pid, &st, WNOHANG);
+  if (w != r->next_pid) {
+    /* Its EOF came, its exit not yet: a moment; past the bound, killed. */
+    if (m0__now_ms() < deadline) w = waitpid(r->next_pid, &st, 0);
+    else {
+      fprintf(stderr, "m0: reload: generation %llu (pid %d) did not stop within the bound; killed\n", gen,
+              (int)r->next_pid);
+      kill(r->next_pid, SIGKILL);
+      waitpid(r->next_pid, &st, 0);
+    }
+  }
+  fprintf(stderr, "m0: reload: generation %llu (pid %d) stopped with this one\n", gen, (int)r->next_pid);
+  close(r->next_fd);
+  r->next_fd = -1;
+  r->next_pid = 0;
+}

@@ -1,0 +1,84 @@
+/* Generations: SIGHUP reloads the configuration and SIGUSR2 upgrades the
+ * binary, in every mode, without losing a request.
+ *
+ * Both start the NEXT GENERATION: a new host process (a child of the top
+ * process at first; it outlives it) that inherits the listener, the run
+ * directory and the shared page by descriptor, runs the ordered checks and
+ * every make itself, and says on a pipe when it serves. Only then does this
+ * generation drain (streams get m0.closing, in-flight requests finish, within
+ * the one bound) and exit 0; the kernel's accept queue belongs to the
+ * listener, which both hold, so no connection waits on a process that is
+ * going. SIGHUP runs /proc/self/exe after checking the new configuration here
+ * first (a refusal is one line; nothing changes); SIGUSR2 runs the file the
+ * binary was started from, as it is on disk now.
+ *
+ * Design notes
+ * - What a reload can change: what the process reads at start that is not
+ *   the argv or the environment (both are inherited as they are): the
+ *   --topology file. What it cannot: the listener (host, port: inherited),
+ *   the run directory, the mode and the number of loops or workers (the page
+ *   is shared and sized by them; a change is refused with "needs a
+ *   restart").
+ * - One reload at a time: from the signal until the next generation serves,
+ *   and in the next generation until its predecessor has exited (its bank of
+ *   page lines is the one the generation after would use), another SIGHUP
+ *   or SIGUSR2 is refused with a line.
+ * - Event ids stay single and increasing: the counter is the shared page's
+ *   word, which every generation uses.
+ * - Each generation's ipc sockets are its own: <run-dir>/g<N> for N > 1
+ *   (both generations listen at once), the page and the outside publishers'
+ *   view (the page's generation word) are shared.
+ * - A SIGTERM during a reload drains both generations within the one bound:
+ *   the next generation is sent SIGTERM and waited for.
+ */
+#ifndef M0_HOST_RELOAD_H
+#define M0_HOST_RELOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "host/config.h"
+
+struct m0__process;
+
+typedef struct m0__reload {
+  uint64_t generation; /* this process's: 1, or its predecessor's + 1 */
+  /* as the next generation */
+  int prev_fd;    /* to the predecessor: one byte once this one serves, then closed; -1 none */
+  pid_t prev_pid; /* the predecessor, until it has exited */
+  /* with a next generation starting */
+  pid_t next_pid; /* 0: none */
+  int next_fd;    /* the pipe's read end: a byte when it serves, EOF when it ended first */
+  int next_status;
+  bool next_reaped;
+  bool handed_over; /* the next generation serves: this one drains and leaves the run directory to it */
+} m0__reload;
+
+/* At m0_serve's start, before anything: the binary's path as it is now (a
+ * file renamed over it later is what SIGUSR2 runs), the argv, the app. */
+void m0__reload_remember(const m0_app *app, int argc, char **argv);
+/* The top process of a next generation takes what M0__UPGRADE passes into
+ * p (listener, page, run directory, generation). 0: none passed; 1: taken;
+ * -1: malformed (said). */
+int m0__reload_inherit(struct m0__process *p);
+/* A SIGHUP or SIGUSR2 (M0__SIG_HUP/_USR2) reached the top process: starts
+ * the next generation, or says in one line why not (not serving: starting
+ * or draining; a reload in progress; a configuration refused). */
+void m0__reload_ask(struct m0__process *p, int sig, bool serving);
+/* next_fd is readable: true when the next generation serves (the caller
+ * drains and exits 0: handed_over is set); false when it ended before it
+ * served (said, with its exit; this generation serves on). */
+bool m0__reload_next(struct m0__process *p);
+/* This generation serves (the banner): tells its predecessor, and the page. */
+void m0__reload_serving(struct m0__process *p);
+/* The drain begins: a next generation still starting is sent SIGTERM. */
+void m0__reload_stop_next(struct m0__process *p);
+/* The drain ends: that generation's exit is waited for until deadline
+ * (CLOCK_MONOTONIC ms), then it is killed. */
+void m0__reload_wait_next(struct m0__process *p, int64_t deadline);
+/* The supervisor's waitpid(-1) took pid: true when it was the next
+ * generation (its status is kept for m0__reload_next). */
+bool m0__reload_reaped(struct m0__process *p, pid_t pid, int status);
+
+#endif

@@ -16,6 +16,7 @@
 #include "host/config.h"
 #include "host/process.h"
 #include "transport/links.h"
+#include "transport/page.h"
 #include "transport/topology.h"
 
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
@@ -151,6 +152,21 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
     json_array_append_new(unknown, o);
   }
   json_object_set_new(root, "unknown_variables", unknown);
+
+  /* A host already serving in the run directory named (--run-dir,
+   * M0_RUN_DIR, as its own processes have it): its generation and reloads
+   * (host/reload.h), read from its shared page; null when none serves there. */
+  json_t *running = json_null();
+  m0__page pg;
+  char perr[512];
+  if (M0__CFGS(cfg, run_dir)[0] && m0__page_attach(&pg, M0__CFGS(cfg, run_dir), perr, sizeof perr) == 0) {
+    uint64_t gen = atomic_load(&pg.head->generation);
+    json_decref(running);
+    running = json_pack("{s:I, s:I, s:I}", "generation", (json_int_t)gen, "reloads", (json_int_t)(gen > 1 ? gen - 1 : 0),
+                        "last_reload_unix_ms", (json_int_t)atomic_load(&pg.head->reloaded_ms));
+    m0__page_close(&pg);
+  }
+  json_object_set_new(root, "running", running);
   json_t *arr = json_array();
   for (int i = 0; i < M0__CHECK_COUNT; i++) {
     json_t *o = json_pack("{s:s, s:b, s:s}", "name", checks[i].name, "ok", checks[i].ok, "detail", checks[i].detail);

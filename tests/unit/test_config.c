@@ -27,6 +27,7 @@
 #include "host/checks.h"
 #include "host/config.h"
 #include "actors/trace.h"
+#include "transport/page.h"
 
 extern char **environ;
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
@@ -1808,6 +1809,33 @@ static int serve_fn(void *arg) {
   return m0_serve(s->app ? s->app : &app_routes, NULL, s->argc, s->argv);
 }
 
+/* The doctor shows the generation of a host serving in the run directory
+ * named (read from its page), and null without one. */
+static void test_doctor_running(void **st) {
+  (void)st;
+  int rc;
+  char dir[] = "/tmp/m0-doctor-XXXXXX", err[256];
+  assert_non_null(mkdtemp(dir));
+  json_t *j = DOCTOR(&app_routes, &rc, "--port", "0", "--run-dir", dir);
+  assert_true(json_is_null(json_object_get(j, "running")));
+  json_decref(j);
+  m0__page pg;
+  assert_int_equal(m0__page_create(&pg, dir, 1, 0, err, sizeof err), 0);
+  atomic_store(&pg.head->generation, 3);
+  atomic_store(&pg.head->reloaded_ms, 1234);
+  j = DOCTOR(&app_routes, &rc, "--port", "0", "--run-dir", dir);
+  json_t *r = json_object_get(j, "running");
+  assert_int_equal(json_integer_value(json_object_get(r, "generation")), 3);
+  assert_int_equal(json_integer_value(json_object_get(r, "reloads")), 2);
+  assert_int_equal(json_integer_value(json_object_get(r, "last_reload_unix_ms")), 1234);
+  json_decref(j);
+  m0__page_close(&pg);
+  char path[64];
+  snprintf(path, sizeof path, "%s/page", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
 /* m0_serve's exit codes where no server starts. */
 /* The doctor says what an app allows as it means it, and which M0_
  * variables it ignored (names only). */
@@ -1915,6 +1943,7 @@ int main(void) {
       cmocka_unit_test_setup(test_doctor, setup),
       cmocka_unit_test_setup(test_doctor_actors, setup),
       cmocka_unit_test_setup(test_doctor_bounds, setup),
+      cmocka_unit_test_setup(test_doctor_running, setup),
       cmocka_unit_test_setup(test_serve_codes, setup),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

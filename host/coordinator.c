@@ -19,6 +19,7 @@
  */
 #include "host/coordinator.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,7 +505,7 @@ static int coord_start(coord *c) {
     l->run_dir = pr->sockdir; /* its outside publishers' socket is this generation's */
     l->npool = c->npool;
     l->pool_threads = &c->pools[i * c->npool];
-    l->listen_fd = i == 0 ? pr->listen_fd : dup(pr->listen_fd);
+    l->listen_fd = i == 0 ? pr->listen_fd : fcntl(pr->listen_fd, F_DUPFD_CLOEXEC, 0);
     l->ctx = base;
     l->ctx.worker = idx;
     coord_loop_settings(l, cfg, pr->loops);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/checks.h"
 #include "host/process.h"
 #include "host/signals.h"
 #include "transport/systemd.h"
@@ -74,57 +74,119 @@ int m0__reload_inherit(m0__process *p) {
   return 1;
 }
 
+/* The environment a child of this process gets: this one's, less m0's
+ * private variables and systemd's, plus extra (NULL-terminated). */
+static char **reload_env(char *const *extra) {
+  size_t ne = 0, nx = 0;
+  while (environ[ne]) ne++;
+  while (extra[nx]) nx++;
+  char **env = calloc(ne + nx + 1, sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t e = 0; e < ne; e++)
+    if (strncmp(environ[e], "M0__", 4) != 0 && !m0__sd_private(environ[e])) env[k++] = environ[e];
+  for (size_t x = 0; x < nx; x++) env[k++] = extra[x];
+  env[k] = NULL;
+  return env;
+}
+
+/* The doctor of this binary with this argv and environment: the same
+ * ordered checks in a process of their own, so nothing of them (a TLS
+ * identity loaded, nng's threads) touches the serving one. Its JSON, or
+ * NULL (said). */
+static json_t *reload_doctor(unsigned long long gen) {
+  int argc = reload_argc;
+  char **argv = calloc((size_t)argc + 2, sizeof *argv);
+  char *none[] = {NULL};
+  char **env = reload_env(none);
+  int out[2] = {-1, -1};
+  json_t *j = NULL;
+  if (!argv || !env || pipe2(out, O_CLOEXEC) != 0) {
+    fprintf(stderr, "m0: reload refused: cannot run the checks (%s); generation %llu keeps serving\n",
+            strerror(errno), gen);
+    goto out;
+  }
+  for (int i = 0; i < argc; i++) argv[i] = reload_argv[i];
+  argv[argc] = "--doctor";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rv = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  out[1] = -1;
+  if (rv != 0) {
+    fprintf(stderr, "m0: reload refused: cannot run the checks (%s); generation %llu keeps serving\n",
+            strerror(rv), gen);
+    goto out;
+  }
+  json_error_t je;
+  FILE *f = fdopen(out[0], "r");
+  if (f) {
+    out[0] = -1;
+    j = json_loadf(f, JSON_DISABLE_EOF_CHECK, &je); /* one object on one line */
+    fclose(f);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!j)
+    fprintf(stderr, "m0: reload refused: the checks did not run (the doctor %s %d); generation %llu keeps serving\n",
+            WIFSIGNALED(st) ? "died of signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), gen);
+out:
+  if (out[0] >= 0) close(out[0]);
+  if (out[1] >= 0) close(out[1]);
+  free(argv);
+  free(env);
+  return j;
+}
+
 /* HUP: the configuration as it is now passes the checks and keeps what a
- * reload cannot change. Else false, said. */
+ * reload cannot change. Else false, said in one line. */
 static bool reload_config_ok(m0__process *p) {
-  m0_config *cfg = calloc(1, sizeof *cfg);
-  m0__check *checks = calloc(M0__CHECK_COUNT, sizeof *checks);
-  char why[1200];
-  bool ok = false;
-  if (!cfg || !checks) fprintf(stderr, "m0: reload refused: out of memory; generation %llu keeps serving\n",
-                               (unsigned long long)p->reload.generation);
-  else if (m0__config_load(cfg, reload_argc, reload_argv, why, sizeof why) != 0)
-    fprintf(stderr, "m0: reload refused: %s; generation %llu keeps serving\n", why,
-            (unsigned long long)p->reload.generation);
-  else {
-    int first = m0__checks_run(cfg, reload_app, checks);
-    m0__process now;
-    m0__process_describe(&now, reload_app, cfg);
-    if (first >= 0)
-      fprintf(stderr, "m0: reload refused: %s (%s); generation %llu keeps serving\n", checks[first].detail,
-              checks[first].fix, (unsigned long long)p->reload.generation);
-    else if (now.mode != p->mode || now.loops != p->loops)
+  unsigned long long gen = (unsigned long long)p->reload.generation;
+  json_t *j = reload_doctor(gen);
+  if (!j) return false;
+  bool ok = json_is_true(json_object_get(j, "ok"));
+  json_t *checks = json_object_get(j, "checks"), *topo = json_object_get(j, "topology");
+  if (!ok) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(checks, i, c) {
+      if (json_is_true(json_object_get(c, "ok"))) continue;
+      fprintf(stderr, "m0: reload refused: %s (%s); generation %llu keeps serving\n",
+              json_string_value(json_object_get(c, "detail")), json_string_value(json_object_get(c, "fix")), gen);
+      break;
+    }
+  } else {
+    const char *mode = json_string_value(json_object_get(topo, "mode"));
+    long loops = (long)json_integer_value(json_object_get(topo, "loops"));
+    const char *now = m0__mode_name(p->mode);
+    if (!mode || strcmp(mode, now) != 0 || loops != p->loops) {
       fprintf(stderr,
               "m0: reload refused: the configuration changes the mode or the number of loops (%s with %d, now %s "
-              "with %d), which needs a restart; generation %llu keeps serving\n",
-              m0__mode_name(p->mode), p->loops, m0__mode_name(now.mode), now.loops,
-              (unsigned long long)p->reload.generation);
-    else ok = true;
+              "with %ld), which needs a restart; generation %llu keeps serving\n",
+              now, p->loops, mode ? mode : "?", loops, gen);
+      ok = false;
+    }
   }
-  if (cfg) m0__config_fini(cfg);
-  free(cfg);
-  free(checks);
+  json_decref(j);
   return ok;
 }
 
 /* posix_spawn of path with this process's argv and environment (less m0's
- * private variables and systemd's), and M0__UPGRADE. */
+ * private variables and systemd's), M0__UPGRADE and M0__RUN_DIR. */
 static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pid) {
   char up[160], dirv[PATH_MAX + 16];
   snprintf(up, sizeof up, "M0__UPGRADE=%d,%d,%d,%d,%ld,%llu,%d", p->listen_fd, p->page.fd, p->page.app_fd, ready_w,
            (long)getpid(), (unsigned long long)p->reload.generation + 1,
            p->reload.generation > 1 ? p->upgrade_dir_made : p->rundir.made);
   snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", p->rundir.path);
-  size_t ne = 0;
-  while (environ[ne]) ne++;
-  char **env = calloc(ne + 3, sizeof *env);
+  char *extra[] = {up, dirv, NULL};
+  char **env = reload_env(extra);
   if (!env) return ENOMEM;
-  size_t k = 0;
-  for (size_t e = 0; e < ne; e++)
-    if (strncmp(environ[e], "M0__", 4) != 0 && !m0__sd_private(environ[e])) env[k++] = environ[e];
-  env[k++] = up;
-  env[k++] = dirv;
-  env[k] = NULL;
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);

@@ -448,6 +448,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
   if (c->ws) { /* a WebSocket outlives the request count; at the drain it goes with 1001 */
     if (h->draining) m0__ws_goodbye(c->ws, 1001, "the server is going away");
+  } else if (c->stream && h->draining) {
+    m0__stream_goodbye(c); /* begun as the drain did: told like the streams open then */
   } else if (last || res.close) {
     c->close_after = true; /* res.close: a HEAD of a stream */
   }

@@ -295,6 +295,14 @@ static void stream_replay(m0__conn *c, m0__chan *ch, uint64_t last) {
   }
 }
 
+void m0__stream_goodbye(m0__conn *c) {
+  static const char bye[] = "event: m0.closing\ndata: {\"reason\":\"the server is going away\"}\nretry: 1000\n\n";
+  m0__outq_append(m0__conn_target(c), bye, sizeof bye - 1);
+  c->close_after = true;
+  m0__conn_flush(c);
+  if (!c->closing) m0__stream_forget(c);
+}
+
 int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last) {
   m0__conn *c = ctx;
   if (m0__stream_subscribe(c, channel, strlen(channel)) < 0) return -1;
@@ -330,19 +338,14 @@ void m0__stream_beat(m0__http *h, uint64_t now) {
 }
 
 void m0__stream_close_all(m0__http *h) {
-  static const char bye[] = "event: m0.closing\ndata: {\"reason\":\"the server is going away\"}\nretry: 1000\n\n";
   m0__conn *next;
   for (m0__conn *c = h->streams; c; c = next) {
     next = c->snext;
     if (c->closing) continue;
     if (c->ws) {
       m0__ws_goodbye(c->ws, M0__WS_GOING_AWAY, "the server is going away");
-    } else {
-      m0__outq_append(m0__conn_target(c), bye, sizeof bye - 1);
-      c->close_after = true;
-      m0__conn_flush(c);
-    }
-    if (!c->closing) m0__stream_forget(c);
+      if (!c->closing) m0__stream_forget(c);
+    } else m0__stream_goodbye(c);
   }
 }
 

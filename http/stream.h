@@ -60,6 +60,10 @@ void m0__stream_beat(m0__http *h, uint64_t now);
 /* From the drain: every stream gets its closing event (a WebSocket its
  * close frame, 1001) and leaves h->streams, to close once that is written. */
 void m0__stream_close_all(m0__http *h);
+/* The drain's goodbye to one stream: an m0.closing event with a retry hint
+ * (clients come back, to the next generation after a reload), then the
+ * close. For the streams open when the drain begins and one begun after. */
+void m0__stream_goodbye(m0__conn *c);
 /* Frees every channel and its history (m0__http_fini). */
 void m0__stream_fini(m0__http *h);
 

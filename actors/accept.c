@@ -6,7 +6,10 @@
  *   closed here because the kernel gave the sibling its own.
  * - pending (hand-offs sent, not yet admitted) is raised before the send and
  *   taken back on failure, so a sibling's load never misses a connection on
- *   its way; it never goes below zero (accept_pending_done).
+ *   its way; it never goes below zero (accept_pending_done). A draining loop
+ *   waits for its pending hand-offs (until the drain's fresh grace ends)
+ *   before it finishes: one chosen just before it was leaving is answered,
+ *   not closed (m0__loop_maybe_finish).
  * - The time a sibling's pass mark is compared against is read fresh, not
  *   the pass's cached uv_now: a long pass would make every sibling look
  *   fresh.
@@ -46,11 +49,12 @@ void m0__accept_poll(m0__loop *l, bool on) {
 /* Takes a connection: ours from now on. */
 static void accept_adopt(m0__loop *l, int fd) {
   if (l->finished) {
-    close(fd); /* cannot happen while siblings skip a leaving loop */
+    close(fd); /* came after the drain's grace, which the loop waited for it (m0__loop_maybe_finish) */
     return;
   }
   if (m0__http_adopt(&l->http, fd) == 0) atomic_fetch_add(&m0__loop_line_at(l, l->index)->open, 1);
   if (l->http.nconns >= l->ctx.capacity) m0__accept_poll(l, false);
+  m0__loop_maybe_finish(l); /* draining: that was the hand-off it waited for (or it could not be taken) */
 }
 
 /* The least-loaded sibling, or ourselves: ties stay here. */

@@ -19,12 +19,22 @@ static void loop_on_closed(m0__http *h) {
   m0__loop *l = h->owner;
   atomic_fetch_sub(&m0__loop_line_at(l, l->index)->open, 1);
   if (!l->stopping && h->nconns < l->ctx.capacity) m0__accept_poll(l, true);
-  if (l->stopping && h->nconns == 0) loop_finish(l);
+  m0__loop_maybe_finish(l);
+}
+
+void m0__loop_maybe_finish(m0__loop *l) {
+  if (!l->stopping || l->http.nconns) return;
+  if (atomic_load(&m0__loop_line_at(l, l->index)->pending) && !l->grace_over) return;
+  loop_finish(l);
 }
 
 static void loop_on_sweep(uv_timer_t *t) {
   m0__loop *l = t->data;
   m0__http_sweep(&l->http);
+  if (l->stopping) { /* the first sweep of the drain runs when the fresh grace ends (loop_stop) */
+    l->grace_over = true;
+    m0__loop_maybe_finish(l);
+  }
   if (l->fd_starved && !l->stopping && l->http.nconns < l->ctx.capacity) m0__accept_poll(l, true); /* try again */
 }
 
@@ -86,12 +96,15 @@ static void loop_stop(m0__loop *l) {
   atomic_store(&m0__loop_line_at(l, l->index)->leaving, 1);
   if (l->listening) uv_close((uv_handle_t *)&l->listener, loop_on_listener_closed);
   l->listening = false;
-  m0__http_drain(&l->http);
+  /* A drain because the next generation serves (its number is on the page
+   * now) lets idle keep-alive clients finish their next request. */
+  m0__http_drain(&l->http, atomic_load(&l->page->head->generation) > l->generation);
   /* A fresh connection's grace (drain_fresh_ms) ends at a sweep: the next
    * one runs then, not up to a sweep period later. */
   if (l->http.drain_fresh_ms)
     uv_timer_start(&l->sweep, loop_on_sweep, l->http.drain_fresh_ms + 1, uv_timer_get_repeat(&l->sweep));
-  if (l->http.nconns == 0) loop_finish(l);
+  else l->grace_over = true;
+  m0__loop_maybe_finish(l);
 }
 
 /* Everything is answered and closed: report and let uv_run return. */

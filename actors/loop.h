@@ -44,6 +44,7 @@ typedef struct m0__loop {
   const m0_app *app;
   m0__tracer *trace;
   m0__page *page;
+  uint64_t generation; /* its process's (host/reload.h) */
   int listen_fd; /* the loop owns it from start */
   uint32_t coord_id;    /* who it reports to: the coordinator of its process */
   const char *coord_url;
@@ -91,6 +92,7 @@ typedef struct m0__loop {
   struct m0__asks *asks;         /* requests waiting on an actor or a deferred view (actors/asks.h) */
   void *state;
   bool listening, polling, stopping, finished;
+  bool grace_over; /* stopping: the drain's fresh grace has passed (m0__loop_maybe_finish) */
   bool recycling; /* reached recycle_at: accepts nothing more, waits for STOP */
   atomic_bool told_stop; /* set by the coordinator just before it sends STOP (actors/accept.c) */
   bool fd_starved; /* an accept ran out of descriptors: the listener waits for a close or the next sweep */
@@ -111,5 +113,12 @@ static inline m0__loop_line *m0__loop_line_at(const m0__loop *l, int i) { return
  * hang_up closes its peers (siblings, pool, coordinator), release its
  * mailbox. */
 extern const m0__actor_kind m0__loop_kind;
+
+/* Stopping: finishes the loop once its connections are closed and no
+ * hand-off is on its way to it (a sibling chose it just before it was
+ * leaving; finished, it would close that connection unanswered). One that
+ * never comes (its sender died between the count and the send) holds it
+ * only until the drain's fresh grace has passed. */
+void m0__loop_maybe_finish(m0__loop *l);
 
 #endif

@@ -368,7 +368,9 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   }
 
   c->nreq++;
-  bool last = !p->keep_alive || h->draining || c->close_after ||
+  /* Draining for the next generation, requests pipelined behind this one
+   * (their bytes are here) are answered too, the last saying close. */
+  bool last = !p->keep_alive || (h->draining && !(h->handover && c->more_in)) || c->close_after ||
               (h->max_keepalive_requests > 0 && c->nreq >= (uint64_t)h->max_keepalive_requests);
   m0_response res;
   m0__response_init(&res, m0__conn_target(c), &h->date, p->version_minor, p->is_head, last);
@@ -538,6 +540,7 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
       conn_error(c, buf, c->p.status, c->p.why);
       break;
     }
+    c->more_in = off < len;
     conn_dispatch(c, buf);
     m0__parser_next(&c->p);
     c->continued = false;
@@ -804,8 +807,9 @@ void m0__http_sweep(m0__http *h) {
   }
 }
 
-void m0__http_drain(m0__http *h) {
+void m0__http_drain(m0__http *h, bool handover) {
   h->draining = true;
+  h->handover = handover;
   /* Streams first: the walk below would close an idle stream at once,
    * before its closing event. */
   m0__stream_close_all(h);
@@ -813,7 +817,8 @@ void m0__http_drain(m0__http *h) {
   uint64_t fresh_by = uv_now(h->uv) + h->drain_fresh_ms;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
-    if (c->phase == PHASE_FRESH && h->drain_fresh_ms) {
+    bool idle = m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting;
+    if ((c->phase == PHASE_FRESH || (handover && c->phase == PHASE_IDLE && idle)) && h->drain_fresh_ms) {
       /* Accepted just before the drain, its request may be on its way (closed
        * now, it would be lost): the sweep closes it if none comes in time. */
       if (fresh_by < c->deadline) c->deadline = fresh_by;

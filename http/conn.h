@@ -44,6 +44,7 @@ typedef struct m0__http {
   _Atomic uint64_t *busy_since;
   bool access_log;
   bool draining;
+  bool handover; /* draining because the next generation serves (m0__http_drain) */
   m0__proxies proxies; /* --trusted-proxies (n 0: none): whose Forwarded headers are believed */
   m0__date date;
   m0__conn *conns; /* every open connection, for the sweep and the drain */
@@ -144,7 +145,10 @@ uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64
 /* Closes connections whose deadline passed (408 where a request was begun). */
 void m0__http_sweep(m0__http *h);
 /* Starts the drain: idle connections close now; a connection inside a request
- * closes once that response is written. */
-void m0__http_drain(m0__http *h);
+ * closes once that response is written. handover (the next generation
+ * serves: host/reload.h): an idle keep-alive connection is not closed under
+ * a request its client may be sending; it has the fresh connections' grace
+ * to send one more (answered with Connection: close), as they do. */
+void m0__http_drain(m0__http *h, bool handover);
 
 #endif

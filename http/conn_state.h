@@ -44,6 +44,7 @@ struct m0__conn {
   bool close_on_complete; /* that request's answer is the last */
   bool zombie;            /* closed while waiting: freed by m0__http_complete */
   bool stream;            /* a stream or a WebSocket (in h->streams): nothing more is parsed as HTTP */
+  bool more_in;           /* bytes of another request follow the one being answered, in the same read */
   uint64_t last_write;    /* its last frame or beat, for the heartbeat */
   m0__conn *snext, *sprev; /* in h->streams */
   struct m0__sub *subs;   /* its channels (http/stream.h) */

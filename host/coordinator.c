@@ -499,6 +499,7 @@ static int coord_start(coord *c) {
     l->app = pr->app;
     l->trace = pr->trace;
     l->page = &pr->page;
+    l->generation = pr->reload.generation;
     l->coord_id = c->self.id;
     l->coord_url = c->self.url;
     l->handoff = p->handoff;

@@ -238,6 +238,17 @@ def children(pid):
     return out
 
 
+def descendants(pid):
+    """Every pid below pid (children, theirs, ...), as far as /proc shows."""
+    out, todo = set(), [pid]
+    while todo:
+        for c in children(todo.pop()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
 def run(app, *args, env=None, timeout=10.0):
     """Runs a binary to completion (bounded): (exit code, stdout, stderr)."""
     e = dict(os.environ)

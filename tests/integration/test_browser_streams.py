@@ -45,7 +45,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BIN, Failures, Server, children
+from harness import BIN, Failures, Server, descendants
 
 F = Failures()
 CHROMIUM = "/usr/bin/chromium"
@@ -211,14 +211,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def descendants(pid):
-    out, todo = set(), [pid]
-    while todo:
-        for c in children(todo.pop()):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
 
 
 def poll(fn, timeout, every=0.05):

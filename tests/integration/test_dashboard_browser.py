@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BIN, Failures, Server, children
+from harness import BIN, Failures, Server, descendants
 
 F = Failures()
 CHROMIUM = "/usr/bin/chromium"
@@ -138,14 +138,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def descendants(pid):
-    out, todo = set(), [pid]
-    while todo:
-        for c in children(todo.pop()):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
 
 
 class WebDriverError(Exception):

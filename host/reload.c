@@ -75,8 +75,10 @@ int m0__reload_inherit(m0__process *p) {
 }
 
 /* The environment a child of this process gets: this one's, less m0's
- * private variables and systemd's, plus extra (NULL-terminated). */
-static char **reload_env(char *const *extra) {
+ * private variables and systemd's activation (the listener is passed in
+ * M0__UPGRADE), plus extra (NULL-terminated). NOTIFY_SOCKET is kept for the
+ * next generation (it says MAINPID= and READY=1), not for the doctor. */
+static char **reload_env(char *const *extra, bool notify) {
   size_t ne = 0, nx = 0;
   while (environ[ne]) ne++;
   while (extra[nx]) nx++;
@@ -84,7 +86,9 @@ static char **reload_env(char *const *extra) {
   if (!env) return NULL;
   size_t k = 0;
   for (size_t e = 0; e < ne; e++)
-    if (strncmp(environ[e], "M0__", 4) != 0 && !m0__sd_private(environ[e])) env[k++] = environ[e];
+    if (strncmp(environ[e], "M0__", 4) != 0 &&
+        (!m0__sd_private(environ[e]) || (notify && !strncmp(environ[e], "NOTIFY_SOCKET=", 14))))
+      env[k++] = environ[e];
   for (size_t x = 0; x < nx; x++) env[k++] = extra[x];
   env[k] = NULL;
   return env;
@@ -98,7 +102,7 @@ static json_t *reload_doctor(unsigned long long gen) {
   int argc = reload_argc;
   char **argv = calloc((size_t)argc + 2, sizeof *argv);
   char *none[] = {NULL};
-  char **env = reload_env(none);
+  char **env = reload_env(none, false);
   int out[2] = {-1, -1};
   json_t *j = NULL;
   if (!argv || !env || pipe2(out, O_CLOEXEC) != 0) {
@@ -176,8 +180,8 @@ static bool reload_config_ok(m0__process *p) {
   return ok;
 }
 
-/* posix_spawn of path with this process's argv and environment (less m0's
- * private variables and systemd's), M0__UPGRADE and M0__RUN_DIR. */
+/* posix_spawn of path with this process's argv and environment
+ * (reload_env), M0__UPGRADE and M0__RUN_DIR. */
 static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pid) {
   char up[160], dirv[PATH_MAX + 16];
   snprintf(up, sizeof up, "M0__UPGRADE=%d,%d,%d,%d,%ld,%llu,%d", p->listen_fd, p->page.fd, p->page.app_fd, ready_w,
@@ -185,7 +189,7 @@ static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pi
            p->reload.generation > 1 ? p->upgrade_dir_made : p->rundir.made);
   snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", p->rundir.path);
   char *extra[] = {up, dirv, NULL};
-  char **env = reload_env(extra);
+  char **env = reload_env(extra, true);
   if (!env) return ENOMEM;
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;

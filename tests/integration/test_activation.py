@@ -23,6 +23,9 @@ host_check started through /bin/sh so that LISTEN_PID can be its own pid:
   --workers 2.
 Readiness (NOTIFY_SOCKET):
 - an abstract socket ("@name") receives READY=1 and STOPPING=1;
+- a SIGHUP: RELOADING=1 from the old generation, MAINPID=<new pid> and
+  READY=1 from the next, no STOPPING=1 from the old, STOPPING=1 at the new
+  one's own drain;
 - one nobody listens on, a relative path, or one too long for a socket: the
   host serves all the same and exits 0 (readiness is never fatal).
 - Under --workers 2 no worker inherits NOTIFY_SOCKET, LISTEN_PID, LISTEN_FDS
@@ -30,6 +33,7 @@ Readiness (NOTIFY_SOCKET):
 About 8 s.
 """
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -242,6 +246,47 @@ def notify():
         os.rmdir(d)
 
 
+def notify_reload():
+    """A reload under systemd: the old generation says RELOADING=1, the next
+    one MAINPID=<its pid> and READY=1 (NotifyAccess=all), the old one no
+    STOPPING=1 (the service goes on), and the next one STOPPING=1 at its own
+    drain."""
+    name = f"m0-test-reload-{os.getpid()}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind("\0" + name)
+    sock.settimeout(10)
+
+    def recv():
+        try:
+            return sock.recv(128)
+        except OSError as e:
+            return repr(e).encode()
+    new = None
+    try:
+        with Server("host_check", "--port", "0", env={"NOTIFY_SOCKET": "@" + name}) as s:
+            F.check(recv() == b"READY=1", "reload under systemd: READY=1 at the start")
+            s.signal(signal.SIGHUP)
+            F.check(recv() == b"RELOADING=1", "reload under systemd: RELOADING=1 from the old generation")
+            m = wait_for(lambda: re.search(r"generation 2 serving \(pid (\d+)\)", s.stderr()), 10)
+            new = int(m.group(1)) if m else None
+            got = recv()
+            F.check(new is not None and got == f"MAINPID={new}\nREADY=1".encode(),
+                    f"reload under systemd: MAINPID=<the new pid {new}> and READY=1 (got {got!r})")
+            F.check(s.wait(10) == 0, "reload under systemd: the old generation exits 0")
+            sock.settimeout(0.3)
+            got = recv()
+            F.check(b"timed out" in got, f"reload under systemd: the old one said no STOPPING=1 (got {got!r})")
+            sock.settimeout(10)
+            if new:
+                os.kill(new, signal.SIGTERM)
+                F.check(recv() == b"STOPPING=1", "reload under systemd: STOPPING=1 at the new one's drain")
+                F.check(wait_for(lambda: not harness.alive(new), 10), "reload under systemd: the new one exits")
+    finally:
+        if new and harness.alive(new):
+            os.kill(new, signal.SIGKILL)
+        sock.close()
+
+
 def workers_env():
     env = {"NOTIFY_SOCKET": "/nonexistent/notify", "LISTEN_PID": "1", "LISTEN_FDS": "1", "LISTEN_FDNAMES": "web"}
     with Prefork("host_check", "--port", "0", "--workers", "2", env=env) as s:
@@ -263,5 +308,6 @@ not_for_us()
 other_listeners()
 refused()
 notify()
+notify_reload()
 workers_env()
 F.done()

@@ -42,6 +42,14 @@ from harness import Failures, Server, wait_for
 F = Failures()
 
 
+def response_headers(ws):
+    """The handshake's response headers: websockets 10 (Debian 12) keeps them
+    in ws.response_headers, 14 (Debian 13: its new asyncio client) in
+    ws.response.headers."""
+    r = getattr(ws, "response", None)
+    return r.headers if r is not None else ws.response_headers
+
+
 def beat_of(msg):
     try:
         return json.loads(msg).get("beat")
@@ -67,7 +75,7 @@ async def recv_until(ws, pred, timeout=5.0):
 async def library_checks(port):
     url = f"ws://127.0.0.1:{port}/ws"
     async with websockets.connect(url, compression=None) as ws:
-        F.check(ws.response_headers.get("Sec-WebSocket-Extensions") is None, "no extension when none is offered")
+        F.check(response_headers(ws).get("Sec-WebSocket-Extensions") is None, "no extension when none is offered")
         m = await recv_until(ws, lambda m: beat_of(m) is not None)
         F.check(m is not None and isinstance(m, str), f"a beat arrives as a text message ({m!r})")
         await ws.send("héllo ✓")
@@ -89,7 +97,7 @@ async def library_checks(port):
         F.check(ws.close_code == 4000, f"close 4000 answered with 4000 (got {ws.close_code})")
 
     async with websockets.connect(url) as ws:  # the library offers permessage-deflate
-        ext = ws.response_headers.get("Sec-WebSocket-Extensions", "")
+        ext = response_headers(ws).get("Sec-WebSocket-Extensions", "")
         F.check("permessage-deflate" in ext and "server_no_context_takeover" in ext,
                 f"permessage-deflate negotiated, server_no_context_takeover ({ext!r})")
         text = "compress me " * 300

@@ -10,7 +10,9 @@ answer and is closed within a bound (never left hanging); SIGINT behaves the
 same as SIGTERM; with --drain-timeout-ms 300 and /slow?ms=3000 in flight the
 process exits 1 within ~2 s (not before its bound) and stderr names the loop
 that did not finish; 50 back-to-back idle start/stop cycles (SIGTERM and
-SIGINT) every one exit 0 within 1.5 s (no crash, no stall at teardown).
+SIGINT) every one exit 0 within 1.5 s (no crash, no stall at teardown); a
+stream requested after the signal on a connection accepted before it gets
+its head and at once m0.closing with a retry hint.
 """
 import re
 import signal
@@ -77,6 +79,40 @@ def idle_only():
             c.close()
 
 
+def stream_begun_in_drain():
+    """A connection accepted before the signal, its request sent after it (the
+    fresh connection's grace): a stream it asks for is begun and at once
+    given its m0.closing with the retry hint, like the streams open when the
+    drain began (before: a head, then EOF)."""
+    with Server("host_check", "--port", "0", "--metrics-path", "/metrics") as s:
+        fresh = Conn(s.port)
+        # Accepted (counted open) but nothing read: a probe on another
+        # connection sees two open.
+        def open_now():
+            with Conn(s.port) as probe:
+                probe.send(request("GET", "/metrics"))
+                body = probe.try_response()[3].decode()
+            m = re.search(r"^m0_open_connections\{loop=\"0\"\} (\d+)$", body, re.M)
+            return m and int(m.group(1)) >= 2
+        F.check(wait_for(open_now, 5), "stream begun in the drain: the fresh connection is open on the loop")
+        s.signal(signal.SIGTERM)
+        F.check(wait_for(lambda: "draining" in s.stderr(), 5), "stream begun in the drain: the drain began")
+        fresh.send(request("GET", "/events"))
+        data = b""
+        try:
+            while True:
+                d = fresh.sock.recv(65536)
+                if not d:
+                    break
+                data += d
+        except OSError as e:
+            data += f"<{e!r}>".encode()
+        F.check(data.startswith(b"HTTP/1.1 200") and b"event: m0.closing" in data and b"retry: " in data,
+                f"stream begun in the drain: a head, then m0.closing with retry:, then the close ({data[-300:]!r})")
+        F.check(s.wait(5) == 0, "stream begun in the drain: exit 0")
+        fresh.close()
+
+
 def drain_bound():
     with Server("host_check", "--port", "0", "--drain-timeout-ms", "300", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
         busy = Conn(s.port, timeout=8)
@@ -115,6 +151,7 @@ def repeated_stops(n=50):
 in_flight(signal.SIGTERM)
 in_flight(signal.SIGINT)
 idle_only()
+stream_begun_in_drain()
 drain_bound()
 repeated_stops()
 F.done()

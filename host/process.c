@@ -177,6 +177,10 @@ void m0__process_trace(m0__process *p) {
 int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg *m) {
   int fd = -1;
   if (self && self->open) m0__actor_recv_fd(self, &fd);
+  if (p->reload_pending) {
+    p->reload_pending = false;
+    return M0__WAIT_RELOAD;
+  }
   for (;;) {
     if (fd >= 0) {
       int rv = m0__recv(self, m, M0__RECV_NOWAIT);
@@ -197,11 +201,12 @@ int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg 
       } else {
         int sig = m0__signals_take();
         if (sig & M0__SIG_STOP) return M0__WAIT_STOP;
-        /* Only the top process reloads; a reload asked with a death lets
-         * the supervisor reap first (asked again, it is then answered). */
+        /* Only the top process reloads; a reload that came with a death
+         * is answered at the next wait, once the supervisor has reaped. */
         if ((sig & (M0__SIG_HUP | M0__SIG_USR2)) && !p->inherit_dir) {
           p->reload_sig = sig & M0__SIG_USR2 ? M0__SIG_USR2 : M0__SIG_HUP;
           if (!(sig & M0__SIG_CHILD)) return M0__WAIT_RELOAD;
+          p->reload_pending = true;
         }
         if (sig & M0__SIG_CHILD) return M0__WAIT_CHILD;
       }

@@ -349,7 +349,7 @@ void m0__reload_wait_next(m0__process *p, int64_t deadline) {
       if (read(r->next_fd, &b, 1) <= 0) break;
     }
   }
-  int st;
+  int st = r->next_status;
   pid_t w = r->next_reaped ? r->next_pid : waitpid(r->next_pid, &st, WNOHANG);
   if (w != r->next_pid) {
     /* Its EOF came, its exit not yet: a moment; past the bound, killed. */
@@ -361,7 +361,13 @@ void m0__reload_wait_next(m0__process *p, int64_t deadline) {
       waitpid(r->next_pid, &st, 0);
     }
   }
-  fprintf(stderr, "m0: reload: generation %llu (pid %d) stopped with this one\n", gen, (int)r->next_pid);
+  /* A start still before its handlers dies of the SIGTERM itself. */
+  if (WIFSIGNALED(st))
+    fprintf(stderr, "m0: reload: generation %llu (pid %d) stopped with this one (died of signal %d)\n", gen,
+            (int)r->next_pid, WTERMSIG(st));
+  else
+    fprintf(stderr, "m0: reload: generation %llu (pid %d) stopped with this one (exit %d)\n", gen, (int)r->next_pid,
+            WEXITSTATUS(st));
   close(r->next_fd);
   r->next_fd = -1;
   r->next_pid = 0;

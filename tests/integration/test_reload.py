@@ -902,7 +902,8 @@ def term_mid_reload(h, label, streams, load):
     # docs/behaviour.md and test_stopped_starting), not only killed when the old one's bound ran out. A
     # start still before its signal handlers (slow under the sanitizers) dies of that SIGTERM instead.
     F.check("m0: stopped while starting" in h.since(mark) or
-            re.search(rf"generation \d+ \(pid {new}\) died of signal {int(signal.SIGTERM)} before serving", h.since(mark)),
+            re.search(rf"generation \d+ \(pid {new}\) (died of signal {int(signal.SIGTERM)} before serving|"
+                      rf"stopped with this one \(died of signal {int(signal.SIGTERM)}\))", h.since(mark)),
             f"{label}: the starting generation says `m0: stopped while starting` (it was sent SIGTERM):\n"
             f"{h.since(mark)[-1500:]}")
     left = wait_for(lambda: not live_descendants(), 1.0)

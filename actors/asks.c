@@ -26,7 +26,8 @@ typedef struct ask {
   uint64_t deadline;
   uint16_t mlen, plen;
   char method[16], path[ASK_PATH];
-  char *extra; /* the headers added on the loop before it left (before_request), or NULL */
+  uint64_t trace_hi, trace_lo; /* the request's own trace id, for its log line */
+  char *extra; /* the headers added on the loop before it left (before_request, traceparent), or NULL */
   size_t extra_len;
   int prev, next; /* the in-use list, or (next) the free list */
 } ask;
@@ -96,7 +97,9 @@ static int ask_take(m0__loop *l, m0__conn *c, const m0_response *res, int svc, u
   ask *e = &a->tab[i];
   e->extra = NULL;
   e->extra_len = 0;
-  if (res->extra_len) { /* rare (a before_request that adds headers): its own copy */
+  e->trace_hi = res->req ? res->req->trace_hi : 0;
+  e->trace_lo = res->req ? res->req->trace_lo : 0;
+  if (res->extra_len) { /* rare (a before_request that adds headers, a traceparent): its own copy */
     if (!(e->extra = malloc(res->extra_len))) return -1;
     memcpy(e->extra, res->extra, res->extra_len);
     e->extra_len = res->extra_len;
@@ -153,7 +156,7 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
   long bytes = m0__http_answer(&l->http, e->conn, &ans, &written);
   if (l->http.access_log && bytes >= 0)
     m0__access_log_line(l->index, (m0_str){e->method, e->mlen}, (m0_str){e->path, e->plen}, written, (size_t)bytes,
-                        NULL);
+                        e->trace_hi, e->trace_lo, NULL);
   ask_release(a, i);
   return written;
 }

@@ -219,7 +219,8 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   }
   /* Logged here, where the request still is: the loop gets bytes only. */
   if (t->access_log)
-    m0__access_log_line(t->loop, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
+    m0__access_log_line(t->loop, req.method, req.path, res.status, res.head ? 0 : res.body_len, h.trace_hi,
+                        h.trace_lo, NULL);
   /* The answer as one piece: references (static and owned bodies) are
    * copied here; a file piece (always the end of its response) travels as
    * its descriptor, which the loop then owns. */

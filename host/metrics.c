@@ -120,8 +120,8 @@ void m0__metrics_respond(const m0__page *page, m0__service *const *services, int
   m0__buf_printf(&b, "# HELP m0_respawns_total Worker processes respawned by the supervisor.\n"
                      "# TYPE m0_respawns_total counter\nm0_respawns_total %llu\n",
                  (unsigned long long)atomic_load(&page->head->respawns));
-  m0__buf_printf(&b, "# HELP m0_events_published Event ids taken from the shared counter.\n"
-                     "# TYPE m0_events_published counter\nm0_events_published %llu\n",
+  m0__buf_printf(&b, "# HELP m0_events_published_total Event ids taken from the shared counter.\n"
+                     "# TYPE m0_events_published_total counter\nm0_events_published_total %llu\n",
                  (unsigned long long)atomic_load(&page->head->event_id));
   /* Generations (host/reload.h): each one after the first is a reload that served. */
   uint64_t gen = atomic_load(&page->head->generation);

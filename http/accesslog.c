@@ -22,7 +22,8 @@ static void alog_str(m0_str s) {
   }
 }
 
-void m0__access_log_line(int worker, m0_str method, m0_str path, int status, size_t bytes, const char *error) {
+void m0__access_log_line(int worker, m0_str method, m0_str path, int status, size_t bytes, uint64_t trace_hi,
+                         uint64_t trace_lo, const char *error) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   printf("{\"time\":%lld.%03ld,\"worker\":%d,\"method\":\"", (long long)ts.tv_sec, ts.tv_nsec / 1000000, worker);
@@ -30,6 +31,7 @@ void m0__access_log_line(int worker, m0_str method, m0_str path, int status, siz
   printf("\",\"path\":\"");
   alog_str(path);
   printf("\",\"status\":%d,\"bytes\":%zu", status, bytes);
+  if (trace_hi || trace_lo) printf(",\"trace\":\"%016llx%016llx\"", (unsigned long long)trace_hi, (unsigned long long)trace_lo);
   if (error) {
     printf(",\"error\":\"");
     alog_str((m0_str){error, strlen(error)});

@@ -381,6 +381,16 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   if (h->defer_view) res.defer_begin = conn_defer_begin;
   if (h->writer_begin) res.writer_begin = conn_writer_begin;
   res.req = &req;
+  /* A request that brought a traceparent is answered with it (every path:
+   * the pool and an application actor take res.extra with the request), so
+   * the client can find its request by id in m0trace and the access log. m0
+   * makes no span of its own: the parent id and flags are the client's. */
+  if (p->trace_hi || p->trace_lo) {
+    char tp[56];
+    snprintf(tp, sizeof tp, "00-%016llx%016llx-%016llx-%02x", (unsigned long long)p->trace_hi,
+             (unsigned long long)p->trace_lo, (unsigned long long)p->trace_parent, p->trace_flags);
+    m0_response_header(&res, "traceparent", tp);
+  }
 
   const m0_app *app = h->app;
   m0__current_trace = (m0__trace_id){p->trace_hi, p->trace_lo};
@@ -447,7 +457,8 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   }
   h->stats.requests++;
   if (h->access_log)
-    m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, NULL);
+    m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, p->trace_hi,
+                        p->trace_lo, NULL);
   if (c->ws) { /* a WebSocket outlives the request count; at the drain it goes with 1001 */
     if (h->draining) m0__ws_goodbye(c->ws, 1001, "the server is going away");
   } else if (c->stream && h->draining) {
@@ -472,7 +483,7 @@ static void conn_error(m0__conn *c, const char *buf, int status, const char *why
     m0_str target = {buf && p->url.len ? buf + p->url.off : "", buf ? p->url.len : 0};
     const char *q = target.n ? memchr(target.p, '?', target.n) : NULL;
     if (q) target.n = (size_t)(q - target.p);
-    m0__access_log_line(h->worker, method, target, status, res.body_len, why ? why : "");
+    m0__access_log_line(h->worker, method, target, status, res.body_len, p->trace_hi, p->trace_lo, why ? why : "");
   }
 }
 

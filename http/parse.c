@@ -299,9 +299,13 @@ static int on_header_value_complete(llhttp_t *ll) {
     else return parse_refuse(p, 417, "unsupported Expect");
     break;
   case HDR_TRACEPARENT: /* 00-<32 hex trace id>-<16 hex parent>-<2 hex flags> */
-    if (v.len == 55 && s[2] == '-' && s[35] == '-' &&
-        (parse_hex(s + 3, 16, &p->trace_hi) || parse_hex(s + 19, 16, &p->trace_lo)))
-      p->trace_hi = p->trace_lo = 0;
+    if (v.len == 55 && s[2] == '-' && s[35] == '-' && s[52] == '-') {
+      uint64_t flags = 0;
+      if (parse_hex(s + 3, 16, &p->trace_hi) || parse_hex(s + 19, 16, &p->trace_lo) ||
+          parse_hex(s + 36, 16, &p->trace_parent) || parse_hex(s + 53, 2, &flags))
+        p->trace_hi = p->trace_lo = 0;
+      p->trace_flags = (uint8_t)flags;
+    }
     break;
   default: break;
   }
@@ -427,7 +431,8 @@ static void parse_reset_request(m0__parser *p) {
   p->head_pending = false;
   p->nver = 0;
   p->cur_header = -1;
-  p->trace_hi = p->trace_lo = 0;
+  p->trace_hi = p->trace_lo = p->trace_parent = 0;
+  p->trace_flags = 0;
   m0__buf_clear(&p->body); /* kept for the next request */
   p->is_head = false;
 }

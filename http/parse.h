@@ -112,7 +112,9 @@ typedef struct m0__parser {
   int host_index; /* the Host field's index in hs, -1 for none */
   bool te_chunked_only, has_te, expect_continue, want_close;
   int cur_header; /* which well-known header the value belongs to */
-  uint64_t trace_hi, trace_lo;
+  uint64_t trace_hi, trace_lo; /* a valid traceparent's trace id; 0 when none */
+  uint64_t trace_parent;        /* its parent (span) id and flags, echoed in the response */
+  uint8_t trace_flags;
   m0__buf body; /* de-chunked; its memory is kept from request to request */
   /* results */
   int status;        /* on M0__PARSE_ERROR: 400, 413, 414, 417, 431, 501, 503, 505 */

@@ -11,9 +11,15 @@ shape (`time`, `status`); a refusal whose request line was read whole still
 names its method and path; M0_ACCESS_LOG=1 turns it on; without either,
 stdout stays empty; nothing of it goes to stderr. With a pool
 (--blocking-threads), the responses its threads answer are logged too, once
-each, beside the loop's (they were missing).
+each, beside the loop's (they were missing). A request that brings a valid
+`traceparent` gets it back in its response and its trace id in its log line
+(`trace`): answered on the loop, by a pool thread (pipelined in one batch,
+each its own id), and by an application actor on a thread; a request without
+one, or with a malformed one, gets neither.
 """
 import json
+import os
+import tempfile
 import time
 
 from harness import Failures, Server
@@ -116,6 +122,47 @@ def pool_lines():
         s.stop()
 
 
+def tp(i, flags="01"):
+    return f"00-{i:032x}-{0xabc0 + i:016x}-{flags}"
+
+
+def trace_ids():
+    """Each request's own trace id, on the loop, in the pool, at an actor."""
+    plan = [("/x/now", tp(0x11)), ("/x/slow?ms=1", tp(0x22, "00")), ("/x/now", None), ("/x/slow?ms=1", tp(0x33)),
+            ("/x/now", "00-zz" + "0" * 30 + "-" + "1" * 16 + "-01")]  # malformed: no id
+    with Server("ramp", "--port", "0", "--access-log", "--blocking-threads", "1") as s:
+        with Conn(s.port) as k:  # pipelined: the two pool requests ride one batch
+            k.send(b"".join(request("GET", t, [("traceparent", v)] if v else []) for t, v in plan))
+            for t, v in plan:
+                st, _, hdrs, _, _ = k.try_response()
+                want = v if v and "zz" not in v else None
+                F.check(st == 200 and hdrs.get("traceparent") == want,
+                        f"trace: {t} with {v} answers traceparent {want} (got {st}, {hdrs.get('traceparent')})")
+        docs = parse(wait_lines(s, len(plan)))
+        got = sorted((d.get("path"), d.get("trace") or "") for d in docs)
+        want = sorted((t.split("?", 1)[0], v[3:35] if v and "zz" not in v else "") for t, v in plan)
+        F.check(got == want, f"trace: each log line names its own request's trace id: {got} (want {want})")
+        s.stop()
+    fd, topo = tempfile.mkstemp(prefix="topo-", suffix=".json", dir=os.environ.get("TMPDIR", "/tmp"))
+    with os.fdopen(fd, "w") as f:
+        json.dump({"mode": "single", "app_actors": [{"name": "echo", "placement": "thread"}]}, f)
+    try:
+        with Server("host_check", "--port", "0", "--access-log", "--topology", topo) as s:
+            with Conn(s.port) as k:
+                k.send(request("GET", "/actor/echo", [("traceparent", tp(0x44))]) + request("GET", "/actor/echo"))
+                st, _, hdrs, _, _ = k.try_response()
+                F.check(st == 200 and hdrs.get("traceparent") == tp(0x44),
+                        f"trace: an actor's answer carries the request's traceparent ({st}, {hdrs})")
+                st, _, hdrs, _, _ = k.try_response()
+                F.check(st == 200 and "traceparent" not in hdrs, f"trace: and none without one ({st}, {hdrs})")
+            docs = [d for d in parse(wait_lines(s, 2)) if d.get("path") == "/actor/echo"]
+            F.check([d.get("trace") for d in docs] == [f"{0x44:032x}", None],
+                    f"trace: the actor's log lines name the id, or none ({docs})")
+            s.stop()
+    finally:
+        os.unlink(topo)
+
+
 def switched_by_env_and_off():
     with Server("ramp", "--port", "0", env={"M0_ACCESS_LOG": "1"}) as s:
         with Conn(s.port) as k:
@@ -136,5 +183,6 @@ def switched_by_env_and_off():
 
 served_lines()
 pool_lines()
+trace_ids()
 switched_by_env_and_off()
 F.done()

@@ -500,7 +500,7 @@ def publishes():
             F.check(all(sent), f"publish {placement}: each echo says it published ({sent})")
             got = st.frames_until(lambda g: len([x for x in g if x[1].startswith("from-")]) >= 3, 5)
             mine = [x for x in got if x[1].startswith("from-")]
-            top = metric(s.port, "m0_events_published")
+            top = metric(s.port, "m0_events_published_total")
             F.check([d for _, d in mine] == [f"from-{placement}-{i}" for i in range(3)]
                     and [i for i, _ in mine] == sorted({i for i, _ in mine}) and mine and mine[-1][0] == top,
                     f"publish {placement}: the stream gets the three frames in order, numbered by the host's "

@@ -129,7 +129,7 @@ Proves, in each:
   m0_actor_requests_total is 23 ok and nothing else, none left in flight;
 - on every /events stream each id once, each the last + 1, nothing but beats
   and the valid PUBLISH, which is there once, numbered from the host's counter
-  (m0_events_published before < its id <= after); m0_bus_refusals_total and
+  (m0_events_published_total before < its id <= after); m0_bus_refusals_total and
   m0_stream_frames_dropped_total stay 0; beats go on;
 - /health 200 throughout; the host and echo_actor keep running;
 - the refusal lines name the actor `echo`, and as peers only this test's
@@ -317,7 +317,7 @@ class Health(threading.Thread):
 
 class Counter64:
     """The shared counter, read from the run directory's page (slot 0): what a
-    local attacker sees (a remote one reads m0_events_published)."""
+    local attacker sees (a remote one reads m0_events_published_total)."""
 
     def __init__(self, d):
         fd = os.open(os.path.join(d, "page"), os.O_RDONLY)
@@ -538,7 +538,7 @@ def attack(mode, transport):
                                                  f"({ {w: st.ids('note') for w, st in streams.items()} })")
         if note is None or not got_note():
             note = None
-        counter = metric(s.port, "m0_events_published")
+        counter = metric(s.port, "m0_events_published_total")
         # the replay: an id every loop has written (m0pub's, else the last beat every stream has)
         replay_id = note or min(st.ids()[-1] for st in streams.values())
         pub_lines = refusals(s.port)
@@ -581,7 +581,7 @@ def attack(mode, transport):
             F.check(wait_for(lambda: len(st.ids()) >= marks[w] + 3, 5),
                     f"{label}: stream on loop {w} still beats after the attack")
         seen = {w: list(st.frames) for w, st in streams.items()}  # before the counter: a beat may come between
-        now = metric(s.port, "m0_events_published")
+        now = metric(s.port, "m0_events_published_total")
         for w, st in streams.items():
             check_stream(st, f"{label}: stream on loop {w}", counter_now=now, note_id=note, lost=set(lost),
                          frames=seen[w])
@@ -1012,7 +1012,7 @@ def app_socket(mode, transport):
             hostile.send(answer)
             expect += Counter({("echo", "reply"): 1, ("dropped", "unknown_id"): 1})
             # one valid PUBLISH: numbered by the host, on every stream once
-            c0 = metric(s.port, "m0_events_published")
+            c0 = metric(s.port, "m0_events_published_total")
             hostile.send(env(K["PUBLISH"], APP, SOCKET_ID, frame_payload(0, b"event: hostile\ndata: valid")))
             for w, st in streams.items():
                 F.check(st.wait_frames(1, 5, "hostile"), f"{label}: the valid PUBLISH reaches the stream on loop {w}")
@@ -1059,7 +1059,7 @@ def app_socket(mode, transport):
                 F.check(wait_for(lambda: len(st.frames) >= marks[w] + 2, 5),
                         f"{label}: stream on loop {w} still beats after the attack")
             seen = {w: list(st.frames) for w, st in streams.items()}  # before the counter: a beat may come between
-            c1 = metric(s.port, "m0_events_published")
+            c1 = metric(s.port, "m0_events_published_total")
             for w, st in streams.items():
                 frames = [f for f in seen[w] if not f.comment]
                 ids = [f.id for f in frames]

@@ -11,9 +11,9 @@ Proves:
   m0_open_connections, m0_streams, m0_handoffs_total, m0_pool_queue,
   m0_stream_frames_dropped_total (each with a line per loop: loop="0" and
   loop="1" under --threads 2), m0_bus_refusals_total, m0_respawns_total,
-  m0_events_published, and m0_nng_stat lines labelled exactly scope, id, stat.
+  m0_events_published_total, and m0_nng_stat lines labelled exactly scope, id, stat.
 - Counting: 50 GET /health raise the sum of m0_requests_total by 50 + the
-  earlier scrape (+ at most the current one); m0_events_published rises while the producer beats;
+  earlier scrape (+ at most the current one); m0_events_published_total rises while the producer beats;
   a held keep-alive connection raises m0_open_connections by one and its close
   lowers it again (bounded wait); an open /events stream shows in m0_streams.
 - `--workers 2`: m0_respawns_total is 0, a worker (a child of the supervisor)
@@ -39,7 +39,7 @@ SAMPLE_RE = re.compile(rf"^({NAME})(?:\{{(.*)\}})? (\S+)(?: -?\d+)?$")
 LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(?:,|$)')
 PER_LOOP = ["m0_requests_total", "m0_open_connections", "m0_streams", "m0_handoffs_total", "m0_pool_queue",
             "m0_stream_frames_dropped_total"]
-GLOBAL = ["m0_bus_refusals_total", "m0_respawns_total", "m0_events_published"]
+GLOBAL = ["m0_bus_refusals_total", "m0_respawns_total", "m0_events_published_total"]
 
 
 def get(port, path):
@@ -169,11 +169,11 @@ def format_and_counts():
         F.check(before is not None and after is not None and 51 <= after - before <= 51 + len(scrapes),
                 f"{label}: m0_requests_total rose by the 50 requests + the first scrape (+ at most each later "
                 f"scrape, {len(scrapes)}) ({before} -> {after})")
-        e0 = value(scrape(s.port), "m0_events_published")
+        e0 = value(scrape(s.port), "m0_events_published_total")
         e1 = wait_for(lambda: (lambda v: v if v is not None and e0 is not None and v >= e0 + 3 else None)(
-            value(scrape(s.port), "m0_events_published")), 10) or value(scrape(s.port), "m0_events_published")
+            value(scrape(s.port), "m0_events_published_total")), 10) or value(scrape(s.port), "m0_events_published_total")
         F.check(e0 is not None and e1 is not None and e1 >= e0 + 3,
-                f"{label}: m0_events_published rises while the producer beats every 50 ms ({e0} -> {e1})")
+                f"{label}: m0_events_published_total rises while the producer beats every 50 ms ({e0} -> {e1})")
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
 
 

@@ -39,7 +39,7 @@ Proves:
   /events streams held from B; four POST /actor/echo with x-publish: beats
   and body from-b-N each say "published": true, and each frame arrives on
   both streams as `data: from-b-N` with the same id, ids strictly
-  increasing, each equal to /metrics' m0_events_published read after it
+  increasing, each equal to /metrics' m0_events_published_total read after it
   arrived (the host's counter numbered it); no other frame arrives.
 - An echo_actor in B whose certificate is signed by another CA (it trusts
   the right CA, so only the host can refuse it) never gets a request: while
@@ -485,12 +485,12 @@ def main():
                 F.check(f is not None and f.get("id", "").isdigit(),
                         f"publish {n}: stream {i} gets `data: {msg}` with an id ({f}; {s.frames if s.status else ''})")
                 ids[i].append(int(f["id"]) if f and f.get("id", "").isdigit() else None)
-            counter.append(figure("m0_events_published"))
-        print(f"published ids {ids[0]}, m0_events_published after each {counter}", flush=True)
+            counter.append(figure("m0_events_published_total"))
+        print(f"published ids {ids[0]}, m0_events_published_total after each {counter}", flush=True)
         F.check(ids[0] == ids[1], f"both streams got the same ids ({ids})")
         F.check(all(x is not None for x in ids[0]) and all(a < b for a, b in zip(ids[0], ids[0][1:])),
                 f"ids strictly increasing ({ids[0]})")
-        F.check(ids[0] == counter, f"each id is the host's counter (m0_events_published after it: {counter}, "
+        F.check(ids[0] == counter, f"each id is the host's counter (m0_events_published_total after it: {counter}, "
                                    f"ids {ids[0]})")
         for i, s in enumerate(streams):
             s.until(lambda f: False, 0.3)

@@ -10,7 +10,7 @@ moved is a respawned worker's, so that is where the rule is tested, with
 producer quiet (`M0_HOSTCHECK_PERIOD_MS=100000`: one beat at GO, then none
 for 100 s), so the counter moves only when this test publishes and its value
 at every step is known exactly (m0pub prints the ids; `/metrics`
-`m0_events_published` is the counter itself).
+`m0_events_published_total` is the counter itself).
 
 Proves:
 - `m0pub --id` refuses what is not a decimal id 1..2^64-1 (`0`, `-3`, `2x`,
@@ -65,7 +65,7 @@ def metric(port, sample):
 
 
 def counter(port):
-    """The shared event-id counter (`m0_events_published` on /metrics), None if unreadable."""
+    """The shared event-id counter (`m0_events_published_total` on /metrics), None if unreadable."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=3.0)
     try:
         c.request("GET", "/metrics", headers={"Connection": "close"})
@@ -77,7 +77,7 @@ def counter(port):
         c.close()
     for line in text.splitlines():
         k, _, v = line.partition(" ")
-        if st == 200 and k == "m0_events_published" and v.strip().isdigit():
+        if st == 200 and k == "m0_events_published_total" and v.strip().isdigit():
             return int(v)
     return None
 

@@ -374,8 +374,8 @@ def heartbeat(F):
         st = Stream(s.port, "/events")
         F.check(is_stream_head(st), f"{label}: GET /events is a stream ({st.status_line})")
         # The producer's first step (beat 1) may land just after the stream opens (a loaded machine): the idle
-        # window starts once the host has published it (m0_events_published), or once it arrived if later.
-        F.check(wait_for(lambda: (harness.metric(s.port, "m0_events_published") or 0) >= 1, 10),
+        # window starts once the host has published it (m0_events_published_total), or once it arrived if later.
+        F.check(wait_for(lambda: (harness.metric(s.port, "m0_events_published_total") or 0) >= 1, 10),
                 f"{label}: the producer published its first beat")
         first = [f for f in st.frames if not f.comment]
         t0 = max([time.monotonic()] + [f.t for f in first])

@@ -123,7 +123,7 @@ def pool_lines():
 
 
 def tp(i, flags="01"):
-    return f"00-{i:032x}-{0xabc0 + i:016x}-{flags}"
+    return f"00-{(i << 64) | i:032x}-{0xabc0 + i:016x}-{flags}"  # both halves of the id set
 
 
 def trace_ids():
@@ -156,7 +156,7 @@ def trace_ids():
                 st, _, hdrs, _, _ = k.try_response()
                 F.check(st == 200 and "traceparent" not in hdrs, f"trace: and none without one ({st}, {hdrs})")
             docs = [d for d in parse(wait_lines(s, 2)) if d.get("path") == "/actor/echo"]
-            F.check([d.get("trace") for d in docs] == [f"{0x44:032x}", None],
+            F.check([d.get("trace") for d in docs] == [tp(0x44)[3:35], None],
                     f"trace: the actor's log lines name the id, or none ({docs})")
             s.stop()
     finally:

@@ -19,6 +19,10 @@ Proves:
 - `--workers 2`: m0_respawns_total is 0, a worker (a child of the supervisor)
   is SIGKILLed, it is respawned (bounded wait for a new child), and
   m0_respawns_total rises to >= 1 (bounded wait).
+- `promtool check metrics` (Prometheus's own linter: ./dev fetches it into
+  .tools/ from Debian's prometheus package) passes on the scrape of a
+  --threads 2 host and of a --workers 2 host, with nothing to say; a test
+  run without promtool fails and says how to get it.
 - Without --metrics-path, GET /metrics is 404.
 - Found on the way (docs/behaviour.md, Drain): a SIGTERM to the supervisor ~1 ms after it
   respawned a SIGKILLed worker (the new worker still starting) must still be
@@ -27,7 +31,9 @@ Proves:
 import http.client
 import os
 import re
+import shutil
 import signal
+import subprocess
 import time
 
 from harness import Failures, Prefork, Server, wait_for
@@ -113,6 +119,18 @@ def value(samples, name, **labels):
     return sum(v) if v else None
 
 
+def promtool_check(text, label):
+    """Prometheus's own linter on one scrape: exit 0 and nothing said."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    tool = os.environ.get("M0_PROMTOOL") or shutil.which("promtool") or os.path.join(here, "../../.tools/promtool")
+    if not os.access(tool, os.X_OK):
+        F.check(False, f"{label}: promtool is here (./dev setup fetches it into .tools/, or set M0_PROMTOOL)")
+        return
+    r = subprocess.run([tool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    F.check(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
+            f"{label}: promtool check metrics passes (rc {r.returncode}): {(r.stdout + r.stderr)[-800:]}")
+
+
 def scrape(port):
     st, h, body = get(port, "/metrics")
     return parse(body, "scrape", strict=False) if st == 200 else []
@@ -127,6 +145,7 @@ def format_and_counts():
         F.check(h.get("content-type", "").startswith("text/plain") and "version=0.0.4" in h.get("content-type", ""),
                 f"{label}: Content-Type text/plain; version=0.0.4 ({h.get('content-type')})")
         smp = parse(body, label)
+        promtool_check(body, label)
         names = {n for n, _, _ in smp}
         for n in PER_LOOP:
             loops = sorted(l.get("loop") for nn, l, _ in smp if nn == n)
@@ -222,6 +241,8 @@ def respawns():
                     f"({value(scrape(s.port), 'm0_respawns_total')})")
         smp = scrape(s.port)
         F.check(value(smp, "m0_respawns_total") == 1, f"{label}: by exactly one ({value(smp, 'm0_respawns_total')})")
+        st, _, body = get(s.port, "/metrics")
+        promtool_check(body if st == 200 else "", label)
         rc = s.stop()
         F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc}):\n{s.stderr()}")
 

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,39 @@
 static const int reach_origins[3] = {M0__ORIGIN_SELF, M0__ORIGIN_LOCAL, M0__ORIGIN_OUTSIDE};
 static int reach_origin(const char *url) { return reach_origins[m0__link_reach(url)]; }
 
+/* Socket names, by nng's socket id. nng 1.5.2's statistics do not show
+ * NNG_OPT_SOCKNAME (the "name" stat stays as the socket was opened), so the
+ * names are kept here: a ring of the latest, since nng never reuses an id
+ * and an entry of a closed socket then matches nothing. */
+#define SOCKET_NAMES 512
+static struct {
+  uint32_t id;
+  char name[40];
+} socket_names[SOCKET_NAMES];
+static unsigned socket_names_next;
+static pthread_mutex_t socket_names_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void m0__socket_name(nng_socket s, const char *side, uint32_t id) {
+  char actor[32];
+  m0__actor_name(id, actor, sizeof actor);
+  pthread_mutex_lock(&socket_names_mu);
+  unsigned at = socket_names_next++ % SOCKET_NAMES;
+  socket_names[at].id = (uint32_t)nng_socket_id(s);
+  snprintf(socket_names[at].name, sizeof socket_names[at].name, "%s:%s", side, actor);
+  pthread_mutex_unlock(&socket_names_mu);
+}
+
+bool m0__socket_name_of(uint64_t sock_id, char *out, size_t outlen) {
+  bool found = false;
+  pthread_mutex_lock(&socket_names_mu);
+  for (unsigned k = 0; k < SOCKET_NAMES && k < socket_names_next && !found; k++) {
+    unsigned at = (socket_names_next - 1 - k) % SOCKET_NAMES; /* the newest first */
+    if (socket_names[at].id == sock_id) found = snprintf(out, outlen, "%s", socket_names[at].name) >= 0;
+  }
+  pthread_mutex_unlock(&socket_names_mu);
+  return found;
+}
+
 /* A mailbox: a pull0 socket, or (poly) a pair1 socket in polyamorous mode. */
 static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, bool poly) {
   memset(a, 0, sizeof *a);
@@ -27,6 +61,7 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
   a->recv_fd = -1;
   snprintf(a->url, sizeof a->url, "%s", url);
   if ((poly ? nng_pair1_open_poly(&a->mailbox) : nng_pull0_open(&a->mailbox)) != 0) return M0__ETRANSPORT;
+  m0__socket_name(a->mailbox, "mailbox", id);
   /* No message larger than an envelope may be: nng refuses a bigger one as
    * it comes, before it holds memory for it. */
   nng_socket_set_size(a->mailbox, NNG_OPT_RECVMAXSZ, M0__ENV_HEADER + M0__ENV_MAX_PAYLOAD + M0__SEAL_LEN);
@@ -76,6 +111,7 @@ int m0__peer_open(m0__peer *p, uint32_t id, const char *url, int send_timeout_ms
   p->id = id;
   snprintf(p->url, sizeof p->url, "%s", url);
   if (nng_push0_open(&p->sock) != 0) return M0__ETRANSPORT;
+  m0__socket_name(p->sock, "peer", id);
   nng_socket_set_ms(p->sock, NNG_OPT_SENDTIMEO, send_timeout_ms);
   if (send_timeout_ms == 0) nng_socket_set_int(p->sock, NNG_OPT_SENDBUF, 1024);
   nng_socket_set_ms(p->sock, NNG_OPT_RECONNMINT, 5);

@@ -63,6 +63,12 @@ typedef struct m0__msg {
 
 /* Opens the actor's mailbox, listening at url. Returns 0 or M0__ETRANSPORT. */
 int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
+/* Names socket s "<side>:<actor>" (NNG_OPT_SOCKNAME), so nng's statistics
+ * in /metrics say whose socket they count (host/metrics.c): side "mailbox"
+ * (actor id's own) or "peer" (a socket dialed to actor id). */
+void m0__socket_name(nng_socket s, const char *side, uint32_t id);
+/* The name given to nng's socket sock_id, into out; false if none. */
+bool m0__socket_name_of(uint64_t sock_id, char *out, size_t outlen);
 void m0__actor_close(m0__actor *a);
 /* The mailbox of an application actor's instances (actors/service.h): a
  * pair1 socket in polyamorous mode listening at url, so any number of

@@ -378,7 +378,9 @@ static int coord_barrier_wait(coord *c) {
 /* /metrics, answered on the loop from the shared page (host/metrics.c). */
 static void coord_on_metrics(m0__http *h, m0_response *res) {
   m0__loop *l = h->owner;
-  m0__metrics_respond(l->page, l->services, l->nservices, res);
+  char process[24] = "host"; /* under prefork each worker answers for its own process */
+  if (l->handoff) snprintf(process, sizeof process, "worker.%d", l->index);
+  m0__metrics_respond(l->page, process, l->services, l->nservices, res);
 }
 
 /* What a loop takes from the configuration: the loop itself never reads it

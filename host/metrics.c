@@ -15,17 +15,46 @@
                      (unsigned long long)atomic_load_explicit(&page->lines[i].member, memory_order_relaxed)); \
   } while (0)
 
-/* nng's statistics, flattened: m0_nng_stat{scope, id, stat}. */
-static void metrics_nng(m0__buf *b, nng_stat *s, const char *scope, long long id) {
-  for (; s; s = nng_stat_next(s)) {
+/* nng's statistics, labelled by whose socket they count:
+ * m0_nng_stat{process, side, actor, scope, url, stat}. A socket's name is
+ * "<side>:<actor>" (m0__socket_name: "mailbox:loop.0" is loop 0's own,
+ * "peer:loop.0" one dialed to it); a dialer or listener is found by its
+ * socket's id and adds its URL. The socket's id stays a label too: two
+ * actors of one process may each dial the same actor, "peer:loop.0" at the
+ * same URL, and a series must be one socket's. Pipes are left out: their
+ * counts are in their socket's, and their ids are numbers that name
+ * nothing. */
+static const char *nng_str(nng_stat *scope, const char *stat) {
+  nng_stat *s = nng_stat_find(scope, stat);
+  return s && nng_stat_type(s) == NNG_STAT_STRING ? nng_stat_string(s) : NULL;
+}
+
+static void metrics_nng_scope(m0__buf *b, const char *process, nng_stat *scope, const char *kind, uint64_t sock,
+                              const char *name, const char *url) {
+  const char *colon = name ? strchr(name, ':') : NULL;
+  int side_len = colon ? (int)(colon - name) : 5;
+  const char *side = colon ? name : "other", *actor = colon ? colon + 1 : ""; /* other: the tracer's, say */
+  for (nng_stat *s = nng_stat_child(scope); s; s = nng_stat_next(s)) {
     int t = nng_stat_type(s);
-    if (t == NNG_STAT_SCOPE) {
-      nng_stat *idst = nng_stat_find(s, "id");
-      metrics_nng(b, nng_stat_child(s), nng_stat_name(s), idst ? (long long)nng_stat_value(idst) : -1);
-    } else if ((t == NNG_STAT_COUNTER || t == NNG_STAT_LEVEL) && strcmp(nng_stat_name(s), "id") != 0) {
-      m0__buf_printf(b, "m0_nng_stat{scope=\"%s\",id=\"%lld\",stat=\"%s\"} %llu\n", scope, id,
-                     nng_stat_name(s), (unsigned long long)nng_stat_value(s));
-    }
+    if ((t != NNG_STAT_COUNTER && t != NNG_STAT_LEVEL) || !strcmp(nng_stat_name(s), "id") ||
+        !strcmp(nng_stat_name(s), "socket"))
+      continue;
+    m0__buf_printf(b,
+                   "m0_nng_stat{process=\"%s\",side=\"%.*s\",actor=\"%s\",scope=\"%s\",url=\"%s\",socket=\"%llu\","
+                   "stat=\"%s\"} %llu\n",
+                   process, side_len, side, actor, kind, url ? url : "", (unsigned long long)sock, nng_stat_name(s),
+                   (unsigned long long)nng_stat_value(s));
+  }
+}
+
+static void metrics_nng(m0__buf *b, const char *process, nng_stat *root) {
+  for (nng_stat *s = nng_stat_child(root); s; s = nng_stat_next(s)) {
+    const char *kind = nng_stat_name(s);
+    if (nng_stat_type(s) != NNG_STAT_SCOPE || !strcmp(kind, "pipe")) continue;
+    nng_stat *sock = nng_stat_find(s, !strcmp(kind, "socket") ? "id" : "socket");
+    char name[40];
+    bool named = sock && m0__socket_name_of(nng_stat_value(sock), name, sizeof name);
+    metrics_nng_scope(b, process, s, kind, sock ? nng_stat_value(sock) : 0, named ? name : NULL, nng_str(s, "url"));
   }
 }
 
@@ -104,7 +133,8 @@ static void metrics_bus(m0__buf *b, const m0__page *page) {
                    f[i].name, f[i].v);
 }
 
-void m0__metrics_respond(const m0__page *page, m0__service *const *services, int nservices, m0_response *res) {
+void m0__metrics_respond(const m0__page *page, const char *process, m0__service *const *services, int nservices,
+                         m0_response *res) {
   /* A line that cannot be formatted (out of memory) is left out; the page
    * is still answered. */
   m0__buf b = {0};
@@ -144,8 +174,9 @@ void m0__metrics_respond(const m0__page *page, m0__service *const *services, int
                  (unsigned long long)atomic_load(&m0__deferred_late));
   nng_stat *st;
   if (nng_stats_get(&st) == 0) {
-    m0__buf_printf(&b, "# HELP m0_nng_stat nng's own statistics for this process.\n# TYPE m0_nng_stat untyped\n");
-    metrics_nng(&b, nng_stat_child(st), "root", -1);
+    m0__buf_printf(&b, "# HELP m0_nng_stat nng's own statistics for this process, by the actor whose socket "
+                       "they count.\n# TYPE m0_nng_stat untyped\n");
+    metrics_nng(&b, process, st);
     nng_stats_free(st);
   }
   m0_respond(res, 200, "text/plain; version=0.0.4", b.p ? b.p : "", b.len, M0_BODY_COPY);

@@ -11,6 +11,8 @@
 
 /* services: the application's actors in this process (their counters are
  * this process's: under --workers, each worker answers for its own). */
-void m0__metrics_respond(const m0__page *page, m0__service *const *services, int nservices, m0_response *res);
+/* process: the label of this process ("host", "worker.i"). */
+void m0__metrics_respond(const m0__page *page, const char *process, m0__service *const *services, int nservices,
+                         m0_response *res);
 
 #endif

@@ -11,7 +11,11 @@ Proves:
   m0_open_connections, m0_streams, m0_handoffs_total, m0_pool_queue,
   m0_stream_frames_dropped_total (each with a line per loop: loop="0" and
   loop="1" under --threads 2), m0_bus_refusals_total, m0_respawns_total,
-  m0_events_published_total, and m0_nng_stat lines labelled exactly scope, id, stat.
+  m0_events_published_total, and m0_nng_stat lines labelled exactly process,
+  side, actor, scope, url, socket, stat: every socket named by its actor
+  (mailbox or peer), the coordinator's, each loop's and the producer's
+  mailbox listener by name and URL; under --workers the worker that answered
+  is the process label.
 - Counting: 50 GET /health raise the sum of m0_requests_total by 50 + the
   earlier scrape (+ at most the current one); m0_events_published_total rises while the producer beats;
   a held keep-alive connection raises m0_open_connections by one and its close
@@ -153,8 +157,16 @@ def format_and_counts():
         for n in GLOBAL:
             F.check(n in names, f"{label}: {n} is there")
         nng = [l for n, l, _ in smp if n == "m0_nng_stat"]
-        F.check(nng and all(set(l) == {"scope", "id", "stat"} for l in nng),
-                f"{label}: m0_nng_stat lines labelled scope, id, stat ({len(nng)} lines, {nng[:2]})")
+        keys = {"process", "side", "actor", "scope", "url", "socket", "stat"}
+        F.check(nng and all(set(l) == keys for l in nng),
+                f"{label}: m0_nng_stat lines labelled {sorted(keys)} ({len(nng)} lines, {nng[:2]})")
+        F.check(all(l.get("process") == "host" and l.get("side") in ("mailbox", "peer") and l.get("actor") for l in nng),
+                f"{label}: every nng socket is named by its actor, mailbox or peer, in process host "
+                f"({[l for l in nng if l.get('side') not in ('mailbox', 'peer')][:3]})")
+        for a in ["coordinator", "loop.0", "loop.1", "producer"]:
+            F.check(any(l.get("actor") == a and l.get("side") == "mailbox" and l.get("scope") == "listener"
+                        and l.get("url", "").endswith("/" + a) for l in nng),
+                    f"{label}: {a}'s mailbox listener is there by name and url")
         F.check(all(x >= 0 for n, _, x in smp if n.startswith("m0_") and n != "m0_nng_stat"),
                 f"{label}: no negative count")
 
@@ -243,6 +255,9 @@ def respawns():
         F.check(value(smp, "m0_respawns_total") == 1, f"{label}: by exactly one ({value(smp, 'm0_respawns_total')})")
         st, _, body = get(s.port, "/metrics")
         promtool_check(body if st == 200 else "", label)
+        procs = {l.get("process") for n, l, _ in parse(body, label, strict=False) if n == "m0_nng_stat"}
+        F.check(len(procs) == 1 and procs <= {"worker.0", "worker.1"},
+                f"{label}: nng's lines name the worker that answered ({procs})")
         rc = s.stop()
         F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc}):\n{s.stderr()}")
 

@@ -188,7 +188,7 @@ def refused_handshakes():
     """The host's nng listeners' authentication failures (a TLS handshake
     refused: a peer without a certificate of the CA), summed."""
     text = metrics_text()
-    return sum(int(v) for v in re.findall(r'^m0_nng_stat\{scope="listener",id="\d+",stat="auth"\} (\d+)$', text, re.M))
+    return sum(int(v) for v in re.findall(r'^m0_nng_stat\{[^}]*scope="listener"[^}]*stat="auth"\} (\d+)$', text, re.M))
 
 
 # ---- certificates ----------------------------------------------------------------------------------------------

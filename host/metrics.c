@@ -16,7 +16,7 @@
   } while (0)
 
 /* nng's statistics, labelled by whose socket they count:
- * m0_nng_stat{process, side, actor, scope, url, stat}. A socket's name is
+ * m0_nng_stat{process, side, actor, scope, url, socket, stat}. A socket's name is
  * "<side>:<actor>" (m0__socket_name: "mailbox:loop.0" is loop 0's own,
  * "peer:loop.0" one dialed to it); a dialer or listener is found by its
  * socket's id and adds its URL. The socket's id stays a label too: two
@@ -29,11 +29,30 @@ static const char *nng_str(nng_stat *scope, const char *stat) {
   return s && nng_stat_type(s) == NNG_STAT_STRING ? nng_stat_string(s) : NULL;
 }
 
+/* A label's value: a URL is the operator's (a run directory's path), so a
+ * quote, a backslash or a newline in it is escaped as Prometheus reads them. */
+static const char *label_value(const char *s, char *out, size_t outlen) {
+  size_t o = 0;
+  for (; s && *s && o + 3 < outlen; s++) {
+    if (*s == '"' || *s == '\\') out[o++] = '\\';
+    if (*s == '\n') {
+      out[o++] = '\\';
+      out[o++] = 'n';
+    } else {
+      out[o++] = *s;
+    }
+  }
+  out[o] = 0;
+  return out;
+}
+
 static void metrics_nng_scope(m0__buf *b, const char *process, nng_stat *scope, const char *kind, uint64_t sock,
                               const char *name, const char *url) {
   const char *colon = name ? strchr(name, ':') : NULL;
   int side_len = colon ? (int)(colon - name) : 5;
   const char *side = colon ? name : "other", *actor = colon ? colon + 1 : ""; /* other: the tracer's, say */
+  char urlv[2 * M0__URL_MAX];
+  label_value(url, urlv, sizeof urlv);
   for (nng_stat *s = nng_stat_child(scope); s; s = nng_stat_next(s)) {
     int t = nng_stat_type(s);
     if ((t != NNG_STAT_COUNTER && t != NNG_STAT_LEVEL) || !strcmp(nng_stat_name(s), "id") ||
@@ -42,7 +61,7 @@ static void metrics_nng_scope(m0__buf *b, const char *process, nng_stat *scope, 
     m0__buf_printf(b,
                    "m0_nng_stat{process=\"%s\",side=\"%.*s\",actor=\"%s\",scope=\"%s\",url=\"%s\",socket=\"%llu\","
                    "stat=\"%s\"} %llu\n",
-                   process, side_len, side, actor, kind, url ? url : "", (unsigned long long)sock, nng_stat_name(s),
+                   process, side_len, side, actor, kind, urlv, (unsigned long long)sock, nng_stat_name(s),
                    (unsigned long long)nng_stat_value(s));
   }
 }

@@ -48,9 +48,10 @@ static const char *label_value(const char *s, char *out, size_t outlen) {
 
 static void metrics_nng_scope(m0__buf *b, const char *process, nng_stat *scope, const char *kind, uint64_t sock,
                               const char *name, const char *url) {
-  const char *colon = name ? strchr(name, ':') : NULL;
-  int side_len = colon ? (int)(colon - name) : 5;
-  const char *side = colon ? name : "other", *actor = colon ? colon + 1 : ""; /* other: the tracer's, say */
+  if (!name) name = "other:"; /* a socket m0 did not name: the tracer's, say */
+  const char *colon = strchr(name, ':');
+  int side_len = (int)(colon - name);
+  const char *side = name, *actor = colon + 1;
   char urlv[2 * M0__URL_MAX];
   label_value(url, urlv, sizeof urlv);
   for (nng_stat *s = nng_stat_child(scope); s; s = nng_stat_next(s)) {

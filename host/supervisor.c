@@ -413,7 +413,8 @@ static int sup_serve(sup *s, const m0_producer *producer) {
       free(was_ready);
       return sup_drain(s);
     }
-    if ((rc = sup_reap(s)) <= 0) {
+    if ((rc = sup_reap(s)) <= 0) { /* a death ends the start: a message that came with it is moot */
+      if (w == 1) m0__msg_free(&m);
       free(was_ready);
       sup_drain(s);
       return rc;
@@ -446,6 +447,7 @@ static int sup_serve(sup *s, const m0_producer *producer) {
     if (w == 2) break;
     sup_check_beats(s);
     if ((rc = sup_reap(s)) <= 0) {
+      if (w == 1) m0__msg_free(&m);
       sup_drain(s);
       return rc;
     }

@@ -40,6 +40,21 @@ def log_file():
     return f
 
 
+def read_log(f):
+    """The whole of a log file made by log_file(), as text. Read with pread,
+    never seek(0) then read(): the server holds the same open file
+    description, and each of its O_APPEND writes moves the shared offset to
+    the end, so a write between the seek and the read made the read start at
+    the end and return nothing (CI saw test_activation miss a listening line
+    that was there, under --workers 2 where workers write as it starts)."""
+    fd, out = f.fileno(), b""
+    while True:
+        chunk = os.pread(fd, 1 << 20, len(out))
+        if not chunk:
+            return out.decode(errors="replace")
+        out += chunk
+
+
 class Server:
     def __init__(self, app, *args, env=None, start_timeout=10.0, expect_listen=True):
         self.app = app
@@ -83,12 +98,10 @@ class Server:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def stderr(self):
-        self._err.seek(0)
-        return self._err.read().decode(errors="replace")
+        return read_log(self._err)
 
     def stdout(self):
-        self._out.seek(0)
-        return self._out.read().decode(errors="replace")
+        return read_log(self._out)
 
     def signal(self, sig=SIGTERM):
         os.kill(self.proc.pid, sig)

@@ -61,9 +61,7 @@ def activated(app, args, env=None):
     return proc, lsock, port, err
 
 
-def read_log(f):
-    f.seek(0)
-    return f.read().decode(errors="replace")
+read_log = harness.read_log
 
 
 def trace_records(text):

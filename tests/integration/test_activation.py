@@ -90,8 +90,7 @@ class Activated:
         self.proc = subprocess.Popen(cmd, env=e, stderr=self.err, pass_fds=keep, preexec_fn=child)
 
     def stderr(self):
-        self.err.seek(0)
-        return self.err.read().decode(errors="replace")
+        return harness.read_log(self.err)
 
     def port(self):
         m = wait_for(lambda: harness.LISTEN_RE.search(self.stderr()) or self.proc.poll() is not None, 10)

@@ -108,8 +108,7 @@ def start_and_probe(app, args, env, gate=False, exit_within=10.0):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5)
-    err.seek(0)
-    return rc, err.read().decode(errors="replace"), took, probe
+    return rc, harness.read_log(err), took, probe
 
 
 def check_failed_make(label, app, args, env, reason, probe=False):

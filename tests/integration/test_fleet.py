@@ -70,8 +70,7 @@ class Nats:
         self.err = log_file()
 
     def log(self):
-        self.err.seek(0)
-        return self.err.read().decode(errors="replace")
+        return harness.read_log(self.err)
 
     def start(self):
         self.err.seek(0)
@@ -126,8 +125,7 @@ backend hosts
             except OSError:
                 return False
         if not wait_for(up, 10):
-            self.err.seek(0)
-            raise AssertionError(f"haproxy did not listen:\n{self.err.read().decode(errors='replace')}")
+            raise AssertionError(f"haproxy did not listen:\n{harness.read_log(self.err)}")
 
     def stop(self):
         if self.proc.poll() is None:

@@ -161,6 +161,7 @@ import time
 import urllib.request
 from collections import Counter
 
+import harness
 from harness import BIN, Failures, Prefork, Server, alive, children, m0pub, metric, reap, run, wait_for
 from hostile_actor import Pair1, replies, request_ids
 from rawhttp import Conn, request
@@ -1108,8 +1109,7 @@ def app_socket(mode, transport):
             rc = echo.wait(5)
         except subprocess.TimeoutExpired:
             rc = None
-        echo_err.seek(0)
-        F.check(rc == 0, f"{label}: echo_actor, told STOP, exits 0 ({rc}): {echo_err.read()[-300:]!r}")
+        F.check(rc == 0, f"{label}: echo_actor, told STOP, exits 0 ({rc}): {harness.read_log(echo_err)[-300:]!r}")
 
 
 def stolen_ask(s, hostile, echo, label):

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 
+import harness
 from harness import BIN, Failures, wait_for
 from netns import Netns, sh
 from test_streams import contiguous
@@ -154,8 +155,7 @@ def main():
                                  "--host", ADDR_B, "--port", "0"], stdout=subprocess.DEVNULL, stderr=errf, env=env)
 
         def herr():
-            errf.seek(0)
-            return errf.read().decode(errors="replace")
+            return harness.read_log(errf)
 
         m = wait_for(lambda: re.search(rf"listening on http://{re.escape(ADDR_B)}:(\d+) ", herr())
                      or host.poll() is not None, 10)

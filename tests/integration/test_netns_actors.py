@@ -69,6 +69,7 @@ import tempfile
 import threading
 import time
 
+import harness
 from harness import BIN, Failures, wait_for
 from netns import Netns, sh, skip
 from rawhttp import Conn, request
@@ -263,8 +264,7 @@ def start(argv, errpath, env):
 
 
 def err_of(p):
-    p.errf.seek(0)
-    return p.errf.read().decode(errors="replace")
+    return harness.read_log(p.errf)
 
 
 def comm(pid):

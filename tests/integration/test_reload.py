@@ -660,16 +660,8 @@ class Host:
         self.skipped = False  # a generation failed before serving: its number may be used or skipped
 
     def log(self):
-        """The whole log, read with pread: the hosts share this file's
-        description, and each O_APPEND write moves its offset, so a seek(0)
-        then read() (harness.Server.stderr) can start at the end and read
-        nothing."""
-        fd, out = self.srv._err.fileno(), b""
-        while True:
-            chunk = os.pread(fd, 1 << 20, len(out))
-            if not chunk:
-                return out.decode(errors="replace")
-            out += chunk
+        """The whole log, every generation's (they share the file)."""
+        return harness.read_log(self.srv._err)
 
     def since(self, mark):
         return self.log()[mark:]

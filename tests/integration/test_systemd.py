@@ -73,7 +73,6 @@ for args in ([], ["--workers", "2"]):
     except subprocess.TimeoutExpired:
         p.kill()
         rc = None
-    err.seek(0)
-    f.check(rc == 0, f"{args}: exit 0 after SIGTERM (rc={rc}) {err.read().decode()[-300:]}")
+    f.check(rc == 0, f"{args}: exit 0 after SIGTERM (rc={rc}) {harness.read_log(err)[-300:]}")
 
 f.done()

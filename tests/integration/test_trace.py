@@ -213,12 +213,10 @@ class Tracer:
             raise AssertionError(f"m0trace {args} did not start listening: {self.stderr()}")
 
     def stdout(self):
-        self.out.seek(0)
-        return self.out.read().decode(errors="replace")
+        return harness.read_log(self.out)
 
     def stderr(self):
-        self.err.seek(0)
-        return self.err.read().decode(errors="replace")
+        return harness.read_log(self.err)
 
     def stop(self, sig=signal.SIGINT, timeout=5):
         if self.proc.poll() is None:

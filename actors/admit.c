@@ -127,6 +127,9 @@ static const rule rules[] = {
      * machine (m0pub); never from the network */
     {M0__ROLE_LOOP, M0__K_FRAME, S | F, 0xffff},
     {M0__ROLE_LOOP, M0__K_FRAME, L, R(M0__ROLE_EXTERNAL)},
+    /* tracing switched while the host runs: from m0trace on this machine
+     * (and the host's own processes), never from the network */
+    {M0__ROLE_LOOP, M0__K_TRACE, S | F | L, R(M0__ROLE_EXTERNAL)},
     /* a pool thread */
     {M0__ROLE_POOL, M0__K_JOB, S, R(M0__ROLE_LOOP)},
     {M0__ROLE_POOL, M0__K_STOP, S, R(M0__ROLE_LOOP)},
@@ -242,6 +245,7 @@ static const char *why(int reason) {
   case M0__REFUSE_FRAME: return "a frame that does not decode";
   case M0__REFUSE_FRAME_ID: return "a frame id not taken from the counter, or one already written";
   case M0__REFUSE_REPLY: return "a reply to no request in flight with that instance";
+  case M0__REFUSE_CONTROL: return "a tracing control the tracer refused";
   default: return "?";
   }
 }

@@ -29,11 +29,12 @@
  *   the instance on that pipe: actors/asks.c) and a REQUEST or STOP at an
  *   instance from the host it dialed; and from LOCAL only, a FRAME at a loop
  *   (m0pub's), whose id must already be taken from the shared counter and
- *   not yet written by that loop (actors/loop.c). Over the network a frame
- *   never names its id: an instance PUBLISHes and the host numbers it. Never
- *   a descriptor number (HANDOFF), a pointer (JOB, RESULT, ANSWER), a STOP
- *   or GO to the host's own actors, or a barrier message (READY, FAILED,
- *   STOPPED, DIED, LEAVING).
+ *   not yet written by that loop (actors/loop.c), and a TRACE at a loop
+ *   (m0trace's), whose control the tracer checks (actors/trace.h). Over
+ *   the network a frame never names its id: an instance PUBLISHes and the
+ *   host numbers it. Never a descriptor number (HANDOFF), a pointer (JOB,
+ *   RESULT, ANSWER), a STOP or GO to the host's own actors, or a barrier
+ *   message (READY, FAILED, STOPPED, DIED, LEAVING).
  */
 #ifndef M0_ACTORS_ADMIT_H
 #define M0_ACTORS_ADMIT_H
@@ -55,7 +56,8 @@ enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL =
   X(ADDRESS, "address")     /* addressed to another actor, or from one that never sends that kind */         \
   X(FRAME, "frame")         /* a FRAME whose payload does not decode or that the bus would refuse */         \
   X(FRAME_ID, "frame_id")   /* a FRAME id not yet taken from the counter, or one its loop wrote already */    \
-  X(REPLY, "reply")         /* a REPLY that is no answer to a request in flight with that instance */
+  X(REPLY, "reply")         /* a REPLY that is no answer to a request in flight with that instance */      \
+  X(CONTROL, "control")     /* a TRACE whose control the tracer refused (actors/trace.h) */
 
 enum m0__refusal {
 #define M0__REFUSAL_ENUM(name, text) M0__REFUSE_##name,

@@ -1,4 +1,5 @@
 #include "actors/loop.h"
+#include "actors/trace.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -127,6 +128,19 @@ static void loop_finish(m0__loop *l) {
   if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
 }
 
+/* m0trace's control: for this process's tracer, which every loop of the
+ * process shares (m0trace tells each loop; a second telling changes
+ * nothing). A refused one is counted and said with why: its sender is the
+ * operator, on this machine. */
+static void loop_on_trace(m0__loop *l, const m0__msg *m) {
+  char why[256], peer[96];
+  if (l->trace && m0__tracer_control(l->trace, m->payload, m->len, why, sizeof why) == 0) return;
+  if (!l->trace) snprintf(why, sizeof why, "this process has no tracer");
+  m0__msg_peer(m, peer, sizeof peer);
+  m0__refused(l->self.id, M0__REFUSE_CONTROL, M0__K_TRACE, peer);
+  fprintf(stderr, "m0: loop.%d: trace control from %s refused: %s\n", l->index, peer, why);
+}
+
 /* The mailbox's descriptor, the outside mailbox's and the direct lane's
  * eventfd all land here; the lane's wake reads the lane only. */
 static void loop_on_mail(uv_poll_t *p, int status, int events) {
@@ -147,6 +161,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     case M0__K_ANSWER: m0__asks_on_answer(l, &m); break;
     case M0__K_CHUNK: m0__writer_on_chunk(l, &m); break;
     case M0__K_HANDOFF: m0__accept_on_handoff(l, &m); break;
+    case M0__K_TRACE: loop_on_trace(l, &m); break;
     default:
       fprintf(stderr, "m0: loop.%d: unexpected %s message\n", l->index, m0__kind_name(m.env.kind));
       break;

@@ -81,7 +81,7 @@ static bool publish_link(m0_publisher *pub, const char *channel, const void *fra
   return ok;
 }
 
-m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen) {
+m0_publisher *m0__publisher_attach_loops(const char *run_dir, char *err, size_t errlen) {
   m0_publisher *pub = calloc(1, sizeof *pub);
   m0__page *page = calloc(1, sizeof *page);
   if (!pub || !page || m0__page_attach(page, run_dir, err, errlen) != 0) {
@@ -116,6 +116,21 @@ m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen)
     }
     pub->nloops++;
   }
+  return pub;
+}
+
+int m0__publisher_tell(m0_publisher *pub, int kind, const void *payload, size_t len) {
+  int told = 0;
+  pthread_mutex_lock(&pub->mu);
+  for (int i = 0; i < pub->nloops; i++) told += pub->loops[i].open && m0__send(&pub->self, &pub->loops[i], kind, 0, 0, payload, len) == 0;
+  pthread_mutex_unlock(&pub->mu);
+  return told;
+}
+
+m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen) {
+  m0_publisher *pub = m0__publisher_attach_loops(run_dir, err, errlen);
+  if (!pub) return NULL;
+  m0__page *page = pub->page;
   /* The host's bus, as its bridge wrote it on the page: m0pub's frames go
    * to the fleet too. */
   if (atomic_load(&page->bus->configured)) {

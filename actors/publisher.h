@@ -55,6 +55,12 @@ bool m0__publisher_fanout(m0_publisher *pub, const char *channel, size_t chlen, 
 
 /* An instance's publisher over its link to the host (pub zeroed first). */
 void m0__publisher_link(m0_publisher *pub, nng_socket link, uint32_t sender);
+/* m0_publisher_attach without the fleet's bus: the serving generation's
+ * loops, dialed at their outside mailboxes (m0trace's way in). Freed by
+ * m0_publisher_detach. */
+m0_publisher *m0__publisher_attach_loops(const char *run_dir, char *err, size_t errlen);
+/* Sends one message of `kind` to every attached loop; how many took it. */
+int m0__publisher_tell(m0_publisher *pub, int kind, const void *payload, size_t len);
 
 /* FRAME payload: u64 id, u16 channel length (little-endian), channel, frame
  * bytes. encode appends it to a message being built: 0 or M0__ENOMEM. */

@@ -8,12 +8,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "base/errors.h"
 #include "actors/kinds.h"
 #include "base/nng_compat.h"
+#include "base/ids.h"
 #include "base/num.h"
+#include "transport/topology.h"
 
 /* "-": JSON lines on stderr, each written at once. An nng URL: binary
  * records on a push socket dialed to it (m0trace listens there and prints
@@ -21,7 +27,7 @@
  * watcher.
  *
  * Design notes
- * - Over nng a record is 60 bytes copied into a batch, not text: formatting
+ * - Over nng a record is 68 bytes copied into a batch, not text: formatting
  *   a JSON line (two actor names, a kind, the trace id, all by snprintf)
  *   took ~6,800 instructions per record in the host (callgrind): tracing
  *   on cost the pool lane ~9,100 instructions per request, now ~200
@@ -33,22 +39,42 @@
  *   nng 1.5.2's expire thread up to a millisecond of spinning, 2 % of a CPU
  *   at 20 ticks a second; ARCHITECTURE.md, "nng's timers and redials").
  *   One nng message per record cost the pool lane a third of its throughput
- *   (bench/run_trace); a batch costs one send per ~540 records.
+ *   (bench/run_trace); a batch costs one send per ~480 records.
  * - Never waiting: a batch that cannot be queued at once (nobody listening
  *   for a while) is dropped and its records counted; the count is printed
  *   when the tracer is freed. Tracing must never slow the host down, and
  *   each record still carries the time it was made.
  * - One batch per process, under a mutex held only to copy a record in (and
- *   to hand a full batch to nng, which copies it and does not block). */
+ *   to hand a full batch to nng, which copies it and does not block).
+ * - Switched while running: every process has a tracer (off when --trace is
+ *   empty), and m0__trace_live counts those on, so the hook's one branch
+ *   reads one word that stays in every core's cache while nothing traces.
+ *   A control (a TRACE message, actors/loop.c) changes the sink, the
+ *   filters and `on` under the mutex; `on` and the kinds' mask are also
+ *   atomics, read without it, so a message of a kind not kept costs no
+ *   lock. The actors' filter is names, matched under the mutex (naming two
+ *   actors is ~200 instructions, paid only while an actors' filter is set):
+ *   a name is not yet an id in this process (an application actor's
+ *   instance, another worker's loop), and a prefix ("pool") names actors
+ *   that come and go. */
 #define TRACE_BATCH 32768
 #define TRACE_FLUSH_MS 50
 
+atomic_uint m0__trace_live;
+
 struct m0__tracer {
-  FILE *out;
+  atomic_bool on;
+  atomic_uint kinds; /* bit k: kind k is kept */
+  uint32_t process, pid;
+  FILE *out; /* "-": stderr; NULL: an nng sink, once dialed */
+  pthread_mutex_t mu; /* the actors' filter, the sink, the batch */
+  int nactors;        /* 0: every actor */
+  char actors[M0__TRACE_ACTORS][49];
+  bool nng; /* the push socket is open and the flusher runs */
   nng_socket sock;
-  bool nng;
+  nng_dialer dialer;
+  char url[M0__URL_MAX];
   atomic_ulong dropped;
-  pthread_mutex_t mu;
   char batch[TRACE_BATCH];
   size_t len;
   unsigned long records;
@@ -83,84 +109,237 @@ static void *trace_flusher(void *arg) {
   return NULL;
 }
 
-m0__tracer *m0__tracer_new(const char *dest) {
-  if (!dest || !dest[0]) return NULL;
+static int trace_open(m0__tracer *t) {
+  if (nng_push0_open(&t->sock) != 0) return M0__ETRANSPORT;
+  nng_socket_set_int(t->sock, NNG_OPT_SENDBUF, 1024);
+  nng_socket_set_ms(t->sock, NNG_OPT_RECONNMAXT, 200);
+  return 0;
+}
+
+/* Under t->mu: records go to url from now. The push socket and its flusher
+ * are made at the first URL; a later one replaces the dialer (nng queues
+ * nothing for a pipe that is gone, so no record goes to the old address
+ * after this returns but those already handed to its pipe). */
+static int trace_dial(m0__tracer *t, const char *url) {
+  if (!t->nng) {
+    if (trace_open(t) != 0) return M0__ETRANSPORT;
+    if (pthread_create(&t->flusher, NULL, trace_flusher, t) != 0) {
+      m0__socket_close(t->sock);
+      return M0__ENOMEM;
+    }
+    t->nng = true;
+  } else if (!strcmp(t->url, url)) return 0;
+  nng_dialer d;
+  if (nng_dial(t->sock, url, &d, NNG_FLAG_NONBLOCK) != 0) return M0__ETRANSPORT;
+  if (t->url[0]) nng_dialer_close(t->dialer);
+  t->dialer = d;
+  snprintf(t->url, sizeof t->url, "%s", url);
+  return 0;
+}
+
+/* Under t->mu: a control switched tracing off. The sink goes with what is
+ * batched and queued for it (closing the push socket drops its queue), so
+ * an m0trace that listens at the URL later sees nothing made before it
+ * switched tracing on; the next control that switches it on names "to". */
+static void trace_forget(m0__tracer *t) {
+  t->len = 0;
+  t->records = 0;
+  m0__socket_close(t->sock);
+  t->url[0] = 0;
+  trace_open(t); /* failing, every send fails and is counted */
+}
+
+/* Under t->mu. */
+static void trace_switch(m0__tracer *t, bool on) {
+  if (atomic_load(&t->on) == on) return;
+  atomic_store(&t->on, on);
+  if (on) atomic_fetch_add(&m0__trace_live, 1);
+  else atomic_fetch_sub(&m0__trace_live, 1);
+}
+
+m0__tracer *m0__tracer_new(const char *dest, uint32_t process) {
   m0__tracer *t = calloc(1, sizeof *t);
   if (!t) return NULL;
-  if (strcmp(dest, "-") == 0) {
-    t->out = stderr;
-    return t;
-  }
+  t->process = process;
+  t->pid = (uint32_t)getpid(); /* a process of the host never forks without exec */
+  atomic_init(&t->kinds, UINT32_MAX);
   pthread_mutex_init(&t->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&t->tick, &ca);
   pthread_condattr_destroy(&ca);
-  if (nng_push0_open(&t->sock) != 0) goto fail;
-  nng_socket_set_int(t->sock, NNG_OPT_SENDBUF, 1024);
-  nng_socket_set_ms(t->sock, NNG_OPT_RECONNMAXT, 200);
-  if (nng_dial(t->sock, dest, NULL, NNG_FLAG_NONBLOCK) != 0 || pthread_create(&t->flusher, NULL, trace_flusher, t) != 0) {
-    m0__socket_close(t->sock);
-    goto fail;
+  if (!dest || !dest[0]) return t;
+  if (strcmp(dest, "-") == 0) t->out = stderr;
+  else if (trace_dial(t, dest) != 0) {
+    m0__tracer_free(t);
+    return NULL;
   }
-  t->nng = true;
+  pthread_mutex_lock(&t->mu);
+  trace_switch(t, true);
+  pthread_mutex_unlock(&t->mu);
   return t;
-fail:
-  pthread_cond_destroy(&t->tick);
-  pthread_mutex_destroy(&t->mu);
-  free(t);
-  return NULL;
 }
 
 void m0__tracer_free(m0__tracer *t) {
   if (!t) return;
+  pthread_mutex_lock(&t->mu);
+  trace_switch(t, false);
+  t->stopping = true;
+  pthread_cond_signal(&t->tick);
+  pthread_mutex_unlock(&t->mu);
   if (t->nng) {
-    pthread_mutex_lock(&t->mu);
-    t->stopping = true;
-    pthread_cond_signal(&t->tick);
-    pthread_mutex_unlock(&t->mu);
     pthread_join(t->flusher, NULL); /* it flushed once more on its way out */
     trace_flush(t);                  /* no other user is left */
     unsigned long dropped = atomic_load(&t->dropped);
     if (dropped)
       fprintf(stderr, "m0: trace: %lu records dropped (nobody was receiving at the trace address)\n", dropped);
     m0__socket_close(t->sock);
-    pthread_cond_destroy(&t->tick);
-    pthread_mutex_destroy(&t->mu);
   }
+  pthread_cond_destroy(&t->tick);
+  pthread_mutex_destroy(&t->mu);
   free(t);
 }
 
+/* A filter's name keeps an actor whose name is it, or begins with it and a
+ * dot: "pool" keeps pool.1.0, "pool.1" keeps pool.1.0, not pool.10.0. */
+static bool name_keeps(const char *f, const char *name) {
+  size_t n = strlen(f);
+  return !strncmp(name, f, n) && (name[n] == 0 || name[n] == '.');
+}
+
+/* Under t->mu. */
+static bool trace_keeps(const m0__tracer *t, const m0__env *e) {
+  if (!t->nactors) return true;
+  char from[64], to[64];
+  m0__actor_name(e->from, from, sizeof from);
+  m0__actor_name(e->to, to, sizeof to);
+  for (int i = 0; i < t->nactors; i++)
+    if (name_keeps(t->actors[i], from) || name_keeps(t->actors[i], to)) return true;
+  return false;
+}
+
+static _Thread_local uint32_t my_tid; /* gettid is a system call: asked once per thread */
+
 void m0__trace_record(m0__tracer *t, bool recv, const m0__env *e, size_t bytes) {
+  if (!t || !atomic_load_explicit(&t->on, memory_order_relaxed)) return;
+  if (e->kind >= 32 || !(atomic_load_explicit(&t->kinds, memory_order_relaxed) >> e->kind & 1)) return;
+  if (!my_tid) my_tid = (uint32_t)syscall(SYS_gettid);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   m0__trace_rec r = {.e = *e, .bytes = (uint32_t)bytes, .t_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
-                     .recv = recv};
-  if (!t->nng) {
-    char line[512];
-    m0__trace_format(&r, line, sizeof line);
-    fputs(line, t->out); /* one locked write: lines from threads never interleave */
-    return;
-  }
+                     .recv = recv, .pid = t->pid, .tid = my_tid, .process = t->process};
   uint8_t rec[M0__TRACE_RECORD];
   m0__env_write(rec, &r.e, r.bytes);
   m0__le_put64(rec + M0__ENV_HEADER, r.t_ns);
-  m0__le_put64(rec + M0__ENV_HEADER + 8, r.recv ? 1 : 0);
+  m0__le_put32(rec + M0__ENV_HEADER + 8, r.recv ? 1 : 0);
+  m0__le_put32(rec + M0__ENV_HEADER + 12, r.pid);
+  m0__le_put32(rec + M0__ENV_HEADER + 16, r.tid);
+  m0__le_put32(rec + M0__ENV_HEADER + 20, r.process);
   pthread_mutex_lock(&t->mu);
-  if (t->len + sizeof rec > sizeof t->batch) trace_flush(t);
-  memcpy(t->batch + t->len, rec, sizeof rec);
-  t->len += sizeof rec;
-  t->records++;
+  if (!trace_keeps(t, e)) {
+  } else if (t->out) {
+    char line[512];
+    m0__trace_format(&r, line, sizeof line);
+    fputs(line, t->out); /* one write: lines from threads never interleave */
+  } else if (t->nng) {
+    if (t->len + sizeof rec > sizeof t->batch) trace_flush(t);
+    memcpy(t->batch + t->len, rec, sizeof rec);
+    t->len += sizeof rec;
+    t->records++;
+  }
   pthread_mutex_unlock(&t->mu);
+}
+
+/* ---- control ---- */
+
+#define CONTROL_FAIL(...)                                                                                        \
+  do {                                                                                                           \
+    snprintf(why, whylen, __VA_ARGS__);                                                                          \
+    goto out;                                                                                                    \
+  } while (0)
+
+int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, size_t whylen) {
+  json_error_t jerr;
+  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr), *v;
+  int rc = M0__EINVALID, nactors = -1;
+  uint32_t kinds = 0;
+  bool has_kinds = false;
+  char actors[M0__TRACE_ACTORS][49];
+  const char *key, *to = NULL;
+  if (!json_is_object(root)) CONTROL_FAIL("a trace control is a JSON object");
+  json_object_foreach(root, key, v) {
+    if (!strcmp(key, "on")) {
+      if (!json_is_boolean(v)) CONTROL_FAIL("\"on\" is true or false");
+    } else if (!strcmp(key, "to")) {
+      const char *u = json_string_value(v), *bad = u && m0__url_is_nng(u) ? m0__url_undialable(u) : "not an nng URL";
+      if (!u || strlen(u) >= M0__URL_MAX || bad) CONTROL_FAIL("\"to\" cannot be dialed: %s", u ? bad : "not a string");
+      to = u;
+    } else if (!strcmp(key, "actors")) {
+      if (!json_is_array(v) || json_array_size(v) > M0__TRACE_ACTORS)
+        CONTROL_FAIL("\"actors\" is a list of at most %d actor names", M0__TRACE_ACTORS);
+      size_t i;
+      json_t *a;
+      json_array_foreach(v, i, a) {
+        const char *n = json_string_value(a);
+        if (!n || strlen(n) >= sizeof actors[0] || !m0__actor_name_known(n))
+          CONTROL_FAIL("\"actors\": %.60s is no actor's name (loop.0, pool, pool.0.1, coordinator, an application "
+                       "actor's)", n ? n : "a non-string");
+        snprintf(actors[i], sizeof actors[i], "%s", n);
+      }
+      nactors = (int)json_array_size(v);
+    } else if (!strcmp(key, "kinds")) {
+      size_t i;
+      json_t *a;
+      if (!json_is_array(v)) CONTROL_FAIL("\"kinds\" is a list of kinds (job, result...)");
+      json_array_foreach(v, i, a) {
+        const char *n = json_string_value(a);
+        int k = 1;
+        while (k < M0__KIND_COUNT_ && (!n || strcmp(n, m0__kind_name(k)))) k++;
+        if (k == M0__KIND_COUNT_) CONTROL_FAIL("\"kinds\": %.40s is no kind", n ? n : "a non-string");
+        kinds |= 1u << k;
+      }
+      has_kinds = json_array_size(v) > 0;
+      if (!has_kinds) kinds = UINT32_MAX, has_kinds = true;
+    } else CONTROL_FAIL("unknown member \"%.40s\" (on, to, actors, kinds)", key);
+  }
+  json_t *on = json_object_get(root, "on");
+  pthread_mutex_lock(&t->mu);
+  if (to && t->out) {
+    pthread_mutex_unlock(&t->mu);
+    CONTROL_FAIL("this host traces to stderr (--trace -): its records cannot go to %.100s", to);
+  }
+  if (json_is_true(on) && !to && !t->out && !t->nng) {
+    pthread_mutex_unlock(&t->mu);
+    CONTROL_FAIL("nowhere to send the records: a control that switches tracing on names \"to\"");
+  }
+  if (to && trace_dial(t, to) != 0) {
+    pthread_mutex_unlock(&t->mu);
+    CONTROL_FAIL("\"to\" cannot be dialed: %.100s", to);
+  }
+  if (nactors >= 0) {
+    memcpy(t->actors, actors, sizeof actors);
+    t->nactors = nactors;
+  }
+  if (has_kinds) atomic_store(&t->kinds, kinds);
+  if (on) trace_switch(t, json_is_true(on));
+  if (on && !json_is_true(on) && t->nng) trace_forget(t);
+  pthread_mutex_unlock(&t->mu);
+  rc = 0;
+out:
+  json_decref(root);
+  return rc;
 }
 
 int m0__trace_decode(const uint8_t in[M0__TRACE_RECORD], m0__trace_rec *r) {
   if (m0__env_read_header(in, &r->e, &r->bytes) != 0) return M0__EBADMSG;
   r->t_ns = m0__le_get64(in + M0__ENV_HEADER);
-  uint64_t dir = m0__le_get64(in + M0__ENV_HEADER + 8);
+  uint32_t dir = m0__le_get32(in + M0__ENV_HEADER + 8);
   if (dir > 1) return M0__EBADMSG;
   r->recv = dir == 1;
+  r->pid = m0__le_get32(in + M0__ENV_HEADER + 12);
+  r->tid = m0__le_get32(in + M0__ENV_HEADER + 16);
+  r->process = m0__le_get32(in + M0__ENV_HEADER + 20);
   return 0;
 }
 
@@ -177,7 +356,7 @@ static char *put_hex64(char *o, uint64_t v) {
 }
 
 size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen) {
-  char line[320], from[32], to[32]; /* the longest line is ~260 bytes */
+  char line[400], from[64], to[64]; /* the longest line is ~330 bytes */
   m0__actor_name(r->e.from, from, sizeof from);
   m0__actor_name(r->e.to, to, sizeof to);
   char *o = m0__put_uint(put_str(line, "{\"t\":"), r->t_ns / 1000000000u);
@@ -191,11 +370,22 @@ size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen) {
   o = m0__put_uint(put_str(o, "\",\"seq\":"), r->e.seq);
   o = m0__put_uint(put_str(o, ",\"bytes\":"), r->bytes);
   o = put_hex64(put_hex64(put_str(o, ",\"trace\":\""), r->e.trace_hi), r->e.trace_lo);
-  o = put_str(o, "\"}\n");
+  char proc[32];
+  m0__trace_process_name(r->process, proc, sizeof proc);
+  o = put_str(put_str(o, "\",\"process\":\""), proc);
+  o = m0__put_uint(put_str(o, "\",\"pid\":"), r->pid);
+  o = m0__put_uint(put_str(o, ",\"tid\":"), r->tid);
+  o = put_str(o, "}\n");
   size_t n = (size_t)(o - line);
   if (outlen == 0) return 0;
   if (n > outlen - 1) n = outlen - 1;
   memcpy(out, line, n);
   out[n] = 0;
   return n;
+}
+
+void m0__trace_process_name(uint32_t process, char *out, size_t outlen) {
+  if (process == M0__TRACE_HOST) snprintf(out, outlen, "host");
+  else if (process == M0__TRACE_SUPERVISOR) snprintf(out, outlen, "supervisor");
+  else snprintf(out, outlen, "worker.%u", (unsigned)(process - M0__TRACE_WORKER));
 }

@@ -1,9 +1,14 @@
 /* The trace hook: one record per actor message (time, from, to, kind,
- * sequence, bytes, trace id). Called only from m0__send and m0__recv, and
- * only when a tracer is set, so tracing off costs one branch per message. */
+ * sequence, bytes, trace id, and the process and thread that made it).
+ * Called only from m0__send and m0__recv, and only while some tracer of the
+ * process is on (m0__trace_live), so tracing off costs one branch per
+ * message. A tracer is switched on and off, and narrowed to some actors or
+ * kinds, while the host runs (m0__tracer_control: a TRACE message from
+ * m0trace on this machine, at a loop's outside mailbox). */
 #ifndef M0_ACTORS_TRACE_H
 #define M0_ACTORS_TRACE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,29 +17,62 @@
 
 typedef struct m0__tracer m0__tracer;
 
-/* dest "-" writes JSON lines to stderr; an nng URL sends binary records,
- * batched (one or more per message, within 50 ms), to whoever listens there
- * (m0trace, which prints the same JSON lines). NULL when dest is empty or
- * cannot be dialed. */
-m0__tracer *m0__tracer_new(const char *dest);
+/* How many tracers of this process are on: the hook's one branch. */
+extern atomic_uint m0__trace_live;
+
+/* Which process a record comes from: the host (single, threads, embedded),
+ * the prefork supervisor, or worker i (M0__TRACE_WORKER + i). */
+enum { M0__TRACE_HOST = 0, M0__TRACE_SUPERVISOR = 1, M0__TRACE_WORKER = 2 };
+
+/* A tracer for this process (`process`: whose records, above). dest "-"
+ * writes JSON lines to stderr; an nng URL sends binary records, batched (one
+ * or more per message, within 50 ms), to whoever listens there (m0trace,
+ * which prints the same JSON lines); both start on. An empty dest makes a
+ * tracer that is off until a control names where its records go. NULL when
+ * out of memory or when an nng dest cannot be dialed. */
+m0__tracer *m0__tracer_new(const char *dest, uint32_t process);
 void m0__tracer_free(m0__tracer *t);
-/* Thread safety: any thread. */
+/* Thread safety: any thread. t may be NULL (an actor of a tool). */
 void m0__trace_record(m0__tracer *t, bool recv, const m0__env *e, size_t bytes);
+
+/* A control: a JSON object, every member optional,
+ *   {"on": true|false, "to": "<nng URL>", "actors": ["loop.0", "pool", ...],
+ *    "kinds": ["job", "result", ...]}
+ * "on" switches the tracer; "to" is where its records go from now (an nng
+ * URL; refused for a tracer writing to stderr); "actors" keeps the records
+ * of messages from or to those actors only (a name, or a prefix of whole
+ * parts: "pool" is every pool thread, "pool.1" loop 1's, "echo" every
+ * instance of the echo actor), [] or absent every actor; "kinds" likewise by
+ * kind. A control replaces the filters it names and leaves the others.
+ * 0, or M0__EINVALID with why (one line, no newline) when the control is
+ * not one (not JSON, an unknown member, a name that is no actor's, a URL that
+ * cannot be dialed, on with nowhere to send): the tracer is as it was.
+ * Thread safety: any thread. */
+int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, size_t whylen);
 
 /* A record on the wire: the message's own envelope header (its length field
  * holding the payload bytes), then the time in nanoseconds since the epoch
- * and the direction (0 send, 1 recv), each a u64, all little-endian. */
-#define M0__TRACE_RECORD (M0__ENV_HEADER + 16)
+ * (u64), the direction (0 send, 1 recv), the process's pid, the thread's
+ * id (gettid) and the process (M0__TRACE_HOST...), each a u32, all
+ * little-endian. */
+#define M0__TRACE_RECORD (M0__ENV_HEADER + 24)
+/* A filter names at most this many actors. */
+#define M0__TRACE_ACTORS 16
+
 typedef struct m0__trace_rec {
   m0__env e;
   uint32_t bytes;
   uint64_t t_ns;
   bool recv;
+  uint32_t pid, tid, process;
 } m0__trace_rec;
 /* 0, or M0__EBADMSG when the bytes are not a record. */
 int m0__trace_decode(const uint8_t in[M0__TRACE_RECORD], m0__trace_rec *r);
 /* The record as one JSON line ending in a newline: {"t","dir","from","to",
- * "kind","seq","bytes","trace"}. Returns its length (truncated to outlen-1). */
+ * "kind","seq","bytes","trace","process","pid","tid"}. Returns its length
+ * (truncated to outlen-1). */
 size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen);
+/* "host", "supervisor", "worker.3". */
+void m0__trace_process_name(uint32_t process, char *out, size_t outlen);
 
 #endif

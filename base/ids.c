@@ -1,5 +1,6 @@
 #include "base/ids.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,4 +47,20 @@ void m0__actor_name(uint32_t id, char *out, size_t outlen) {
   if (n >= outlen) n = outlen - 1;
   memcpy(out, b, n);
   out[n] = 0;
+}
+
+bool m0__actor_name_known(const char *name) {
+  static const char *const words[] = {"coordinator", "loop", "pool", "producer", "external", "worker", "app"};
+  size_t w = strcspn(name, ".");
+  bool known = false;
+  for (size_t i = 0; i < sizeof words / sizeof *words && !known; i++)
+    known = strlen(words[i]) == w && !strncmp(words[i], name, w);
+  for (int i = 0; i < APP_NAMES && !known; i++) known = app_names[i][0] && strlen(app_names[i]) == w && !strncmp(app_names[i], name, w);
+  if (!known) return false;
+  int parts = 0;
+  for (const char *p = name + w; *p; parts++) {
+    if (*p++ != '.' || !isdigit((unsigned char)*p) || parts == 2) return false;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  return true;
 }

@@ -4,6 +4,7 @@
 #ifndef M0_BASE_IDS_H
 #define M0_BASE_IDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,11 @@ enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__RO
  * (slot 0xfff) "echo" (once named by
  * m0__app_actor_named; "app.<actor>.<slot>" before, or in another process). */
 void m0__actor_name(uint32_t id, char *out, size_t outlen);
+/* Whether name is an actor's name as m0__actor_name spells it, or a prefix
+ * of whole parts of one ("pool", "pool.1", "echo"): a role's word or an
+ * application actor's name (as named in this process), then at most two
+ * decimal numbers, each after a dot. */
+bool m0__actor_name_known(const char *name);
 /* Names application actor `actor` for m0__actor_name. Called before any
  * thread that names actors starts; the name is copied (at most 48 bytes). */
 void m0__app_actor_named(int actor, const char *name);

@@ -577,7 +577,7 @@ static int coord_serve(coord *c) {
   m0__proc *p = c->p;
   int rc;
   if ((rc = m0__process_setup(c->proc)) != 0) return rc;
-  m0__process_trace(c->proc);
+  m0__process_trace(c->proc, c->proc->inherit_dir ? M0__TRACE_WORKER + (uint32_t)p->first : M0__TRACE_HOST);
   if ((rc = coord_start(c)) != 0) {
     coord_drain(c, m0__now_ms() + c->drain_ms);
     return rc;

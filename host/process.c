@@ -170,8 +170,8 @@ int m0__process_setup(m0__process *p) {
   return 0;
 }
 
-void m0__process_trace(m0__process *p) {
-  if (M0__CFGS(p->cfg, trace)[0]) p->trace = m0__tracer_new(M0__CFGS(p->cfg, trace));
+void m0__process_trace(m0__process *p, uint32_t process) {
+  p->trace = m0__tracer_new(M0__CFGS(p->cfg, trace), process); /* off without --trace, until m0trace says */
 }
 
 int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg *m) {

@@ -79,8 +79,10 @@ void m0__process_describe(m0__process *p, const m0_app *app, const m0_config *cf
 /* Makes (or takes over) everything but the tracer. 0, or a negative m0__err
  * with its one line on stderr. */
 int m0__process_setup(m0__process *p);
-/* Opens the tracer --trace names (none when it is empty). */
-void m0__process_trace(m0__process *p);
+/* Opens this process's tracer: to where --trace names, or off when it is
+ * empty (m0trace can switch it on: actors/trace.h). `process` is whose
+ * records they are (M0__TRACE_HOST, _SUPERVISOR, _WORKER + i). */
+void m0__process_trace(m0__process *p, uint32_t process);
 
 enum {
   M0__WAIT_TIMEOUT = 0,

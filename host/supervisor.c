@@ -334,7 +334,7 @@ static int sup_setup(sup *s) {
  * (sup_go does, at each READY). */
 static int sup_setup_actors(sup *s, const m0_producer *producer) {
   const m0_config *cfg = s->cfg;
-  m0__process_trace(&s->proc);
+  m0__process_trace(&s->proc, M0__TRACE_SUPERVISOR);
   const m0__actor_desc *me = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
   if (m0__actor_open(&s->self, me->id, me->url, s->proc.trace) != 0) {
     fprintf(stderr, "m0: cannot open the supervisor's mailbox at %s\n", me->url);

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 4
+#define M0__PAGE_VERSION 5
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -56,7 +56,7 @@ typedef struct m0__loop_line {
 /* One actor's refusals: the line is taken by storing actor id + 1 (0 is a
  * free line); the last line counts every actor beyond the others. */
 #define M0__PAGE_REFUSAL_LINES 64
-#define M0__PAGE_REFUSAL_REASONS 7
+#define M0__PAGE_REFUSAL_REASONS 8
 typedef struct m0__refusal_line {
   _Atomic uint64_t actor;
   _Atomic uint64_t n[M0__PAGE_REFUSAL_REASONS];

@@ -1,23 +1,33 @@
 /* m0trace — watch a running host's actor messages live, or record them for
  * Perfetto.
  *
- *   m0trace [--actor NAME] [--kind KIND] [--chrome FILE] [--seconds N] URL
+ *   m0trace [--run-dir DIR] [--actor NAME]... [--kind KIND]... [--chrome FILE] [--seconds N] URL
  *
- * Listens at URL (an nng address: the host runs with --trace URL and dials
- * it, sending binary records, actors/trace.h). Each record is printed as one
- * JSON line (time, dir, from, to, kind, seq, bytes,
- * trace id); --actor keeps records from or to that actor (e.g. loop.1),
- * --kind those of one kind (e.g. job). With --chrome FILE it also writes
- * Chrome trace-event JSON when it stops (SIGINT, SIGTERM or --seconds): one
- * track per actor, and a flow arrow from each send to its receive, so
- * Perfetto (ui.perfetto.dev) draws the message flow.
- * Exit: 0; 2 usage; 1 cannot listen or write.
+ * Listens at URL (an nng address) for binary records (actors/trace.h): from
+ * a host started with --trace URL, or, with --run-dir DIR, from the running
+ * host at DIR, whose tracing m0trace switches on (a TRACE control to each of
+ * its loops, again every second so a respawned worker follows) and off again
+ * when it stops: nothing is restarted. Each record is printed as one JSON
+ * line (time, dir, from, to, kind, seq, bytes, trace id, process, pid, tid);
+ * --actor keeps records from or to that actor (loop.1, or a prefix of whole
+ * parts: pool, pool.1, echo), --kind those of that kind (job), each
+ * repeatable; with --run-dir the host itself keeps only those (and sends
+ * nothing else). With --chrome FILE it also writes Chrome trace-event JSON
+ * when it stops (SIGINT, SIGTERM or --seconds): each process of the host a
+ * process (supervisor, worker.i) with its own pid, each thread a track
+ * named by the actors on it (loop.0, pool.0.1, an application actor's
+ * instance), and a flow arrow from each send to its receive, so Perfetto
+ * (ui.perfetto.dev) draws the message flow. One m0trace per host at a time:
+ * the last control wins, and one that stops switches tracing off.
+ * Exit: 0; 2 usage; 1 cannot listen or write; 78 no running host at DIR, or
+ * it refused the control (the host says why on its stderr).
  */
 #include <jansson.h>
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/pull.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,40 +35,75 @@
 
 #include "actors/envelope.h"
 #include "actors/kinds.h"
+#include "actors/admit.h"
+#include "actors/publisher.h"
 #include "base/nng_compat.h"
 #include "actors/trace.h"
+#include "transport/page.h"
 
 static volatile sig_atomic_t trace_stop;
 static void on_stop(int sig) { trace_stop = 1; }
 
 static int usage(const char *why) {
-  fprintf(stderr, "usage: m0trace [--actor NAME] [--kind KIND] [--chrome FILE] [--seconds N] URL\n");
+  fprintf(stderr, "usage: m0trace [--run-dir DIR] [--actor NAME]... [--kind KIND]... [--chrome FILE] [--seconds N] URL\n");
   if (why) fprintf(stderr, "m0trace: %s\n", why);
   return 2;
 }
 
-/* A stable small number per actor name: its track in the Chrome trace. */
-static int track_of(json_t *tracks, const char *name) {
-  json_t *v = json_object_get(tracks, name);
-  if (v) return (int)json_integer_value(v);
-  int id = (int)json_object_size(tracks) + 1;
-  json_object_set_new(tracks, name, json_integer(id));
-  return id;
+/* What --actor and --kind keep (none given: everything). */
+#define MAX_FILTER 16
+typedef struct filter {
+  const char *actors[MAX_FILTER], *kinds[MAX_FILTER];
+  int nactors, nkinds;
+} filter;
+
+/* As the host's tracer keeps them (actors/trace.h): a name, or a prefix of
+ * whole parts. */
+static bool name_keeps(const char *f, const char *name) {
+  size_t n = strlen(f);
+  return !strncmp(name, f, n) && (name[n] == 0 || name[n] == '.');
+}
+
+static bool filter_keeps(const filter *f, const char *from, const char *to, const char *kind) {
+  bool a = !f->nactors, k = !f->nkinds;
+  for (int i = 0; i < f->nactors && !a; i++) a = name_keeps(f->actors[i], from) || name_keeps(f->actors[i], to);
+  for (int i = 0; i < f->nkinds && !k; i++) k = !strcmp(f->kinds[i], kind);
+  return a && k;
+}
+
+/* The Chrome trace's processes and threads: by pid, the process's name
+ * (supervisor, worker.1, host); by "pid/tid", the actors seen on that
+ * thread, in the order first seen ("loop.0", "loop.0 external.0"). */
+static void track_note(json_t *procs, json_t *threads, const m0__trace_rec *r, const char *who) {
+  char pid[16], key[32], proc[32];
+  snprintf(pid, sizeof pid, "%u", (unsigned)r->pid);
+  snprintf(key, sizeof key, "%u/%u", (unsigned)r->pid, (unsigned)r->tid);
+  if (!json_object_get(procs, pid)) {
+    m0__trace_process_name(r->process, proc, sizeof proc);
+    json_object_set_new(procs, pid, json_string(proc));
+  }
+  json_t *names = json_object_get(threads, key);
+  if (!names) json_object_set_new(threads, key, names = json_array());
+  size_t i;
+  json_t *v;
+  json_array_foreach(names, i, v) if (!strcmp(json_string_value(v), who)) return;
+  if (json_array_size(names) < 4) json_array_append_new(names, json_string(who));
 }
 
 /* One record: printed as a JSON line (and added to the Chrome events when
  * events is set) when it passes the filters. Returns 1 when it was kept. */
-static int trace_one(const m0__trace_rec *r, const char *actor, const char *kind, json_t *events, json_t *tracks) {
-  char from[32], to[32], line[512];
+static int trace_one(const m0__trace_rec *r, const filter *f, json_t *events, json_t *procs, json_t *threads) {
+  char from[64], to[64], line[512];
   const char *k = m0__kind_name(r->e.kind);
   m0__actor_name(r->e.from, from, sizeof from);
   m0__actor_name(r->e.to, to, sizeof to);
-  if ((kind && strcmp(kind, k)) || (actor && strcmp(actor, from) && strcmp(actor, to))) return 0;
+  if (!filter_keeps(f, from, to, k)) return 0;
   fwrite(line, 1, m0__trace_format(r, line, sizeof line), stdout); /* flushed per nng message */
   if (events) {
     const char *who = r->recv ? to : from;
     double ts = (double)r->t_ns / 1e3; /* microseconds */
-    int tid = track_of(tracks, who);
+    json_int_t pid = r->pid, tid = r->tid;
+    track_note(procs, threads, r, who);
     char name[96], fid[160], trace[33];
     snprintf(name, sizeof name, "%s %s %s", r->recv ? "recv" : "send", k, r->recv ? from : to);
     snprintf(fid, sizeof fid, "%s>%s#%llu", from, to, (unsigned long long)r->e.seq);
@@ -67,21 +112,32 @@ static int trace_one(const m0__trace_rec *r, const char *actor, const char *kind
     json_t *args = json_pack("{s:f, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "t", (double)r->t_ns / 1e9, "dir",
                              r->recv ? "recv" : "send", "from", from, "to", to, "kind", k, "seq",
                              (json_int_t)r->e.seq, "bytes", (json_int_t)r->bytes, "trace", trace);
-    json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:i, s:i, s:s, s:o}", "name", name, "cat", k,
-                                            "ph", "i", "ts", ts, "pid", 1, "tid", tid, "s", "t", "args", args));
-    json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:s}", "name", k, "cat", "flow",
-                                            "ph", r->recv ? "f" : "s", "id", fid, "ts", ts, "pid", 1, "tid", tid,
+    json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:s, s:o}", "name", name, "cat", k,
+                                            "ph", "i", "ts", ts, "pid", pid, "tid", tid, "s", "t", "args", args));
+    json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:s}", "name", k, "cat", "flow",
+                                            "ph", r->recv ? "f" : "s", "id", fid, "ts", ts, "pid", pid, "tid", tid,
                                             "bp", "e"));
   }
   return 1;
 }
 
-static int write_chrome(const char *path, json_t *events, json_t *tracks) {
-  const char *name;
+static int write_chrome(const char *path, json_t *events, json_t *procs, json_t *threads) {
+  const char *key;
   json_t *v;
-  json_object_foreach(tracks, name, v) {
-    json_array_append_new(events, json_pack("{s:s, s:s, s:i, s:I, s:{s:s}}", "name", "thread_name", "ph", "M",
-                                            "pid", 1, "tid", json_integer_value(v), "args", "name", name));
+  json_object_foreach(procs, key, v) {
+    json_array_append_new(events, json_pack("{s:s, s:s, s:I, s:{s:O}}", "name", "process_name", "ph", "M", "pid",
+                                            (json_int_t)strtoll(key, NULL, 10), "args", "name", v));
+  }
+  json_object_foreach(threads, key, v) {
+    char name[256] = "";
+    size_t i, n = 0;
+    json_t *a;
+    json_array_foreach(v, i, a) n += (size_t)snprintf(name + n, n < sizeof name ? sizeof name - n : 0, "%s%s",
+                                                      i ? " " : "", json_string_value(a));
+    char *slash;
+    json_int_t pid = strtoll(key, &slash, 10), tid = strtoll(slash + 1, NULL, 10);
+    json_array_append_new(events, json_pack("{s:s, s:s, s:I, s:I, s:{s:s}}", "name", "thread_name", "ph", "M",
+                                            "pid", pid, "tid", tid, "args", "name", name));
   }
   json_t *root = json_pack("{s:O, s:s}", "traceEvents", events, "displayTimeUnit", "ms");
   int rc = json_dump_file(root, path, JSON_COMPACT);
@@ -89,19 +145,59 @@ static int write_chrome(const char *path, json_t *events, json_t *tracks) {
   return rc;
 }
 
+/* The control m0trace sends (actors/trace.h): on, to its own URL, with its
+ * filters; or off. */
+static char *control_json(bool on, const char *url, const filter *f) {
+  json_t *c = json_pack("{s:b}", "on", on);
+  if (on) {
+    json_t *a = json_array(), *k = json_array();
+    for (int i = 0; i < f->nactors; i++) json_array_append_new(a, json_string(f->actors[i]));
+    for (int i = 0; i < f->nkinds; i++) json_array_append_new(k, json_string(f->kinds[i]));
+    json_object_set_new(c, "to", json_string(url));
+    json_object_set_new(c, "actors", a);
+    json_object_set_new(c, "kinds", k);
+  }
+  char *s = json_dumps(c, JSON_COMPACT);
+  json_decref(c);
+  return s;
+}
+
+/* Controls the host's loops refused, in every process (the shared page). */
+static uint64_t controls_refused(m0_publisher *pub) {
+  uint64_t n = 0;
+  for (int i = 0; i < M0__PAGE_REFUSAL_LINES; i++) n += atomic_load(&pub->page->refusals[i].n[M0__REFUSE_CONTROL]);
+  return n;
+}
+
+static double since(const struct timespec *t0) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
 int main(int argc, char **argv) {
-  const char *actor = NULL, *kind = NULL, *chrome = NULL, *url = NULL;
+  const char *chrome = NULL, *url = NULL, *run_dir = NULL;
+  filter f = {0};
   double seconds = 0;
   for (int a = 1; a < argc; a++) {
-    if (!strcmp(argv[a], "--actor") && a + 1 < argc) actor = argv[++a];
-    else if (!strcmp(argv[a], "--kind") && a + 1 < argc) kind = argv[++a];
+    if (!strcmp(argv[a], "--actor") && a + 1 < argc) {
+      if (f.nactors == MAX_FILTER) return usage("at most 16 --actor");
+      f.actors[f.nactors++] = argv[++a];
+    } else if (!strcmp(argv[a], "--kind") && a + 1 < argc) {
+      if (f.nkinds == MAX_FILTER) return usage("at most 16 --kind");
+      const char *k = argv[++a];
+      int i = 1;
+      while (i < M0__KIND_COUNT_ && strcmp(k, m0__kind_name(i))) i++;
+      if (i == M0__KIND_COUNT_) return usage("--kind is one of ready, failed, go, stop, ... (docs/reference.md, Tracing)");
+      f.kinds[f.nkinds++] = k;
+    } else if (!strcmp(argv[a], "--run-dir") && a + 1 < argc) run_dir = argv[++a];
     else if (!strcmp(argv[a], "--chrome") && a + 1 < argc) chrome = argv[++a];
     else if (!strcmp(argv[a], "--seconds") && a + 1 < argc) seconds = atof(argv[++a]);
     else if (argv[a][0] == '-') return usage("unknown flag or missing value");
     else if (!url) url = argv[a];
     else return usage("one URL");
   }
-  if (!url) return usage("which URL? (the host's --trace URL)");
+  if (!url) return usage("which URL? (the host's --trace URL, or where to listen with --run-dir)");
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop;
@@ -122,15 +218,46 @@ int main(int argc, char **argv) {
     fprintf(stderr, "m0trace: cannot wait on %s: %s\n", url, nng_strerror(rv));
     return 1;
   }
-  fprintf(stderr, "m0trace: listening at %s\n", url);
-  json_t *events = json_array(), *tracks = json_object();
-  struct timespec start, now;
+  m0_publisher *host = NULL;
+  char *on = NULL;
+  uint64_t refused = 0;
+  if (run_dir) {
+    char err[512];
+    if (!(host = m0__publisher_attach_loops(run_dir, err, sizeof err))) {
+      fprintf(stderr, "m0trace: %s (is a host running with --run-dir %s?)\n", err, run_dir);
+      m0__socket_close(s);
+      return 78;
+    }
+    refused = controls_refused(host);
+    on = control_json(true, url, &f);
+    if (m0__publisher_tell(host, M0__K_TRACE, on, strlen(on)) == 0) {
+      fprintf(stderr, "m0trace: no loop of the host at %s took the control\n", run_dir);
+      free(on);
+      m0_publisher_detach(host);
+      m0__socket_close(s);
+      return 78;
+    }
+  }
+  fprintf(stderr, "m0trace: listening at %s%s%s\n", url, run_dir ? "; tracing switched on at " : "",
+          run_dir ? run_dir : "");
+  json_t *events = json_array(), *procs = json_object(), *threads = json_object();
+  struct timespec start, told;
   clock_gettime(CLOCK_MONOTONIC, &start);
+  told = start;
+  const filter everything = {0}; /* with --run-dir the host keeps only what f keeps */
   long seen = 0, bad = 0;
+  int rc = 0;
   while (!trace_stop) {
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (seconds > 0 && (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9 >= seconds)
+    if (seconds > 0 && since(&start) >= seconds) break;
+    if (host && controls_refused(host) != refused) {
+      fprintf(stderr, "m0trace: the host at %s refused the control (its stderr says why)\n", run_dir);
+      rc = 78;
       break;
+    }
+    if (host && since(&told) >= 1.0) { /* a respawned worker's tracer starts off */
+      m0__publisher_tell(host, M0__K_TRACE, on, strlen(on));
+      clock_gettime(CLOCK_MONOTONIC, &told);
+    }
     char *buf;
     size_t n;
     struct pollfd pf = {.fd = rfd, .events = POLLIN};
@@ -139,23 +266,30 @@ int main(int argc, char **argv) {
     m0__trace_rec r;
     for (size_t at = 0; at + M0__TRACE_RECORD <= n; at += M0__TRACE_RECORD) {
       if (m0__trace_decode((const uint8_t *)buf + at, &r) == 0)
-        seen += trace_one(&r, actor, kind, chrome ? events : NULL, tracks);
+        seen += trace_one(&r, host ? &everything : &f, chrome ? events : NULL, procs, threads);
       else bad++;
     }
     if (n % M0__TRACE_RECORD) bad++;
     nng_free(buf, n);
     fflush(stdout); /* live: each batch as it comes (the host sends one within 50 ms) */
   }
+  if (host) {
+    char *off = control_json(false, url, &f);
+    m0__publisher_tell(host, M0__K_TRACE, off, strlen(off));
+    free(off);
+    free(on);
+    m0_publisher_detach(host);
+  }
   m0__socket_close(s);
   if (bad) fprintf(stderr, "m0trace: %ld records were not m0 trace records (another sender, or another version)\n", bad);
-  int rc = 0;
   if (chrome) {
-    if (write_chrome(chrome, events, tracks) != 0) {
+    if (write_chrome(chrome, events, procs, threads) != 0) {
       fprintf(stderr, "m0trace: cannot write %s\n", chrome);
       rc = 1;
     } else fprintf(stderr, "m0trace: %ld records; Chrome trace in %s (open it in ui.perfetto.dev)\n", seen, chrome);
   }
   json_decref(events);
-  json_decref(tracks);
+  json_decref(procs);
+  json_decref(threads);
   return rc;
 }

@@ -19,14 +19,18 @@ supervisor, producer, worker.i, loop.i, pool.i.j), over one connection each:
 - malformed: an empty message, junk, 43 bytes (short of the 44-byte
   header), a header whose length says more than came and one that says
   less, length fields of 16 MiB + 1 and 2^32 - 1, bad magic (m0E2, 0),
-  kinds 0, 17 (one past the last) and 0xffff, flags 2 and 0x8000, the sealed flag with no
+  kinds 0, 18 (one past the last) and 0xffff, flags 2 and 0x8000, the sealed flag with no
   trailer, 200 random bytes;
 - a forged seal (flags = 1, 20 random trailer bytes; and 16 random bytes
   with the host's pid), on STOPs, a READY and (loops) a FRAME;
 - every real kind the mailbox must refuse from outside: READY, FAILED, GO,
   STOP (from the coordinator's and worker.0's ids), STOPPED, DIED, LEAVING,
   HANDOFF carrying each descriptor number 0..10, JOB, RESULT and ANSWER
-  carrying a made-up pointer, REQUEST, REPLY, PUBLISH, and (not a loop) FRAME;
+  carrying a made-up pointer, REQUEST, REPLY, PUBLISH, and (not a loop) FRAME
+  and TRACE;
+- (loops) tracing controls the tracer refuses (reason control): not JSON, a
+  list, an unknown member, no actor's name, no kind, an undialable "to",
+  "on" with nowhere to send records; and one from the coordinator's id;
 - wrong addressee (to another actor, to 0xffffffff) and (loops) frames from
   senders that never send them from outside (pool.0.0, the coordinator,
   the producer);
@@ -70,8 +74,9 @@ Proves, in every mode and transport:
   forged HANDOFFs adopted nothing).
 
 From the network and from this machine the rules differ (actors/admit.h):
-- over tcp a loop takes no frame at all (every FRAME is refused as a kind:
-  an instance PUBLISHes and the host numbers it), so a flood of frames
+- over tcp a loop takes no frame and no tracing control at all (every FRAME
+  and TRACE is refused as a kind: an instance PUBLISHes and the host numbers
+  it; m0trace runs on the host's machine), so a flood of frames
   numbered counter + 1 and + 2 over tcp writes none;
 - over ipc (a program of the host's user, as m0pub is) a frame is taken when
   its id is already taken from the counter and not yet written by that loop:
@@ -95,7 +100,7 @@ itself at the end, then answers it again) while echo_actor holds another
 (`x-sleep-ms: 1500`). While 20 POSTs go through echo_actor one after another,
 it sends again and again (two rounds at least, ~1.5 s): malformed envelopes
 (empty, junk, 43 bytes, lengths that are not the bytes, 16 MiB + 1 and
-2^32 - 1, bad magic, kinds 0, 17 and 0xffff, flags 2 and 0x8000, the sealed
+2^32 - 1, bad magic, kinds 0, 18 and 0xffff, flags 2 and 0x8000, the sealed
 flag without a trailer, random bytes); forged seals (on REPLY and PUBLISH,
 with and without the host's pid); every kind the socket never takes (READY,
 FAILED, GO, STOP, STOPPED, DIED, LEAVING, FRAME, HANDOFF of descriptors
@@ -176,8 +181,8 @@ RNG = random.Random(19)
 
 MAGIC = 0x3145306D  # "m0E1" (M0__ENV_MAGIC)
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo length
-KINDS = "READY FAILED GO STOP STOPPED DIED LEAVING FRAME HANDOFF JOB RESULT REQUEST REPLY ANSWER PUBLISH CHUNK".split()
-K = {name: i + 1 for i, name in enumerate(KINDS)}  # actors/kinds.h: READY = 1 ... CHUNK = 16
+KINDS = "READY FAILED GO STOP STOPPED DIED LEAVING FRAME HANDOFF JOB RESULT REQUEST REPLY ANSWER PUBLISH CHUNK TRACE".split()
+K = {name: i + 1 for i, name in enumerate(KINDS)}  # actors/kinds.h: READY = 1 ... TRACE = 17
 ROLES = {"coordinator": 1, "loop": 2, "pool": 3, "producer": 4, "external": 5, "worker": 6, "app": 7}
 EXT = (ROLES["external"] << 24) | 4242  # an outside publisher (m0pub is external.<pid>)
 APP = (ROLES["app"] << 24) | 1  # an application actor's instance
@@ -353,7 +358,7 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
     add("a length of 2^32 - 1", env(K["STOP"], coord, me, length=0xFFFFFFFF), "malformed")
     add("bad magic m0E2", env(K["STOP"], coord, me, magic=0x3245306D), "malformed")
     add("magic 0", env(K["STOP"], coord, me, magic=0), "malformed")
-    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (CHUNK = 16), the widest
+    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (TRACE = 17), the widest
         add(f"kind {k}", env(k, coord, me), "malformed")
     add("flags 2", env(K["STOP"], coord, me, flags=2), "malformed")
     add("flags 0x8000", env(K["STOP"], coord, me, flags=0x8000), "malformed")
@@ -392,6 +397,7 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
     add("PUBLISH", env(K["PUBLISH"], APP, me, frame_payload(counter, b"data: p")), "kind")
     if role != "loop":
         add("FRAME", env(K["FRAME"], actor_id("producer"), me, frame_payload(counter, b"data: f")), "kind")
+        add("TRACE", env(K["TRACE"], EXT, me, b'{"on":false}'), "kind")
     # the wrong addressee, the wrong sender
     add("STOP to another actor", env(K["STOP"], coord, other), "address")
     add("STOP to 0xffffffff", env(K["STOP"], coord, 0xFFFFFFFF), "address")
@@ -417,14 +423,21 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
                           ("a channel length past the payload", frame_payload(replay_id, b"", b"beats", 600)),
                           ("a payload of 9 bytes", struct.pack("<QB", replay_id, 5))):
             add(f"FRAME with {label}", env(K["FRAME"], EXT, me, pl), "frame")
+        # tracing controls (m0trace's kind): only from this machine, and only
+        # ones the tracer takes (none of these switches anything)
+        add("TRACE from the coordinator", env(K["TRACE"], coord, me, b'{"on":false}'), "address")
+        for label, control in (("not JSON", b"not json"), ("a list", b"[]"), ("an unknown member", b'{"off":1}'),
+                               ("no actor's name", b'{"actors":["nobody"]}'), ("no kind", b'{"kinds":["jobs"]}'),
+                               ("an undialable to", b'{"to":"http://x"}'), ("on with nowhere to go", b'{"on":true}')):
+            add(f"TRACE with {label}", env(K["TRACE"], EXT, me, control), "control")
         add("a real 5 MiB FRAME", env(K["FRAME"], EXT, me, frame_payload(replay_id, b"data: " + b"b" * (5 << 20))),
             "frame")
     else:
         add("a real 5 MiB STOP", env(K["STOP"], coord, me, b"s" * (5 << 20)), "kind")
     if network and role == "loop":
         def from_network(label, msg, why):
-            frame = len(msg) >= 6 and struct.unpack_from("<IH", msg, 0) == (MAGIC, K["FRAME"])
-            return (label, msg, "kind" if frame and why in ("frame", "frame_id", "address") and
+            frame = len(msg) >= 6 and struct.unpack_from("<IH", msg, 0) in ((MAGIC, K["FRAME"]), (MAGIC, K["TRACE"]))
+            return (label, msg, "kind" if frame and why in ("frame", "frame_id", "address", "control") and
                     label != "FRAME to another loop" else why)
         out = [from_network(*x) for x in out]
     return out
@@ -816,7 +829,7 @@ def socket_battery(loops, host_pid, own):
     at_door("a length of 2^32 - 1", reply(empty, length=0xFFFFFFFF), "malformed")
     at_door("bad magic m0E2", reply(empty, magic=0x3245306D), "malformed")
     at_door("magic 0", reply(empty, magic=0), "malformed")
-    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (CHUNK = 16), the widest
+    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (TRACE = 17), the widest
         at_door(f"kind {k}", env(k, APP, loop0, empty), "malformed")
     at_door("flags 2", reply(empty, flags=2), "malformed")
     at_door("flags 0x8000", reply(empty, flags=0x8000), "malformed")

@@ -39,6 +39,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 import harness
@@ -47,7 +48,7 @@ from harness import BIN, Failures, Server, wait_for
 F = Failures()
 TID = "0af7651916cd43dd8448eb211c80319c"
 TP = f"00-{TID}-b7ad6b7169203331-01"
-KEYS = {"t", "dir", "from", "to", "kind", "seq", "bytes", "trace"}
+KEYS = {"t", "dir", "from", "to", "kind", "seq", "bytes", "trace", "process", "pid", "tid"}
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 TMP = tempfile.mkdtemp(prefix="m0-trace-")
 
@@ -79,7 +80,9 @@ def well_formed(r):
     return (isinstance(r, dict) and set(r) == KEYS and r["dir"] in ("send", "recv")
             and isinstance(r["t"], (int, float)) and isinstance(r["seq"], int) and isinstance(r["bytes"], int)
             and isinstance(r["from"], str) and isinstance(r["to"], str) and isinstance(r["kind"], str)
-            and isinstance(r["trace"], str) and HEX32.match(r["trace"]) is not None)
+            and isinstance(r["trace"], str) and HEX32.match(r["trace"]) is not None
+            and isinstance(r["process"], str) and isinstance(r["pid"], int) and r["pid"] > 0
+            and isinstance(r["tid"], int) and r["tid"] > 0)
 
 
 def the_four(recs, label, by_time=False):
@@ -112,6 +115,7 @@ def stderr_trace():
         wait_for(lambda: len([r for r in records(s.stderr())[0] if r.get("trace") == TID]) >= 4, 3)
         st2, _ = get(s.port, "/instance")
         wait_for(lambda: len([r for r in records(s.stderr())[0] if r.get("kind") == "result"]) >= 4, 3)
+        pid = s.proc.pid
         rc = s.stop()
         F.check(rc == 0, f"{label}: SIGTERM -> exit 0 ({rc})")
         err = s.stderr()
@@ -119,8 +123,16 @@ def stderr_trace():
     F.check(not bad, f"{label}: every JSON-looking stderr line parses ({bad[:2]})")
     malformed = [r for r in recs if not well_formed(r)]
     F.check(recs and not malformed, f"{label}: every record has exactly t, dir, from, to, kind, seq, bytes, trace "
-                                    f"(32 hex) ({len(recs)} records, malformed {malformed[:2]})")
-    the_four(recs, label)
+                                    f"(32 hex), process, pid, tid ({len(recs)} records, malformed {malformed[:2]})")
+    F.check(recs and all(r["pid"] == pid and r["process"] == "host" for r in recs),
+            f"{label}: every record names the host's process (host, pid {pid}): "
+            f"{sorted({(r['process'], r['pid']) for r in recs})}")
+    mine = the_four(recs, label)
+    if len(mine) == 4:
+        tids = [r["tid"] for r in mine]
+        F.check(tids[0] == tids[3] != tids[1] == tids[2],
+                f"{label}: the job is sent on loop.0's thread and received on pool.0.0's, the result the "
+                f"other way: two threads ({tids})")
     other = [r for r in recs if r["kind"] in ("job", "result") and r.get("trace") != TID]
     F.check(st2 == 200 and len(other) == 4,
             f"{label}: the request without traceparent has its own job/result records, not carrying the id "
@@ -200,9 +212,9 @@ def tracing_off():
 class Tracer:
     n = 0
 
-    def __init__(self, *args):
+    def __init__(self, *args, url=None):
         Tracer.n += 1
-        self.url = f"ipc://{TMP}/t{Tracer.n}.sock"
+        self.url = url or f"ipc://{TMP}/t{Tracer.n}.sock"
         self.out = harness.log_file()
         self.err = harness.log_file()
         self.proc = subprocess.Popen([os.path.join(BIN, "m0trace")] + list(args) + [self.url],
@@ -243,8 +255,9 @@ def traced_run(tracer, label):
         live = wait_for(lambda: (lambda t: t if t.count(TID) >= 4 else None)(tracer.stdout()), 3) or tracer.stdout()
         alive = s.proc.poll() is None
         F.check(alive, f"{label}: the host is still running while m0trace prints")
+        pid = s.proc.pid
         F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
-    return live
+    return live, pid
 
 
 def m0trace_live():
@@ -252,7 +265,7 @@ def m0trace_live():
     chrome = os.path.join(TMP, "trace.json")
     t = Tracer("--chrome", chrome)
     try:
-        live = traced_run(t, label)
+        live, pid = traced_run(t, label)
         recs, bad = records(live)
         lines = [l for l in live.splitlines() if l.strip()]
         F.check(lines and not bad and len(recs) == len(lines) and all(well_formed(r) for r in recs),
@@ -263,14 +276,14 @@ def m0trace_live():
         rc = t.stop(signal.SIGINT)
         F.check(rc == 0, f"{label}: SIGINT -> m0trace exits 0 ({rc}): {t.stderr()}")
         total = len([l for l in t.stdout().splitlines() if l.strip()])
-        chrome_check(chrome, total, label)
+        chrome_check(chrome, total, label, {pid: "host"})
     finally:
         t.kill()
 
     label = "m0trace --kind job"
     t = Tracer("--kind", "job")
     try:
-        live = traced_run(t, label)
+        traced_run(t, label)
         wait_for(lambda: len([r for r in records(t.stdout())[0] if r.get("trace") == TID]) >= 2, 5)  # send and recv
         rc = t.stop(signal.SIGTERM)
         out = t.stdout()
@@ -323,7 +336,186 @@ def m0trace_live():
         t.kill()
 
 
-def chrome_check(path, total, label):
+class Load:
+    """GET /instance from 4 connections, one after another on each, until
+    stopped: the host is under load while its tracing is switched."""
+
+    def __init__(self, port):
+        self.port, self.done, self.errors = port, 0, []
+        self.halt = threading.Event()
+        self.threads = [threading.Thread(target=self.run, daemon=True) for _ in range(4)]
+        for t in self.threads:
+            t.start()
+
+    def run(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        try:
+            while not self.halt.is_set():
+                c.request("GET", "/instance")
+                r = c.getresponse()
+                r.read()
+                if r.status != 200:
+                    self.errors.append(r.status)
+                self.done += 1
+        except (OSError, http.client.HTTPException) as e:
+            self.errors.append(repr(e))
+        finally:
+            c.close()
+
+    def more(self, n, timeout=10):
+        """Waits until n more requests were answered."""
+        goal = self.done + n
+        return wait_for(lambda: self.done >= goal, timeout)
+
+    def stop(self):
+        self.halt.set()
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+def metric_line(port, pattern):
+    """The value of the first /metrics line matching pattern (a regex), or None."""
+    try:
+        _, body = get(port, "/metrics")
+    except OSError:
+        return None
+    m = re.search(pattern + r" (\d+)$", body.decode(), re.M)
+    return int(m.group(1)) if m else None
+
+
+def switched_while_running():
+    """A host started without --trace, under load: m0trace --run-dir switches
+    one actor's tracing on, and off again when it stops."""
+    label = "m0trace --run-dir --actor pool.0.0"
+    run = os.path.join(TMP, "run-switch")
+    os.mkdir(run, 0o700)
+    with Server("host_check", "--port", "0", "--threads", "2", "--blocking-threads", "1", "--run-dir", run,
+                "--metrics-path", "/metrics") as s:
+        load = Load(s.port)
+        try:
+            F.check(load.more(50), f"{label}: the host serves the load ({load.done} requests, {load.errors[:2]})")
+            t = Tracer("--run-dir", run, "--actor", "pool.0.0")
+            try:
+                F.check("tracing switched on" in t.stderr(), f"{label}: m0trace says it switched tracing on "
+                                                              f"({t.stderr()!r})")
+                got = wait_for(lambda: (lambda r: r if len([x for x in r if x["kind"] == "job"]) >= 20 else None)(
+                    records(t.stdout())[0]), 10) or records(t.stdout())[0]
+                F.check(len([r for r in got if r["kind"] == "job"]) >= 20,
+                        f"{label}: records arrive while the host runs ({len(got)})")
+                F.check(got and all("pool.0.0" in (r["from"], r["to"]) for r in got),
+                        f"{label}: the host sends only pool.0.0's records "
+                        f"({sorted({(r['from'], r['to']) for r in got})})")
+                F.check(got and all(r["pid"] == s.proc.pid and r["process"] == "host" for r in got),
+                        f"{label}: records name the host's process and pid ({s.proc.pid})")
+                st, _ = get(s.port, "/instance", {"traceparent": TP})  # on a loop of its own choosing
+                rc = t.stop(signal.SIGINT)
+                F.check(rc == 0, f"{label}: SIGINT -> m0trace exits 0 ({rc}): {t.stderr()}")
+            finally:
+                t.kill()
+            # Off: the host lets go of the URL (its tracer's dialer leaves
+            # /metrics), and a plain listener there receives nothing while
+            # the load goes on.
+            pat = rf'm0_nng_stat{{process="host",side="other",actor="",scope="dialer",url="{re.escape(t.url)}",' \
+                  rf'socket="\d+",stat="pipes"}}'
+            F.check(wait_for(lambda: metric_line(s.port, pat) is None, 10),
+                    f"{label}: once m0trace stopped, the host's tracer no longer dials its URL")
+            quiet = Tracer(url=t.url)
+            try:
+                F.check(load.more(200), f"{label}: 200 more requests are served ({load.done})")
+                out = quiet.stdout()
+                F.check(out == "", f"{label}: once m0trace stopped, the host sends no record "
+                                   f"({len(out.splitlines())} lines: {out[:300]!r})")
+            finally:
+                quiet.kill()
+            # On again, for another actor, at the same URL: only records made
+            # since (none of the first session's were kept for it).
+            t0 = time.time()
+            again = Tracer("--run-dir", run, "--actor", "pool.1.0", url=t.url)
+            try:
+                got = wait_for(lambda: (lambda r: r if len([x for x in r if x["kind"] == "job"]) >= 10 else None)(
+                    records(again.stdout())[0]), 10) or records(again.stdout())[0]
+                F.check(len(got) >= 10 and all("pool.1.0" in (r["from"], r["to"]) for r in got),
+                        f"{label}: switched on again for pool.1.0, only its records come "
+                        f"({len(got)}: {sorted({(r['from'], r['to']) for r in got})})")
+                old = [r for r in got if r["t"] < t0]
+                F.check(not old, f"{label}: nothing made before it was switched on again ({old[:2]})")
+                F.check(again.stop(signal.SIGTERM) == 0, f"{label}: SIGTERM -> m0trace exits 0")
+            finally:
+                again.kill()
+        finally:
+            load.stop()
+        F.check(not load.errors, f"{label}: every request under load is answered 200 ({load.errors[:3]})")
+        refused = metric_line(s.port, r'm0_refused_total\{actor="loop\.\d",reason="control"\}')
+        F.check(not refused, f"{label}: no control was refused ({refused})")
+        F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
+
+    label = "m0trace --run-dir (refused)"
+    run = os.path.join(TMP, "run-refused")
+    os.mkdir(run, 0o700)
+    with Server("host_check", "--port", "0", "--run-dir", run, "--trace", "-", "--metrics-path", "/metrics") as s:
+        t = subprocess.run([os.path.join(BIN, "m0trace"), "--run-dir", run, f"ipc://{TMP}/refused.sock"],
+                           capture_output=True, text=True, timeout=10)
+        F.check(t.returncode == 78 and "refused the control" in t.stderr,
+                f"{label}: a host tracing to stderr refuses a control that names a URL: m0trace exits 78 "
+                f"({t.returncode}: {t.stderr!r})")
+        n = metric_line(s.port, r'm0_refused_total\{actor="loop\.0",reason="control"\}')
+        F.check(n == 1, f"{label}: the refusal is counted once, m0_refused_total{{reason=\"control\"}} ({n})")
+        F.check(wait_for(lambda: "trace control from" in s.stderr() and "traces to stderr" in s.stderr(), 5),
+                f"{label}: the host's stderr says why ({s.stderr()[-400:]!r})")
+        F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
+    r = subprocess.run([os.path.join(BIN, "m0trace"), "--run-dir", os.path.join(TMP, "nobody"),
+                        f"ipc://{TMP}/nobody.sock"], capture_output=True, text=True, timeout=10)
+    F.check(r.returncode == 78 and "--run-dir" in r.stderr,
+            f"m0trace --run-dir with no host there: exit 78 and a line naming it ({r.returncode}: {r.stderr!r})")
+    r = subprocess.run([os.path.join(BIN, "m0trace"), "--kind", "jobs", f"ipc://{TMP}/k.sock"],
+                       capture_output=True, text=True, timeout=10)
+    F.check(r.returncode == 2 and "usage" in r.stderr, f"m0trace --kind jobs: exit 2 and the usage ({r.returncode})")
+
+
+def worker_processes():
+    """--workers 2: records name each worker's process and pid; the Chrome
+    trace has one process per worker, named worker.0 and worker.1."""
+    label = "m0trace --run-dir under --workers 2"
+    run = os.path.join(TMP, "run-workers")
+    os.mkdir(run, 0o700)
+    chrome = os.path.join(TMP, "workers.json")
+    with Server("host_check", "--port", "0", "--workers", "2", "--blocking-threads", "1", "--run-dir", run) as s:
+        t = Tracer("--run-dir", run, "--chrome", chrome, "--kind", "job", "--kind", "result")
+        try:
+            def both():
+                for _ in range(8):  # new connections: each lands on a worker the kernel picks
+                    get(s.port, "/instance")
+                return {r["process"] for r in records(t.stdout())[0]} >= {"worker.0", "worker.1"}
+            seen = wait_for(both, 20)
+            recs = records(t.stdout())[0]
+            F.check(seen, f"{label}: both workers' pools are traced ({sorted({r['process'] for r in recs})})")
+            kids = [int(p) for p in open(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children").read().split()]
+            by_proc = {}
+            for r in recs:
+                by_proc.setdefault(r["process"], set()).add(r["pid"])
+            F.check(all(len(p) == 1 for p in by_proc.values()) and
+                    {next(iter(p)) for p in by_proc.values()} <= set(kids) and
+                    len({next(iter(p)) for p in by_proc.values()}) == len(by_proc),
+                    f"{label}: each worker's records carry its own pid, a child of the supervisor "
+                    f"({by_proc}, children {kids})")
+            rc = t.stop(signal.SIGINT)
+            F.check(rc == 0, f"{label}: SIGINT -> m0trace exits 0 ({rc}): {t.stderr()}")
+            want = {next(iter(p)): name for name, p in by_proc.items() if len(p) == 1}
+            try:
+                with open(chrome) as f:
+                    ev = json.load(f)["traceEvents"]
+            except (OSError, ValueError, KeyError) as e:
+                ev = []
+                F.check(False, f"{label}: the Chrome file is valid ({e!r})")
+            procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+            F.check(procs == want and set(procs.values()) >= {"worker.0", "worker.1"},
+                    f"{label}: Chrome: one process per worker, by its pid ({procs}, want {want})")
+        finally:
+            t.kill()
+        F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
+
+
+def chrome_check(path, total, label, want_procs):
     label = f"{label} --chrome"
     try:
         with open(path) as f:
@@ -336,19 +528,23 @@ def chrome_check(path, total, label):
     if not ev:
         return
     meta = [e for e in ev if e.get("ph") == "M"]
-    names = {}
+    names, procs = {}, {}
     for e in meta:
+        name = (e.get("args") or {}).get("name")
         if e.get("name") == "thread_name":
-            names.setdefault(e.get("tid"), []).append((e.get("args") or {}).get("name"))
-    tid_of = {n[0]: tid for tid, n in names.items() if n}
-    F.check("loop.0" in tid_of and "pool.0.0" in tid_of,
-            f"{label}: thread_name metadata names loop.0 and pool.0.0 ({names})")
-    F.check(all(len(n) == 1 for n in names.values()) and len(set(tid_of)) == len(names),
-            f"{label}: one track (tid) per actor ({names})")
+            names.setdefault((e.get("pid"), e.get("tid")), []).append(name)
+        elif e.get("name") == "process_name":
+            procs.setdefault(e.get("pid"), []).append(name)
+    track_of = {a: key for key, n in names.items() for a in str(n[0]).split()}  # actor -> (pid, tid)
+    F.check(procs == {p: [n] for p, n in want_procs.items()},
+            f"{label}: process_name metadata names each process of the host by its pid ({procs}, want {want_procs})")
+    F.check("loop.0" in track_of and "pool.0.0" in track_of and track_of["loop.0"] != track_of["pool.0.0"],
+            f"{label}: thread_name metadata names loop.0's and pool.0.0's threads, two tracks ({names})")
+    F.check(all(len(n) == 1 for n in names.values()), f"{label}: one name per track (pid, tid) ({names})")
     inst = [e for e in ev if e.get("ph") == "i"]
     F.check(len(inst) >= total > 0, f"{label}: one instant event per record (>= the {total} records printed, "
                                     f"{len(inst)})")
-    F.check(all(e.get("tid") in names and isinstance(e.get("ts"), (int, float)) for e in inst),
+    F.check(all((e.get("pid"), e.get("tid")) in names and isinstance(e.get("ts"), (int, float)) for e in inst),
             f"{label}: every instant event is on a named track, with a ts ({inst[:1]})")
     mine = [e for e in inst if ((e.get("args") or {}).get("trace")) == TID]
     F.check(len(mine) == 4, f"{label}: the request's four records are instant events carrying its trace id "
@@ -366,10 +562,9 @@ def chrome_check(path, total, label):
     F.check(not orphans, f"{label}: every f has an s ({orphans[:2]})")
     backwards = [e for e in s if by_id.get(e.get("id")) and by_id[e["id"]][0].get("ts", 0) < e.get("ts", 0)]
     F.check(not backwards, f"{label}: no flow ends before it starts ({backwards[:2]})")
-    same = [e for e in s if by_id.get(e.get("id")) and by_id[e["id"]][0].get("tid") == e.get("tid")]
-    F.check(not same, f"{label}: each flow goes from one actor's track to another's ({same[:2]})")
-    job = [e for e in s if e.get("name") == "job" and e.get("tid") == tid_of.get("loop.0")
-           and by_id.get(e.get("id")) and by_id[e["id"]][0].get("tid") == tid_of.get("pool.0.0")]
+    track = lambda e: (e.get("pid"), e.get("tid"))
+    job = [e for e in s if e.get("name") == "job" and track(e) == track_of.get("loop.0")
+           and by_id.get(e.get("id")) and track(by_id[e["id"]][0]) == track_of.get("pool.0.0")]
     F.check(job, f"{label}: a job flow runs from loop.0's track to pool.0.0's")
 
 
@@ -379,6 +574,8 @@ if __name__ == "__main__":
         handoff_trace()
         tracing_off()
         m0trace_live()
+        switched_while_running()
+        worker_processes()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     F.done()

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -68,7 +69,7 @@ static void test_trace_records(void **st) {
   assert_int_equal(nng_pull0_open(&pull), 0);
   assert_int_equal(nng_listen(pull, "inproc://test-trace", NULL, 0), 0);
   nng_socket_set_ms(pull, NNG_OPT_RECVTIMEO, 2000);
-  m0__tracer *t = m0__tracer_new("inproc://test-trace");
+  m0__tracer *t = m0__tracer_new("inproc://test-trace", M0__TRACE_WORKER + 1);
   assert_non_null(t);
   m0__env e = {.kind = M0__K_JOB, .from = M0__ACTOR_ID(M0__ROLE_LOOP, 1),
                .to = M0__ACTOR_ID(M0__ROLE_POOL, (1 << 12) | 2), .seq = 42, .trace_hi = 0xabcull, .trace_lo = 7};
@@ -86,11 +87,15 @@ static void test_trace_records(void **st) {
   assert_true(r.e.kind == M0__K_JOB && r.e.from == e.from && r.e.to == e.to && r.e.seq == 42);
   assert_true(r.e.trace_hi == 0xabcull && r.e.trace_lo == 7);
   assert_true(r.t_ns > 1700000000ull * 1000000000ull);
+  assert_true(r.pid == (uint32_t)getpid() && r.tid == (uint32_t)syscall(SYS_gettid) && r.process == M0__TRACE_WORKER + 1);
   r.t_ns = 1234567890000000123ull;
+  r.pid = 99;
+  r.tid = 100;
   char line[512];
   size_t len = m0__trace_format(&r, line, sizeof line);
   assert_string_equal(line, "{\"t\":1234567890.000000123,\"dir\":\"send\",\"from\":\"loop.1\",\"to\":\"pool.1.2\","
-                            "\"kind\":\"job\",\"seq\":42,\"bytes\":100,\"trace\":\"0000000000000abc0000000000000007\"}\n");
+                            "\"kind\":\"job\",\"seq\":42,\"bytes\":100,\"trace\":\"0000000000000abc0000000000000007\","
+                            "\"process\":\"worker.1\",\"pid\":99,\"tid\":100}\n");
   assert_int_equal(len, strlen(line));
   assert_int_equal(m0__trace_decode(buf + M0__TRACE_RECORD, &r), 0);
   assert_true(r.recv && r.e.seq == 43 && r.bytes == 5);

@@ -525,11 +525,11 @@ static void test_checks_trace(void **st) {
     char want[200];
     snprintf(want, sizeof want, "trace records to %s", accept[i]);
     assert_string_equal(ch[M0__C_trace].detail, want);
-    m0__tracer *t = m0__tracer_new(accept[i]); /* and the tracer takes it */
+    m0__tracer *t = m0__tracer_new(accept[i], M0__TRACE_HOST); /* and the tracer takes it */
     if (!t) fail_msg("the check accepts --trace %s, the tracer cannot dial it", accept[i]);
     m0__tracer_free(t);
   }
-  for (size_t i = 0; i < 2; i++) assert_null(m0__tracer_new(refuse[i][0])); /* what nng itself refuses */
+  for (size_t i = 0; i < 2; i++) assert_null(m0__tracer_new(refuse[i][0], M0__TRACE_HOST)); /* what nng itself refuses */
 }
 
 static void test_checks_run_dir(void **st) {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,7 +101,7 @@ static void test_names(void **st) {
   /* every kind has its own name; anything else is "?" */
   static const char *const kinds[] = {"ready", "failed", "go",      "stop", "stopped", "died",
                                       "leaving", "frame",  "handoff", "job",  "result", "request",
-                                      "reply",   "answer", "publish", "chunk"};
+                                      "reply",   "answer", "publish", "chunk", "trace"};
   assert_int_equal(M0__KIND_COUNT_ - 1, sizeof kinds / sizeof *kinds);
   for (int k = 1; k < M0__KIND_COUNT_; k++) assert_string_equal(m0__kind_name(k), kinds[k - 1]);
   assert_string_equal(m0__kind_name(0), "?");
@@ -156,7 +157,8 @@ static m0__trace_rec sample(void) {
   m0__trace_rec r = {.e = {.kind = M0__K_RESULT, .from = M0__ACTOR_ID(M0__ROLE_POOL, (3 << 12) | 1),
                            .to = M0__ACTOR_ID(M0__ROLE_LOOP, 3), .seq = 18446744073709551615ull,
                            .trace_hi = 0xffffffffffffffffull, .trace_lo = 1},
-                     .bytes = 4294967295u, .t_ns = 1000000000ull * 1796143398u + 5, .recv = true};
+                     .bytes = 4294967295u, .t_ns = 1000000000ull * 1796143398u + 5, .recv = true,
+                     .pid = 4294967295u, .tid = 7, .process = M0__TRACE_WORKER + 3};
   return r;
 }
 
@@ -165,7 +167,8 @@ static void test_trace_format(void **st) {
   char line[512];
   const char *want = "{\"t\":1796143398.000000005,\"dir\":\"recv\",\"from\":\"pool.3.1\",\"to\":\"loop.3\","
                      "\"kind\":\"result\",\"seq\":18446744073709551615,\"bytes\":4294967295,"
-                     "\"trace\":\"ffffffffffffffff0000000000000001\"}\n";
+                     "\"trace\":\"ffffffffffffffff0000000000000001\",\"process\":\"worker.3\",\"pid\":4294967295,"
+                     "\"tid\":7}\n";
   assert_int_equal(m0__trace_format(&r, line, sizeof line), strlen(want));
   assert_string_equal(line, want);
   json_error_t e;
@@ -191,17 +194,146 @@ static void test_trace_format(void **st) {
   r = sample();
   m0__env_write(rec, &r.e, r.bytes % M0__ENV_MAX_PAYLOAD);
   m0__le_put64(rec + M0__ENV_HEADER, r.t_ns);
-  m0__le_put64(rec + M0__ENV_HEADER + 8, 1);
+  m0__le_put32(rec + M0__ENV_HEADER + 8, 1);
+  m0__le_put32(rec + M0__ENV_HEADER + 12, r.pid);
+  m0__le_put32(rec + M0__ENV_HEADER + 16, r.tid);
+  m0__le_put32(rec + M0__ENV_HEADER + 20, r.process);
   m0__trace_rec back;
   assert_int_equal(m0__trace_decode(rec, &back), 0);
   assert_true(back.recv && back.t_ns == r.t_ns && back.e.seq == r.e.seq && back.e.kind == M0__K_RESULT);
-  m0__le_put64(rec + M0__ENV_HEADER + 8, 2); /* neither send nor recv */
+  assert_true(back.pid == r.pid && back.tid == 7 && back.process == M0__TRACE_WORKER + 3);
+  m0__le_put32(rec + M0__ENV_HEADER + 8, 2); /* neither send nor recv */
   assert_int_equal(m0__trace_decode(rec, &back), M0__EBADMSG);
-  m0__le_put64(rec + M0__ENV_HEADER + 8, 0);
+  m0__le_put32(rec + M0__ENV_HEADER + 8, 0);
   assert_int_equal(m0__trace_decode(rec, &back), 0);
   assert_false(back.recv);
   rec[4] = 0; /* kind 0 */
   assert_int_equal(m0__trace_decode(rec, &back), M0__EBADMSG);
+}
+
+/* The sequence numbers of the records in the next batch at pull (flushed
+ * within 50 ms of the first): each a byte of out, NUL-terminated. */
+static void batch_seqs(nng_socket pull, char *out, size_t outlen) {
+  uint8_t *buf;
+  size_t n, k = 0;
+  if (nng_recv(pull, &buf, &n, NNG_FLAG_ALLOC) != 0) fail_msg("no batch arrived");
+  for (size_t at = 0; at + M0__TRACE_RECORD <= n && k + 1 < outlen; at += M0__TRACE_RECORD) {
+    m0__trace_rec r;
+    assert_int_equal(m0__trace_decode(buf + at, &r), 0);
+    out[k++] = (char)r.e.seq;
+  }
+  out[k] = 0;
+  nng_free(buf, n);
+}
+
+static int control(m0__tracer *t, const char *json, char *why) {
+  why[0] = 0;
+  return m0__tracer_control(t, json, strlen(json), why, 256);
+}
+
+/* Tracing switched while running (what a TRACE message from m0trace does):
+ * a tracer made off costs nothing until a control names where its records
+ * go; then filters by actor (a name or a prefix of whole parts) and by kind,
+ * each kept until a control replaces it; off again. Every malformed control
+ * is refused with why and changes nothing. (Each check writes a record that
+ * is dropped, then one that is kept, and reads the batch: the kept one
+ * alone is in it; nothing waits for something not to happen.) */
+static void test_trace_control(void **st) {
+  nng_socket pull;
+  assert_int_equal(nng_pull0_open(&pull), 0);
+  assert_int_equal(nng_listen(pull, "inproc://test-wire-control", NULL, 0), 0);
+  nng_socket_set_ms(pull, NNG_OPT_RECVTIMEO, 3000);
+  m0__app_actor_named(0, "echo");
+  unsigned live = atomic_load(&m0__trace_live);
+  m0__tracer *t = m0__tracer_new("", M0__TRACE_HOST);
+  assert_non_null(t);
+  assert_int_equal(atomic_load(&m0__trace_live), live); /* off: the hook's branch is not taken */
+  char why[256], got[64];
+  assert_int_equal(control(t, "{\"on\":true}", why), M0__EINVALID);
+  assert_true(has(why, "nowhere to send the records"));
+  assert_int_equal(atomic_load(&m0__trace_live), live);
+  const char *bad[][2] = {
+      {"not json", "a JSON object"},
+      {"[true]", "a JSON object"},
+      {"{\"on\":1}", "\"on\" is true or false"},
+      {"{\"on\":true,\"on\":false}", "a JSON object"},
+      {"{\"bogus\":1}", "unknown member \"bogus\""},
+      {"{\"to\":\"http://127.0.0.1:1\"}", "\"to\" cannot be dialed"},
+      {"{\"to\":7}", "not a string"},
+      {"{\"actors\":[\"lop.0\"]}", "lop.0 is no actor's name"},
+      {"{\"actors\":[\"loop.x\"]}", "loop.x is no actor's name"},
+      {"{\"actors\":[\"pool.1.2.3\"]}", "pool.1.2.3 is no actor's name"},
+      {"{\"actors\":[\"loop.\"]}", "loop. is no actor's name"},
+      {"{\"actors\":[7]}", "a non-string is no actor's name"},
+      {"{\"actors\":\"loop.0\"}", "a list of at most 16"},
+      {"{\"kinds\":[\"jobs\"]}", "jobs is no kind"},
+      {"{\"kinds\":\"job\"}", "a list of kinds"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    if (control(t, bad[i][0], why) != M0__EINVALID || !has(why, bad[i][1]))
+      fail_msg("control %s: want refused with '%s', got '%s'", bad[i][0], bad[i][1], why);
+  }
+  assert_int_equal(control(t, "{\"on\":true,\"to\":\"inproc://test-wire-control\"}", why), 0);
+  assert_int_equal(atomic_load(&m0__trace_live), live + 1);
+  m0__env job = {.kind = M0__K_JOB, .from = M0__ACTOR_ID(M0__ROLE_LOOP, 0), .to = M0__ACTOR_ID(M0__ROLE_POOL, 1)};
+  m0__env go = {.kind = M0__K_GO, .from = M0__ACTOR_ID(M0__ROLE_COORD, 0), .to = M0__ACTOR_ID(M0__ROLE_LOOP, 1)};
+  m0__env req = {.kind = M0__K_REQUEST, .from = M0__ACTOR_ID(M0__ROLE_LOOP, 1), .to = M0__ACTOR_ID(M0__ROLE_APP, 3)};
+  job.seq = 'a', go.seq = 'b';
+  m0__trace_record(t, false, &job, 1);
+  m0__trace_record(t, false, &go, 1);
+  batch_seqs(pull, got, sizeof got);
+  assert_string_equal(got, "ab"); /* every actor, every kind */
+  const char *only[][2] = {{"{\"actors\":[\"pool.0.1\"]}", "a"}, {"{\"actors\":[\"pool\"]}", "a"},
+                           {"{\"actors\":[\"pool.0\"]}", "a"},   {"{\"actors\":[\"loop.1\"]}", "bc"},
+                           {"{\"actors\":[\"coordinator\", \"echo\"]}", "bc"}, {"{\"actors\":[\"echo.3\"]}", "c"},
+                           {"{\"actors\":[\"loop.0\"]}", "a"}};
+  for (size_t i = 0; i < sizeof only / sizeof *only; i++) {
+    assert_int_equal(control(t, only[i][0], why), 0);
+    job.seq = 'a', go.seq = 'b', req.seq = 'c';
+    m0__trace_record(t, false, &job, 1);
+    m0__trace_record(t, true, &go, 1);
+    m0__trace_record(t, false, &req, 1);
+    batch_seqs(pull, got, sizeof got);
+    if (strcmp(got, only[i][1])) fail_msg("control %s: kept '%s', want '%s'", only[i][0], got, only[i][1]);
+  }
+  /* kinds narrow too, and the actors' filter stays until replaced */
+  assert_int_equal(control(t, "{\"actors\":[],\"kinds\":[\"go\",\"request\"]}", why), 0);
+  m0__trace_record(t, false, &job, 1);
+  m0__trace_record(t, false, &go, 1);
+  m0__trace_record(t, false, &req, 1);
+  batch_seqs(pull, got, sizeof got);
+  assert_string_equal(got, "bc");
+  assert_int_equal(control(t, "{\"actors\":[\"loop.1\"]}", why), 0); /* the kinds stay: go, request */
+  m0__trace_record(t, false, &job, 1);
+  m0__trace_record(t, false, &req, 1);
+  m0__trace_record(t, false, &go, 1);
+  batch_seqs(pull, got, sizeof got);
+  assert_string_equal(got, "cb");
+  assert_int_equal(control(t, "{\"actors\":[],\"kinds\":[]}", why), 0);
+  /* a refused control leaves it as it was: still on, every actor and kind */
+  assert_int_equal(control(t, "{\"on\":false,\"kinds\":[\"nope\"]}", why), M0__EINVALID);
+  m0__trace_record(t, false, &job, 1);
+  batch_seqs(pull, got, sizeof got);
+  assert_string_equal(got, "a");
+  assert_int_equal(control(t, "{\"on\":false}", why), 0);
+  assert_int_equal(atomic_load(&m0__trace_live), live);
+  m0__trace_record(t, false, &job, 1); /* off: dropped */
+  assert_int_equal(control(t, "{\"on\":true}", why), 0); /* back on, to the address it had */
+  go.seq = 'b';
+  m0__trace_record(t, false, &go, 1);
+  batch_seqs(pull, got, sizeof got);
+  assert_string_equal(got, "b");
+  m0__tracer_free(t);
+  assert_int_equal(atomic_load(&m0__trace_live), live);
+  /* a tracer writing to stderr switches, but its records go nowhere else */
+  t = m0__tracer_new("-", M0__TRACE_HOST);
+  assert_int_equal(atomic_load(&m0__trace_live), live + 1);
+  assert_int_equal(control(t, "{\"to\":\"inproc://test-wire-control\"}", why), M0__EINVALID);
+  assert_true(has(why, "traces to stderr"));
+  assert_int_equal(control(t, "{\"on\":false}", why), 0);
+  assert_int_equal(atomic_load(&m0__trace_live), live);
+  m0__tracer_free(t);
+  m0__socket_close(pull);
 }
 
 /* Runs fn(arg) with stderr going to a file; returns what was written. */
@@ -225,7 +357,7 @@ static char *capture_stderr(void (*fn)(void *), void *arg) {
 }
 
 static void trace_two_to_stderr(void *arg) {
-  m0__tracer *t = m0__tracer_new("-");
+  m0__tracer *t = m0__tracer_new("-", M0__TRACE_SUPERVISOR);
   assert_non_null(t);
   m0__env e = {.kind = M0__K_GO, .from = M0__ACTOR_ID(M0__ROLE_COORD, 0), .to = M0__ACTOR_ID(M0__ROLE_LOOP, 0),
                .seq = 1};
@@ -237,29 +369,31 @@ static void trace_two_to_stderr(void *arg) {
 }
 
 static void test_trace_stderr(void **st) {
-  assert_null(m0__tracer_new(NULL));
-  assert_null(m0__tracer_new(""));
   m0__tracer_free(NULL);
+  m0__trace_record(NULL, false, &(m0__env){.kind = M0__K_GO}, 0); /* an actor of a tool: no tracer */
   char *out = capture_stderr(trace_two_to_stderr, NULL);
   char *nl = strchr(out, '\n');
   assert_non_null(nl);
   assert_true(has(out, "\"dir\":\"send\",\"from\":\"coordinator\",\"to\":\"loop.0\",\"kind\":\"go\",\"seq\":1,\"bytes\":0,"));
   assert_true(has(nl, "\"dir\":\"recv\",\"from\":\"coordinator\",\"to\":\"loop.0\",\"kind\":\"stop\",\"seq\":2,\"bytes\":9,"));
+  char who[64];
+  snprintf(who, sizeof who, "\"process\":\"supervisor\",\"pid\":%d,\"tid\":%d}", (int)getpid(), (int)syscall(SYS_gettid));
+  assert_true(has(out, who) && has(nl, who));
   assert_int_equal(strlen(nl + 1), strchr(nl + 1, '\n') - nl); /* exactly two lines */
   free(out);
 }
 
-/* Records are sent in batches of whole records of at most 32 KiB: 546 of 60
+/* Records are sent in batches of whole records of at most 32 KiB: 481 of 68
  * bytes, the next one starts the next batch; none is lost or reordered. */
 static void test_trace_batches(void **st) {
   nng_socket pull;
   assert_int_equal(nng_pull0_open(&pull), 0);
   assert_int_equal(nng_listen(pull, "inproc://test-wire-batches", NULL, 0), 0);
   nng_socket_set_ms(pull, NNG_OPT_RECVTIMEO, 3000);
-  m0__tracer *t = m0__tracer_new("inproc://test-wire-batches");
+  m0__tracer *t = m0__tracer_new("inproc://test-wire-batches", M0__TRACE_HOST);
   assert_non_null(t);
   const int total = 1200, per = 32768 / M0__TRACE_RECORD;
-  assert_int_equal(per, 546);
+  assert_int_equal(per, 481);
   m0__env e = {.kind = M0__K_FRAME, .from = M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), .to = M0__ACTOR_ID(M0__ROLE_LOOP, 0)};
   for (int i = 0; i < total; i++) {
     e.seq = (uint64_t)i;
@@ -283,7 +417,7 @@ static void test_trace_batches(void **st) {
     batches++;
   }
   assert_int_equal(seen, total);
-  /* 1200 records written at once: a batch is full at exactly 546 (the 547th
+  /* 1200 records written at once: a batch is full at exactly 481 (the 482nd
    * starts the next); the 50 ms tick may cut one short, and would need to
    * twice, within the microseconds of the writes, to leave none full */
   assert_true(batches >= (total + per - 1) / per);
@@ -310,7 +444,7 @@ static void test_trace_flush_deadline(void **st) {
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
   } while (now.tv_nsec < 960000000L || now.tv_nsec > 990000000L);
-  m0__tracer *t = m0__tracer_new("inproc://test-wire-flush");
+  m0__tracer *t = m0__tracer_new("inproc://test-wire-flush", M0__TRACE_HOST);
   assert_non_null(t);
   m0__env e = {.kind = M0__K_GO, .from = M0__ACTOR_ID(M0__ROLE_COORD, 0), .to = M0__ACTOR_ID(M0__ROLE_LOOP, 0)};
   for (int round = 0; round < 3; round++) {
@@ -333,10 +467,10 @@ static void test_trace_flush_deadline(void **st) {
  * counted, and the count is said at the end. */
 static unsigned long dropped_total;
 static void trace_to_nobody(void *arg) {
-  m0__tracer *t = m0__tracer_new("ipc:///tmp/m0-test-wire-nobody-listens.sock");
+  m0__tracer *t = m0__tracer_new("ipc:///tmp/m0-test-wire-nobody-listens.sock", M0__TRACE_HOST);
   assert_non_null(t);
   m0__env e = {.kind = M0__K_JOB, .from = M0__ACTOR_ID(M0__ROLE_LOOP, 0), .to = M0__ACTOR_ID(M0__ROLE_POOL, 0)};
-  dropped_total = 700000; /* more batches than nng queues (1024 of 546) */
+  dropped_total = 700000; /* more batches than nng queues (1024 of 481) */
   for (unsigned long i = 0; i < dropped_total; i++) m0__trace_record(t, false, &e, 1);
   m0__tracer_free(t);
 }
@@ -902,7 +1036,7 @@ int main(void) {
       cmocka_unit_test(test_envelope_refusals), cmocka_unit_test(test_names),
       cmocka_unit_test(test_trace_format),      cmocka_unit_test(test_trace_stderr),
       cmocka_unit_test(test_trace_batches),     cmocka_unit_test(test_trace_flush_deadline),
-      cmocka_unit_test(test_trace_dropped),
+      cmocka_unit_test(test_trace_dropped),     cmocka_unit_test(test_trace_control),
       cmocka_unit_test(test_signals),
       cmocka_unit_test(test_wire_request_roundtrip), cmocka_unit_test(test_wire_reply_roundtrip),
       cmocka_unit_test(test_wire_head_refusals),     cmocka_unit_test(test_wire_request_refusals),

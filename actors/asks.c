@@ -39,6 +39,7 @@ typedef struct ask_batch {
   uint64_t deadline;     /* the latest of the batch's requests' */
   uint64_t out_deadline; /* the sent one's: past it, its REPLY is not waited for */
   uint64_t trace_hi, trace_lo; /* the first traced request's: the REQUEST carries it */
+  m0__trace_ids others;        /* while tracing: the other requests' ids (actors/trace.h) */
 } ask_batch;
 
 typedef struct m0__asks m0__asks;
@@ -246,6 +247,8 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
     b->trace_hi = req->trace_hi;
     b->trace_lo = req->trace_lo;
   }
+  if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed)) /* not kept when out of memory: a record less */
+    (void)m0__trace_ids_add(&b->others, b->trace_hi, b->trace_lo, req->trace_hi, req->trace_lo);
   return 0;
 }
 
@@ -276,10 +279,14 @@ void m0__asks_flush(m0__loop *l) {
     m0__peer to;
     if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, m0__slot_pipe(sl));
     else m0__peer_direct(&to, m0__service_slot_id(s, k), sl->inbox);
-    if (m0__send_msg(&l->self, &to, M0__K_REQUEST, b->trace_hi, b->trace_lo, b->msg) != 0) {
+    if (b->others.n) m0__trace_batch((const uint64_t(*)[2])b->others.ids, b->others.n);
+    int rv = m0__send_msg(&l->self, &to, M0__K_REQUEST, b->trace_hi, b->trace_lo, b->msg);
+    m0__trace_batch(NULL, 0);
+    if (rv != 0) {
       a->filled[kept++] = a->filled[f]; /* still ours: next pass */
       continue;
     }
+    b->others.n = 0;
     b->msg = NULL;
     b->out = true;
     b->out_gen = gen;
@@ -329,6 +336,9 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
       if (s) atomic_fetch_add(&s->st.bad_reply, 1);
       ask_fail(l, i, 502);
     } else {
+      if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (e->trace_hi || e->trace_lo) &&
+          (e->trace_hi != m->env.trace_hi || e->trace_lo != m->env.trace_lo)) /* a batch's other request */
+        m0__trace_request(l->trace, true, &m->env, m->len, e->trace_hi, e->trace_lo);
       /* Its headers may still not be writable as they are (502, counted so). */
       bool ok = ask_answer(l, i, rep.status, rep.hdrs, rep.nhdrs, rep.body.p, rep.body.n) == rep.status;
       if (s) atomic_fetch_add(ok ? &s->st.ok : &s->st.bad_reply, 1);
@@ -448,7 +458,10 @@ void m0__asks_free(m0__loop *l) {
   m0__asks *a = l->asks;
   if (!a) return;
   for (int k = 0; a->batches && k < (l->nservices ? l->nservices : 1) * M0__SLOTS; k++)
+  {
     if (a->batches[k].msg) nng_msg_free(a->batches[k].msg);
+    m0__trace_ids_free(&a->batches[k].others);
+  }
   for (int i = 0; i < a->len; i++) free(a->tab[i].extra); /* of entries still waiting at the close */
   free(a->tab);
   free(a->batches);

@@ -43,10 +43,10 @@ int m0_reply_send(m0_reply *rep, int status, const char *content_type, const voi
 
 /* ---- answering a batch, wherever the instance runs ---- */
 
-int m0__instance_answer(const m0_actor_kind *kind, void *state, const uint8_t *payload, size_t len, nng_msg *out,
-                        atomic_bool *in_app) {
+int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out, atomic_bool *in_app,
+                        m0__tracer *trace, m0__trace_ids *others) {
   m0__wire_rd r;
-  if (m0__wire_open(&r, payload, len) != 0) return M0__EBADMSG;
+  if (m0__wire_open(&r, m->payload, m->len) != 0) return M0__EBADMSG;
   static _Thread_local m0__wire_request q;
   static _Thread_local m0_reply rep;
   int n = 0, rv;
@@ -55,6 +55,12 @@ int m0__instance_answer(const m0_actor_kind *kind, void *state, const uint8_t *p
     rep.id = q.id;
     rep.sent = false;
     rep.hb = (m0__header_block){rep.hdrs, 0, M0__WIRE_MAX_HEADERS, rep.store, 0, REPLY_STORE};
+    const m0__env *e = &m->env;
+    if (trace && atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (q.req.trace_hi || q.req.trace_lo) &&
+        (q.req.trace_hi != e->trace_hi || q.req.trace_lo != e->trace_lo)) {
+      m0__trace_request(trace, true, e, m->len, q.req.trace_hi, q.req.trace_lo);
+      (void)m0__trace_ids_add(others, e->trace_hi, e->trace_lo, q.req.trace_hi, q.req.trace_lo);
+    }
     if (in_app) atomic_store(in_app, true);
     m0__current_trace = (m0__trace_id){q.req.trace_hi, q.req.trace_lo};
     kind->receive(state, &q.req, &rep);
@@ -97,6 +103,7 @@ static void instance_serve(m0__instance *in) {
   m0__service *s = in->svc;
   m0__slot *sl = &s->slots[in->slot];
   asking = in;
+  m0__trace_ids others = {0}; /* while tracing: a REPLY's other requests' ids */
   atomic_store_explicit(&sl->live, 1, memory_order_release);
   for (;;) {
     m0__msg m = {0};
@@ -122,16 +129,20 @@ static void instance_serve(m0__instance *in) {
       m0__msg_free(&m);
       continue; /* its requests time out: 504 */
     }
-    if (m0__instance_answer(in->kind, in->state, m.payload, m.len, out, &in->h.in_app) < 0) {
+    if (m0__instance_answer(in->kind, in->state, &m, out, &in->h.in_app, in->trace, &others) < 0) {
       char from[48];
       m0__actor_name(m.env.from, from, sizeof from);
       fprintf(stderr, "m0: %s.%d: a malformed request batch from %s\n", s->name, in->slot, from);
     }
     m0__peer to;
     m0__peer_direct(&to, m.env.from, reply_to);
+    if (others.n) m0__trace_batch((const uint64_t(*)[2])others.ids, others.n);
     if (m0__send_msg(&in->self, &to, M0__K_REPLY, m.env.trace_hi, m.env.trace_lo, out) != 0) nng_msg_free(out);
+    m0__trace_batch(NULL, 0);
+    others.n = 0;
     m0__msg_free(&m);
   }
+  m0__trace_ids_free(&others);
   atomic_store_explicit(&sl->live, 0, memory_order_release);
   for (int i = 0; i < in->nstash; i++) nng_msg_free(in->stash[i]);
   free(in->stash);

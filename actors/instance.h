@@ -28,6 +28,7 @@
 #include "actors/actor.h"
 #include "actors/handle.h"
 #include "actors/service.h"
+#include "actors/trace.h"
 #include "m0/m0.h"
 
 typedef struct m0__instance {
@@ -57,8 +58,11 @@ extern const m0__actor_kind m0__instance_kind;
  * m0__wire_batch_new): each record decoded, given to receive, its reply (if
  * any) appended. in_app (may be NULL) is set while inside receive. Returns
  * the records answered, or M0__EBADMSG when the batch does not decode (what
- * was answered before stays in out). */
-int m0__instance_answer(const m0_actor_kind *kind, void *state, const uint8_t *payload, size_t len, nng_msg *out,
-                        atomic_bool *in_app);
+ * was answered before stays in out). While tracing (trace, with m the
+ * REQUEST), a request whose id is not the envelope's gets its own record as
+ * it is taken up and its id goes into others, for the REPLY
+ * (actors/trace.h); trace NULL: an instance outside the host, untraced. */
+int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out, atomic_bool *in_app,
+                        m0__tracer *trace, m0__trace_ids *others);
 
 #endif

@@ -36,18 +36,31 @@ void m0__lane_flush(m0__loop *l) {
   for (int j = 0; j < l->npool; j++) {
     m0__batch *b = &l->batches[j];
     if (b->inflight || b->count == 0) continue;
-    if (m0__send_msg(&l->self, &l->pool[j], M0__K_JOB, b->trace_hi, b->trace_lo, b->msg) != 0)
-      continue; /* still ours: next pass */
+    if (b->others.n) m0__trace_batch((const uint64_t(*)[2])b->others.ids, b->others.n);
+    int rv = m0__send_msg(&l->self, &l->pool[j], M0__K_JOB, b->trace_hi, b->trace_lo, b->msg);
+    m0__trace_batch(NULL, 0);
+    if (rv != 0) continue; /* still ours: next pass */
     b->msg = NULL; /* the pool thread's now */
     b->inflight = true;
     b->count = 0;
     b->trace_hi = b->trace_lo = 0;
+    b->others.n = 0;
   }
   atomic_store_explicit(&m0__loop_line_at(l, l->index)->queued, l->queued - l->answered, memory_order_relaxed);
 }
 
+typedef struct lane_result {
+  m0__loop *l;
+  const m0__msg *m;
+} lane_result;
+
 static void lane_on_answer(void *arg, const m0__result *r) {
-  m0__loop *l = arg;
+  const lane_result *lr = arg;
+  m0__loop *l = lr->l;
+  const m0__env *e = &lr->m->env;
+  if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (r->trace_hi || r->trace_lo) &&
+      (r->trace_hi != e->trace_hi || r->trace_lo != e->trace_lo)) /* a batch's other request (actors/trace.h) */
+    m0__trace_request(l->trace, true, e, lr->m->len, r->trace_hi, r->trace_lo);
   l->answered++;
   m0__http_complete(&l->http, r->conn, r->resp, r->len, r->fd, r->off, r->flen);
 }
@@ -58,7 +71,8 @@ void m0__lane_on_result(m0__loop *l, const m0__msg *m) {
   uint32_t count = 0;
   if (m->len >= 4) memcpy(&count, m->payload, 4);
   if (!(count & 0x80000000u)) l->batches[j].inflight = false; /* the batch's last part (actors/pool.c) */
-  if (m0__result_each(m->payload, m->len, lane_on_answer, l) < 0)
+  lane_result lr = {l, m};
+  if (m0__result_each(m->payload, m->len, lane_on_answer, &lr) < 0)
     fprintf(stderr, "m0: loop.%d: a malformed result from pool.%d.%d\n", l->index, l->index, j);
 }
 

@@ -79,12 +79,15 @@ int m0__batch_add(m0__batch *b, void *conn, const m0_request *req, int route, co
     b->trace_hi = req->trace_hi;
     b->trace_lo = req->trace_lo;
   }
+  if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed)) /* not kept when out of memory: a record less */
+    (void)m0__trace_ids_add(&b->others, b->trace_hi, b->trace_lo, req->trace_hi, req->trace_lo);
   return 0;
 }
 
 void m0__batch_fini(m0__batch *b) {
   if (b->msg) nng_msg_free(b->msg);
   b->msg = NULL;
+  m0__trace_ids_free(&b->others);
 }
 
 /* A reader over a payload that refuses to run past its end. */
@@ -104,11 +107,11 @@ static const uint8_t *rd_take(rd *r, size_t n) {
 }
 
 /* Result record: u64 conn, u32 len, i32 fd (-1: none), u64 off, u64 flen,
- * then len bytes. A RESULT is u32 count (bit 31: more of this batch's
+ * u64 trace_hi, u64 trace_lo (its request's), then len bytes. A RESULT is u32 count (bit 31: more of this batch's
  * answers follow in another RESULT) and the records; a message holds at
  * most 16 MiB, so a batch whose answers pass half of that goes back in
  * parts, and one answer too large for any is answered 500. */
-#define RESULT_HEAD 32
+#define RESULT_HEAD 48
 #define RESULT_MORE 0x80000000u
 #define RESULT_SPLIT (M0__ENV_MAX_PAYLOAD / 2)
 #define RESULT_ANSWER_MAX (M0__ENV_MAX_PAYLOAD - 4096)
@@ -132,6 +135,8 @@ int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, const m0__
     memcpy(&fd, h + 12, 4);
     memcpy(&a.off, h + 16, 8);
     memcpy(&a.flen, h + 24, 8);
+    memcpy(&a.trace_hi, h + 32, 8);
+    memcpy(&a.trace_lo, h + 40, 8);
     const uint8_t *resp = rd_take(&r, len);
     if (!resp) return M0__EBADMSG;
     a.conn = (void *)(uintptr_t)conn;
@@ -148,7 +153,11 @@ int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, const m0__
 #define POOL_MAX_HEADERS 100
 #define POOL_MAX_PARAMS 8
 
-static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0__outq *resp, m0__date *date) {
+/* One request of the JOB m: decoded, its view run, its answer appended to
+ * out. While tracing, a request whose id is not the JOB's gets its own
+ * record as it is taken up, and its id goes into part (the RESULT's). */
+static int pool_run_one(m0__pool_thread *t, void *state, const m0__msg *m, rd *r, nng_msg *out, m0__outq *resp,
+                        m0__date *date, m0__trace_ids *part) {
   const uint8_t *hp = rd_take(r, sizeof(job_head));
   if (!hp) return M0__EBADMSG;
   job_head h;
@@ -198,6 +207,11 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   req.peer = peer;
   req.peer_port = h.peer_port;
   req.client = client;
+  if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (h.trace_hi || h.trace_lo) &&
+      (h.trace_hi != m->env.trace_hi || h.trace_lo != m->env.trace_lo)) {
+    m0__trace_request(t->trace, true, &m->env, m->len, h.trace_hi, h.trace_lo);
+    (void)m0__trace_ids_add(part, m->env.trace_hi, m->env.trace_lo, h.trace_hi, h.trace_lo);
+  }
 
   m0__outq_clear(resp);
   m0_response res;
@@ -259,9 +273,22 @@ static int pool_run_one(m0__pool_thread *t, void *state, rd *r, nng_msg *out, m0
   at = put(at, &fd32, 4);
   at = put(at, &off, 8);
   at = put(at, &flen64, 8);
+  at = put(at, &h.trace_hi, 8);
+  at = put(at, &h.trace_lo, 8);
   for (int i = 0; i < k; i++) at = put(at, iov[i].base, iov[i].len);
   m0__outq_clear(resp); /* an owned body is freed now, not at the next job */
   return 0;
+}
+
+/* A RESULT (a part of one) for the JOB m: the envelope carries the JOB's
+ * trace id, and each other request's id gets its own record (part). */
+static int pool_send_result(m0__pool_thread *t, m0__actor *self, m0__peer *loop, const m0__msg *m, nng_msg *out,
+                            m0__trace_ids *part) {
+  if (part->n) m0__trace_batch((const uint64_t(*)[2])part->ids, part->n);
+  int rv = m0__send_msg(self, loop, M0__K_RESULT, m->env.trace_hi, m->env.trace_lo, out);
+  m0__trace_batch(NULL, 0);
+  part->n = 0;
+  return rv;
 }
 
 #define POOL_SLOW_VIEW_NS 1000000 /* CPU per view that counts as slow */
@@ -310,6 +337,7 @@ static void pool_run(m0__handle *h) {
   void *state = NULL;
   bool made = false;
   m0__outq resp = {0};
+  m0__trace_ids others = {0}; /* while tracing: the ids of the RESULT's other requests */
   m0__date date = {0};
   if (m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: pool.%d.%d cannot reach its coordinator at %s\n", t->loop, t->index, t->coord_url);
@@ -369,7 +397,7 @@ static void pool_run(m0__handle *h) {
           if (next) nng_msg_free(next);
           break;
         }
-        if (m0__send_msg(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out) != 0) {
+        if (pool_send_result(t, self, loop, &m, out, &others) != 0) {
           fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
           nng_msg_free(out);
         }
@@ -377,7 +405,7 @@ static void pool_run(m0__handle *h) {
         sent += done;
         done = 0;
       }
-      if (pool_run_one(t, state, &r, out, &resp, &date) != 0) {
+      if (pool_run_one(t, state, &m, &r, out, &resp, &date, &others) != 0) {
         fprintf(stderr, "m0: pool.%d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, sent + done, count);
         break;
       }
@@ -385,8 +413,7 @@ static void pool_run(m0__handle *h) {
     }
     memcpy(m0__msg_payload(out), &done, 4);
     if (!t->yields) cpu_mark = pool_maybe_yield(t, cpu_mark, sent + done);
-    /* The trace id of a batch is its first request's. */
-    if (m0__send_msg(self, loop, M0__K_RESULT, m.env.trace_hi, m.env.trace_lo, out) != 0) {
+    if (pool_send_result(t, self, loop, &m, out, &others) != 0) {
       fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
       nng_msg_free(out);
     }
@@ -396,6 +423,7 @@ static void pool_run(m0__handle *h) {
 out:
   if (made && t->app->free && state) t->app->free(state);
   m0__outq_free(&resp);
+  m0__trace_ids_free(&others);
 }
 
 static void pool_hang_up(m0__handle *h) { /* after the join: actors/handle.h */

@@ -44,6 +44,7 @@
 
 #include "actors/actor.h"
 #include "actors/handle.h"
+#include "actors/trace.h"
 #include "m0/m0.h"
 #include "transport/topology.h"
 
@@ -77,6 +78,7 @@ typedef struct m0__batch {
   uint32_t count;
   bool inflight;
   uint64_t trace_hi, trace_lo; /* the first traced request's: the JOB carries it */
+  m0__trace_ids others;        /* while tracing: the other requests' ids (actors/trace.h) */
 } m0__batch;
 
 /* Appends one request to a batch, with what the loop already knows of its
@@ -93,6 +95,7 @@ typedef struct m0__result {
   size_t len;
   int fd;
   uint64_t off, flen;
+  uint64_t trace_hi, trace_lo; /* its request's trace id */
 } m0__result;
 /* Walks a RESULT payload: calls fn per answer. Returns the count, or
  * M0__EBADMSG for a malformed payload. */

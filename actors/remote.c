@@ -190,7 +190,8 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
       nng_msg_free(m);
       continue;
     }
-    if (m0__instance_answer(kind, state, payload, len, out, NULL) < 0)
+    m0__msg req = {.env = e, .payload = payload, .len = len};
+    if (m0__instance_answer(kind, state, &req, out, NULL, NULL, NULL) < 0)
       fprintf(stderr, "m0: actor %s: a malformed request batch\n", kind->name);
     /* The answer goes back to whoever asked: from and to swapped. */
     m0__env r = {.kind = M0__K_REPLY, .from = e.to, .to = e.from, .seq = ++seq, .trace_hi = e.trace_hi,

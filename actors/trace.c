@@ -220,8 +220,52 @@ static bool trace_keeps(const m0__tracer *t, const m0__env *e) {
 }
 
 static _Thread_local uint32_t my_tid; /* gettid is a system call: asked once per thread */
+/* The other requests of the batch this thread sends next (m0__trace_batch). */
+static _Thread_local const uint64_t (*batch_ids)[2];
+static _Thread_local size_t batch_n;
+
+static void trace_one(m0__tracer *t, bool recv, const m0__env *e, size_t bytes);
 
 void m0__trace_record(m0__tracer *t, bool recv, const m0__env *e, size_t bytes) {
+  trace_one(t, recv, e, bytes);
+  if (recv || !batch_n) return;
+  for (size_t i = 0; i < batch_n; i++) m0__trace_request(t, false, e, bytes, batch_ids[i][0], batch_ids[i][1]);
+  batch_n = 0;
+}
+
+void m0__trace_batch(const uint64_t (*ids)[2], size_t n) {
+  batch_ids = ids;
+  batch_n = ids ? n : 0;
+}
+
+void m0__trace_request(m0__tracer *t, bool recv, const m0__env *e, size_t bytes, uint64_t hi, uint64_t lo) {
+  m0__env mine = *e;
+  mine.trace_hi = hi;
+  mine.trace_lo = lo;
+  trace_one(t, recv, &mine, bytes);
+}
+
+int m0__trace_ids_add(m0__trace_ids *l, uint64_t first_hi, uint64_t first_lo, uint64_t hi, uint64_t lo) {
+  if ((!hi && !lo) || (hi == first_hi && lo == first_lo)) return 0;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16;
+    void *ids = realloc(l->ids, cap * sizeof *l->ids);
+    if (!ids) return M0__ENOMEM;
+    l->ids = ids;
+    l->cap = cap;
+  }
+  l->ids[l->n][0] = hi;
+  l->ids[l->n][1] = lo;
+  l->n++;
+  return 0;
+}
+
+void m0__trace_ids_free(m0__trace_ids *l) {
+  free(l->ids);
+  *l = (m0__trace_ids){0};
+}
+
+static void trace_one(m0__tracer *t, bool recv, const m0__env *e, size_t bytes) {
   if (!t || !atomic_load_explicit(&t->on, memory_order_relaxed)) return;
   if (e->kind >= 32 || !(atomic_load_explicit(&t->kinds, memory_order_relaxed) >> e->kind & 1)) return;
   if (!my_tid) my_tid = (uint32_t)syscall(SYS_gettid);

@@ -35,6 +35,30 @@ void m0__tracer_free(m0__tracer *t);
 /* Thread safety: any thread. t may be NULL (an actor of a tool). */
 void m0__trace_record(m0__tracer *t, bool recv, const m0__env *e, size_t bytes);
 
+/* One request, one trace id: a batch (a JOB, a RESULT, a REQUEST, a REPLY)
+ * carries many requests, but its envelope only its first traced one's id.
+ * So each of the others gets a record of its own, of the same message (its
+ * kind, from, to, seq and bytes) with its own id:
+ * - a sender names them, just before the send, with m0__trace_batch(ids, n)
+ *   (n pairs {hi, lo}, nonzero and not the envelope's, kept until the send
+ *   returns): the send's hook records each after the message's own, and
+ *   then forgets them (the sender calls m0__trace_batch(NULL, 0) after the
+ *   send as well, for a send that failed before its hook);
+ * - a receiver records each request as it takes it up, with
+ *   m0__trace_request (its time is when that request began, which for the
+ *   first is the message's receipt).
+ * Both only while m0__trace_live: with tracing off, nothing is collected. */
+void m0__trace_batch(const uint64_t (*ids)[2], size_t n);
+void m0__trace_request(m0__tracer *t, bool recv, const m0__env *e, size_t bytes, uint64_t hi, uint64_t lo);
+/* Collects a batch's ids for m0__trace_batch: appends {hi, lo} unless it is
+ * zero or first's (the envelope's). 0, or M0__ENOMEM (the id not kept). */
+typedef struct m0__trace_ids {
+  uint64_t (*ids)[2];
+  size_t n, cap;
+} m0__trace_ids;
+int m0__trace_ids_add(m0__trace_ids *l, uint64_t first_hi, uint64_t first_lo, uint64_t hi, uint64_t lo);
+void m0__trace_ids_free(m0__trace_ids *l);
+
 /* A control: a JSON object, every member optional,
  *   {"on": true|false, "to": "<nng URL>", "actors": ["loop.0", "pool", ...],
  *    "kinds": ["job", "result", ...]}

@@ -164,6 +164,61 @@ def stderr_trace():
             f"{label}: the producer receives go before its first frame (go {go_prod}, frame {first_frame})")
 
 
+def batch_ids():
+    """Two traced requests in one batch each keep their own id: a pool JOB
+    (and its RESULT), and an application actor's REQUEST (and its REPLY).
+    The pool thread (the one echo instance) is held by a slow request, so
+    the two that come meanwhile wait in one batch (a round where they did
+    not is tried again)."""
+    import socket
+    cases = (("pool", "GET /slow?ms=200", "GET /instance", ("job", "result")),
+             ("actor echo", "GET /actor/echo HTTP/1.1\r\nx-sleep-ms: 200", "GET /actor/echo", ("request", "reply")))
+    with Server("host_check", "--port", "0", "--blocking-threads", "1", "--trace", "-") as s:
+        for name, hold, path, (ask, answer) in cases:
+            label = f"--trace -: a {name} batch of two traced requests"
+            if " HTTP/1.1" not in hold:
+                hold += " HTTP/1.1"
+            found = None
+            for round_ in range(6):
+                ids = [f"{len(name):02x}{round_:02x}" + "b" * 27 + f"{k}" for k in (1, 2)]
+                socks = [socket.create_connection(("127.0.0.1", s.port), timeout=5) for _ in range(3)]
+                try:
+                    seen = len(records(s.stderr())[0])
+                    socks[0].sendall(hold.encode() + b"\r\nHost: x\r\n\r\n")
+                    wait_for(lambda: any(r.get("kind") == ask and r.get("dir") == "recv"
+                                         for r in records(s.stderr())[0][seen:]), 3)
+                    for sock, tid in zip(socks[1:], ids):
+                        sock.sendall(f"{path} HTTP/1.1\r\nHost: x\r\n"
+                                     f"traceparent: 00-{tid}-b7ad6b7169203331-01\r\n\r\n".encode())
+                    for sock in socks:
+                        sock.recv(65536)
+                finally:
+                    for sock in socks:
+                        sock.close()
+
+                def mine():
+                    recs = records(s.stderr())[0]
+                    by = {t: [(r["dir"], r["kind"], r["seq"]) for r in recs if r.get("trace") == t] for t in ids}
+                    return by if all(len(v) >= 4 for v in by.values()) else None
+                by = wait_for(mine, 5)
+                if by and by[ids[0]][0][2] == by[ids[1]][0][2]:  # both in one batch
+                    found = by
+                    break
+            F.check(found is not None,
+                    f"{label}: two traced requests of one {ask.upper()} each have their own records (6 rounds tried)")
+            if found:
+                for t, recs in found.items():
+                    F.check([(d, k) for d, k, _ in recs] == [("send", ask), ("recv", ask), ("send", answer),
+                                                             ("recv", answer)],
+                            f"{label}: request {t[-4:]} has its own send {ask}, recv {ask}, send {answer}, "
+                            f"recv {answer} ({recs})")
+                a, b = found.values()
+                F.check([x[2] for x in a] == [x[2] for x in b],
+                        f"{label}: both ids' records are of the same {ask.upper()} and {answer.upper()} "
+                        f"(seqs {a} {b})")
+        F.check(s.stop() == 0, "--trace -: batches: SIGTERM -> exit 0")
+
+
 def handoff_trace():
     label = "--trace - --threads 2"
     with Server("host_check", "--port", "0", "--threads", "2", "--trace", "-") as s:
@@ -571,6 +626,7 @@ def chrome_check(path, total, label, want_procs):
 if __name__ == "__main__":
     try:
         stderr_trace()
+        batch_ids()
         handoff_trace()
         tracing_off()
         m0trace_live()

@@ -336,7 +336,7 @@ static void test_pool_mailbox_taken(void **st) {
 static void ignore(void *arg, const m0__result *r) { ++*(int *)arg; }
 
 static void test_result_refusals(void **st) {
-  uint8_t b[4 + 32 + 3];
+  uint8_t b[4 + 48 + 3];
   uint32_t count = 1, len = 3;
   uint64_t conn = 42;
   int32_t fd = -1;
@@ -345,7 +345,7 @@ static void test_result_refusals(void **st) {
   memcpy(b + 4, &conn, 8);
   memcpy(b + 12, &len, 4);
   memcpy(b + 16, &fd, 4);
-  memcpy(b + 36, "abc", 3);
+  memcpy(b + 52, "abc", 3);
   int calls = 0;
   assert_int_equal(m0__result_each(b, sizeof b, ignore, &calls), 1);
   assert_int_equal(calls, 1);

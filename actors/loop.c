@@ -128,6 +128,13 @@ static void loop_finish(m0__loop *l) {
   if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
 }
 
+/* A request this loop answered itself: a record when tracing (actors/trace.h). */
+static void loop_served(m0__http *h, const m0_request *req, uint8_t trace_flags, int status, size_t bytes) {
+  if (!atomic_load_explicit(&m0__trace_live, memory_order_relaxed)) return;
+  m0__loop *l = h->owner;
+  m0__trace_served(l->trace, l->self.id, req->trace_hi, req->trace_lo, trace_flags, h->stats.requests, bytes);
+}
+
 /* m0trace's control: for this process's tracer, which every loop of the
  * process shares (m0trace tells each loop; a second telling changes
  * nothing). A refused one is counted and said with why: its sender is the
@@ -326,6 +333,7 @@ static void loop_run(m0__handle *h) {
   l->http.state = l->state;
   l->http.worker = l->index;
   l->http.owner = l;
+  l->http.served = loop_served;
   l->http.on_closed = loop_on_closed;
   l->nloops = l->topo->loops;
   if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;

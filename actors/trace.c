@@ -57,6 +57,7 @@
  *   a name is not yet an id in this process (an application actor's
  *   instance, another worker's loop), and a prefix ("pool") names actors
  *   that come and go. */
+enum { REQUESTS_NONE, REQUESTS_SAMPLED, REQUESTS_ALL };
 #define TRACE_BATCH 32768
 #define TRACE_FLUSH_MS 50
 
@@ -64,7 +65,8 @@ atomic_uint m0__trace_live;
 
 struct m0__tracer {
   atomic_bool on;
-  atomic_uint kinds; /* bit k: kind k is kept */
+  atomic_uint kinds; /* bit k: kind k is kept; bit 0: requests served on a loop ("http") */
+  atomic_int requests; /* which of those: REQUESTS_* */
   uint32_t process, pid;
   FILE *out; /* "-": stderr; NULL: an nng sink, once dialed */
   pthread_mutex_t mu; /* the actors' filter, the sink, the batch */
@@ -163,6 +165,7 @@ m0__tracer *m0__tracer_new(const char *dest, uint32_t process) {
   t->process = process;
   t->pid = (uint32_t)getpid(); /* a process of the host never forks without exec */
   atomic_init(&t->kinds, UINT32_MAX);
+  atomic_init(&t->requests, REQUESTS_SAMPLED);
   pthread_mutex_init(&t->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -224,10 +227,10 @@ static _Thread_local uint32_t my_tid; /* gettid is a system call: asked once per
 static _Thread_local const uint64_t (*batch_ids)[2];
 static _Thread_local size_t batch_n;
 
-static void trace_one(m0__tracer *t, bool recv, const m0__env *e, size_t bytes);
+static void trace_one(m0__tracer *t, int dir, const m0__env *e, size_t bytes);
 
 void m0__trace_record(m0__tracer *t, bool recv, const m0__env *e, size_t bytes) {
-  trace_one(t, recv, e, bytes);
+  trace_one(t, recv ? M0__TRACE_RECV : M0__TRACE_SEND, e, bytes);
   if (recv || !batch_n) return;
   for (size_t i = 0; i < batch_n; i++) m0__trace_request(t, false, e, bytes, batch_ids[i][0], batch_ids[i][1]);
   batch_n = 0;
@@ -242,7 +245,16 @@ void m0__trace_request(m0__tracer *t, bool recv, const m0__env *e, size_t bytes,
   m0__env mine = *e;
   mine.trace_hi = hi;
   mine.trace_lo = lo;
-  trace_one(t, recv, &mine, bytes);
+  trace_one(t, recv ? M0__TRACE_RECV : M0__TRACE_SEND, &mine, bytes);
+}
+
+void m0__trace_served(m0__tracer *t, uint32_t loop, uint64_t hi, uint64_t lo, uint8_t flags, uint64_t n,
+                      size_t bytes) {
+  if (!t) return;
+  int which = atomic_load_explicit(&t->requests, memory_order_relaxed);
+  if (which == REQUESTS_NONE || (which == REQUESTS_SAMPLED && (!(hi || lo) || !(flags & 1)))) return;
+  m0__env e = {.kind = 0, .from = loop, .to = loop, .seq = n, .trace_hi = hi, .trace_lo = lo};
+  trace_one(t, M0__TRACE_SERVE, &e, bytes);
 }
 
 int m0__trace_ids_add(m0__trace_ids *l, uint64_t first_hi, uint64_t first_lo, uint64_t hi, uint64_t lo) {
@@ -265,18 +277,19 @@ void m0__trace_ids_free(m0__trace_ids *l) {
   *l = (m0__trace_ids){0};
 }
 
-static void trace_one(m0__tracer *t, bool recv, const m0__env *e, size_t bytes) {
+static void trace_one(m0__tracer *t, int dir, const m0__env *e, size_t bytes) {
   if (!t || !atomic_load_explicit(&t->on, memory_order_relaxed)) return;
   if (e->kind >= 32 || !(atomic_load_explicit(&t->kinds, memory_order_relaxed) >> e->kind & 1)) return;
   if (!my_tid) my_tid = (uint32_t)syscall(SYS_gettid);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   m0__trace_rec r = {.e = *e, .bytes = (uint32_t)bytes, .t_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
-                     .recv = recv, .pid = t->pid, .tid = my_tid, .process = t->process};
+                     .recv = dir == M0__TRACE_RECV, .served = dir == M0__TRACE_SERVE, .pid = t->pid, .tid = my_tid,
+                     .process = t->process};
   uint8_t rec[M0__TRACE_RECORD];
   m0__env_write(rec, &r.e, r.bytes);
   m0__le_put64(rec + M0__ENV_HEADER, r.t_ns);
-  m0__le_put32(rec + M0__ENV_HEADER + 8, r.recv ? 1 : 0);
+  m0__le_put32(rec + M0__ENV_HEADER + 8, (uint32_t)dir);
   m0__le_put32(rec + M0__ENV_HEADER + 12, r.pid);
   m0__le_put32(rec + M0__ENV_HEADER + 16, r.tid);
   m0__le_put32(rec + M0__ENV_HEADER + 20, r.process);
@@ -306,7 +319,7 @@ static void trace_one(m0__tracer *t, bool recv, const m0__env *e, size_t bytes) 
 int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, size_t whylen) {
   json_error_t jerr;
   json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr), *v;
-  int rc = M0__EINVALID, nactors = -1;
+  int rc = M0__EINVALID, nactors = -1, requests = -1;
   uint32_t kinds = 0;
   bool has_kinds = false;
   char actors[M0__TRACE_ACTORS][49];
@@ -338,14 +351,19 @@ int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, s
       if (!json_is_array(v)) CONTROL_FAIL("\"kinds\" is a list of kinds (job, result...)");
       json_array_foreach(v, i, a) {
         const char *n = json_string_value(a);
-        int k = 1;
-        while (k < M0__KIND_COUNT_ && (!n || strcmp(n, m0__kind_name(k)))) k++;
+        int k = n && !strcmp(n, "http") ? 0 : 1;
+        while (k && k < M0__KIND_COUNT_ && (!n || strcmp(n, m0__kind_name(k)))) k++;
         if (k == M0__KIND_COUNT_) CONTROL_FAIL("\"kinds\": %.40s is no kind", n ? n : "a non-string");
         kinds |= 1u << k;
       }
       has_kinds = json_array_size(v) > 0;
       if (!has_kinds) kinds = UINT32_MAX, has_kinds = true;
-    } else CONTROL_FAIL("unknown member \"%.40s\" (on, to, actors, kinds)", key);
+    } else if (!strcmp(key, "requests")) {
+      const char *w = json_string_value(v);
+      requests = !w ? -1 : !strcmp(w, "none") ? REQUESTS_NONE : !strcmp(w, "sampled") ? REQUESTS_SAMPLED
+                          : !strcmp(w, "all")  ? REQUESTS_ALL : -1;
+      if (requests < 0) CONTROL_FAIL("\"requests\" is \"sampled\", \"all\" or \"none\"");
+    } else CONTROL_FAIL("unknown member \"%.40s\" (on, to, actors, kinds, requests)", key);
   }
   json_t *on = json_object_get(root, "on");
   pthread_mutex_lock(&t->mu);
@@ -353,7 +371,7 @@ int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, s
     pthread_mutex_unlock(&t->mu);
     CONTROL_FAIL("this host traces to stderr (--trace -): its records cannot go to %.100s", to);
   }
-  if (json_is_true(on) && !to && !t->out && !t->nng) {
+  if (json_is_true(on) && !to && !t->out && !t->url[0]) {
     pthread_mutex_unlock(&t->mu);
     CONTROL_FAIL("nowhere to send the records: a control that switches tracing on names \"to\"");
   }
@@ -366,6 +384,7 @@ int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, s
     t->nactors = nactors;
   }
   if (has_kinds) atomic_store(&t->kinds, kinds);
+  if (requests >= 0) atomic_store(&t->requests, requests);
   if (on) trace_switch(t, json_is_true(on));
   if (on && !json_is_true(on) && t->nng) trace_forget(t);
   pthread_mutex_unlock(&t->mu);
@@ -376,11 +395,18 @@ out:
 }
 
 int m0__trace_decode(const uint8_t in[M0__TRACE_RECORD], m0__trace_rec *r) {
-  if (m0__env_read_header(in, &r->e, &r->bytes) != 0) return M0__EBADMSG;
-  r->t_ns = m0__le_get64(in + M0__ENV_HEADER);
   uint32_t dir = m0__le_get32(in + M0__ENV_HEADER + 8);
-  if (dir > 1) return M0__EBADMSG;
-  r->recv = dir == 1;
+  uint8_t head[M0__ENV_HEADER];
+  memcpy(head, in, sizeof head);
+  if (dir == M0__TRACE_SERVE) { /* no message's: kind 0, read as an envelope of a real kind */
+    if (m0__le_get16(head + 4) != 0) return M0__EBADMSG;
+    m0__le_put16(head + 4, M0__K_READY);
+  }
+  if (dir > M0__TRACE_SERVE || m0__env_read_header(head, &r->e, &r->bytes) != 0) return M0__EBADMSG;
+  if (dir == M0__TRACE_SERVE) r->e.kind = 0;
+  r->t_ns = m0__le_get64(in + M0__ENV_HEADER);
+  r->recv = dir == M0__TRACE_RECV;
+  r->served = dir == M0__TRACE_SERVE;
   r->pid = m0__le_get32(in + M0__ENV_HEADER + 12);
   r->tid = m0__le_get32(in + M0__ENV_HEADER + 16);
   r->process = m0__le_get32(in + M0__ENV_HEADER + 20);
@@ -399,6 +425,8 @@ static char *put_hex64(char *o, uint64_t v) {
   return o;
 }
 
+const char *m0__trace_kind_name(const m0__trace_rec *r) { return r->served ? "http" : m0__kind_name(r->e.kind); }
+
 size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen) {
   char line[400], from[64], to[64]; /* the longest line is ~330 bytes */
   m0__actor_name(r->e.from, from, sizeof from);
@@ -407,10 +435,10 @@ size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen) {
   char *dot = o; /* nanoseconds, zero-padded to nine digits: 1xxxxxxxxx, its 1 made the dot */
   o = m0__put_uint(o, 1000000000u + r->t_ns % 1000000000u);
   *dot = '.';
-  o = put_str(put_str(o, ",\"dir\":\""), r->recv ? "recv" : "send");
+  o = put_str(put_str(o, ",\"dir\":\""), r->served ? "serve" : r->recv ? "recv" : "send");
   o = put_str(put_str(o, "\",\"from\":\""), from);
   o = put_str(put_str(o, "\",\"to\":\""), to);
-  o = put_str(put_str(o, "\",\"kind\":\""), m0__kind_name(r->e.kind));
+  o = put_str(put_str(o, "\",\"kind\":\""), m0__trace_kind_name(r));
   o = m0__put_uint(put_str(o, "\",\"seq\":"), r->e.seq);
   o = m0__put_uint(put_str(o, ",\"bytes\":"), r->bytes);
   o = put_hex64(put_hex64(put_str(o, ",\"trace\":\""), r->e.trace_hi), r->e.trace_lo);

@@ -59,15 +59,26 @@ typedef struct m0__trace_ids {
 int m0__trace_ids_add(m0__trace_ids *l, uint64_t first_hi, uint64_t first_lo, uint64_t hi, uint64_t lo);
 void m0__trace_ids_free(m0__trace_ids *l);
 
+/* A request a loop answered itself (no message: on the loop, before the
+ * pool or an actor), once its answer is begun: a record with dir "serve",
+ * kind 0 (printed "http"), from and to the loop, seq n (the loop's request
+ * count), bytes the body's, and the request's trace id. Which are recorded
+ * is the tracer's "requests" (a control's): "sampled" (the default: those
+ * whose traceparent has its sampled flag, bit 0 of flags), "all" (every
+ * one, zeros for no traceparent) or "none". Only while m0__trace_live. */
+void m0__trace_served(m0__tracer *t, uint32_t loop, uint64_t hi, uint64_t lo, uint8_t flags, uint64_t n,
+                      size_t bytes);
+
 /* A control: a JSON object, every member optional,
  *   {"on": true|false, "to": "<nng URL>", "actors": ["loop.0", "pool", ...],
- *    "kinds": ["job", "result", ...]}
+ *    "kinds": ["job", "result", "http", ...], "requests": "sampled"|"all"|"none"}
  * "on" switches the tracer; "to" is where its records go from now (an nng
  * URL; refused for a tracer writing to stderr); "actors" keeps the records
  * of messages from or to those actors only (a name, or a prefix of whole
  * parts: "pool" is every pool thread, "pool.1" loop 1's, "echo" every
  * instance of the echo actor), [] or absent every actor; "kinds" likewise by
- * kind. A control replaces the filters it names and leaves the others.
+ * kind ("http": the records of requests served on a loop); "requests" which
+ * of those are recorded (m0__trace_served). A control replaces the filters it names and leaves the others.
  * 0, or M0__EINVALID with why (one line, no newline) when the control is
  * not one (not JSON, an unknown member, a name that is no actor's, a URL that
  * cannot be dialed, on with nowhere to send): the tracer is as it was.
@@ -76,7 +87,8 @@ int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, s
 
 /* A record on the wire: the message's own envelope header (its length field
  * holding the payload bytes), then the time in nanoseconds since the epoch
- * (u64), the direction (0 send, 1 recv), the process's pid, the thread's
+ * (u64), the direction (0 send, 1 recv, 2 serve: m0__trace_served, whose
+ * kind field is 0), the process's pid, the thread's
  * id (gettid) and the process (M0__TRACE_HOST...), each a u32, all
  * little-endian. */
 #define M0__TRACE_RECORD (M0__ENV_HEADER + 24)
@@ -87,15 +99,19 @@ typedef struct m0__trace_rec {
   m0__env e;
   uint32_t bytes;
   uint64_t t_ns;
-  bool recv;
+  bool recv, served; /* neither: a send */
   uint32_t pid, tid, process;
 } m0__trace_rec;
 /* 0, or M0__EBADMSG when the bytes are not a record. */
+enum { M0__TRACE_SEND = 0, M0__TRACE_RECV = 1, M0__TRACE_SERVE = 2 };
 int m0__trace_decode(const uint8_t in[M0__TRACE_RECORD], m0__trace_rec *r);
 /* The record as one JSON line ending in a newline: {"t","dir","from","to",
  * "kind","seq","bytes","trace","process","pid","tid"}. Returns its length
  * (truncated to outlen-1). */
 size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen);
+/* A record's kind as printed: the message kind's name, "http" for a
+ * request served on a loop. */
+const char *m0__trace_kind_name(const m0__trace_rec *r);
 /* "host", "supervisor", "worker.3". */
 void m0__trace_process_name(uint32_t process, char *out, size_t outlen);
 

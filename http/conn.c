@@ -459,6 +459,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   if (h->access_log)
     m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, p->trace_hi,
                         p->trace_lo, NULL);
+  if (h->served) h->served(h, &req, p->trace_flags, res.status, res.head ? 0 : res.body_len);
   if (c->ws) { /* a WebSocket outlives the request count; at the drain it goes with 1001 */
     if (h->draining) m0__ws_goodbye(c->ws, 1001, "the server is going away");
   } else if (c->stream && h->draining) {

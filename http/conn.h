@@ -95,6 +95,10 @@ typedef struct m0__http {
   /* Optional: a path answered on the loop before the views (metrics). */
   const char *metrics_path;
   void (*metrics)(struct m0__http *h, m0_response *res);
+  /* Optional: a request answered here (on the loop, not deferred), once
+   * its answer is begun; trace_flags are its traceparent's. The loop's
+   * tracer records it (actors/trace.h, m0__trace_served). */
+  void (*served)(struct m0__http *h, const m0_request *req, uint8_t trace_flags, int status, size_t bytes);
   /* Called (on the loop) after a connection's memory is released. */
   void (*on_closed)(struct m0__http *h);
   void *owner;

@@ -1,7 +1,8 @@
 /* m0trace — watch a running host's actor messages live, or record them for
  * Perfetto.
  *
- *   m0trace [--run-dir DIR] [--actor NAME]... [--kind KIND]... [--chrome FILE] [--seconds N] URL
+ *   m0trace [--run-dir DIR [--requests sampled|all|none]] [--actor NAME]... [--kind KIND]...
+ *           [--chrome FILE] [--seconds N] URL
  *
  * Listens at URL (an nng address) for binary records (actors/trace.h): from
  * a host started with --trace URL, or, with --run-dir DIR, from the running
@@ -10,9 +11,11 @@
  * when it stops: nothing is restarted. Each record is printed as one JSON
  * line (time, dir, from, to, kind, seq, bytes, trace id, process, pid, tid);
  * --actor keeps records from or to that actor (loop.1, or a prefix of whole
- * parts: pool, pool.1, echo), --kind those of that kind (job), each
- * repeatable; with --run-dir the host itself keeps only those (and sends
- * nothing else). With --chrome FILE it also writes Chrome trace-event JSON
+ * parts: pool, pool.1, echo), --kind those of that kind (job; http: the
+ * requests a loop served itself, no message), each repeatable; --requests
+ * which of those a running host records (sampled: with a traceparent
+ * whose sampled flag is set, the default; all; none); with --run-dir the
+ * host itself keeps only those (and sends nothing else). With --chrome FILE it also writes Chrome trace-event JSON
  * when it stops (SIGINT, SIGTERM or --seconds): each process of the host a
  * process (supervisor, worker.i) with its own pid, each thread a track
  * named by the actors on it (loop.0, pool.0.1, an application actor's
@@ -45,7 +48,8 @@ static volatile sig_atomic_t trace_stop;
 static void on_stop(int sig) { trace_stop = 1; }
 
 static int usage(const char *why) {
-  fprintf(stderr, "usage: m0trace [--run-dir DIR] [--actor NAME]... [--kind KIND]... [--chrome FILE] [--seconds N] URL\n");
+  fprintf(stderr, "usage: m0trace [--run-dir DIR [--requests sampled|all|none]] [--actor NAME]... [--kind KIND]...\n"
+                  "               [--chrome FILE] [--seconds N] URL\n");
   if (why) fprintf(stderr, "m0trace: %s\n", why);
   return 2;
 }
@@ -94,7 +98,7 @@ static void track_note(json_t *procs, json_t *threads, const m0__trace_rec *r, c
  * events is set) when it passes the filters. Returns 1 when it was kept. */
 static int trace_one(const m0__trace_rec *r, const filter *f, json_t *events, json_t *procs, json_t *threads) {
   char from[64], to[64], line[512];
-  const char *k = m0__kind_name(r->e.kind);
+  const char *k = m0__trace_kind_name(r);
   m0__actor_name(r->e.from, from, sizeof from);
   m0__actor_name(r->e.to, to, sizeof to);
   if (!filter_keeps(f, from, to, k)) return 0;
@@ -105,16 +109,18 @@ static int trace_one(const m0__trace_rec *r, const filter *f, json_t *events, js
     json_int_t pid = r->pid, tid = r->tid;
     track_note(procs, threads, r, who);
     char name[96], fid[160], trace[33];
-    snprintf(name, sizeof name, "%s %s %s", r->recv ? "recv" : "send", k, r->recv ? from : to);
+    if (r->served) snprintf(name, sizeof name, "serve http %llu", (unsigned long long)r->e.seq);
+    else snprintf(name, sizeof name, "%s %s %s", r->recv ? "recv" : "send", k, r->recv ? from : to);
     snprintf(fid, sizeof fid, "%s>%s#%llu", from, to, (unsigned long long)r->e.seq);
     snprintf(trace, sizeof trace, "%016llx%016llx", (unsigned long long)r->e.trace_hi,
              (unsigned long long)r->e.trace_lo);
     json_t *args = json_pack("{s:f, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "t", (double)r->t_ns / 1e9, "dir",
-                             r->recv ? "recv" : "send", "from", from, "to", to, "kind", k, "seq",
+                             r->served ? "serve" : r->recv ? "recv" : "send", "from", from, "to", to, "kind", k, "seq",
                              (json_int_t)r->e.seq, "bytes", (json_int_t)r->bytes, "trace", trace);
     json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:s, s:o}", "name", name, "cat", k,
                                             "ph", "i", "ts", ts, "pid", pid, "tid", tid, "s", "t", "args", args));
-    json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:s}", "name", k, "cat", "flow",
+    if (!r->served) /* a request served on a loop is no message: no arrow */
+      json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:s}", "name", k, "cat", "flow",
                                             "ph", r->recv ? "f" : "s", "id", fid, "ts", ts, "pid", pid, "tid", tid,
                                             "bp", "e"));
   }
@@ -147,7 +153,7 @@ static int write_chrome(const char *path, json_t *events, json_t *procs, json_t 
 
 /* The control m0trace sends (actors/trace.h): on, to its own URL, with its
  * filters; or off. */
-static char *control_json(bool on, const char *url, const filter *f) {
+static char *control_json(bool on, const char *url, const filter *f, const char *requests) {
   json_t *c = json_pack("{s:b}", "on", on);
   if (on) {
     json_t *a = json_array(), *k = json_array();
@@ -156,6 +162,7 @@ static char *control_json(bool on, const char *url, const filter *f) {
     json_object_set_new(c, "to", json_string(url));
     json_object_set_new(c, "actors", a);
     json_object_set_new(c, "kinds", k);
+    if (requests) json_object_set_new(c, "requests", json_string(requests));
   }
   char *s = json_dumps(c, JSON_COMPACT);
   json_decref(c);
@@ -176,7 +183,7 @@ static double since(const struct timespec *t0) {
 }
 
 int main(int argc, char **argv) {
-  const char *chrome = NULL, *url = NULL, *run_dir = NULL;
+  const char *chrome = NULL, *url = NULL, *run_dir = NULL, *requests = NULL;
   filter f = {0};
   double seconds = 0;
   for (int a = 1; a < argc; a++) {
@@ -186,10 +193,15 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[a], "--kind") && a + 1 < argc) {
       if (f.nkinds == MAX_FILTER) return usage("at most 16 --kind");
       const char *k = argv[++a];
-      int i = 1;
-      while (i < M0__KIND_COUNT_ && strcmp(k, m0__kind_name(i))) i++;
-      if (i == M0__KIND_COUNT_) return usage("--kind is one of ready, failed, go, stop, ... (docs/reference.md, Tracing)");
+      int i = strcmp(k, "http") ? 1 : 0;
+      while (i && i < M0__KIND_COUNT_ && strcmp(k, m0__kind_name(i))) i++;
+      if (i == M0__KIND_COUNT_)
+        return usage("--kind is http or a message kind: ready, failed, go, stop, ... (docs/reference.md, Tracing)");
       f.kinds[f.nkinds++] = k;
+    } else if (!strcmp(argv[a], "--requests") && a + 1 < argc) {
+      requests = argv[++a];
+      if (strcmp(requests, "sampled") && strcmp(requests, "all") && strcmp(requests, "none"))
+        return usage("--requests is sampled, all or none");
     } else if (!strcmp(argv[a], "--run-dir") && a + 1 < argc) run_dir = argv[++a];
     else if (!strcmp(argv[a], "--chrome") && a + 1 < argc) chrome = argv[++a];
     else if (!strcmp(argv[a], "--seconds") && a + 1 < argc) seconds = atof(argv[++a]);
@@ -198,6 +210,7 @@ int main(int argc, char **argv) {
     else return usage("one URL");
   }
   if (!url) return usage("which URL? (the host's --trace URL, or where to listen with --run-dir)");
+  if (requests && !run_dir) return usage("--requests tells a running host: it needs --run-dir");
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop;
@@ -229,7 +242,7 @@ int main(int argc, char **argv) {
       return 78;
     }
     refused = controls_refused(host);
-    on = control_json(true, url, &f);
+    on = control_json(true, url, &f, requests);
     if (m0__publisher_tell(host, M0__K_TRACE, on, strlen(on)) == 0) {
       fprintf(stderr, "m0trace: no loop of the host at %s took the control\n", run_dir);
       free(on);
@@ -274,7 +287,7 @@ int main(int argc, char **argv) {
     fflush(stdout); /* live: each batch as it comes (the host sends one within 50 ms) */
   }
   if (host) {
-    char *off = control_json(false, url, &f);
+    char *off = control_json(false, url, &f, NULL);
     m0__publisher_tell(host, M0__K_TRACE, off, strlen(off));
     free(off);
     free(on);

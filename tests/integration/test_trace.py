@@ -77,7 +77,7 @@ def records(text):
 
 
 def well_formed(r):
-    return (isinstance(r, dict) and set(r) == KEYS and r["dir"] in ("send", "recv")
+    return (isinstance(r, dict) and set(r) == KEYS and r["dir"] in ("send", "recv", "serve")
             and isinstance(r["t"], (int, float)) and isinstance(r["seq"], int) and isinstance(r["bytes"], int)
             and isinstance(r["from"], str) and isinstance(r["to"], str) and isinstance(r["kind"], str)
             and isinstance(r["trace"], str) and HEX32.match(r["trace"]) is not None
@@ -217,6 +217,50 @@ def batch_ids():
                         f"{label}: both ids' records are of the same {ask.upper()} and {answer.upper()} "
                         f"(seqs {a} {b})")
         F.check(s.stop() == 0, "--trace -: batches: SIGTERM -> exit 0")
+
+
+def served_on_loop():
+    """A request answered on the loop (no message) has a record of its own,
+    dir "serve", kind "http": by default those whose traceparent is sampled;
+    with m0trace --requests all, every one."""
+    label = "--trace -: a request served on the loop"
+    unsampled = f"00-{TID[:-4]}0000-b7ad6b7169203331-00"
+    with Server("host_check", "--port", "0", "--trace", "-") as s:
+        for headers in ({"traceparent": TP}, {"traceparent": unsampled}, {}):
+            st, _ = get(s.port, "/health", headers)
+            F.check(st == 200, f"{label}: GET /health {headers} -> 200 ({st})")
+        got = wait_for(lambda: [r for r in records(s.stderr())[0] if r.get("dir") == "serve"], 3)
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+        got = [r for r in records(s.stderr())[0] if r.get("dir") == "serve"]
+    F.check(len(got) == 1 and got[0]["trace"] == TID and got[0]["kind"] == "http" and
+            got[0]["from"] == got[0]["to"] == "loop.0" and got[0]["bytes"] > 0 and well_formed(got[0]),
+            f"{label}: one serve record, of the sampled request only, with its trace id ({got})")
+
+    label = "m0trace --run-dir --requests all --kind http"
+    run = os.path.join(TMP, "run-served")
+    os.mkdir(run, 0o700)
+    with Server("host_check", "--port", "0", "--run-dir", run, "--blocking-threads", "1") as s:
+        t = Tracer("--run-dir", run, "--requests", "all", "--kind", "http")
+        try:
+            for _ in range(3):
+                get(s.port, "/health")
+            get(s.port, "/instance")  # the pool's: messages, no serve record, and not of kind http
+            got = wait_for(lambda: (lambda r: r if len(r) >= 3 else None)(records(t.stdout())[0]), 5) or []
+            F.check(t.stop(signal.SIGINT) == 0, f"{label}: SIGINT -> m0trace exits 0 ({t.stderr()})")
+            got = records(t.stdout())[0]
+        finally:
+            t.kill()
+        F.check(len(got) == 3 and all(r["dir"] == "serve" and r["kind"] == "http" and r["trace"] == "0" * 32
+                                      for r in got),
+                f"{label}: each GET /health on the loop, without a traceparent, has its serve record, and "
+                f"nothing else comes ({got})")
+        F.check(len({r["seq"] for r in got}) == 3, f"{label}: each with the loop's own request count "
+                                                  f"({[r['seq'] for r in got]})")
+        F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
+    r = subprocess.run([os.path.join(BIN, "m0trace"), "--requests", "all", f"ipc://{TMP}/r.sock"],
+                       capture_output=True, text=True, timeout=10)
+    F.check(r.returncode == 2 and "--run-dir" in r.stderr, f"m0trace --requests without --run-dir: exit 2 "
+                                                           f"({r.returncode}: {r.stderr!r})")
 
 
 def handoff_trace():
@@ -627,6 +671,7 @@ if __name__ == "__main__":
     try:
         stderr_trace()
         batch_ids()
+        served_on_loop()
         handoff_trace()
         tracing_off()
         m0trace_live()

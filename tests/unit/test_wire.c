@@ -202,8 +202,17 @@ static void test_trace_format(void **st) {
   assert_int_equal(m0__trace_decode(rec, &back), 0);
   assert_true(back.recv && back.t_ns == r.t_ns && back.e.seq == r.e.seq && back.e.kind == M0__K_RESULT);
   assert_true(back.pid == r.pid && back.tid == 7 && back.process == M0__TRACE_WORKER + 3);
-  m0__le_put32(rec + M0__ENV_HEADER + 8, 2); /* neither send nor recv */
+  m0__le_put32(rec + M0__ENV_HEADER + 8, 2); /* serve, but a message's kind */
   assert_int_equal(m0__trace_decode(rec, &back), M0__EBADMSG);
+  m0__le_put16(rec + 4, 0); /* serve: kind 0 */
+  assert_int_equal(m0__trace_decode(rec, &back), 0);
+  assert_true(back.served && !back.recv && back.e.kind == 0 && back.e.seq == r.e.seq);
+  assert_string_equal(m0__trace_kind_name(&back), "http");
+  m0__trace_format(&back, line, sizeof line);
+  assert_non_null(strstr(line, "\"dir\":\"serve\",\"from\":\"pool.3.1\",\"to\":\"loop.3\",\"kind\":\"http\""));
+  m0__le_put32(rec + M0__ENV_HEADER + 8, 3); /* no direction */
+  assert_int_equal(m0__trace_decode(rec, &back), M0__EBADMSG);
+  m0__le_put16(rec + 4, M0__K_RESULT);
   m0__le_put32(rec + M0__ENV_HEADER + 8, 0);
   assert_int_equal(m0__trace_decode(rec, &back), 0);
   assert_false(back.recv);
@@ -310,6 +319,29 @@ static void test_trace_control(void **st) {
   batch_seqs(pull, got, sizeof got);
   assert_string_equal(got, "cb");
   assert_int_equal(control(t, "{\"actors\":[],\"kinds\":[]}", why), 0);
+  /* requests served on a loop: those sampled by default, then all, none;
+   * kind "http" keeps them alone */
+  uint32_t loop2 = M0__ACTOR_ID(M0__ROLE_LOOP, 2);
+  m0__trace_served(t, loop2, 0, 0, 0, 'd', 5);     /* no traceparent */
+  m0__trace_served(t, loop2, 1, 2, 0, 'e', 5);     /* not sampled */
+  m0__trace_served(t, loop2, 1, 2, 1, 'f', 5);     /* sampled */
+  m0__trace_record(t, false, &job, 1);
+  batch_seqs(pull, got, sizeof got);
+  assert_string_equal(got, "fa");
+  assert_int_equal(control(t, "{\"requests\":\"all\",\"kinds\":[\"http\"]}", why), 0);
+  m0__trace_served(t, loop2, 0, 0, 0, 'd', 5);
+  m0__trace_record(t, false, &job, 1);
+  m0__trace_served(t, loop2, 1, 2, 0, 'e', 5);
+  batch_seqs(pull, got, sizeof got);
+  assert_string_equal(got, "de");
+  assert_int_equal(control(t, "{\"requests\":\"none\",\"kinds\":[]}", why), 0);
+  m0__trace_served(t, loop2, 1, 2, 1, 'f', 5);
+  m0__trace_record(t, false, &job, 1);
+  batch_seqs(pull, got, sizeof got);
+  assert_string_equal(got, "a");
+  assert_int_equal(control(t, "{\"requests\":\"some\"}", why), M0__EINVALID);
+  assert_true(has(why, "\"requests\" is"));
+  assert_int_equal(control(t, "{\"requests\":\"sampled\"}", why), 0);
   /* a refused control leaves it as it was: still on, every actor and kind */
   assert_int_equal(control(t, "{\"on\":false,\"kinds\":[\"nope\"]}", why), M0__EINVALID);
   m0__trace_record(t, false, &job, 1);
@@ -318,7 +350,10 @@ static void test_trace_control(void **st) {
   assert_int_equal(control(t, "{\"on\":false}", why), 0);
   assert_int_equal(atomic_load(&m0__trace_live), live);
   m0__trace_record(t, false, &job, 1); /* off: dropped */
-  assert_int_equal(control(t, "{\"on\":true}", why), 0); /* back on, to the address it had */
+  /* off forgot where records went: back on names it again */
+  assert_int_equal(control(t, "{\"on\":true}", why), M0__EINVALID);
+  assert_true(has(why, "nowhere to send the records"));
+  assert_int_equal(control(t, "{\"on\":true,\"to\":\"inproc://test-wire-control\"}", why), 0);
   go.seq = 'b';
   m0__trace_record(t, false, &go, 1);
   batch_seqs(pull, got, sizeof got);

@@ -24,6 +24,7 @@ typedef struct ask {
   uint32_t slot_gen; /* the slot's when the request was given to it */
   m0__conn *conn;
   uint64_t deadline;
+  uint64_t t0_ns; /* taken: its actor's latency counts from here (http/latency.h) */
   uint16_t mlen, plen;
   char method[16], path[ASK_PATH];
   uint64_t trace_hi, trace_lo; /* the request's own trace id, for its log line */
@@ -114,6 +115,7 @@ static int ask_take(m0__loop *l, m0__conn *c, const m0_response *res, int svc, u
   e->close = res->close;
   e->version_minor = (uint8_t)res->version_minor;
   e->deadline = uv_now(&l->uv) + timeout_ms;
+  e->t0_ns = svc >= 0 ? m0__latency_now_ns() : 0;
   const m0_request *q = res->req;
   e->mlen = q ? (uint16_t)(q->method.n < sizeof e->method ? q->method.n : sizeof e->method) : 0;
   e->plen = q ? (uint16_t)(q->path.n < sizeof e->path ? q->path.n : sizeof e->path) : 0;
@@ -151,6 +153,7 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
   if (e->svc >= 0) {
     m0__slot *sl = &l->services[e->svc]->slots[e->slot];
     if (atomic_load(&sl->gen) == e->slot_gen && atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
+    m0__latency_add(&l->services[e->svc]->st.latency, m0__latency_now_ns() - e->t0_ns);
   }
   m0__answer ans = {e->version_minor, e->head, e->close, status, hdrs, n, body, blen, e->extra, e->extra_len};
   int written;

@@ -35,6 +35,7 @@
 
 #include "actors/actor.h"
 #include "actors/inbox.h"
+#include "http/latency.h"
 #include "m0/m0.h"
 
 #define M0__SLOTS 64
@@ -58,6 +59,7 @@ typedef struct m0__service_stats {
   atomic_ullong unknown;      /* replies to an id not in flight (late, or made up): dropped */
   atomic_ullong refused;      /* messages from instances that are not REPLY, or no slot free */
   atomic_ullong restarts;     /* spawned instances started again (host/children.c) */
+  m0__latency latency;        /* from a request's taking to its answer, whatever the outcome */
 } m0__service_stats;
 
 typedef struct m0__service {

@@ -380,7 +380,7 @@ static void coord_on_metrics(m0__http *h, m0_response *res) {
   m0__loop *l = h->owner;
   char process[24] = "host"; /* under prefork each worker answers for its own process */
   if (l->handoff) snprintf(process, sizeof process, "worker.%d", l->index);
-  m0__metrics_respond(l->page, process, l->services, l->nservices, res);
+  m0__metrics_respond(l->page, process, l->app, l->services, l->nservices, res);
 }
 
 /* What a loop takes from the configuration: the loop itself never reads it

@@ -153,8 +153,46 @@ static void metrics_bus(m0__buf *b, const m0__page *page) {
                    f[i].name, f[i].v);
 }
 
-void m0__metrics_respond(const m0__page *page, const char *process, m0__service *const *services, int nservices,
-                         m0_response *res) {
+/* One histogram's lines (Prometheus: cumulative buckets, sum, count). */
+static void metrics_histogram(m0__buf *b, const char *name, const char *labels, const m0__latency_sum *s) {
+  unsigned long long cum = 0;
+  for (int i = 0; i <= M0__LATENCY_BUCKETS; i++) {
+    cum += s->n[i];
+    m0__buf_printf(b, "%s_bucket{%s,le=\"%s\"} %llu\n", name, labels,
+                   i < M0__LATENCY_BUCKETS ? m0__latency_le[i] : "+Inf", cum);
+  }
+  m0__buf_printf(b, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name, labels, (double)s->sum_ns / 1e9, name, labels, cum);
+}
+
+/* By route (every loop of this process: http/latency.h), the last row for
+ * requests no route answered; by application actor. */
+static void metrics_latency(m0__buf *b, const char *process, const m0_app *app, m0__service *const *sv, int n) {
+  char labels[3 * M0__URL_MAX], pat[2 * M0__URL_MAX];
+  m0__buf_printf(b, "# HELP m0_request_duration_seconds Time from a request's parse to its answer begun, by route, "
+                    "in this process.\n# TYPE m0_request_duration_seconds histogram\n");
+  for (size_t r = 0; app && r <= app->nroutes; r++) {
+    m0__latency_sum s = {0};
+    m0__latency_route_sum(app, (int)r, &s);
+    if (r < app->nroutes)
+      snprintf(labels, sizeof labels, "process=\"%s\",method=\"%s\",route=\"%s\"", process,
+               app->routes[r].method, label_value(app->routes[r].pattern, pat, sizeof pat));
+    else snprintf(labels, sizeof labels, "process=\"%s\",method=\"\",route=\"(none)\"", process);
+    metrics_histogram(b, "m0_request_duration_seconds", labels, &s);
+  }
+  if (n == 0) return;
+  m0__buf_printf(b, "# HELP m0_actor_request_duration_seconds Time from a request's taking by an application actor "
+                    "to its answer (any outcome), in this process.\n"
+                    "# TYPE m0_actor_request_duration_seconds histogram\n");
+  for (int i = 0; i < n; i++) {
+    m0__latency_sum s = {0};
+    m0__latency_sum_add(&s, &sv[i]->st.latency);
+    snprintf(labels, sizeof labels, "process=\"%s\",actor=\"%s\"", process, sv[i]->name);
+    metrics_histogram(b, "m0_actor_request_duration_seconds", labels, &s);
+  }
+}
+
+void m0__metrics_respond(const m0__page *page, const char *process, const m0_app *app, m0__service *const *services,
+                         int nservices, m0_response *res) {
   /* A line that cannot be formatted (out of memory) is left out; the page
    * is still answered. */
   m0__buf b = {0};
@@ -186,6 +224,7 @@ void m0__metrics_respond(const m0__page *page, const char *process, m0__service 
                  (double)atomic_load(&page->head->reloaded_ms) / 1000.0);
   metrics_bus(&b, page);
   metrics_actors(&b, services, nservices);
+  metrics_latency(&b, process, app, services, nservices);
   m0__buf_printf(&b, "# HELP m0_refused_total Messages a mailbox refused (actors/admit.h), by actor and reason, "
                      "in every process of the host.\n# TYPE m0_refused_total counter\n");
   m0__refusals_each(metrics_refusal, &b);

@@ -337,10 +337,19 @@ static m0_writer *conn_writer_begin(void *ctx, m0_response *res, int status, con
   return c->h->writer_begin(c->h, c, res, status, content_type, on_gone, arg);
 }
 
+/* The request's answer is begun: its latency, by its route. */
+static void conn_latency(m0__conn *c) {
+  m0__http *h = c->h;
+  if (h->latency) m0__latency_add(&h->latency[c->route], m0__latency_now_ns() - c->t0_ns);
+}
+
 /* Answers the request the parser just completed, into the target queue. */
 static void conn_dispatch(m0__conn *c, const char *buf) {
   m0__http *h = c->h;
   m0__parser *p = &c->p;
+  c->t0_ns = m0__latency_now_ns();
+  c->route = (int)h->app->nroutes;
+  if (!h->latency && (h->latency = calloc(h->app->nroutes + 1, sizeof *h->latency))) m0__latency_join(h);
   m0_request req;
   memset(&req, 0, sizeof req);
   req.method = (m0_str){buf + p->method.off, p->method.len};
@@ -412,6 +421,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
       if (m.kind == M0__VIEW_FOUND) {
         req.params = m.params;
         req.nparams = m.nparams;
+        c->route = (int)(m.route - app->routes);
         if (m.route->actor) {
           if (h->to_actor && h->to_actor(h, c, &req, m.route, &res) == 0) {
             m0__current_trace = (m0__trace_id){0, 0};
@@ -456,6 +466,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     m0__respond_status(&res, 500, NULL);
   }
   h->stats.requests++;
+  conn_latency(c);
   if (h->access_log)
     m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, p->trace_hi,
                         p->trace_lo, NULL);
@@ -656,6 +667,9 @@ int m0__http_init(m0__http *h) {
 }
 
 void m0__http_fini(m0__http *h) {
+  if (h->latency) m0__latency_leave(h); /* before its rows go: /metrics may be summing them */
+  free(h->latency);
+  h->latency = NULL;
   free(h->rbuf);
   h->rbuf = NULL;
   m0__outq_free(&h->scratch);
@@ -750,6 +764,7 @@ static bool conn_unwait(m0__conn *c) {
   }
   if (c->closing) return false;
   c->h->stats.requests++;
+  conn_latency(c);
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "http/date.h"
+#include "http/latency.h"
 #include "http/parse.h"
 #include "http/proxies.h"
 #include "http/response.h"
@@ -59,6 +60,10 @@ typedef struct m0__http {
   size_t ws_max_message;    /* --ws-max-message */
   struct m0__ws_deflater *wsz; /* compresses WebSocket messages (permessage-deflate), made at the first */
   m0__http_stats stats;
+  /* [app->nroutes + 1] request latency by route, the last for requests no
+   * route answered; made at the first request (http/latency.h), NULL until
+   * then or out of memory. */
+  m0__latency *latency;
   /* Shared by every connection of the loop, used within one callback: reads
    * land in rbuf, responses are built in scratch and written at once; only
    * what cannot be written or parsed yet is copied to the connection. */

@@ -27,6 +27,13 @@ Proves:
   .tools/ from Debian's prometheus package) passes on the scrape of a
   --threads 2 host and of a --workers 2 host, with nothing to say; a test
   run without promtool fails and says how to get it.
+- Latency histograms (m0_request_duration_seconds{process,method,route},
+  m0_actor_request_duration_seconds{process,actor}): after 20 GET
+  /instance (pool), 10 /health (loop), 5 /actor/echo (an actor), 3
+  /slow?ms=60 and 4 404s, each route's count and +Inf bucket are exactly its
+  requests, 16 cumulative buckets from 100 us to 10 s; /slow's three are
+  above 50 ms and sum to 0.18 s or more; the 404s (and the scrapes) count in
+  route "(none)"; the echo actor's histogram counts its 5.
 - Without --metrics-path, GET /metrics is 404.
 - Found on the way (docs/behaviour.md, Drain): a SIGTERM to the supervisor ~1 ms after it
   respawned a SIGKILLed worker (the new worker still starting) must still be
@@ -73,6 +80,15 @@ def parse_labels(s):
     return out
 
 
+def family(name, types):
+    """A sample's family: a histogram's _bucket, _sum and _count are its own."""
+    for suffix in ("_bucket", "_sum", "_count"):
+        base = name[:-len(suffix)]
+        if name.endswith(suffix) and types.get(base) == "histogram":
+            return base
+    return name
+
+
 def parse(text, label, strict=True):
     """[(name, labels dict, value)]; with strict, checks the format."""
     samples, errors = [], []
@@ -100,12 +116,12 @@ def parse(text, label, strict=True):
             errors.append(f"not `name{{labels}} value`: {line!r}")
             continue
         name = m.group(1)
-        if name not in helps or name not in types:
+        if family(name, types) not in helps or family(name, types) not in types:
             errors.append(f"{name}: a sample before its # HELP and # TYPE")
         samples.append((name, labels, value))
     if strict:
         F.check(not errors, f"{label}: the text is Prometheus exposition format ({errors[:5]})")
-        fams = [n for n, _, _ in samples]
+        fams = [family(n, types) for n, _, _ in samples]
         F.check(all(n in helps and n in types for n in set(fams)), f"{label}: every family has HELP and TYPE")
         bad_types = {n: t for n, t in types.items() if t not in ("counter", "gauge", "untyped", "summary", "histogram")}
         F.check(not bad_types, f"{label}: TYPEs are known ({bad_types})")
@@ -290,6 +306,52 @@ def term_after_respawn():
                 return
 
 
+def histogram(samples, name, **labels):
+    """{le: cumulative count}, sum, count of one histogram series."""
+    pick = lambda n: [(l, x) for nn, l, x in samples if nn == n and all(l.get(k) == v for k, v in labels.items())]
+    buckets = {l["le"]: x for l, x in pick(name + "_bucket")}
+    s, c = pick(name + "_sum"), pick(name + "_count")
+    return buckets, (s[0][1] if len(s) == 1 else None), (c[0][1] if len(c) == 1 else None)
+
+
+def latencies():
+    """Request latency histograms, by route and by application actor."""
+    label = "latency histograms"
+    with Server("host_check", "--port", "0", "--threads", "2", "--blocking-threads", "1",
+                "--metrics-path", "/metrics") as s:
+        sent = {"/instance": 20, "/health": 10, "/actor/echo": 5, "/slow?ms=60": 3, "/nope": 4}
+        for path, n in sent.items():
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+            for _ in range(n):
+                c.request("GET", path)
+                c.getresponse().read()
+            c.close()
+        st, _, body = get(s.port, "/metrics")
+        smp = parse(body, label)
+        promtool_check(body, label)
+        name = "m0_request_duration_seconds"
+        for route, n in (("/instance", 20), ("/health", 10), ("/actor/echo", 5), ("/slow", 3)):
+            b, total, count = histogram(smp, name, process="host", method="GET", route=route)
+            les = sorted((float(k) for k in b if k != "+Inf"))
+            cum = [b[k] for k in sorted((k for k in b if k != "+Inf"), key=float)] + [b.get("+Inf")]
+            F.check(count == n and b.get("+Inf") == n, f"{label}: {route}: its {n} requests are counted "
+                                                       f"(count {count}, +Inf {b.get('+Inf')})")
+            F.check(len(les) == 16 and les[0] == 0.0001 and les[-1] == 10 and cum == sorted(cum),
+                    f"{label}: {route}: 16 cumulative buckets from 100 us to 10 s, and +Inf ({b})")
+            F.check(total is not None and total > 0, f"{label}: {route}: a sum of seconds ({total})")
+        b, total, _ = histogram(smp, name, route="/slow")
+        F.check(b.get("0.05") == 0 and b.get("0.1") == 3 and total is not None and total >= 0.18,
+                f"{label}: /slow?ms=60's three requests each took 60 ms or more: none at or below 50 ms, "
+                f"sum >= 0.18 s ({b.get('0.05')}, {b.get('0.1')}, {total})")
+        _, _, none = histogram(smp, name, route="(none)")
+        F.check(none is not None and none >= 4, f"{label}: requests no route answered (the 404s, the scrape) "
+                                                f"are route (none) ({none})")
+        b, total, count = histogram(smp, "m0_actor_request_duration_seconds", process="host", actor="echo")
+        F.check(count == 5 and b.get("+Inf") == 5 and total and total > 0,
+                f"{label}: the echo actor's 5 requests are in its histogram (count {count}, sum {total})")
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
 def no_path():
     label = "no --metrics-path"
     with Server("host_check", "--port", "0") as s:
@@ -301,6 +363,7 @@ def no_path():
 if __name__ == "__main__":
     try:
         format_and_counts()
+        latencies()
         open_connections()
         respawns()
         term_after_respawn()

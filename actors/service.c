@@ -62,7 +62,14 @@ int m0__service_pick(m0__service *s, bool *full, uint32_t *gen) {
   return best;
 }
 
-/* ---- connected instances: pipe events (on nng's threads) ---- */
+/* ---- connected instances: pipe events (on nng's threads) ----
+ *
+ * A pipe takes its slot at ADD_PRE, before nng adds it to the socket: a
+ * message can come from a pipe only once it is added, so the reply thread
+ * finds the slot of every message it receives. (At ADD_POST an instance that
+ * sent at once could race it: under ThreadSanitizer a forged REPLY sent right
+ * after the dial was received before its pipe had a slot, and dropped as
+ * from no instance instead of refused as a reply to no request of its own.) */
 
 static m0__slot *slot_of_pipe(m0__service *s, nng_pipe p) {
   for (int k = 0; k < s->nslots; k++)
@@ -73,7 +80,7 @@ static m0__slot *slot_of_pipe(m0__service *s, nng_pipe p) {
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
   m0__service *s = arg;
   pthread_mutex_lock(&s->mu);
-  if (ev == NNG_PIPE_EV_ADD_POST) {
+  if (ev == NNG_PIPE_EV_ADD_PRE) {
     m0__slot *free_slot = NULL;
     for (int k = 0; !free_slot && k < s->nslots; k++)
       if (atomic_load(&s->slots[k].pipe) == 0) free_slot = &s->slots[k];
@@ -169,7 +176,7 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
     fprintf(stderr, "m0: actor %s cannot listen at %s\n", s->name, url);
     return M0__ETRANSPORT;
   }
-  nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_ADD_POST, on_pipe, s);
+  nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_ADD_PRE, on_pipe, s);
   nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_REM_POST, on_pipe, s);
   if (pthread_create(&s->rx, NULL, service_rx, s) != 0) {
     m0__actor_close(&s->self);

@@ -130,6 +130,7 @@ static const rule rules[] = {
     /* tracing switched while the host runs: from m0trace on this machine
      * (and the host's own processes), never from the network */
     {M0__ROLE_LOOP, M0__K_TRACE, S | F | L, R(M0__ROLE_EXTERNAL)},
+    {M0__ROLE_COORD, M0__K_TRACE, L, R(M0__ROLE_EXTERNAL)}, /* the prefork supervisor's own tracer */
     /* a pool thread */
     {M0__ROLE_POOL, M0__K_JOB, S, R(M0__ROLE_LOOP)},
     {M0__ROLE_POOL, M0__K_STOP, S, R(M0__ROLE_LOOP)},

@@ -29,8 +29,9 @@
  *   the instance on that pipe: actors/asks.c) and a REQUEST or STOP at an
  *   instance from the host it dialed; and from LOCAL only, a FRAME at a loop
  *   (m0pub's), whose id must already be taken from the shared counter and
- *   not yet written by that loop (actors/loop.c), and a TRACE at a loop
- *   (m0trace's), whose control the tracer checks (actors/trace.h). Over
+ *   not yet written by that loop (actors/loop.c), and a TRACE at a loop or
+ *   the coordinator (m0trace's), whose control the tracer checks
+ *   (actors/trace.h). Over
  *   the network a frame never names its id: an instance PUBLISHes and the
  *   host numbers it. Never a descriptor number (HANDOFF), a pointer (JOB,
  *   RESULT, ANSWER), a STOP or GO to the host's own actors, or a barrier

@@ -135,19 +135,6 @@ static void loop_served(m0__http *h, const m0_request *req, uint8_t trace_flags,
   m0__trace_served(l->trace, l->self.id, req->trace_hi, req->trace_lo, trace_flags, h->stats.requests, bytes);
 }
 
-/* m0trace's control: for this process's tracer, which every loop of the
- * process shares (m0trace tells each loop; a second telling changes
- * nothing). A refused one is counted and said with why: its sender is the
- * operator, on this machine. */
-static void loop_on_trace(m0__loop *l, const m0__msg *m) {
-  char why[256], peer[96];
-  if (l->trace && m0__tracer_control(l->trace, m->payload, m->len, why, sizeof why) == 0) return;
-  if (!l->trace) snprintf(why, sizeof why, "this process has no tracer");
-  m0__msg_peer(m, peer, sizeof peer);
-  m0__refused(l->self.id, M0__REFUSE_CONTROL, M0__K_TRACE, peer);
-  fprintf(stderr, "m0: loop.%d: trace control from %s refused: %s\n", l->index, peer, why);
-}
-
 /* The mailbox's descriptor, the outside mailbox's and the direct lane's
  * eventfd all land here; the lane's wake reads the lane only. */
 static void loop_on_mail(uv_poll_t *p, int status, int events) {
@@ -168,7 +155,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     case M0__K_ANSWER: m0__asks_on_answer(l, &m); break;
     case M0__K_CHUNK: m0__writer_on_chunk(l, &m); break;
     case M0__K_HANDOFF: m0__accept_on_handoff(l, &m); break;
-    case M0__K_TRACE: loop_on_trace(l, &m); break;
+    case M0__K_TRACE: m0__trace_on_control(l->trace, l->self.id, &m); break; /* every loop shares it */
     default:
       fprintf(stderr, "m0: loop.%d: unexpected %s message\n", l->index, m0__kind_name(m.env.kind));
       break;

@@ -84,6 +84,13 @@ void m0__trace_served(m0__tracer *t, uint32_t loop, uint64_t hi, uint64_t lo, ui
  * cannot be dialed, on with nowhere to send): the tracer is as it was.
  * Thread safety: any thread. */
 int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, size_t whylen);
+/* A TRACE message m at actor self (a loop; the prefork supervisor): its
+ * control for this process's tracer t (m0trace tells each loop, and the
+ * supervisor; a second telling changes nothing). A refused one is counted
+ * (M0__REFUSE_CONTROL) and said on stderr with why: its sender is the
+ * operator, on this machine. */
+struct m0__msg;
+void m0__trace_on_control(m0__tracer *t, uint32_t self, const struct m0__msg *m);
 
 /* A record on the wire: the message's own envelope header (its length field
  * holding the payload bytes), then the time in nanoseconds since the epoch

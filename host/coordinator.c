@@ -601,6 +601,7 @@ static int coord_serve(coord *c) {
     if (w != 1) continue;
     int kind = m.env.kind;
     if (kind == M0__K_DIED) fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
+    if (kind == M0__K_TRACE) m0__trace_on_control(c->proc->trace, c->self.id, &m); /* the loops' tracer too */
     m0__msg_free(&m);
     if (kind == M0__K_DIED) {
       coord_drain(c, m0__now_ms() + c->drain_ms);

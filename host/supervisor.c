@@ -464,6 +464,8 @@ static int sup_serve(sup *s, const m0_producer *producer) {
       }
     } else if (m.env.kind == M0__K_FAILED) {
       fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
+    } else if (m.env.kind == M0__K_TRACE) {
+      m0__trace_on_control(s->proc.trace, s->self.id, &m); /* m0trace --run-dir: this process's tracer */
     }
     m0__msg_free(&m);
   }

@@ -7,7 +7,8 @@
  * Listens at URL (an nng address) for binary records (actors/trace.h): from
  * a host started with --trace URL, or, with --run-dir DIR, from the running
  * host at DIR, whose tracing m0trace switches on (a TRACE control to each of
- * its loops, again every second so a respawned worker follows) and off again
+ * its loops, and to its coordinator when its mailbox is in DIR: the prefork
+ * supervisor; again every second so a respawned worker follows) and off again
  * when it stops: nothing is restarted. Each record is printed as one JSON
  * line (time, dir, from, to, kind, seq, bytes, trace id, process, pid, tid);
  * --actor keeps records from or to that actor (loop.1, or a prefix of whole
@@ -34,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "actors/envelope.h"
@@ -169,6 +171,26 @@ static char *control_json(bool on, const char *url, const filter *f, const char 
   return s;
 }
 
+/* The host's coordinator, when its mailbox is in the run directory (under
+ * prefork: the supervisor, whose process has no loop to tell): told too. */
+static bool coordinator_open(m0_publisher *host, const char *run_dir, m0__peer *p) {
+  char url[M0__URL_MAX], path[M0__URL_MAX];
+  uint64_t gen = atomic_load(&host->page->head->generation);
+  if (gen > 1) snprintf(path, sizeof path, "%s/g%llu/coordinator.sock", run_dir, (unsigned long long)gen);
+  else snprintf(path, sizeof path, "%s/coordinator.sock", run_dir);
+  struct stat sb;
+  if (stat(path, &sb) != 0 || !S_ISSOCK(sb.st_mode)) return false;
+  if ((size_t)snprintf(url, sizeof url, "ipc://%s", path) >= sizeof url) return false;
+  return m0__peer_open(p, M0__ACTOR_ID(M0__ROLE_COORD, 0), url, 1000) == 0;
+}
+
+/* The control to every loop, and to the coordinator when it has a mailbox
+ * here. Returns the loops told. */
+static int tell(m0_publisher *host, m0__peer *coord, bool has_coord, const char *control) {
+  if (has_coord) m0__send(&host->self, coord, M0__K_TRACE, 0, 0, control, strlen(control));
+  return m0__publisher_tell(host, M0__K_TRACE, control, strlen(control));
+}
+
 /* Controls the host's loops refused, in every process (the shared page). */
 static uint64_t controls_refused(m0_publisher *pub) {
   uint64_t n = 0;
@@ -232,6 +254,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   m0_publisher *host = NULL;
+  m0__peer coord = {0};
+  bool has_coord = false;
   char *on = NULL;
   uint64_t refused = 0;
   if (run_dir) {
@@ -243,9 +267,11 @@ int main(int argc, char **argv) {
     }
     refused = controls_refused(host);
     on = control_json(true, url, &f, requests);
-    if (m0__publisher_tell(host, M0__K_TRACE, on, strlen(on)) == 0) {
+    has_coord = coordinator_open(host, run_dir, &coord);
+    if (tell(host, &coord, has_coord, on) == 0) {
       fprintf(stderr, "m0trace: no loop of the host at %s took the control\n", run_dir);
       free(on);
+      if (has_coord) m0__peer_close(&coord);
       m0_publisher_detach(host);
       m0__socket_close(s);
       return 78;
@@ -268,7 +294,7 @@ int main(int argc, char **argv) {
       break;
     }
     if (host && since(&told) >= 1.0) { /* a respawned worker's tracer starts off */
-      m0__publisher_tell(host, M0__K_TRACE, on, strlen(on));
+      tell(host, &coord, has_coord, on);
       clock_gettime(CLOCK_MONOTONIC, &told);
     }
     char *buf;
@@ -288,8 +314,9 @@ int main(int argc, char **argv) {
   }
   if (host) {
     char *off = control_json(false, url, &f, NULL);
-    m0__publisher_tell(host, M0__K_TRACE, off, strlen(off));
+    tell(host, &coord, has_coord, off);
     free(off);
+    if (has_coord) m0__peer_close(&coord);
     free(on);
     m0_publisher_detach(host);
   }

@@ -26,11 +26,12 @@ supervisor, producer, worker.i, loop.i, pool.i.j), over one connection each:
 - every real kind the mailbox must refuse from outside: READY, FAILED, GO,
   STOP (from the coordinator's and worker.0's ids), STOPPED, DIED, LEAVING,
   HANDOFF carrying each descriptor number 0..10, JOB, RESULT and ANSWER
-  carrying a made-up pointer, REQUEST, REPLY, PUBLISH, and (not a loop) FRAME
-  and TRACE;
+  carrying a made-up pointer, REQUEST, REPLY, PUBLISH, (not a loop) FRAME
+  and (neither a loop nor the coordinator) TRACE;
 - (loops) tracing controls the tracer refuses (reason control): not JSON, a
   list, an unknown member, no actor's name, no kind, an undialable "to",
   "on" with nowhere to send records; and one from the coordinator's id;
+  (the coordinator) one that is not JSON, and one from its own id;
 - wrong addressee (to another actor, to 0xffffffff) and (loops) frames from
   senders that never send them from outside (pool.0.0, the coordinator,
   the producer);
@@ -397,7 +398,11 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
     add("PUBLISH", env(K["PUBLISH"], APP, me, frame_payload(counter, b"data: p")), "kind")
     if role != "loop":
         add("FRAME", env(K["FRAME"], actor_id("producer"), me, frame_payload(counter, b"data: f")), "kind")
+    if role not in ("loop", "coordinator"):
         add("TRACE", env(K["TRACE"], EXT, me, b'{"on":false}'), "kind")
+    if role == "coordinator":  # its process's tracer, as a loop's (the prefork supervisor has no loop)
+        add("TRACE from the coordinator", env(K["TRACE"], coord, me, b'{"on":false}'), "address")
+        add("TRACE with a control that is not JSON", env(K["TRACE"], EXT, me, b"not json"), "control")
     # the wrong addressee, the wrong sender
     add("STOP to another actor", env(K["STOP"], coord, other), "address")
     add("STOP to 0xffffffff", env(K["STOP"], coord, 0xFFFFFFFF), "address")
@@ -434,7 +439,7 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
             "frame")
     else:
         add("a real 5 MiB STOP", env(K["STOP"], coord, me, b"s" * (5 << 20)), "kind")
-    if network and role == "loop":
+    if network and role in ("loop", "coordinator"):
         def from_network(label, msg, why):
             frame = len(msg) >= 6 and struct.unpack_from("<IH", msg, 0) in ((MAGIC, K["FRAME"]), (MAGIC, K["TRACE"]))
             return (label, msg, "kind" if frame and why in ("frame", "frame_id", "address", "control") and

@@ -30,6 +30,30 @@ Proves:
   exactly one "f" with that id, no earlier than it, on another track; a job
   flow starts on loop.0's track and finishes on pool.0.0's. `--seconds 1`
   stops by itself (exit 0) and still writes valid Chrome JSON.
+- Records carry process, pid and tid: `--trace -` names the host's process
+  and pid, and the job's send and the result's recv are on loop.0's thread,
+  the other two on pool.0.0's; the Chrome trace has process_name metadata
+  per pid and a track per (pid, tid).
+- One request, one id: two traced requests that wait in one pool JOB (the
+  pool held by /slow) each have send job, recv job, send result, recv result
+  of the same messages; the same for an actor's REQUEST and REPLY (echo held
+  by x-sleep-ms). A request answered on the loop has one `serve` record
+  (kind http) when its traceparent is sampled, none otherwise; with
+  `m0trace --requests all --kind http`, every /health has one and nothing
+  else comes; `--requests` without `--run-dir` is usage (exit 2).
+- Switched while running (a host started without --trace, under load from
+  4 connections): `m0trace --run-dir --actor pool.0.0` gets records of
+  pool.0.0 only (the host filters: m0trace prints what it is sent); stopped,
+  the host's tracer no longer dials the URL (/metrics) and a listener there
+  gets nothing over 200 more requests; switched on again for pool.1.0 at the
+  same URL, only records made since arrive; every request is answered 200.
+  A host tracing to stderr refuses a control naming a URL: m0trace exits 78,
+  m0_refused_total{reason="control"} is 1, the host says why. No host at
+  --run-dir: 78; --kind jobs: 2.
+- `--workers 2`: records name worker.0 and worker.1, each with its own pid, a
+  child of the supervisor; the Chrome trace has one process per worker, by
+  pid. A killed worker's respawn is traced by the supervisor (its recv ready
+  and send go, with its pid).
 """
 import http.client
 import json
@@ -611,6 +635,25 @@ def worker_processes():
                     f"{label}: Chrome: one process per worker, by its pid ({procs}, want {want})")
         finally:
             t.kill()
+        # The supervisor's own tracer (it has no loop: m0trace tells its
+        # mailbox in the run directory): a killed worker's respawn shows as
+        # the supervisor's recv ready and send go, in its process.
+        label = "m0trace --run-dir: the prefork supervisor"
+        t = Tracer("--run-dir", run, "--kind", "go", "--kind", "ready")
+        try:
+            kids = [int(p) for p in open(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children").read().split()]
+            os.kill(min(kids), signal.SIGKILL)
+            def sup():
+                r = [x for x in records(t.stdout())[0] if x["process"] == "supervisor"]
+                return r if {("recv", "ready"), ("send", "go")} <= {(x["dir"], x["kind"]) for x in r} else None
+            got = wait_for(sup, 20) or []
+            F.check(got and all(x["pid"] == s.proc.pid and x["tid"] > 0 for x in got),
+                    f"{label}: the respawn's ready and go are recorded by the supervisor, pid {s.proc.pid} "
+                    f"({[(x['dir'], x['kind'], x['from'], x['to'], x['pid']) for x in records(t.stdout())[0]][:6]})")
+            F.check(t.stop(signal.SIGINT) == 0, f"{label}: SIGINT -> m0trace exits 0 ({t.stderr()})")
+        finally:
+            t.kill()
+        F.check(wait_for(lambda: "respawned" in s.stderr(), 10), f"{label}: the worker was respawned")
         F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
 
 

@@ -24,7 +24,7 @@ Proves:
   is SIGKILLed, it is respawned (bounded wait for a new child), and
   m0_respawns_total rises to >= 1 (bounded wait).
 - `promtool check metrics` (Prometheus's own linter: ./dev fetches it into
-  .tools/ from Debian's prometheus package) passes on the scrape of a
+  .tools/ from Debian's promtool or, on Debian 12, prometheus package) passes on the scrape of a
   --threads 2 host and of a --workers 2 host, with nothing to say; a test
   run without promtool fails and says how to get it.
 - Latency histograms (m0_request_duration_seconds{process,method,route},

@@ -33,6 +33,7 @@
 #include "host/appactors.h"
 #include "host/checks.h"
 #include "host/metrics.h"
+#include "host/observer.h"
 #include "host/signals.h"
 #include "transport/systemd.h"
 
@@ -383,6 +384,14 @@ static void coord_on_metrics(m0__http *h, m0_response *res) {
   m0__metrics_respond(l->page, process, l->app, l->services, l->nservices, res);
 }
 
+/* m0_respond_graph, answered on the loop (host/observer.c). */
+static void coord_on_graph(m0__http *h, m0_response *res) {
+  m0__loop *l = h->owner;
+  char process[24] = "host";
+  if (l->handoff) snprintf(process, sizeof process, "worker.%d", l->index);
+  m0__observer_respond(l, process, res);
+}
+
 /* What a loop takes from the configuration: the loop itself never reads it
  * (actors/ knows no configuration, only these values). */
 static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
@@ -409,6 +418,7 @@ static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
     h->metrics_path = M0__CFGS(c, metrics_path);
     h->metrics = coord_on_metrics;
   }
+  h->graph = coord_on_graph;
   l->share = loops > 1 && M0__CFG(c, accept_share) != 0;
   /* The sweep runs often enough to honour the shortest timeout to ~25 %. */
   uint64_t shortest = h->header_timeout_ms;

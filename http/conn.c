@@ -343,6 +343,11 @@ static void conn_latency(m0__conn *c) {
   if (h->latency) m0__latency_add(&h->latency[c->route], m0__latency_now_ns() - c->t0_ns);
 }
 
+static void conn_graph(void *ctx, m0_response *res) {
+  m0__conn *c = ctx;
+  c->h->graph(c->h, res);
+}
+
 /* Answers the request the parser just completed, into the target queue. */
 static void conn_dispatch(m0__conn *c, const char *buf) {
   m0__http *h = c->h;
@@ -389,6 +394,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   res.stream_ctx = c;
   if (h->defer_view) res.defer_begin = conn_defer_begin;
   if (h->writer_begin) res.writer_begin = conn_writer_begin;
+  if (h->graph) res.graph = conn_graph;
   res.req = &req;
   /* A request that brought a traceparent is answered with it (every path:
    * the pool and an application actor take res.extra with the request), so

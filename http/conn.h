@@ -104,6 +104,8 @@ typedef struct m0__http {
    * its answer is begun; trace_flags are its traceparent's. The loop's
    * tracer records it (actors/trace.h, m0__trace_served). */
   void (*served)(struct m0__http *h, const m0_request *req, uint8_t trace_flags, int status, size_t bytes);
+  /* Optional: m0_respond_graph on the loop (host/observer.h). */
+  void (*graph)(struct m0__http *h, m0_response *res);
   /* Called (on the loop) after a connection's memory is released. */
   void (*on_closed)(struct m0__http *h);
   void *owner;

@@ -326,6 +326,17 @@ m0_deferred *m0_defer(m0_response *res, unsigned timeout_ms) {
   return res->defer_begin(res->stream_ctx, res, timeout_ms);
 }
 
+int m0_respond_graph(m0_response *res) {
+  if (res->done) return -1;
+  if (!res->graph) {
+    fprintf(stderr, "m0: the actor graph was asked for on a pool thread; answered 409 (an M0_ON_LOOP route)\n");
+    m0__respond_status(res, 409, NULL);
+    return -1;
+  }
+  res->graph(res->stream_ctx, res);
+  return 0;
+}
+
 int m0_respond_stream(m0_response *res, const char *channel) {
   if (res->done) return -1;
   if (!res->stream_begin) {

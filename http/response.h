@@ -34,6 +34,8 @@ struct m0_response {
   m0_deferred *(*defer_begin)(void *ctx, m0_response *res, unsigned timeout_ms);
   m0_writer *(*writer_begin)(void *ctx, m0_response *res, int status, const char *content_type,
                              void (*on_gone)(void *arg), void *arg);
+  /* m0_respond_graph: the host's actor graph (host/observer.h). */
+  void (*graph)(void *ctx, m0_response *res);
   void *stream_ctx;
   const m0_request *req; /* the request being answered (for a deferred answer's log line) */
   bool deferred;

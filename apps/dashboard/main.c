@@ -6,6 +6,11 @@
  *                 "streams","handoffs","queued","dropped"}, ...]}
  *   GET /hello    on the loop: a tiny answer to put load on
  *   GET /health   on the loop: {"status":"ok"}
+ *   GET /graph    on the loop: the host's actors as a graph (m0_respond_graph),
+ *                 which the page draws once a second: the observer
+ *   GET, POST /echo  served by actor `echo` (apps/echo_actor/echo.h): on a
+ *                 thread of the host, unless a topology file places it
+ *                 elsewhere (an outside echo_actor, say)
  * The producer reads the host's shared page (m0_stats), so the figures are
  * the same whichever loop or worker serves the page.
  */
@@ -15,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../echo_actor/echo.h"
 
 extern const unsigned char dashboard_page[];
 extern const size_t dashboard_page_len;
@@ -38,8 +45,13 @@ static void view_health(void *state, const m0_request *req, m0_response *res) {
   m0_respond(res, 200, "application/json", body, sizeof body - 1, M0_BODY_STATIC);
 }
 
+static void view_graph(void *state, const m0_request *req, m0_response *res) { m0_respond_graph(res); }
+
 static const m0_route routes[] = {
     {"GET", "/health", view_health, M0_ON_LOOP},
+    {"GET", "/graph", view_graph, M0_ON_LOOP},
+    {"GET", "/echo", NULL, 0, "echo"},
+    {"POST", "/echo", NULL, 0, "echo"},
     {"GET", "/", view_page, M0_ON_LOOP},
     {"GET", "/events", view_events, M0_ON_LOOP},
     {"GET", "/hello", view_hello, M0_ON_LOOP},
@@ -91,6 +103,12 @@ static int64_t dash_step(void *state, m0_publisher *pub) {
 
 static const m0_producer producer = {.make = dash_make, .step = dash_step, .free = free};
 
-static const m0_app app = {.name = "dashboard", .routes = routes, .nroutes = sizeof routes / sizeof routes[0]};
+static const m0_actor_kind actors[] = {echo_kind};
+
+static const m0_app app = {.name = "dashboard",
+                           .routes = routes,
+                           .nroutes = sizeof routes / sizeof routes[0],
+                           .actors = actors,
+                           .nactors = sizeof actors / sizeof actors[0]};
 
 int main(int argc, char **argv) { return m0_serve(&app, &producer, argc, argv); }

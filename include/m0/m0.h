@@ -275,6 +275,16 @@ int m0_respondf(m0_response *res, int status, const char *content_type, const ch
  * a pool thread this answers 409 and returns -1. Returns 0. */
 int m0_respond_stream(m0_response *res, const char *channel);
 
+/* Answers with the host's actors as a graph, as JSON: every actor of the
+ * topology and of the application (each instance live now), where each
+ * lives (process, thread, machine), its figures (a loop's requests, open
+ * connections and pool queue; an actor's instances, in flight, restarts;
+ * refusals), and the edges between them with the kinds of message each
+ * carries (docs/reference.md, The observer). The dashboard's page draws it.
+ * On the loop only: on a pool thread it answers 409 and returns -1.
+ * Returns 0. */
+int m0_respond_graph(m0_response *res);
+
 /* Writes a frame to this stream alone (a welcome, a snapshot), before the
  * frames published on its channel: after m0_respond_stream, in the same
  * view. Its lines are checked as m0_publish checks them and it goes

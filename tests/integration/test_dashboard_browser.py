@@ -1,7 +1,7 @@
 """The dashboard in a real browser (docs/apps.md, dashboard; docs/behaviour.md,
 Streams and the bus, Drain).
 
-Proves, with `dashboard --threads 2` and Debian's headless `chromium` driven
+Proves, with `dashboard --threads 2 --blocking-threads 1` and Debian's headless `chromium` driven
 through `chromedriver` (W3C WebDriver over HTTP, standard library only; both
 are apt-get installed when missing, and a failed install fails the test):
 - the page at GET / loads and opens one EventSource, on /events, that is OPEN
@@ -12,6 +12,9 @@ are apt-get installed when missing, and a failed install fails the test):
 - the page draws them: its badge says "live", its header names mode threads,
   2 loops and the server's pid, its per-loop table has two rows, and its
   streams card counts the browser's own stream (>= 1);
+- the observer: the page draws a box per node of GET /graph and a line per
+  edge; a click on loop.1 selects it, and its detail shows its process and
+  its edges (loop.1 → pool.1.0: job, stop);
 - 200 GET /hello from the test: within 5 s the requests the page shows
   (summed over its per-loop rows) are at least 200 above what it showed
   before, and its requests / s card rises to 50 or more;
@@ -72,6 +75,15 @@ return {state: $("state").textContent, live: $("state").className, mode: $("mode
   rps: $("rps").textContent, open: $("open").textContent, streams: $("streams").textContent,
   rows: [...document.querySelectorAll("#rows tr")].map((tr) => [...tr.cells].map((td) => td.textContent.trim())),
   errors: window.__m0_errors || []};"""
+
+# The observer's graph as the page drew it: its boxes' names and its edges.
+GRAPH_JS = """const svg = document.getElementById("graph");
+return {nodes: [...svg.querySelectorAll(".node")].map((g) => g.dataset.name),
+  edges: [...svg.querySelectorAll(".edge")].map((p) => [p.dataset.from, p.dataset.to]),
+  selected: [...svg.querySelectorAll(".node.sel")].map((g) => g.dataset.name),
+  detail: document.getElementById("detail").textContent};"""
+CLICK_JS = """const g = [...document.querySelectorAll("#graph .node")].find((x) => x.dataset.name === arguments[0]);
+if (g) g.dispatchEvent(new MouseEvent("click", {bubbles: true})); return !!g;"""
 
 
 def output_dir():
@@ -308,7 +320,7 @@ def browser():
         if not have_browser():
             return
     t0 = time.monotonic()
-    with Server("dashboard", "--threads", "2", "--port", "0") as s, Driver(out) as d:
+    with Server("dashboard", "--threads", "2", "--blocking-threads", "1", "--port", "0") as s, Driver(out) as d:
         caps = d.start()
         print(f"test: {caps.get('browserName')} {caps.get('browserVersion')} session in "
               f"{time.monotonic() - t0:.1f}s", flush=True)
@@ -339,6 +351,25 @@ def browser():
                 f"{label}: the streams card counts the browser's own stream ({view['streams']!r})")
         before = shown_requests(view)
         F.check(before is not None, f"{label}: the rows show numeric request counts ({view['rows']})")
+
+        # The observer: the page draws GET /graph's nodes and edges; a click
+        # on an actor selects it and shows where it lives and its edges.
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=5)
+        c.request("GET", "/graph")
+        want = json.loads(c.getresponse().read())
+        c.close()
+        drawn = poll(lambda: (lambda v: v if len(v["nodes"]) == len(want["nodes"]) else None)(d.js(GRAPH_JS)), 5) \
+            or d.js(GRAPH_JS)
+        F.check(sorted(drawn["nodes"]) == sorted(n["name"] for n in want["nodes"]),
+                f"{label}: the observer draws a box per actor of GET /graph ({sorted(drawn['nodes'])})")
+        F.check(sorted(map(tuple, drawn["edges"])) == sorted((e["from"], e["to"]) for e in want["edges"]),
+                f"{label}: and a line per edge ({len(drawn['edges'])} drawn, {len(want['edges'])} in the graph)")
+        F.check(d.js(CLICK_JS, "loop.1"), f"{label}: loop.1 has a box to click")
+        sel = poll(lambda: (lambda v: v if v["selected"] == ["loop.1"] else None)(d.js(GRAPH_JS)), 3) or d.js(GRAPH_JS)
+        F.check(sel["selected"] == ["loop.1"] and '"name":"loop.1"' in sel["detail"]
+                and "loop.1 → pool.1.0: job, stop" in sel["detail"] and '"process":"host"' in sel["detail"],
+                f"{label}: clicked, loop.1 is selected and its detail shows where it lives and its edges "
+                f"({sel['selected']}, {sel['detail'][:300]!r})")
 
         # Traffic from here; the page's numbers follow.
         conns = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=5) for _ in range(4)]
@@ -374,7 +405,7 @@ def browser():
         # The screenshot.
         png = base64.b64decode(d.session("GET", "/screenshot", timeout=15) or "")
         size = png_size(png)
-        path = os.path.join(out, "dashboard.png")
+        path = os.path.join(out, "dashboard.png")  # the observer's graph is on it, loop.1 selected
         with open(path, "wb") as f:
             f.write(png)
         F.check(size is not None and len(png) > 10000,

@@ -1,0 +1,182 @@
+#include "host/observer.h"
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <nng/nng.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actors/admit.h"
+#include "actors/service.h"
+#include "base/ids.h"
+
+/* Where actor `name` (of role `role`, index `idx`) lives: its process. */
+static void process_of(const m0__topology *t, int role, int idx, char *out, size_t n) {
+  if (t->mode != M0__MODE_PREFORK) snprintf(out, n, "host");
+  else if (role == M0__ROLE_COORD || role == M0__ROLE_PRODUCER) snprintf(out, n, "supervisor");
+  else if (role == M0__ROLE_POOL) snprintf(out, n, "worker.%d", idx >> 12);
+  else snprintf(out, n, "worker.%d", idx);
+}
+
+static json_t *edge(json_t *edges, const char *from, const char *to, const char *kinds) {
+  json_t *k = json_array();
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", kinds);
+  for (char *save, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) json_array_append_new(k, json_string(w));
+  json_array_append_new(edges, json_pack("{s:s, s:s, s:o}", "from", from, "to", to, "kinds", k));
+  return edges;
+}
+
+typedef struct refusals {
+  uint32_t actor[64];
+  uint64_t n[64];
+  int count;
+} refusals;
+
+static void refusal_add(void *arg, uint32_t actor, int reason, uint64_t n) {
+  refusals *r = arg;
+  for (int i = 0; i < r->count; i++)
+    if (r->actor[i] == actor) {
+      r->n[i] += n;
+      return;
+    }
+  if (r->count < 64) {
+    r->actor[r->count] = actor;
+    r->n[r->count++] = n;
+  }
+}
+
+static json_int_t refused(const refusals *r, uint32_t actor) {
+  for (int i = 0; i < r->count; i++)
+    if (r->actor[i] == actor) return (json_int_t)r->n[i];
+  return 0;
+}
+
+/* Where a connected instance dialed from: its pipe's remote address. */
+static void pipe_where(unsigned pipe_id, const char *host, char *out, size_t n) {
+  nng_pipe p = {.id = pipe_id};
+  nng_sockaddr sa;
+  snprintf(out, n, "%s", host);
+  if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) return;
+  if (sa.s_family == NNG_AF_INET) {
+    char ip[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof ip)) snprintf(out, n, "%s", ip);
+  } else if (sa.s_family == NNG_AF_INET6) {
+    char ip[INET6_ADDRSTRLEN];
+    if (inet_ntop(AF_INET6, sa.s_in6.sa_addr, ip, sizeof ip)) snprintf(out, n, "%s", ip);
+  }
+}
+
+void m0__observer_respond(const m0__loop *l, const char *process, m0_response *res) {
+  const m0__topology *t = l->topo;
+  bool prefork = t->mode == M0__MODE_PREFORK;
+  char host[256] = "localhost", name[64], proc[32], other[64];
+  gethostname(host, sizeof host - 1);
+  refusals rf = {0};
+  m0__refusals_each(refusal_add, &rf);
+  json_t *nodes = json_array(), *edges = json_array();
+  bool has_producer = false;
+  for (int a = 0; a < t->nactors; a++) {
+    const m0__actor_desc *d = &t->actors[a];
+    int role = M0__ACTOR_ROLE(d->id), idx = M0__ACTOR_INDEX(d->id);
+    m0__actor_name(d->id, name, sizeof name);
+    process_of(t, role, idx, proc, sizeof proc);
+    static const char *const roles[] = {[M0__ROLE_COORD] = "coordinator", [M0__ROLE_LOOP] = "loop",
+                                        [M0__ROLE_POOL] = "pool", [M0__ROLE_PRODUCER] = "producer",
+                                        [M0__ROLE_WORKER] = "worker"};
+    json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "name", name, "role",
+                          role < (int)(sizeof roles / sizeof *roles) && roles[role] ? roles[role] : "?", "process",
+                          proc, "thread", role == M0__ROLE_COORD || role == M0__ROLE_WORKER ? "main" : name,
+                          "machine", host, "url", d->url, "refused", refused(&rf, d->id));
+    if (role == M0__ROLE_PRODUCER) has_producer = true;
+    if (role == M0__ROLE_LOOP && idx < (int)l->page->head->loops) {
+      const m0__loop_line *ln = &l->page->lines[idx];
+      json_object_set_new(n, "requests", json_integer((json_int_t)atomic_load(&ln->requests)));
+      json_object_set_new(n, "open", json_integer((json_int_t)atomic_load(&ln->open)));
+      json_object_set_new(n, "streams", json_integer((json_int_t)atomic_load(&ln->streams)));
+      json_object_set_new(n, "handoffs", json_integer((json_int_t)atomic_load(&ln->handoffs)));
+      json_object_set_new(n, "queued", json_integer((json_int_t)atomic_load(&ln->queued)));
+    }
+    json_array_append_new(nodes, n);
+  }
+  /* The kinds each pair exchanges (ARCHITECTURE.md, the table of kinds). */
+  for (int i = 0; i < t->loops; i++) {
+    char loop[32], boss[32];
+    snprintf(loop, sizeof loop, "loop.%d", i);
+    if (prefork) snprintf(boss, sizeof boss, "worker.%d", i);
+    else snprintf(boss, sizeof boss, "coordinator");
+    edge(edges, boss, loop, "go stop");
+    edge(edges, loop, boss, "ready failed stopped died leaving");
+    if (has_producer) edge(edges, "producer", loop, "frame");
+    for (int j = 0; j < t->pool; j++) {
+      char pool[40];
+      snprintf(pool, sizeof pool, "pool.%d.%d", i, j);
+      edge(edges, loop, pool, "job stop");
+      edge(edges, pool, loop, "result");
+      edge(edges, pool, boss, "ready failed died");
+    }
+    /* accept sharing: siblings of one process */
+    for (int k = 0; !prefork && k < t->loops; k++)
+      if (k != i) {
+        snprintf(other, sizeof other, "loop.%d", k);
+        edge(edges, loop, other, "handoff");
+      }
+  }
+  if (prefork)
+    for (int w = 0; w < t->loops; w++) {
+      snprintf(other, sizeof other, "worker.%d", w);
+      edge(edges, "coordinator", other, "go");
+      edge(edges, other, "coordinator", "ready");
+    }
+  if (has_producer) {
+    edge(edges, "coordinator", "producer", "go stop");
+    edge(edges, "producer", "coordinator", "ready failed stopped");
+  }
+  /* Application actors: this process's view of them. */
+  for (int si = 0; si < l->nservices; si++) {
+    m0__service *s = l->services[si];
+    int live = 0, inflight = 0;
+    for (int k = 0; k < s->nslots; k++) {
+      if (!atomic_load(&s->slots[k].live)) continue;
+      live++;
+      inflight += atomic_load(&s->slots[k].inflight);
+      char inst[64], where[INET6_ADDRSTRLEN + 8];
+      m0__actor_name(m0__service_slot_id(s, k), inst, sizeof inst);
+      if (s->connected) pipe_where(atomic_load(&s->slots[k].pipe), host, where, sizeof where);
+      json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role",
+                                             "instance", "actor", s->name, "process",
+                                             s->connected ? "connected" : process, "thread",
+                                             s->connected ? "" : inst, "machine", s->connected ? where : host,
+                                             "in_flight", atomic_load(&s->slots[k].inflight), "placement",
+                                             s->connected ? "connected" : "thread"));
+      for (int i = 0; i < t->loops; i++) {
+        snprintf(other, sizeof other, "loop.%d", i);
+        edge(edges, other, inst, "request");
+        edge(edges, inst, other, "reply");
+      }
+      if (s->connected) edge(edges, inst, s->name, "publish");
+      else edge(edges, inst, prefork ? process : "coordinator", "ready failed"); /* its process's coordinator */
+    }
+    json_array_append_new(nodes,
+                          json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "name", s->name, "role", "app",
+                                    "process", process, "placement", s->connected ? "connected" : "thread", "url",
+                                    s->connected ? s->url : "", "instances", live, "in_flight", inflight, "restarts",
+                                    (json_int_t)atomic_load(&s->st.restarts), "refused",
+                                    refused(&rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)))));
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  json_t *root = json_pack("{s:I, s:s, s:s, s:s, s:o, s:o}", "t",
+                           (json_int_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, "mode", m0__mode_name(t->mode),
+                           "machine", host, "process", process, "nodes", nodes, "edges", edges);
+  char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+  json_decref(root);
+  if (!text) {
+    m0__respond_status(res, 500, NULL);
+    return;
+  }
+  m0_respond(res, 200, "application/json", text, strlen(text), M0_BODY_COPY);
+  free(text);
+}

@@ -1,0 +1,35 @@
+/* The observer's graph (m0_respond_graph): the host's actors as a graph,
+ * answered on a loop as JSON, and drawn by the dashboard's page.
+ *
+ *   {"t": unix ms, "mode", "machine": hostname, "process": who answered,
+ *    "nodes": [{"name", "role", "process", "thread", "url", ...figures}],
+ *    "edges": [{"from", "to", "kinds": ["job", "stop"]}]}
+ *
+ * Nodes: every actor of the topology (the doctor's `topology.actors`), each
+ * application actor (its socket, by name) and each of its instances live
+ * now ("echo.0"). Edges: who sends which kinds to whom, by the rules of
+ * ARCHITECTURE.md's table of message kinds, for this topology — every
+ * message a trace shows is on one of them (test_observer checks it against
+ * m0trace). Figures: a loop's from the shared page (every process's); an
+ * actor's refusals from the page; an application actor's instances, in
+ * flight and restarts are this process's (under --workers, of the worker
+ * that answered).
+ *
+ * Design notes
+ * - The process and thread of each actor follow from the mode: single and
+ *   threads, one process ("host"); prefork, the supervisor (coordinator,
+ *   producer) and worker i (worker.i, loop.i, its pool threads). Every loop,
+ *   pool thread, producer and thread instance is a thread of its own; the
+ *   coordinator is the process's main thread.
+ * - Built with jansson on the loop that answers: a few hundred
+ *   microseconds for a large topology, asked once a second by a page. */
+#ifndef M0_HOST_OBSERVER_H
+#define M0_HOST_OBSERVER_H
+
+#include "actors/loop.h"
+#include "http/response.h"
+
+/* Answers res with l's host's graph; process is this process's label. */
+void m0__observer_respond(const m0__loop *l, const char *process, m0_response *res);
+
+#endif

@@ -1,0 +1,253 @@
+"""The observer's graph (`m0_respond_graph`, the dashboard's GET /graph;
+docs/reference.md, The observer).
+
+Proves, for `dashboard --workers 2 --blocking-threads 2` (echo on a thread
+of each worker) and `dashboard --threads 2 --blocking-threads 2` with echo
+placed external by a topology file and served by a real `echo_actor`:
+- the nodes are exactly the doctor's `topology.actors`, each application
+  actor of `topology.app_actors`, and each instance live now (`echo.0`);
+  every node names its role, process (host; supervisor, worker.i under
+  prefork), thread and machine; a loop's figures are numbers and rise with
+  the requests sent; the echo actor counts its live instance and, under the
+  external placement, the instance is `connected` and names the machine it
+  dialed from (127.0.0.1 over tcp);
+- the edges are exactly the ones ARCHITECTURE.md's table of kinds gives for
+  that topology, derived here from the doctor's output alone (coordinator or
+  worker and loop, loop and pool, producer to loops, siblings' hand-offs
+  under threads, supervisor and workers under prefork, loops and echo's
+  instances);
+- the graph is true: every message m0trace sees while requests go through
+  the actor and the loop (`m0trace --run-dir`, every kind) is on an edge of
+  the graph, of a kind that edge names.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+
+import harness
+from harness import BIN, Failures, Prefork, Server, wait_for
+
+F = Failures()
+TMP = tempfile.mkdtemp(prefix="m0-observer-")
+
+
+def get(port, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def graph(port):
+    st, body = get(port, "/graph")
+    try:
+        return json.loads(body) if st == 200 else None
+    except ValueError:
+        return None
+
+
+def doctor(*args):
+    r = subprocess.run([os.path.join(BIN, "dashboard"), "--doctor", *args], capture_output=True, text=True,
+                       timeout=30)
+    return json.loads(r.stdout.strip().splitlines()[-1])["topology"]
+
+
+def expected_edges(topo, instances):
+    """{(from, to): set of kinds} by ARCHITECTURE.md's table, from the doctor's topology."""
+    prefork = topo["mode"] == "prefork"
+    names = [a["name"] for a in topo["actors"]]
+    loops = [n for n in names if n.startswith("loop.")]
+    e = {}
+
+    def add(a, b, kinds):
+        e.setdefault((a, b), set()).update(kinds.split())
+    for loop in loops:
+        i = loop.split(".")[1]
+        boss = f"worker.{i}" if prefork else "coordinator"
+        add(boss, loop, "go stop")
+        add(loop, boss, "ready failed stopped died leaving")
+        if "producer" in names:
+            add("producer", loop, "frame")
+        for p in [n for n in names if n.startswith(f"pool.{i}.")]:
+            add(loop, p, "job stop")
+            add(p, loop, "result")
+            add(p, boss, "ready failed died")
+        if not prefork:
+            for other in loops:
+                if other != loop:
+                    add(loop, other, "handoff")
+        for inst, placement, process in instances:
+            add(loop, inst, "request")
+            add(inst, loop, "reply")
+    if prefork:
+        for w in [n for n in names if n.startswith("worker.")]:
+            add("coordinator", w, "go")
+            add(w, "coordinator", "ready")
+    if "producer" in names:
+        add("coordinator", "producer", "go stop")
+        add("producer", "coordinator", "ready failed stopped")
+    for inst, placement, process in instances:
+        if placement == "connected":
+            add(inst, inst.split(".")[0], "publish")
+        else:
+            add(inst, process if prefork else "coordinator", "ready failed")
+    return e
+
+
+def check_graph(label, g, topo, process, placement, machine):
+    F.check(g is not None, f"{label}: GET /graph answers JSON")
+    if not g:
+        return
+    nodes = {n["name"]: n for n in g["nodes"]}
+    insts = [n for n in g["nodes"] if n["role"] == "instance"]
+    want = {a["name"] for a in topo["actors"]} | {a["name"] for a in topo["app_actors"]} | {"echo.0"}
+    F.check(set(nodes) == want and len(nodes) == len(g["nodes"]),
+            f"{label}: the nodes are the doctor's actors, its app actors and the live instance echo.0\n"
+            f"  got  {sorted(nodes)}\n  want {sorted(want)}")
+    F.check(g["mode"] == topo["mode"] and g["process"] == process,
+            f"{label}: the graph names the mode and who answered ({g['mode']}, {g['process']})")
+    prefork = topo["mode"] == "prefork"
+    for n in g["nodes"]:
+        if n["role"] in ("app",):
+            continue
+        want_proc = ("connected" if n["role"] == "instance" and placement == "connected" else
+                     process if n["role"] == "instance" else
+                     "host" if not prefork else
+                     "supervisor" if n["role"] in ("coordinator", "producer") else
+                     "worker." + n["name"].split(".")[1])
+        F.check(n.get("process") == want_proc and n.get("machine") and "thread" in n,
+                f"{label}: {n['name']} lives in process {want_proc}, on a thread, on a machine ({n})")
+    for loop in [n for n in g["nodes"] if n["role"] == "loop"]:
+        F.check(all(isinstance(loop.get(k), int) for k in ("requests", "open", "streams", "handoffs", "queued")),
+                f"{label}: {loop['name']} has its figures ({loop})")
+    echo = nodes.get("echo", {})
+    F.check(echo.get("instances") == 1 and echo.get("placement") == placement,
+            f"{label}: the echo actor has one live instance, placed {placement} ({echo})")
+    F.check(len(insts) == 1 and insts[0].get("placement") == placement and insts[0].get("machine") == machine,
+            f"{label}: its instance echo.0 is {placement}, on {machine} ({insts})")
+    got = {}
+    for e in g["edges"]:
+        got.setdefault((e["from"], e["to"]), set()).update(e["kinds"])
+    want_e = expected_edges(topo, [(i["name"], i["placement"], process) for i in insts])
+    F.check(got == want_e, f"{label}: the edges are those of the table of kinds for this topology\n"
+                           f"  missing {sorted(set(want_e) - set(got))[:8]}\n  extra   {sorted(set(got) - set(want_e))[:8]}"
+                           f"\n  kinds differ {[(k, got[k], want_e[k]) for k in got if k in want_e and got[k] != want_e[k]][:4]}")
+    return got
+
+
+def traffic(port, n=20):
+    for path in ("/hello", "/echo", "/health"):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        for _ in range(n):
+            c.request("GET", path)
+            c.getresponse().read()
+        c.close()
+
+
+def traced_pairs(run, port, topo):
+    """(from, to, kind) of every message m0trace sees while traffic goes on.
+    m0trace names an application actor's instance by number (app.<actor>.<slot>,
+    docs/actors.md): the doctor's order of app_actors gives its name."""
+    apps = [a["name"] for a in topo["app_actors"]]
+
+    def named(n):
+        p = n.split(".")
+        return f"{apps[int(p[1])]}.{p[2]}" if p[0] == "app" and len(p) == 3 and int(p[1]) < len(apps) else n
+    url = f"ipc://{TMP}/t-{len(os.listdir(TMP))}.sock"
+    out, err = harness.log_file(), harness.log_file()
+    p = subprocess.Popen([os.path.join(BIN, "m0trace"), "--run-dir", run, url], stdout=out, stderr=err)
+    try:
+        if not wait_for(lambda: "listening" in harness.read_log(err) or p.poll() is not None, 5):
+            return None
+        traffic(port)
+        wait_for(lambda: harness.read_log(out).count('"kind":"reply"') >= 2, 5)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGINT)
+        p.wait(timeout=10)
+    recs = [json.loads(l) for l in harness.read_log(out).splitlines() if l.startswith("{")]
+    return {(named(r["from"]), named(r["to"]), r["kind"]) for r in recs if r["dir"] != "serve"}
+
+
+def true_to_trace(label, edges, pairs):
+    F.check(pairs, f"{label}: m0trace saw messages ({pairs})")
+    if not pairs:
+        return
+    off = sorted(p for p in pairs if p[2] not in edges.get((p[0], p[1]), set()))
+    F.check(not off, f"{label}: every message m0trace saw is on an edge of the graph, of a kind it names "
+                     f"({len(pairs)} seen; off the graph: {off[:8]})")
+    kinds = {k for _, _, k in pairs}
+    F.check({"request", "reply"} <= kinds, f"{label}: the actor's messages were among them ({sorted(kinds)})")
+
+
+def prefork():
+    label = "dashboard --workers 2 --blocking-threads 2"
+    run = os.path.join(TMP, "run-prefork")
+    os.mkdir(run, 0o700)
+    args = ["--workers", "2", "--blocking-threads", "2"]
+    topo = doctor(*args, "--run-dir", run)
+    with Prefork("dashboard", "--port", "0", "--run-dir", run, *args) as s:
+        st, _ = get(s.port, "/echo")
+        F.check(st == 200, f"{label}: GET /echo -> 200 ({st})")
+        g = wait_for(lambda: (lambda x: x if x and any(n["role"] == "instance" for n in x["nodes"]) else None)(
+            graph(s.port)), 10)
+        proc = g["process"] if g else "worker.0"
+        F.check(proc in ("worker.0", "worker.1"), f"{label}: a worker answered ({proc})")
+        edges = check_graph(label, g, topo, proc, "thread", socket.gethostname())
+        before = sum(n.get("requests", 0) for n in (g or {"nodes": []})["nodes"])
+        traffic(s.port, 10)
+        g2 = wait_for(lambda: (lambda x: x if x and sum(n.get("requests", 0) for n in x["nodes"]) >= before + 30
+                               else None)(graph(s.port)), 5)
+        F.check(g2, f"{label}: the loops' requests rise by the 30 sent ({before} -> "
+                    f"{sum(n.get('requests', 0) for n in (graph(s.port) or {'nodes': []})['nodes'])})")
+        if edges:
+            # Under prefork each worker answers for its own echo.0: the
+            # trace's instance records are checked against either's graph.
+            true_to_trace(label, edges, traced_pairs(run, s.port, topo))
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+def external():
+    label = "dashboard --threads 2 --blocking-threads 2, echo external (echo_actor over tcp)"
+    run = os.path.join(TMP, "run-external")
+    os.mkdir(run, 0o700)
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    path = os.path.join(TMP, "topo.json")
+    with open(path, "w") as f:
+        json.dump({"app_actors": [{"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{port}"}]}, f)
+    args = ["--threads", "2", "--blocking-threads", "2", "--topology", path]
+    topo = doctor(*args, "--run-dir", run)
+    with Server("dashboard", "--port", "0", "--run-dir", run, *args) as s:
+        a = subprocess.Popen([os.path.join(BIN, "echo_actor"), f"tcp://127.0.0.1:{port}", "0"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            g = wait_for(lambda: (lambda x: x if x and any(n["role"] == "instance" for n in x["nodes"]) else None)(
+                graph(s.port)), 10)
+            edges = check_graph(label, g, topo, "host", "connected", "127.0.0.1")
+            st, _ = get(s.port, "/echo")
+            F.check(st == 200, f"{label}: GET /echo -> 200, from the outside instance ({st})")
+            if edges:
+                true_to_trace(label, edges, traced_pairs(run, s.port, topo))
+        finally:
+            a.terminate()
+            a.wait(timeout=10)
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+if __name__ == "__main__":
+    try:
+        prefork()
+        external()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    F.done()

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "actors/admit.h"
+#include "actors/edges.h"
 #include "actors/publisher.h"
 #include "base/errors.h"
 #include "base/num.h"
@@ -161,7 +162,10 @@ static void *service_rx(void *arg) {
       continue;
     }
     m0__le_put32((uint8_t *)nng_msg_body(m.nmsg) + 8, m0__service_slot_id(s, k)); /* the envelope's from */
-    if (m0__inbox_put(to, m.nmsg) == 0) m.nmsg = NULL;
+    if (m0__inbox_put(to, m.nmsg) == 0) {
+      m.nmsg = NULL;
+      m0__edge_sent(m0__service_slot_id(s, k), m.env.to); /* its sender is outside: counted here (actors/edges.h) */
+    }
     m0__msg_free(&m);
   }
   return NULL;

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "actors/admit.h"
+#include "actors/edges.h"
 #include "base/errors.h"
 #include "host/signals.h"
 #include "transport/links.h"
@@ -126,6 +127,7 @@ int m0__process_setup(m0__process *p) {
    * counts start clean (a worker's line is cleared by its supervisor). */
   if (p->reload.generation > 1 && !p->inherit_dir) memset(p->page.lines, 0, (size_t)p->loops * sizeof *p->page.lines);
   m0__refusals_attach(p->page.refusals, M0__PAGE_REFUSAL_LINES);
+  m0__edges_attach(p->page.edges, M0__PAGE_EDGE_LINES);
   /* The family's cookie (actors/admit.h): a worker's is its supervisor's. */
   if (p->inherit_dir ? m0__family_inherit(getenv("M0__COOKIE")) != 0
                      : !m0__family_known() && m0__family_make() != 0) {

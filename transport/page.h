@@ -14,6 +14,8 @@
  *                any process of the host, by reason (actors/admit.h)
  *   then the bus: the fleet's NATS server and subject (written by the top
  *                process, read by m0pub) and its counters (actors/bus.h)
+ *   then M0__PAGE_EDGE_LINES lines: the messages sent on each edge (from,
+ *                to) by any process of the host (actors/edges.h)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -25,7 +27,7 @@
 #include <stdint.h>
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 5
+#define M0__PAGE_VERSION 6
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -76,6 +78,14 @@ typedef struct m0__bus_line {
   char subject[128];
 } m0__bus_line;
 
+/* One edge's messages: the line is taken by storing its key, from << 32 |
+ * to (never 0: every actor id has a role). */
+#define M0__PAGE_EDGE_LINES 512
+typedef struct m0__edge_line {
+  _Atomic uint64_t key;
+  _Atomic uint64_t n;
+} m0__edge_line;
+
 typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
@@ -83,6 +93,7 @@ typedef struct m0__page {
   m0__loop_line *lines; /* this process's generation's bank */
   m0__refusal_line *refusals; /* M0__PAGE_REFUSAL_LINES, after the lines */
   m0__bus_line *bus;          /* after the refusals */
+  m0__edge_line *edges;       /* M0__PAGE_EDGE_LINES, after the bus */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;
 

@@ -14,7 +14,7 @@ are apt-get installed when missing, and a failed install fails the test):
   streams card counts the browser's own stream (>= 1);
 - the observer: the page draws a box per node of GET /graph and a line per
   edge; a click on loop.1 selects it, and its detail shows its process and
-  its edges (loop.1 → pool.1.0: job, stop);
+  its edges with their rates (loop.1 → pool.1.0: job, stop — N msg/s);
 - 200 GET /hello from the test: within 5 s the requests the page shows
   (summed over its per-loop rows) are at least 200 above what it showed
   before, and its requests / s card rises to 50 or more;
@@ -365,11 +365,13 @@ def browser():
         F.check(sorted(map(tuple, drawn["edges"])) == sorted((e["from"], e["to"]) for e in want["edges"]),
                 f"{label}: and a line per edge ({len(drawn['edges'])} drawn, {len(want['edges'])} in the graph)")
         F.check(d.js(CLICK_JS, "loop.1"), f"{label}: loop.1 has a box to click")
-        sel = poll(lambda: (lambda v: v if v["selected"] == ["loop.1"] else None)(d.js(GRAPH_JS)), 3) or d.js(GRAPH_JS)
+        sel = poll(lambda: (lambda v: v if v["selected"] == ["loop.1"] and "msg/s" in v["detail"] else None)(
+            d.js(GRAPH_JS)), 5) or d.js(GRAPH_JS)
         F.check(sel["selected"] == ["loop.1"] and '"name":"loop.1"' in sel["detail"]
-                and "loop.1 → pool.1.0: job, stop" in sel["detail"] and '"process":"host"' in sel["detail"],
-                f"{label}: clicked, loop.1 is selected and its detail shows where it lives and its edges "
-                f"({sel['selected']}, {sel['detail'][:300]!r})")
+                and "loop.1 → pool.1.0: job, stop — " in sel["detail"] and '"process":"host"' in sel["detail"]
+                and "msg/s" in sel["detail"],
+                f"{label}: clicked, loop.1 is selected and its detail shows where it lives and its edges with "
+                f"their messages per second ({sel['selected']}, {sel['detail'][:300]!r})")
 
         # Traffic from here; the page's numbers follow.
         conns = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=5) for _ in range(4)]

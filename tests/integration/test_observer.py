@@ -16,6 +16,10 @@ placed external by a topology file and served by a real `echo_actor`:
   worker and loop, loop and pool, producer to loops, siblings' hand-offs
   under threads, supervisor and workers under prefork, loops and echo's
   instances);
+- every edge counts its messages (on the shared page, from every process):
+  the go that opened loop.0's barrier is on its edge; 20 GET /echo add 1..20
+  request messages on loop -> echo.0 and as many replies on echo.0 -> loop
+  (an outside instance's replies counted by the host as it takes them);
 - the graph is true: every message m0trace sees while requests go through
   the actor and the loop (`m0trace --run-dir`, every kind) is on an edge of
   the graph, of a kind that edge names.
@@ -136,6 +140,10 @@ def check_graph(label, g, topo, process, placement, machine):
     got = {}
     for e in g["edges"]:
         got.setdefault((e["from"], e["to"]), set()).update(e["kinds"])
+    F.check(all(isinstance(e.get("messages"), int) and e["messages"] >= 0 for e in g["edges"]),
+            f"{label}: every edge counts its messages ({[e for e in g['edges'] if not isinstance(e.get('messages'), int)][:2]})")
+    go = [e["messages"] for e in g["edges"] if e["to"] == "loop.0" and e["from"] in ("coordinator", "worker.0")]
+    F.check(go and go[0] >= 1, f"{label}: the go that opened loop.0's barrier is counted on its edge ({go})")
     want_e = expected_edges(topo, [(i["name"], i["placement"], process) for i in insts])
     F.check(got == want_e, f"{label}: the edges are those of the table of kinds for this topology\n"
                            f"  missing {sorted(set(want_e) - set(got))[:8]}\n  extra   {sorted(set(got) - set(want_e))[:8]}"
@@ -177,6 +185,31 @@ def traced_pairs(run, port, topo):
     return {(named(r["from"]), named(r["to"]), r["kind"]) for r in recs if r["dir"] != "serve"}
 
 
+def messages(g, frm, to):
+    """The messages counted on the edges from names matching frm to names matching to."""
+    return sum(e["messages"] for e in g["edges"] if e["from"].startswith(frm) and e["to"].startswith(to))
+
+
+def counted_per_message(label, port, n=20):
+    """n GET /echo: the loops' request messages to echo.0 rise by 1..n (a batch
+    is one message), and its reply messages by as many."""
+    g0 = graph(port)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    for _ in range(n):
+        c.request("GET", "/echo")
+        c.getresponse().read()
+    c.close()
+    g1 = graph(port)
+    if not g0 or not g1:
+        F.check(False, f"{label}: the graph answers before and after")
+        return
+    req = messages(g1, "loop.", "echo.0") - messages(g0, "loop.", "echo.0")
+    rep = messages(g1, "echo.0", "loop.") - messages(g0, "echo.0", "loop.")
+    F.check(1 <= req <= n and rep == req,
+            f"{label}: {n} GET /echo: loop -> echo.0 counts 1..{n} request messages ({req}), "
+            f"echo.0 -> loop as many replies ({rep})")
+
+
 def true_to_trace(label, edges, pairs):
     F.check(pairs, f"{label}: m0trace saw messages ({pairs})")
     if not pairs:
@@ -208,6 +241,7 @@ def prefork():
                                else None)(graph(s.port)), 5)
         F.check(g2, f"{label}: the loops' requests rise by the 30 sent ({before} -> "
                     f"{sum(n.get('requests', 0) for n in (graph(s.port) or {'nodes': []})['nodes'])})")
+        counted_per_message(label, s.port)
         if edges:
             # Under prefork each worker answers for its own echo.0: the
             # trace's instance records are checked against either's graph.
@@ -236,6 +270,7 @@ def external():
             edges = check_graph(label, g, topo, "host", "connected", "127.0.0.1")
             st, _ = get(s.port, "/echo")
             F.check(st == 200, f"{label}: GET /echo -> 200, from the outside instance ({st})")
+            counted_per_message(label, s.port)
             if edges:
                 true_to_trace(label, edges, traced_pairs(run, s.port, topo))
         finally:

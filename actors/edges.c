@@ -1,0 +1,41 @@
+#include "actors/edges.h"
+
+#include <stdatomic.h>
+
+static m0__edge_line local_lines[M0__PAGE_EDGE_LINES];
+static m0__edge_line *lines = local_lines;
+static int nlines = M0__PAGE_EDGE_LINES;
+static atomic_ullong lost;
+
+void m0__edges_attach(m0__edge_line *l, int n) {
+  if (l && n > 0) {
+    lines = l;
+    nlines = n;
+  }
+}
+
+void m0__edge_sent(uint32_t from, uint32_t to) {
+  uint64_t key = (uint64_t)from << 32 | to;
+  unsigned at = (unsigned)((key * 0x9E3779B97F4A7C15ull) >> 40) % (unsigned)nlines;
+  for (int probe = 0; probe < nlines; probe++, at = (at + 1) % (unsigned)nlines) {
+    uint64_t cur = atomic_load_explicit(&lines[at].key, memory_order_acquire);
+    if (cur == 0) {
+      uint64_t zero = 0;
+      cur = atomic_compare_exchange_strong(&lines[at].key, &zero, key) ? key : zero; /* zero: who took it meanwhile */
+    }
+    if (cur == key) {
+      atomic_fetch_add_explicit(&lines[at].n, 1, memory_order_relaxed);
+      return;
+    }
+  }
+  atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed);
+}
+
+void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, uint64_t n), void *arg) {
+  for (int i = 0; i < nlines; i++) {
+    uint64_t key = atomic_load_explicit(&lines[i].key, memory_order_acquire);
+    if (key) cb(arg, (uint32_t)(key >> 32), (uint32_t)key, atomic_load_explicit(&lines[i].n, memory_order_relaxed));
+  }
+}
+
+uint64_t m0__edges_lost(void) { return atomic_load(&lost); }

@@ -13,6 +13,7 @@ bounded), `Failures` (checks collected, exit 1 if any failed).
 """
 import argparse
 import fcntl
+import http.client
 import os
 import re
 import signal
@@ -53,6 +54,17 @@ def read_log(f):
         if not chunk:
             return out.decode(errors="replace")
         out += chunk
+
+
+def get(port, path, headers=None, timeout=5.0):
+    """One GET on a fresh connection to 127.0.0.1:port: (status, body) or raises."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
 
 
 class Server:

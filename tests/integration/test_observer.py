@@ -34,20 +34,10 @@ import subprocess
 import tempfile
 
 import harness
-from harness import BIN, Failures, Prefork, Server, wait_for
+from harness import BIN, Failures, Prefork, Server, get, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-observer-")
-
-
-def get(port, path):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        c.request("GET", path)
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
 
 
 def graph(port):

@@ -67,7 +67,7 @@ import threading
 import time
 
 import harness
-from harness import BIN, Failures, Server, wait_for
+from harness import BIN, Failures, Server, get, wait_for
 
 F = Failures()
 TID = "0af7651916cd43dd8448eb211c80319c"
@@ -75,16 +75,6 @@ TP = f"00-{TID}-b7ad6b7169203331-01"
 KEYS = {"t", "dir", "from", "to", "kind", "seq", "bytes", "trace", "process", "pid", "tid"}
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 TMP = tempfile.mkdtemp(prefix="m0-trace-")
-
-
-def get(port, path, headers=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        c.request("GET", path, headers=headers or {})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
 
 
 def records(text):

@@ -191,7 +191,7 @@ static int tell(m0_publisher *host, m0__peer *coord, bool has_coord, const char 
   return m0__publisher_tell(host, M0__K_TRACE, control, strlen(control));
 }
 
-/* Controls the host's loops refused, in every process (the shared page). */
+/* Controls the host refused (its loops, its coordinator), in every process (the shared page). */
 static uint64_t controls_refused(m0_publisher *pub) {
   uint64_t n = 0;
   for (int i = 0; i < M0__PAGE_REFUSAL_LINES; i++) n += atomic_load(&pub->page->refusals[i].n[M0__REFUSE_CONTROL]);

@@ -15,11 +15,15 @@ void m0__app_actor_named(int actor, const char *name) {
 
 /* By hand, not by snprintf: m0trace names two actors per record it prints
  * (~1,700 instructions each by snprintf). */
-void m0__actor_name(uint32_t id, char *out, size_t outlen) {
+const char *m0__role_name(int role) {
   static const char *const roles[] = {[M0__ROLE_COORD] = "coordinator", [M0__ROLE_LOOP] = "loop",
                                       [M0__ROLE_POOL] = "pool", [M0__ROLE_PRODUCER] = "producer",
                                       [M0__ROLE_EXTERNAL] = "external", [M0__ROLE_WORKER] = "worker",
                                       [M0__ROLE_APP] = "app"};
+  return role >= M0__ROLE_COORD && role <= M0__ROLE_APP ? roles[role] : "?";
+}
+
+void m0__actor_name(uint32_t id, char *out, size_t outlen) {
   int role = M0__ACTOR_ROLE(id);
   unsigned idx = (unsigned)M0__ACTOR_INDEX(id);
   if (role < M0__ROLE_COORD || role > M0__ROLE_APP) {
@@ -28,7 +32,7 @@ void m0__actor_name(uint32_t id, char *out, size_t outlen) {
   }
   char b[80], *p = b;
   const char *named = role == M0__ROLE_APP && (idx >> 12) < APP_NAMES ? app_names[idx >> 12] : "";
-  for (const char *r = named[0] ? named : roles[role]; *r;) *p++ = *r++;
+  for (const char *r = named[0] ? named : m0__role_name(role); *r;) *p++ = *r++;
   if (role == M0__ROLE_APP && named[0] && (idx & 0xfff) == 0xfff) { /* echo: the actor's own socket */
   } else if (role == M0__ROLE_APP && named[0]) { /* echo.<slot> */
     *p++ = '.';
@@ -50,11 +54,10 @@ void m0__actor_name(uint32_t id, char *out, size_t outlen) {
 }
 
 bool m0__actor_name_known(const char *name) {
-  static const char *const words[] = {"coordinator", "loop", "pool", "producer", "external", "worker", "app"};
   size_t w = strcspn(name, ".");
   bool known = false;
-  for (size_t i = 0; i < sizeof words / sizeof *words && !known; i++)
-    known = strlen(words[i]) == w && !strncmp(words[i], name, w);
+  for (int r = M0__ROLE_COORD; r <= M0__ROLE_APP && !known; r++)
+    known = strlen(m0__role_name(r)) == w && !strncmp(m0__role_name(r), name, w);
   for (int i = 0; i < APP_NAMES && !known; i++) known = app_names[i][0] && strlen(app_names[i]) == w && !strncmp(app_names[i], name, w);
   if (!known) return false;
   int parts = 0;

@@ -25,6 +25,8 @@ enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__RO
  * (slot 0xfff) "echo" (once named by
  * m0__app_actor_named; "app.<actor>.<slot>" before, or in another process). */
 void m0__actor_name(uint32_t id, char *out, size_t outlen);
+/* A role's word ("loop", "pool", "coordinator"...), "?" for none. */
+const char *m0__role_name(int role);
 /* Whether name is an actor's name as m0__actor_name spells it, or a prefix
  * of whole parts of one ("pool", "pool.1", "echo"): a role's word or an
  * application actor's name (as named in this process), then at most two

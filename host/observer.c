@@ -110,11 +110,7 @@ void m0__observer_respond(const m0__loop *l, const char *process, m0_response *r
     int role = M0__ACTOR_ROLE(d->id), idx = M0__ACTOR_INDEX(d->id);
     m0__actor_name(d->id, name, sizeof name);
     process_of(t, role, idx, proc, sizeof proc);
-    static const char *const roles[] = {[M0__ROLE_COORD] = "coordinator", [M0__ROLE_LOOP] = "loop",
-                                        [M0__ROLE_POOL] = "pool", [M0__ROLE_PRODUCER] = "producer",
-                                        [M0__ROLE_WORKER] = "worker"};
-    json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "name", name, "role",
-                          role < (int)(sizeof roles / sizeof *roles) && roles[role] ? roles[role] : "?", "process",
+    json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "name", name, "role", m0__role_name(role), "process",
                           proc, "thread", role == M0__ROLE_COORD || role == M0__ROLE_WORKER ? "main" : name,
                           "machine", host, "url", d->url, "refused", refused(&rf, d->id));
     if (role == M0__ROLE_PRODUCER) has_producer = true;

@@ -376,20 +376,26 @@ static int coord_barrier_wait(coord *c) {
   return 1;
 }
 
+/* The label of the process a loop is in: under prefork each worker answers
+ * for its own process. */
+static const char *coord_process(const m0__loop *l, char *out, size_t n) {
+  if (l->handoff) snprintf(out, n, "worker.%d", l->index);
+  else snprintf(out, n, "host");
+  return out;
+}
+
 /* /metrics, answered on the loop from the shared page (host/metrics.c). */
 static void coord_on_metrics(m0__http *h, m0_response *res) {
   m0__loop *l = h->owner;
-  char process[24] = "host"; /* under prefork each worker answers for its own process */
-  if (l->handoff) snprintf(process, sizeof process, "worker.%d", l->index);
-  m0__metrics_respond(l->page, process, l->app, l->services, l->nservices, res);
+  char process[24];
+  m0__metrics_respond(l->page, coord_process(l, process, sizeof process), l->app, l->services, l->nservices, res);
 }
 
 /* m0_respond_graph, answered on the loop (host/observer.c). */
 static void coord_on_graph(m0__http *h, m0_response *res) {
   m0__loop *l = h->owner;
-  char process[24] = "host";
-  if (l->handoff) snprintf(process, sizeof process, "worker.%d", l->index);
-  m0__observer_respond(l, process, res);
+  char process[24];
+  m0__observer_respond(l, coord_process(l, process, sizeof process), res);
 }
 
 /* What a loop takes from the configuration: the loop itself never reads it

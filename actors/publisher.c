@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "actors/publisher.h"
@@ -81,6 +82,14 @@ static bool publish_link(m0_publisher *pub, const char *channel, const void *fra
   return ok;
 }
 
+/* The directory of the generation serving now (host/reload.h): after a
+ * reload, <run-dir>/gN. */
+static void generation_dir(const m0__page *page, const char *run_dir, char *dir, size_t n) {
+  uint64_t gen = atomic_load(&page->head->generation);
+  if (gen > 1) snprintf(dir, n, "%s/g%llu", run_dir, (unsigned long long)gen);
+  else snprintf(dir, n, "%s", run_dir);
+}
+
 m0_publisher *m0__publisher_attach_loops(const char *run_dir, char *err, size_t errlen) {
   m0_publisher *pub = calloc(1, sizeof *pub);
   m0__page *page = calloc(1, sizeof *page);
@@ -94,12 +103,8 @@ m0_publisher *m0__publisher_attach_loops(const char *run_dir, char *err, size_t 
   pub->self.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, getpid());
   int n = (int)page->head->loops;
   pub->loops = calloc((size_t)n, sizeof *pub->loops);
-  /* The loops of the generation serving now (host/reload.h): after a
-   * reload, in <run-dir>/gN. */
-  uint64_t gen = atomic_load(&page->head->generation);
   char dir[PATH_MAX + 32];
-  if (gen > 1) snprintf(dir, sizeof dir, "%s/g%llu", run_dir, (unsigned long long)gen);
-  else snprintf(dir, sizeof dir, "%s", run_dir);
+  generation_dir(page, run_dir, dir, sizeof dir);
   for (int i = 0; pub->loops && i < n; i++) {
     char url[M0__URL_MAX];
     if (m0__topology_outside_url(url, sizeof url, dir, i) != 0) {
@@ -117,6 +122,16 @@ m0_publisher *m0__publisher_attach_loops(const char *run_dir, char *err, size_t 
     pub->nloops++;
   }
   return pub;
+}
+
+bool m0__publisher_coordinator(m0_publisher *pub, const char *run_dir, m0__peer *p) {
+  char dir[PATH_MAX + 32], path[PATH_MAX + 64], url[M0__URL_MAX];
+  generation_dir(pub->page, run_dir, dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/coordinator.sock", dir);
+  struct stat sb;
+  if (stat(path, &sb) != 0 || !S_ISSOCK(sb.st_mode)) return false;
+  if ((size_t)snprintf(url, sizeof url, "ipc://%s", path) >= sizeof url) return false;
+  return m0__peer_open(p, M0__ACTOR_ID(M0__ROLE_COORD, 0), url, 1000) == 0;
 }
 
 int m0__publisher_tell(m0_publisher *pub, int kind, const void *payload, size_t len) {

@@ -59,6 +59,10 @@ void m0__publisher_link(m0_publisher *pub, nng_socket link, uint32_t sender);
  * loops, dialed at their outside mailboxes (m0trace's way in). Freed by
  * m0_publisher_detach. */
 m0_publisher *m0__publisher_attach_loops(const char *run_dir, char *err, size_t errlen);
+/* The serving generation's coordinator, when its mailbox is in the run
+ * directory (under prefork: the supervisor, which has no loop): p dialed
+ * to it. false when it has none there. */
+bool m0__publisher_coordinator(m0_publisher *pub, const char *run_dir, m0__peer *p);
 /* Sends one message of `kind` to every attached loop; how many took it. */
 int m0__publisher_tell(m0_publisher *pub, int kind, const void *payload, size_t len);
 

@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "actors/envelope.h"
@@ -171,19 +170,6 @@ static char *control_json(bool on, const char *url, const filter *f, const char 
   return s;
 }
 
-/* The host's coordinator, when its mailbox is in the run directory (under
- * prefork: the supervisor, whose process has no loop to tell): told too. */
-static bool coordinator_open(m0_publisher *host, const char *run_dir, m0__peer *p) {
-  char url[M0__URL_MAX], path[M0__URL_MAX];
-  uint64_t gen = atomic_load(&host->page->head->generation);
-  if (gen > 1) snprintf(path, sizeof path, "%s/g%llu/coordinator.sock", run_dir, (unsigned long long)gen);
-  else snprintf(path, sizeof path, "%s/coordinator.sock", run_dir);
-  struct stat sb;
-  if (stat(path, &sb) != 0 || !S_ISSOCK(sb.st_mode)) return false;
-  if ((size_t)snprintf(url, sizeof url, "ipc://%s", path) >= sizeof url) return false;
-  return m0__peer_open(p, M0__ACTOR_ID(M0__ROLE_COORD, 0), url, 1000) == 0;
-}
-
 /* The control to every loop, and to the coordinator when it has a mailbox
  * here. Returns the loops told. */
 static int tell(m0_publisher *host, m0__peer *coord, bool has_coord, const char *control) {
@@ -267,7 +253,7 @@ int main(int argc, char **argv) {
     }
     refused = controls_refused(host);
     on = control_json(true, url, &f, requests);
-    has_coord = coordinator_open(host, run_dir, &coord);
+    has_coord = m0__publisher_coordinator(host, run_dir, &coord);
     if (tell(host, &coord, has_coord, on) == 0) {
       fprintf(stderr, "m0trace: no loop of the host at %s took the control\n", run_dir);
       free(on);

@@ -321,6 +321,7 @@ static void loop_run(m0__handle *h) {
   l->http.worker = l->index;
   l->http.owner = l;
   l->http.served = loop_served;
+  m0__latency_open(&l->http); /* out of memory: no histograms, the loop serves */
   l->http.on_closed = loop_on_closed;
   l->nloops = l->topo->loops;
   if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;

@@ -354,7 +354,6 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
   m0__parser *p = &c->p;
   c->t0_ns = m0__latency_now_ns();
   c->route = (int)h->app->nroutes;
-  if (!h->latency && (h->latency = calloc(h->app->nroutes + 1, sizeof *h->latency))) m0__latency_join(h);
   m0_request req;
   memset(&req, 0, sizeof req);
   req.method = (m0_str){buf + p->method.off, p->method.len};

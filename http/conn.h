@@ -61,8 +61,7 @@ typedef struct m0__http {
   struct m0__ws_deflater *wsz; /* compresses WebSocket messages (permessage-deflate), made at the first */
   m0__http_stats stats;
   /* [app->nroutes + 1] request latency by route, the last for requests no
-   * route answered; made at the first request (http/latency.h), NULL until
-   * then or out of memory. */
+   * route answered (http/latency.h: m0__latency_open), or NULL. */
   m0__latency *latency;
   /* Shared by every connection of the loop, used within one callback: reads
    * land in rbuf, responses are built in scratch and written at once; only

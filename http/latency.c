@@ -35,7 +35,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static m0__http **joined;
 static int njoined, capjoined;
 
-void m0__latency_join(m0__http *h) {
+void m0__latency_open(m0__http *h) {
+  if (!(h->latency = calloc(h->app->nroutes + 1, sizeof *h->latency))) return;
   pthread_mutex_lock(&mu);
   if (njoined == capjoined) {
     int cap = capjoined ? 2 * capjoined : 8;

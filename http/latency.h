@@ -12,7 +12,7 @@
  * - Each loop has its own row per route (m0__http.latency), so loops never
  *   share a cache line per request; /metrics sums the rows of every loop of
  *   the process serving the same app, found in a registry the loops join at
- *   m0__http_init and leave at m0__http_fini (under a mutex: a loop's rows
+ *   m0__latency_open and leave at m0__http_fini (under a mutex: a loop's rows
  *   are freed only after it left). An actor's histogram is one per actor
  *   (its requests cost a message each way; the loops share it).
  * - Two clock reads per request (CLOCK_MONOTONIC, vDSO: ~20 ns each). */
@@ -43,8 +43,10 @@ typedef struct m0__latency_sum {
 void m0__latency_sum_add(m0__latency_sum *out, const m0__latency *l);
 
 struct m0__http;
-/* The registry of this process's loops (see the notes). */
-void m0__latency_join(struct m0__http *h);
+/* Makes h's rows (h->app set) and joins the registry of this process's
+ * loops (see the notes); out of memory, h has none. Left at
+ * m0__http_fini. */
+void m0__latency_open(struct m0__http *h);
 void m0__latency_leave(struct m0__http *h);
 /* Sums row `route` of every joined loop serving app into out. */
 void m0__latency_route_sum(const void *app, int route, m0__latency_sum *out);

@@ -6,6 +6,7 @@
 #include "actors/admit.h"
 #include "actors/edges.h"
 #include "actors/publisher.h"
+#include "actors/relay.h"
 #include "base/errors.h"
 #include "base/num.h"
 
@@ -110,6 +111,9 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     }
   }
   pthread_mutex_unlock(&s->mu);
+  /* At ADD_POST, once nng has added the pipe: a request the relay sends it
+   * at once finds it. */
+  if (s->relay && (ev == NNG_PIPE_EV_ADD_POST || ev == NNG_PIPE_EV_REM_POST)) m0__relay_wake(s->relay);
 }
 
 /* A frame from an instance: numbered here, from the shared counter, and
@@ -155,14 +159,19 @@ static void *service_rx(void *arg) {
     m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m.nmsg));
     int k = sl ? (int)(sl - s->slots) : -1;
     pthread_mutex_unlock(&s->mu);
-    m0__inbox *to = m0__service_reply_inbox(s, m.env.to);
-    if (k < 0 || m.env.kind != M0__K_REPLY || !to) {
+    m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m.env.to);
+    if (k < 0 || m.env.kind != M0__K_REPLY || (!to && !s->relay)) {
       atomic_fetch_add(&s->st.refused, 1);
       m0__msg_free(&m);
       continue;
     }
     m0__le_put32((uint8_t *)nng_msg_body(m.nmsg) + 8, m0__service_slot_id(s, k)); /* the envelope's from */
-    if (m0__inbox_put(to, m.nmsg) == 0) {
+    if (s->relay) { /* to the worker whose loop asked; its door counts the edge */
+      if (m0__relay_reply(s->relay, m.env.to, m.nmsg) == 0)
+        m.nmsg = NULL;
+      else
+        atomic_fetch_add(&s->st.refused, 1);
+    } else if (m0__inbox_put(to, m.nmsg) == 0) {
       m.nmsg = NULL;
       m0__edge_sent(m0__service_slot_id(s, k), m.env.to); /* its sender is outside: counted here (actors/edges.h) */
     }
@@ -181,6 +190,7 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
     return M0__ETRANSPORT;
   }
   nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_ADD_PRE, on_pipe, s);
+  nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_ADD_POST, on_pipe, s);
   nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_REM_POST, on_pipe, s);
   if (pthread_create(&s->rx, NULL, service_rx, s) != 0) {
     m0__actor_close(&s->self);
@@ -191,7 +201,7 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
 }
 
 void m0__service_stop_instances(m0__service *s) {
-  if (!s->connected || !s->self.open) return;
+  if (!s->connected || !s->self.open || s->door) return;
   pthread_mutex_lock(&s->mu);
   for (int k = 0; k < s->nslots; k++) {
     if (atomic_load(&s->slots[k].pipe) == 0) continue;

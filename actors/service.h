@@ -82,6 +82,11 @@ typedef struct m0__service {
   int loop_base;          /* the first loop's index (a worker's loop is its worker's) */
   m0__service_stats st;
   m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
+  /* Under --workers (actors/relay.h): in the supervisor, the relay its
+   * REPLYs go to (it has no loops); in a worker, door is set: its
+   * connections are the relay's legs, whose instances it never stops. */
+  struct m0__relay *relay;
+  bool door;
 } m0__service;
 
 /* Sets up the service (no socket yet). loop_inbox is kept, not copied. */
@@ -90,7 +95,8 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
 /* Connected instances: listens at url and starts the reply thread. 0 or
  * M0__ETRANSPORT / M0__ENOMEM (said on stderr). */
 int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_publisher *pub);
-/* Every connected instance is sent STOP (it finishes, replies, leaves). */
+/* Every connected instance is sent STOP (it finishes, replies, leaves);
+ * none from a worker's door (the supervisor stops them). */
 void m0__service_stop_instances(m0__service *s);
 /* Closes the socket and joins the reply thread. */
 void m0__service_close(m0__service *s);

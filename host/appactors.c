@@ -6,6 +6,7 @@
 
 #include "base/errors.h"
 #include "host/children.h"
+#include "actors/relay.h"
 #include "transport/topology.h"
 
 int m0__app_actors_handles(const m0__app_decl *decl) {
@@ -41,6 +42,18 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
                       "(the program runs m0_actor_run) or thread\n", sp->name);
       return M0__ECONFIG;
     }
+    if (sp->placement != M0__PLACE_THREAD && pr->mode == M0__MODE_PREFORK) {
+      /* A worker: its instances are the supervisor's, reached through the
+       * relay's legs at this worker's door (actors/relay.h). */
+      s->door = true;
+      if (m0__topology_door_url(urls[i], sizeof urls[i], pr->sockdir, sp->name, first) != 0) {
+        fprintf(stderr, "m0: actor %s: its door's URL is too long\n", sp->name);
+        return M0__ETOOBIG;
+      }
+      int rv = m0__service_listen(s, urls[i], pr->trace, pub);
+      if (rv != 0) return rv;
+      continue;
+    }
     if (sp->placement != M0__PLACE_THREAD) {
       if (m0__topology_app_url(urls[i], sizeof urls[i], sp->url, pr->sockdir, sp->name) != 0) {
         fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
@@ -73,10 +86,50 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     a->svcs[i].all = a->svc_ptrs;
     a->svcs[i].nall = a->n;
   }
-  bool none;
-  a->children = m0__children_start(decl, a->svcs, urls, &none);
+  bool none = true;
+  if (pr->mode != M0__MODE_PREFORK) a->children = m0__children_start(decl, a->svcs, urls, &none);
   if (!a->children && !none) return M0__ENOMEM;
   return 0;
+}
+
+int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, int nworkers,
+                         m0_publisher *pub) {
+  memset(a, 0, sizeof *a);
+  int connected = 0;
+  for (int i = 0; i < decl->nactors; i++) connected += decl->actors[i].placement != M0__PLACE_THREAD;
+  if (connected == 0) return 0;
+  a->n = decl->nactors;
+  a->svcs = calloc((size_t)a->n, sizeof *a->svcs);
+  a->relays = calloc((size_t)a->n, sizeof *a->relays);
+  char(*urls)[M0__URL_MAX] = a->urls = calloc((size_t)a->n, sizeof *urls);
+  char(*doors)[M0__URL_MAX] = calloc((size_t)nworkers, sizeof *doors);
+  if (!a->svcs || !a->relays || !urls || !doors) {
+    free(doors);
+    return M0__ENOMEM;
+  }
+  int rv = 0;
+  for (int i = 0; rv == 0 && i < a->n; i++) {
+    const m0__actor_spec *sp = &decl->actors[i];
+    m0__service *s = &a->svcs[i];
+    m0__service_init(s, i, sp->name, sp->queue, NULL, 0, 0);
+    if (sp->placement == M0__PLACE_THREAD) continue; /* each worker has its own */
+    for (int w = 0; rv == 0 && w < nworkers; w++)
+      if (m0__topology_door_url(doors[w], sizeof doors[w], pr->sockdir, sp->name, w) != 0) rv = M0__ETOOBIG;
+    if (rv == 0 && m0__topology_app_url(urls[i], sizeof urls[i], sp->url, pr->sockdir, sp->name) != 0)
+      rv = M0__ETOOBIG;
+    if (rv != 0) {
+      fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
+      break;
+    }
+    if ((rv = m0__relay_init(&a->relays[i], s, doors, nworkers)) != 0 ||
+        (rv = m0__service_listen(s, urls[i], pr->trace, pub)) != 0 || (rv = m0__relay_start(&a->relays[i])) != 0)
+      break;
+  }
+  free(doors);
+  if (rv != 0) return rv;
+  bool none;
+  a->children = m0__children_start(decl, a->svcs, urls, &none);
+  return !a->children && !none ? M0__ENOMEM : 0;
 }
 
 void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline) {
@@ -94,6 +147,8 @@ void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline) 
 
 void m0__app_actors_close(m0__app_actors *a) {
   for (int i = 0; i < a->n; i++) m0__service_close(&a->svcs[i]);
+  for (int i = 0; a->relays && i < a->n; i++) m0__relay_close(&a->relays[i]); /* after: no reply comes now */
+  free(a->relays);
   for (int k = 0; k < a->ninst; k++) m0__inbox_fini(&a->inst[k].inbox);
   free(a->svcs);
   free(a->svc_ptrs);

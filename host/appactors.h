@@ -33,6 +33,7 @@ typedef struct m0__app_actors {
   m0__children *children; /* process instances, or NULL */
   m0__inbox **loop_inbox; /* [here] */
   char (*urls)[M0__URL_MAX]; /* [n]: where connected instances dial */
+  struct m0__relay *relays;  /* [n]: the supervisor's (m0__app_actors_front), else NULL */
 } m0__app_actors;
 
 /* Makes the services and thread instances of decl for this process's
@@ -45,6 +46,13 @@ typedef struct m0__app_actors {
 int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, m0__inbox *loop_inboxes,
                         size_t inbox_stride, int here, int first, uint32_t coord_id, const char *coord_url,
                         m0_publisher *pub, m0__handle **handles, int *nhandles);
+/* The supervisor's side under --workers: each process or external actor
+ * listens at its URL, its instances relayed to every worker's door
+ * (actors/relay.h), and process instances are spawned here, once for the
+ * host (a worker's m0__app_actors_open listens at its door instead and
+ * spawns none). Stopped and closed as above. 0 or a negative m0__err. */
+int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, int nworkers,
+                         m0_publisher *pub);
 /* How many handles decl adds (its thread instances). */
 int m0__app_actors_handles(const m0__app_decl *decl);
 /* After the loops drained: every instance is asked to stop; spawned ones

@@ -67,7 +67,7 @@ static int decl_nomem(m0__app_decl *d, char *why, size_t whylen, const char *wha
   return M0__ENOMEM;
 }
 
-int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, bool prefork, char *why,
+int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, char *why,
                       size_t whylen) {
   memset(d, 0, sizeof *d);
   if (why && whylen) why[0] = 0;
@@ -194,14 +194,6 @@ int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config
                          m, p, rt->actor);
   }
 
-  /* Under --workers each worker is a process of its own, and a process or
-   * external actor's instances would have one host per worker. */
-  for (int i = 0; prefork && i < d->nactors; i++)
-    if (d->actors[i].placement != M0__PLACE_THREAD)
-      return decl_refuse(d, why, whylen,
-                         "actor \"%s\" is placed %s (app_actors); under --workers only thread placement is served: "
-                         "place it \"thread\", or serve with --threads",
-                         d->actors[i].name, m0__placement_name(d->actors[i].placement));
   return 0;
 }
 

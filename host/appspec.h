@@ -59,7 +59,7 @@ typedef struct m0__app_decl {
 
 /* Resolves app + cfg (cfg->app_actors, cfg->file_routes). 0, or
  * M0__ECONFIG with the check's one line in why; M0__ENOMEM. */
-int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, bool prefork, char *why,
+int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, char *why,
                       size_t whylen);
 void m0__app_decl_free(m0__app_decl *d);
 /* The index of actor `name` (n bytes) in d, or -1. */

@@ -227,7 +227,7 @@ static void check_topology(const m0_config *cfg, const m0_app *app, m0__check *c
 static void check_actors(const m0_config *cfg, const m0_app *app, m0__check *c) {
   m0__app_decl d;
   char why[M0__STR_MAX + 256];
-  int rc = m0__app_decl_make(&d, app, cfg, M0__CFG(cfg, workers) > 1, why, sizeof why);
+  int rc = m0__app_decl_make(&d, app, cfg, why, sizeof why);
   if (rc != 0) {
     char *sep = NULL;
     for (char *p = strstr(why, ": "); p; p = strstr(p + 1, ": ")) sep = p;
@@ -441,7 +441,7 @@ static fd_actors fds_actors(const m0_config *cfg, const m0_app *app) {
   fd_actors a = {0, 0, 0};
   m0__app_decl d;
   char why[M0__STR_MAX + 256];
-  if (m0__app_decl_make(&d, app, cfg, M0__CFG(cfg, workers) > 1, why, sizeof why) != 0) return a;
+  if (m0__app_decl_make(&d, app, cfg, why, sizeof why) != 0) return a;
   a = fds_actors_of(&d);
   m0__app_decl_free(&d);
   return a;

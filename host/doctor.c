@@ -98,7 +98,7 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   json_t *app_actors = json_array(), *aroutes = json_array();
   m0__app_decl decl;
   char why[M0__STR_MAX];
-  if (m0__app_decl_make(&decl, app, cfg, false, why, sizeof why) == 0) {
+  if (m0__app_decl_make(&decl, app, cfg, why, sizeof why) == 0) {
     for (int i = 0; i < decl.nactors; i++) {
       const m0__actor_spec *s = &decl.actors[i];
       json_t *o = json_pack("{s:s, s:s}", "name", s->name, "placement", m0__placement_name(s->placement));

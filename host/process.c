@@ -86,7 +86,7 @@ int m0__process_setup(m0__process *p) {
   uv_loop_t first;
   if (uv_loop_init(&first) == 0) uv_loop_close(&first);
   /* The checks refused what does not resolve; a failure here is memory. */
-  if (m0__app_decl_make(&p->decl, p->app, cfg, p->mode == M0__MODE_PREFORK, err, sizeof err) != 0) {
+  if (m0__app_decl_make(&p->decl, p->app, cfg, err, sizeof err) != 0) {
     fprintf(stderr, "m0: %s\n", err);
     return M0__ECONFIG;
   }

@@ -45,6 +45,7 @@
 #include "actors/producer.h"
 #include "host/signals.h"
 #include "actors/trace.h"
+#include "host/appactors.h"
 #include "transport/handoff.h"
 #include "transport/listen.h"
 #include "transport/page.h"
@@ -79,6 +80,7 @@ typedef struct sup {
   int *handoff; /* [2n] */
   m0_publisher pub;
   m0__bus bus; /* the fleet's bridge (actors/bus.h), when the topology names one */
+  m0__app_actors aa; /* process and external actors: their URLs, relayed to every worker (actors/relay.h) */
   bool bus_open;
   bool pub_open, has_producer, prod_done;
   m0__producer_run prod;
@@ -307,6 +309,8 @@ static int sup_drain(sup *s) {
     }
   }
   free(was_alive);
+  /* Every worker is gone, so no request is with an instance: they stop now. */
+  m0__app_actors_stop(&s->aa, &s->self, deadline);
   if (s->has_producer && !m0__handle_exited(&s->prod.h)) {
     fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", s->drain_ms,
             atomic_load(&s->prod.h.in_app) ? " (it is inside its step)" : "");
@@ -358,6 +362,8 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
     s->bus_open = true;
     s->pub.bus = &s->bus;
   }
+  int rv = m0__app_actors_front(&s->aa, &s->proc, &s->proc.decl, s->n, &s->pub);
+  if (rv != 0) return rv;
   s->has_producer = producer && (!producer->wanted || producer->wanted(&base));
   if (s->has_producer) {
     s->prod.url = pd->url;
@@ -509,6 +515,7 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
     m0__peer_close(&s->prod_peer);
     if (s->bus_open) m0__bus_close(&s->bus); /* before the publisher its callbacks fan out through */
     s->bus_open = false;
+    m0__app_actors_close(&s->aa); /* before the publisher their PUBLISH frames go through */
     if (s->pub_open) m0__publisher_close(&s->pub);
     m0__handle *prod = &s->prod.h;
     m0__handles_close(&prod, 1, NULL);

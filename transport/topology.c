@@ -163,6 +163,11 @@ int m0__topology_app_url(char *out, size_t n, const char *file_url, const char *
   return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
 }
 
+int m0__topology_door_url(char *out, size_t n, const char *run_dir, const char *name, int worker) {
+  int w = snprintf(out, n, "ipc://%s/actor.%s.w%d.sock", run_dir ? run_dir : "<run-dir>", name, worker);
+  return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
+}
+
 int m0__topology_instance_url(char *out, size_t n, const char *name, int k) {
   int w = snprintf(out, n, "inproc://m0-%d/actor.%s.%d", (int)getpid(), name, k);
   return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;

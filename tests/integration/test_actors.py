@@ -58,8 +58,15 @@ Proves:
   request is answered, including after an instance died with requests.
 - Modes: under --threads 2 /actor/echo answers on connections of both loops
   (pid the host's); under --workers 2 on thread placement it answers with a
-  worker's pid; a process or external actor under --workers is refused: exit
-  78 and one stderr line.
+  worker's pid.
+- Under --workers 2, process and external actors (actors/relay.h): an
+  external echo_actor dials the one URL the doctor names and answers
+  connections of both workers; a worker SIGKILLed and respawned is relayed
+  to the same instance again; the drain stops it (exit 0). Two process
+  instances are children of the supervisor (none of a worker) and answer
+  both workers; the drain stops them. A silent wire actor SIGKILLed with 8
+  requests of both workers in flight: all 502 before their 5 s timeout,
+  then 503.
 - `m0 --topology FILE`, whose routes all go to an external echo_actor:
   answers them (path parameters' path in the body), 404 for an unknown path,
   405 for another method; without a file: exit 78.
@@ -905,12 +912,139 @@ def modes():
         F.check(echoes and all(st == 200 and j and j["pid"] in workers for st, j in echoes),
                 f"--workers 2: /actor/echo answers from a worker ({echoes}, workers {workers})")
 
-    for placement in ("process", "external"):
-        topo = topology({"mode": "single", "app_actors": [{"name": "echo", "placement": placement}]})
-        rc, out, err = run("host_check", "--port", "0", "--workers", "2", "--topology", topo)
-        lines = [l for l in err.splitlines() if l.strip()]
-        F.check(rc == 78 and len(lines) == 1 and placement in lines[0] and "--workers" in lines[0],
-                f"--workers 2 with echo placed {placement}: exit 78 and one line ({rc}, {lines})")
+
+
+# ---- 9b. process and external actors under --workers: the supervisor's URL, relayed -----------------------------
+
+def by_worker(port, n=8, method="POST", body=b"w"):
+    """n keep-alive connections held open at once (so the workers share
+    them), each asking /instance (its worker) then /actor/echo:
+    [(worker, status, json)]."""
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=8) for _ in range(n)]
+    out = []
+    try:
+        for c in conns:
+            c.request("GET", "/instance")
+            r = c.getresponse()
+            r.read()
+            out.append([r.getheader("x-worker")])
+        for c, o in zip(conns, out):
+            c.request(method, "/actor/echo", body=body)
+            r = c.getresponse()
+            o += [r.status, echo_json(r.read())]
+    except (OSError, http.client.HTTPException) as x:
+        out.append([None, str(x), None])
+    finally:
+        for c in conns:
+            c.close()
+    return [tuple(o) for o in out]
+
+
+def both_workers_answered(port, pids, tries=20):
+    """Asks until a round of connections on both workers is answered 200,
+    each by one of the instances (pids): the workers of that round, and the
+    answers before it that were neither that nor 503 (a worker whose leg is
+    not up yet has no instance)."""
+    bad = []
+    for _ in range(tries):
+        got = by_worker(port)
+        if all(st == 200 and j and j.get("pid") in pids and j.get("body") == "w" for _, st, j in got):
+            return {w for w, _, _ in got}, bad
+        bad += [g for g in got if g[1] not in (200, 503)]
+        time.sleep(0.05)
+    return set(), bad + got
+
+
+def relayed():
+    # An external instance dials the one URL the doctor names (the
+    # supervisor's); both workers' requests reach it.
+    rd = run_dir()
+    topo = {"app_actors": [{"name": "echo", "placement": "external"}]}
+    url = doctor_url(topo, "echo", rd)
+    with host(topo, "--workers", "2", rd=rd, cls=Prefork) as s:
+        workers = wait_for(lambda: (lambda k: k if len(k) == 2 else None)(children(s.proc.pid)), 10) or set()
+        st, h, _, _ = ask(s.port, "GET", "/actor/echo")
+        F.check(st == 503 and "retry-after" not in h, f"--workers 2, echo external: no instance yet, 503 ({st} {h})")
+        a = echo_actor(url)
+        seen, bad = both_workers_answered(s.port, {a.pid})
+        F.check(seen == {"0", "1"} and not bad,
+                f"--workers 2, echo external at {url}: connections on both workers are answered by the one "
+                f"instance, pid {a.pid} (workers {seen}; not: {bad[:4]})")
+        F.check(url.startswith(f"ipc://{rd}/actor.echo.sock") and children(s.proc.pid) == workers,
+                f"--workers 2: the instance dials the supervisor's URL, and no process is spawned for it "
+                f"({url}, children {children(s.proc.pid)} vs {workers})")
+        # A worker that dies is respawned; the relay dials its door again.
+        victim = sorted(workers)[0]
+        os.kill(victim, signal.SIGKILL)
+        now = wait_for(lambda: (lambda k: k if len(k) == 2 and victim not in k else None)(children(s.proc.pid)), 10)
+        seen, bad = both_workers_answered(s.port, {a.pid}, tries=40) if now else (set(), [])
+        F.check(now and seen == {"0", "1"} and a.poll() is None,
+                f"--workers 2: a worker SIGKILLed and respawned ({victim} -> {now}) is relayed to the same "
+                f"instance again (workers {seen}; not: {bad[:4]}; instance {a.poll()})")
+        F.check(s.stop() == 0, "--workers 2, echo external: SIGTERM -> exit 0")
+        F.check(stop_program(a, signal.SIGKILL, timeout=5) == 0,
+                f"--workers 2: the drain stops the external instance (STOP: it exits 0, {a.returncode})")
+
+    # Spawned instances are the supervisor's children, made once for the
+    # host (not once per worker), and serve every worker.
+    rd = run_dir()
+    topo = {"app_actors": [{"name": "echo", "placement": "process", "instances": 2}]}
+    with host(topo, "--workers", "2", rd=rd, cls=Prefork) as s:
+        def spawned():
+            k = {p for p in children(s.proc.pid) if environ(p).get(b"M0__ACTOR") == b"echo"}
+            return k if len(k) == 2 else None
+        kids = wait_for(spawned, 10) or set()
+        workers = children(s.proc.pid) - kids
+        grand = [p for w in workers for p in children(w)]
+        F.check(len(kids) == 2 and len(workers) == 2 and not grand,
+                f"--workers 2, echo process x2: two instances, children of the supervisor, none of a worker "
+                f"(instances {kids}, workers {workers}, theirs {grand})")
+        seen, bad = both_workers_answered(s.port, kids)
+        F.check(seen == {"0", "1"} and not bad,
+                f"--workers 2, echo process x2: both workers are answered by the spawned instances "
+                f"(workers {seen}; not: {bad[:4]})")
+        F.check(s.stop() == 0 and wait_for(lambda: not any(alive(k) for k in kids), 5),
+                f"--workers 2, echo process: SIGTERM -> exit 0, its instances stopped ({[alive(k) for k in kids]})")
+
+    # An instance that dies with requests of both workers in flight: each is
+    # 502 before its timeout (its legs go with it), then the route is 503.
+    rd = run_dir()
+    topo = {"app_actors": [{"name": "echo", "placement": "external"}],
+            "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 5000}]}
+    url = doctor_url(topo, "echo", rd)
+    with host(topo, "--workers", "2", rd=rd, cls=Prefork) as s:
+        w = wire_actor(url, "silent")
+        F.check(read_lines(w, 1, 10) == ["connected"], f"--workers 2: the silent wire actor connects ({w.poll()})")
+        conns = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=8) for _ in range(8)]
+        where = []
+        for c in conns:
+            c.request("GET", "/instance")
+            r = c.getresponse()
+            r.read()
+            where.append(r.getheader("x-worker"))
+        for c in conns:
+            c.putrequest("GET", "/actor/echo")
+            c.endheaders()
+        got = read_lines(w, 2, 10)  # one batch from each worker's loop, at least
+        t0 = time.monotonic()
+        w.kill()
+        w.wait(5)
+        sts = []
+        for c in conns:
+            try:
+                r = c.getresponse()
+                r.read()
+                sts.append(r.status)
+            except (OSError, http.client.HTTPException) as x:
+                sts.append(str(x))
+            c.close()
+        took = time.monotonic() - t0
+        F.check(set(where) == {"0", "1"} and len(got) == 2 and sts == [502] * 8 and took < 4.0,
+                f"--workers 2: 8 requests (workers {where}) in flight on a SIGKILLed instance are 502 before "
+                f"their 5 s timeout ({got}, {sts}, {took:.2f}s)")
+        st, _, _, _ = ask(s.port, "GET", "/actor/echo")
+        F.check(st == 503, f"--workers 2: after it died, the route is 503 ({st})")
+        F.check(s.stop() == 0, "--workers 2, silent instance: SIGTERM -> exit 0")
 
 
 # ---- 10. the front end `m0` ------------------------------------------------------------------------------------
@@ -981,7 +1115,8 @@ def asks():
                 f"ask: with no echo instance the relay's ask fails and it answers 502 ({st} {j})")
 
 
-PARTS = (placements, own_answers, bad_instances, stolen_replies, publishes, churn, restarts, deferred, drain, modes, front_end, asks)
+PARTS = (placements, own_answers, bad_instances, stolen_replies, publishes, churn, restarts, deferred, drain, modes,
+         relayed, front_end, asks)
 ONLY = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None  # --only churn,drain
 try:
     for part in PARTS:

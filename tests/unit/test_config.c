@@ -1202,7 +1202,7 @@ static m0_config *cfg_with(const m0__actor_spec *a, int na, const m0__route_spec
 static void decl_refused(const m0_app *app, const m0_config *c, bool prefork, const char *what) {
   m0__app_decl d;
   char why[1500];
-  int rc = m0__app_decl_make(&d, app, c, prefork, why, sizeof why);
+  int rc = m0__app_decl_make(&d, app, c, why, sizeof why);
   if (rc != M0__ECONFIG || !strstr(why, what)) fail_msg("rc %d, why \"%s\", want M0__ECONFIG and \"%s\"", rc, why, what);
   assert_null(d.actors);
   assert_null(d.kinds);
@@ -1221,7 +1221,7 @@ static void test_app_decl_merge(void **st) {
   /* no file: the program's kinds, each on a thread, one instance, and its
    * routes as they are */
   m0_config *c = cfg_with(NULL, 0, NULL, 0);
-  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, why, sizeof why), 0);
   assert_int_equal(d.nactors, 2);
   for (int i = 0; i < 2; i++) {
     assert_string_equal(d.actors[i].name, fake_kinds[i].name);
@@ -1246,12 +1246,12 @@ static void test_app_decl_merge(void **st) {
   m0__app_decl_free(&d); /* twice is harmless */
   cfg_done(c);
   /* a NULL configuration is no file */
-  assert_int_equal(m0__app_decl_make(&d, &fake_app, NULL, true, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, NULL, why, sizeof why), 0);
   assert_int_equal(d.nactors, 2);
   m0__app_decl_free(&d);
   /* an app with neither actors nor routes: nothing */
   m0_app bare = {.name = "bare", .handle = dummy_view};
-  assert_int_equal(m0__app_decl_make(&d, &bare, NULL, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &bare, NULL, why, sizeof why), 0);
   assert_int_equal(d.nactors, 0);
   assert_int_equal(d.nroutes, 0);
   m0__app_decl_free(&d);
@@ -1267,7 +1267,7 @@ static void test_app_decl_merge(void **st) {
   m0__route_spec fr[] = {rspec("PUT", "/new/{id}", "silent", 40), rspec("GET", "/actor/echo", "ext", 7),
                          rspec("GET", "/v", "echo", 1000)};
   c = cfg_with(fa, 2, fr, 3);
-  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, why, sizeof why), 0);
   assert_string_equal(why, "");
   /* the decl owns what it holds: the file's specs may go */
   memset(c->app_actors, 'X', 2 * sizeof *c->app_actors);
@@ -1324,7 +1324,7 @@ static void test_app_decl_merge(void **st) {
   m0__actor_spec th[] = {spec("echo", M0__PLACE_THREAD), spec("silent", M0__PLACE_THREAD)};
   th[0].instances = 4;
   c = cfg_with(th, 2, NULL, 0);
-  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, true, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, why, sizeof why), 0);
   assert_int_equal(d.actors[0].instances, 4);
   m0__app_decl_free(&d);
   cfg_done(c);
@@ -1334,7 +1334,7 @@ static void test_app_decl_merge(void **st) {
   m0__actor_spec ex[] = {spec("far", M0__PLACE_EXTERNAL)};
   m0__route_spec er[] = {rspec("GET", "/far", "far", 5)};
   c = cfg_with(ex, 1, er, 1);
-  assert_int_equal(m0__app_decl_make(&d, &handled, c, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &handled, c, why, sizeof why), 0);
   assert_int_equal(d.nactors, 1);
   assert_null(d.kinds[0]);
   assert_int_equal(d.nroutes, 1);
@@ -1364,7 +1364,7 @@ static void test_app_decl_refusals(void **st) {
   k[2].name = "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcd"; /* 48: a name */
   m0__app_decl d;
   char why[1500];
-  assert_int_equal(m0__app_decl_make(&d, &app, NULL, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &app, NULL, why, sizeof why), 0);
   m0__app_decl_free(&d);
   k[2].receive = NULL;
   decl_refused(&app, NULL, false, "m0_app.actors[2] (\"abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcd\") has no "
@@ -1392,7 +1392,7 @@ static void test_app_decl_refusals(void **st) {
   cfg_done(c);
   ext[4] = spec("k7", M0__PLACE_THREAD);
   c = cfg_with(ext, 5, NULL, 0);
-  assert_int_equal(m0__app_decl_make(&d, &big, c, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &big, c, why, sizeof why), 0);
   assert_int_equal(d.nactors, 64);
   m0__app_decl_free(&d);
   cfg_done(c);
@@ -1407,7 +1407,7 @@ static void test_app_decl_refusals(void **st) {
                "app_actors with placement external, or fix the name");
   m0__actor_spec nope[] = {spec("nope", M0__PLACE_EXTERNAL)};
   c = cfg_with(nope, 1, NULL, 0); /* declared in the file: served */
-  assert_int_equal(m0__app_decl_make(&d, &ra, c, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &ra, c, why, sizeof why), 0);
   m0__app_decl_free(&d);
   cfg_done(c);
   r[0].actor = "";
@@ -1430,7 +1430,7 @@ static void test_app_decl_refusals(void **st) {
    * nor actor: served */
   m0__route_spec fx[] = {rspec("GET", "/x", "silent", 5)};
   c = cfg_with(NULL, 0, fx, 1);
-  assert_int_equal(m0__app_decl_make(&d, &ra, c, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &ra, c, why, sizeof why), 0);
   m0__app_decl_free(&d);
   cfg_done(c);
 
@@ -1446,18 +1446,13 @@ static void test_app_decl_refusals(void **st) {
   decl_refused(&fake_app, c, false, "app_actors places actor \"ghost\" on a process, but it has no actor kind \"ghost\"");
   cfg_done(c);
 
-  /* prefork: only threads */
+  /* prefork serves process and external placements too (the supervisor's
+   * relay, actors/relay.h): nothing to refuse */
   th[1] = spec("far", M0__PLACE_EXTERNAL);
   c = cfg_with(th, 2, NULL, 0);
-  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, false, why, sizeof why), 0);
+  assert_int_equal(m0__app_decl_make(&d, &fake_app, c, why, sizeof why), 0);
+  assert_int_equal(d.actors[0].placement, M0__PLACE_PROCESS);
   m0__app_decl_free(&d);
-  decl_refused(&fake_app, c, true,
-               "actor \"echo\" is placed process (app_actors); under --workers only thread placement is served: place "
-               "it \"thread\", or serve with --threads");
-  cfg_done(c);
-  th[0].placement = M0__PLACE_THREAD;
-  c = cfg_with(th, 2, NULL, 0);
-  decl_refused(&fake_app, c, true, "actor \"far\" is placed external (app_actors); under --workers only thread");
   cfg_done(c);
 }
 
@@ -1477,10 +1472,8 @@ static void test_checks_actors(void **st) {
   assert_int_equal(CHECKS(&fake_app, ch, "--topology", ext), -1);
   assert_string_equal(ch[M0__C_actors].detail,
                       "3 application actors (2 placed by the topology file), 5 routes served by actors");
-  refused(CHECKS(&fake_app, ch, "--topology", ext, "--workers", "2"), ch, M0__C_actors,
-          "actor \"echo\" is placed external (app_actors); under --workers only thread placement is served",
-          "place it \"thread\", or serve with --threads");
-  assert_string_equal(ch[M0__C_actors].fix, "place it \"thread\", or serve with --threads");
+  assert_int_equal(CHECKS(&fake_app, ch, "--topology", ext, "--workers", "2"), -1); /* relayed, not refused */
+  assert_true(ch[M0__C_actors].ok);
   const char *unk = topo_write("unk.json", "{\"routes\": [" RT("GET", "/a: b", "nope") "]}");
   refused(CHECKS(&app_routes, ch, "--topology", unk), ch, M0__C_actors,
           "route GET /a: b names actor \"nope\", which neither the program nor app_actors declares",
@@ -1778,15 +1771,12 @@ static void test_doctor_actors(void **st) {
   json_decref(j);
   rmdir(d);
 
-  /* refused under --workers: the check says why (exit 78), the lists are
-   * still the description */
+  /* under --workers too: the actors' URLs are the supervisor's */
   j = DOCTOR(&fake_app, &rc, "--topology", file, "--threads", "1", "--workers", "2");
-  assert_int_equal(rc, 78);
+  assert_int_equal(rc, 0);
   json_t *c = json_array_get(json_object_get(j, "checks"), M0__C_actors);
   assert_string_equal(json_string_value(json_object_get(c, "name")), "actors");
-  assert_true(json_is_false(json_object_get(c, "ok")));
-  assert_true(has(json_string_value(json_object_get(c, "detail")), "under --workers only thread placement is served"));
-  assert_int_equal(json_integer_value(json_object_get(c, "exit")), 78);
+  assert_true(json_is_true(json_object_get(c, "ok")));
   assert_int_equal(json_array_size(json_object_get(json_object_get(j, "topology"), "app_actors")), 3);
   json_decref(j);
   /* a declaration that cannot be served: no lists rather than wrong ones */

@@ -943,14 +943,16 @@ def by_worker(port, n=8, method="POST", body=b"w"):
 def both_workers_answered(port, pids, tries=20):
     """Asks until a round of connections on both workers is answered 200,
     each by one of the instances (pids): the workers of that round, and the
-    answers before it that were neither that nor 503 (a worker whose leg is
-    not up yet has no instance)."""
+    answers that were neither that nor 503 (a worker whose leg is not up
+    yet has no instance), which end the asking."""
     bad = []
     for _ in range(tries):
         got = by_worker(port)
         if all(st == 200 and j and j.get("pid") in pids and j.get("body") == "w" for _, st, j in got):
             return {w for w, _, _ in got}, bad
         bad += [g for g in got if g[1] not in (200, 503)]
+        if bad:  # nothing but 503 may come before the legs are up
+            break
         time.sleep(0.05)
     return set(), bad + got
 

@@ -32,6 +32,7 @@ static void leg_open(m0__relay *r, m0__relay_leg *l, int w) {
   nng_socket_set_ms(l->sock, NNG_OPT_RECONNMINT, 10);
   nng_socket_set_ms(l->sock, NNG_OPT_RECONNMAXT, 200);
   nng_socket_set_size(l->sock, NNG_OPT_RECVMAXSZ, M0__ENV_HEADER + M0__ENV_MAX_PAYLOAD + M0__SEAL_LEN);
+  nng_socket_set_int(l->sock, NNG_OPT_SENDBUF, 16); /* a REPLY is put, never waited for (its worker may be gone) */
   if (nng_dial(l->sock, r->doors[w], NULL, NNG_FLAG_NONBLOCK) != 0 ||
       nng_socket_get_int(l->sock, NNG_OPT_RECVFD, &l->fd) != 0) {
     m0__socket_close(l->sock);
@@ -68,7 +69,11 @@ static void relay_request(m0__relay *r, int k, nng_msg *m) {
   nng_pipe p = NNG_PIPE_INITIALIZER;
   p.id = r->leg_pipe[k];
   nng_msg_set_pipe(m, p);
-  if (nng_sendmsg(r->svc->self.mailbox, m, NNG_FLAG_NONBLOCK) != 0) {
+  /* Blocking, as a loop's send is (the poly mailbox's send timeout,
+   * 100 ms): the socket takes one message at a time, so a second worker's
+   * batch close behind the first would find it busy and, without waiting,
+   * be lost. */
+  if (nng_sendmsg(r->svc->self.mailbox, m, 0) != 0) {
     atomic_fetch_add(&r->dropped, 1); /* its requests answer 504 at their deadline (actors/service.h) */
     nng_msg_free(m);
   }

@@ -20,6 +20,11 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
   s->nloops = nloops;
   s->loop_base = loop_base;
   pthread_mutex_init(&s->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->left, &ca);
+  pthread_condattr_destroy(&ca);
   m0__app_actor_named(index, name);
 }
 
@@ -108,6 +113,7 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
       atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
       atomic_store(&sl->pipe, 0);
       atomic_store(&sl->inflight, 0); /* a loop gives nothing back to a slot of another generation */
+      pthread_cond_broadcast(&s->left);
     }
   }
   pthread_mutex_unlock(&s->mu);
@@ -212,9 +218,28 @@ void m0__service_stop_instances(m0__service *s) {
   pthread_mutex_unlock(&s->mu);
 }
 
+static int connected_now(m0__service *s) {
+  int n = 0;
+  for (int k = 0; k < s->nslots; k++) n += atomic_load(&s->slots[k].pipe) != 0;
+  return n;
+}
+
+void m0__service_await_instances(m0__service *s, int64_t deadline) {
+  if (!s->connected || !s->self.open || s->door) return;
+  struct timespec until = {.tv_sec = deadline / 1000, .tv_nsec = (deadline % 1000) * 1000000L};
+  pthread_mutex_lock(&s->mu);
+  int n;
+  while ((n = connected_now(s)) > 0 && pthread_cond_timedwait(&s->left, &s->mu, &until) == 0) {
+  }
+  n = connected_now(s);
+  pthread_mutex_unlock(&s->mu);
+  if (n) fprintf(stderr, "m0: actor %s: %d instances did not leave on STOP within the drain's bound\n", s->name, n);
+}
+
 void m0__service_close(m0__service *s) {
   if (s->self.open) m0__actor_close(&s->self);
   if (s->rx_started) pthread_join(s->rx, NULL);
   s->rx_started = false;
   pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->left);
 }

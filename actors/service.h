@@ -72,6 +72,7 @@ typedef struct m0__service {
   int nslots;         /* threads: how many; connected: M0__SLOTS */
   atomic_int used;    /* slots below this have ever held an instance: what a pick walks */
   pthread_mutex_t mu; /* slot assignment on pipe events */
+  pthread_cond_t left; /* an instance's pipe went (for m0__service_await_instances) */
   m0__actor self;     /* connected: the pair1 socket, as a mailbox (traced) */
   pthread_t rx;
   bool rx_started;
@@ -98,6 +99,11 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
 /* Every connected instance is sent STOP (it finishes, replies, leaves);
  * none from a worker's door (the supervisor stops them). */
 void m0__service_stop_instances(m0__service *s);
+/* Waits until every connected instance has left, or deadline (ms,
+ * m0__now_ms's clock): a STOP is queued on a socket whose close would
+ * discard it, so the drain gives it the time to go. Those still connected
+ * at the deadline are said on stderr. */
+void m0__service_await_instances(m0__service *s, int64_t deadline);
 /* Closes the socket and joins the reply thread. */
 void m0__service_close(m0__service *s);
 /* Live instances now. */

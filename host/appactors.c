@@ -143,6 +143,7 @@ void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline) 
   for (int i = 0; i < a->n; i++) m0__service_stop_instances(&a->svcs[i]);
   m0__children_stop(a->children, deadline);
   a->children = NULL;
+  for (int i = 0; i < a->n; i++) m0__service_await_instances(&a->svcs[i], deadline); /* external ones */
 }
 
 void m0__app_actors_close(m0__app_actors *a) {

@@ -56,7 +56,8 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
 /* How many handles decl adds (its thread instances). */
 int m0__app_actors_handles(const m0__app_decl *decl);
 /* After the loops drained: every instance is asked to stop; spawned ones
- * are waited for until deadline (then killed). */
+ * are waited for until deadline (then killed), and connected ones until
+ * they have left (or deadline), so no STOP is lost in a closing socket. */
 void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline);
 /* After the handles are closed. */
 void m0__app_actors_close(m0__app_actors *a);

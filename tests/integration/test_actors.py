@@ -957,6 +957,32 @@ def both_workers_answered(port, pids, tries=20):
     return set(), bad + got
 
 
+def instances_by_worker(port, actor="echo", n=8):
+    """{worker: m0_actor_instances of actor} as each worker's own /metrics
+    says it, from n keep-alive connections held at once (so both workers
+    have some), each asking /instance then /metrics."""
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=8) for _ in range(n)]
+    out = {}
+    try:
+        ws = []
+        for c in conns:
+            c.request("GET", "/instance")
+            r = c.getresponse()
+            r.read()
+            ws.append(r.getheader("x-worker"))
+        for c, w in zip(conns, ws):
+            c.request("GET", "/metrics")
+            r = c.getresponse()
+            m = re.search(rf'^m0_actor_instances{{actor="{actor}"[^}}]*}} (\d+)$', r.read().decode(), re.M)
+            out[w] = int(m.group(1)) if m else None
+    except (OSError, http.client.HTTPException):
+        pass
+    finally:
+        for c in conns:
+            c.close()
+    return out
+
+
 def relayed():
     # An external instance dials the one URL the doctor names (the
     # supervisor's); both workers' requests reach it.
@@ -1017,6 +1043,9 @@ def relayed():
     with host(topo, "--workers", "2", rd=rd, cls=Prefork) as s:
         w = wire_actor(url, "silent")
         F.check(read_lines(w, 1, 10) == ["connected"], f"--workers 2: the silent wire actor connects ({w.poll()})")
+        # connected to the supervisor; each worker has it once its leg is up
+        ups = wait_for(lambda: (lambda d: d if d == {"0": 1, "1": 1} else None)(instances_by_worker(s.port)), 10)
+        F.check(ups, f"--workers 2: both workers have the silent instance ({instances_by_worker(s.port)})")
         conns = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=8) for _ in range(8)]
         where = []
         for c in conns:

@@ -17,6 +17,7 @@
 #include "actors/actor.h"
 #include "actors/admit.h"
 #include "actors/kinds.h"
+#include "actors/recent.h"
 #include "base/errors.h"
 #include "base/nng_compat.h"
 #include "base/ids.h"
@@ -296,7 +297,8 @@ static void trace_one(m0__tracer *t, int dir, const m0__env *e, size_t bytes) {
   m0__le_put32(rec + M0__ENV_HEADER + 16, r.tid);
   m0__le_put32(rec + M0__ENV_HEADER + 20, r.process);
   pthread_mutex_lock(&t->mu);
-  if (!trace_keeps(t, e)) {
+  bool keep = trace_keeps(t, e);
+  if (!keep) {
   } else if (t->out) {
     char line[512];
     m0__trace_format(&r, line, sizeof line);
@@ -308,6 +310,7 @@ static void trace_one(m0__tracer *t, int dir, const m0__env *e, size_t bytes) {
     t->records++;
   }
   pthread_mutex_unlock(&t->mu);
+  if (keep) m0__recent_put(rec); /* for the observer's page (actors/recent.h) */
 }
 
 /* ---- control ---- */

@@ -392,10 +392,11 @@ static void coord_on_metrics(m0__http *h, m0_response *res) {
 }
 
 /* m0_respond_graph, answered on the loop (host/observer.c). */
-static void coord_on_graph(m0__http *h, m0_response *res) {
+static char *coord_on_graph(m0__http *h, const char *records_of) {
   m0__loop *l = h->owner;
   char process[24];
-  m0__observer_respond(l, coord_process(l, process, sizeof process), res);
+  if (records_of) return m0__observer_records(records_of);
+  return m0__observer_graph(l, coord_process(l, process, sizeof process));
 }
 
 /* What a loop takes from the configuration: the loop itself never reads it

@@ -11,6 +11,7 @@
 
 #include "actors/admit.h"
 #include "actors/edges.h"
+#include "actors/recent.h"
 #include "actors/service.h"
 #include "base/ids.h"
 
@@ -96,7 +97,7 @@ static void pipe_where(unsigned pipe_id, const char *host, char *out, size_t n) 
   }
 }
 
-void m0__observer_respond(const m0__loop *l, const char *process, m0_response *res) {
+char *m0__observer_graph(const m0__loop *l, const char *process) {
   const m0__topology *t = l->topo;
   bool prefork = t->mode == M0__MODE_PREFORK;
   char host[256] = "localhost", name[64], proc[32], other[64];
@@ -209,10 +210,49 @@ void m0__observer_respond(const m0__loop *l, const char *process, m0_response *r
                            "machine", host, "process", process, "nodes", nodes, "edges", edges);
   char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
   json_decref(root);
-  if (!text) {
-    m0__respond_status(res, 500, NULL);
-    return;
+  return text;
+}
+
+/* ---- an actor's recent records ---- */
+
+typedef struct picked {
+  const char *actor;
+  size_t len;
+  m0__trace_rec r[M0__OBSERVER_RECORDS];
+  int n, head; /* the last M0__OBSERVER_RECORDS, a ring */
+} picked;
+
+/* name is the actor's, or one of its instances' (actor "echo": "echo.0"). */
+static bool names(const picked *p, const char *name) {
+  return !strncmp(name, p->actor, p->len) && (name[p->len] == 0 || name[p->len] == '.');
+}
+
+static void pick(void *arg, const m0__trace_rec *r) {
+  picked *p = arg;
+  char from[64], to[64];
+  m0__actor_name(r->e.from, from, sizeof from);
+  m0__actor_name(r->e.to, to, sizeof to);
+  if (!names(p, from) && !names(p, to)) return;
+  p->r[(p->head + p->n) % M0__OBSERVER_RECORDS] = *r;
+  if (p->n < M0__OBSERVER_RECORDS) p->n++;
+  else p->head = (p->head + 1) % M0__OBSERVER_RECORDS;
+}
+
+char *m0__observer_records(const char *actor) {
+  picked *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->actor = actor;
+  p->len = strlen(actor);
+  m0__recent_each(pick, p);
+  json_t *recs = json_array();
+  for (int i = 0; i < p->n; i++) {
+    char line[512];
+    m0__trace_format(&p->r[(p->head + i) % M0__OBSERVER_RECORDS], line, sizeof line);
+    json_array_append_new(recs, json_loads(line, 0, NULL)); /* the very record m0trace prints */
   }
-  m0_respond(res, 200, "application/json", text, strlen(text), M0_BODY_COPY);
-  free(text);
+  free(p);
+  json_t *root = json_pack("{s:s, s:o}", "actor", actor, "records", recs);
+  char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+  json_decref(root);
+  return text;
 }

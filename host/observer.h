@@ -1,5 +1,6 @@
 /* The observer's graph (m0_respond_graph): the host's actors as a graph,
- * answered on a loop as JSON, and drawn by the dashboard's page.
+ * answered on a loop as JSON (or streamed, once a second: http/stream.h),
+ * and drawn by the dashboard's page; and an actor's recent trace records.
  *
  *   {"t": unix ms, "mode", "machine": hostname, "process": who answered,
  *    "nodes": [{"name", "role", "process", "thread", "url", ...figures}],
@@ -27,9 +28,15 @@
 #define M0_HOST_OBSERVER_H
 
 #include "actors/loop.h"
-#include "http/response.h"
 
-/* Answers res with l's host's graph; process is this process's label. */
-void m0__observer_respond(const m0__loop *l, const char *process, m0_response *res);
+/* l's host's graph as JSON (malloc'd, or NULL); process is this
+ * process's label. */
+char *m0__observer_graph(const m0__loop *l, const char *process);
+/* The recent trace records (actors/recent.h) of the actor named `actor`
+ * (from or to it; an application actor's: of any of its instances), the
+ * last M0__OBSERVER_RECORDS, oldest first, as JSON (malloc'd, or NULL):
+ *   {"actor": name, "records": [m0trace's record objects]} */
+#define M0__OBSERVER_RECORDS 40
+char *m0__observer_records(const char *actor);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "actors/admit.h"
 #include "actors/edges.h"
+#include "actors/recent.h"
 #include "base/errors.h"
 #include "host/signals.h"
 #include "transport/links.h"
@@ -128,6 +129,7 @@ int m0__process_setup(m0__process *p) {
   if (p->reload.generation > 1 && !p->inherit_dir) memset(p->page.lines, 0, (size_t)p->loops * sizeof *p->page.lines);
   m0__refusals_attach(p->page.refusals, M0__PAGE_REFUSAL_LINES);
   m0__edges_attach(p->page.edges, M0__PAGE_EDGE_LINES);
+  m0__recent_attach(p->page.traces);
   /* The family's cookie (actors/admit.h): a worker's is its supervisor's. */
   if (p->inherit_dir ? m0__family_inherit(getenv("M0__COOKIE")) != 0
                      : !m0__family_known() && m0__family_make() != 0) {

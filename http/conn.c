@@ -343,9 +343,9 @@ static void conn_latency(m0__conn *c) {
   if (h->latency) m0__latency_add(&h->latency[c->route], m0__latency_now_ns() - c->t0_ns);
 }
 
-static void conn_graph(void *ctx, m0_response *res) {
+static char *conn_graph(void *ctx, const char *records_of) {
   m0__conn *c = ctx;
-  c->h->graph(c->h, res);
+  return c->h->graph(c->h, records_of);
 }
 
 /* Answers the request the parser just completed, into the target queue. */
@@ -825,6 +825,7 @@ void m0__http_abort(m0__http *h, m0__conn *c) { conn_close(c); }
 void m0__http_sweep(m0__http *h) {
   uint64_t now = uv_now(h->uv);
   if (h->heartbeat_ms) m0__stream_beat(h, now);
+  m0__stream_graph(h, now);
   m0__conn *next;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;

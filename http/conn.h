@@ -103,8 +103,10 @@ typedef struct m0__http {
    * its answer is begun; trace_flags are its traceparent's. The loop's
    * tracer records it (actors/trace.h, m0__trace_served). */
   void (*served)(struct m0__http *h, const m0_request *req, uint8_t trace_flags, int status, size_t bytes);
-  /* Optional: m0_respond_graph on the loop (host/observer.h). */
-  void (*graph)(struct m0__http *h, m0_response *res);
+  /* Optional: m0_respond_graph on the loop (host/observer.h): the graph
+   * as JSON, or an actor's recent trace records (records_of); malloc'd. */
+  char *(*graph)(struct m0__http *h, const char *records_of);
+  uint64_t graph_next_ms; /* the sweep's next graph frame to the m0.graph streams */
   /* Called (on the loop) after a connection's memory is released. */
   void (*on_closed)(struct m0__http *h);
   void *owner;

@@ -326,6 +326,47 @@ m0_deferred *m0_defer(m0_response *res, unsigned timeout_ms) {
   return res->defer_begin(res->stream_ctx, res, timeout_ms);
 }
 
+static int respond_stream(m0_response *res, const char *channel);
+
+char *m0__graph_event(const char *json, size_t *len) {
+  static const char head[] = "event: graph\ndata: ", fetch[] = "{\"fetch\":true}";
+  size_t n = strlen(json);
+  if (sizeof head + n > M0__FRAME_MAX / 2) { /* half the queue: another may still be on its way */
+    json = fetch;
+    n = sizeof fetch - 1;
+  }
+  char *f = malloc(sizeof head + n);
+  if (!f) return NULL;
+  memcpy(f, head, sizeof head - 1);
+  memcpy(f + sizeof head - 1, json, n);
+  *len = sizeof head - 1 + n;
+  return f;
+}
+
+/* The actor whose records a graph request asks for (?records=NAME), or
+ * none: into out (a name is short: longer is no actor's). */
+static bool graph_records_of(const m0_request *req, char *out, size_t n) {
+  m0_query_iter it;
+  m0_str k, v;
+  m0_query_init(&it, req ? req->query : (m0_str){NULL, 0});
+  while (m0_query_next(&it, &k, &v))
+    if (k.n == 7 && !memcmp(k.p, "records", 7) && v.n && v.n < n) {
+      memcpy(out, v.p, v.n);
+      out[v.n] = 0;
+      return true;
+    }
+  return false;
+}
+
+/* Asked for as a stream (an EventSource's Accept). */
+static bool graph_streamed(const m0_request *req) {
+  m0_str a = req ? m0_request_header(req, "Accept") : (m0_str){NULL, 0};
+  static const char es[] = "text/event-stream";
+  for (size_t i = 0; a.n >= sizeof es - 1 && i <= a.n - (sizeof es - 1); i++)
+    if (!strncasecmp(a.p + i, es, sizeof es - 1)) return true;
+  return false;
+}
+
 int m0_respond_graph(m0_response *res) {
   if (res->done) return -1;
   if (!res->graph) {
@@ -333,8 +374,27 @@ int m0_respond_graph(m0_response *res) {
     m0__respond_status(res, 409, NULL);
     return -1;
   }
-  res->graph(res->stream_ctx, res);
-  return 0;
+  char who[64];
+  bool records = graph_records_of(res->req, who, sizeof who);
+  char *json = res->graph(res->stream_ctx, records ? who : NULL);
+  if (!json) {
+    m0__respond_status(res, 503, NULL);
+    return -1;
+  }
+  int rv = 0;
+  if (!records && graph_streamed(res->req)) {
+    /* The host's own stream: this graph first, then one a second from the
+     * loop's sweep (m0__http_graph_beat). */
+    rv = respond_stream(res, M0__GRAPH_CHANNEL);
+    size_t n;
+    char *ev = rv == 0 && !res->head ? m0__graph_event(json, &n) : NULL;
+    if (ev) rv = m0_stream_write(res, ev, n);
+    free(ev);
+  } else {
+    m0_respond(res, 200, "application/json", json, strlen(json), M0_BODY_COPY);
+  }
+  free(json);
+  return rv;
 }
 
 int m0_respond_stream(m0_response *res, const char *channel) {
@@ -351,6 +411,11 @@ int m0_respond_stream(m0_response *res, const char *channel) {
     m0__respond_status(res, 500, NULL);
     return -1;
   }
+  return respond_stream(res, channel);
+}
+
+/* A stream on channel (checked, or the host's own), on the loop. */
+static int respond_stream(m0_response *res, const char *channel) {
   res->done = true;
   res->status = 200;
   /* The stream's own headers, unless the application set them (one each);

@@ -34,8 +34,10 @@ struct m0_response {
   m0_deferred *(*defer_begin)(void *ctx, m0_response *res, unsigned timeout_ms);
   m0_writer *(*writer_begin)(void *ctx, m0_response *res, int status, const char *content_type,
                              void (*on_gone)(void *arg), void *arg);
-  /* m0_respond_graph: the host's actor graph (host/observer.h). */
-  void (*graph)(void *ctx, m0_response *res);
+  /* m0_respond_graph: the host's actor graph as JSON, or (records_of not
+   * NULL) that actor's recent trace records (host/observer.h); malloc'd,
+   * NULL when out of memory. */
+  char *(*graph)(void *ctx, const char *records_of);
   void *stream_ctx;
   const m0_request *req; /* the request being answered (for a deferred answer's log line) */
   bool deferred;
@@ -89,5 +91,14 @@ bool m0__channel_ok_n(const char *channel, size_t n); /* the same, of n bytes th
 /* What a frame may hold: event lines without the id, at most M0__FRAME_MAX. */
 #define M0__FRAME_MAX (64u * 1024u)
 bool m0__frame_ok(const void *frame, size_t len);
+
+/* The host's own stream of its actor graph (m0_respond_graph asked with
+ * Accept: text/event-stream): a channel no application can name. */
+#define M0__GRAPH_CHANNEL "m0.graph"
+/* A graph (JSON, no newline) as the frame of one "graph" event, malloc'd
+ * (*len its length), or NULL. A graph larger than half a stream's queue
+ * (32 KiB: a slow reader's next could find no room, and be dropped) is
+ * the frame {"fetch":true} instead: the page then asks for it as JSON. */
+char *m0__graph_event(const char *json, size_t *len);
 
 #endif

@@ -57,6 +57,9 @@ int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n);
 void m0__stream_forget(m0__conn *c);
 /* From the sweep: a beat to every stream idle for h->heartbeat_ms. */
 void m0__stream_beat(m0__http *h, uint64_t now);
+/* From the sweep: about once a second, while some stream of this loop is on
+ * the graph's channel (M0__GRAPH_CHANNEL), the graph as an event to each. */
+void m0__stream_graph(m0__http *h, uint64_t now);
 /* From the drain: every stream gets its closing event (a WebSocket its
  * close frame, 1001) and leaves h->streams, to close once that is written. */
 void m0__stream_close_all(m0__http *h);

@@ -16,6 +16,8 @@
  *                process, read by m0pub) and its counters (actors/bus.h)
  *   then M0__PAGE_EDGE_LINES lines: the messages sent on each edge (from,
  *                to) by any process of the host (actors/edges.h)
+ *   then the recent trace records: a ring of M0__PAGE_TRACE_LINES that
+ *                every process's tracer writes while on (actors/recent.h)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -27,7 +29,7 @@
 #include <stdint.h>
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 6
+#define M0__PAGE_VERSION 7
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -86,6 +88,20 @@ typedef struct m0__edge_line {
   _Atomic uint64_t n;
 } m0__edge_line;
 
+/* The recent trace records: a record (M0__TRACE_RECORD bytes, in nine
+ * words) under a stamp, its number in the ring's order + 1 (0: being
+ * written). */
+#define M0__PAGE_TRACE_LINES 1024
+typedef struct m0__trace_line {
+  _Atomic uint64_t stamp;
+  _Atomic uint64_t w[9];
+} m0__trace_line;
+typedef struct m0__trace_ring {
+  _Atomic uint64_t next; /* records ever put */
+  uint64_t pad_[7];
+  m0__trace_line lines[M0__PAGE_TRACE_LINES];
+} m0__trace_ring;
+
 typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
@@ -94,6 +110,7 @@ typedef struct m0__page {
   m0__refusal_line *refusals; /* M0__PAGE_REFUSAL_LINES, after the lines */
   m0__bus_line *bus;          /* after the refusals */
   m0__edge_line *edges;       /* M0__PAGE_EDGE_LINES, after the bus */
+  m0__trace_ring *traces;     /* after the edges */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;
 

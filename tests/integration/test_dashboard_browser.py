@@ -4,7 +4,7 @@ Streams and the bus, Drain).
 Proves, with `dashboard --threads 2 --blocking-threads 1` and Debian's headless `chromium` driven
 through `chromedriver` (W3C WebDriver over HTTP, standard library only; both
 are apt-get installed when missing, and a failed install fails the test):
-- the page at GET / loads and opens one EventSource, on /events, that is OPEN
+- the page at GET / loads and opens an EventSource on /events that is OPEN
   (readyState 1) and receives `stats` frames with numeric ids (seen through a
   hook chromedriver adds before the page's own script: it wraps `EventSource`
   to count what each instance receives and changes nothing the page does); no
@@ -12,9 +12,13 @@ are apt-get installed when missing, and a failed install fails the test):
 - the page draws them: its badge says "live", its header names mode threads,
   2 loops and the server's pid, its per-loop table has two rows, and its
   streams card counts the browser's own stream (>= 1);
-- the observer: the page draws a box per node of GET /graph and a line per
-  edge; a click on loop.1 selects it, and its detail shows its process and
-  its edges with their rates (loop.1 → pool.1.0: job, stop — N msg/s);
+- the observer: the page's second EventSource, on /graph (the host's own
+  stream of its graph), is OPEN and receives `graph` events; the page draws
+  a box per node of GET /graph and a line per edge; a click on loop.1
+  selects it, and its detail shows its process and its edges with their
+  rates (loop.1 → pool.1.0: job, stop — N msg/s); with tracing switched on
+  by a real m0trace, loop.1's recent trace records show below the graph,
+  each from or to loop.1, the producer's frames among them;
 - 200 GET /hello from the test: within 5 s the requests the page shows
   (summed over its per-loop rows) are at least 200 above what it showed
   before, and its requests / s card rises to 50 or more;
@@ -61,7 +65,7 @@ HOOK = r"""
       const rec = { es: this, url: this.url, events: {}, lastEventId: "" };
       seen.push(rec);
       const count = (e) => { rec.events[e.type] = (rec.events[e.type] || 0) + 1; rec.lastEventId = e.lastEventId; };
-      for (const t of ["message", "stats", "m0.closing"]) this.addEventListener(t, count);
+      for (const t of ["message", "stats", "graph", "m0.closing"]) this.addEventListener(t, count);
     }
   };
 })();
@@ -82,6 +86,7 @@ return {nodes: [...svg.querySelectorAll(".node")].map((g) => g.dataset.name),
   edges: [...svg.querySelectorAll(".edge")].map((p) => [p.dataset.from, p.dataset.to]),
   selected: [...svg.querySelectorAll(".node.sel")].map((g) => g.dataset.name),
   detail: document.getElementById("detail").textContent};"""
+RECORDS_JS = """return document.getElementById("records").textContent;"""
 CLICK_JS = """const g = [...document.querySelectorAll("#graph .node")].find((x) => x.dataset.name === arguments[0]);
 if (g) g.dispatchEvent(new MouseEvent("click", {bubbles: true})); return !!g;"""
 
@@ -320,7 +325,9 @@ def browser():
         if not have_browser():
             return
     t0 = time.monotonic()
-    with Server("dashboard", "--threads", "2", "--blocking-threads", "1", "--port", "0") as s, Driver(out) as d:
+    run = tempfile.mkdtemp(prefix="m0-dash-run-")  # m0trace finds the host here
+    with Server("dashboard", "--threads", "2", "--blocking-threads", "1", "--port", "0", "--run-dir", run) as s, \
+            Driver(out) as d:
         caps = d.start()
         print(f"test: {caps.get('browserName')} {caps.get('browserVersion')} session in "
               f"{time.monotonic() - t0:.1f}s", flush=True)
@@ -334,7 +341,12 @@ def browser():
         es = poll(lambda: [e for e in d.js(STREAMS_JS) if e["readyState"] == 1
                            and e["events"].get("stats", 0) >= 2], 5) or d.js(STREAMS_JS)
         F.check(len(es) == 1 and es[0]["url"] == s.url("/events"),
-                f"{label}: the page opened one EventSource, on {s.url('/events')} ({es})")
+                f"{label}: the page opened one EventSource on {s.url('/events')} receiving stats ({es})")
+        # The observer's: the host's own stream of its graph, once a second.
+        gs = poll(lambda: [e for e in d.js(STREAMS_JS) if e["url"] == s.url("/graph") and e["readyState"] == 1
+                           and e["events"].get("graph", 0) >= 2], 5) or d.js(STREAMS_JS)
+        F.check(len(gs) == 1 and len(d.js(STREAMS_JS)) == 2,
+                f"{label}: and one on {s.url('/graph')}, OPEN, receiving `graph` events within 5 s ({gs})")
         e = es[0] if es else {"events": {}}
         F.check(e.get("readyState") == 1, f"{label}: its readyState is 1, OPEN ({e})")
         F.check(e["events"].get("stats", 0) >= 2, f"{label}: it received `stats` frames within 5 s ({e})")
@@ -372,6 +384,20 @@ def browser():
                 and "msg/s" in sel["detail"],
                 f"{label}: clicked, loop.1 is selected and its detail shows where it lives and its edges with "
                 f"their messages per second ({sel['selected']}, {sel['detail'][:300]!r})")
+        # Tracing switched on (m0trace): the selected actor's recent records
+        # show (the producer's frames to loop.1 at least, twice a second).
+        tr = subprocess.Popen([os.path.join(BIN, "m0trace"), "--run-dir", run, f"ipc://{run}/trace.sock"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            recs = poll(lambda: (lambda t: t if t.startswith("recent trace records of loop.1") else None)(d.js(RECORDS_JS)),
+                        8) or d.js(RECORDS_JS)
+        finally:
+            tr.send_signal(signal.SIGINT)
+            tr.wait(timeout=10)
+        lines = recs.splitlines()[1:]
+        F.check(lines and all("loop.1" in x for x in lines) and any(" frame " in x for x in lines),
+                f"{label}: tracing on, loop.1's recent trace records show under the graph, each from or to it, "
+                f"the producer's frames among them ({recs[:400]!r})")
 
         # Traffic from here; the page's numbers follow.
         conns = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=5) for _ in range(4)]
@@ -428,6 +454,7 @@ def browser():
             rc = None
             print(err)
         F.check(rc == 0, f"{label}: SIGTERM -> exit 0 within 5 s (rc {rc}):\n{s.stderr()}")
+    shutil.rmtree(run, ignore_errors=True)
     F.check(not d.left, f"{label}: no chromium process left after stopping chromedriver ({d.left})")
     print(f"test: browser part took {time.monotonic() - t0:.1f}s", flush=True)
 

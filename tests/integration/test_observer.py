@@ -23,7 +23,12 @@ placed external by a topology file and served by a real `echo_actor`:
 - the graph is true: every message m0trace sees while requests go through
   the actor and the loop (`m0trace --run-dir`, every kind) is on an edge of
   the graph, of a kind that edge names (but m0trace's own controls, from
-  external.<pid>: a tool, no actor of the topology).
+  external.<pid>: a tool, no actor of the topology);
+- with an external echo (--threads and --workers): the actor's recent trace
+  records (/graph?records=echo, and loop.0's) are each from or to it, the
+  request sent with a traceparent among them by its id, none for an actor
+  that is not; GET /graph with Accept: text/event-stream is the host's own
+  stream of graph events, about one a second.
 """
 import http.client
 import json
@@ -33,6 +38,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 
 import harness
 from harness import BIN, Failures, Prefork, Server, get, wait_for
@@ -167,7 +173,11 @@ def traced_pairs(run, port, topo):
         if not wait_for(lambda: "listening" in harness.read_log(err) or p.poll() is not None, 5):
             return None
         traffic(port)
-        wait_for(lambda: harness.read_log(out).count('"kind":"reply"') >= 2, 5)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/echo", headers={"traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"})
+        c.getresponse().read()
+        c.close()
+        wait_for(lambda: harness.read_log(out).count('"kind":"reply"') >= 2 and TRACE_ID in harness.read_log(out), 5)
     finally:
         if p.poll() is None:
             os.kill(p.pid, signal.SIGINT)
@@ -177,6 +187,59 @@ def traced_pairs(run, port, topo):
     # frames) comes from external.<pid>, no actor of the topology.
     return {(named(r["from"]), named(r["to"]), r["kind"]) for r in recs
             if r["dir"] != "serve" and not r["from"].startswith("external.")}
+
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def streamed(label, port):
+    """GET /graph as an EventSource asks (Accept: text/event-stream): the
+    host's own stream, a `graph` event at once and about once a second
+    after, each a whole graph, later than the one before (bounded reads)."""
+    events = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sk:
+        sk.sendall(b"GET /graph HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        buf = b""
+        deadline = time.monotonic() + 6
+        try:
+            while len(events) < 3 and time.monotonic() < deadline:
+                data = sk.recv(65536)
+                if not data:
+                    break
+                buf += data
+                while b"\n\n" in buf:
+                    ev, buf = buf.split(b"\n\n", 1)
+                    lines = ev.decode().split("\n")
+                    if "event: graph" in lines:
+                        events.append(json.loads(next(x[6:] for x in lines if x.startswith("data: "))))
+        except (OSError, ValueError, StopIteration) as x:
+            events.append(str(x))
+    head = buf if not events else b""
+    ok = len(events) == 3 and all(isinstance(g, dict) and g.get("nodes") and g.get("edges") for g in events)
+    F.check(ok and events[0]["t"] < events[1]["t"] < events[2]["t"],
+            f"{label}: GET /graph as a stream: three `graph` events within 6 s, each a graph, each later "
+            f"({[g['t'] if isinstance(g, dict) else g for g in events]} {head[:200]!r})")
+
+
+def recent_records(label, port):
+    """After m0trace saw traffic (tracing on, then off): /graph?records=NAME
+    is that actor's last messages, the very records m0trace printed."""
+    for who in ("echo", "loop.0"):
+        st, body = get(port, f"/graph?records={who}")
+        d = json.loads(body) if st == 200 else {}
+        recs = d.get("records", [])
+        mine = all(r["from"] == who or r["to"] == who or r["from"].startswith(who + ".") or r["to"].startswith(who + ".")
+                   for r in recs)
+        F.check(st == 200 and d.get("actor") == who and recs and mine and len(recs) <= 40,
+                f"{label}: /graph?records={who}: its recent trace records, each from or to it, 40 at most "
+                f"({st}, {len(recs)}: {recs[:2]})")
+        if who == "echo":
+            F.check(any(r["trace"] == TRACE_ID and r["kind"] in ("request", "reply") for r in recs),
+                    f"{label}: among echo's, the traced request's messages by its id {TRACE_ID} "
+                    f"({[(r['kind'], r['trace']) for r in recs][-6:]})")
+    st, body = get(port, "/graph?records=nosuch")
+    F.check(st == 200 and json.loads(body) == {"actor": "nosuch", "records": []},
+            f"{label}: /graph?records=nosuch: none ({st} {body[:120]})")
 
 
 def messages(g, frm, to):
@@ -280,6 +343,8 @@ def external(mode, machine):
             counted_per_message(label, s.port)
             if edges:
                 true_to_trace(label, edges, traced_pairs(run, s.port, topo))
+                recent_records(label, s.port)
+            streamed(label, s.port)
         finally:
             a.terminate()
             a.wait(timeout=10)

@@ -23,6 +23,10 @@
  *   leg's receive descriptor. Nothing else touches a leg, so no lock.
  * - STOP is the supervisor's: a worker that drains does not stop the
  *   instances (the others still serve), and a leg never carries it.
+ * - A REQUEST is sent as a loop's is, waiting (up to the poly socket's
+ *   100 ms send timeout) for the socket to take it: it takes one message
+ *   at a time, and two workers' batches arrive together. A REPLY is put on
+ *   its leg's send queue without waiting (a worker gone is not waited for).
  * - The hop costs the supervisor one nng receive and one send per batch,
  *   both ways; the relay records no trace of its own (the worker's and the
  *   instance's records are the two ends).

@@ -280,9 +280,12 @@ int m0_respond_stream(m0_response *res, const char *channel);
  * lives (process, thread, machine), its figures (a loop's requests, open
  * connections and pool queue; an actor's instances, in flight, restarts;
  * refusals), and the edges between them with the kinds of message each
- * carries (docs/reference.md, The observer). The dashboard's page draws it.
- * On the loop only: on a pool thread it answers 409 and returns -1.
- * Returns 0. */
+ * carries (docs/reference.md, The observer). Asked with Accept:
+ * text/event-stream it is the host's own stream instead: a "graph" event
+ * now and about once a second after. With ?records=NAME in the query it is
+ * that actor's recent trace records (while tracing is on: m0trace). The
+ * dashboard's page draws it. On the loop only: on a pool thread it answers
+ * 409 and returns -1. Returns 0. */
 int m0_respond_graph(m0_response *res);
 
 /* Writes a frame to this stream alone (a welcome, a snapshot), before the

@@ -356,6 +356,9 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
     return M0__EBADMSG;
   }
   TRACE_HOOK(self, true, &out->env, out->len);
+  /* The observer's waiting messages (actors/edges.h): a host actor's, whose
+   * sends are counted; an outside peer's `from` is its own word. */
+  if (out->origin <= M0__ORIGIN_FAMILY) m0__edge_taken(out->env.from, out->env.to);
   return 0;
 }
 

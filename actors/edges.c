@@ -14,7 +14,9 @@ void m0__edges_attach(m0__edge_line *l, int n) {
   }
 }
 
-void m0__edge_sent(uint32_t from, uint32_t to) {
+/* The line of edge (from, to), taken if it has none yet; NULL when the
+ * table is full. */
+static m0__edge_line *line_of(uint32_t from, uint32_t to) {
   uint64_t key = (uint64_t)from << 32 | to;
   unsigned at = (unsigned)((key * 0x9E3779B97F4A7C15ull) >> 40) % (unsigned)nlines;
   for (int probe = 0; probe < nlines; probe++, at = (at + 1) % (unsigned)nlines) {
@@ -23,18 +25,42 @@ void m0__edge_sent(uint32_t from, uint32_t to) {
       uint64_t zero = 0;
       cur = atomic_compare_exchange_strong(&lines[at].key, &zero, key) ? key : zero; /* zero: who took it meanwhile */
     }
-    if (cur == key) {
-      atomic_fetch_add_explicit(&lines[at].n, 1, memory_order_relaxed);
-      return;
-    }
+    if (cur == key) return &lines[at];
   }
   atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed);
+  return NULL;
 }
 
-void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, uint64_t n), void *arg) {
+void m0__edge_sent(uint32_t from, uint32_t to) {
+  m0__edge_line *l = line_of(from, to);
+  if (l) atomic_fetch_add_explicit(&l->n, 1, memory_order_relaxed);
+}
+
+/* The line is taken here too: the receiver may count before the sender,
+ * whose send is counted once it returned. */
+void m0__edge_taken(uint32_t from, uint32_t to) {
+  m0__edge_line *l = line_of(from, to);
+  if (l) atomic_fetch_add_explicit(&l->taken, 1, memory_order_relaxed);
+}
+
+void m0__edges_settle(bool (*of)(void *arg, uint32_t to), void *arg) {
   for (int i = 0; i < nlines; i++) {
     uint64_t key = atomic_load_explicit(&lines[i].key, memory_order_acquire);
-    if (key) cb(arg, (uint32_t)(key >> 32), (uint32_t)key, atomic_load_explicit(&lines[i].n, memory_order_relaxed));
+    if (key && of(arg, (uint32_t)key))
+      atomic_store_explicit(&lines[i].taken, atomic_load_explicit(&lines[i].n, memory_order_relaxed),
+                            memory_order_relaxed);
+  }
+}
+
+void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, uint64_t n, uint64_t taken), void *arg) {
+  for (int i = 0; i < nlines; i++) {
+    uint64_t key = atomic_load_explicit(&lines[i].key, memory_order_acquire);
+    /* taken first: one taken between the two reads counts as waiting a
+     * moment longer. (A send is counted once it returned, and its receiver
+     * may count first: taken can pass n for a moment; the observer shows
+     * no less than 0.) */
+    uint64_t taken = atomic_load_explicit(&lines[i].taken, memory_order_relaxed);
+    if (key) cb(arg, (uint32_t)(key >> 32), (uint32_t)key, atomic_load_explicit(&lines[i].n, memory_order_relaxed), taken);
   }
 }
 

@@ -2,7 +2,10 @@
  * every reply an outside instance sends (counted by the service that hands
  * it to its loop), is counted on the edge (from, to), on the shared page, so
  * any process's observer (host/observer.h) sees every process's counts and
- * its page draws messages per second on each edge.
+ * its page draws messages per second on each edge. Each message a host
+ * actor takes (m0__recv, once admitted) is counted on its edge too: sent
+ * less taken is what waits for the receiver, in its mailbox or its inbox
+ * (or on the way there).
  *
  * Design notes
  * - An open-addressing table of M0__PAGE_EDGE_LINES lines (transport/page.h),
@@ -15,6 +18,7 @@
 #ifndef M0_ACTORS_EDGES_H
 #define M0_ACTORS_EDGES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "transport/page.h"
@@ -23,8 +27,14 @@
 void m0__edges_attach(m0__edge_line *lines, int n);
 /* One message from -> to. Thread safety: any thread, any process. */
 void m0__edge_sent(uint32_t from, uint32_t to);
-/* Every edge with its count. */
-void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, uint64_t n), void *arg);
+/* One message from -> to taken by its receiver (a host actor's message:
+ * m0__recv counts no outside peer's, whose `from` is its own word). */
+void m0__edge_taken(uint32_t from, uint32_t to);
+/* A receiver that died takes nothing more: what was sent to an actor `of`
+ * names is forgotten (taken = sent), so its successor starts at 0 waiting. */
+void m0__edges_settle(bool (*of)(void *arg, uint32_t to), void *arg);
+/* Every edge with its counts. */
+void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, uint64_t n, uint64_t taken), void *arg);
 uint64_t m0__edges_lost(void);
 
 #endif

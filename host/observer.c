@@ -27,23 +27,26 @@ static void process_of(const m0__topology *t, int role, int idx, char *out, size
  * instance's name repeats in each worker, and its counts add up. */
 typedef struct counts {
   char from[M0__PAGE_EDGE_LINES][48], to[M0__PAGE_EDGE_LINES][48];
-  uint64_t n[M0__PAGE_EDGE_LINES];
+  uint64_t n[M0__PAGE_EDGE_LINES], waiting[M0__PAGE_EDGE_LINES];
   int count;
 } counts;
 
-static void count_add(void *arg, uint32_t from, uint32_t to, uint64_t n) {
+static void count_add(void *arg, uint32_t from, uint32_t to, uint64_t n, uint64_t taken) {
   counts *c = arg;
   char f[48], t[48];
   m0__actor_name(from, f, sizeof f);
   m0__actor_name(to, t, sizeof t);
+  uint64_t waiting = n > taken ? n - taken : 0;
   for (int i = 0; i < c->count; i++)
     if (!strcmp(c->from[i], f) && !strcmp(c->to[i], t)) {
       c->n[i] += n;
+      c->waiting[i] += waiting;
       return;
     }
   if (c->count < M0__PAGE_EDGE_LINES) {
     snprintf(c->from[c->count], sizeof c->from[0], "%s", f);
     snprintf(c->to[c->count], sizeof c->to[0], "%s", t);
+    c->waiting[c->count] = waiting;
     c->n[c->count++] = n;
   }
 }
@@ -104,7 +107,7 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
   gethostname(host, sizeof host - 1);
   refusals rf = {0};
   m0__refusals_each(refusal_add, &rf);
-  json_t *nodes = json_array(), *edges = json_array();
+  json_t *nodes = json_array(), *edges = json_array(), *outside = json_object(); /* names of instances outside */
   bool has_producer = false;
   for (int a = 0; a < t->nactors; a++) {
     const m0__actor_desc *d = &t->actors[a];
@@ -169,6 +172,7 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
       char inst[64], where[INET6_ADDRSTRLEN + 8];
       m0__actor_name(m0__service_slot_id(s, k), inst, sizeof inst);
       if (s->connected) pipe_where(atomic_load(&s->slots[k].pipe), host, where, sizeof where);
+      if (s->connected) json_object_set_new(outside, inst, json_true());
       json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role",
                                              "instance", "actor", s->name, "process",
                                              s->connected ? "connected" : process, "thread",
@@ -193,16 +197,29 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
   /* Each edge's messages so far; the page makes them a rate. */
   counts *cn = calloc(1, sizeof *cn); /* 53 KiB: not on the loop's stack */
   if (cn) m0__edges_each(count_add, cn);
+  /* And what waits for each receiver (sent, not yet taken): not known of an
+   * instance outside the host, whose receipts no one here sees. */
+  json_t *waits = json_object(); /* name -> waiting, summed over its edges in */
   size_t i;
   json_t *e;
   json_array_foreach(edges, i, e) {
     const char *f = json_string_value(json_object_get(e, "from")), *to = json_string_value(json_object_get(e, "to"));
-    uint64_t n = 0;
+    uint64_t n = 0, w = 0;
     for (int k = 0; cn && k < cn->count; k++)
-      if (!strcmp(cn->from[k], f) && !strcmp(cn->to[k], to)) n += cn->n[k];
+      if (!strcmp(cn->from[k], f) && !strcmp(cn->to[k], to)) n += cn->n[k], w += cn->waiting[k];
     json_object_set_new(e, "messages", json_integer((json_int_t)n));
+    if (json_object_get(outside, to)) continue;
+    json_object_set_new(e, "waiting", json_integer((json_int_t)w));
+    json_object_set_new(waits, to, json_integer(json_integer_value(json_object_get(waits, to)) + (json_int_t)w));
   }
   free(cn);
+  json_array_foreach(nodes, i, e) {
+    const char *who = json_string_value(json_object_get(e, "name"));
+    if (!json_object_get(outside, who) && strcmp(json_string_value(json_object_get(e, "role")), "app"))
+      json_object_set_new(e, "waiting", json_integer(json_integer_value(json_object_get(waits, who))));
+  }
+  json_decref(waits);
+  json_decref(outside);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   json_t *root = json_pack("{s:I, s:s, s:s, s:s, s:o, s:o}", "t",

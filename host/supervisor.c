@@ -41,6 +41,7 @@
 #include "actors/actor.h"
 #include "actors/admit.h"
 #include "actors/bus.h"
+#include "actors/edges.h"
 #include "base/errors.h"
 #include "actors/producer.h"
 #include "host/signals.h"
@@ -107,8 +108,15 @@ static void sup_clear_line(sup *s, int i) {
   atomic_store(&ln->beat_ms, 0);
 }
 
+/* An actor of worker i (its process, loop, pool threads). */
+static bool of_worker(void *arg, uint32_t to) {
+  int i = *(int *)arg, role = M0__ACTOR_ROLE(to), idx = M0__ACTOR_INDEX(to);
+  return ((role == M0__ROLE_WORKER || role == M0__ROLE_LOOP) && idx == i) || (role == M0__ROLE_POOL && idx >> 12 == i);
+}
+
 static int sup_spawn(sup *s, int i) {
   sup_clear_line(s, i);
+  m0__edges_settle(of_worker, &i); /* what the dead one never took waits for no one */
   char fds[64 + 24 * 2048], idx[32], dirv[PATH_MAX + 16], supv[48], cookie[64], gen[48];
   int len = snprintf(fds, sizeof fds, "M0__FDS=%d,%d,%d", s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd);
   for (int k = 0; k < 2 * s->n; k++) len += snprintf(fds + len, sizeof fds - (size_t)len, ",%d", s->handoff[k]);

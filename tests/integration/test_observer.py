@@ -312,7 +312,45 @@ def prefork():
             # Under prefork each worker answers for its own echo.0: the
             # trace's instance records are checked against either's graph.
             true_to_trace(label, edges, traced_pairs(run, s.port, topo))
+        waiting(label, s)
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+def waiting(label, s):
+    """What waits for a receiver: worker 0 SIGSTOPped, the producer's frames
+    (twice a second) pile up for loop.0, on its edge and on its node, in the
+    graph worker 1 answers; SIGCONT, and loop.0 takes them: 0 again."""
+    w0 = next((p for p in harness.descendants(s.proc.pid) if environ_has(p, b"M0__WORKER=0")), None)
+    F.check(w0, f"{label}: worker 0's pid is found ({harness.descendants(s.proc.pid)})")
+    if not w0:
+        return
+
+    def piled():
+        g = graph(s.port)
+        if not g:
+            return None
+        node = next((n.get("waiting") for n in g["nodes"] if n["name"] == "loop.0"), None)
+        edge = next((e.get("waiting") for e in g["edges"] if (e["from"], e["to"]) == ("producer", "loop.0")), None)
+        into = sum(e.get("waiting", 0) for e in g["edges"] if e["to"] == "loop.0")
+        return (node, edge, into) if node and edge and node >= 3 and edge >= 3 and node == into else None
+    os.kill(w0, signal.SIGSTOP)
+    try:
+        got = wait_for(piled, 10)
+    finally:
+        os.kill(w0, signal.SIGCONT)
+    F.check(got, f"{label}: worker 0 stopped: the producer's frames wait for loop.0 (3 or more on its edge and on "
+                 f"its node, the node's the sum of its edges in: {got})")
+    back = wait_for(lambda: (lambda g: g if g and all(n.get("waiting", 0) == 0 for n in g["nodes"]
+                                                      if n["name"] == "loop.0") else None)(graph(s.port)), 10)
+    F.check(back, f"{label}: worker 0 continued: loop.0 takes them, 0 waiting again")
+
+
+def environ_has(pid, item):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return item in f.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def external(mode, machine):
@@ -340,6 +378,12 @@ def external(mode, machine):
                                 machine)
             st, _ = get(s.port, "/echo")
             F.check(st == 200, f"{label}: GET /echo -> 200, from the outside instance ({st})")
+            outside = [n for n in (g or {"nodes": []})["nodes"] if n["role"] == "instance"]
+            F.check(outside and all("waiting" not in n for n in outside) and
+                    all("waiting" not in e for e in g["edges"] if e["to"].startswith("echo.")) and
+                    all("waiting" in n for n in g["nodes"] if n["role"] in ("loop", "coordinator")),
+                    f"{label}: no figure of what waits for an instance outside (its receipts are not seen), "
+                    f"one for the host's actors ({outside})")
             counted_per_message(label, s.port)
             if edges:
                 true_to_trace(label, edges, traced_pairs(run, s.port, topo))

@@ -19,6 +19,8 @@
 
 #include "actors/actor.h"
 #include "actors/admit.h"
+#include "actors/edges.h"
+#include "actors/recent.h"
 #include "actors/trace.h"
 #include "actors/producer.h"
 #include "actors/publisher.h"
@@ -385,12 +387,107 @@ static void test_publisher_connect(void **st) {
   page_done(&d, &pg);
 }
 
+/* The recent records (actors/recent.h): a tracer's kept records, in order;
+ * past the ring's size the oldest go; a line being written is skipped. */
+typedef struct seen_recs {
+  uint64_t seq[M0__PAGE_TRACE_LINES + 8];
+  int n;
+} seen_recs;
+
+static void seen_one(void *arg, const m0__trace_rec *r) {
+  seen_recs *s = arg;
+  if (s->n < (int)(sizeof s->seq / sizeof s->seq[0])) s->seq[s->n++] = r->e.seq;
+}
+
+static void test_recent_ring(void **st) {
+  m0__trace_ring *ring = calloc(1, sizeof *ring);
+  assert_non_null(ring);
+  m0__recent_attach(ring);
+  nng_socket pull;
+  assert_int_equal(nng_pull0_open(&pull), 0);
+  assert_int_equal(nng_listen(pull, "inproc://test-recent", NULL, 0), 0);
+  m0__tracer *t = m0__tracer_new("inproc://test-recent", M0__TRACE_HOST);
+  assert_non_null(t);
+  char why[128];
+  static const char off[] = "{\"on\":false}", on[] = "{\"on\":true,\"to\":\"inproc://test-recent\"}";
+  assert_int_equal(m0__tracer_control(t, off, sizeof off - 1, why, sizeof why), 0);
+  m0__env e = {.kind = M0__K_JOB, .from = M0__ACTOR_ID(M0__ROLE_LOOP, 0), .to = M0__ACTOR_ID(M0__ROLE_POOL, 0)};
+  e.seq = 1;
+  m0__trace_record(t, false, &e, 10); /* off: nothing kept */
+  seen_recs *s = calloc(1, sizeof *s);
+  m0__recent_each(seen_one, s);
+  assert_int_equal(s->n, 0);
+  assert_int_equal(m0__tracer_control(t, on, sizeof on - 1, why, sizeof why), 0);
+  for (uint64_t i = 1; i <= 3; i++) {
+    e.seq = i;
+    m0__trace_record(t, false, &e, 10);
+  }
+  m0__recent_each(seen_one, s);
+  assert_int_equal(s->n, 3);
+  assert_true(s->seq[0] == 1 && s->seq[1] == 2 && s->seq[2] == 3);
+  for (uint64_t i = 4; i <= M0__PAGE_TRACE_LINES + 9; i++) {
+    e.seq = i;
+    m0__trace_record(t, true, &e, 10);
+  }
+  s->n = 0;
+  m0__recent_each(seen_one, s);
+  assert_int_equal(s->n, M0__PAGE_TRACE_LINES); /* the last ones, oldest first */
+  assert_true(s->seq[0] == 10 && s->seq[s->n - 1] == M0__PAGE_TRACE_LINES + 9);
+  atomic_store(&ring->lines[(M0__PAGE_TRACE_LINES + 8) % M0__PAGE_TRACE_LINES].stamp, 0); /* being written */
+  s->n = 0;
+  m0__recent_each(seen_one, s);
+  assert_int_equal(s->n, M0__PAGE_TRACE_LINES - 1);
+  assert_int_equal(s->seq[s->n - 1], M0__PAGE_TRACE_LINES + 8);
+  m0__tracer_free(t);
+  nng_close(pull);
+  static m0__trace_ring mine; /* the ring is the process's: not left pointing at freed memory */
+  m0__recent_attach(&mine);
+  free(ring);
+  free(s);
+}
+
+/* Messages per edge (actors/edges.h): sent and taken, whichever counts
+ * first; a dead receiver's untaken ones settled. */
+typedef struct edge_seen {
+  uint64_t n, taken;
+  int lines;
+} edge_seen;
+
+static void edge_one(void *arg, uint32_t from, uint32_t to, uint64_t n, uint64_t taken) {
+  edge_seen *e = arg;
+  if (from != M0__ACTOR_ID(M0__ROLE_PRODUCER, 0)) return;
+  e->lines++;
+  e->n += n;
+  e->taken += taken;
+}
+
+static bool to_loop1(void *arg, uint32_t to) { return to == M0__ACTOR_ID(M0__ROLE_LOOP, 1); }
+
+static void test_edges_waiting(void **st) {
+  static m0__edge_line lines[64];
+  m0__edges_attach(lines, 64);
+  uint32_t p = M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), l0 = M0__ACTOR_ID(M0__ROLE_LOOP, 0),
+           l1 = M0__ACTOR_ID(M0__ROLE_LOOP, 1);
+  m0__edge_taken(p, l1); /* the receiver counted first: its line is made */
+  for (int i = 0; i < 3; i++) m0__edge_sent(p, l0);
+  m0__edge_taken(p, l0);
+  for (int i = 0; i < 4; i++) m0__edge_sent(p, l1);
+  edge_seen e = {0};
+  m0__edges_each(edge_one, &e);
+  assert_true(e.lines == 2 && e.n == 7 && e.taken == 2); /* 2 wait for loop.0, 3 for loop.1 */
+  m0__edges_settle(to_loop1, NULL);
+  e = (edge_seen){0};
+  m0__edges_each(edge_one, &e);
+  assert_true(e.lines == 2 && e.n == 7 && e.taken == 5); /* loop.1's forgotten: 2 wait, for loop.0 */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_envelope_round_trip), cmocka_unit_test(test_names), cmocka_unit_test(test_trace_records),
                                      cmocka_unit_test(test_topology_urls), cmocka_unit_test(test_inproc),
                                      cmocka_unit_test(test_ipc), cmocka_unit_test(test_inbox), cmocka_unit_test(test_frame_ok),
                                      cmocka_unit_test(test_counter_shared),
-                                     cmocka_unit_test(test_publisher_connect)};
+                                     cmocka_unit_test(test_publisher_connect), cmocka_unit_test(test_recent_ring),
+                                     cmocka_unit_test(test_edges_waiting)};
   /* As in a host: its own actors seal what they send through sockets
    * (actors/admit.h), so an ipc pipe between two of them is this process. */
   if (m0__family_make() != 0) return 1;

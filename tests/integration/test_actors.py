@@ -186,6 +186,16 @@ def stop_program(p, sig=signal.SIGTERM, timeout=5):
         return None
 
 
+def exit_of(p, timeout):
+    """p's exit code once it exits by itself within timeout, else None (then killed)."""
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(timeout=5)
+        return None
+
+
 def ask(port, method, path, body=b"", timeout=5, headers=()):
     """One request on its own connection: (status, headers, body, seconds)."""
     t0 = time.monotonic()
@@ -819,6 +829,42 @@ def deferred():
 
 # ---- 7. the drain -----------------------------------------------------------------------------------------------
 
+def stop_behind_backlog():
+    """The drain's STOP to an external instance is not lost behind what the
+    instance has not read yet: the instance SIGSTOPped with 20 requests of
+    64 KiB in flight (more than a socket's buffers), the host SIGTERMed once
+    the clients have their 504s; SIGCONT: the instance reads its backlog,
+    then STOP, and exits 0, and the host exits 0 after it left."""
+    rd = run_dir()
+    topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}],
+            "routes": [{"method": "POST", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 500}]}
+    url = doctor_url(topo, "echo", rd)
+    s = host(topo, "--drain-timeout-ms", "8000", rd=rd)
+    with s:
+        a = echo_actor(url)
+        F.check(wait_for(lambda: live(s.port, "echo") == 1, 10), f"backlog: the instance connects ({a.poll()})")
+        os.kill(a.pid, signal.SIGSTOP)
+        body = b"x" * 65536
+        conns = [Conn(s.port, timeout=8) for _ in range(20)]
+        for c in conns:
+            c.send(request("POST", "/actor/echo", headers=[("Content-Length", str(len(body)))], body=body))
+        sts = [c.try_response(timeout=8)[0] for c in conns]
+        for c in conns:
+            c.close()
+        F.check(sts == [504] * 20, f"backlog: 20 requests to the stopped instance are 504 at their timeout ({sts})")
+        s.signal(signal.SIGTERM)
+        # the drain is past its requests (all answered): STOP is on its way
+        F.check(wait_for(lambda: "m0: loop.0 drained" in s.stderr(), 5), f"backlog: the loop drained:\n{s.stderr()}")
+        os.kill(a.pid, signal.SIGCONT)
+        rc = exit_of(a, 8)
+        F.check(rc == 0, f"backlog: SIGCONT: the instance reads its backlog, then STOP, and exits 0 ({rc})")
+        try:
+            hrc = s.wait(8)
+        except AssertionError as x:
+            hrc = f"hung: {x}"
+        F.check(hrc == 0, f"backlog: the host exits 0 once the instance left ({hrc})\n{s.stderr()[-600:]}")
+
+
 def drain():
     with host(None, "--drain-timeout-ms", "4000") as s:
         d = Conn(s.port, timeout=8)
@@ -983,6 +1029,35 @@ def instances_by_worker(port, actor="echo", n=8):
     return out
 
 
+def relayed_load(port, conns=8, each=25):
+    """conns keep-alive connections, each POSTing /actor/echo `each` times at
+    once (both workers' batches meet at the relay): {status: count}."""
+    out, lock = {}, threading.Lock()
+
+    def one(i):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=8)
+        try:
+            for k in range(each):
+                body = f"{i}-{k}".encode()
+                c.request("POST", "/actor/echo", body=body)
+                r = c.getresponse()
+                j = echo_json(r.read())
+                st = r.status if r.status != 200 or (j and j.get("body") == body.decode()) else "wrong body"
+                with lock:
+                    out[st] = out.get(st, 0) + 1
+        except (OSError, http.client.HTTPException) as x:
+            with lock:
+                out[str(x)] = out.get(str(x), 0) + 1
+        finally:
+            c.close()
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(conns)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    return out
+
+
 def relayed():
     # An external instance dials the one URL the doctor names (the
     # supervisor's); both workers' requests reach it.
@@ -998,6 +1073,10 @@ def relayed():
         F.check(seen == {"0", "1"} and not bad,
                 f"--workers 2, echo external at {url}: connections on both workers are answered by the one "
                 f"instance, pid {a.pid} (workers {seen}; not: {bad[:4]})")
+        sts = relayed_load(s.port)
+        F.check(sts == {200: 8 * 25},
+                f"--workers 2, echo external: 8 connections x 25 POSTs at once through the relay, every one 200 "
+                f"(the relay's sends wait their turn on the supervisor's socket; {sts})")
         F.check(url.startswith(f"ipc://{rd}/actor.echo.sock") and children(s.proc.pid) == workers,
                 f"--workers 2: the instance dials the supervisor's URL, and no process is spawned for it "
                 f"({url}, children {children(s.proc.pid)} vs {workers})")
@@ -1010,7 +1089,7 @@ def relayed():
                 f"--workers 2: a worker SIGKILLed and respawned ({victim} -> {now}) is relayed to the same "
                 f"instance again (workers {seen}; not: {bad[:4]}; instance {a.poll()})")
         F.check(s.stop() == 0, "--workers 2, echo external: SIGTERM -> exit 0")
-        F.check(stop_program(a, signal.SIGKILL, timeout=5) == 0,
+        F.check(exit_of(a, 5) == 0,
                 f"--workers 2: the drain stops the external instance (STOP: it exits 0, {a.returncode})")
 
     # Spawned instances are the supervisor's children, made once for the
@@ -1146,7 +1225,8 @@ def asks():
                 f"ask: with no echo instance the relay's ask fails and it answers 502 ({st} {j})")
 
 
-PARTS = (placements, own_answers, bad_instances, stolen_replies, publishes, churn, restarts, deferred, drain, modes,
+PARTS = (placements, own_answers, bad_instances, stolen_replies, publishes, churn, restarts, deferred, drain,
+         stop_behind_backlog, modes,
          relayed, front_end, asks)
 ONLY = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None  # --only churn,drain
 try:

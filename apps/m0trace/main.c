@@ -21,7 +21,10 @@
  * process (supervisor, worker.i) with its own pid, each thread a track
  * named by the actors on it (loop.0, pool.0.1, an application actor's
  * instance), and a flow arrow from each send to its receive, so Perfetto
- * (ui.perfetto.dev) draws the message flow. One m0trace per host at a time:
+ * (ui.perfetto.dev) draws the message flow; an application instance
+ * outside the host, which records nothing itself, gets a track of its own
+ * (a process per actor, "echo (outside the host)") with its ends of the
+ * host's messages to and from it. One m0trace per host at a time:
  * the last control wins, and one that stops switches tracing off.
  * Exit: 0; 2 usage; 1 cannot listen or write; 78 no running host at DIR, or
  * it refused the control (the host says why on its stderr).
@@ -41,6 +44,7 @@
 #include "actors/kinds.h"
 #include "actors/admit.h"
 #include "actors/publisher.h"
+#include "base/ids.h"
 #include "base/nng_compat.h"
 #include "actors/trace.h"
 #include "transport/page.h"
@@ -76,39 +80,60 @@ static bool filter_keeps(const filter *f, const char *from, const char *to, cons
   return a && k;
 }
 
-/* The Chrome trace's processes and threads: by pid, the process's name
- * (supervisor, worker.1, host); by "pid/tid", the actors seen on that
- * thread, in the order first seen ("loop.0", "loop.0 external.0"). */
-static void track_note(json_t *procs, json_t *threads, const m0__trace_rec *r, const char *who) {
+/* The Chrome trace being made: its events; its processes (by pid, the
+ * process's name: supervisor, worker.1, host) and threads (by "pid/tid",
+ * the actors seen on that thread, in the order first seen: "loop.0",
+ * "loop.0 external.0"); the actors that made a record on a thread of
+ * their own; and the messages to and from application instances, kept to
+ * give an instance outside the host (which records nothing: the host sees
+ * only its own ends) a track of its own when the file is written. */
+typedef struct chrome_trace {
+  json_t *events, *procs, *threads, *recorders, *apps;
+} chrome_trace;
+
+static void track_note(chrome_trace *c, const m0__trace_rec *r, const char *who) {
   char pid[16], key[32], proc[32];
   snprintf(pid, sizeof pid, "%u", (unsigned)r->pid);
   snprintf(key, sizeof key, "%u/%u", (unsigned)r->pid, (unsigned)r->tid);
-  if (!json_object_get(procs, pid)) {
+  if (!json_object_get(c->procs, pid)) {
     m0__trace_process_name(r->process, proc, sizeof proc);
-    json_object_set_new(procs, pid, json_string(proc));
+    json_object_set_new(c->procs, pid, json_string(proc));
   }
-  json_t *names = json_object_get(threads, key);
-  if (!names) json_object_set_new(threads, key, names = json_array());
+  json_object_set_new(c->recorders, who, json_true());
+  json_t *names = json_object_get(c->threads, key);
+  if (!names) json_object_set_new(c->threads, key, names = json_array());
   size_t i;
   json_t *v;
   json_array_foreach(names, i, v) if (!strcmp(json_string_value(v), who)) return;
   if (json_array_size(names) < 4) json_array_append_new(names, json_string(who));
 }
 
+static void chrome_event(chrome_trace *c, const char *name, const char *cat, double ts, json_int_t pid, json_int_t tid,
+                         json_t *args) {
+  json_array_append_new(c->events, json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:s, s:o}", "name", name, "cat", cat,
+                                             "ph", "i", "ts", ts, "pid", pid, "tid", tid, "s", "t", "args", args));
+}
+
+static void chrome_flow(chrome_trace *c, const char *kind, bool end, const char *id, double ts, json_int_t pid,
+                        json_int_t tid) {
+  json_array_append_new(c->events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:s}", "name", kind, "cat", "flow",
+                                             "ph", end ? "f" : "s", "id", id, "ts", ts, "pid", pid, "tid", tid,
+                                             "bp", "e"));
+}
+
 /* One record: printed as a JSON line (and added to the Chrome events when
- * events is set) when it passes the filters. Returns 1 when it was kept. */
-static int trace_one(const m0__trace_rec *r, const filter *f, json_t *events, json_t *procs, json_t *threads) {
+ * c is set) when it passes the filters. Returns 1 when it was kept. */
+static int trace_one(const m0__trace_rec *r, const filter *f, chrome_trace *c) {
   char from[64], to[64], line[512];
   const char *k = m0__trace_kind_name(r);
   m0__actor_name(r->e.from, from, sizeof from);
   m0__actor_name(r->e.to, to, sizeof to);
   if (!filter_keeps(f, from, to, k)) return 0;
   fwrite(line, 1, m0__trace_format(r, line, sizeof line), stdout); /* flushed per nng message */
-  if (events) {
+  if (c) {
     const char *who = r->recv ? to : from;
     double ts = (double)r->t_ns / 1e3; /* microseconds */
-    json_int_t pid = r->pid, tid = r->tid;
-    track_note(procs, threads, r, who);
+    track_note(c, r, who);
     char name[96], fid[160], trace[33];
     if (r->served) snprintf(name, sizeof name, "serve http %llu", (unsigned long long)r->e.seq);
     else snprintf(name, sizeof name, "%s %s %s", r->recv ? "recv" : "send", k, r->recv ? from : to);
@@ -118,24 +143,77 @@ static int trace_one(const m0__trace_rec *r, const filter *f, json_t *events, js
     json_t *args = json_pack("{s:f, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "t", (double)r->t_ns / 1e9, "dir",
                              r->served ? "serve" : r->recv ? "recv" : "send", "from", from, "to", to, "kind", k, "seq",
                              (json_int_t)r->e.seq, "bytes", (json_int_t)r->bytes, "trace", trace);
-    json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:s, s:o}", "name", name, "cat", k,
-                                            "ph", "i", "ts", ts, "pid", pid, "tid", tid, "s", "t", "args", args));
-    if (!r->served) /* a request served on a loop is no message: no arrow */
-      json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:s}", "name", k, "cat", "flow",
-                                            "ph", r->recv ? "f" : "s", "id", fid, "ts", ts, "pid", pid, "tid", tid,
-                                            "bp", "e"));
+    chrome_event(c, name, k, ts, r->pid, r->tid, args);
+    if (!r->served) chrome_flow(c, k, r->recv, fid, ts, r->pid, r->tid); /* a request served on a loop: no arrow */
+    /* A message an instance sent that the host received, or one the host
+     * sent to it: if that instance never records (it is outside), its end
+     * is drawn on its own track when the file is written. */
+    bool to_app = M0__ACTOR_ROLE(r->e.to) == M0__ROLE_APP, from_app = M0__ACTOR_ROLE(r->e.from) == M0__ROLE_APP;
+    if (!r->served && ((to_app && !r->recv) || (from_app && r->recv)))
+      json_array_append_new(c->apps, json_pack("{s:s, s:s, s:s, s:s, s:f, s:b, s:O}", "inst", r->recv ? from : to,
+                                               "peer", r->recv ? to : from, "kind", k, "id", fid, "ts", ts, "sent",
+                                               !r->recv, "args", args));
   }
   return 1;
 }
 
-static int write_chrome(const char *path, json_t *events, json_t *procs, json_t *threads) {
+/* The tracks of the instances that recorded nothing themselves (outside
+ * the host): one process per application actor ("echo (outside)", a pid
+ * no Linux process has: above the kernel's pid_max, 4194304), a thread per
+ * instance, and each message's other end on it: a REQUEST's receipt at its
+ * send's time, a REPLY's send at its receipt's (the host sees no more of
+ * an outside instance's clock), each with its flow's other end. */
+static void outside_tracks(chrome_trace *c) {
+  json_t *pids = json_object(), *ended = json_object(); /* actor -> its pid; the flows given their end here */
+  size_t i;
+  json_t *m;
+  json_array_foreach(c->apps, i, m) {
+    const char *inst = json_string_value(json_object_get(m, "inst")), *id = json_string_value(json_object_get(m, "id"));
+    /* inside: it has a thread of its own; a reply recorded twice (taken by
+     * the actor's socket, then by the loop from its inbox): one end */
+    if (json_object_get(c->recorders, inst) || json_object_get(ended, id)) continue;
+    json_object_set_new(ended, id, json_true());
+    char actor[64];
+    snprintf(actor, sizeof actor, "%s", inst);
+    char *dot = strrchr(actor, '.');
+    if (dot) *dot = 0;
+    json_int_t pid = json_integer_value(json_object_get(pids, actor)), tid = dot ? strtoll(dot + 1, NULL, 10) + 1 : 1;
+    if (!pid) {
+      pid = 5000000 + (json_int_t)json_object_size(pids);
+      json_object_set_new(pids, actor, json_integer(pid));
+      char pname[96];
+      snprintf(pname, sizeof pname, "%s (outside the host)", actor);
+      json_array_append_new(c->events, json_pack("{s:s, s:s, s:I, s:{s:s}}", "name", "process_name", "ph", "M",
+                                                 "pid", pid, "args", "name", pname));
+    }
+    char tkey[96];
+    snprintf(tkey, sizeof tkey, "%lld/%lld", (long long)pid, (long long)tid);
+    if (!json_object_get(c->threads, tkey)) {
+      json_t *names = json_array();
+      json_array_append_new(names, json_string(inst));
+      json_object_set_new(c->threads, tkey, names);
+    }
+    bool sent = json_is_true(json_object_get(m, "sent"));
+    const char *kind = json_string_value(json_object_get(m, "kind")), *peer = json_string_value(json_object_get(m, "peer"));
+    double ts = json_real_value(json_object_get(m, "ts"));
+    char name[160];
+    snprintf(name, sizeof name, "%s %s %s", sent ? "recv" : "send", kind, peer);
+    chrome_event(c, name, kind, ts, pid, tid, json_deep_copy(json_object_get(m, "args")));
+    chrome_flow(c, kind, sent, id, sent ? ts : ts - 1, pid, tid);
+  }
+  json_decref(pids);
+  json_decref(ended);
+}
+
+static int write_chrome(const char *path, chrome_trace *c) {
+  outside_tracks(c);
   const char *key;
   json_t *v;
-  json_object_foreach(procs, key, v) {
-    json_array_append_new(events, json_pack("{s:s, s:s, s:I, s:{s:O}}", "name", "process_name", "ph", "M", "pid",
-                                            (json_int_t)strtoll(key, NULL, 10), "args", "name", v));
+  json_object_foreach(c->procs, key, v) {
+    json_array_append_new(c->events, json_pack("{s:s, s:s, s:I, s:{s:O}}", "name", "process_name", "ph", "M", "pid",
+                                               (json_int_t)strtoll(key, NULL, 10), "args", "name", v));
   }
-  json_object_foreach(threads, key, v) {
+  json_object_foreach(c->threads, key, v) {
     char name[256] = "";
     size_t i, n = 0;
     json_t *a;
@@ -143,10 +221,10 @@ static int write_chrome(const char *path, json_t *events, json_t *procs, json_t 
                                                       i ? " " : "", json_string_value(a));
     char *slash;
     json_int_t pid = strtoll(key, &slash, 10), tid = strtoll(slash + 1, NULL, 10);
-    json_array_append_new(events, json_pack("{s:s, s:s, s:I, s:I, s:{s:s}}", "name", "thread_name", "ph", "M",
-                                            "pid", pid, "tid", tid, "args", "name", name));
+    json_array_append_new(c->events, json_pack("{s:s, s:s, s:I, s:I, s:{s:s}}", "name", "thread_name", "ph", "M",
+                                               "pid", pid, "tid", tid, "args", "name", name));
   }
-  json_t *root = json_pack("{s:O, s:s}", "traceEvents", events, "displayTimeUnit", "ms");
+  json_t *root = json_pack("{s:O, s:s}", "traceEvents", c->events, "displayTimeUnit", "ms");
   int rc = json_dump_file(root, path, JSON_COMPACT);
   json_decref(root);
   return rc;
@@ -265,7 +343,7 @@ int main(int argc, char **argv) {
   }
   fprintf(stderr, "m0trace: listening at %s%s%s\n", url, run_dir ? "; tracing switched on at " : "",
           run_dir ? run_dir : "");
-  json_t *events = json_array(), *procs = json_object(), *threads = json_object();
+  chrome_trace c = {json_array(), json_object(), json_object(), json_object(), json_array()};
   struct timespec start, told;
   clock_gettime(CLOCK_MONOTONIC, &start);
   told = start;
@@ -291,7 +369,7 @@ int main(int argc, char **argv) {
     m0__trace_rec r;
     for (size_t at = 0; at + M0__TRACE_RECORD <= n; at += M0__TRACE_RECORD) {
       if (m0__trace_decode((const uint8_t *)buf + at, &r) == 0)
-        seen += trace_one(&r, host ? &everything : &f, chrome ? events : NULL, procs, threads);
+        seen += trace_one(&r, host ? &everything : &f, chrome ? &c : NULL);
       else bad++;
     }
     if (n % M0__TRACE_RECORD) bad++;
@@ -309,13 +387,15 @@ int main(int argc, char **argv) {
   m0__socket_close(s);
   if (bad) fprintf(stderr, "m0trace: %ld records were not m0 trace records (another sender, or another version)\n", bad);
   if (chrome) {
-    if (write_chrome(chrome, events, procs, threads) != 0) {
+    if (write_chrome(chrome, &c) != 0) {
       fprintf(stderr, "m0trace: cannot write %s\n", chrome);
       rc = 1;
     } else fprintf(stderr, "m0trace: %ld records; Chrome trace in %s (open it in ui.perfetto.dev)\n", seen, chrome);
   }
-  json_decref(events);
-  json_decref(procs);
-  json_decref(threads);
+  json_decref(c.events);
+  json_decref(c.procs);
+  json_decref(c.threads);
+  json_decref(c.recorders);
+  json_decref(c.apps);
   return rc;
 }

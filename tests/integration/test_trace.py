@@ -54,6 +54,11 @@ Proves:
   child of the supervisor; the Chrome trace has one process per worker, by
   pid. A killed worker's respawn is traced by the supervisor (its recv ready
   and send go, with its pid).
+- An external echo_actor (outside the host, recording nothing): the Chrome
+  trace has a process for its actor, `app.0 (outside the host)`, with a pid
+  above any Linux pid and a thread `app.0.0`; each request the host sent it
+  ends its flow there, after its start, and each reply starts one there,
+  ending where the host took it.
 """
 import http.client
 import json
@@ -647,6 +652,69 @@ def worker_processes():
         F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
 
 
+def outside_track():
+    """An application instance outside the host records nothing: the Chrome
+    trace still gives it a track of its own, a process named for its actor
+    (app.0: m0trace knows actors by number) with a pid no Linux process has,
+    a thread per instance, on which each request the host sent it ends its
+    flow and each reply it sent starts one, ending where the host took it."""
+    label = "m0trace --chrome, an external echo"
+    run = os.path.join(TMP, "run-outside")
+    os.mkdir(run, 0o700)
+    topo = os.path.join(run, "topo.json")
+    with open(topo, "w") as f:
+        json.dump({"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}]}, f)
+    chrome = os.path.join(TMP, "outside.json")
+    with Server("host_check", "--port", "0", "--run-dir", run, "--topology", topo) as s:
+        a = subprocess.Popen([os.path.join(BIN, "echo_actor"), f"ipc://{run}/actor.echo.sock", "0"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            F.check(wait_for(lambda: get(s.port, "/actor/echo")[0] == 200, 10), f"{label}: the instance answers")
+            t = Tracer("--run-dir", run, "--chrome", chrome, "--kind", "request", "--kind", "reply")
+            try:
+                for _ in range(5):
+                    get(s.port, "/actor/echo")
+                wait_for(lambda: sum(r["kind"] == "reply" for r in records(t.stdout())[0]) >= 5, 5)
+                F.check(t.stop(signal.SIGINT) == 0, f"{label}: SIGINT -> m0trace exits 0 ({t.stderr()})")
+            finally:
+                t.kill()
+        finally:
+            a.terminate()
+            a.wait(timeout=10)
+        F.check(s.stop() == 0, f"{label}: the host exits 0")
+    try:
+        with open(chrome) as f:
+            ev = json.load(f)["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        F.check(False, f"{label}: the Chrome file is valid ({e!r})")
+        return
+    procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+    out = [p for p, n in procs.items() if n == "app.0 (outside the host)"]
+    F.check(len(out) == 1 and out[0] > 4194304,
+            f"{label}: a process for the outside actor, its pid above any Linux pid ({procs})")
+    if len(out) != 1:
+        return
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+    F.check(threads.get((out[0], 1)) == "app.0.0", f"{label}: its instance 0 is a thread, app.0.0 ({threads})")
+    on = [e for e in ev if e.get("pid") == out[0] and e.get("ph") in ("s", "f")]
+    starts = {e["id"]: e for e in ev if e.get("ph") == "s"}
+    ends = {}
+    for e in ev:
+        if e.get("ph") == "f":
+            ends.setdefault(e["id"], []).append(e)
+    reqs = [e for e in on if e["ph"] == "f" and e["name"] == "request"]
+    reps = [e for e in on if e["ph"] == "s" and e["name"] == "reply"]
+    F.check(len(reqs) >= 5 and all(e["id"] in starts and starts[e["id"]]["pid"] != out[0] and
+                                   starts[e["id"]]["ts"] <= e["ts"] for e in reqs),
+            f"{label}: each request the host sent ends its flow on the instance's track, after its start "
+            f"({len(reqs)} of them)")
+    F.check(len(reps) >= 5 and len({e["id"] for e in reps}) == len(reps) and
+            all(ends.get(e["id"]) and all(x["ts"] >= e["ts"] and x["pid"] != out[0] for x in ends[e["id"]])
+                for e in reps),
+            f"{label}: each reply starts one flow on the instance's track, ending where the host took it "
+            f"({len(reps)} of them)")
+
+
 def chrome_check(path, total, label, want_procs):
     label = f"{label} --chrome"
     try:
@@ -710,6 +778,7 @@ if __name__ == "__main__":
         m0trace_live()
         switched_while_running()
         worker_processes()
+        outside_track()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     F.done()

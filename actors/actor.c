@@ -220,7 +220,7 @@ int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uin
   TRACE_HOOK(self, false, &e, len);
   if (nng_pipe_id(to->pipe) > 0) nng_msg_set_pipe(m, to->pipe);
   int rv = to->direct ? m0__inbox_put(to->direct, m) : nng_sendmsg(to->sock, m, 0);
-  if (rv == 0) m0__edge_sent(e.from, e.to); /* the observer's messages per edge (actors/edges.h) */
+  if (rv == 0) m0__edge_sent(e.from, e.to, e.kind); /* the observer's messages per edge (actors/edges.h) */
   if (rv == 0 || to->direct) return rv;
   if (seal) nng_msg_chop(m, M0__SEAL_LEN); /* still the caller's, as it was given */
   return rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT : rv == NNG_ECLOSED ? M0__ECLOSED : M0__ETRANSPORT;

@@ -31,9 +31,13 @@ static m0__edge_line *line_of(uint32_t from, uint32_t to) {
   return NULL;
 }
 
-void m0__edge_sent(uint32_t from, uint32_t to) {
+void m0__edge_sent(uint32_t from, uint32_t to, int kind) {
   m0__edge_line *l = line_of(from, to);
-  if (l) atomic_fetch_add_explicit(&l->n, 1, memory_order_relaxed);
+  if (!l) return;
+  atomic_fetch_add_explicit(&l->n, 1, memory_order_relaxed);
+  uint64_t bit = kind >= 0 && kind < 64 ? 1ull << kind : 0;
+  if (bit && !(atomic_load_explicit(&l->kinds, memory_order_relaxed) & bit)) /* once per kind: a read after */
+    atomic_fetch_or_explicit(&l->kinds, bit, memory_order_relaxed);
 }
 
 /* The line is taken here too: the receiver may count before the sender,
@@ -52,15 +56,18 @@ void m0__edges_settle(bool (*of)(void *arg, uint32_t to), void *arg) {
   }
 }
 
-void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, uint64_t n, uint64_t taken), void *arg) {
+void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, const m0__edge_counts *c), void *arg) {
   for (int i = 0; i < nlines; i++) {
     uint64_t key = atomic_load_explicit(&lines[i].key, memory_order_acquire);
+    if (!key) continue;
     /* taken first: one taken between the two reads counts as waiting a
      * moment longer. (A send is counted once it returned, and its receiver
      * may count first: taken can pass n for a moment; the observer shows
      * no less than 0.) */
-    uint64_t taken = atomic_load_explicit(&lines[i].taken, memory_order_relaxed);
-    if (key) cb(arg, (uint32_t)(key >> 32), (uint32_t)key, atomic_load_explicit(&lines[i].n, memory_order_relaxed), taken);
+    m0__edge_counts c = {.taken = atomic_load_explicit(&lines[i].taken, memory_order_relaxed)};
+    c.n = atomic_load_explicit(&lines[i].n, memory_order_relaxed);
+    c.kinds = atomic_load_explicit(&lines[i].kinds, memory_order_relaxed);
+    cb(arg, (uint32_t)(key >> 32), (uint32_t)key, &c);
   }
 }
 

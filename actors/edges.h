@@ -25,16 +25,19 @@
 
 /* Counts on lines (the shared page's; until then, this process's own). */
 void m0__edges_attach(m0__edge_line *lines, int n);
-/* One message from -> to. Thread safety: any thread, any process. */
-void m0__edge_sent(uint32_t from, uint32_t to);
+/* One message of kind from -> to. Thread safety: any thread, any process. */
+void m0__edge_sent(uint32_t from, uint32_t to, int kind);
 /* One message from -> to taken by its receiver (a host actor's message:
  * m0__recv counts no outside peer's, whose `from` is its own word). */
 void m0__edge_taken(uint32_t from, uint32_t to);
 /* A receiver that died takes nothing more: what was sent to an actor `of`
  * names is forgotten (taken = sent), so its successor starts at 0 waiting. */
 void m0__edges_settle(bool (*of)(void *arg, uint32_t to), void *arg);
-/* Every edge with its counts. */
-void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, uint64_t n, uint64_t taken), void *arg);
+/* Every edge with its counts and the kinds sent on it (bit k: kind k). */
+typedef struct m0__edge_counts {
+  uint64_t n, taken, kinds;
+} m0__edge_counts;
+void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, const m0__edge_counts *c), void *arg);
 uint64_t m0__edges_lost(void);
 
 #endif

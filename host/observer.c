@@ -11,6 +11,7 @@
 
 #include "actors/admit.h"
 #include "actors/edges.h"
+#include "actors/kinds.h"
 #include "actors/recent.h"
 #include "actors/service.h"
 #include "base/ids.h"
@@ -27,28 +28,27 @@ static void process_of(const m0__topology *t, int role, int idx, char *out, size
  * instance's name repeats in each worker, and its counts add up. */
 typedef struct counts {
   char from[M0__PAGE_EDGE_LINES][48], to[M0__PAGE_EDGE_LINES][48];
-  uint64_t n[M0__PAGE_EDGE_LINES], waiting[M0__PAGE_EDGE_LINES];
+  uint64_t n[M0__PAGE_EDGE_LINES], waiting[M0__PAGE_EDGE_LINES], kinds[M0__PAGE_EDGE_LINES];
   int count;
 } counts;
 
-static void count_add(void *arg, uint32_t from, uint32_t to, uint64_t n, uint64_t taken) {
+static void count_add(void *arg, uint32_t from, uint32_t to, const m0__edge_counts *ec) {
   counts *c = arg;
   char f[48], t[48];
   m0__actor_name(from, f, sizeof f);
   m0__actor_name(to, t, sizeof t);
-  uint64_t waiting = n > taken ? n - taken : 0;
-  for (int i = 0; i < c->count; i++)
-    if (!strcmp(c->from[i], f) && !strcmp(c->to[i], t)) {
-      c->n[i] += n;
-      c->waiting[i] += waiting;
-      return;
-    }
-  if (c->count < M0__PAGE_EDGE_LINES) {
-    snprintf(c->from[c->count], sizeof c->from[0], "%s", f);
-    snprintf(c->to[c->count], sizeof c->to[0], "%s", t);
-    c->waiting[c->count] = waiting;
-    c->n[c->count++] = n;
+  uint64_t waiting = ec->n > ec->taken ? ec->n - ec->taken : 0;
+  int i = 0;
+  while (i < c->count && (strcmp(c->from[i], f) || strcmp(c->to[i], t))) i++;
+  if (i == c->count) {
+    if (c->count == M0__PAGE_EDGE_LINES) return;
+    snprintf(c->from[i], sizeof c->from[0], "%s", f);
+    snprintf(c->to[i], sizeof c->to[0], "%s", t);
+    c->count++;
   }
+  c->n[i] += ec->n;
+  c->waiting[i] += waiting;
+  c->kinds[i] |= ec->kinds;
 }
 
 static json_t *edge(json_t *edges, const char *from, const char *to, const char *kinds) {
@@ -202,12 +202,37 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
   json_t *waits = json_object(); /* name -> waiting, summed over its edges in */
   size_t i;
   json_t *e;
+  json_t *names = json_object(); /* the nodes, by name */
+  json_array_foreach(nodes, i, e) json_object_set(names, json_string_value(json_object_get(e, "name")), e);
+  size_t declared = json_array_size(edges);
+  /* Edges no rule declares that carried messages between two instances
+   * (an instance's asks, m0_ask: which actor it asks is its code's
+   * choice), drawn with the kinds seen on them. */
+  for (int k = 0; cn && k < cn->count; k++) {
+    bool known = false;
+    for (size_t d = 0; d < declared && !known; d++) {
+      json_t *de = json_array_get(edges, d);
+      known = !strcmp(json_string_value(json_object_get(de, "from")), cn->from[k]) &&
+              !strcmp(json_string_value(json_object_get(de, "to")), cn->to[k]);
+    }
+    json_t *src = json_object_get(names, cn->from[k]), *dst = json_object_get(names, cn->to[k]);
+    if (known || !src || !dst || strcmp(json_string_value(json_object_get(src, "role")), "instance") ||
+        strcmp(json_string_value(json_object_get(dst, "role")), "instance"))
+      continue; /* between two instances only: the rules cover the rest */
+    char kinds[160] = "";
+    size_t kl = 0;
+    for (int b = 1; b < M0__KIND_COUNT_ && kl < sizeof kinds; b++)
+      if (cn->kinds[k] >> b & 1) kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s", kl ? " " : "", m0__kind_name(b));
+    edge(edges, cn->from[k], cn->to[k], kinds);
+  }
+  json_decref(names);
   json_array_foreach(edges, i, e) {
     const char *f = json_string_value(json_object_get(e, "from")), *to = json_string_value(json_object_get(e, "to"));
     uint64_t n = 0, w = 0;
     for (int k = 0; cn && k < cn->count; k++)
       if (!strcmp(cn->from[k], f) && !strcmp(cn->to[k], to)) n += cn->n[k], w += cn->waiting[k];
     json_object_set_new(e, "messages", json_integer((json_int_t)n));
+    if (i >= declared) json_object_set_new(e, "seen", json_true()); /* not a rule's: its messages made it */
     if (json_object_get(outside, to)) continue;
     json_object_set_new(e, "waiting", json_integer((json_int_t)w));
     json_object_set_new(waits, to, json_integer(json_integer_value(json_object_get(waits, to)) + (json_int_t)w));

@@ -11,11 +11,13 @@
  * now ("echo.0"). Edges: who sends which kinds to whom, by the rules of
  * ARCHITECTURE.md's table of message kinds, for this topology — every
  * message a trace shows is on one of them (test_observer checks it against
- * m0trace). Figures: a loop's from the shared page (every process's); an
- * actor's refusals, and what waits for it on each edge (sent, not yet
- * taken: actors/edges.h), from the page; an application actor's
- * instances, in flight and restarts are this process's (under --workers,
- * of the worker that answered).
+ * m0trace); and the edges between two instances that carried messages (an
+ * instance's asks, m0_ask: no rule says whom it asks), as seen, with the
+ * kinds counted on them. Figures: a loop's from the shared page (every
+ * process's); an actor's refusals, and what waits for it on each edge
+ * (sent, not yet taken: actors/edges.h), from the page; an application
+ * actor's instances, in flight and restarts are this process's (under
+ * --workers, of the worker that answered).
  *
  * Design notes
  * - The process and thread of each actor follow from the mode: single and

@@ -81,12 +81,14 @@ typedef struct m0__bus_line {
 } m0__bus_line;
 
 /* One edge's messages: the line is taken by storing its key, from << 32 |
- * to (never 0: every actor id has a role); n sent, taken by the receiver. */
+ * to (never 0: every actor id has a role); n sent, taken by the receiver,
+ * kinds the kinds sent on it (bit k: kind k, actors/kinds.h). */
 #define M0__PAGE_EDGE_LINES 512
 typedef struct m0__edge_line {
   _Atomic uint64_t key;
   _Atomic uint64_t n;
   _Atomic uint64_t taken;
+  _Atomic uint64_t kinds;
 } m0__edge_line;
 
 /* The recent trace records: a record (M0__TRACE_RECORD bytes, in nine

@@ -22,6 +22,7 @@
  *                          at the route's timeout (1000 ms)
  *   GET /actor/relay       served by actor `relay`, which asks `echo` and
  *                          answers {"relay":PID,"echo":<echo's answer>}
+ *   GET /graph             on the loop: the observer's graph (m0_respond_graph)
  *   GET, POST /loop/echo   echo's answer made by a view on the loop
  *                          (instance -1): the same work without the actor
  *   GET /deferred?ms=N     on the loop: the view defers its answer and another
@@ -118,6 +119,8 @@ static void *hc_make(const m0_ctx *ctx, char *err, size_t errlen) {
 }
 
 static void hc_free(void *state) { free(state); }
+
+static void view_graph(void *state, const m0_request *req, m0_response *res) { m0_respond_graph(res); }
 
 static void view_health(void *state, const m0_request *req, m0_response *res) {
   static const char body[] = "{\"status\":\"ok\"}";
@@ -274,6 +277,7 @@ static const m0_route hc_routes[] = {
     {"GET", "/loop/echo", view_loop_echo, M0_ON_LOOP},
     {"POST", "/loop/echo", view_loop_echo, M0_ON_LOOP},
     {"GET", "/deferred", view_deferred, M0_ON_LOOP},
+    {"GET", "/graph", view_graph, M0_ON_LOOP},
 };
 
 /* ---- the producer: beats ---- */

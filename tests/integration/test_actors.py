@@ -1194,6 +1194,22 @@ def front_end():
 
 # ---- m0_ask: an actor asks another --------------------------------------------------------------------------------
 
+def asked_edges(placement, port):
+    """The observer draws the asks it saw (no rule declares them): relay.0
+    -> echo.0 carrying requests, echo.0 -> relay.0 the replies, as many."""
+    def drawn():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/graph", timeout=5) as r:
+            g = json.loads(r.read())
+        e = {(x["from"], x["to"]): x for x in g["edges"]}
+        q, a = e.get(("relay.0", "echo.0")), e.get(("echo.0", "relay.0"))
+        return (q, a) if q and a and q["messages"] == a["messages"] > 0 else None
+    got = wait_for(drawn, 5)
+    q, a = got or ({}, {})
+    F.check(got and q["kinds"] == ["request"] and a["kinds"] == ["reply"] and q.get("seen") and a.get("seen"),
+            f"ask, echo on a {placement}: the graph draws relay.0 -> echo.0 (request) and echo.0 -> relay.0 "
+            f"(reply), edges it saw, as many messages each way ({q} {a})")
+
+
 def asks():
     """host_check's relay (a thread instance) asks echo with m0_ask and wraps its answer."""
     def relay(port):
@@ -1209,6 +1225,7 @@ def asks():
         rs = concurrent(s.port, 8, "GET", "/actor/relay")
         F.check(all(st == 200 and j and (j.get("echo") or {}).get("actor") == "echo" for st, j in rs),
                 f"ask: 8 concurrent relays each get their own echo ({[st for st, _ in rs]})")
+        asked_edges("thread", s.port)
     rd = run_dir()
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "process"}]}
     with host(topo, rd=rd, cls=Prefork) as s:
@@ -1217,6 +1234,7 @@ def asks():
         e = (j or {}).get("echo") or {}
         F.check(st == 200 and j and j.get("relay") == s.proc.pid and e.get("pid") in kids,
                 f"ask: relay asks echo in a spawned process (pid one of {kids}) ({st} {j})")
+        asked_edges("process", s.port)
     reap(kids)
     rd = run_dir()
     with host({"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}]}, rd=rd) as s:

@@ -250,7 +250,10 @@ def messages(g, frm, to):
 def counted_per_message(label, port, n=20):
     """n GET /echo: the loops' request messages to echo.0 rise by 1..n (a batch
     is one message), and its reply messages by as many."""
-    g0 = graph(port)
+    # from a graph whose replies are all counted (one counts once handed to
+    # its loop, which may have answered its client first)
+    g0 = wait_for(lambda: (lambda g: g if g and messages(g, "loop.", "echo.0") == messages(g, "echo.0", "loop.")
+                           else None)(graph(port)), 5)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     for _ in range(n):
         c.request("GET", "/echo")

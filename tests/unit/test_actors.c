@@ -449,16 +449,17 @@ static void test_recent_ring(void **st) {
 /* Messages per edge (actors/edges.h): sent and taken, whichever counts
  * first; a dead receiver's untaken ones settled. */
 typedef struct edge_seen {
-  uint64_t n, taken;
+  uint64_t n, taken, kinds;
   int lines;
 } edge_seen;
 
-static void edge_one(void *arg, uint32_t from, uint32_t to, uint64_t n, uint64_t taken) {
+static void edge_one(void *arg, uint32_t from, uint32_t to, const m0__edge_counts *c) {
   edge_seen *e = arg;
   if (from != M0__ACTOR_ID(M0__ROLE_PRODUCER, 0)) return;
   e->lines++;
-  e->n += n;
-  e->taken += taken;
+  e->n += c->n;
+  e->taken += c->taken;
+  e->kinds |= c->kinds;
 }
 
 static bool to_loop1(void *arg, uint32_t to) { return to == M0__ACTOR_ID(M0__ROLE_LOOP, 1); }
@@ -469,12 +470,13 @@ static void test_edges_waiting(void **st) {
   uint32_t p = M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), l0 = M0__ACTOR_ID(M0__ROLE_LOOP, 0),
            l1 = M0__ACTOR_ID(M0__ROLE_LOOP, 1);
   m0__edge_taken(p, l1); /* the receiver counted first: its line is made */
-  for (int i = 0; i < 3; i++) m0__edge_sent(p, l0);
+  for (int i = 0; i < 3; i++) m0__edge_sent(p, l0, M0__K_FRAME);
   m0__edge_taken(p, l0);
-  for (int i = 0; i < 4; i++) m0__edge_sent(p, l1);
+  for (int i = 0; i < 4; i++) m0__edge_sent(p, l1, i ? M0__K_FRAME : M0__K_STOP);
   edge_seen e = {0};
   m0__edges_each(edge_one, &e);
   assert_true(e.lines == 2 && e.n == 7 && e.taken == 2); /* 2 wait for loop.0, 3 for loop.1 */
+  assert_true(e.kinds == (1ull << M0__K_FRAME | 1ull << M0__K_STOP));
   m0__edges_settle(to_loop1, NULL);
   e = (edge_seen){0};
   m0__edges_each(edge_one, &e);

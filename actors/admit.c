@@ -141,6 +141,9 @@ static const rule rules[] = {
      * frames from its instances */
     {ROLE_SOCKET, M0__K_REPLY, S | L | O, ANY_APP},
     {ROLE_SOCKET, M0__K_PUBLISH, S | L | O, ANY_APP},
+    /* under --workers, a worker's door: the supervisor's relay introduces
+     * each leg (which instance it carries: actors/relay.h) */
+    {ROLE_SOCKET, M0__K_READY, F, R(M0__ROLE_COORD)},
     /* an instance: requests and STOP from the host (a thread instance's
      * from this process; a spawned or outside one's from the host it
      * dialed), and the answers to its own asks */

@@ -31,7 +31,8 @@
  *   (m0pub's), whose id must already be taken from the shared counter and
  *   not yet written by that loop (actors/loop.c), and a TRACE at a loop or
  *   the coordinator (m0trace's), whose control the tracer checks
- *   (actors/trace.h). Over
+ *   (actors/trace.h). From FAMILY only, a READY at a worker's door for an
+ *   application actor: the supervisor's relay introducing a leg. Over
  *   the network a frame never names its id: an instance PUBLISHes and the
  *   host numbers it. Never a descriptor number (HANDOFF), a pointer (JOB,
  *   RESULT, ANSWER), a STOP or GO to the host's own actors, or a barrier

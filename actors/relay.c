@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "actors/admit.h"
 #include "actors/envelope.h"
 #include "base/errors.h"
 #include "base/ids.h"
@@ -24,11 +25,39 @@ static void leg_close(m0__relay_leg *l) {
   l->fd = -1;
 }
 
+/* nng's thread: a leg's pipe is up (again: a respawned worker). */
+static void on_leg_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  m0__relay_leg *l = arg;
+  atomic_store(&l->introduce, true);
+  m0__relay_wake(l->r);
+}
+
+/* Tells the worker at the other end of slot k's leg l which instance it is
+ * and where it dialed from (relay.h). A leg that cannot take it now is told
+ * at its next connection. */
+static void leg_introduce(m0__relay *r, int k, m0__relay_leg *l) {
+  uint8_t intro[M0__INTRO_MAX], seal[M0__SEAL_LEN];
+  char where[48];
+  m0__pipe_where(r->leg_pipe[k], r->host, where, sizeof where);
+  size_t len = m0__intro_write(intro, k, where);
+  nng_msg *m;
+  if (nng_msg_alloc(&m, M0__ENV_HEADER) != 0) return;
+  m0__env e = {.kind = M0__K_READY, .flags = M0__ENV_SEALED, .from = M0__ACTOR_ID(M0__ROLE_COORD, 0),
+               .to = M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(r->svc->index, 0xfff)), .seq = ++r->seq};
+  m0__env_write(nng_msg_body(m), &e, (uint32_t)len);
+  m0__family_seal(seal);
+  if (nng_msg_append(m, intro, len) != 0 || nng_msg_append(m, seal, sizeof seal) != 0 ||
+      nng_sendmsg(l->sock, m, NNG_FLAG_NONBLOCK) != 0)
+    nng_msg_free(m);
+}
+
 /* A leg to worker w's door. A worker not listening yet (starting, or being
  * respawned) is redialed by nng in the background, soon: its requests
- * wait for this leg. */
+ * wait for this leg, introduced once its pipe is up. */
 static void leg_open(m0__relay *r, m0__relay_leg *l, int w) {
   if (nng_pair1_open(&l->sock) != 0) return;
+  atomic_store(&l->introduce, false);
+  nng_pipe_notify(l->sock, NNG_PIPE_EV_ADD_POST, on_leg_pipe, l);
   nng_socket_set_ms(l->sock, NNG_OPT_RECONNMINT, 10);
   nng_socket_set_ms(l->sock, NNG_OPT_RECONNMAXT, 200);
   nng_socket_set_size(l->sock, NNG_OPT_RECVMAXSZ, M0__ENV_HEADER + M0__ENV_MAX_PAYLOAD + M0__SEAL_LEN);
@@ -114,6 +143,9 @@ static void *relay_thread(void *arg) {
       if (read(r->wake, &v, sizeof v) < 0 && errno != EAGAIN) break;
       if (atomic_load(&r->closing)) break;
       relay_match(r);
+      for (int i = 0; i < M0__SLOTS * r->nworkers; i++)
+        if (r->legs[i].open && atomic_exchange(&r->legs[i].introduce, false))
+          leg_introduce(r, i / r->nworkers, &r->legs[i]);
     }
     nng_msg *m;
     while ((m = m0__inbox_take(&r->replies)) != NULL) relay_reply_out(r, m);
@@ -144,7 +176,8 @@ int m0__relay_init(m0__relay *r, m0__service *svc, char (*doors)[M0__URL_MAX], i
     return M0__ENOMEM;
   }
   memcpy(r->doors, doors, (size_t)nworkers * sizeof *r->doors);
-  for (int i = 0; i < M0__SLOTS * nworkers; i++) r->legs[i].fd = -1;
+  for (int i = 0; i < M0__SLOTS * nworkers; i++) r->legs[i].fd = -1, r->legs[i].r = r;
+  if (gethostname(r->host, sizeof r->host - 1) != 0) snprintf(r->host, sizeof r->host, "localhost");
   svc->relay = r;
   return 0;
 }

@@ -11,6 +11,12 @@
  *   itself: it picks by least in flight, answers 502 when the leg goes (its
  *   instance left), 504 at a deadline. A worker that dies and is respawned
  *   is redialed by nng; its door is the same path.
+ * - Each time a leg's pipe connects, the relay introduces it: a READY,
+ *   sealed as the supervisor's (a worker's door admits it from the family
+ *   only), naming the instance's slot here and where it dialed from. The
+ *   worker gives the leg that slot, so slot k is the same instance in every
+ *   process (echo.k in every graph, trace and metric), and the observer
+ *   says the instance's machine, not the relay's.
  * - Each direction is checked where it enters: the supervisor's service
  *   (the actor's URL) admits what instances send, as any host's does, and
  *   hands each REPLY here, stamped with its slot, to go back on the leg of
@@ -45,7 +51,9 @@
 typedef struct m0__relay_leg {
   nng_socket sock;
   bool open;
-  int fd; /* its receive descriptor */
+  int fd;                 /* its receive descriptor */
+  atomic_bool introduce;  /* its pipe (re)connected: the worker is told which instance it carries */
+  struct m0__relay *r;
 } m0__relay_leg;
 
 typedef struct m0__relay {
@@ -56,7 +64,9 @@ typedef struct m0__relay {
   unsigned *leg_pipe;          /* [M0__SLOTS]: the instance each slot's legs were dialed for (0: none) */
   m0__inbox replies;           /* REPLY messages for the legs, from the service's reply thread */
   bool inbox_made;
-  int wake;                    /* eventfd: an instance came or went, or the relay is closing */
+  int wake;                    /* eventfd: an instance came or went, a leg connected, or the relay is closing */
+  char host[64];               /* this machine's name: where an instance over ipc dialed from */
+  uint64_t seq;
   atomic_bool closing;
   pthread_t thread;
   bool started;

@@ -1,5 +1,6 @@
 #include "actors/service.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,10 +85,28 @@ static m0__slot *slot_of_pipe(m0__service *s, nng_pipe p) {
   return NULL;
 }
 
+/* Slot k's instance is on pipe p (under mu). */
+static void slot_take(m0__service *s, int k, unsigned p) {
+  m0__slot *sl = &s->slots[k];
+  atomic_store(&sl->pipe, p);
+  atomic_store(&sl->inflight, 0);
+  atomic_store_explicit(&sl->live, 1, memory_order_release);
+  if (k >= atomic_load(&s->used)) atomic_store_explicit(&s->used, k + 1, memory_order_release);
+}
+
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
   m0__service *s = arg;
   pthread_mutex_lock(&s->mu);
-  if (ev == NNG_PIPE_EV_ADD_PRE) {
+  if (ev == NNG_PIPE_EV_ADD_PRE && s->door) { /* a leg: no slot until the relay says which (door_intro) */
+    int u = 0;
+    while (u < M0__SLOTS && s->unmet[u]) u++;
+    if (u == M0__SLOTS) {
+      pthread_mutex_unlock(&s->mu);
+      nng_pipe_close(p);
+      return;
+    }
+    s->unmet[u] = (unsigned)nng_pipe_id(p);
+  } else if (ev == NNG_PIPE_EV_ADD_PRE) {
     m0__slot *free_slot = NULL;
     for (int k = 0; !free_slot && k < s->nslots; k++)
       if (atomic_load(&s->slots[k].pipe) == 0) free_slot = &s->slots[k];
@@ -98,12 +117,10 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
       nng_pipe_close(p);
       return;
     }
-    atomic_store(&free_slot->pipe, (unsigned)nng_pipe_id(p));
-    atomic_store(&free_slot->inflight, 0);
-    atomic_store_explicit(&free_slot->live, 1, memory_order_release);
-    int k = (int)(free_slot - s->slots);
-    if (k >= atomic_load(&s->used)) atomic_store_explicit(&s->used, k + 1, memory_order_release);
+    slot_take(s, (int)(free_slot - s->slots), (unsigned)nng_pipe_id(p));
   } else if (ev == NNG_PIPE_EV_REM_POST) {
+    for (int u = 0; s->door && u < M0__SLOTS; u++)
+      if (s->unmet[u] == (unsigned)nng_pipe_id(p)) s->unmet[u] = 0;
     m0__slot *sl = slot_of_pipe(s, p);
     if (sl) {
       /* Not live first, then a new generation: a loop that reads the new
@@ -113,6 +130,7 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
       atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
       atomic_store(&sl->pipe, 0);
       atomic_store(&sl->inflight, 0); /* a loop gives nothing back to a slot of another generation */
+      sl->where[0] = 0;
       pthread_cond_broadcast(&s->left);
     }
   }
@@ -143,8 +161,57 @@ static void service_publish(m0__service *s, const m0__msg *m) {
   m0_publish(s->pub, ch, m0_next_id(s->pub), frame, flen);
 }
 
+size_t m0__intro_write(uint8_t out[M0__INTRO_MAX], int slot, const char *where) {
+  size_t n = strlen(where);
+  if (n > M0__INTRO_MAX - 2) n = M0__INTRO_MAX - 2;
+  out[0] = (uint8_t)slot;
+  out[1] = (uint8_t)n;
+  memcpy(out + 2, where, n);
+  return 2 + n;
+}
+
+void m0__pipe_where(unsigned pipe_id, const char *host, char *out, size_t n) {
+  nng_pipe p = {.id = pipe_id};
+  nng_sockaddr sa;
+  snprintf(out, n, "%s", host);
+  if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) return;
+  if (sa.s_family == NNG_AF_INET) {
+    char ip[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof ip)) snprintf(out, n, "%s", ip);
+  } else if (sa.s_family == NNG_AF_INET6) {
+    char ip[INET6_ADDRSTRLEN];
+    if (inet_ntop(AF_INET6, sa.s_in6.sa_addr, ip, sizeof ip)) snprintf(out, n, "%s", ip);
+  }
+}
+
+/* A door's leg introduced (READY from the supervisor, sealed: m0__recv
+ * admitted it from the family only): it holds slot k, where the relay
+ * says. Refused when the pipe was introduced already, the slot is taken, or
+ * the payload is not one. */
+static bool door_intro(m0__service *s, const m0__msg *m) {
+  const uint8_t *p = m->payload;
+  if (!s->door || m->len < 2 || m->len != 2u + p[1] || p[0] >= M0__SLOTS) return false;
+  for (size_t i = 0; i < p[1]; i++)
+    if (p[2 + i] <= ' ' || p[2 + i] >= 0x7f) return false;
+  unsigned pipe = (unsigned)nng_pipe_id(nng_msg_get_pipe(m->nmsg));
+  bool ok = false;
+  pthread_mutex_lock(&s->mu);
+  for (int u = 0; u < M0__SLOTS && !ok; u++) {
+    if (!pipe || s->unmet[u] != pipe || atomic_load(&s->slots[p[0]].pipe) != 0) continue;
+    s->unmet[u] = 0;
+    m0__slot *sl = &s->slots[p[0]];
+    memcpy(sl->where, p + 2, p[1]);
+    sl->where[p[1]] = 0;
+    slot_take(s, p[0], pipe);
+    ok = true;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return ok;
+}
+
 /* The reply thread: each REPLY stamped with its slot and handed to its
- * loop; each PUBLISH put on the bus. */
+ * loop; each PUBLISH put on the bus; at a worker's door, each leg's
+ * introduction. */
 static void *service_rx(void *arg) {
   m0__service *s = arg;
   for (;;) {
@@ -158,6 +225,11 @@ static void *service_rx(void *arg) {
     if (rv != 0) continue;
     if (m.env.kind == M0__K_PUBLISH) {
       service_publish(s, &m);
+      m0__msg_free(&m);
+      continue;
+    }
+    if (m.env.kind == M0__K_READY) {
+      if (!door_intro(s, &m)) atomic_fetch_add(&s->st.refused, 1);
       m0__msg_free(&m);
       continue;
     }

@@ -46,6 +46,7 @@ typedef struct m0__slot {
   atomic_int inflight;  /* requests batched or sent to it and not answered, from every loop */
   atomic_uint pipe;     /* connected instances: its nng pipe's id (0: none); written under mu, read by loops */
   m0__inbox *inbox;     /* thread instances */
+  char where[48];       /* a worker's door: where the relayed instance dialed from (under mu; "" unknown) */
 } m0__slot;
 
 /* What /metrics says of one actor (all counters since start). */
@@ -88,7 +89,19 @@ typedef struct m0__service {
    * connections are the relay's legs, whose instances it never stops. */
   struct m0__relay *relay;
   bool door;
+  unsigned unmet[M0__SLOTS]; /* a door: legs connected, not yet introduced (their pipes; under mu) */
 } m0__service;
+
+/* The relay's introduction of a leg to a worker's door (a READY, sealed, from
+ * the supervisor): which of the supervisor's slots its instance holds, so a
+ * worker's slot k is the supervisor's slot k (one name, echo.k, everywhere),
+ * and where the instance dialed from. A leg is no slot until introduced.
+ *   u8 slot, u8 n, n bytes of where (printable) */
+#define M0__INTRO_MAX (2 + 47)
+size_t m0__intro_write(uint8_t out[M0__INTRO_MAX], int slot, const char *where);
+/* Where the instance on pipe pipe_id dialed from: its remote IP, or host
+ * (ipc, inproc: this machine). */
+void m0__pipe_where(unsigned pipe_id, const char *host, char *out, size_t n);
 
 /* Sets up the service (no socket yet). loop_inbox is kept, not copied. */
 void m0__service_init(m0__service *s, int index, const char *name, int queue, m0__inbox **loop_inbox, int nloops,

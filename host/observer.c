@@ -1,8 +1,6 @@
 #include "host/observer.h"
 
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <nng/nng.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,21 +83,6 @@ static json_int_t refused(const refusals *r, uint32_t actor) {
   return 0;
 }
 
-/* Where a connected instance dialed from: its pipe's remote address. */
-static void pipe_where(unsigned pipe_id, const char *host, char *out, size_t n) {
-  nng_pipe p = {.id = pipe_id};
-  nng_sockaddr sa;
-  snprintf(out, n, "%s", host);
-  if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) return;
-  if (sa.s_family == NNG_AF_INET) {
-    char ip[INET_ADDRSTRLEN];
-    if (inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof ip)) snprintf(out, n, "%s", ip);
-  } else if (sa.s_family == NNG_AF_INET6) {
-    char ip[INET6_ADDRSTRLEN];
-    if (inet_ntop(AF_INET6, sa.s_in6.sa_addr, ip, sizeof ip)) snprintf(out, n, "%s", ip);
-  }
-}
-
 char *m0__observer_graph(const m0__loop *l, const char *process) {
   const m0__topology *t = l->topo;
   bool prefork = t->mode == M0__MODE_PREFORK;
@@ -171,7 +154,13 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
       inflight += atomic_load(&s->slots[k].inflight);
       char inst[64], where[INET6_ADDRSTRLEN + 8];
       m0__actor_name(m0__service_slot_id(s, k), inst, sizeof inst);
-      if (s->connected) pipe_where(atomic_load(&s->slots[k].pipe), host, where, sizeof where);
+      if (s->door) { /* a relay's leg: where the relay said its instance dialed from */
+        pthread_mutex_lock(&s->mu);
+        snprintf(where, sizeof where, "%s", s->slots[k].where[0] ? s->slots[k].where : host);
+        pthread_mutex_unlock(&s->mu);
+      } else if (s->connected) {
+        m0__pipe_where(atomic_load(&s->slots[k].pipe), host, where, sizeof where);
+      }
       if (s->connected) json_object_set_new(outside, inst, json_true());
       json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role",
                                              "instance", "actor", s->name, "process",

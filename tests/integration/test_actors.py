@@ -1058,6 +1058,31 @@ def relayed_load(port, conns=8, each=25):
     return out
 
 
+def instances_in_graphs(port, n=8):
+    """{worker: [(echo's instance, machine)]} from each worker's own /graph, over
+    n keep-alive connections held at once (so both workers have some)."""
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=8) for _ in range(n)]
+    out = {}
+    try:
+        ws = []
+        for c in conns:
+            c.request("GET", "/instance")
+            r = c.getresponse()
+            r.read()
+            ws.append(r.getheader("x-worker"))
+        for c, w in zip(conns, ws):
+            c.request("GET", "/graph")
+            g = json.loads(c.getresponse().read())
+            out[w] = sorted((x["name"], x["machine"]) for x in g["nodes"]
+                            if x["role"] == "instance" and x["name"].startswith("echo."))
+    except (OSError, http.client.HTTPException, ValueError):
+        pass
+    finally:
+        for c in conns:
+            c.close()
+    return out
+
+
 def relayed():
     # An external instance dials the one URL the doctor names (the
     # supervisor's); both workers' requests reach it.
@@ -1091,6 +1116,31 @@ def relayed():
         F.check(s.stop() == 0, "--workers 2, echo external: SIGTERM -> exit 0")
         F.check(exit_of(a, 5) == 0,
                 f"--workers 2: the drain stops the external instance (STOP: it exits 0, {a.returncode})")
+
+    # A worker's slot k is the supervisor's slot k (the relay introduces
+    # each leg): instance B in slot 1, A (slot 0) gone, and a respawned
+    # worker 0 dialed for B alone still calls it echo.1, on this machine.
+    rd = run_dir()
+    topo = {"app_actors": [{"name": "echo", "placement": "external"}]}
+    url = doctor_url(topo, "echo", rd)
+    with host(topo, "--workers", "2", rd=rd, cls=Prefork) as s:
+        workers = wait_for(lambda: (lambda k: k if len(k) == 2 else None)(children(s.proc.pid)), 10) or set()
+        a = echo_actor(url, 0)
+        wait_for(lambda: (lambda d: d == {"0": 1, "1": 1})(instances_by_worker(s.port)), 10)
+        b = echo_actor(url, 1)
+        both = wait_for(lambda: (lambda d: d == {"0": 2, "1": 2})(instances_by_worker(s.port)), 10)
+        a.kill()
+        a.wait(5)
+        w0 = next((p for p in workers if environ(p).get(b"M0__WORKER") == b"0"), None)
+        if w0:
+            os.kill(w0, signal.SIGKILL)
+        views = wait_for(lambda: (lambda g: g if set(g) == {"0", "1"} and all(v == [("echo.1", socket.gethostname())]
+                                                                             for v in g.values()) else None)(
+            instances_in_graphs(s.port)), 15)
+        F.check(both and w0 and views,
+                f"--workers 2: two relayed instances, the first gone and worker 0 respawned: each worker's graph "
+                f"names the one left echo.1, the supervisor's slot, on this machine ({instances_in_graphs(s.port)})")
+        F.check(s.stop() == 0 and exit_of(b, 5) == 0, "--workers 2, aligned slots: SIGTERM -> exit 0, B stopped")
 
     # Spawned instances are the supervisor's children, made once for the
     # host (not once per worker), and serve every worker.

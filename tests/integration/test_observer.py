@@ -402,9 +402,9 @@ if __name__ == "__main__":
     try:
         prefork()
         external("--threads", "127.0.0.1")
-        # A worker sees the relay's leg, not the instance: the graph puts the
-        # instance on the supervisor's machine (docs/actors.md, Not yet).
-        external("--workers", socket.gethostname())
+        # A worker sees the relay's leg; the relay's introduction says where
+        # the instance dialed from (actors/relay.h).
+        external("--workers", "127.0.0.1")
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     F.done()

@@ -66,7 +66,7 @@ typedef struct m0__relay {
   bool inbox_made;
   int wake;                    /* eventfd: an instance came or went, a leg connected, or the relay is closing */
   char host[64];               /* this machine's name: where an instance over ipc dialed from */
-  uint64_t seq;
+  uint64_t seq;                /* of its introductions */
   atomic_bool closing;
   pthread_t thread;
   bool started;

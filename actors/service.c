@@ -251,7 +251,8 @@ static void *service_rx(void *arg) {
         atomic_fetch_add(&s->st.refused, 1);
     } else if (m0__inbox_put(to, m.nmsg) == 0) {
       m.nmsg = NULL;
-      m0__edge_sent(m0__service_slot_id(s, k), m.env.to, m.env.kind); /* its sender is outside: counted here (actors/edges.h) */
+      /* its sender is outside: counted here (actors/edges.h) */
+      m0__edge_sent(m0__service_slot_id(s, k), m.env.to, m.env.kind);
     }
     m0__msg_free(&m);
   }

@@ -49,13 +49,15 @@ static void count_add(void *arg, uint32_t from, uint32_t to, const m0__edge_coun
   c->kinds[i] |= ec->kinds;
 }
 
+/* Adds the edge from -> to carrying kinds (space-separated); returns it. */
 static json_t *edge(json_t *edges, const char *from, const char *to, const char *kinds) {
   json_t *k = json_array();
-  char buf[128];
+  char buf[160];
   snprintf(buf, sizeof buf, "%s", kinds);
   for (char *save, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) json_array_append_new(k, json_string(w));
-  json_array_append_new(edges, json_pack("{s:s, s:s, s:o}", "from", from, "to", to, "kinds", k));
-  return edges;
+  json_t *e = json_pack("{s:s, s:s, s:o}", "from", from, "to", to, "kinds", k);
+  json_array_append_new(edges, e);
+  return e;
 }
 
 typedef struct refusals {
@@ -81,6 +83,58 @@ static json_int_t refused(const refusals *r, uint32_t actor) {
   for (int i = 0; i < r->count; i++)
     if (r->actor[i] == actor) return (json_int_t)r->n[i];
   return 0;
+}
+
+/* The edges no rule declares that carried messages between two instances
+ * (an instance's asks, m0_ask: which actor it asks is its code's choice),
+ * drawn with the kinds seen on them and "seen". */
+static void draw_seen(json_t *edges, json_t *nodes, const counts *cn) {
+  json_t *names = json_object(), *e; /* the nodes, by name */
+  size_t i;
+  json_array_foreach(nodes, i, e) json_object_set(names, json_string_value(json_object_get(e, "name")), e);
+  for (int k = 0; cn && k < cn->count; k++) {
+    bool known = false;
+    json_array_foreach(edges, i, e) {
+      known = known || (!strcmp(json_string_value(json_object_get(e, "from")), cn->from[k]) &&
+                        !strcmp(json_string_value(json_object_get(e, "to")), cn->to[k]));
+    }
+    json_t *src = json_object_get(names, cn->from[k]), *dst = json_object_get(names, cn->to[k]);
+    if (known || !src || !dst || strcmp(json_string_value(json_object_get(src, "role")), "instance") ||
+        strcmp(json_string_value(json_object_get(dst, "role")), "instance"))
+      continue; /* between two instances only: the rules cover the rest */
+    char kinds[160] = "";
+    size_t kl = 0;
+    for (int b = 1; b < M0__KIND_COUNT_ && kl < sizeof kinds; b++)
+      if (cn->kinds[k] >> b & 1)
+        kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s", kl ? " " : "", m0__kind_name(b));
+    json_object_set_new(edge(edges, cn->from[k], cn->to[k], kinds), "seen", json_true());
+  }
+  json_decref(names);
+}
+
+/* Each edge's messages so far (the page makes them a rate), and what waits
+ * for each receiver (sent, not yet taken), on its edges and its node: not
+ * known of an instance outside the host (outside: their names), whose
+ * receipts no one here sees, nor of an application actor's socket. */
+static void count_edges(json_t *edges, json_t *nodes, const counts *cn, json_t *outside) {
+  json_t *waits = json_object(), *e; /* name -> waiting, summed over its edges in */
+  size_t i;
+  json_array_foreach(edges, i, e) {
+    const char *f = json_string_value(json_object_get(e, "from")), *to = json_string_value(json_object_get(e, "to"));
+    uint64_t n = 0, w = 0;
+    for (int k = 0; cn && k < cn->count; k++)
+      if (!strcmp(cn->from[k], f) && !strcmp(cn->to[k], to)) n += cn->n[k], w += cn->waiting[k];
+    json_object_set_new(e, "messages", json_integer((json_int_t)n));
+    if (json_object_get(outside, to)) continue;
+    json_object_set_new(e, "waiting", json_integer((json_int_t)w));
+    json_object_set_new(waits, to, json_integer(json_integer_value(json_object_get(waits, to)) + (json_int_t)w));
+  }
+  json_array_foreach(nodes, i, e) {
+    const char *who = json_string_value(json_object_get(e, "name"));
+    if (!json_object_get(outside, who) && strcmp(json_string_value(json_object_get(e, "role")), "app"))
+      json_object_set_new(e, "waiting", json_integer(json_integer_value(json_object_get(waits, who))));
+  }
+  json_decref(waits);
 }
 
 char *m0__observer_graph(const m0__loop *l, const char *process) {
@@ -183,56 +237,12 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
                                     (json_int_t)atomic_load(&s->st.restarts), "refused",
                                     refused(&rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)))));
   }
-  /* Each edge's messages so far; the page makes them a rate. */
-  counts *cn = calloc(1, sizeof *cn); /* 53 KiB: not on the loop's stack */
+  /* What the page counted on each edge (actors/edges.h). */
+  counts *cn = calloc(1, sizeof *cn); /* 61 KiB: not on the loop's stack */
   if (cn) m0__edges_each(count_add, cn);
-  /* And what waits for each receiver (sent, not yet taken): not known of an
-   * instance outside the host, whose receipts no one here sees. */
-  json_t *waits = json_object(); /* name -> waiting, summed over its edges in */
-  size_t i;
-  json_t *e;
-  json_t *names = json_object(); /* the nodes, by name */
-  json_array_foreach(nodes, i, e) json_object_set(names, json_string_value(json_object_get(e, "name")), e);
-  size_t declared = json_array_size(edges);
-  /* Edges no rule declares that carried messages between two instances
-   * (an instance's asks, m0_ask: which actor it asks is its code's
-   * choice), drawn with the kinds seen on them. */
-  for (int k = 0; cn && k < cn->count; k++) {
-    bool known = false;
-    for (size_t d = 0; d < declared && !known; d++) {
-      json_t *de = json_array_get(edges, d);
-      known = !strcmp(json_string_value(json_object_get(de, "from")), cn->from[k]) &&
-              !strcmp(json_string_value(json_object_get(de, "to")), cn->to[k]);
-    }
-    json_t *src = json_object_get(names, cn->from[k]), *dst = json_object_get(names, cn->to[k]);
-    if (known || !src || !dst || strcmp(json_string_value(json_object_get(src, "role")), "instance") ||
-        strcmp(json_string_value(json_object_get(dst, "role")), "instance"))
-      continue; /* between two instances only: the rules cover the rest */
-    char kinds[160] = "";
-    size_t kl = 0;
-    for (int b = 1; b < M0__KIND_COUNT_ && kl < sizeof kinds; b++)
-      if (cn->kinds[k] >> b & 1) kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s", kl ? " " : "", m0__kind_name(b));
-    edge(edges, cn->from[k], cn->to[k], kinds);
-  }
-  json_decref(names);
-  json_array_foreach(edges, i, e) {
-    const char *f = json_string_value(json_object_get(e, "from")), *to = json_string_value(json_object_get(e, "to"));
-    uint64_t n = 0, w = 0;
-    for (int k = 0; cn && k < cn->count; k++)
-      if (!strcmp(cn->from[k], f) && !strcmp(cn->to[k], to)) n += cn->n[k], w += cn->waiting[k];
-    json_object_set_new(e, "messages", json_integer((json_int_t)n));
-    if (i >= declared) json_object_set_new(e, "seen", json_true()); /* not a rule's: its messages made it */
-    if (json_object_get(outside, to)) continue;
-    json_object_set_new(e, "waiting", json_integer((json_int_t)w));
-    json_object_set_new(waits, to, json_integer(json_integer_value(json_object_get(waits, to)) + (json_int_t)w));
-  }
+  draw_seen(edges, nodes, cn);
+  count_edges(edges, nodes, cn, outside);
   free(cn);
-  json_array_foreach(nodes, i, e) {
-    const char *who = json_string_value(json_object_get(e, "name"));
-    if (!json_object_get(outside, who) && strcmp(json_string_value(json_object_get(e, "role")), "app"))
-      json_object_set_new(e, "waiting", json_integer(json_integer_value(json_object_get(waits, who))));
-  }
-  json_decref(waits);
   json_decref(outside);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);

@@ -384,7 +384,7 @@ int m0_respond_graph(m0_response *res) {
   int rv = 0;
   if (!records && graph_streamed(res->req)) {
     /* The host's own stream: this graph first, then one a second from the
-     * loop's sweep (m0__http_graph_beat). */
+     * loop's sweep (m0__stream_graph). */
     rv = respond_stream(res, M0__GRAPH_CHANNEL);
     size_t n;
     char *ev = rv == 0 && !res->head ? m0__graph_event(json, &n) : NULL;

@@ -55,7 +55,8 @@ bool m0__socket_name_of(uint64_t sock_id, char *out, size_t outlen) {
 }
 
 /* A mailbox: a pull0 socket, or (poly) a pair1 socket in polyamorous mode. */
-static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, bool poly) {
+static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, bool poly,
+                        nng_pipe_cb on_pipe, void *arg) {
   memset(a, 0, sizeof *a);
   a->id = id;
   a->trace = trace;
@@ -70,6 +71,8 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
    * message to its pipe's queue at once (or drops it, counted by nng as
    * tx_drop, when that queue is full: actors/service.h). */
   if (poly) nng_socket_set_ms(a->mailbox, NNG_OPT_SENDTIMEO, 100);
+  for (int ev = NNG_PIPE_EV_ADD_PRE; on_pipe && ev <= NNG_PIPE_EV_REM_POST; ev++)
+    nng_pipe_notify(a->mailbox, (nng_pipe_ev)ev, on_pipe, arg);
   if (m0__link_listen(a->mailbox, url) != 0) {
     m0__socket_close(a->mailbox);
     return M0__ETRANSPORT;
@@ -80,11 +83,12 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
 }
 
 int m0__actor_open(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {
-  return actor_listen(a, id, url, trace, false);
+  return actor_listen(a, id, url, trace, false, NULL, NULL);
 }
 
-int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace) {
-  return actor_listen(a, id, url, trace, true);
+int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, nng_pipe_cb on_pipe,
+                        void *arg) {
+  return actor_listen(a, id, url, trace, true, on_pipe, arg);
 }
 
 int m0__actor_listen_also(m0__actor *a, const char *url) {

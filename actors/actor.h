@@ -73,7 +73,10 @@ void m0__actor_close(m0__actor *a);
 /* The mailbox of an application actor's instances (actors/service.h): a
  * pair1 socket in polyamorous mode listening at url, so any number of
  * instances dial in and each is addressed by its pipe. 0 or M0__ETRANSPORT. */
-int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace);
+/* on_pipe (with arg) hears every pipe's ADD_PRE, ADD_POST and REM_POST from
+ * the first: it is set before the socket listens, so no pipe comes unheard. */
+int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, nng_pipe_cb on_pipe,
+                        void *arg);
 /* Listens at one more URL; its unsealed messages are then as far-reaching
  * as the farther of the two. */
 int m0__actor_listen_also(m0__actor *a, const char *url);

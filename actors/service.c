@@ -20,6 +20,7 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
   s->loop_inbox = loop_inbox;
   s->nloops = nloops;
   s->loop_base = loop_base;
+  s->restarts = &s->st.restarts;
   pthread_mutex_init(&s->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -264,13 +265,13 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
   s->pub = pub;
   s->nslots = M0__SLOTS;
   snprintf(s->url, sizeof s->url, "%s", url);
-  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), url, trace) != 0) {
+  /* The pipe events from before it listens: an instance (a leg, at a
+   * respawned worker's door) that dialed at once had its pipe unheard. */
+  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), url, trace, on_pipe,
+                          s) != 0) {
     fprintf(stderr, "m0: actor %s cannot listen at %s\n", s->name, url);
     return M0__ETRANSPORT;
   }
-  nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_ADD_PRE, on_pipe, s);
-  nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_ADD_POST, on_pipe, s);
-  nng_pipe_notify(s->self.mailbox, NNG_PIPE_EV_REM_POST, on_pipe, s);
   if (pthread_create(&s->rx, NULL, service_rx, s) != 0) {
     m0__actor_close(&s->self);
     return M0__ENOMEM;

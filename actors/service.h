@@ -59,7 +59,7 @@ typedef struct m0__service_stats {
   atomic_ullong died;         /* 502: its instance left with it in flight */
   atomic_ullong unknown;      /* replies to an id not in flight (late, or made up): dropped */
   atomic_ullong refused;      /* messages from instances that are not REPLY, or no slot free */
-  atomic_ullong restarts;     /* spawned instances started again (host/children.c) */
+  _Atomic uint64_t restarts;  /* spawned instances started again: where `restarts` points until a page does */
   m0__latency latency;        /* from a request's taking to its answer, whatever the outcome */
 } m0__service_stats;
 
@@ -83,6 +83,9 @@ typedef struct m0__service {
   int nloops;
   int loop_base;          /* the first loop's index (a worker's loop is its worker's) */
   m0__service_stats st;
+  _Atomic uint64_t *restarts; /* its spawned instances started again (host/children.c): the shared page's
+                               * word for this actor (the whole host's, under prefork the supervisor's
+                               * count), or st.restarts */
   m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
   /* Under --workers (actors/relay.h): in the supervisor, the relay its
    * REPLYs go to (it has no loops); in a worker, door is set: its

@@ -20,11 +20,13 @@
 #include <stddef.h>
 
 #include "m0/m0.h"
+#include "transport/page.h"
 
 typedef enum m0__placement { M0__PLACE_THREAD, M0__PLACE_PROCESS, M0__PLACE_EXTERNAL } m0__placement;
 
 #define M0__ACTOR_NAME_MAX 48
 #define M0__ACTORS_MAX 64    /* actors in one application */
+_Static_assert(M0__ACTORS_MAX <= M0__PAGE_APP_ACTORS, "each actor has its word on the shared page");
 #define M0__INSTANCES_MAX 64 /* instances of one actor (connected at once, for external) */
 
 /* One actor as a topology file declares it (or as the defaults place it). */

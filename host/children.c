@@ -126,7 +126,7 @@ static void child_exited(m0__children *ch, child *c) {
             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), sp->restart_intensity, sp->restart_period_ms);
     return;
   }
-  atomic_fetch_add(&ch->svcs[c->actor].st.restarts, 1);
+  atomic_fetch_add(ch->svcs[c->actor].restarts, 1);
   fprintf(stderr, "m0: actor %s: instance %d ended (%s %d); started again\n", sp->name, c->instance,
           WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   if (child_spawn(ch, c) != 0) c->given_up = true;

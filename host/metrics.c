@@ -112,7 +112,7 @@ static void metrics_actors(m0__buf *b, m0__service *const *sv, int n) {
                     "# TYPE m0_actor_restarts_total counter\n");
   for (int i = 0; i < n; i++)
     m0__buf_printf(b, "m0_actor_restarts_total{actor=\"%s\"} %llu\n", sv[i]->name,
-                   (unsigned long long)atomic_load(&sv[i]->st.restarts));
+                   (unsigned long long)atomic_load(sv[i]->restarts));
   m0__buf_printf(b, "# HELP m0_actor_replies_dropped_total Replies to no request in flight (late or unknown), "
                     "and messages refused from instances.\n# TYPE m0_actor_replies_dropped_total counter\n");
   for (int i = 0; i < n; i++)

@@ -206,7 +206,7 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
       if (!atomic_load(&s->slots[k].live)) continue;
       live++;
       inflight += atomic_load(&s->slots[k].inflight);
-      char inst[64], where[INET6_ADDRSTRLEN + 8];
+      char inst[64], where[256];
       m0__actor_name(m0__service_slot_id(s, k), inst, sizeof inst);
       if (s->door) { /* a relay's leg: where the relay said its instance dialed from */
         pthread_mutex_lock(&s->mu);
@@ -234,7 +234,7 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
                           json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "name", s->name, "role", "app",
                                     "process", process, "placement", s->connected ? "connected" : "thread", "url",
                                     s->connected ? s->url : "", "instances", live, "in_flight", inflight, "restarts",
-                                    (json_int_t)atomic_load(&s->st.restarts), "refused",
+                                    (json_int_t)atomic_load(s->restarts), "refused",
                                     refused(&rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)))));
   }
   /* What the page counted on each edge (actors/edges.h). */

@@ -18,10 +18,11 @@ _Static_assert(sizeof(m0__loop_line) == 128, "a loop's line is two cache lines")
 static int page_check(m0__page *pg, const char *what, char *err, size_t errlen);
 
 /* The head, two banks of loop lines, the refusals, the bus, the edges, the
- * recent trace records. */
+ * recent trace records, the actors' restarts. */
 static size_t page_size(size_t loops) {
   return sizeof(m0__page_head) + 2 * loops * sizeof(m0__loop_line) + M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) +
-         sizeof(m0__bus_line) + M0__PAGE_EDGE_LINES * sizeof(m0__edge_line) + sizeof(m0__trace_ring);
+         sizeof(m0__bus_line) + M0__PAGE_EDGE_LINES * sizeof(m0__edge_line) + sizeof(m0__trace_ring) +
+         M0__PAGE_APP_ACTORS * sizeof(uint64_t);
 }
 
 static void *page_map_file(const char *path, size_t size, int *fd_out, bool create, char *err,
@@ -65,6 +66,7 @@ int m0__page_create(m0__page *pg, const char *dir, int loops, size_t app_slots, 
   pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
   pg->edges = (m0__edge_line *)(pg->bus + 1);
   pg->traces = (m0__trace_ring *)(pg->edges + M0__PAGE_EDGE_LINES);
+  pg->restarts = (_Atomic uint64_t *)(pg->traces + 1);
   pg->head->version = M0__PAGE_VERSION;
   pg->head->loops = (uint32_t)loops;
   atomic_store(&pg->head->generation, 1);
@@ -116,6 +118,7 @@ static int page_check(m0__page *pg, const char *what, char *err, size_t errlen) 
   pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
   pg->edges = (m0__edge_line *)(pg->bus + 1);
   pg->traces = (m0__trace_ring *)(pg->edges + M0__PAGE_EDGE_LINES);
+  pg->restarts = (_Atomic uint64_t *)(pg->traces + 1);
   return 0;
 }
 

@@ -18,6 +18,9 @@
  *                to) by any process of the host (actors/edges.h)
  *   then the recent trace records: a ring of M0__PAGE_TRACE_LINES that
  *                every process's tracer writes while on (actors/recent.h)
+ *   then M0__PAGE_APP_ACTORS words: each application actor's restarts of
+ *                its spawned instances, counted by whichever process spawns
+ *                them (the supervisor under prefork), read by every one
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -105,6 +108,10 @@ typedef struct m0__trace_ring {
   m0__trace_line lines[M0__PAGE_TRACE_LINES];
 } m0__trace_ring;
 
+/* Application actors an application has at most (host/appspec.h checks
+ * its own bound against this). */
+#define M0__PAGE_APP_ACTORS 64
+
 typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
@@ -114,6 +121,7 @@ typedef struct m0__page {
   m0__bus_line *bus;          /* after the refusals */
   m0__edge_line *edges;       /* M0__PAGE_EDGE_LINES, after the bus */
   m0__trace_ring *traces;     /* after the edges */
+  _Atomic uint64_t *restarts; /* [M0__PAGE_APP_ACTORS], after the traces */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;
 

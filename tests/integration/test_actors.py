@@ -1003,10 +1003,10 @@ def both_workers_answered(port, pids, tries=20):
     return set(), bad + got
 
 
-def instances_by_worker(port, actor="echo", n=8):
-    """{worker: m0_actor_instances of actor} as each worker's own /metrics
-    says it, from n keep-alive connections held at once (so both workers
-    have some), each asking /instance then /metrics."""
+def instances_by_worker(port, actor="echo", n=8, name="m0_actor_instances"):
+    """{worker: metric `name` of actor} as each worker's own /metrics says
+    it, from n keep-alive connections held at once (so both workers have
+    some), each asking /instance then /metrics."""
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=8) for _ in range(n)]
     out = {}
     try:
@@ -1019,7 +1019,7 @@ def instances_by_worker(port, actor="echo", n=8):
         for c, w in zip(conns, ws):
             c.request("GET", "/metrics")
             r = c.getresponse()
-            m = re.search(rf'^m0_actor_instances{{actor="{actor}"[^}}]*}} (\d+)$', r.read().decode(), re.M)
+            m = re.search(rf'^{name}{{actor="{actor}"[^}}]*}} (\d+)$', r.read().decode(), re.M)
             out[w] = int(m.group(1)) if m else None
     except (OSError, http.client.HTTPException):
         pass
@@ -1160,6 +1160,17 @@ def relayed():
         F.check(seen == {"0", "1"} and not bad,
                 f"--workers 2, echo process x2: both workers are answered by the spawned instances "
                 f"(workers {seen}; not: {bad[:4]})")
+        # One killed is spawned again by the supervisor: both workers' /metrics
+        # count the restart (the shared page's), and their graphs.
+        victim = sorted(kids)[0]
+        os.kill(victim, signal.SIGKILL)
+        again = wait_for(lambda: (lambda k: k if k and victim not in k else None)(spawned()), 10)
+        counted = wait_for(lambda: (lambda d: d if d == {"0": 1, "1": 1} else None)(
+            instances_by_worker(s.port, name="m0_actor_restarts_total")), 10)
+        F.check(again and counted,
+                f"--workers 2, echo process: an instance killed is spawned again ({again}), and each worker's "
+                f"/metrics counts the restart ({instances_by_worker(s.port, name='m0_actor_restarts_total')})")
+        kids = again or kids
         F.check(s.stop() == 0 and wait_for(lambda: not any(alive(k) for k in kids), 5),
                 f"--workers 2, echo process: SIGTERM -> exit 0, its instances stopped ({[alive(k) for k in kids]})")
 

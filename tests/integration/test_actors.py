@@ -175,17 +175,6 @@ def echo_actor(url, instance=0):
     return start_program([os.path.join(BIN, "echo_actor"), url, str(instance)], "echo_actor")
 
 
-def stop_program(p, sig=signal.SIGTERM, timeout=5):
-    if p.poll() is None:
-        p.send_signal(sig)
-    try:
-        return p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait(timeout=5)
-        return None
-
-
 def exit_of(p, timeout):
     """p's exit code once it exits by itself within timeout, else None (then killed)."""
     try:
@@ -194,6 +183,12 @@ def exit_of(p, timeout):
         p.kill()
         p.wait(timeout=5)
         return None
+
+
+def stop_program(p, sig=signal.SIGTERM, timeout=5):
+    if p.poll() is None:
+        p.send_signal(sig)
+    return exit_of(p, timeout)
 
 
 def ask(port, method, path, body=b"", timeout=5, headers=()):
@@ -962,6 +957,17 @@ def modes():
 
 # ---- 9b. process and external actors under --workers: the supervisor's URL, relayed -----------------------------
 
+def workers_of(conns):
+    """The worker that answers each of these keep-alive connections (GET /instance)."""
+    out = []
+    for c in conns:
+        c.request("GET", "/instance")
+        r = c.getresponse()
+        r.read()
+        out.append(r.getheader("x-worker"))
+    return out
+
+
 def by_worker(port, n=8, method="POST", body=b"w"):
     """n keep-alive connections held open at once (so the workers share
     them), each asking /instance (its worker) then /actor/echo:
@@ -969,11 +975,7 @@ def by_worker(port, n=8, method="POST", body=b"w"):
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=8) for _ in range(n)]
     out = []
     try:
-        for c in conns:
-            c.request("GET", "/instance")
-            r = c.getresponse()
-            r.read()
-            out.append([r.getheader("x-worker")])
+        out = [[w] for w in workers_of(conns)]
         for c, o in zip(conns, out):
             c.request(method, "/actor/echo", body=body)
             r = c.getresponse()
@@ -1003,30 +1005,37 @@ def both_workers_answered(port, pids, tries=20):
     return set(), bad + got
 
 
-def instances_by_worker(port, actor="echo", n=8, name="m0_actor_instances"):
-    """{worker: metric `name` of actor} as each worker's own /metrics says
-    it, from n keep-alive connections held at once (so both workers have
-    some), each asking /instance then /metrics."""
+def per_worker(port, path, read, n=8):
+    """{worker: read(body of GET path)} as each worker answers it, from n
+    keep-alive connections held at once (so both workers have some), each
+    asking /instance (its worker) then path."""
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=8) for _ in range(n)]
     out = {}
     try:
-        ws = []
-        for c in conns:
-            c.request("GET", "/instance")
-            r = c.getresponse()
-            r.read()
-            ws.append(r.getheader("x-worker"))
+        ws = workers_of(conns)
         for c, w in zip(conns, ws):
-            c.request("GET", "/metrics")
-            r = c.getresponse()
-            m = re.search(rf'^{name}{{actor="{actor}"[^}}]*}} (\d+)$', r.read().decode(), re.M)
-            out[w] = int(m.group(1)) if m else None
-    except (OSError, http.client.HTTPException):
+            c.request("GET", path)
+            out[w] = read(c.getresponse().read())
+    except (OSError, http.client.HTTPException, ValueError):
         pass
     finally:
         for c in conns:
             c.close()
     return out
+
+
+def instances_by_worker(port, actor="echo", name="m0_actor_instances"):
+    """{worker: metric `name` of actor} as each worker's own /metrics says it."""
+    def read(body):
+        m = re.search(rf'^{name}{{actor="{actor}"[^}}]*}} (\d+)$', body.decode(), re.M)
+        return int(m.group(1)) if m else None
+    return per_worker(port, "/metrics", read)
+
+
+def instances_in_graphs(port):
+    """{worker: [(echo's instance, machine)]} from each worker's own /graph."""
+    return per_worker(port, "/graph", lambda b: sorted((x["name"], x["machine"]) for x in json.loads(b)["nodes"]
+                                                       if x["role"] == "instance" and x["name"].startswith("echo.")))
 
 
 def relayed_load(port, conns=8, each=25):
@@ -1055,31 +1064,6 @@ def relayed_load(port, conns=8, each=25):
         t.start()
     for t in ts:
         t.join(60)
-    return out
-
-
-def instances_in_graphs(port, n=8):
-    """{worker: [(echo's instance, machine)]} from each worker's own /graph, over
-    n keep-alive connections held at once (so both workers have some)."""
-    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=8) for _ in range(n)]
-    out = {}
-    try:
-        ws = []
-        for c in conns:
-            c.request("GET", "/instance")
-            r = c.getresponse()
-            r.read()
-            ws.append(r.getheader("x-worker"))
-        for c, w in zip(conns, ws):
-            c.request("GET", "/graph")
-            g = json.loads(c.getresponse().read())
-            out[w] = sorted((x["name"], x["machine"]) for x in g["nodes"]
-                            if x["role"] == "instance" and x["name"].startswith("echo."))
-    except (OSError, http.client.HTTPException, ValueError):
-        pass
-    finally:
-        for c in conns:
-            c.close()
     return out
 
 
@@ -1187,12 +1171,7 @@ def relayed():
         ups = wait_for(lambda: (lambda d: d if d == {"0": 1, "1": 1} else None)(instances_by_worker(s.port)), 10)
         F.check(ups, f"--workers 2: both workers have the silent instance ({instances_by_worker(s.port)})")
         conns = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=8) for _ in range(8)]
-        where = []
-        for c in conns:
-            c.request("GET", "/instance")
-            r = c.getresponse()
-            r.read()
-            where.append(r.getheader("x-worker"))
+        where = workers_of(conns)
         for c in conns:
             c.putrequest("GET", "/actor/echo")
             c.endheaders()

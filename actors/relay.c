@@ -46,9 +46,13 @@ static void leg_introduce(m0__relay *r, int k, m0__relay_leg *l) {
                .to = M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(r->svc->index, 0xfff)), .seq = ++r->seq};
   m0__env_write(nng_msg_body(m), &e, (uint32_t)len);
   m0__family_seal(seal);
+  /* Waiting (up to the leg's 100 ms send timeout) rather than dropped: a
+   * leg not introduced is no instance to its worker until it connects again. */
   if (nng_msg_append(m, intro, len) != 0 || nng_msg_append(m, seal, sizeof seal) != 0 ||
-      nng_sendmsg(l->sock, m, NNG_FLAG_NONBLOCK) != 0)
+      nng_sendmsg(l->sock, m, 0) != 0) {
+    atomic_fetch_add(&r->dropped, 1);
     nng_msg_free(m);
+  }
 }
 
 /* A leg to worker w's door. A worker not listening yet (starting, or being
@@ -62,6 +66,7 @@ static void leg_open(m0__relay *r, m0__relay_leg *l, int w) {
   nng_socket_set_ms(l->sock, NNG_OPT_RECONNMAXT, 200);
   nng_socket_set_size(l->sock, NNG_OPT_RECVMAXSZ, M0__ENV_HEADER + M0__ENV_MAX_PAYLOAD + M0__SEAL_LEN);
   nng_socket_set_int(l->sock, NNG_OPT_SENDBUF, 16); /* a REPLY is put, never waited for (its worker may be gone) */
+  nng_socket_set_ms(l->sock, NNG_OPT_SENDTIMEO, 100);
   if (nng_dial(l->sock, r->doors[w], NULL, NNG_FLAG_NONBLOCK) != 0 ||
       nng_socket_get_int(l->sock, NNG_OPT_RECVFD, &l->fd) != 0) {
     m0__socket_close(l->sock);

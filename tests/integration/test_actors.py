@@ -988,13 +988,16 @@ def by_worker(port, n=8, method="POST", body=b"w"):
     return [tuple(o) for o in out]
 
 
-def both_workers_answered(port, pids, tries=20):
-    """Asks until a round of connections on both workers is answered 200,
-    each by one of the instances (pids): the workers of that round, and the
-    answers that were neither that nor 503 (a worker whose leg is not up
-    yet has no instance), which end the asking."""
+def both_workers_answered(port, pids, within=10):
+    """Asks, for up to `within` s, until a round of connections on both
+    workers is answered 200, each by one of the instances (pids): the
+    workers of that round, and the answers that were neither that nor 503
+    (a worker whose leg is not up yet has no instance), which end the
+    asking."""
     bad = []
-    for _ in range(tries):
+    got = []
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
         got = by_worker(port)
         if all(st == 200 and j and j.get("pid") in pids and j.get("body") == "w" for _, st, j in got):
             return {w for w, _, _ in got}, bad
@@ -1093,7 +1096,7 @@ def relayed():
         victim = sorted(workers)[0]
         os.kill(victim, signal.SIGKILL)
         now = wait_for(lambda: (lambda k: k if len(k) == 2 and victim not in k else None)(children(s.proc.pid)), 10)
-        seen, bad = both_workers_answered(s.port, {a.pid}, tries=40) if now else (set(), [])
+        seen, bad = both_workers_answered(s.port, {a.pid}) if now else (set(), [])
         F.check(now and seen == {"0", "1"} and a.poll() is None,
                 f"--workers 2: a worker SIGKILLed and respawned ({victim} -> {now}) is relayed to the same "
                 f"instance again (workers {seen}; not: {bad[:4]}; instance {a.poll()})")

@@ -32,7 +32,9 @@
  * - A REQUEST is sent as a loop's is, waiting (up to the poly socket's
  *   100 ms send timeout) for the socket to take it: it takes one message
  *   at a time, and two workers' batches arrive together. A REPLY is put on
- *   its leg's send queue without waiting (a worker gone is not waited for).
+ *   its leg's send queue without waiting (a worker gone is not waited for);
+ *   an introduction waits up to the leg's 100 ms (a leg not introduced is
+ *   no instance to its worker until it connects again).
  * - The hop costs the supervisor one nng receive and one send per batch,
  *   both ways; the relay records no trace of its own (the worker's and the
  *   instance's records are the two ends).

@@ -264,7 +264,7 @@ typedef struct picked {
 } picked;
 
 /* name is the actor's, or one of its instances' (actor "echo": "echo.0"). */
-static bool names(const picked *p, const char *name) {
+static bool of_actor(const picked *p, const char *name) {
   return !strncmp(name, p->actor, p->len) && (name[p->len] == 0 || name[p->len] == '.');
 }
 
@@ -273,7 +273,7 @@ static void pick(void *arg, const m0__trace_rec *r) {
   char from[64], to[64];
   m0__actor_name(r->e.from, from, sizeof from);
   m0__actor_name(r->e.to, to, sizeof to);
-  if (!names(p, from) && !names(p, to)) return;
+  if (!of_actor(p, from) && !of_actor(p, to)) return;
   p->r[(p->head + p->n) % M0__OBSERVER_RECORDS] = *r;
   if (p->n < M0__OBSERVER_RECORDS) p->n++;
   else p->head = (p->head + 1) % M0__OBSERVER_RECORDS;

@@ -61,3 +61,17 @@ void m0__field_trim(const char **value, size_t *vn) {
   *value = p;
   *vn = n;
 }
+
+bool m0__field_has(const char *v, size_t vn, const char *token) {
+  size_t tl = strlen(token), i = 0;
+  while (i < vn) {
+    while (i < vn && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
+    size_t s = i;
+    while (i < vn && v[i] != ',') i++;
+    size_t e = s;
+    while (e < i && v[e] != ';') e++; /* the element without its parameters */
+    while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t')) e--;
+    if (e - s == tl && strncasecmp(v + s, token, tl) == 0) return true;
+  }
+  return false;
+}

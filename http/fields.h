@@ -31,5 +31,8 @@ bool m0__field_is_hosts(const char *name, size_t nn);
 /* Drops leading and trailing SP and HTAB (RFC 9110 section 5.5: a field value
  * has none). */
 void m0__field_trim(const char **value, size_t *vn);
+/* Whether a comma-separated value (Connection, Upgrade, Accept) holds token,
+ * case-insensitive; an element's parameters (";q=0.9") are not compared. */
+bool m0__field_has(const char *value, size_t vn, const char *token);
 
 #endif

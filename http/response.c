@@ -361,10 +361,7 @@ static bool graph_records_of(const m0_request *req, char *out, size_t n) {
 /* Asked for as a stream (an EventSource's Accept). */
 static bool graph_streamed(const m0_request *req) {
   m0_str a = req ? m0_request_header(req, "Accept") : (m0_str){NULL, 0};
-  static const char es[] = "text/event-stream";
-  for (size_t i = 0; a.n >= sizeof es - 1 && i <= a.n - (sizeof es - 1); i++)
-    if (!strncasecmp(a.p + i, es, sizeof es - 1)) return true;
-  return false;
+  return m0__field_has(a.p, a.n, "text/event-stream");
 }
 
 int m0_respond_graph(m0_response *res) {

@@ -35,6 +35,7 @@
 #include <strings.h>
 
 #include "http/conn_state.h"
+#include "http/fields.h"
 #include "http/response.h"
 #include "http/stream.h"
 #include "http/ws.h"
@@ -299,19 +300,7 @@ m0_ws *m0__ws_begin(void *ctx, const m0_ws_handlers *hd, bool deflate, const voi
   return ws;
 }
 
-/* Whether a comma-separated header value holds token (case-insensitive). */
-static bool has_token(m0_str v, const char *token) {
-  size_t tl = strlen(token), i = 0;
-  while (i < v.n) {
-    while (i < v.n && (v.p[i] == ' ' || v.p[i] == '\t' || v.p[i] == ',')) i++;
-    size_t s = i;
-    while (i < v.n && v.p[i] != ',') i++;
-    size_t e = i;
-    while (e > s && (v.p[e - 1] == ' ' || v.p[e - 1] == '\t')) e--;
-    if (e - s == tl && strncasecmp(v.p + s, token, tl) == 0) return true;
-  }
-  return false;
-}
+static bool has_token(m0_str v, const char *token) { return m0__field_has(v.p, v.n, token); }
 
 m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
   if (!res || res->done) return NULL;

@@ -14,6 +14,7 @@
 
 #include "base/buf.h"
 #include "base/errors.h"
+#include "http/fields.h"
 #include "http/ws.h"
 
 #define PARSE(bytes, deflate, max, f) m0__ws_frame_parse((const uint8_t *)(bytes), sizeof(bytes) - 1, deflate, max, f)
@@ -367,8 +368,22 @@ static void test_inflate_bound(void **st) {
   m0__ws_deflater_free(de);
 }
 
+/* The header lists the upgrade and the graph's stream read (http/fields.h). */
+static void test_field_has(void **st) {
+  static const char conn[] = "keep-alive, Upgrade", accept[] = "text/html;q=0.9 , TEXT/Event-Stream ; q=1";
+  assert_true(m0__field_has(conn, sizeof conn - 1, "upgrade"));
+  assert_true(m0__field_has(conn, sizeof conn - 1, "keep-alive"));
+  assert_false(m0__field_has(conn, sizeof conn - 1, "upgrad"));
+  assert_true(m0__field_has(accept, sizeof accept - 1, "text/event-stream"));
+  assert_true(m0__field_has(accept, sizeof accept - 1, "text/html"));
+  assert_false(m0__field_has(accept, sizeof accept - 1, "text/event"));
+  assert_false(m0__field_has("", 0, "upgrade"));
+  assert_false(m0__field_has("x-text/event-stream", 19, "text/event-stream"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_field_has),
       cmocka_unit_test(test_accept),          cmocka_unit_test(test_frame_refusals),
       cmocka_unit_test(test_frame_lengths),   cmocka_unit_test(test_header_roundtrip),
       cmocka_unit_test(test_unmask),          cmocka_unit_test(test_utf8),

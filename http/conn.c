@@ -61,6 +61,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
 static void conn_release(m0__conn *c) {
   m0__http *h = c->h;
   m0__parser_fini(&c->p);
+  if (c->ws) m0__ws_free(c->ws);
   free(c->in);
   m0__outq_free(&c->q[0]);
   m0__outq_free(&c->q[1]);

@@ -22,10 +22,12 @@
  * - Sends from the application go in a queue of their own and are handed
  *   to the connection (m0__conn_send): m0_ws_send may be called while
  *   another connection's answer is in the loop's scratch.
- * - The socket's memory is the connection's: on_close runs once, from
- *   conn_close, and the memory goes with it, unless a read of this socket is
- *   still on the stack (a failed write inside on_message): then it goes
- *   when that read returns.
+ * - The socket's memory is the connection's and goes with it, in libuv's
+ *   close callback (m0__ws_free from conn_release), never in conn_close:
+ *   on_close runs once, from conn_close (m0__ws_gone), and may run while the
+ *   frames of this very read are being handled (a close frame right behind
+ *   a large message, a failed write inside on_message). After anything
+ *   that can close, the reader stops at ws->dead and touches nothing else.
  */
 #include "http/websocket.h"
 
@@ -54,7 +56,7 @@ struct m0_ws {
   bool deflate;
   m0__ws_pmd_params pmd;
   m0__ws_inflater *inflater;
-  bool close_sent, reading, dead;
+  bool close_sent, dead;
   int close_code;
 };
 
@@ -254,22 +256,19 @@ static size_t ws_frames(m0_ws *ws, uint8_t *p, size_t n) {
 }
 
 void m0__ws_read(m0_ws *ws, char *buf, size_t n) {
-  ws->reading = true;
+  if (ws->dead) return;
   if (ws->rx.len) { /* a frame began in an earlier read */
-    if (m0__buf_append(&ws->rx, buf, n)) {
-      ws_fail(ws, M0__WS_INTERNAL);
-    } else {
-      size_t used = ws_frames(ws, (uint8_t *)ws->rx.p, ws->rx.len);
-      memmove(ws->rx.p, ws->rx.p + used, ws->rx.len - used);
-      ws->rx.len -= used;
-    }
+    if (m0__buf_append(&ws->rx, buf, n)) return ws_fail(ws, M0__WS_INTERNAL);
+    size_t used = ws_frames(ws, (uint8_t *)ws->rx.p, ws->rx.len);
+    if (ws->dead) return; /* closed under the frames: rx is kept to the end, but nothing more is read */
+    memmove(ws->rx.p, ws->rx.p + used, ws->rx.len - used);
+    ws->rx.len -= used;
   } else {
     size_t used = ws_frames(ws, (uint8_t *)buf, n);
-    if (used < n && !ws->dead && m0__buf_append(&ws->rx, buf + used, n - used)) ws_fail(ws, M0__WS_INTERNAL);
+    if (ws->dead) return;
+    if (used < n && m0__buf_append(&ws->rx, buf + used, n - used)) return ws_fail(ws, M0__WS_INTERNAL);
   }
   if (!ws->rx.len) m0__buf_free(&ws->rx);
-  ws->reading = false;
-  if (ws->dead) free(ws);
 }
 
 void m0__ws_gone(m0_ws *ws) {
@@ -277,11 +276,13 @@ void m0__ws_gone(m0_ws *ws) {
   ws->dead = true;
   int code = ws->close_sent ? ws->close_code : M0__WS_ABNORMAL;
   if (ws->hd.on_close) ws->hd.on_close(ws, code, ws->hd.arg);
-  ws->c->ws = NULL;
+}
+
+void m0__ws_free(m0_ws *ws) {
   m0__buf_free(&ws->rx);
   m0__buf_free(&ws->msg);
   if (ws->inflater) m0__ws_inflater_free(ws->inflater);
-  if (!ws->reading) free(ws);
+  free(ws);
 }
 
 /* ---- the handshake ----------------------------------------------------- */

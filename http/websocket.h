@@ -14,8 +14,11 @@
 m0_ws *m0__ws_begin(void *ctx, const m0_ws_handlers *hd, bool deflate, const void *pmd);
 /* Bytes read from the socket (buf is writable: frames are unmasked in place). */
 void m0__ws_read(m0_ws *ws, char *buf, size_t n);
-/* The connection is closing: on_close (once) and the socket's memory. */
+/* The connection is closing: on_close, once. The memory stays (a read of
+ * this socket may be on the stack) until m0__ws_free. */
 void m0__ws_gone(m0_ws *ws);
+/* The connection's memory goes (libuv's close callback): the socket's too. */
+void m0__ws_free(m0_ws *ws);
 /* Whether the socket's messages go compressed (permessage-deflate). */
 bool m0__ws_deflating(const m0_ws *ws);
 /* The host closes the socket: a close frame with code, then the connection

@@ -295,9 +295,13 @@ m0_ws *m0__ws_begin(void *ctx, const m0_ws_handlers *hd, bool deflate, const voi
   ws->hd = *hd;
   ws->deflate = deflate;
   if (deflate) ws->pmd = *(const m0__ws_pmd_params *)pmd;
-  c->ws = ws;
   m0__stream_enlist(c);
   m0__conn_flush(c); /* the 101 first: what the view sends next follows it */
+  if (c->closing) { /* the client went before the 101 was written: no socket, and no on_close */
+    free(ws);
+    return NULL;
+  }
+  c->ws = ws;
   return ws;
 }
 

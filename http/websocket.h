@@ -10,7 +10,8 @@
 #include "http/conn.h"
 
 /* m0_response's ws_begin on the loop (ctx: the m0__conn): the 101 is in the
- * scratch; the connection becomes a WebSocket. NULL when out of memory. */
+ * scratch; the connection becomes a WebSocket. NULL when out of memory, or
+ * when writing the 101 closed the connection (no on_close then). */
 m0_ws *m0__ws_begin(void *ctx, const m0_ws_handlers *hd, bool deflate, const void *pmd);
 /* Bytes read from the socket (buf is writable: frames are unmasked in place). */
 void m0__ws_read(m0_ws *ws, char *buf, size_t n);

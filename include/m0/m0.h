@@ -323,7 +323,8 @@ typedef struct m0_ws_handlers {
 } m0_ws_handlers;
 /* Upgrades the request. NULL, and the request is answered, when it is not a
  * WebSocket handshake (400; 426 with Sec-WebSocket-Version: 13 for another
- * version), on a pool thread (409), or out of memory (500). Headers added
+ * version), on a pool thread (409), or out of memory (500); NULL too when
+ * the client went before the 101 could be written. Headers added
  * with m0_response_header go out with the 101. handlers is copied. */
 m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers);
 /* Subscribes the socket to a channel (as m0_respond_stream names them). 0,

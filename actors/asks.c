@@ -158,6 +158,9 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
   m0__answer ans = {e->version_minor, e->head, e->close, status, hdrs, n, body, blen, e->extra, e->extra_len};
   int written;
   long bytes = m0__http_answer(&l->http, e->conn, &ans, &written);
+  /* The answer may have parsed the connection's next pipelined request, which
+   * may have taken an entry and grown (moved) the table: e is found again. */
+  e = &a->tab[i];
   if (l->http.access_log && bytes >= 0)
     m0__access_log_line(l->index, (m0_str){e->method, e->mlen}, (m0_str){e->path, e->plen}, written, (size_t)bytes,
                         e->trace_hi, e->trace_lo, NULL);

@@ -19,6 +19,12 @@ into the page's DOM:
   3000-character text and an ArrayBuffer of the bytes 0..255 each come back
   exactly, text as text and binary as binary; ws.close(4001) -> the close
   event says code 4001 (echoed by the server) and wasClean true;
+- four sockets, one after another, each sending a 70 KB binary message
+  and closing with 1000 in the same task while the host is stopped
+  (SIGSTOP until ss shows the bytes queued), so it reads the close in the
+  same read as the message's end: each closes cleanly with 1000 and the
+  host serves /health after (that shape once freed the host's receive
+  buffer under its reader; Chromium alone hit it about 1 run in 12);
 - resumption, from Python (a page cannot set Last-Event-ID): the browser's
   EventSource closes at lastEventId N; while a raw watcher stream sees the
   channel reach M >= N + 3, a raw GET /events with `Last-Event-ID: N` first
@@ -45,7 +51,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BIN, Failures, Server, descendants
+from harness import BIN, Failures, Server, descendants, get
 
 F = Failures()
 CHROMIUM = "/usr/bin/chromium"
@@ -143,6 +149,21 @@ ws.onmessage = (e) => {
 };
 ws.onclose = (e) => { r.close = {code: e.code, reason: e.reason, wasClean: e.wasClean}; window.__m0_show(); };
 """
+
+# One socket that, once told to, sends a 70 KB binary message of random bytes
+# (deflate cannot shrink it) and closes with 1000 in the same task.
+WS_BURST_OPEN_JS = r"""
+const r = window.__burst = {open: false, close: null, errors: 0};
+const ws = r.sock = new WebSocket("ws://" + location.host + "/ws");
+ws.onopen = () => { r.open = true; };
+ws.onerror = () => { r.errors++; };
+ws.onclose = (e) => { r.close = {code: e.code, wasClean: e.wasClean}; };
+"""
+WS_BURST_SEND_JS = r"""
+const big = new Uint8Array(70000); crypto.getRandomValues(big.subarray(0, 65536)); crypto.getRandomValues(big.subarray(65536));
+const ws = window.__burst.sock; ws.send(big); ws.close(1000, "done");
+"""
+
 
 WS_STATE = """const r = window.__ws || {};
 return {open: r.open, ext: r.ext, beats: r.beats, texts: r.texts, bins: r.bins, other: r.other, close: r.close,
@@ -460,6 +481,40 @@ def websocket(F, d, s, label):
     F.check(st["errors"] == 0, f"{label}: WebSocket: no error event ({st['errors']})")
 
 
+def recv_queue(port):
+    """Bytes waiting in the server's end of its established connections on port (ss's Recv-Q)."""
+    out = subprocess.run(["ss", "-tnH", "state", "established", f"( sport = :{port} )"], capture_output=True,
+                         text=True, timeout=5).stdout
+    return sum(int(line.split()[0]) for line in out.splitlines() if line.split())
+
+
+def burst(F, d, s, label, rounds=4):
+    """A large message with the close right behind it, from the browser, read
+    by the host in one go: the host is stopped (SIGSTOP) while the browser
+    sends, so the message's last read holds the close too (the shape that
+    freed the host's receive buffer under its reader; Chromium alone hit it
+    about 1 run in 12)."""
+    clean = 0
+    for k in range(rounds):
+        d.js(WS_BURST_OPEN_JS)
+        if not poll(lambda: d.js("return window.__burst.open;"), 5):
+            break
+        s.signal(signal.SIGSTOP)
+        try:
+            d.js(WS_BURST_SEND_JS)
+            queued = poll(lambda: recv_queue(s.port) >= 70000, 5)
+        finally:
+            s.signal(signal.SIGCONT)
+        st = poll(lambda: d.js("return window.__burst.close;"), 10)
+        print(f"test: burst {k}: {'all queued' if queued else 'not all queued'} while stopped, close {st}",
+              flush=True)
+        clean += bool(st and st["code"] == 1000 and st["wasClean"])
+    F.check(clean == rounds, f"{label}: {rounds} sockets each sent 70 KB and closed 1000 at once, read in one go: "
+                             f"all closed cleanly with 1000 ({clean})")
+    F.check(s.proc.poll() is None and get(s.port, "/health")[0] == 200,
+            f"{label}: the host serves after them (exit {s.proc.poll()}):\n{s.stderr()[-2000:]}")
+
+
 def resume(F, s, n, label):
     """Last-Event-ID: n on a raw stream first replays the held beats after n."""
     if n is None:
@@ -526,6 +581,7 @@ def browser():
 
         n = eventsource(F, d, s, label)
         websocket(F, d, s, label)
+        burst(F, d, s, label)
         resume(F, s, n, label)
         errs = d.js("return window.__m0_errors;")
         F.check(not errs, f"{label}: no script error on the page ({errs})")

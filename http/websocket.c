@@ -60,7 +60,7 @@ struct m0_ws {
   int close_code;
 };
 
-bool m0__ws_deflating(const m0_ws *ws) { return ws->deflate; }
+bool m0__ws_deflating(const m0_ws *ws) { return ws->deflate && ws->pmd.server_bits >= 15; }
 
 /* ---- out --------------------------------------------------------------- */
 
@@ -121,7 +121,7 @@ int m0_ws_send(m0_ws *ws, int type, const void *data, size_t len) {
     if (!m0__utf8_feed(&u, data, len) || !m0__utf8_done(&u)) return -1;
   }
   if (m0__conn_queued(ws->c) > WS_SEND_MAX) return -1;
-  if (ws->deflate && len >= 64) { /* smaller messages do not shrink */
+  if (ws->deflate && len >= 64 && m0__ws_pmd_fits(&ws->pmd, len)) { /* smaller messages do not shrink */
     if (!ws->c->h->wsz) ws->c->h->wsz = m0__ws_deflater_new();
     m0__buf z = {0};
     int rv = ws->c->h->wsz ? m0__ws_deflate(ws->c->h->wsz, data, len, &z) : -1;

@@ -20,7 +20,9 @@ void m0__ws_read(m0_ws *ws, char *buf, size_t n);
 void m0__ws_gone(m0_ws *ws);
 /* The connection's memory goes (libuv's close callback): the socket's too. */
 void m0__ws_free(m0_ws *ws);
-/* Whether the socket's messages go compressed (permessage-deflate). */
+/* Whether a channel's compressed frames (made once, with the loop's 15-bit
+ * window) may go to this socket: it negotiated permessage-deflate and left
+ * the server's window at 15 bits (http/ws.h, m0__ws_pmd_fits). */
 bool m0__ws_deflating(const m0_ws *ws);
 /* The host closes the socket: a close frame with code, then the connection
  * closes once it is written (the drain, 1001). */

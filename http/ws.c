@@ -12,9 +12,17 @@
  *   code points past U+10FFFF (F4 90.., F5..FF) fail at the first byte that
  *   makes them impossible, as Autobahn's fail-fast cases expect.
  * - The deflater is shared by a loop, and every message is compressed on its
- *   own (server_no_context_takeover) with a 15-bit window. So an offer that
- *   asks for a smaller server window (server_max_window_bits < 15) is
- *   declined: honouring it would need a deflater per window size.
+ *   own (server_no_context_takeover) with a 15-bit window; a channel's frame
+ *   is compressed once for all its subscribers. An offer that asks for a
+ *   smaller server window (server_max_window_bits=N < 15) is accepted, and
+ *   kept without a second deflater: a message compressed on its own refers
+ *   back only inside itself, so one of at most 2^N bytes never uses a
+ *   distance past an N-bit window whatever window compressed it; a longer
+ *   one goes uncompressed (RSV1 clear, RFC 7692 section 6), and so do a
+ *   channel's frames (their one compressed form is the 15-bit one). A
+ *   deflater per window would cost up to 7 deflaters a loop and 7 forms of
+ *   each channel frame for a parameter browsers never send; and zlib cannot
+ *   make an 8-bit raw stream at all (deflateInit2 refuses -8).
  * - The inflater's window is at least 9 bits even when the client said 8:
  *   zlib's deflate turns a window of 8 into 9 (zlib 1.2.9 and later), so a
  *   client using zlib with 8 sends distances an 8-bit inflater refuses, and
@@ -342,17 +350,16 @@ bool m0__ws_pmd_negotiate(const char *offer, size_t n, m0__ws_pmd_params *out, c
         ok = false; /* section 7: an unknown parameter declines the offer */
       }
     }
-    /* The shared deflater's window is 15 bits (the design notes). */
-    if (ok && ours && seen_smwb && smwb < 15) ok = false;
     if (ok && ours) {
       out->client_no_context = seen_cnc;
       out->client_bits = cmwb > 0 ? cmwb : 15;
+      out->server_bits = smwb > 0 ? smwb : 15;
       /* Section 7.1.2.1: an accepted server_max_window_bits is echoed;
        * section 7.1.2.2: client_max_window_bits only when offered. */
       char tmp[160];
-      int len = snprintf(tmp, sizeof tmp, "permessage-deflate; server_no_context_takeover%s%s",
-                         seen_cnc ? "; client_no_context_takeover" : "",
-                         seen_smwb ? "; server_max_window_bits=15" : "");
+      int len = snprintf(tmp, sizeof tmp, "permessage-deflate; server_no_context_takeover%s",
+                         seen_cnc ? "; client_no_context_takeover" : "");
+      if (seen_smwb) len += snprintf(tmp + len, sizeof tmp - (size_t)len, "; server_max_window_bits=%d", smwb);
       if (seen_cmwb) len += snprintf(tmp + len, sizeof tmp - (size_t)len, "; client_max_window_bits=%d", out->client_bits);
       if ((size_t)len >= cap) return false;
       memcpy(resp, tmp, (size_t)len + 1);
@@ -361,6 +368,10 @@ bool m0__ws_pmd_negotiate(const char *offer, size_t n, m0__ws_pmd_params *out, c
     pmd_skip(&r);
   }
   return false;
+}
+
+bool m0__ws_pmd_fits(const m0__ws_pmd_params *p, size_t len) {
+  return p->server_bits >= 15 || (p->server_bits >= 8 && len <= (size_t)1 << p->server_bits);
 }
 
 /* ---- the zlib streams -------------------------------------------------- */

@@ -93,23 +93,34 @@ bool m0__ws_close_code_ok(int code);
 /* ---- permessage-deflate (RFC 7692) ------------------------------------
  * The host always answers with server_no_context_takeover: each message it
  * sends is compressed on its own, so one compressed broadcast frame serves
- * every subscriber, and a loop needs one deflater for all its sockets. A
- * client's messages are inflated with its own context (kept only when the
- * client did not agree to client_no_context_takeover), made at its first
- * compressed message: an idle socket holds no zlib state. */
+ * every subscriber, and a loop needs one deflater (15-bit window) for all
+ * its sockets. A client that asked for a smaller server window gets a
+ * message compressed only when it is no longer than that window (see
+ * m0__ws_pmd_fits), the others uncompressed (RSV1 clear, as section 6
+ * allows). A client's messages are inflated with its own context (kept
+ * only when the client did not agree to client_no_context_takeover), made
+ * at its first compressed message: an idle socket holds no zlib state. */
 typedef struct m0__ws_pmd_params {
   bool client_no_context; /* the client resets its context per message */
   int client_bits;        /* its window, 8..15 (15 when not said) */
+  int server_bits;        /* the window it lets ours be, 8..15 (15 when not said) */
 } m0__ws_pmd_params;
 /* Reads the Sec-WebSocket-Extensions values the client offered (every
  * header's value joined by ", "), accepts the first permessage-deflate
  * offer whose parameters are valid, and writes the response's extension
  * value into resp (cap bytes, NUL-terminated). true when one was accepted.
- * An offer with an unknown, repeated or badly valued parameter is skipped,
- * and so is one asking server_max_window_bits below 15 (the shared deflater
- * keeps a 15-bit window); an accepted server_max_window_bits=15 is echoed,
- * as RFC 7692 section 7.1.2.1 requires. */
+ * An offer with an unknown, repeated or badly valued parameter is skipped
+ * (section 7: server_max_window_bits needs a value, the no_context_takeover
+ * ones take none, a window is 8..15 without a leading zero). An accepted
+ * server_max_window_bits is echoed with the value offered (section
+ * 7.1.2.1), client_max_window_bits answered only when offered (7.1.2.2:
+ * its value, or 15 when it came without one). */
 bool m0__ws_pmd_negotiate(const char *offer, size_t n, m0__ws_pmd_params *out, char *resp, size_t cap);
+/* Whether a message of len bytes may go compressed by the shared deflater
+ * to a socket with these parameters: the window is 15 bits, or the message
+ * is no longer than the socket's server window (compressed on its own, a
+ * message's back-references never reach before its first byte). */
+bool m0__ws_pmd_fits(const m0__ws_pmd_params *p, size_t len);
 
 typedef struct m0__ws_inflater m0__ws_inflater;
 /* NULL when out of memory. */

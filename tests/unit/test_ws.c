@@ -1,8 +1,9 @@
 /* WebSocket's pure parts (http/ws.h): the accept key, every frame header
  * refusal and the three length forms, unmasking in pieces, UTF-8 in pieces
  * (fail-fast on overlongs, surrogates, past U+10FFFF), close payloads,
- * permessage-deflate's offer parsing, and the zlib round trip with RFC
- * 7692's own example and the inflate bound. */
+ * permessage-deflate's offer parsing (each parameter, bad values,
+ * duplicates), the zlib round trip with RFC 7692's own example and the
+ * inflate bound, and both window sizes honoured. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "base/buf.h"
 #include "base/errors.h"
@@ -228,6 +230,35 @@ static void test_pmd_negotiate(void **st) {
   assert_int_equal(p.client_bits, 9);
   assert_true(nego("permessage-deflate; server_max_window_bits=\"15\"; server_no_context_takeover", &p, r));
   assert_string_equal(r, "permessage-deflate; server_no_context_takeover; server_max_window_bits=15");
+  assert_int_equal(p.server_bits, 15);
+  /* no window said: 15 both ways */
+  assert_true(nego("permessage-deflate", &p, r));
+  assert_int_equal(p.server_bits, 15);
+  /* each server window the RFC allows is accepted and echoed (7.1.2.1) */
+  for (int b = 8; b <= 15; b++) {
+    char o[96], want[128];
+    snprintf(o, sizeof o, "permessage-deflate; server_max_window_bits=%d", b);
+    snprintf(want, sizeof want, "permessage-deflate; server_no_context_takeover; server_max_window_bits=%d", b);
+    assert_true(nego(o, &p, r));
+    assert_string_equal(r, want);
+    assert_int_equal(p.server_bits, b);
+    assert_int_equal(p.client_bits, 15);
+    assert_false(p.client_no_context);
+  }
+  /* Autobahn 13.5's offer: every parameter at once, in any order */
+  assert_true(nego("permessage-deflate; client_no_context_takeover; server_max_window_bits=8; "
+                   "client_max_window_bits; server_no_context_takeover",
+                   &p, r));
+  assert_string_equal(r, "permessage-deflate; server_no_context_takeover; client_no_context_takeover; "
+                         "server_max_window_bits=8; client_max_window_bits=15");
+  assert_int_equal(p.server_bits, 8);
+  assert_int_equal(p.client_bits, 15);
+  assert_true(p.client_no_context);
+  assert_true(nego("permessage-deflate;client_max_window_bits=8;server_max_window_bits=\"9\"", &p, r));
+  assert_string_equal(r, "permessage-deflate; server_no_context_takeover; server_max_window_bits=9; "
+                         "client_max_window_bits=8");
+  assert_int_equal(p.server_bits, 9);
+  assert_int_equal(p.client_bits, 8);
   /* bad offers are skipped for the next one */
   const char *bad[] = {
       "permessage-deflate; foo",                          /* unknown */
@@ -239,7 +270,19 @@ static void test_pmd_negotiate(void **st) {
       "permessage-deflate; client_max_window_bits=",
       "permessage-deflate; client_max_window_bits=\"10",
       "permessage-deflate; server_max_window_bits",      /* needs a value */
-      "permessage-deflate; server_max_window_bits=10",   /* we keep 15 */
+      "permessage-deflate; server_max_window_bits=",
+      "permessage-deflate; server_max_window_bits=7",
+      "permessage-deflate; server_max_window_bits=16",
+      "permessage-deflate; server_max_window_bits=08",
+      "permessage-deflate; server_max_window_bits=-9",
+      "permessage-deflate; server_max_window_bits=9.0",
+      "permessage-deflate; server_max_window_bits=\"\"",
+      "permessage-deflate; server_max_window_bits=10; server_max_window_bits=10", /* twice */
+      "permessage-deflate; server_max_window_bits=10; server_max_window_bits=12",
+      "permessage-deflate; client_max_window_bits; client_max_window_bits",
+      "permessage-deflate; client_max_window_bits=9; client_max_window_bits",
+      "permessage-deflate; server_no_context_takeover; server_no_context_takeover",
+      "permessage-deflate; server_max_window_bits=10; foo=1",
       "permessage-deflate; server_no_context_takeover=1",
       "permessage-deflate; client_no_context_takeover=\"\"",
       "permessage-deflate;",
@@ -253,11 +296,18 @@ static void test_pmd_negotiate(void **st) {
     assert_string_equal(r, "");
   }
   /* the first acceptable of several */
-  assert_true(nego("foo; bar=\"a,b\", permessage-deflate; server_max_window_bits=10, "
+  assert_true(nego("foo; bar=\"a,b\", permessage-deflate; server_max_window_bits=16, "
                    "permessage-deflate; client_max_window_bits=12, permessage-deflate",
                    &p, r));
   assert_string_equal(r, "permessage-deflate; server_no_context_takeover; client_max_window_bits=12");
   assert_int_equal(p.client_bits, 12);
+  assert_int_equal(p.server_bits, 15);
+  /* Autobahn 13.7's: the first offer wins */
+  assert_true(nego("permessage-deflate; client_no_context_takeover; client_max_window_bits=9, "
+                   "permessage-deflate; client_no_context_takeover; client_max_window_bits, permessage-deflate",
+                   &p, r));
+  assert_int_equal(p.client_bits, 9);
+  assert_true(p.client_no_context);
   /* no room for the answer: declined */
   assert_false(m0__ws_pmd_negotiate("permessage-deflate", 18, &p, r, 10));
 }
@@ -368,6 +418,115 @@ static void test_inflate_bound(void **st) {
   m0__ws_deflater_free(de);
 }
 
+/* Inflates a raw stream (plus the 00 00 ff ff tail) with a zlib inflater of
+ * `bits`, 64 bytes of output at a time: zlib checks distances against its
+ * window only for what is not in the current output buffer, so a small one
+ * makes it hold the stream to the window, as a client inflating in pieces
+ * would. The bytes made, or -1 on a zlib error. */
+static long raw_inflate(int bits, const m0__buf *c, uint8_t *out, size_t cap) {
+  static const uint8_t tail[4] = {0, 0, 0xff, 0xff};
+  z_stream z = {0};
+  if (inflateInit2(&z, -bits) != Z_OK) return -1;
+  size_t made = 0;
+  long rv = 0;
+  for (int part = 0; part < 2 && rv == 0; part++) {
+    z.next_in = (Bytef *)(part ? tail : (const uint8_t *)c->p);
+    z.avail_in = (uInt)(part ? 4 : c->len);
+    while (z.avail_in && made < cap) {
+      z.next_out = out + made;
+      z.avail_out = (uInt)(cap - made < 64 ? cap - made : 64);
+      uInt room = z.avail_out;
+      int zr = inflate(&z, Z_SYNC_FLUSH);
+      made += room - z.avail_out;
+      if (zr != Z_OK && zr != Z_BUF_ERROR) { rv = -1; break; }
+    }
+  }
+  inflateEnd(&z);
+  return rv ? rv : (long)made;
+}
+
+/* A server window below 15 bits: which messages the shared deflater may
+ * compress for it, and that those inflate with a raw zlib inflater of just
+ * that window (a client honouring its own offer), at 8 bits too. */
+static void test_server_window(void **st) {
+  m0__ws_pmd_params p = {.client_bits = 15, .server_bits = 15};
+  assert_true(m0__ws_pmd_fits(&p, 0));
+  assert_true(m0__ws_pmd_fits(&p, (size_t)1 << 30));
+  p.server_bits = 8;
+  assert_true(m0__ws_pmd_fits(&p, 256));
+  assert_false(m0__ws_pmd_fits(&p, 257));
+  p.server_bits = 14;
+  assert_true(m0__ws_pmd_fits(&p, 16384));
+  assert_false(m0__ws_pmd_fits(&p, 16385));
+  p.server_bits = 0; /* never negotiated */
+  assert_false(m0__ws_pmd_fits(&p, 100));
+
+  m0__ws_deflater *de = m0__ws_deflater_new();
+  static uint8_t msg[32768], out[32768 + 16];
+  for (int bits = 8; bits <= 15; bits++) {
+    /* 16 letters at random (so deflate codes them rather than storing them),
+     * the last quarter a copy of the first: a match 3/4 of the window back */
+    size_t n = (size_t)1 << bits;
+    uint32_t x = (uint32_t)bits;
+    for (size_t i = 0; i < n; i++) msg[i] = (uint8_t)('a' + ((x = x * 1103515245u + 12345u) >> 28));
+    memcpy(msg + n - n / 4, msg, n / 4);
+    m0__buf c = {0};
+    assert_int_equal(m0__ws_deflate(de, msg, n, &c), 0);
+    long got = raw_inflate(bits, &c, out, sizeof out);
+    if (got != (long)n) fail_msg("window %d: %ld bytes of %zu", bits, got, n);
+    assert_memory_equal(out, msg, n);
+    if (bits > 8) assert_int_equal(raw_inflate(bits - 1, &c, out, sizeof out), -1); /* the far match is there */
+    /* a message past the window refers further back: an inflater of that window refuses it */
+    if (bits < 15) {
+      for (size_t i = n; i < 2 * n; i++) msg[i] = (uint8_t)('a' + ((x = x * 1103515245u + 12345u) >> 28));
+      memcpy(msg + 2 * n - n / 4, msg, n / 4); /* 7/4 of the window back */
+      m0__buf_clear(&c);
+      assert_int_equal(m0__ws_deflate(de, msg, 2 * n, &c), 0);
+      assert_int_equal(raw_inflate(bits, &c, out, sizeof out), -1);
+      assert_int_equal(raw_inflate(bits + 1, &c, out, sizeof out), (long)(2 * n));
+    }
+    m0__buf_free(&c);
+  }
+  m0__ws_deflater_free(de);
+}
+
+/* The inflater honours client_max_window_bits: a client that keeps its
+ * context and compresses with the window it said refers from one message
+ * back into the one before, nearly that window back; it inflates. Said 8,
+ * the client's zlib makes 9-bit streams (ws.c's design notes): those too. */
+static void test_client_window(void **st) {
+  static uint8_t r[32768], z[32768];
+  for (int bits = 8; bits <= 15; bits++) {
+    m0__ws_pmd_params pp = {.client_no_context = false, .client_bits = bits, .server_bits = 15};
+    m0__ws_inflater *in = m0__ws_inflater_new(&pp);
+    assert_non_null(in);
+    z_stream d = {0};
+    int zb = bits < 9 ? 9 : bits;
+    assert_int_equal(deflateInit2(&d, 9, Z_DEFLATED, -zb, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t far = ((size_t)1 << zb) - 270; /* zlib's farthest match: the window less 262 */
+    uint32_t x = (uint32_t)bits;
+    for (size_t i = 0; i < far; i++) r[i] = (uint8_t)('a' + ((x = x * 1103515245u + 12345u) >> 28));
+    m0__buf out = {0};
+    for (int m = 0; m < 2; m++) { /* the whole block, then its first 200 bytes again */
+      d.next_in = r;
+      d.avail_in = (uInt)(m ? 200 : far);
+      d.next_out = z;
+      d.avail_out = sizeof z;
+      assert_int_equal(deflate(&d, Z_SYNC_FLUSH), Z_OK);
+      size_t zl = sizeof z - d.avail_out;
+      if (m) assert_true(zl < 100); /* it referred back into the first message */
+      m0__buf_clear(&out);
+      int rv = m0__ws_inflate(in, z, zl - 4, &out, sizeof r);
+      if (rv) fail_msg("window %d, message %d: %d", bits, m, rv);
+      assert_int_equal(out.len, d.total_in - (m ? far : 0));
+      assert_memory_equal(out.p, r, out.len);
+    }
+    deflateEnd(&d);
+    m0__buf_free(&out);
+    m0__ws_inflater_free(in);
+  }
+}
+
 /* The header lists the upgrade and the graph's stream read (http/fields.h). */
 static void test_field_has(void **st) {
   static const char conn[] = "keep-alive, Upgrade", accept[] = "text/html;q=0.9 , TEXT/Event-Stream ; q=1";
@@ -389,6 +548,7 @@ int main(void) {
       cmocka_unit_test(test_unmask),          cmocka_unit_test(test_utf8),
       cmocka_unit_test(test_close),           cmocka_unit_test(test_pmd_negotiate),
       cmocka_unit_test(test_deflate_roundtrip), cmocka_unit_test(test_inflate_bound),
+      cmocka_unit_test(test_server_window),     cmocka_unit_test(test_client_window),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,27 +42,57 @@
 #define M0__BUS_MAX_MSGS 100000                       /* the stream keeps at most these … */
 #define M0__BUS_MAX_AGE_NS (24ll * 3600 * 1000000000ll) /* … and none older than a day */
 
+/* The fleet's ids: a stream created at UTC millisecond T numbers its
+ * message of sequence s as T * M0__BUS_IDS_PER_MS + s (actors/bus.c). */
+#define M0__BUS_IDS_PER_MS 1024ull
+#define M0__BUS_CHECK_MS 2000 /* the bridge looks at the stream and its consumer this often */
+#define M0__BUS_CHAN_SLOTS 2048 /* the channels the bridge has fanned out to (at most 1024 are) */
+
+typedef struct m0__bus_chan {
+  uint8_t len; /* 0: a free slot */
+  char name[64]; /* M0__CHANNEL_MAX (asserted in bus.c) */
+} m0__bus_chan;
+
+/* A subscription's closure: which generation of the consumer it is. Kept
+ * until close, since libnats may still be inside a callback of a consumer
+ * the bridge has just replaced. */
+typedef struct m0__bus_sub {
+  struct m0__bus *b;
+  uint64_t gen;
+  struct m0__bus_sub *next;
+} m0__bus_sub;
+
 typedef struct m0__bus {
   natsOptions *opts;
   natsConnection *nc;
   jsCtx *js;
   natsSubscription *sub; /* the bridge's consumer: touched by its setup thread, then by close */
+  m0__bus_sub *subs;     /* every consumer's closure, newest first (setup thread, close) */
   m0__bus_line *line;    /* the page's counters */
   m0_publisher *pub;     /* the bridge's fan-out publisher */
   bool bridge;
   char url[256], subject[128], stream[128];
   /* The bridge's setup thread (re)makes the stream and the consumer when
-   * the link comes up: JetStream's requests are not made on libnats's
-   * callback threads. */
+   * the link comes up, and checks them every M0__BUS_CHECK_MS: JetStream's
+   * requests are not made on libnats's callback threads. */
   pthread_t setup;
   bool setup_started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  bool want_setup, quit;
+  bool want_setup, want_check, quit;
+  bool failing;     /* setup thread: the last try failed, and was said */
+  int64_t created;  /* setup thread: the stream consumed (its creation time, ns; 0: none yet) */
+  /* The cursor, under fan_mu (libnats's delivery threads, the setup thread). */
+  pthread_mutex_t fan_mu;
+  uint64_t gen;      /* the consumer whose messages count */
+  uint64_t base;     /* id = base + stream sequence */
+  uint64_t last_seq; /* the last stream sequence fanned out */
+  uint64_t last_id;  /* the last fleet id fanned out */
+  m0__bus_chan *chans; /* [M0__BUS_CHAN_SLOTS], the bridge's */
+  int nchans;
   atomic_bool started;      /* the bridge consumes (m0__bus_start) */
   atomic_bool stopping;     /* the bridge takes no more fleet messages */
   atomic_bool closing;      /* our own close: a disconnect is not news */
-  _Atomic uint64_t last_seq; /* the last stream sequence fanned out */
   _Atomic int64_t said_refused_ms;
 } m0__bus;
 

@@ -137,7 +137,8 @@ static void metrics_bus(m0__buf *b, const m0__page *page) {
     const char *name, *type, *help;
     unsigned long long v;
   } f[] = {
-      {"bus_connected", "gauge", "The bridge's link to the fleet's NATS server is up (1) or not (0).",
+      {"bus_connected", "gauge", "The bridge consumes the fleet's stream (1: its link is up and the stream "
+       "answers) or not (0).",
        atomic_load(&l->connected)},
       {"bus_published_total", "counter", "Frames this host's publishers sent to the fleet.", atomic_load(&l->published)},
       {"bus_received_total", "counter", "Fleet frames the bridge fanned out to this host's loops.",
@@ -145,6 +146,8 @@ static void metrics_bus(m0__buf *b, const m0__page *page) {
       {"bus_local_only_total", "counter", "Frames published while the link was down: this host's streams only, "
        "without an id.", atomic_load(&l->local_only)},
       {"bus_reconnects_total", "counter", "Times the bridge's link to NATS came back.", atomic_load(&l->reconnects)},
+      {"bus_resets_total", "counter", "Times the bridge found the fleet's stream replaced (the server lost its store): "
+       "an m0.gap sent, ids go on from the new stream's.", atomic_load(&l->resets)},
       {"bus_refused_total", "counter", "Fleet messages refused: not decoded, or not a channel and frame.",
        atomic_load(&l->refused)},
   };

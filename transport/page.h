@@ -78,7 +78,7 @@ typedef struct m0__bus_line {
   _Atomic uint64_t local_only; /* frames published while the link was down: this host's loops only, unnumbered */
   _Atomic uint64_t reconnects; /* the bridge's link came back */
   _Atomic uint64_t refused;    /* fleet messages that did not decode or whose frame was not one */
-  uint64_t pad_;
+  _Atomic uint64_t resets;     /* the stream the bridge consumed was replaced (lost its store, deleted) */
   char url[256];
   char subject[128];
 } m0__bus_line;

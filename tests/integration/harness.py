@@ -297,19 +297,23 @@ def m0pub(*args, env=None, stdin=None, timeout=10.0):
 
 
 class Failures:
-    """Collects failed checks so one run reports them all; exits 1 if any."""
+    """Collects failed checks so one run reports them all; exits 1 if any.
+    `replay` (say, rawhttp's "M0_TEST_SEED=S"), when set, ends every FAIL
+    line and the summary, so a failure of a seeded run says how to redo it."""
 
     def __init__(self):
         self.failed = []
         self.passed = 0
+        self.replay = None
 
     def check(self, cond, what):
         if cond:
             self.passed += 1
         else:
             self.failed.append(what)
-            print(f"FAIL: {what}", flush=True)
+            print(f"FAIL: {what}" + (f" [replay: {self.replay}]" if self.replay else ""), flush=True)
 
     def done(self):
-        print(f"{self.passed} checks passed, {len(self.failed)} failed")
+        print(f"{self.passed} checks passed, {len(self.failed)} failed"
+              + (f" [replay: {self.replay}]" if self.failed and self.replay else ""))
         sys.exit(1 if self.failed else 0)

@@ -19,6 +19,12 @@ MODE
   forge:ID  once connected, sends a REPLY answering request ID (which it
             was never given: another instance's) 200 to loop.0, prints
             "forged", then is silent
+  mirror    answers each request 200 with headers `Content-Type:
+            text/plain` and `X-Wire: mirror`, and a body that is the request
+            as its record carried it: `METHOD TARGET HTTP/1.m` and its path
+            length, each header `name: value` in the record's order, a blank
+            line, then the body (test_split: a request cut anywhere on its
+            way in must reach an actor byte for byte as when sent whole)
 
 It prints "connected" once its dial has succeeded, then one line
 "got ID" per request record it takes (stdout, flushed), so the test waits on
@@ -43,31 +49,57 @@ class Sock(ctypes.Structure):
     _fields_ = [("id", ctypes.c_uint32)]
 
 
-def request_ids(payload):
-    """The ids of a REQUEST batch's records, walking every variable field."""
+def request_records(payload):
+    """A REQUEST batch's records, every variable field read: a list of
+    dicts (id, method, target, path, headers [(name, value)], params, body,
+    minor), all bytes. Raises ValueError on a batch docs/wire.md refuses."""
     version, flags, count = BATCH.unpack_from(payload, 0)
     if version != 1 or flags != 0:
         raise ValueError(f"batch version {version} flags {flags}")
-    at, ids = BATCH.size, []
+    at, out = BATCH.size, []
+
+    def take(n):
+        nonlocal at
+        if at + n > len(payload):
+            raise ValueError(f"a length past the payload's end ({at} + {n} > {len(payload)})")
+        at += n
+        return payload[at - n:at]
+
     for _ in range(count):
-        rid, _hi, _lo, mlen, tlen, _plen, blen, nh, np_, _vm, _res = REQ.unpack_from(payload, at)
-        at += REQ.size + mlen + tlen
+        rid, _hi, _lo, mlen, tlen, plen, blen, nh, np_, vm, res = REQ.unpack_from(payload, at)
+        at += REQ.size
+        if nh > 100 or np_ > 8 or vm > 1 or res != 0 or plen > tlen:
+            raise ValueError(f"record {rid}: nheaders {nh} nparams {np_} minor {vm} reserved {res} path {plen}/{tlen}")
+        r = {"id": rid, "method": take(mlen), "target": take(tlen), "path": plen, "minor": vm}
+        r["headers"] = []
         for _ in range(nh):
-            n, v = struct.unpack_from("<II", payload, at)
-            at += 8 + n + v
-        for _ in range(np_):
-            (n,) = struct.unpack_from("<I", payload, at)
-            at += 4 + n
-        at += blen
-        ids.append(rid)
+            n, v = struct.unpack_from("<II", take(8))
+            r["headers"].append((take(n), take(v)))
+        r["params"] = [take(struct.unpack_from("<I", take(4))[0]) for _ in range(np_)]
+        r["body"] = take(blen)
+        out.append(r)
     if at != len(payload):
         raise ValueError(f"{len(payload) - at} bytes after the last record")
-    return ids
+    return out
+
+
+def request_ids(payload):
+    """The ids of a REQUEST batch's records, walking every variable field."""
+    return [r["id"] for r in request_records(payload)]
+
+
+def mirror(r):
+    """A reply record (docs/wire.md) answering request record r with r itself."""
+    text = b"%s %s HTTP/1.%d path %d\n" % (r["method"], r["target"], r["minor"], r["path"])
+    text += b"".join(b"%s: %s\n" % hv for hv in r["headers"]) + b"\n" + r["body"]
+    hdrs = [(b"Content-Type", b"text/plain"), (b"X-Wire", b"mirror")]
+    head = REPLY.pack(r["id"], 200, len(hdrs), len(text))
+    return head + b"".join(struct.pack("<II", len(n), len(v)) + n + v for n, v in hdrs) + text
 
 
 def main(argv):
-    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad") or argv[2].startswith("forge:")):
-        print("usage: wire_actor.py URL silent|status99|publish-bad|forge:ID", file=sys.stderr)
+    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad", "mirror") or argv[2].startswith("forge:")):
+        print("usage: wire_actor.py URL silent|status99|publish-bad|forge:ID|mirror", file=sys.stderr)
         return 2
     url, mode = argv[1], argv[2]
     lib = ctypes.CDLL("libnng.so.1")
@@ -115,12 +147,16 @@ def main(argv):
             return 0
         if kind != KIND_REQUEST:
             continue
-        ids = request_ids(msg[ENV.size:])
+        recs = request_records(msg[ENV.size:])
+        ids = [r["id"] for r in recs]
         for rid in ids:
             print(f"got {rid}", flush=True)
         if mode == "silent":
             continue
-        payload = BATCH.pack(1, 0, len(ids)) + b"".join(REPLY.pack(rid, 99, 0, 0) for rid in ids)
+        if mode == "mirror":
+            payload = BATCH.pack(1, 0, len(recs)) + b"".join(mirror(r) for r in recs)
+        else:
+            payload = BATCH.pack(1, 0, len(ids)) + b"".join(REPLY.pack(rid, 99, 0, 0) for rid in ids)
         seq += 1
         out = ENV.pack(MAGIC, KIND_REPLY, 0, to, frm, seq, hi, lo, len(payload)) + payload
         lib.nng_send(sock, out, len(out), 0)

@@ -8,14 +8,16 @@
  * worker) opens it as the bridge (inbound too): it makes the stream (or finds
  * it), consumes it with one push consumer (no acks) from the new messages on,
  * and fans each message out to the loops as a FRAME whose id is the
- * message's stream sequence, so every host writes the same frames in the
- * same order with the same ids.
+ * message's stream sequence above the stream's base (its creation time), so
+ * every host writes the same frames in the same order with the same ids.
  *
- * While the link is down a frame published here goes at once to this host's
- * loops only, with id 0 (written without an id line, kept out of the
- * history), and never to the fleet later: ids stay single and increasing
- * fleet-wide. libnats reconnects by itself; the bridge then consumes again
- * from the sequence after the last it took.
+ * While the link is down, or the bridge does not consume the stream, a
+ * frame published here goes at once to this host's loops only, with id 0
+ * (written without an id line, kept out of the history), and never to the
+ * fleet later: ids stay single and increasing fleet-wide. libnats
+ * reconnects by itself; the bridge then consumes again from the sequence
+ * after the last it took, or, when the stream is another one (the server
+ * lost its store), from the new stream's start, after an m0.gap (bus.c).
  *
  * A fleet message is from a peer, so hostile until checked: one that does
  * not decode, or whose channel or frame is not one, is refused and counted.
@@ -26,7 +28,8 @@
  *
  * Thread safety: m0__bus_publish from any thread; open, stop and close from
  * the owner's thread. libnats's callbacks run on its own threads: the
- * fan-out takes the publisher's lock as every sender does. */
+ * cursor is under fan_mu, and the fan-out takes the publisher's lock as
+ * every sender does (fan_mu, then the publisher's: never the other way). */
 #ifndef M0_ACTORS_BUS_H
 #define M0_ACTORS_BUS_H
 

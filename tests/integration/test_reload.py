@@ -29,8 +29,11 @@ waiting (bounded) for each one's lines before the next:
 answer) /metrics says m0_generation N, m0_reloads_total = the successful
 reloads so far and m0_last_reload_timestamp_seconds this reload's time
 (within 2 s); /pid is P (single, threads) or a child of P (workers).
-SIGUSR2's PATH is the private binary's path. Before each signal every stream
-is connected to the current generation (a beat came on its connection).
+SIGUSR2's PATH is the private binary's path. After each reload every stream
+has seen its connection to the old generation end and a beat on a new one
+(waited for, bounded: the client may read the close late on a loaded
+machine), so before each signal every stream is connected to the current
+generation.
 The first SIGUSR2 of each round has a GET /deferred?ms=1500 in flight on the
 old generation (read by it: a /health in the same write was answered): it is
 answered whole after its 1500 ms, and a SIGHUP to the new generation while the
@@ -714,6 +717,9 @@ def one_reload(h, sig, label, streams, want_path=None, held=False):
     mark = len(h.log())
     old, gen = h.top, h.gen
     old_kids = children(old)  # under --workers, its workers
+    # Each stream's connections so far: the one open now is the old
+    # generation's, and this reload must end it (see the wait below).
+    ended = [len(s.conns) for s in streams]
     t_wall = time.time()
     t0 = time.monotonic()
     send(old, sig)
@@ -767,6 +773,17 @@ def one_reload(h, sig, label, streams, want_path=None, held=False):
     F.check(alive(new), f"{label}: the new generation (pid {new}) outlives the old one")
     F.check(wait_for(lambda: not any(alive(k) for k in old_kids), 2),
             f"{label}: the old generation's processes are gone ({[k for k in old_kids if alive(k)]})")
+    # The old generation closed its streams before it exited, but a stream's
+    # thread may not have read that close yet (a loaded machine): until it
+    # has, its connection still looks settled to the next reload's
+    # wait_streams, which would signal while the stream is between
+    # generations, and that reload would close nothing of it. So the
+    # condition is waited for here: each stream saw its old connection end
+    # and beats on a new one (the old generation gone, the new one's).
+    moved = wait_for(lambda: all(len(s.conns) > n and s.settled() for s, n in zip(streams, ended)), 10)
+    F.check(moved, f"{label}: every stream was closed by the reload and beats on the new generation "
+                   f"(connections {[len(s.conns) for s in streams]}, before {ended}; "
+                   f"settled {[s.settled() for s in streams]})")
     h.top, h.gen = new, ngen
     h.reloads += 1
     # The old one is gone: whoever answers now is the new generation.

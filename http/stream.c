@@ -363,6 +363,8 @@ void m0__stream_close_all(m0__http *h) {
 }
 
 void m0__stream_fini(m0__http *h) {
+  if (h->wsz) m0__ws_deflater_free(h->wsz); /* made by m0_ws_send too, with no channel ever made */
+  h->wsz = NULL;
   if (!h->chans) return;
   for (int b = 0; b < CHAN_BUCKETS; b++) {
     while (h->chans[b]) {
@@ -376,6 +378,4 @@ void m0__stream_fini(m0__http *h) {
   free(h->chans);
   h->chans = NULL;
   h->nchans = 0;
-  if (h->wsz) m0__ws_deflater_free(h->wsz);
-  h->wsz = NULL;
 }

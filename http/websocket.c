@@ -92,6 +92,7 @@ static void ws_send_close(m0_ws *ws, int code, const char *reason) {
   if (rl) memcpy(p + 2, reason, rl);
   ws_frame(ws, M0__WS_CLOSE, false, p, 2 + rl);
   ws->c->deadline = uv_now(ws->c->h->uv) + WS_CLOSE_WAIT_MS;
+  m0__stream_forget(ws->c); /* the close frame is the last: no channel's frame nor heartbeat after it */
 }
 
 /* The connection closes once what is queued is written. */
@@ -139,7 +140,7 @@ int m0_ws_close(m0_ws *ws, int code, const char *reason) {
 }
 
 int m0_ws_subscribe(m0_ws *ws, const char *channel) {
-  if (!ws || ws->dead || !m0__channel_ok(channel)) return -1;
+  if (!ws || ws->dead || ws->close_sent || !m0__channel_ok(channel)) return -1;
   return m0__stream_subscribe(ws->c, channel, strlen(channel)) < 0 ? -1 : 0;
 }
 

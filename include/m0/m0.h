@@ -328,8 +328,8 @@ typedef struct m0_ws_handlers {
  * with m0_response_header go out with the 101. handlers is copied. */
 m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers);
 /* Subscribes the socket to a channel (as m0_respond_stream names them). 0,
- * or -1 (a bad name, no memory, or the loop's channel table is full). On
- * the loop. */
+ * or -1 (a bad name, no memory, the loop's channel table is full, or the
+ * socket is closing: after its close frame nothing is sent). On the loop. */
 int m0_ws_subscribe(m0_ws *ws, const char *channel);
 /* Sends one message (copied) to this socket alone, on the loop. 0, or -1:
  * the socket is closing, type is not M0_WS_TEXT or M0_WS_BINARY, text

@@ -57,8 +57,13 @@ struct m0__asks {
   int local; /* this loop's index among the process's loops: the id's top bits */
 };
 
-/* Late deferred answers (after their 504), for /metrics. */
-atomic_ullong m0__deferred_late;
+/* What this loop has in flight with actor si, on the shared page
+ * (transport/page.h): a gauge only this loop stores, in its generation's bank. */
+static void ask_inflight(m0__loop *l, int si, uint64_t delta) {
+  if (si >= M0__PAGE_APP_ACTORS) return;
+  _Atomic uint64_t *w = &l->page->loop_figures[l->index].actor_inflight[l->page->bank][si];
+  atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) + delta, memory_order_relaxed);
+}
 
 static uint64_t ask_id(const m0__asks *a, int i) {
   return ((uint64_t)a->local << 48) | ((uint64_t)(a->tab[i].gen & 0xffffff) << 24) | (uint64_t)i;
@@ -153,7 +158,8 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
   if (e->svc >= 0) {
     m0__slot *sl = &l->services[e->svc]->slots[e->slot];
     if (atomic_load(&sl->gen) == e->slot_gen && atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
-    m0__latency_add(&l->services[e->svc]->st.latency, m0__latency_now_ns() - e->t0_ns);
+    ask_inflight(l, e->svc, (uint64_t)-1);
+    m0__latency_add(&l->services[e->svc]->st->latency, m0__latency_now_ns() - e->t0_ns);
   }
   m0__answer ans = {e->version_minor, e->head, e->close, status, hdrs, n, body, blen, e->extra, e->extra_len};
   int written;
@@ -189,13 +195,13 @@ static void on_tick(uv_timer_t *t) {
     if (e->svc >= 0) {
       m0__service *s = l->services[e->svc];
       if (atomic_load(&s->slots[e->slot].gen) != e->slot_gen) {
-        atomic_fetch_add(&s->st.died, 1);
+        atomic_fetch_add(&s->st->died, 1);
         ask_fail(l, i, 502);
         continue;
       }
     }
     if (now < e->deadline) continue;
-    if (e->svc >= 0) atomic_fetch_add(&l->services[e->svc]->st.timeout, 1);
+    if (e->svc >= 0) atomic_fetch_add(&l->services[e->svc]->st->timeout, 1);
     ask_fail(l, i, 504);
   }
   if (a->nused == 0) {
@@ -223,7 +229,7 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
   uint32_t gen;
   int k = m0__service_pick(s, &full, &gen);
   if (k < 0) {
-    atomic_fetch_add(full ? &s->st.queue_full : &s->st.no_instance, 1);
+    atomic_fetch_add(full ? &s->st->queue_full : &s->st->no_instance, 1);
     if (full) m0_response_header(res, "Retry-After", "1");
     m0__respond_status(res, 503, NULL);
     return -1;
@@ -249,6 +255,7 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
   e->slot_gen = gen;
   if (e->deadline > b->deadline) b->deadline = e->deadline;
   atomic_fetch_add(&s->slots[k].inflight, 1);
+  ask_inflight(l, si, 1);
   if (!b->trace_hi && !b->trace_lo) {
     b->trace_hi = req->trace_hi;
     b->trace_lo = req->trace_lo;
@@ -319,7 +326,7 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
   m0__wire_rd r;
   static _Thread_local m0__wire_reply rep;
   if (m0__wire_open(&r, m->payload, m->len) != 0) {
-    if (s) atomic_fetch_add(&s->st.refused, 1);
+    if (s) atomic_fetch_add(&s->st->refused, 1);
     return;
   }
   int rv, i;
@@ -331,15 +338,15 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
      * its to answer. */
     if (e && s && (e->slot != k || e->slot_gen != atomic_load(&s->slots[k].gen))) e = NULL;
     if (!e) {
-      if (s) atomic_fetch_add(rep.id_read ? &s->st.unknown : &s->st.refused, 1); /* no id: bytes past the last */
-      else atomic_fetch_add(&m0__deferred_late, 1);
+      if (s) atomic_fetch_add(rep.id_read ? &s->st->unknown : &s->st->refused, 1); /* no id: bytes past the last */
+      else atomic_fetch_add(&l->page->figures->deferred_late, 1);
       if (s) {
         char who[64];
         m0__actor_name(m->env.from, who, sizeof who);
         m0__refused(M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)), M0__REFUSE_REPLY, M0__K_REPLY, who);
       }
     } else if (rv < 0) {
-      if (s) atomic_fetch_add(&s->st.bad_reply, 1);
+      if (s) atomic_fetch_add(&s->st->bad_reply, 1);
       ask_fail(l, i, 502);
     } else {
       if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (e->trace_hi || e->trace_lo) &&
@@ -347,7 +354,7 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
         m0__trace_request(l->trace, true, &m->env, m->len, e->trace_hi, e->trace_lo);
       /* Its headers may still not be writable as they are (502, counted so). */
       bool ok = ask_answer(l, i, rep.status, rep.hdrs, rep.nhdrs, rep.body.p, rep.body.n) == rep.status;
-      if (s) atomic_fetch_add(ok ? &s->st.ok : &s->st.bad_reply, 1);
+      if (s) atomic_fetch_add(ok ? &s->st->ok : &s->st->bad_reply, 1);
     }
     if (rv < 0) break; /* the rest of the batch cannot be read: its requests time out */
   }
@@ -432,6 +439,8 @@ int m0__asks_open(m0__loop *l) {
   a->filled = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->filled);
   if (!a->batches || !a->route_svc || !a->filled) return M0__ENOMEM;
   a->local = l->nservices ? l->index - l->services[0]->loop_base : 0;
+  for (int si = 0; si < l->nservices && si < M0__PAGE_APP_ACTORS; si++) /* a respawned loop's start afresh */
+    atomic_store(&l->page->loop_figures[l->index].actor_inflight[l->page->bank][si], 0);
   unsigned shortest = DEFERRED_TIMEOUT_MS;
   for (size_t r = 0; r < l->app->nroutes; r++) {
     const m0_route *rt = &l->app->routes[r];

@@ -32,8 +32,6 @@ void m0__asks_close(m0__loop *l);
 void m0__asks_free(m0__loop *l);
 /* Sends each instance's filled batch if none of this loop's is with it. */
 void m0__asks_flush(m0__loop *l);
-/* Answers to deferred views that came after their 504 (dropped), for /metrics. */
-extern atomic_ullong m0__deferred_late;
 /* A REPLY from an instance or an ANSWER from a deferred view. */
 void m0__asks_on_answer(m0__loop *l, const m0__msg *m);
 

@@ -117,7 +117,7 @@ static void instance_serve(m0__instance *in) {
     }
     m0__inbox *reply_to = m0__service_reply_inbox(s, m.env.from);
     if (m.env.kind != M0__K_REQUEST || !reply_to) { /* a late answer to an ask, or not for an instance */
-      atomic_fetch_add(&s->st.refused, m.env.kind != M0__K_REPLY);
+      atomic_fetch_add(&s->st->refused, m.env.kind != M0__K_REPLY);
       if (m.env.kind == M0__K_REPLY) ask_refused(in, &m);
       m0__msg_free(&m);
       continue;
@@ -231,9 +231,11 @@ int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_ans
   if (t->connected) m0__peer_pipe(&to, m0__service_slot_id(t, k), t->self.mailbox, m0__slot_pipe(sl));
   else m0__peer_direct(&to, m0__service_slot_id(t, k), sl->inbox);
   atomic_fetch_add(&sl->inflight, 1);
+  atomic_fetch_add(&t->st->asking, 1); /* /metrics' in flight, with the loops' (host/metrics.c) */
   if (m0__send_msg(&in->self, &to, M0__K_REQUEST, req->trace_hi, req->trace_lo, m) != 0) {
     nng_msg_free(m);
     atomic_fetch_sub(&sl->inflight, 1);
+    atomic_fetch_sub(&t->st->asking, 1);
     return -1;
   }
   int rv = -1;
@@ -255,6 +257,7 @@ int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_ans
   }
   nng_socket_set_ms(in->self.mailbox, NNG_OPT_RECVTIMEO, NNG_DURATION_INFINITE);
   if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
+  atomic_fetch_sub(&t->st->asking, 1);
   return rv;
 }
 

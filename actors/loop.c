@@ -321,7 +321,10 @@ static void loop_run(m0__handle *h) {
   l->http.worker = l->index;
   l->http.owner = l;
   l->http.served = loop_served;
-  m0__latency_open(&l->http); /* out of memory: no histograms, the loop serves */
+  /* Its figures on the shared page, whatever process runs it (transport/page.h);
+   * an app with more routes than a loop has rows there has no histograms. */
+  l->http.figures = &l->page->loop_figures[l->index];
+  if (l->app->nroutes < M0__PAGE_ROUTES) l->http.latency = l->http.figures->routes;
   l->http.on_closed = loop_on_closed;
   l->nloops = l->topo->loops;
   if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;

@@ -20,7 +20,8 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
   s->loop_inbox = loop_inbox;
   s->nloops = nloops;
   s->loop_base = loop_base;
-  s->restarts = &s->st.restarts;
+  s->restarts = &s->own_restarts;
+  s->st = &s->own;
   pthread_mutex_init(&s->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -112,7 +113,7 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     for (int k = 0; !free_slot && k < s->nslots; k++)
       if (atomic_load(&s->slots[k].pipe) == 0) free_slot = &s->slots[k];
     if (!free_slot) {
-      atomic_fetch_add(&s->st.refused, 1);
+      atomic_fetch_add(&s->st->refused, 1);
       pthread_mutex_unlock(&s->mu);
       fprintf(stderr, "m0: actor %s: %d instances are connected already; one more was refused\n", s->name, M0__SLOTS);
       nng_pipe_close(p);
@@ -220,7 +221,7 @@ static void *service_rx(void *arg) {
     int rv = m0__recv(&s->self, &m, M0__RECV_BLOCK);
     if (rv == M0__ECLOSED) break;
     if (rv == M0__EBADMSG) {
-      atomic_fetch_add(&s->st.refused, 1);
+      atomic_fetch_add(&s->st->refused, 1);
       continue;
     }
     if (rv != 0) continue;
@@ -230,7 +231,7 @@ static void *service_rx(void *arg) {
       continue;
     }
     if (m.env.kind == M0__K_READY) {
-      if (!door_intro(s, &m)) atomic_fetch_add(&s->st.refused, 1);
+      if (!door_intro(s, &m)) atomic_fetch_add(&s->st->refused, 1);
       m0__msg_free(&m);
       continue;
     }
@@ -240,7 +241,7 @@ static void *service_rx(void *arg) {
     pthread_mutex_unlock(&s->mu);
     m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m.env.to);
     if (k < 0 || m.env.kind != M0__K_REPLY || (!to && !s->relay)) {
-      atomic_fetch_add(&s->st.refused, 1);
+      atomic_fetch_add(&s->st->refused, 1);
       m0__msg_free(&m);
       continue;
     }
@@ -249,7 +250,7 @@ static void *service_rx(void *arg) {
       if (m0__relay_reply(s->relay, m.env.to, m.nmsg) == 0)
         m.nmsg = NULL;
       else
-        atomic_fetch_add(&s->st.refused, 1);
+        atomic_fetch_add(&s->st->refused, 1);
     } else if (m0__inbox_put(to, m.nmsg) == 0) {
       m.nmsg = NULL;
       /* its sender is outside: counted here (actors/edges.h) */

@@ -35,8 +35,8 @@
 
 #include "actors/actor.h"
 #include "actors/inbox.h"
-#include "http/latency.h"
 #include "m0/m0.h"
+#include "transport/page.h"
 
 #define M0__SLOTS 64
 
@@ -49,19 +49,9 @@ typedef struct m0__slot {
   char where[48];       /* a worker's door: where the relayed instance dialed from (under mu; "" unknown) */
 } m0__slot;
 
-/* What /metrics says of one actor (all counters since start). */
-typedef struct m0__service_stats {
-  atomic_ullong ok;           /* replies written */
-  atomic_ullong no_instance;  /* 503: none live */
-  atomic_ullong queue_full;   /* 503 + Retry-After: every live one at its queue bound */
-  atomic_ullong timeout;      /* 504: no reply within the route's timeout */
-  atomic_ullong bad_reply;    /* 502: a reply record that does not decode */
-  atomic_ullong died;         /* 502: its instance left with it in flight */
-  atomic_ullong unknown;      /* replies to an id not in flight (late, or made up): dropped */
-  atomic_ullong refused;      /* messages from instances that are not REPLY, or no slot free */
-  _Atomic uint64_t restarts;  /* spawned instances started again: where `restarts` points until a page does */
-  m0__latency latency;        /* from a request's taking to its answer, whatever the outcome */
-} m0__service_stats;
+/* What /metrics says of one actor (all counters since start): its line on
+ * the shared page (transport/page.h), where every process of the host adds. */
+typedef m0__actor_line m0__service_stats;
 
 typedef struct m0__service {
   int index;          /* in the process's list: M0__APP_INDEX's actor */
@@ -82,7 +72,9 @@ typedef struct m0__service {
   m0__inbox **loop_inbox; /* [nloops]: where replies for loop i go */
   int nloops;
   int loop_base;          /* the first loop's index (a worker's loop is its worker's) */
-  m0__service_stats st;
+  m0__service_stats *st;      /* the page's line for this actor, or own until a page is given (host/appactors.c) */
+  m0__service_stats own;
+  _Atomic uint64_t own_restarts;
   _Atomic uint64_t *restarts; /* its spawned instances started again (host/children.c): the shared page's
                                * word for this actor (the whole host's, under prefork the supervisor's
                                * count), or st.restarts */

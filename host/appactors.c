@@ -36,6 +36,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     a->svc_ptrs[i] = s;
     m0__service_init(s, i, sp->name, sp->queue, a->loop_inbox, here, first);
     if (pr->page.restarts) s->restarts = &pr->page.restarts[i]; /* the host's count, whoever spawns */
+    if (pr->page.actors) s->st = &pr->page.actors[i];           /* and its requests, whoever asks */
     if (sp->placement == M0__PLACE_PROCESS && pr->stop_fd >= 0) {
       /* A spawned instance is this program run again, and an embedding
        * program's main is its own, not m0_serve's. */
@@ -114,6 +115,7 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
     m0__service *s = &a->svcs[i];
     m0__service_init(s, i, sp->name, sp->queue, NULL, 0, 0);
     if (pr->page.restarts) s->restarts = &pr->page.restarts[i];
+    if (pr->page.actors) s->st = &pr->page.actors[i];
     if (sp->placement == M0__PLACE_THREAD) continue; /* each worker has its own */
     for (int w = 0; rv == 0 && w < nworkers; w++)
       if (m0__topology_door_url(doors[w], sizeof doors[w], pr->sockdir, sp->name, w) != 0) rv = M0__ETOOBIG;

@@ -1,6 +1,7 @@
 #include "host/metrics.h"
 
 #include <nng/nng.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "actors/admit.h"
@@ -78,14 +79,26 @@ static void metrics_nng(m0__buf *b, const char *process, nng_stat *root) {
   }
 }
 
-/* Per application actor: requests by outcome, in flight, instances live,
- * restarts. */
-static void metrics_actors(m0__buf *b, m0__service *const *sv, int n) {
+/* What every loop of the host has in flight with actor i, from the page:
+ * both banks (a reload's two generations serve at once); and the asks of
+ * it from instances (m0_ask). */
+static unsigned long long metrics_inflight(const m0__page *page, const m0__service *s, int i) {
+  uint64_t f = atomic_load_explicit(&s->st->asking, memory_order_relaxed);
+  for (uint32_t l = 0; i < M0__PAGE_APP_ACTORS && l < page->head->loops; l++)
+    for (int bank = 0; bank < 2; bank++)
+      f += atomic_load_explicit(&page->loop_figures[l].actor_inflight[bank][i], memory_order_relaxed);
+  return (unsigned long long)((int64_t)f < 0 ? 0 : f); /* a loop stores its own count: a sum read between two */
+}
+
+/* Per application actor, from the page (the whole host's: transport/page.h):
+ * requests by outcome, in flight, restarts, replies dropped; and instances
+ * live, this process's. */
+static void metrics_actors(m0__buf *b, const m0__page *page, m0__service *const *sv, int n) {
   if (n == 0) return;
   m0__buf_printf(b, "# HELP m0_actor_requests_total Requests routed to an application actor, by outcome.\n"
                     "# TYPE m0_actor_requests_total counter\n");
   for (int i = 0; i < n; i++) {
-    const m0__service_stats *st = &sv[i]->st;
+    const m0__service_stats *st = sv[i]->st;
     struct {
       const char *outcome;
       unsigned long long v;
@@ -96,16 +109,12 @@ static void metrics_actors(m0__buf *b, m0__service *const *sv, int n) {
       m0__buf_printf(b, "m0_actor_requests_total{actor=\"%s\",outcome=\"%s\"} %llu\n", sv[i]->name, o[k].outcome,
                      o[k].v);
   }
-  m0__buf_printf(b, "# HELP m0_actor_in_flight Requests with an actor's instances now.\n"
+  m0__buf_printf(b, "# HELP m0_actor_in_flight Requests with an actor's instances now, from every loop.\n"
                     "# TYPE m0_actor_in_flight gauge\n");
-  for (int i = 0; i < n; i++) {
-    long long f = 0;
-    for (int k = 0; k < sv[i]->nslots; k++) /* a slot whose instance left may still hold a count a loop added late */
-      if (atomic_load(&sv[i]->slots[k].live)) f += atomic_load(&sv[i]->slots[k].inflight);
-    m0__buf_printf(b, "m0_actor_in_flight{actor=\"%s\"} %lld\n", sv[i]->name, f);
-  }
-  m0__buf_printf(b, "# HELP m0_actor_instances Instances of an actor that are live now.\n"
-                    "# TYPE m0_actor_instances gauge\n");
+  for (int i = 0; i < n; i++)
+    m0__buf_printf(b, "m0_actor_in_flight{actor=\"%s\"} %llu\n", sv[i]->name, metrics_inflight(page, sv[i], i));
+  m0__buf_printf(b, "# HELP m0_actor_instances Instances of an actor live now that this process's loops can "
+                    "send to.\n# TYPE m0_actor_instances gauge\n");
   for (int i = 0; i < n; i++)
     m0__buf_printf(b, "m0_actor_instances{actor=\"%s\"} %d\n", sv[i]->name, m0__service_live(sv[i]));
   m0__buf_printf(b, "# HELP m0_actor_restarts_total Spawned instances of an actor started again.\n"
@@ -118,8 +127,8 @@ static void metrics_actors(m0__buf *b, m0__service *const *sv, int n) {
   for (int i = 0; i < n; i++)
     m0__buf_printf(b, "m0_actor_replies_dropped_total{actor=\"%s\",reason=\"unknown_id\"} %llu\n"
                       "m0_actor_replies_dropped_total{actor=\"%s\",reason=\"refused\"} %llu\n",
-                   sv[i]->name, (unsigned long long)atomic_load(&sv[i]->st.unknown), sv[i]->name,
-                   (unsigned long long)atomic_load(&sv[i]->st.refused));
+                   sv[i]->name, (unsigned long long)atomic_load(&sv[i]->st->unknown), sv[i]->name,
+                   (unsigned long long)atomic_load(&sv[i]->st->refused));
 }
 
 static void metrics_refusal(void *arg, uint32_t actor, int reason, uint64_t n) {
@@ -167,30 +176,79 @@ static void metrics_histogram(m0__buf *b, const char *name, const char *labels, 
   m0__buf_printf(b, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name, labels, (double)s->sum_ns / 1e9, name, labels, cum);
 }
 
-/* By route (every loop of this process: http/latency.h), the last row for
- * requests no route answered; by application actor. */
-static void metrics_latency(m0__buf *b, const char *process, const m0_app *app, m0__service *const *sv, int n) {
-  char labels[3 * M0__URL_MAX], pat[2 * M0__URL_MAX];
-  m0__buf_printf(b, "# HELP m0_request_duration_seconds Time from a request's parse to its answer begun, by route, "
-                    "in this process.\n# TYPE m0_request_duration_seconds histogram\n");
-  for (size_t r = 0; app && r <= app->nroutes; r++) {
-    m0__latency_sum s = {0};
-    m0__latency_route_sum(app, (int)r, &s);
-    if (r < app->nroutes)
-      snprintf(labels, sizeof labels, "process=\"%s\",method=\"%s\",route=\"%s\"", process,
-               app->routes[r].method, label_value(app->routes[r].pattern, pat, sizeof pat));
-    else snprintf(labels, sizeof labels, "process=\"%s\",method=\"\",route=\"(none)\"", process);
-    metrics_histogram(b, "m0_request_duration_seconds", labels, &s);
+/* A route's labels: its method and pattern, route "(none)" for the last row. */
+static const char *metrics_route_labels(const m0_app *app, size_t r, char *out, size_t n) {
+  char pat[2 * M0__URL_MAX];
+  if (r < app->nroutes)
+    snprintf(out, n, "method=\"%s\",route=\"%s\"", app->routes[r].method,
+             label_value(app->routes[r].pattern, pat, sizeof pat));
+  else snprintf(out, n, "method=\"\",route=\"(none)\"");
+  return out;
+}
+
+/* By route, every loop of the host summed from the page (http/latency.h):
+ * latency, and answers by status class; the last row for requests no route
+ * answered. An app with more routes than a loop's rows has neither. */
+static void metrics_routes(m0__buf *b, const m0__page *page, const m0_app *app) {
+  if (!app || app->nroutes >= M0__PAGE_ROUTES) return;
+  m0__latency_sum *s = calloc(app->nroutes + 1, sizeof *s);
+  if (!s) return;
+  for (uint32_t l = 0; l < page->head->loops; l++)
+    for (size_t r = 0; r <= app->nroutes; r++) m0__latency_sum_add(&s[r], &page->loop_figures[l].routes[r]);
+  char labels[3 * M0__URL_MAX];
+  m0__buf_printf(b, "# HELP m0_request_duration_seconds Time from a request's parse to its answer begun, by route.\n"
+                    "# TYPE m0_request_duration_seconds histogram\n");
+  for (size_t r = 0; r <= app->nroutes; r++)
+    metrics_histogram(b, "m0_request_duration_seconds", metrics_route_labels(app, r, labels, sizeof labels), &s[r]);
+  m0__buf_printf(b, "# HELP m0_responses_total Answers begun, by route and status class.\n"
+                    "# TYPE m0_responses_total counter\n");
+  for (size_t r = 0; r <= app->nroutes; r++) {
+    metrics_route_labels(app, r, labels, sizeof labels);
+    for (int k = 0; k < M0__STATUS_CLASSES; k++)
+      m0__buf_printf(b, "m0_responses_total{%s,class=\"%dxx\"} %llu\n", labels, k + 1,
+                     (unsigned long long)s[r].status[k]);
   }
+  free(s);
+}
+
+/* By application actor, from its line on the page. */
+static void metrics_actor_latency(m0__buf *b, m0__service *const *sv, int n) {
   if (n == 0) return;
+  char labels[128];
   m0__buf_printf(b, "# HELP m0_actor_request_duration_seconds Time from a request's taking by an application actor "
-                    "to its answer (any outcome), in this process.\n"
+                    "to its answer (any outcome).\n"
                     "# TYPE m0_actor_request_duration_seconds histogram\n");
   for (int i = 0; i < n; i++) {
     m0__latency_sum s = {0};
-    m0__latency_sum_add(&s, &sv[i]->st.latency);
-    snprintf(labels, sizeof labels, "process=\"%s\",actor=\"%s\"", process, sv[i]->name);
+    m0__latency_sum_add(&s, &sv[i]->st->latency);
+    snprintf(labels, sizeof labels, "actor=\"%s\"", sv[i]->name);
     metrics_histogram(b, "m0_actor_request_duration_seconds", labels, &s);
+  }
+}
+
+/* The WebSockets of every loop, summed from the page. */
+static void metrics_websockets(m0__buf *b, const m0__page *page) {
+  unsigned long long opened = 0, in = 0, out = 0, closes[M0__PAGE_WS_CODES] = {0};
+  for (uint32_t l = 0; l < page->head->loops; l++) {
+    const m0__loop_figures *f = &page->loop_figures[l];
+    opened += atomic_load_explicit(&f->ws_opened, memory_order_relaxed);
+    in += atomic_load_explicit(&f->ws_in, memory_order_relaxed);
+    out += atomic_load_explicit(&f->ws_out, memory_order_relaxed);
+    for (int k = 0; k < M0__PAGE_WS_CODES; k++) closes[k] += atomic_load_explicit(&f->ws_closes[k], memory_order_relaxed);
+  }
+  m0__buf_printf(b, "# HELP m0_websockets_opened_total WebSockets begun (their 101 written).\n"
+                    "# TYPE m0_websockets_opened_total counter\nm0_websockets_opened_total %llu\n"
+                    "# HELP m0_websocket_messages_received_total WebSocket messages received whole.\n"
+                    "# TYPE m0_websocket_messages_received_total counter\nm0_websocket_messages_received_total %llu\n"
+                    "# HELP m0_websocket_messages_sent_total WebSocket messages the application sent (m0_ws_send).\n"
+                    "# TYPE m0_websocket_messages_sent_total counter\nm0_websocket_messages_sent_total %llu\n"
+                    "# HELP m0_websockets_closed_total WebSockets ended, by close code (1006: without a close "
+                    "handshake).\n# TYPE m0_websockets_closed_total counter\n",
+                 opened, in, out);
+  for (int k = 0; k < M0__PAGE_WS_CODES; k++) {
+    if (k < M0__PAGE_WS_CODES - 1)
+      m0__buf_printf(b, "m0_websockets_closed_total{code=\"%d\"} %llu\n", m0__page_ws_codes[k], closes[k]);
+    else m0__buf_printf(b, "m0_websockets_closed_total{code=\"other\"} %llu\n", closes[k]);
   }
 }
 
@@ -201,7 +259,7 @@ void m0__metrics_respond(const m0__page *page, const char *process, const m0_app
   m0__buf b = {0};
   FIELD("requests_total", "counter", "Requests answered.", requests);
   FIELD("open_connections", "gauge", "Connections open now, streams included.", open);
-  FIELD("streams", "gauge", "Server-sent-event streams open now.", streams);
+  FIELD("streams", "gauge", "Streams open now: server-sent events and WebSockets.", streams);
   FIELD("handoffs_total", "counter", "Connections handed to a sibling loop.", handoffs);
   FIELD("pool_queue", "gauge", "Requests waiting for or inside the handler pool.", queued);
   FIELD("stream_frames_dropped_total", "counter", "Frames dropped because a stream's queue was full.", dropped);
@@ -226,14 +284,16 @@ void m0__metrics_respond(const m0__page *page, const char *process, const m0_app
                  (unsigned long long)gen, (unsigned long long)(gen > 1 ? gen - 1 : 0),
                  (double)atomic_load(&page->head->reloaded_ms) / 1000.0);
   metrics_bus(&b, page);
-  metrics_actors(&b, services, nservices);
-  metrics_latency(&b, process, app, services, nservices);
+  metrics_websockets(&b, page);
+  metrics_actors(&b, page, services, nservices);
+  metrics_routes(&b, page, app);
+  metrics_actor_latency(&b, services, nservices);
   m0__buf_printf(&b, "# HELP m0_refused_total Messages a mailbox refused (actors/admit.h), by actor and reason, "
                      "in every process of the host.\n# TYPE m0_refused_total counter\n");
   m0__refusals_each(metrics_refusal, &b);
   m0__buf_printf(&b, "# HELP m0_deferred_late_total Deferred answers given after the host had answered 504 "
-                     "(dropped), in this process.\n# TYPE m0_deferred_late_total counter\nm0_deferred_late_total %llu\n",
-                 (unsigned long long)atomic_load(&m0__deferred_late));
+                     "(dropped).\n# TYPE m0_deferred_late_total counter\nm0_deferred_late_total %llu\n",
+                 (unsigned long long)atomic_load(&page->figures->deferred_late));
   nng_stat *st;
   if (nng_stats_get(&st) == 0) {
     m0__buf_printf(&b, "# HELP m0_nng_stat nng's own statistics for this process, by the actor whose socket "

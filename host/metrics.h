@@ -1,8 +1,12 @@
-/* Prometheus text for --metrics-path: every loop's line of the shared page
- * (so any loop answers for the whole topology), the bus's refusals, the
- * supervisor's respawns, and, for this process, request latency by route
- * and by application actor (http/latency.h) and nng's own statistics.
- * Answered on the loop, never queued to a pool. */
+/* Prometheus text for --metrics-path, answered on the loop, never queued to
+ * a pool. Everything but nng's statistics comes from the shared page
+ * (transport/page.h: every process adds there), so whichever loop of
+ * whichever worker answers, a scrape shows one series per host (or per loop)
+ * and a counter never goes back between scrapes: every loop's line, the
+ * bus's refusals, the supervisor's respawns, answers by route and status
+ * class, request latency by route and by application actor
+ * (http/latency.h), WebSocket messages and closes. nng's own statistics are
+ * the answering process's (labelled so): its sockets are its own. */
 #ifndef M0_HOST_METRICS_H
 #define M0_HOST_METRICS_H
 
@@ -11,7 +15,7 @@
 #include "transport/page.h"
 
 /* services: the application's actors in this process (their counters are
- * this process's: under --workers, each worker answers for its own). */
+ * on the page, the whole host's; their live instances this process's). */
 /* process: the label of this process ("host", "worker.i"); app: the
  * application its loops serve (its routes' latency). */
 void m0__metrics_respond(const m0__page *page, const char *process, const m0_app *app, m0__service *const *services,

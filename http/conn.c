@@ -335,13 +335,18 @@ static m0_deferred *conn_defer_begin(void *ctx, m0_response *res, unsigned timeo
 static m0_writer *conn_writer_begin(void *ctx, m0_response *res, int status, const char *content_type,
                                     void (*on_gone)(void *arg), void *arg) {
   m0__conn *c = ctx;
-  return c->h->writer_begin(c->h, c, res, status, content_type, on_gone, arg);
+  m0_writer *w = c->h->writer_begin(c->h, c, res, status, content_type, on_gone, arg);
+  if (w && c->h->latency) m0__latency_status(&c->h->latency[c->route], status); /* its head is written */
+  return w;
 }
 
-/* The request's answer is begun: its latency, by its route. */
-static void conn_latency(m0__conn *c) {
+/* The request's answer is begun: its latency and status class (status < 0:
+ * counted already, a writer's at its head), by its route. */
+static void conn_latency(m0__conn *c, int status) {
   m0__http *h = c->h;
-  if (h->latency) m0__latency_add(&h->latency[c->route], m0__latency_now_ns() - c->t0_ns);
+  if (!h->latency) return;
+  m0__latency_add(&h->latency[c->route], m0__latency_now_ns() - c->t0_ns);
+  if (status >= 0) m0__latency_status(&h->latency[c->route], status);
 }
 
 static char *conn_graph(void *ctx, const char *records_of) {
@@ -472,7 +477,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     m0__respond_status(&res, 500, NULL);
   }
   h->stats.requests++;
-  conn_latency(c);
+  conn_latency(c, res.status);
   if (h->access_log)
     m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, p->trace_hi,
                         p->trace_lo, NULL);
@@ -493,6 +498,7 @@ static void conn_error(m0__conn *c, const char *buf, int status, const char *why
   m0__response_init(&res, m0__conn_target(c), &h->date, 1, false, true);
   m0__respond_status(&res, status, NULL);
   h->stats.errors_4xx++;
+  if (h->latency) m0__latency_status(&h->latency[h->app->nroutes], status); /* no route: it was not read */
   c->close_after = true;
   c->linger = true;
   if (h->access_log) {
@@ -673,9 +679,7 @@ int m0__http_init(m0__http *h) {
 }
 
 void m0__http_fini(m0__http *h) {
-  if (h->latency) m0__latency_leave(h); /* before its rows go: /metrics may be summing them */
-  free(h->latency);
-  h->latency = NULL;
+  h->latency = NULL; /* the shared page's rows: they stay */
   free(h->rbuf);
   h->rbuf = NULL;
   m0__outq_free(&h->scratch);
@@ -762,7 +766,7 @@ static void conn_answered(m0__http *h, m0__conn *c, bool ok) {
 
 /* Whether a waiting connection can still take its answer (a zombie's memory
  * is released here: nobody else holds it now). */
-static bool conn_unwait(m0__conn *c) {
+static bool conn_unwait(m0__conn *c, int status) {
   c->waiting = false;
   if (c->zombie) {
     conn_release(c);
@@ -770,12 +774,18 @@ static bool conn_unwait(m0__conn *c) {
   }
   if (c->closing) return false;
   c->h->stats.requests++;
-  conn_latency(c);
+  conn_latency(c, status);
   return true;
 }
 
+/* A pool's answer's status, from its status line (0: none there). */
+static int conn_status_of(const char *resp, size_t n) {
+  if (n < 12 || memcmp(resp, "HTTP/1.", 7) != 0) return 0;
+  return (resp[9] - '0') * 100 + (resp[10] - '0') * 10 + (resp[11] - '0');
+}
+
 void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int fd, uint64_t off, uint64_t flen) {
-  if (!conn_unwait(c)) {
+  if (!conn_unwait(c, conn_status_of(resp, n))) {
     if (fd >= 0) close(fd);
     return;
   }
@@ -790,7 +800,7 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int
 
 long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status) {
   *status = a->status;
-  if (!conn_unwait(c)) return -1;
+  if (!conn_unwait(c, a->status)) return -1;
   m0_response res;
   m0__response_init(&res, m0__conn_target(c), &h->date, a->version_minor, a->head, a->close);
   if (a->extra_len && a->extra_len <= sizeof res.extra) { /* lines m0_response_header checked on the loop */
@@ -818,7 +828,7 @@ long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status)
 }
 
 void m0__http_resume(m0__http *h, m0__conn *c) {
-  if (conn_unwait(c)) conn_answered(h, c, true);
+  if (conn_unwait(c, -1)) conn_answered(h, c, true);
 }
 
 void m0__http_abort(m0__http *h, m0__conn *c) { conn_close(c); }

@@ -60,9 +60,11 @@ typedef struct m0__http {
   size_t ws_max_message;    /* --ws-max-message */
   struct m0__ws_deflater *wsz; /* compresses WebSocket messages (permessage-deflate), made at the first */
   m0__http_stats stats;
-  /* [app->nroutes + 1] request latency by route, the last for requests no
-   * route answered (http/latency.h: m0__latency_open), or NULL. */
+  /* [app->nroutes + 1] request latency and status classes by route, the
+   * last for requests no route answered: the loop's rows on the shared page
+   * (http/latency.h), or NULL. */
   m0__latency *latency;
+  struct m0__loop_figures *figures; /* the loop's figures on the shared page (WebSocket counts), or NULL */
   /* Shared by every connection of the loop, used within one callback: reads
    * land in rbuf, responses are built in scratch and written at once; only
    * what cannot be written or parsed yet is copied to the connection. */

@@ -1,10 +1,6 @@
 #include "http/latency.h"
 
-#include <pthread.h>
-#include <stdlib.h>
 #include <time.h>
-
-#include "http/conn.h"
 
 const char *const m0__latency_le[M0__LATENCY_BUCKETS] = {"0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
                                                          "0.01",   "0.025",   "0.05",   "0.1",   "0.25",   "0.5",
@@ -26,45 +22,16 @@ void m0__latency_add(m0__latency *l, uint64_t ns) {
   atomic_fetch_add_explicit(&l->sum_ns, ns, memory_order_relaxed);
 }
 
+void m0__latency_status(m0__latency *l, int status) {
+  int k = status / 100 - 1;
+  if (k < 0) k = 0;
+  if (k >= M0__STATUS_CLASSES) k = M0__STATUS_CLASSES - 1;
+  atomic_fetch_add_explicit(&l->status[k], 1, memory_order_relaxed);
+}
+
 void m0__latency_sum_add(m0__latency_sum *out, const m0__latency *l) {
   for (int b = 0; b <= M0__LATENCY_BUCKETS; b++) out->n[b] += atomic_load_explicit(&l->n[b], memory_order_relaxed);
   out->sum_ns += atomic_load_explicit(&l->sum_ns, memory_order_relaxed);
-}
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static m0__http **joined;
-static int njoined, capjoined;
-
-void m0__latency_open(m0__http *h) {
-  if (!(h->latency = calloc(h->app->nroutes + 1, sizeof *h->latency))) return;
-  pthread_mutex_lock(&mu);
-  if (njoined == capjoined) {
-    int cap = capjoined ? 2 * capjoined : 8;
-    m0__http **j = realloc(joined, (size_t)cap * sizeof *j);
-    if (j) joined = j, capjoined = cap;
-  }
-  if (njoined < capjoined) joined[njoined++] = h; /* else out of memory: this loop's rows are not summed */
-  pthread_mutex_unlock(&mu);
-}
-
-void m0__latency_leave(m0__http *h) {
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < njoined; i++)
-    if (joined[i] == h) {
-      joined[i] = joined[--njoined];
-      break;
-    }
-  if (njoined == 0) {
-    free(joined);
-    joined = NULL;
-    capjoined = 0;
-  }
-  pthread_mutex_unlock(&mu);
-}
-
-void m0__latency_route_sum(const void *app, int route, m0__latency_sum *out) {
-  pthread_mutex_lock(&mu);
-  for (int i = 0; i < njoined; i++)
-    if (joined[i]->app == app && joined[i]->latency) m0__latency_sum_add(out, &joined[i]->latency[route]);
-  pthread_mutex_unlock(&mu);
+  for (int k = 0; k < M0__STATUS_CLASSES; k++)
+    out->status[k] += atomic_load_explicit(&l->status[k], memory_order_relaxed);
 }

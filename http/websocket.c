@@ -41,6 +41,7 @@
 #include "http/response.h"
 #include "http/stream.h"
 #include "http/ws.h"
+#include "transport/page.h"
 
 #define WS_CLOSE_WAIT_MS 5000
 #define WS_SEND_MAX (8u << 20) /* what m0_ws_send lets wait behind the socket */
@@ -64,6 +65,13 @@ bool m0__ws_deflating(const m0_ws *ws) { return ws->deflate && ws->pmd.server_bi
 
 /* ---- out --------------------------------------------------------------- */
 
+/* Counts one on the loop's figures on the shared page (/metrics); w is
+ * NULL when the loop has none. */
+static void ws_count(_Atomic uint64_t *w) {
+  if (w) atomic_fetch_add_explicit(w, 1, memory_order_relaxed);
+}
+#define WS_FIGURE(ws, field) ((ws)->c->h->figures ? &(ws)->c->h->figures->field : NULL)
+
 /* One frame to the socket, from a queue of its own. */
 static int ws_frame(m0_ws *ws, uint8_t op, bool rsv1, const void *p, size_t n) {
   uint8_t hdr[M0__WS_HEADER_MAX];
@@ -73,6 +81,7 @@ static int ws_frame(m0_ws *ws, uint8_t op, bool rsv1, const void *p, size_t n) {
   if (rv == 0 && n) rv = m0__outq_append(&q, p, n);
   if (rv == 0) {
     ws->c->last_write = uv_now(ws->c->h->uv);
+    if (op == M0__WS_TEXT || op == M0__WS_BINARY) ws_count(WS_FIGURE(ws, ws_out)); /* m0_ws_send's */
     m0__conn_send(ws->c, &q);
   }
   m0__outq_free(&q);
@@ -147,6 +156,7 @@ int m0_ws_subscribe(m0_ws *ws, const char *channel) {
 /* ---- in ---------------------------------------------------------------- */
 
 static void ws_deliver(m0_ws *ws, uint8_t op, const uint8_t *p, size_t n) {
+  ws_count(WS_FIGURE(ws, ws_in));
   if (ws->hd.on_message) ws->hd.on_message(ws, op == M0__WS_TEXT ? M0_WS_TEXT : M0_WS_BINARY, p, n, ws->hd.arg);
 }
 
@@ -276,6 +286,7 @@ void m0__ws_gone(m0_ws *ws) {
   if (ws->dead) return;
   ws->dead = true;
   int code = ws->close_sent ? ws->close_code : M0__WS_ABNORMAL;
+  ws_count(WS_FIGURE(ws, ws_closes[m0__page_ws_code_index(code)]));
   if (ws->hd.on_close) ws->hd.on_close(ws, code, ws->hd.arg);
 }
 
@@ -303,6 +314,7 @@ m0_ws *m0__ws_begin(void *ctx, const m0_ws_handlers *hd, bool deflate, const voi
     return NULL;
   }
   c->ws = ws;
+  ws_count(WS_FIGURE(ws, ws_opened));
   return ws;
 }
 

@@ -14,15 +14,34 @@
 
 _Static_assert(sizeof(m0__page_head) == 64, "page head is one line");
 _Static_assert(sizeof(m0__loop_line) == 128, "a loop's line is two cache lines");
+_Static_assert(sizeof(m0__host_figures) == 64, "the host's figures are one line");
+_Static_assert(sizeof(m0__actor_line) == 256, "an actor's line is four cache lines");
+
+/* 1004 is reserved and never sent; 1015 (TLS) is never sent by m0. */
+const int m0__page_ws_codes[M0__PAGE_WS_CODES - 1] = {1000, 1001, 1002, 1003, 1005, 1006,
+                                                      1007, 1008, 1009, 1010, 1011};
 
 static int page_check(m0__page *pg, const char *what, char *err, size_t errlen);
 
 /* The head, two banks of loop lines, the refusals, the bus, the edges, the
- * recent trace records, the actors' restarts. */
+ * recent trace records, the actors' restarts, the host's figures, the
+ * actors' lines, the loops' figures. */
 static size_t page_size(size_t loops) {
   return sizeof(m0__page_head) + 2 * loops * sizeof(m0__loop_line) + M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) +
          sizeof(m0__bus_line) + M0__PAGE_EDGE_LINES * sizeof(m0__edge_line) + sizeof(m0__trace_ring) +
-         M0__PAGE_APP_ACTORS * sizeof(uint64_t);
+         M0__PAGE_APP_ACTORS * sizeof(uint64_t) + sizeof(m0__host_figures) + M0__PAGE_APP_ACTORS * sizeof(m0__actor_line) + loops * sizeof(m0__loop_figures);
+}
+
+/* Where each part is, after the loop lines (create and page_check set them). */
+static void page_parts(m0__page *pg, size_t loops) {
+  pg->refusals = (m0__refusal_line *)(pg->lines + 2 * loops);
+  pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
+  pg->edges = (m0__edge_line *)(pg->bus + 1);
+  pg->traces = (m0__trace_ring *)(pg->edges + M0__PAGE_EDGE_LINES);
+  pg->restarts = (_Atomic uint64_t *)(pg->traces + 1);
+  pg->figures = (m0__host_figures *)(pg->restarts + M0__PAGE_APP_ACTORS);
+  pg->actors = (m0__actor_line *)(pg->figures + 1);
+  pg->loop_figures = (m0__loop_figures *)(pg->actors + M0__PAGE_APP_ACTORS);
 }
 
 static void *page_map_file(const char *path, size_t size, int *fd_out, bool create, char *err,
@@ -62,11 +81,7 @@ int m0__page_create(m0__page *pg, const char *dir, int loops, size_t app_slots, 
   pg->head = page_map_file(path, pg->size, &pg->fd, true, err, errlen);
   if (!pg->head) return M0__EPAGE;
   pg->lines = (m0__loop_line *)(pg->head + 1);
-  pg->refusals = (m0__refusal_line *)(pg->lines + 2 * loops);
-  pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
-  pg->edges = (m0__edge_line *)(pg->bus + 1);
-  pg->traces = (m0__trace_ring *)(pg->edges + M0__PAGE_EDGE_LINES);
-  pg->restarts = (_Atomic uint64_t *)(pg->traces + 1);
+  page_parts(pg, (size_t)loops);
   pg->head->version = M0__PAGE_VERSION;
   pg->head->loops = (uint32_t)loops;
   atomic_store(&pg->head->generation, 1);
@@ -114,11 +129,7 @@ static int page_check(m0__page *pg, const char *what, char *err, size_t errlen) 
     m0__page_close(pg);
     return M0__EPAGE;
   }
-  pg->refusals = (m0__refusal_line *)(pg->lines + 2 * (size_t)pg->head->loops);
-  pg->bus = (m0__bus_line *)(pg->refusals + M0__PAGE_REFUSAL_LINES);
-  pg->edges = (m0__edge_line *)(pg->bus + 1);
-  pg->traces = (m0__trace_ring *)(pg->edges + M0__PAGE_EDGE_LINES);
-  pg->restarts = (_Atomic uint64_t *)(pg->traces + 1);
+  page_parts(pg, pg->head->loops);
   return 0;
 }
 
@@ -166,5 +177,6 @@ void m0__page_close(m0__page *pg) {
 }
 
 void m0__page_use_bank(m0__page *pg, uint64_t generation) {
-  pg->lines = (m0__loop_line *)(pg->head + 1) + ((generation - 1) % 2) * pg->head->loops;
+  pg->bank = (int)((generation - 1) % 2);
+  pg->lines = (m0__loop_line *)(pg->head + 1) + (size_t)pg->bank * pg->head->loops;
 }

@@ -21,6 +21,12 @@
  *   then M0__PAGE_APP_ACTORS words: each application actor's restarts of
  *                its spawned instances, counted by whichever process spawns
  *                them (the supervisor under prefork), read by every one
+ *   then the host's figures (one line), M0__PAGE_APP_ACTORS actor lines
+ *                (requests by outcome, latency) and per loop its figures
+ *                (responses by route and status class, latency, WebSocket
+ *                messages and closes, requests with each actor): counters
+ *                only ever added to, by every process of the host, never
+ *                cleared, so /metrics' sums never go back (see below)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -31,8 +37,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http/latency.h"
+
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 7
+#define M0__PAGE_VERSION 8
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -112,6 +120,70 @@ typedef struct m0__trace_ring {
  * its own bound against this). */
 #define M0__PAGE_APP_ACTORS 64
 
+/* The figures /metrics sums (host/metrics.c).
+ *
+ * Design notes
+ * - One series per host, not per process: a scrape is answered by whichever
+ *   worker's loop took the connection, so a figure kept in a process would
+ *   alternate between workers' values across scrapes (Prometheus reads a
+ *   reset) and a series only one process has would be missing from half of
+ *   them. So these counters live here, where every process adds and reads.
+ * - Never cleared: a respawned worker and a reload's next generation add to
+ *   what their predecessors counted (fetch_add, so two generations serving
+ *   with one loop index at once both count), and every counter only rises.
+ * - A loop's figures are written by that loop alone (and, during a reload,
+ *   its successor with the same index): no cache line is shared between
+ *   loops per request. An actor's line is shared by every loop that asks
+ *   it, as its requests already cost a message each way.
+ * - Gauges are not here but in the banks (the loop lines), except what a
+ *   loop has in flight with each actor: by bank, each loop storing its own
+ *   count, zeroed when the loop starts. */
+typedef struct m0__host_figures {
+  _Atomic uint64_t deferred_late; /* deferred answers given after their 504 (dropped) */
+  uint64_t pad_[7];
+} m0__host_figures;
+
+/* One application actor's requests (asks from any loop of any process). */
+typedef struct m0__actor_line {
+  _Atomic uint64_t ok;          /* replies written */
+  _Atomic uint64_t no_instance; /* 503: none live */
+  _Atomic uint64_t queue_full;  /* 503 + Retry-After: every live one at its queue bound */
+  _Atomic uint64_t timeout;     /* 504: no reply within the route's timeout */
+  _Atomic uint64_t bad_reply;   /* 502: a reply record that does not decode */
+  _Atomic uint64_t died;        /* 502: its instance left with it in flight */
+  _Atomic uint64_t unknown;     /* replies to an id not in flight (late, or made up): dropped */
+  _Atomic uint64_t refused;     /* messages from instances that are not REPLY, or no slot free */
+  m0__latency latency;          /* from a request's taking to its answer, whatever the outcome */
+  _Atomic uint64_t asking;      /* a gauge: m0_ask's of it from instances now (a process killed mid-ask leaves its) */
+} m0__actor_line;
+
+/* WebSocket close codes counted apart (M0__PAGE_WS_CODES - 1 of them; the
+ * last index counts every other code: the application's 3000-4999). */
+#define M0__PAGE_WS_CODES 12
+extern const int m0__page_ws_codes[M0__PAGE_WS_CODES - 1];
+static inline int m0__page_ws_code_index(int code) {
+  int i = 0;
+  while (i < M0__PAGE_WS_CODES - 1 && m0__page_ws_codes[i] != code) i++;
+  return i;
+}
+
+/* Rows of request figures a loop has: one per route and the last for
+ * requests no route answered; an app with more routes has none. */
+#define M0__PAGE_ROUTES 128
+
+/* One loop's figures (by loop index, whichever process runs it). */
+typedef struct m0__loop_figures {
+  _Atomic uint64_t ws_opened; /* WebSockets begun (after their 101) */
+  _Atomic uint64_t ws_in;     /* messages received whole (after reassembly and inflation) */
+  _Atomic uint64_t ws_out;    /* messages the application sent (m0_ws_send) */
+  _Atomic uint64_t ws_closes[M0__PAGE_WS_CODES]; /* WebSockets ended, by code (m0__page_ws_code_index) */
+  uint64_t pad_[1];
+  /* Requests with each application actor now, by bank (the generation's,
+   * as the loop lines): a gauge, stored by the loop. */
+  _Atomic uint64_t actor_inflight[2][M0__PAGE_APP_ACTORS];
+  m0__latency routes[M0__PAGE_ROUTES]; /* latency and status classes by route */
+} m0__loop_figures;
+
 typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
@@ -122,6 +194,10 @@ typedef struct m0__page {
   m0__edge_line *edges;       /* M0__PAGE_EDGE_LINES, after the bus */
   m0__trace_ring *traces;     /* after the edges */
   _Atomic uint64_t *restarts; /* [M0__PAGE_APP_ACTORS], after the traces */
+  m0__host_figures *figures;  /* after the restarts */
+  m0__actor_line *actors;     /* [M0__PAGE_APP_ACTORS], after the figures */
+  m0__loop_figures *loop_figures; /* [loops], after the actors */
+  int bank;                   /* the bank lines points into (0 or 1) */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;
 

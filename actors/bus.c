@@ -94,7 +94,9 @@ static void bus_on_connected(natsConnection *nc, void *closure) {
 static void bus_on_disconnected(natsConnection *nc, void *closure) {
   m0__bus *b = closure;
   if (!b->bridge || atomic_load(&b->closing)) return;
+  pthread_mutex_lock(&b->mu); /* after a round that saw the link up, never before (bus_round) */
   atomic_store(&b->line->connected, 0);
+  pthread_mutex_unlock(&b->mu);
   /* The status's static text, not the connection's last error string: that
    * belongs to libnats's threads and may be freed while we print it (ASan
    * saw exactly that in test_fleet). */
@@ -374,7 +376,11 @@ static bool bus_round(m0__bus *b, bool force) {
   }
   if (b->failing) fprintf(stderr, "m0: bus: consuming the stream %s again\n", b->stream);
   b->failing = false;
-  atomic_store(&b->line->connected, 1);
+  /* Under mu with the link's state: a disconnect that came during the round
+   * stores 0 after this, not before. */
+  pthread_mutex_lock(&b->mu);
+  if (natsConnection_Status(b->nc) == NATS_CONN_STATUS_CONNECTED) atomic_store(&b->line->connected, 1);
+  pthread_mutex_unlock(&b->mu);
   return true;
 }
 

@@ -63,12 +63,15 @@ def chunked(path, pieces, trailers=(), ext=b""):
 class Case:
     """Requests sent as `steps` (lists of messages; between two steps the
     client waits for `100 Continue`), `heads[i]` when request i is a HEAD,
-    `want` the statuses of the final answers (or `alt`), `closes` when the server
+    `want` the statuses of the final answers (or `alt`), each a status or
+    (status, what its body holds when sent whole), `closes` when the server
     closes after the last, `drop_1xx` when a 100 may or may not come (the
     body was right behind the head)."""
 
     def __init__(self, name, steps, want, heads=(), closes=False, drop_1xx=False, alt=None):
-        self.name, self.steps, self.want, self.alt = name, steps, want, alt or want
+        self.bodies = [w[1] if isinstance(w, tuple) else "" for w in want]
+        self.want = [w[0] if isinstance(w, tuple) else w for w in want]
+        self.name, self.steps, self.alt = name, steps, alt or self.want
         self.heads, self.closes, self.drop_1xx = list(heads), closes, drop_1xx
 
 
@@ -81,23 +84,33 @@ def http_cases():
                     ext=b";name=val")
     actor = cl("POST", "/actor/echo", b'{"a":"b"}')
     head100 = request("POST", "/loop/echo", [("Content-Length", "11"), ("Expect", "100-continue")])
+    # What each answer's body holds: the pipelines' answers are told apart.
+    ok, slow = (200, '{"status":"ok"}'), (200, '{"ms":0}')
+    posted, chunked_in = (200, '"body":"hello, split world"'), (200, '"body":"abc\\r\\n:xddd')
+    acted = (200, '"path":"/actor/echo","body":"{\\"a\\":\\"b\\"}"')
     cases = [
-        Case("GET", [[request("GET", "/health", [("Accept", "*/*"), ("X-Long", "v" * 300)])]], [200]),
+        Case("GET", [[request("GET", "/health", [("Accept", "*/*"), ("X-Long", "v" * 300)])]], [ok]),
         Case("HEAD", [[request("HEAD", "/health")]], [200], heads=[True]),
-        Case("POST Content-Length", [[post]], [200]),
-        Case("POST to an actor", [[actor]], [200]),
-        Case("chunked with trailers", [[chunk]], [200]),
-        Case("pool route", [[request("GET", pool), request("HEAD", pool)]], [200, 200], heads=[False, True]),
-        Case("Expect: 100-continue, body after the 100", [[head100], [b"hello world"]], [200]),
-        Case("Expect: 100-continue, body right behind", [[head100 + b"hello world"]], [200], drop_1xx=True),
+        Case("POST Content-Length", [[post]], [posted]),
+        Case("POST to an actor", [[actor]], [acted]),
+        Case("chunked with trailers", [[chunk]], [chunked_in]),
+        Case("pool route", [[request("GET", pool), request("HEAD", pool)]], [slow, 200], heads=[False, True]),
+        Case("Expect: 100-continue, body after the 100", [[head100], [b"hello world"]], [(200, '"body":"hello world"')]),
+        Case("Expect: 100-continue, body right behind", [[head100 + b"hello world"]], [(200, '"body":"hello world"')],
+             drop_1xx=True),
         Case("pipeline", [[request("GET", "/health"), request("HEAD", "/health"), post, request("GET", pool),
                            chunk, request("GET", "/missing"), actor, request("DELETE", "/health"),
                            request("OPTIONS", "/health"), cl("POST", "/loop/echo", b"")]],
-             [200, 200, 200, 200, 200, 404, 200, 405, 204, 200],
+             [ok, 200, posted, slow, chunked_in, 404, acted, 405, 204, (200, '"body":""')],
              heads=[False, True]),
+        Case("a 100 KiB body between two requests",
+             [[request("GET", "/health"), cl("POST", "/loop/echo", b"0123456789abcdef" * 6400), request("GET", pool)]],
+             [ok, (200, '"body":"' + "0123456789abcdef" * 6400 + '"'), slow]),
+        Case("HTTP/1.0 keep-alive, then 1.1", [[request("GET", "/health", [("Connection", "keep-alive")], version="HTTP/1.0"),
+                                                request("GET", "/health")]], [ok, ok]),
         Case("pipeline ended by Connection: close",
              [[post, request("GET", pool), request("GET", "/health", [("Connection", "close")]), SMUGGLED]],
-             [200, 200, 200], closes=True),
+             [posted, slow, ok], closes=True),
     ]
     # Smuggling shapes behind a good request: the good one answered, the
     # bad one 400 (or 501 for a coding it does not know) and the connection
@@ -122,7 +135,7 @@ def http_cases():
         ("space before the colon", bad(b"Content-Length : 5", body=b"hello" + SMUGGLED)),
         ("two Host headers", bad(b"Host: other", line=b"GET /health HTTP/1.1") + SMUGGLED),
     ]:
-        cases.append(Case(f"smuggling: {name}", [[request("GET", "/health"), data]], [200, 400], closes=True,
+        cases.append(Case(f"smuggling: {name}", [[request("GET", "/health"), data]], [ok, 400], closes=True,
                           alt=[200, 501] if "gzip" in name else None))  # 501: RFC 9112 6.1, a coding not known
     return cases
 
@@ -130,6 +143,7 @@ def http_cases():
 # ---- what an answer is, read the same however it was cut --------------------
 
 PID_RE = re.compile(rb'"pid":\d+')
+SANITIZER_RE = re.compile(r"runtime error:|AddressSanitizer|LeakSanitizer")
 
 
 def normal(responses, drop_1xx):
@@ -200,8 +214,10 @@ def http_cases_in(port, label, n_random):
             ref, err = exchange(port, case, modes[0], fin)
             probe = [200] if not fin and not case.closes else []
             statuses = [int(r.split(" ", 2)[1]) for r in ref or [] if int(r.split(" ", 2)[1]) >= 200]
-            F.check(ref is not None and statuses in (case.want + probe, case.alt + probe),
-                    f"{tag}, whole: answers {statuses} ({err})")
+            finals = [r for r in ref or [] if int(r.split(" ", 2)[1]) >= 200]
+            F.check(ref is not None and statuses in (case.want + probe, case.alt + probe)
+                    and all(b in r.split("\r\n\r\n", 1)[1] for b, r in zip(case.bodies, finals)),
+                    f"{tag}, whole: answers {statuses}, each its own ({err or [r[-80:] for r in finals]})")
             if ref is None:
                 continue
             for mode in modes[1:]:
@@ -334,6 +350,7 @@ def wire_in(mode_args, label, n_random, cls=Server):
             actor.kill()
             actor.wait(timeout=5)
         F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
+        F.check(not SANITIZER_RE.search(s.stderr()), f"{label}: no sanitizer report ({s.stderr()[-600:]})")
         print(f"{label}: {len(wire_cases())} cases through an outside instance, each in {3 + n_random} cuttings, "
               f"with and without a FIN", flush=True)
 
@@ -357,6 +374,7 @@ for label, args, cls, n_random in [
         print(f"{label}: {len(http_cases())} HTTP cases and 4 SSE ones, each in {3 + n_random} cuttings, "
               f"with and without a FIN", flush=True)
         F.check(s.stop() == 0, f"{label}: exit 0 on SIGTERM ({s.stderr()[-400:]})")
+        F.check(not SANITIZER_RE.search(s.stderr()), f"{label}: no sanitizer report ({s.stderr()[-600:]})")
 
 wire_in([], "wire, single", 4)
 wire_in(["--workers", "2"], "wire, --workers 2", 2, cls=Prefork)

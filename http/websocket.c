@@ -109,6 +109,10 @@ static void ws_end(m0_ws *ws) {
   m0__conn *c = ws->c;
   if (c->closing) return;
   c->close_after = true;
+  /* Shut down and read to the client's FIN (at most 1 s) before closing:
+   * closed with its bytes unread (a ping right behind its close), the
+   * kernel would send a reset and drop what it still held of our answer. */
+  c->linger = true;
   m0__conn_flush(c);
 }
 

@@ -313,8 +313,9 @@ static void bus_reset(m0__bus *b, const jsStreamInfo *si) {
   pthread_mutex_unlock(&b->fan_mu);
   atomic_fetch_add(&b->line->resets, 1);
   fprintf(stderr, "m0: bus: the stream %s on %s is a new one (the server lost its store, or it was deleted): "
-          "fleet frames after id %llu may be lost (m0.gap on %d channels); ids go on from %llu%s\n", b->stream, b->url,
-          (unsigned long long)after, said, (unsigned long long)next,
+          "fleet frames after id %llu may be lost (an m0.gap on each of the %d channels written); ids go on from "
+          "%llu%s\n",
+          b->stream, b->url, (unsigned long long)after, said, (unsigned long long)next,
           next > after ? "" : ", BELOW this host's: its streams take none until they pass it (the server's clock?)");
 }
 
@@ -327,8 +328,9 @@ static void bus_evicted(m0__bus *b, const jsStreamInfo *si) {
   int said = bus_gap(b, next);
   b->last_seq = si->State.FirstSeq - 1;
   pthread_mutex_unlock(&b->fan_mu);
-  fprintf(stderr, "m0: bus: the stream %s let fleet frames %llu to %llu go before this host took them (m0.gap on %d "
-          "channels)\n", b->stream, (unsigned long long)after + 1, (unsigned long long)next - 1, said);
+  fprintf(stderr, "m0: bus: the stream %s let fleet frames %llu to %llu go before this host took them (an m0.gap on "
+          "each of the %d channels written)\n",
+          b->stream, (unsigned long long)after + 1, (unsigned long long)next - 1, said);
 }
 
 /* Brings the bridge's consumer in line with the stream: on (re)connection

@@ -19,6 +19,10 @@ Proves:
   each said when it began and not at every retry, the host serves and its
   own beats reach its own streams; SIGCONT: connected again (a reconnect),
   both hosts' beats flow.
+- Frames the stream let go while both hosts were away (published and purged
+  through the same store by a server on another port, then the server back
+  on its own): within a bound each reader gets one m0.gap, each host logs
+  one line, it is not counted as a reset, and both hosts' beats flow again.
 - Each round: SIGTERM (at least one round SIGKILL) at a random moment, the
   store deleted, the server started again. Within a bound, on both hosts:
   m0_bus_resets_total one more, m0_bus_connected 1, exactly one more log line
@@ -29,21 +33,25 @@ Proves:
 - Across everything, each reader's ids strictly increase, and each host
   drains on SIGTERM, exit 0.
 """
+import json
 import os
 import random
 import re
 import shutil
 import signal
+import socket
 import threading
 import time
 
 from harness import Failures, Prefork, Server, m0pub, metric, wait_for, get
-from test_fleet import Nats, beat_map, free_port, numbered, pids_of, private_dir, strictly_increasing, write_topo
+from test_fleet import (Nats, beat_map, fleet_msg, free_port, nats_publish, numbered, pids_of, private_dir,
+                        strictly_increasing, write_topo)
 from test_streams import Stream, children, reap_seen
 
 PERIOD_MS = "50"
 ROUNDS = 3
 RESET_LINE = re.compile(r"m0: bus: the stream \S+ on \S+ is a new one")
+EVICTED_LINE = re.compile(r"m0: bus: the stream \S+ let fleet frames \d+ to \d+ go before this host took them")
 
 
 class Publisher(threading.Thread):
@@ -85,6 +93,56 @@ def notes_after(st, after, tag):
 def flowing(st, after, prod_pids, n=6):
     """Both producers' beats, n of them, with ids above `after`."""
     return pids_of(st, after) == prod_pids and len([i for i in beat_map(st) if i > after]) >= n
+
+
+def nats_request(port, subject, payload):
+    """One request as any NATS client makes it (a reply inbox): the reply's payload."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    f = s.makefile("rb")
+    f.readline()  # INFO
+    s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _INBOX.t 1\r\n'
+              + f"PUB {subject} _INBOX.t {len(payload)}\r\n".encode() + payload + b"\r\n")
+    try:
+        while True:
+            line = f.readline()
+            if not line or line.startswith(b"-ERR"):
+                return None
+            if line.startswith(b"MSG"):
+                return f.read(int(line.split()[-1]) + 2)[:-2]
+            if line.startswith(b"PING"):
+                s.sendall(b"PONG\r\n")
+    finally:
+        s.close()
+
+
+def evicted(F, hosts, ports, named, prod_pids, nats):
+    """Frames the stream let go while the hosts were away: published and
+    purged through the same store on another port, then the server back."""
+    lines = {h: len(EVICTED_LINE.findall(s.stderr())) for h, s in hosts.items()}
+    resets = {h: metric(p, "m0_bus_resets_total") for h, p in ports.items()}
+    nats.stop()
+    mark = {n: max(numbered(st), default=0) for n, st in named.items()}
+    side = Nats(nats.store).start()
+    try:
+        nats_publish(side.port, "m0.reset", [fleet_msg(b"beats", b'event: beat\ndata: {"pid":0}')] * 5)
+        reply = json.loads(nats_request(side.port, "$JS.API.STREAM.PURGE.m0_reset", b"{}") or b"{}")
+    finally:
+        side.stop()
+    F.check(reply.get("purged", 0) >= 5, f"evicted: 5 frames published and purged while the hosts were away ({reply})")
+    nats.start()
+    top = max(mark.values())
+    for n, st in named.items():
+        F.check(wait_for(lambda: gaps(st, mark[n]), 20), f"evicted: {n}: an m0.gap")
+        g = gaps(st, mark[n])
+        after = (g[0].json() or {}).get("after") if g else None
+        F.check(len(g) == 1 and isinstance(after, int) and mark[n] <= after < g[0].id,
+                f"evicted: {n}: one m0.gap, after the last id the host wrote ({[f.raw for f in g]}, mark {mark[n]})")
+    ok = wait_for(lambda: all(flowing(st, top, prod_pids) for st in named.values()), 30)
+    F.check(ok, f"evicted: both hosts' beats flow again above {top}, and not the purged ones "
+                f"({[pids_of(st, top) for st in named.values()]})")
+    for h, s in hosts.items():
+        F.check(len(EVICTED_LINE.findall(s.stderr())) == lines[h] + 1, f"evicted: {h} logs it in one line")
+        F.check(metric(ports[h], "m0_bus_resets_total") == resets[h], f"evicted: {h}: not a reset")
 
 
 def unreachable_at_start(F, hosts, ports, named, prod_pids, nats):
@@ -208,6 +266,7 @@ def main():
         for p in pubs:
             p.start()
         stopped_server(F, hosts, ports, named, prod_pids, nats)
+        evicted(F, hosts, ports, named, prod_pids, nats)
         sigs = [signal.SIGTERM, signal.SIGKILL] + [rng.choice([signal.SIGTERM, signal.SIGKILL])
                                                    for _ in range(ROUNDS - 2)]
         rng.shuffle(sigs)

@@ -328,6 +328,7 @@ static void loop_run(m0__handle *h) {
   l->http.on_closed = loop_on_closed;
   l->nloops = l->topo->loops;
   if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;
+  l->http.chan_lines = l->page->channels;
   if (loop_open_handles(l, err, sizeof err) != 0) {
     snprintf(l->why, sizeof l->why, "%s", err);
     m0__tell(&l->self, &l->coord, M0__K_DIED, err, strlen(err));

@@ -165,6 +165,22 @@ static void metrics_bus(m0__buf *b, const m0__page *page) {
                    f[i].name, f[i].v);
 }
 
+/* Frames dropped for slow subscribers, by channel, from the page: every
+ * process counts there, so each scrape shows the host's sums. */
+static void metrics_channel_drops(m0__buf *b, const m0__page *page) {
+  m0__buf_printf(b, "# HELP m0_channel_frames_dropped_total Frames dropped for a slow subscriber (a stream or a "
+                    "WebSocket whose queue was full), by channel, in every process of the host.\n"
+                    "# TYPE m0_channel_frames_dropped_total counter\n");
+  char v[2 * sizeof page->channels->name];
+  for (int i = 0; i < M0__PAGE_CHANNEL_LINES; i++) {
+    const m0__channel_line *l = &page->channels[i];
+    bool rest = i == M0__PAGE_CHANNEL_LINES - 1;
+    if (rest ? !atomic_load(&l->dropped) : !atomic_load_explicit(&l->named, memory_order_acquire)) continue;
+    m0__buf_printf(b, "m0_channel_frames_dropped_total{channel=\"%s\"} %llu\n",
+                   rest ? "(other)" : label_value(l->name, v, sizeof v), (unsigned long long)atomic_load(&l->dropped));
+  }
+}
+
 /* One histogram's lines (Prometheus: cumulative buckets, sum, count). */
 static void metrics_histogram(m0__buf *b, const char *name, const char *labels, const m0__latency_sum *s) {
   unsigned long long cum = 0;
@@ -263,6 +279,7 @@ void m0__metrics_respond(const m0__page *page, const char *process, const m0_app
   FIELD("handoffs_total", "counter", "Connections handed to a sibling loop.", handoffs);
   FIELD("pool_queue", "gauge", "Requests waiting for or inside the handler pool.", queued);
   FIELD("stream_frames_dropped_total", "counter", "Frames dropped because a stream's queue was full.", dropped);
+  metrics_channel_drops(&b, page);
   m0__buf_printf(&b, "# HELP m0_bus_refusals_total Frames a publisher could not deliver to every loop.\n"
                      "# TYPE m0_bus_refusals_total counter\nm0_bus_refusals_total %llu\n",
                  (unsigned long long)atomic_load(&page->head->refused));

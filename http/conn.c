@@ -156,6 +156,10 @@ static void conn_written(m0__conn *c, int status) {
   /* The client caught up: give the queues back, it may idle for long. */
   m0__outq_free(&c->q[0]);
   m0__outq_free(&c->q[1]);
+  if (c->subs && !c->close_after) {
+    m0__stream_caught_up(c); /* a slow subscriber is told what it lost (http/stream.c) */
+    if (c->closing || c->writing) return;
+  }
   if (c->close_after && !c->waiting) {
     conn_finish(c);
     return;
@@ -482,12 +486,16 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, p->trace_hi,
                         p->trace_lo, NULL);
   if (h->served) h->served(h, &req, p->trace_flags, res.status, res.head ? 0 : res.body_len);
+  if (c->stream && !c->ws) {
+    m0__stream_replay(c); /* Last-Event-ID's frames, behind the view's own (http/stream.c) */
+    if (c->closing) return;
+  }
   if (c->ws) { /* a WebSocket outlives the request count; at the drain it goes with 1001 */
     if (h->draining) m0__ws_goodbye(c->ws, 1001, "the server is going away");
   } else if (c->stream && h->draining) {
     m0__stream_goodbye(c); /* begun as the drain did: told like the streams open then */
   } else if (last || res.close) {
-    c->close_after = true; /* res.close: a HEAD of a stream */
+    c->close_after = true; /* res.close: a refusal (a dot-segment) */
   }
 }
 

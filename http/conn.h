@@ -59,6 +59,7 @@ typedef struct m0__http {
   uint64_t history_from;    /* the first id this loop can have received: before it, a resume is told of a gap */
   size_t ws_max_message;    /* --ws-max-message */
   struct m0__ws_deflater *wsz; /* compresses WebSocket messages (permessage-deflate), made at the first */
+  struct m0__channel_line *chan_lines; /* the shared page's drops by channel (transport/page.h), or NULL */
   m0__http_stats stats;
   /* [app->nroutes + 1] request latency and status classes by route, the
    * last for requests no route answered: the loop's rows on the shared page

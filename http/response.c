@@ -415,13 +415,13 @@ int m0_respond_stream(m0_response *res, const char *channel) {
 static int respond_stream(m0_response *res, const char *channel) {
   res->done = true;
   res->status = 200;
-  /* The stream's own headers, unless the application set them (one each);
-   * a HEAD gets the headers and the connection closes (no stream: with no
-   * length and no end, a client would wait for ever). */
+  /* The stream's own headers, unless the application set them (one each).
+   * A HEAD gets the headers and no stream, and its connection goes on: an
+   * answer to HEAD has no body whatever its headers say (RFC 9112 6.3), so
+   * the client reads the next answer after this head, as for any HEAD. */
   char head[M0__HEAD_MAX];
   size_t dlen;
   const char *date = m0__date_line(res->date, &dlen);
-  if (res->head) res->close = true;
   int n = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nServer: m0\r\n%.*sContent-Type: text/event-stream\r\n%s%s%s%.*s\r\n",
                    (int)dlen, date, m0__response_has_header(res, "Cache-Control") ? "" : "Cache-Control: no-cache\r\n",
                    m0__response_has_header(res, "X-Accel-Buffering") ? "" : "X-Accel-Buffering: no\r\n",

@@ -17,16 +17,29 @@
  * - The cap counts only what waits behind the socket (q[0] + q[1]). Every
  *   frame or beat is flushed as soon as it is queued, so the shared scratch
  *   never holds a subscriber's bytes past the call. A frame that would pass
- *   the cap is dropped for that subscriber alone and counted
- *   (frames_dropped): one slow reader neither holds memory without bound nor
- *   slows the others.
+ *   the cap is dropped for that subscriber alone and counted (frames_dropped,
+ *   and by channel on the shared page): one slow reader neither holds memory
+ *   without bound nor slows the others.
+ * - A loss is never silent. Ids are global across channels, so a client
+ *   cannot see one in its ids: it is told in band. A stream's subscription
+ *   remembers what it lost (how many, the first and last ids) and, before
+ *   the next frame it has room for, or when its queue is written out
+ *   (m0__stream_caught_up), gets an m0.gap event saying so: the frames after
+ *   the gap follow it, never precede it. A WebSocket message carries data
+ *   alone, so no in-band event could be told from the application's: the
+ *   socket is closed with 1013 (M0__STREAM_WS_LOST) and the first id lost,
+ *   after what it already has queued.
+ * - A subscription is freed when its connection closes, which any write may
+ *   do (m0__conn_flush): after a push, c->closing is checked before the
+ *   subscription is touched again.
  * - History: each channel keeps its last history_max frames, at most
  *   history_bytes_max bytes of them, and the highest id it let go
  *   (evicted). A stream opened with Last-Event-ID: N gets the held frames
- *   after N first; when frames after N may be missing (N below evicted, or
+ *   after N once its view returned (m0__stream_replay: the view's own frames
+ *   come first); when frames after N may be missing (N below evicted, or
  *   below history_from: the loop began after N, a respawned worker), an
  *   m0.gap event says so before them. Ids are global across channels, so a
- *   hole in one channel's ids is no loss; only those two marks are.
+ *   hole in one channel's ids is no loss; only those marks are.
  * - Frames are checked before the bus (m0__frame_ok: no larger than the
  *   cap, no blank line, no CR, no id line of their own) and trusted here.
  * - A beat that does not fit is not retried at every sweep: the stream
@@ -38,6 +51,7 @@
  */
 #include "http/stream.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +59,7 @@
 #include "http/conn_state.h"
 #include "http/websocket.h"
 #include "http/ws.h"
+#include "transport/page.h"
 
 #define CHAN_BUCKETS 256
 
@@ -56,6 +71,7 @@ struct m0__chan {
   uint32_t hcap, hhead, hcount;
   size_t hbytes;
   uint64_t evicted; /* the highest id dropped from the history */
+  _Atomic uint64_t *dropped; /* its line on the shared page, found at its first drop */
   uint8_t nlen;
   char name[M0__CHANNEL_MAX + 1];
 };
@@ -220,12 +236,54 @@ static bool sframe_ws(m0__http *h, m0__sframe *f, bool z) {
   return m != NULL;
 }
 
-/* One frame to one subscriber, in its connection's framing. */
-static bool sframe_push(m0__http *h, m0__conn *c, m0__sframe *f) {
-  if (!c->ws) return stream_push(c, f->sse, f->sse_len, f);
-  bool z = m0__ws_deflating(c->ws);
-  if (!sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
-  return z ? stream_push(c, f->wsz, f->wsz_len, f) : stream_push(c, f->ws, f->ws_len, f);
+/* A stream that lost frames is told which (an m0.gap event), when it has
+ * room for that and `more` bytes behind it. false: no room yet. */
+static bool sub_tell(m0__sub *s, size_t more) {
+  char ev[192];
+  int n = snprintf(ev, sizeof ev, "event: m0.gap\ndata: {\"after\":%llu,\"first\":%llu,\"last\":%llu,\"lost\":%u}\n\n",
+                   (unsigned long long)s->after, (unsigned long long)s->lost_first,
+                   (unsigned long long)s->lost_last, s->lost);
+  if (m0__conn_queued(s->c) + (size_t)n + more > M0__STREAM_QUEUE) return false;
+  m0__sub told = *s;
+  s->lost = 0;
+  s->lost_first = s->lost_last = 0;
+  if (stream_push(s->c, ev, (size_t)n, NULL)) return true; /* s may be gone now (closed by the write) */
+  s->lost = told.lost, s->lost_first = told.lost_first, s->lost_last = told.lost_last;
+  return false;
+}
+
+/* One frame to one subscriber, in its connection's framing; a stream told
+ * of its losses first. false: it did not fit (c is open, s untouched). */
+static bool sub_push(m0__http *h, m0__sub *s, m0__sframe *f) {
+  m0__conn *c = s->c;
+  if (c->ws) {
+    bool z = m0__ws_deflating(c->ws);
+    if (!sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
+    return z ? stream_push(c, f->wsz, f->wsz_len, f) : stream_push(c, f->ws, f->ws_len, f);
+  }
+  if (s->lost && !sub_tell(s, f->sse_len)) return false;
+  if (c->closing) return true;
+  if (!stream_push(c, f->sse, f->sse_len, f)) return false;
+  if (!c->closing && f->id) s->after = f->id;
+  return true;
+}
+
+/* f did not fit in s's queue: counted by channel, and remembered to tell
+ * (a stream), or the socket closed (a WebSocket: s may be gone after). */
+static void sub_lost(m0__http *h, m0__sub *s, const m0__sframe *f) {
+  m0__chan *ch = s->ch;
+  if (!ch->dropped && h->chan_lines) ch->dropped = m0__page_channel_dropped(h->chan_lines, ch->name, ch->nlen);
+  if (ch->dropped) atomic_fetch_add_explicit(ch->dropped, 1, memory_order_relaxed);
+  if (s->c->ws) {
+    char why[124];
+    snprintf(why, sizeof why, "frames lost from id %llu on channel %.*s", (unsigned long long)f->id, (int)ch->nlen,
+             ch->name);
+    m0__ws_goodbye(s->c->ws, M0__STREAM_WS_LOST, why);
+    return;
+  }
+  s->lost++;
+  if (f->id && !s->lost_first) s->lost_first = f->id;
+  if (f->id) s->lost_last = f->id;
 }
 
 /* The history takes f (its reference) and lets the oldest go past its bounds. */
@@ -271,7 +329,10 @@ uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64
   m0__sub *next;
   for (m0__sub *s = ch->subs; s; s = next) {
     next = s->next; /* a failed write closes s->c, which takes s off the list */
-    if (!sframe_push(h, s->c, f)) dropped++;
+    if (!sub_push(h, s, f)) {
+      dropped++;
+      sub_lost(h, s, f);
+    }
   }
   if (keep) history_add(h, ch, f);
   sframe_release(f);
@@ -281,18 +342,29 @@ uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64
 
 /* ---- streams ----------------------------------------------------------- */
 
-/* The held frames after `last`, behind an m0.gap when some may be missing. */
-static void stream_replay(m0__conn *c, m0__chan *ch, uint64_t last) {
+void m0__stream_replay(m0__conn *c) {
+  m0__sub *s = c->subs;
+  if (c->ws || c->closing || !s || !s->replay) return;
+  s->replay = false;
   m0__http *h = c->h;
+  m0__chan *ch = s->ch;
+  uint64_t last = s->after;
   if (last < ch->evicted || last + 1 < h->history_from) {
     char gap[160];
     int n = snprintf(gap, sizeof gap, "event: m0.gap\ndata: {\"after\":%llu}\n\n", (unsigned long long)last);
     stream_push(c, gap, (size_t)n, NULL);
   }
-  for (uint32_t i = 0; i < ch->hcount; i++) {
+  for (uint32_t i = 0; i < ch->hcount && !c->closing; i++) {
     m0__sframe *f = ch->hist[(ch->hhead + i) % ch->hcap];
-    if (f->id > last && !stream_push(c, f->sse, f->sse_len, f)) h->stats.frames_dropped++;
+    if (f->id > last && !sub_push(h, s, f)) {
+      h->stats.frames_dropped++;
+      sub_lost(h, s, f);
+    }
   }
+}
+
+void m0__stream_caught_up(m0__conn *c) {
+  if (!c->ws && c->subs && c->subs->lost) sub_tell(c->subs, 0);
 }
 
 void m0__stream_goodbye(m0__conn *c) {
@@ -307,9 +379,11 @@ int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t las
   m0__conn *c = ctx;
   if (m0__stream_subscribe(c, channel, strlen(channel)) < 0) return -1;
   m0__stream_enlist(c);
-  /* The head is in the scratch: write it first, so the replay follows it. */
+  m0__sub *s = c->subs;
+  s->after = has_last ? last : 0;
+  s->replay = has_last; /* once the view returned: m0__stream_replay */
+  /* The head is in the scratch: write it first, so every frame follows it. */
   m0__conn_flush(c);
-  if (has_last && !c->closing) stream_replay(c, c->subs->ch, last);
   return 0;
 }
 

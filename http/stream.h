@@ -10,8 +10,13 @@
 #include "http/conn.h"
 
 /* A subscriber's queue cap: a frame that would take what waits behind its
- * socket past this is dropped for that subscriber alone. */
+ * socket past this is dropped for that subscriber alone, counted by
+ * channel, and the subscriber is told (a stream: an m0.gap event once it
+ * has room; a WebSocket: closed with M0__STREAM_WS_LOST). */
 #define M0__STREAM_QUEUE (64u * 1024u)
+/* The close code a WebSocket that lost a frame is closed with (RFC 6455's
+ * "Try Again Later": the server casts off a client it cannot serve now). */
+#define M0__STREAM_WS_LOST 1013
 /* Channels a loop knows at most (each with its history). */
 #define M0__CHANNELS_MAX 1024
 
@@ -37,14 +42,27 @@ typedef struct m0__sub {
   struct m0__sub *cnext;       /* the connection's other subscriptions */
   m0__chan *ch;
   m0__conn *c;
+  uint64_t after;  /* the last id it was given (first: its Last-Event-ID) */
+  bool replay;     /* the held frames after `after` are still to come (m0__stream_replay) */
+  uint32_t lost;   /* frames dropped for it (its queue was full) and not told yet */
+  uint64_t lost_first, lost_last; /* their ids (0: only unnumbered ones) */
 } m0__sub;
 
 /* m0_response's stream_begin on the loop (ctx: the m0__conn): the
- * connection becomes a stream subscribed to channel; when the client sent
- * Last-Event-ID (has_last), the frames after last still held come first
- * (after an m0.gap event when some were dropped). 0, or -1 (no memory, or
- * too many channels: nothing was subscribed). */
+ * connection becomes a stream subscribed to channel, its head written.
+ * When the client sent Last-Event-ID (has_last), the frames after last
+ * still held are to come, after the view's own (m0__stream_replay). 0, or
+ * -1 (no memory, or too many channels: nothing was subscribed). */
 int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last);
+/* After the view that opened the stream returned (http/conn.c): the held
+ * frames after its Last-Event-ID (behind an m0.gap event when some may be
+ * missing), so the view's own frames (m0_stream_write) come first, as
+ * promised. Nothing when none was asked. May close c (a write error). */
+void m0__stream_replay(m0__conn *c);
+/* The connection's queue is written out (http/conn.c): a stream that lost
+ * frames is told which, now that there is room (an m0.gap event). May
+ * close c (a write error). */
+void m0__stream_caught_up(m0__conn *c);
 /* m0_stream_write on the loop: one event to this stream alone. 0 or -1. */
 int m0__stream_write(void *ctx, const void *frame, size_t len);
 /* A long-lived connection (a stream or a WebSocket) joins h->streams: no

@@ -24,12 +24,13 @@ const int m0__page_ws_codes[M0__PAGE_WS_CODES - 1] = {1000, 1001, 1002, 1003, 10
 static int page_check(m0__page *pg, const char *what, char *err, size_t errlen);
 
 /* The head, two banks of loop lines, the refusals, the bus, the edges, the
- * recent trace records, the actors' restarts, the host's figures, the
- * actors' lines, the loops' figures. */
+ * recent trace records, the actors' restarts, the channels' drops, the
+ * host's figures, the actors' lines, the loops' figures. */
 static size_t page_size(size_t loops) {
   return sizeof(m0__page_head) + 2 * loops * sizeof(m0__loop_line) + M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) +
          sizeof(m0__bus_line) + M0__PAGE_EDGE_LINES * sizeof(m0__edge_line) + sizeof(m0__trace_ring) +
-         M0__PAGE_APP_ACTORS * sizeof(uint64_t) + sizeof(m0__host_figures) + M0__PAGE_APP_ACTORS * sizeof(m0__actor_line) + loops * sizeof(m0__loop_figures);
+         M0__PAGE_APP_ACTORS * sizeof(uint64_t) + M0__PAGE_CHANNEL_LINES * sizeof(m0__channel_line) +
+         sizeof(m0__host_figures) + M0__PAGE_APP_ACTORS * sizeof(m0__actor_line) + loops * sizeof(m0__loop_figures);
 }
 
 /* Where each part is, after the loop lines (create and page_check set them). */
@@ -39,7 +40,8 @@ static void page_parts(m0__page *pg, size_t loops) {
   pg->edges = (m0__edge_line *)(pg->bus + 1);
   pg->traces = (m0__trace_ring *)(pg->edges + M0__PAGE_EDGE_LINES);
   pg->restarts = (_Atomic uint64_t *)(pg->traces + 1);
-  pg->figures = (m0__host_figures *)(pg->restarts + M0__PAGE_APP_ACTORS);
+  pg->channels = (m0__channel_line *)(pg->restarts + M0__PAGE_APP_ACTORS);
+  pg->figures = (m0__host_figures *)(pg->channels + M0__PAGE_CHANNEL_LINES);
   pg->actors = (m0__actor_line *)(pg->figures + 1);
   pg->loop_figures = (m0__loop_figures *)(pg->actors + M0__PAGE_APP_ACTORS);
 }
@@ -179,4 +181,24 @@ void m0__page_close(m0__page *pg) {
 void m0__page_use_bank(m0__page *pg, uint64_t generation) {
   pg->bank = (int)((generation - 1) % 2);
   pg->lines = (m0__loop_line *)(pg->head + 1) + (size_t)pg->bank * pg->head->loops;
+}
+
+_Atomic uint64_t *m0__page_channel_dropped(m0__channel_line *lines, const char *name, size_t n) {
+  uint64_t k = 14695981039346656037ull; /* FNV-1a */
+  for (size_t i = 0; i < n; i++) k = (k ^ (uint8_t)name[i]) * 1099511628211ull;
+  if (!k) k = 1;
+  if (n >= sizeof lines->name) n = sizeof lines->name - 1;
+  const uint32_t m = M0__PAGE_CHANNEL_LINES - 1; /* the last line is the rest's */
+  for (uint32_t i = 0; i < m; i++) {
+    m0__channel_line *l = &lines[(k + i) % m];
+    uint64_t have = atomic_load_explicit(&l->key, memory_order_acquire);
+    if (have == 0 && atomic_compare_exchange_strong(&l->key, &have, k)) {
+      memcpy(l->name, name, n);
+      l->name[n] = 0;
+      atomic_store_explicit(&l->named, 1, memory_order_release);
+      return &l->dropped;
+    }
+    if (have == k) return &l->dropped; /* taken by us, or named by another (the name follows) */
+  }
+  return &lines[m].dropped;
 }

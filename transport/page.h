@@ -21,6 +21,9 @@
  *   then M0__PAGE_APP_ACTORS words: each application actor's restarts of
  *                its spawned instances, counted by whichever process spawns
  *                them (the supervisor under prefork), read by every one
+ *   then M0__PAGE_CHANNEL_LINES lines: the frames dropped for slow
+ *                subscribers, by channel, by any loop of any process
+ *                (http/stream.c)
  *   then the host's figures (one line), M0__PAGE_APP_ACTORS actor lines
  *                (requests by outcome, latency) and per loop its figures
  *                (responses by route and status class, latency, WebSocket
@@ -120,6 +123,18 @@ typedef struct m0__trace_ring {
  * its own bound against this). */
 #define M0__PAGE_APP_ACTORS 64
 
+/* Frames dropped for slow subscribers on one channel: the line is taken by
+ * storing its name's hash (never 0), then the name, then named = 1 (a
+ * reader shows only named lines); the last line counts every channel past
+ * the others. */
+#define M0__PAGE_CHANNEL_LINES 256
+typedef struct m0__channel_line {
+  _Atomic uint64_t key;
+  _Atomic uint64_t named;
+  _Atomic uint64_t dropped;
+  char name[72]; /* NUL-terminated (a channel is at most 64 bytes) */
+} m0__channel_line;
+
 /* The figures /metrics sums (host/metrics.c).
  *
  * Design notes
@@ -194,7 +209,8 @@ typedef struct m0__page {
   m0__edge_line *edges;       /* M0__PAGE_EDGE_LINES, after the bus */
   m0__trace_ring *traces;     /* after the edges */
   _Atomic uint64_t *restarts; /* [M0__PAGE_APP_ACTORS], after the traces */
-  m0__host_figures *figures;  /* after the restarts */
+  m0__channel_line *channels; /* M0__PAGE_CHANNEL_LINES, after the restarts */
+  m0__host_figures *figures;  /* after the channels */
   m0__actor_line *actors;     /* [M0__PAGE_APP_ACTORS], after the figures */
   m0__loop_figures *loop_figures; /* [loops], after the actors */
   int bank;                   /* the bank lines points into (0 or 1) */
@@ -212,6 +228,11 @@ void m0__page_close(m0__page *pg);
 /* Points lines at the bank of this generation (>= 1): a process of a later
  * generation calls it after it attached, before it touches a line. */
 void m0__page_use_bank(m0__page *pg, uint64_t generation);
+
+/* Channel name's (n bytes) count of dropped frames, its line taken if it
+ * has none yet (the last line when every other is taken). Any thread or
+ * process. */
+_Atomic uint64_t *m0__page_channel_dropped(m0__channel_line *lines, const char *name, size_t n);
 
 static inline uint64_t m0__page_next_id(m0__page *pg) {
   return atomic_fetch_add_explicit(&pg->head->event_id, 1, memory_order_relaxed) + 1;

@@ -23,6 +23,12 @@ Proves:
 - Drain (single, threads, workers): with streams open, SIGTERM: each stream
   receives a final `event: m0.closing` frame with a `retry:` line, nothing
   after it, then EOF; the process exits 0; all within 5 s.
+- Resume and HEAD (single, `--workers 2`): /events?welcome=1 opened with
+  `Last-Event-ID: N` gets the view's own frame (m0_stream_write: no id)
+  first, then the held frames after N, contiguous; a HEAD of /events and
+  of /events-from-func is the stream's head (200 text/event-stream, no
+  `Connection: close`) and the connection stays an ordinary keep-alive one:
+  a second request on it is answered, with no stream frame before it.
 
 The SSE client here (`Stream`, `drain_check`, and `children` / `reap_seen`,
 which remember every worker pid seen and kill the ones left) is imported by
@@ -107,7 +113,7 @@ class Stream:
 
     status, headers{lower: value}, frames [Frame], eof (bool), eof_t."""
 
-    def __init__(self, port, path="/events", timeout=5.0):
+    def __init__(self, port, path="/events", timeout=5.0, headers=""):
         self.path = path
         self.frames = []
         self.eof = False
@@ -118,7 +124,7 @@ class Stream:
         self.thread = None
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n".encode())
+        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n{headers}\r\n".encode())
         buf = b""
         deadline = time.monotonic() + timeout
         while b"\r\n\r\n" not in buf:
@@ -452,6 +458,39 @@ def pool(F):
         drain_check(F, s, [st], f"{label} drain")
 
 
+def resume_and_head(F, label, cls, *mode):
+    from rawhttp import Conn, request
+    with cls("host_check", "--port", "0", "--stream-history", "64", *mode) as s:
+        first = Stream(s.port, "/events")
+        F.check(first.wait_frames(4, 10), f"{label}: a stream's first beats ({first.ids()})")
+        first.close()
+        last = first.ids()[1] if len(first.ids()) > 1 else 0
+        # The loops keep the beats while nobody listens: resume behind a few more.
+        again = Stream(s.port, "/events?welcome=1", headers=f"Last-Event-ID: {last}\r\n")
+        F.check(wait_for(lambda: len([f for f in list(again.frames) if not f.comment]) >= 4, 10),
+                f"{label}: the resumed stream carries frames ({again.frames[:4]})")
+        real = [f for f in list(again.frames) if not f.comment]
+        ids = [f.id for f in real[1:4]]
+        F.check(real and real[0].event == "welcome" and real[0].id is None,
+                f"{label}: Last-Event-ID: {last} with ?welcome=1: the view's own frame comes first, without an id "
+                f"({real[:3]})")
+        F.check(ids == [last + 1, last + 2, last + 3] and all(f.event == "beat" for f in real[1:4]),
+                f"{label}: then the held beats after {last}, contiguous ({ids})")
+        again.close()
+        for path in ("/events", "/events-from-func"):
+            with Conn(s.port) as k:
+                k.send(request("HEAD", path))
+                st, _, hdr, _, line = k.try_response(head=True)
+                F.check(st == 200 and hdr.get("content-type") == "text/event-stream" and "connection" not in hdr,
+                        f"{label}: HEAD {path}: the stream's head, no Connection: close ({line}, {hdr})")
+                k.send(request("GET", "/health"))
+                st, _, _, body, line = k.try_response()
+                F.check(st == 200 and b"ok" in body,
+                        f"{label}: HEAD {path}: the connection stays keep-alive: a second request on it is "
+                        f"answered, no stream frame before it ({line} {body[:60]!r})")
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
 if __name__ == "__main__":
     F = Failures()
     try:
@@ -460,6 +499,8 @@ if __name__ == "__main__":
         threads(F)
         workers(F)
         pool(F)
+        resume_and_head(F, "resume single", Server)
+        resume_and_head(F, "resume workers 2", Prefork, "--workers", "2")
     finally:
         reap_seen()
     F.done()

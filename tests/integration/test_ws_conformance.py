@@ -44,20 +44,27 @@ between two frames, so the end of one and the start of the next, the close
 included, share a write). Messages of 70 KB and 256 KiB (text and binary,
 plain and compressed) are followed by a close in ONE write and in 997-byte
 writes, the last write (the end of the message and the close) a read of its
-own: the shapes that crashed the host (issue 35.1).
+own: the shapes that crashed the host (issue 35.1). A ping 50 ms after the
+close that follows a 256 KiB message must not cut the echo short (the
+server lingers: a socket closed with bytes unread resets the connection).
 
 After every case the host answers GET /health (and no worker was
 replaced). M0_WS_ONLY=<part of a case's name> runs only those cases. Modes: single loop (every case, every cutting), --threads 2 and
 --workers 2 (every case whole and one random cutting, the crash shapes).
-python3-websockets sends 70 KB then closes, three runs per mode.
+python3-websockets sends 70 KB then closes, three runs per mode (with and
+without compression). A frame published on the socket's channel (m0pub),
+longer than 256 bytes, reaches a socket that said server_max_window_bits=8
+uncompressed and one that said nothing compressed.
 """
 import asyncio
 import functools
 import os
 import random
+import shutil
 import socket
 import struct
 import sys
+import tempfile
 import time
 import zlib
 
@@ -67,7 +74,7 @@ except ImportError:  # Debian's package, when the tests run under another python
     sys.path.append("/usr/lib/python3/dist-packages")
     import websockets
 
-from harness import Failures, Prefork, Server, children, get, wait_for
+from harness import Failures, Prefork, Server, children, get, m0pub, wait_for
 from rawhttp import Mode, Splits
 
 F = Failures()
@@ -124,6 +131,18 @@ class Chunked:
         if out:
             out[-1] = (out[-1][0], 0.002)
         return out + [(data[cut:], 0)]
+
+
+class Late:
+    """Every frame but the last in one write, the last one 50 ms later: it
+    comes after the server has handled what was before it (a ping after
+    the close handshake, while the end of a large echo is still on its way)."""
+
+    def __str__(self):
+        return "the last frame late"
+
+    def writes(self, messages):
+        return [(b"".join(messages[:-1]), 0.05), (messages[-1], 0)]
 
 
 # ---- the client --------------------------------------------------------------
@@ -723,11 +742,13 @@ def alive(srv, label, kids):
 def modes_for(case, where):
     """Every case whole; single loop: byte by byte (small cases) and two
     random cuttings; the other modes one random cutting. The crash shapes
-    also in 997-byte writes everywhere."""
+    also in 997-byte writes everywhere; 7.1.6 with its ping late too."""
     small = case.wire_size() <= 4096
     ms = [Mode("whole")]
     if case.name.startswith("crash shape"):
         return ms + [Chunked(997), SP.random(f"{where}/{case.name}")]
+    if case.name.startswith("7.1.6"):
+        ms.append(Late())
     if where == "single":
         if small:
             ms.append(Mode("bytes"))
@@ -735,6 +756,46 @@ def modes_for(case, where):
     else:
         ms.append(SP.random(f"{where}/{case.name}"))
     return ms
+
+
+def channel_frame(srv, run_dir, where, kids):
+    """A published frame longer than a small server window: a socket that
+    said server_max_window_bits=8 gets it uncompressed (the channel's one
+    compressed form has a 15-bit window), one that said nothing compressed;
+    both as published."""
+    offers = {8: "permessage-deflate; server_max_window_bits=8", 15: "permessage-deflate"}
+    socks = {bits: Client(srv.port, offer) for bits, offer in offers.items()}
+    try:
+        for bits, c in socks.items():
+            F.check(c.ok and c.pmd is not None and c.pmd.server_bits == bits, f"{where}: channel, {offers[bits]}: "
+                                                                                f"negotiated ({c.ext!r})")
+        # Both sockets are subscribed once their 101 came; the frame is published after.
+        body = ('{"note":"' + "published on beats, longer than 256 bytes; " * 20 + '"}').encode()
+        rc, out, err = m0pub("--run-dir", run_dir, "--event", "note", body.decode())
+        F.check(rc == 0, f"{where}: m0pub exits 0 ({rc}, {err.strip()})")
+        for bits, c in socks.items():
+            def arrived(c=c):
+                c.sock.settimeout(0.05)
+                try:
+                    d = c.sock.recv(1 << 16)
+                    c.buf += d
+                except socket.timeout:
+                    pass
+                return any(k == "text" for k, _, _ in parse_server(c.buf, c.pmd)[0])
+            wait_for(arrived, CLOSE_WAIT)
+            c.send([frame(8, close_payload(1000))], Mode("whole"))
+            d, eof = c.read_to_eof()
+            events, close, errs = parse_server(d, c.pmd)
+            got = [(k, p, z) for k, p, z in events if k == "text"]
+            want_z = bits == 15
+            F.check(not errs and [(k, p) for k, p, _ in got] == [("text", body)] and got[0][2] == want_z and
+                    close == 1000, f"{where}: channel frame to a {bits}-bit server window: "
+                                   f"{'compressed' if want_z else 'plain'} and whole "
+                                   f"({[(k, len(p), z) for k, p, z in got]}, close {close}, {errs[:2]})")
+    finally:
+        for c in socks.values():
+            c.close()
+    alive(srv, f"{where}: channel frame", kids)
 
 
 async def websockets_runs(port, where):
@@ -765,8 +826,10 @@ def main():
     if only:
         cases = [c for c in cases if only in c.name]
     t0 = time.monotonic()
+    run_dir = tempfile.mkdtemp(prefix="m0-wsconf-")
+    os.chmod(run_dir, 0o700)
     for where, args, cls in modes:
-        with cls("host_check", "--port", "0", "--ws-max-message", str(MAX), *args,
+        with cls("host_check", "--port", "0", "--ws-max-message", str(MAX), "--run-dir", run_dir, *args,
                  env={"M0_HOSTCHECK_PERIOD_MS": "3600000"}) as srv:
             kids = None
             if cls is Prefork:
@@ -778,10 +841,12 @@ def main():
                 for mode in modes_for(case, where):
                     run_case(srv, case, mode, where, rng, kids)
                     n += 1
+            channel_frame(srv, run_dir, where, kids)
             asyncio.run(websockets_runs(srv.port, where))
             alive(srv, f"{where}: after websockets", kids)
             F.check(srv.stop() == 0, f"{where}: exit 0 after {n} runs")
             print(f"{where}: {n} case runs, {time.monotonic() - t0:.1f} s so far", flush=True)
+    shutil.rmtree(run_dir, ignore_errors=True)
     F.done()
 
 

@@ -489,7 +489,8 @@ static void test_page_create_attach(void **st) {
    * host's figures, the actors' lines, each loop's figures */
   assert_int_equal(size_of(d, "page"), 64 + 2 * 3 * 128 + M0__PAGE_REFUSAL_LINES * 72 + 448 + M0__PAGE_EDGE_LINES * 32 +
                                            64 + M0__PAGE_TRACE_LINES * 80 + M0__PAGE_APP_ACTORS * 8 + 64 +
-                                           M0__PAGE_APP_ACTORS * 256 + 3 * sizeof(m0__loop_figures));
+                                           M0__PAGE_APP_ACTORS * 256 + 3 * sizeof(m0__loop_figures) +
+                                           M0__PAGE_CHANNEL_LINES * sizeof(m0__channel_line));
   assert_int_equal(size_of(d, "app-page"), 5 * 8);
   assert_int_equal(pg.head->loops, 3);
   assert_int_equal(pg.head->app_slots, 5);

@@ -136,6 +136,7 @@ static void accept_on_listen(uv_poll_t *p, int status, int events) {
       if (to != l->index && accept_hand(l, to, fd) == 0) {
         l->handed++;
         atomic_fetch_add(&m0__loop_line_at(l, l->index)->handoffs, 1);
+        atomic_fetch_add(&l->page->loop_figures[l->index].handoffs, 1); /* /metrics': never cleared */
         continue;
       }
     }

@@ -47,6 +47,11 @@ static void loop_on_pass_begin(uv_check_t *c) {
   m0__loop *l = c->data;
   /* The page line others read (m0_stats, the dashboard): once per pass. */
   m0__loop_line *ln = m0__loop_line_at(l, l->index);
+  /* The line's count is this loop's (cleared when its worker is respawned):
+   * what it rose by goes to the figures /metrics shows, which never go back. */
+  uint64_t was = atomic_load_explicit(&ln->requests, memory_order_relaxed);
+  if (l->http.stats.requests > was)
+    atomic_fetch_add_explicit(&l->http.figures->requests, l->http.stats.requests - was, memory_order_relaxed);
   atomic_store_explicit(&ln->requests, l->http.stats.requests, memory_order_relaxed);
   atomic_store_explicit(&ln->streams, (uint64_t)l->http.nstreams, memory_order_relaxed);
   atomic_store_explicit(&ln->beat_ms, uv_now(&l->uv), memory_order_relaxed);
@@ -180,6 +185,13 @@ static void written_mark(m0__loop *l, uint64_t id) {
   l->written[(id % M0__WRITTEN_WINDOW) / 64] |= 1ull << (id % 64);
 }
 
+/* Frames dropped for this loop's streams: on its line (m0_stats) and in its
+ * figures (/metrics: never cleared). */
+static void loop_dropped(m0__loop *l, uint64_t n) {
+  atomic_fetch_add_explicit(&m0__loop_line_at(l, l->index)->dropped, n, memory_order_relaxed);
+  atomic_fetch_add_explicit(&l->page->loop_figures[l->index].dropped, n, memory_order_relaxed);
+}
+
 /* A frame from the bus (the producer, a handler, m0pub): to this loop's
  * streams on its channel. */
 static void loop_on_frame(m0__loop *l, const m0__msg *m) {
@@ -210,7 +222,7 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
     }
     l->frames++;
     uint64_t dropped = m0__http_publish(&l->http, channel, chlen, 0, frame, flen);
-    if (dropped) atomic_fetch_add_explicit(&m0__loop_line_at(l, l->index)->dropped, dropped, memory_order_relaxed);
+    if (dropped) loop_dropped(l, dropped);
     return;
   }
   if (id <= l->first_id) return;
@@ -230,7 +242,7 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
   if (!old) written_mark(l, id);
   l->frames++;
   uint64_t dropped = m0__http_publish(&l->http, channel, chlen, id, frame, flen);
-  if (dropped) atomic_fetch_add_explicit(&m0__loop_line_at(l, l->index)->dropped, dropped, memory_order_relaxed);
+  if (dropped) loop_dropped(l, dropped);
 }
 
 /* An inproc mailbox is reachable only from this process (and a tcp one may

@@ -8,6 +8,16 @@
 #include "actors/asks.h"
 #include "base/buf.h"
 
+/* A figure per loop from its figures (counters never cleared: transport/page.h). */
+#define FIGURE(name, help, member)                                                                              \
+  do {                                                                                                          \
+    m0__buf_printf(&b, "# HELP m0_%s %s\n# TYPE m0_%s counter\n", name, help, name);                              \
+    for (uint32_t i = 0; i < page->head->loops; i++)                                                            \
+      m0__buf_printf(&b, "m0_%s{loop=\"%u\"} %llu\n", name, i,                                                  \
+                     (unsigned long long)atomic_load_explicit(&page->loop_figures[i].member, memory_order_relaxed)); \
+  } while (0)
+
+/* A figure per loop from its line (gauges: this generation's bank). */
 #define FIELD(name, type, help, member)                                                                       \
   do {                                                                                                        \
     m0__buf_printf(&b, "# HELP m0_%s %s\n# TYPE m0_%s %s\n", name, help, name, type);                         \
@@ -273,12 +283,12 @@ void m0__metrics_respond(const m0__page *page, const char *process, const m0_app
   /* A line that cannot be formatted (out of memory) is left out; the page
    * is still answered. */
   m0__buf b = {0};
-  FIELD("requests_total", "counter", "Requests answered.", requests);
+  FIGURE("requests_total", "Requests answered.", requests);
   FIELD("open_connections", "gauge", "Connections open now, streams included.", open);
   FIELD("streams", "gauge", "Streams open now: server-sent events and WebSockets.", streams);
-  FIELD("handoffs_total", "counter", "Connections handed to a sibling loop.", handoffs);
+  FIGURE("handoffs_total", "Connections handed to a sibling loop.", handoffs);
   FIELD("pool_queue", "gauge", "Requests waiting for or inside the handler pool.", queued);
-  FIELD("stream_frames_dropped_total", "counter", "Frames dropped because a stream's queue was full.", dropped);
+  FIGURE("stream_frames_dropped_total", "Frames dropped because a stream's queue was full.", dropped);
   metrics_channel_drops(&b, page);
   m0__buf_printf(&b, "# HELP m0_bus_refusals_total Frames a publisher could not deliver to every loop.\n"
                      "# TYPE m0_bus_refusals_total counter\nm0_bus_refusals_total %llu\n",

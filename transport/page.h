@@ -188,11 +188,14 @@ static inline int m0__page_ws_code_index(int code) {
 
 /* One loop's figures (by loop index, whichever process runs it). */
 typedef struct m0__loop_figures {
+  _Atomic uint64_t requests; /* requests answered (what the loop line's requests rose by, each pass) */
+  _Atomic uint64_t handoffs; /* connections handed to a sibling */
+  _Atomic uint64_t dropped;  /* stream frames dropped: a stream's queue was full */
   _Atomic uint64_t ws_opened; /* WebSockets begun (after their 101) */
   _Atomic uint64_t ws_in;     /* messages received whole (after reassembly and inflation) */
   _Atomic uint64_t ws_out;    /* messages the application sent (m0_ws_send) */
   _Atomic uint64_t ws_closes[M0__PAGE_WS_CODES]; /* WebSockets ended, by code (m0__page_ws_code_index) */
-  uint64_t pad_[1];
+  uint64_t pad_[6];
   /* Requests with each application actor now, by bank (the generation's,
    * as the loop lines): a gauge, stored by the loop. */
   _Atomic uint64_t actor_inflight[2][M0__PAGE_APP_ACTORS];

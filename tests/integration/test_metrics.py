@@ -15,20 +15,37 @@ Proves:
   side, actor, scope, url, socket, stat: every socket named by its actor
   (mailbox or peer), the coordinator's, each loop's and the producer's
   mailbox listener by name and URL; under --workers the worker that answered
-  is the process label.
+  is the process label (nng's are the one per-process family).
 - Counting: 50 GET /health raise the sum of m0_requests_total by 50 + the
   earlier scrape (+ at most the current one); m0_events_published_total rises while the producer beats;
   a held keep-alive connection raises m0_open_connections by one and its close
   lowers it again (bounded wait); an open /events stream shows in m0_streams.
 - `--workers 2`: m0_respawns_total is 0, a worker (a child of the supervisor)
   is SIGKILLed, it is respawned (bounded wait for a new child), and
-  m0_respawns_total rises to >= 1 (bounded wait).
+  m0_respawns_total rises to >= 1 (bounded wait); no counter is lower after
+  the respawn than before it (the killed worker's loop had answered
+  requests: m0_requests_total{loop} counts on).
+- Every counter rises, in every mode (`--workers 2`, `--threads 2`, single):
+  while threads load the host (/health on the loop, /instance in the pool,
+  /actor/echo to an actor, /nope's 404s over keep-alive connections, and
+  WebSockets that echo then close 1000 or drop the socket: 1006), 20 scrapes
+  over fresh connections (under --workers, more until both workers have
+  answered one: bounded): every counter and every histogram's buckets, sum
+  and count never decreases from one scrape to the next, every series once
+  seen is in every later scrape, the families are there
+  (m0_responses_total, the WebSocket counts, the actors'...), the load raised
+  each of a list of series (404s as route (none) 4xx, the pool's 2xx, the
+  WebSocket's 101 as 1xx, messages in and out, closes 1000 and 1006, the
+  actor's ok and histogram), and promtool passes the last scrape.
+- m0_responses_total by route and class, exactly: the latency run's 20
+  /instance, 10 /health, 5 /actor/echo, 3 /slow are 2xx of their routes,
+  the 4 404s are route (none) 4xx, nothing else.
 - `promtool check metrics` (Prometheus's own linter: ./dev fetches it into
   .tools/ from Debian's promtool or, on Debian 12, prometheus package) passes on the scrape of a
   --threads 2 host and of a --workers 2 host, with nothing to say; a test
   run without promtool fails and says how to get it.
-- Latency histograms (m0_request_duration_seconds{process,method,route},
-  m0_actor_request_duration_seconds{process,actor}): after 20 GET
+- Latency histograms (m0_request_duration_seconds{method,route},
+  m0_actor_request_duration_seconds{actor}: the host's, no process label): after 20 GET
   /instance (pool), 10 /health (loop), 5 /actor/echo (an actor), 3
   /slow?ms=60 and 4 404s, each route's count and +Inf bucket are exactly its
   requests, 16 cumulative buckets from 100 us to 10 s; /slow's three are
@@ -259,6 +276,14 @@ def respawns():
         F.check(r0 == 0, f"{label}: m0_respawns_total starts at 0 ({r0})")
         if not kids:
             return
+        # Both loops have answered requests (fresh connections, bounded), so
+        # the worker killed has counts a respawn must not take back.
+        def both_counted():
+            get(s.port, "/health")
+            smp = scrape(s.port)
+            return all((value(smp, "m0_requests_total", loop=i) or 0) > 0 for i in ("0", "1"))
+        F.check(wait_for(both_counted, 10), f"{label}: both workers' loops have answered requests")
+        before = counters(get(s.port, "/metrics")[2])[0]
         victim = min(kids)
         os.kill(victim, signal.SIGKILL)
         new = wait_for(lambda: (lambda c: c if len(c) == 2 and victim not in c else None)(children(sup)), 5)
@@ -271,6 +296,13 @@ def respawns():
                     f"({value(scrape(s.port), 'm0_respawns_total')})")
         smp = scrape(s.port)
         F.check(value(smp, "m0_respawns_total") == 1, f"{label}: by exactly one ({value(smp, 'm0_respawns_total')})")
+        # The respawned worker's loop counts on from its predecessor's: no
+        # counter went back, whichever worker answers (both, over 10 scrapes).
+        back = []
+        for _ in range(10):
+            after = counters(get(s.port, "/metrics")[2])[0]
+            back += [(k, before[k], after[k]) for k in before if k in after and after[k] < before[k]]
+        F.check(not back, f"{label}: no counter went back over the respawn ({len(back)}: {back[:4]})")
         st, _, body = get(s.port, "/metrics")
         promtool_check(body if st == 200 else "", label)
         procs = {l.get("process") for n, l, _ in parse(body, label, strict=False) if n == "m0_nng_stat"}

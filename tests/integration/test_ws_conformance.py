@@ -49,8 +49,9 @@ close that follows a 256 KiB message must not cut the echo short (the
 server lingers: a socket closed with bytes unread resets the connection).
 
 After every case the host answers GET /health (and no worker was
-replaced). M0_WS_ONLY=<part of a case's name> runs only those cases. Modes: single loop (every case, every cutting), --threads 2 and
+replaced). Modes: single loop (every case, every cutting), --threads 2 and
 --workers 2 (every case whole and one random cutting, the crash shapes).
+M0_WS_ONLY=<part of a case's name> runs only those cases.
 python3-websockets sends 70 KB then closes, three runs per mode (with and
 without compression). A frame published on the socket's channel (m0pub),
 longer than 256 bytes, reaches a socket that said server_max_window_bits=8
@@ -335,16 +336,14 @@ def parse_server(data, pmd):
 class Case:
     """build(pmd, rng) -> the frames (or, with expect None, the frames and
     what to expect: messages made for what was negotiated); expect:
-    [(kind, payload)]; close: the
-    codes the server may close with (1005: an empty close payload).
-    failfast: the frames are not the whole message, and the server must
-    close without the rest. offer/ext: the extension offered and the
+    [(kind, payload)]; close: the codes the server may close with (1005: an
+    empty close payload). offer/ext: the extension offered and the
     response's parameters required (None: no extension)."""
 
-    def __init__(self, name, frames, expect=(), close=(1000,), offer=None, ext=None, failfast=False):
+    def __init__(self, name, frames, expect=(), close=(1000,), offer=None, ext=None):
         self.name, self.frames, self.close = name, frames, set(close)
         self.expect = None if expect is None else list(expect)
-        self.offer, self.ext, self.failfast = offer, ext, failfast
+        self.offer, self.ext = offer, ext
 
     def build(self, pmd, rng):
         return self.frames(pmd, rng) if callable(self.frames) else [frame(*f[:2], **f[2], rng=rng) if len(f) > 2
@@ -408,6 +407,7 @@ def section3():
         Case("3.5 binary rsv 5", [B(b"\x00\xff" * 4, rsv=5), CLOSE], [], (1002,)),
         Case("3.6 ping rsv 6", [(9, b"ping", {"rsv": 6}), CLOSE], [], (1002,)),
         Case("3.7 close rsv 7", [(8, close_payload(1000), {"rsv": 7})], [], (1002,)),
+        Case("an unmasked frame (RFC 6455 5.1)", [(1, b"Hello, world!", {"mask": False}), CLOSE], [], (1002,)),
     ]
 
 
@@ -437,7 +437,8 @@ def section5():
                                                               C("fragment3", fin=False), T("fragment4"), CLOSE],
              [echo("text", "fragment1fragment2")], (1002,)),
         Case("5.16 continuations only", [C("fragment1", fin=False), T("fragment2"), C("fragment3"),
-                                         C("fragment1", fin=False), T("fragment2"), C("fragment3"), CLOSE], [], (1002,)),
+                                         C("fragment1", fin=False), T("fragment2"), C("fragment3"), CLOSE],
+             [], (1002,)),
         Case("5.18 a new message inside one", [T("fragment1", fin=False), T("fragment2"), CLOSE], [], (1002,)),
         Case("5.19 pings between five fragments", pings + [CLOSE],
              [("pong", b"ping payload"), ("pong", b"ping payload 2"),
@@ -496,12 +497,11 @@ def section6():
     # Fail fast (6.4): the fragment that cannot be UTF-8 closes the socket; the message's end never comes.
     out += [
         Case("6.4.1 fail fast: a fragment past U+10FFFF", [T(KOSME, fin=False), C(b"\xf4\x90\x80\x80", fin=False)],
-             [], (1007,), failfast=True),
+             [], (1007,)),
         Case("6.4.2 fail fast: the bad byte in the next fragment", [T(KOSME + b"\xf4", fin=False),
                                                                     C(b"\x90\x80\x80", fin=False)],
-             [], (1007,), failfast=True),
-        Case("6.4 fail fast: a surrogate in the first fragment", [T(b"ok \xed\xa0\x80", fin=False)], [], (1007,),
-             failfast=True),
+             [], (1007,)),
+        Case("6.4 fail fast: a surrogate in the first fragment", [T(b"ok \xed\xa0\x80", fin=False)], [], (1007,)),
         Case("6.x a message ending inside a character", [T(b"ok \xe2\x9c", fin=False), C(b""), CLOSE], [], (1007,)),
     ]
     return out

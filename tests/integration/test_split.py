@@ -162,8 +162,8 @@ def normal(responses, drop_1xx):
                 continue
             if k == "x-worker":
                 line = "x-worker: W"
-            if k == "content-length":
-                line = f"Content-Length: {len(body)}" if int(line.partition(":")[2]) == len(r.body) else line + " (!)"
+            if k == "content-length" and int(line.partition(":")[2]) == len(r.body):  # not a HEAD's
+                line = f"Content-Length: {len(body)}"
             lines.append(line)
         out.append("\r\n".join(lines) + "\r\n\r\n" + body.decode("latin-1"))
     return out

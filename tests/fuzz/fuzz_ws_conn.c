@@ -44,7 +44,7 @@
 #include "http/conn.h"
 #include "http/ws.h"
 
-#define FZ_MAX_MESSAGE (96u * 1024u) /* --ws-max-message: the large messages fall on both sides */
+#define FZ_MAX_MESSAGE (16u * 1024u) /* --ws-max-message: the large messages fall on both sides */
 #define FZ_CHANNEL "c"
 #define FZ_KEY "dGhlIHNhbXBsZSBub25jZQ=="
 #define FZ_ACCEPT "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
@@ -399,7 +399,7 @@ static void fz_op_message(fz *f, fz_in *in) {
 
 static void fz_op_large(fz *f, fz_in *in) {
   uint8_t g = fz_byte(in), size = fz_byte(in);
-  size_t n = ((size_t)size + 1) * 512; /* 512 B .. 128 KiB, the bound at 96 KiB */
+  size_t n = ((size_t)size + 1) * 96; /* 96 B .. 24 KiB, the bound at 16 KiB: many reads, and fast */
   if (n > f->budget) n = 512;
   f->budget -= n < f->budget ? n : f->budget;
   uint8_t *b = malloc(n);

@@ -21,12 +21,16 @@ Proves, per phase:
   - a normal client is served during the trickle: 300 sequential /health on
     one keep-alive connection, each answered whole within 5 s (what that
     costs its latency is a measurement: bench/run_slow_clients);
-  - every one of the 1000 trickling connections gets exactly one whole 408
-    and is then closed by the server, never before the 2 s timeout counted
-    from its connect() call (a loaded machine can only make it later), and
-    closed before the trickler gives up (the timeout + 6 s);
-  - the server still answers /health afterwards and its drain log counts the
-    timeouts; SIGTERM exits 0.
+  - every trickling connection whose first bytes went out within 1 s (half
+    the timeout) of its connect() call gets exactly one whole 408 and is
+    then closed by the server; one whose first bytes went out later (a
+    trickler starved on a loaded machine) gets that or is closed with no
+    answer, as a connection that never sent a byte is (docs/behaviour.md);
+    none is answered before the 2 s timeout counted from its connect() (a
+    loaded machine can only make it later), every one is closed before the
+    trickler gives up (the timeout + 6 s), and some were in time;
+  - the server still answers /health afterwards and its drain log counts a
+    timeout for each 408; SIGTERM exits 0.
 If the server stops answering /health during the header trickle, the body
 phase of that mode is skipped (its failure is already reported).
 Runs in ~30 s when the server is right (~10 s a mode), ~40 s when a mode stalls.
@@ -63,9 +67,9 @@ def trickle(mode, n, port, limit):
     """The trickler process: n connections, one byte each every PERIOD, until
     the server answers and closes each, or `limit` seconds pass. Prints READY
     once every connection is connected and has sent its first bytes, then one
-    JSON line with each connection's connect time, status, answer and close
-    times (time.monotonic(), which is CLOCK_MONOTONIC: comparable across
-    processes)."""
+    JSON line with each connection's connect time, first send, status, answer
+    and close times (time.monotonic(), which is CLOCK_MONOTONIC: comparable
+    across processes)."""
     raise_nofile()
     sel = selectors.DefaultSelector()
     conns = []
@@ -74,7 +78,8 @@ def trickle(mode, n, port, limit):
         s.setblocking(False)
         t_call = time.monotonic()  # the server cannot accept (start its clock) before this
         s.connect_ex(("127.0.0.1", port))
-        c = {"s": s, "i": i, "t_call": t_call, "connected": None, "sent": 0, "buf": b"", "status": None, "answered": None,
+        c = {"s": s, "i": i, "t_call": t_call, "connected": None, "first": None, "sent": 0, "buf": b"", "status": None,
+             "answered": None,
              "closed": None, "err": None}
         conns.append(c)
         sel.register(s, selectors.EVENT_WRITE, c)
@@ -97,6 +102,7 @@ def trickle(mode, n, port, limit):
                     c["s"].sendall(BODY_HEAD)  # small: fits the empty send buffer
                 c["s"].send(data[:1])
                 c["sent"] = 1
+                c["first"] = time.monotonic()
             except OSError as e:
                 c["err"] = f"first send: {e}"
             c["next"] = c["connected"] + PERIOD
@@ -147,7 +153,8 @@ def trickle(mode, n, port, limit):
         except ValueError:
             pass
         out.append({"t_call": c["t_call"], "connected": c["connected"], "status": st, "answered": c["answered"], "closed": c["closed"],
-                    "bytes": len(c["buf"]), "whole": whole(c["buf"]), "err": c["err"], "sent": c["sent"]})
+                    "bytes": len(c["buf"]), "whole": whole(c["buf"]), "err": c["err"], "sent": c["sent"],
+                    "first": c["first"]})
         if c["closed"] is None:
             c["s"].close()
     print(json.dumps(out), flush=True)
@@ -198,8 +205,7 @@ def phase(s, label, kind):
     why = health_during(s.port)
     F.check(why is None, f"[{label}] /health answered before the trickle ({why})")
     tr = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--trickle", kind, str(CONNS), str(s.port),
-                           str(TIMEOUT_S + 6)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          preexec_fn=lambda: os.nice(10))
+                           str(TIMEOUT_S + 6)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready = tr.stdout.readline().strip()
         F.check(ready == "READY", f"[{label}] trickler connected its {CONNS} connections ({ready!r})")
@@ -213,27 +219,43 @@ def phase(s, label, kind):
     res = json.loads(out.strip().splitlines()[-1]) if out.strip() else []
     F.check(len(res) == CONNS, f"[{label}] trickler reported {len(res)} connections\n{err[-1000:]}")
     if not res:
-        return False
+        return False, 0
+    # What the server saw of each connection depends on when its first
+    # bytes went out: a trickler starved on a loaded machine may send them
+    # only after the server's timeout, and a connection that never sent a
+    # byte (to the server's knowledge) is closed with no answer
+    # (docs/behaviour.md). So a connection whose first bytes went out within
+    # half the timeout of its connect() must get its 408; a later one may get
+    # the 408 or that silent close, nothing else.
+    prompt = [c for c in res if c["first"] is not None and c["first"] - c["t_call"] < TIMEOUT_S / 2]
+    late = [c for c in res if c not in prompt]
     got408 = [c for c in res if c["status"] == 408 and c["whole"]]
-    closed = [c for c in res if c["closed"] is not None and c["status"] == 408]
+    closed = [c for c in res if c["closed"] is not None and (c["status"] == 408 or c["bytes"] == 0)]
+    bad_prompt = [c for c in prompt if not (c["status"] == 408 and c["whole"])]
+    bad_late = [c for c in late if not ((c["status"] == 408 and c["whole"]) or c["bytes"] == 0)]
     # Times count from the connect() call: the server's clock starts at its
     # accept, which cannot come earlier (the trickler may notice the
     # completed connect later than it happened).
     too_early = [c for c in res if c["answered"] is not None and c["answered"] - c["t_call"] < TIMEOUT_S - 0.05]
     ans = sorted(c["answered"] - c["t_call"] for c in res if c["answered"])
     cls = sorted(c["closed"] - c["t_call"] for c in res if c["closed"])
-    bad = [c for c in res if not (c["status"] == 408 and c["whole"])]
-    print(f"[{label}] {len(got408)} whole 408s, {len(closed)} closed after one; answer at "
+    print(f"[{label}] {len(prompt)} connections sent their first bytes within {TIMEOUT_S / 2:g} s of connect(), "
+          f"{len(late)} later; {len(got408)} whole 408s, {len(closed)} closed after one or with no answer; answer at "
           f"{ans[0] if ans else 0:.2f}..{ans[-1] if ans else 0:.2f}s, close at {cls[0] if cls else 0:.2f}..{cls[-1] if cls else 0:.2f}s after connect()")
-    F.check(len(got408) == CONNS, f"[{label}] all {CONNS} trickling connections got one whole 408 ({len(got408)}); e.g. {bad[:2]}")
-    F.check(len(closed) == CONNS, f"[{label}] ... and were closed by the server before the trickler gave up "
-                                  f"({TIMEOUT_S:g} + 6 s) ({len(closed)}; not: {[c for c in res if c['closed'] is None][:2]})")
+    F.check(prompt, f"[{label}] the trickler sent some connection's first bytes within {TIMEOUT_S / 2:g} s of its "
+                    f"connect() (none did: nothing below is proved)")
+    F.check(not bad_prompt, f"[{label}] each of the {len(prompt)} connections that trickled in time got one whole 408 "
+                            f"({len(bad_prompt)} did not); e.g. {bad_prompt[:2]}")
+    F.check(not bad_late, f"[{label}] each of the {len(late)} that sent their first bytes later got one whole 408 or "
+                          f"was closed with no answer ({len(bad_late)} neither); e.g. {bad_late[:2]}")
+    F.check(len(closed) == CONNS, f"[{label}] ... and all were closed by the server before the trickler gave up "
+                                  f"({TIMEOUT_S:g} + 6 s) ({len(closed)}; not: {[c for c in res if c not in closed][:2]})")
     F.check(not too_early, f"[{label}] none answered before the {TIMEOUT_S} s timeout ({len(too_early)}): {too_early[:2]}")
     with Conn(s.port) as k:
         k.send(request("GET", "/health"))
         st = k.try_response()[0]
     F.check(st == 200, f"[{label}] /health still answered after the trickle")
-    return why is None and st == 200
+    return why is None and st == 200, len(got408)
 
 
 limit = raise_nofile()
@@ -246,14 +268,15 @@ for mode, args in MODES:
     t0 = time.monotonic()
     with Server("host_check", "--port", "0", *args, "--header-timeout-ms", "2000", "--body-timeout-ms", "2000",
                 "--max-connections", "4096") as s:
-        if phase(s, f"{mode} head", "head"):
-            phase(s, f"{mode} body", "body")
+        answering, n408 = phase(s, f"{mode} head", "head")
+        if answering:
+            n408 += phase(s, f"{mode} body", "body")[1]
         else:
             print(f"[{mode}] the server stopped answering during the header trickle: body phase skipped")
         rc = s.stop(timeout=12)
         F.check(rc == 0, f"[{mode}] exit 0 on SIGTERM after the trickles (got {rc})\n{s.stderr()[-800:]}")
         m = [int(x) for x in re.findall(r"(\d+) timed out", s.stderr())]
-        F.check(sum(m) >= 2 * CONNS, f"[{mode}] the drain log counts >= {2 * CONNS} timeouts ({m})")
+        F.check(sum(m) >= n408, f"[{mode}] the drain log counts a timeout for each of the {n408} 408s ({m})")
     print(f"[{mode}] done in {time.monotonic() - t0:.1f}s", flush=True)
 print(f"took {time.monotonic() - t_all:.1f}s")
 F.done()

@@ -269,10 +269,12 @@ int m0_respondf(m0_response *res, int status, const char *content_type, const ch
  * `channel` (1..64 bytes; names starting "m0." are the host's). Every frame
  * published on that channel, in any loop of any worker, is written to it as
  * "id: N" then the frame's lines; a comment line beats while it is idle
- * (--sse-heartbeat-ms); at the drain it gets a final "m0.closing" event with a
- * retry hint and is closed by the server. Headers added with
- * m0_response_header go out with it. A stream must be opened on the loop: on
- * a pool thread this answers 409 and returns -1. Returns 0. */
+ * (--sse-heartbeat-ms); frames it is too slow for (64 KiB behind) are dropped
+ * for it alone and told by an "m0.gap" event with their ids; at the drain it
+ * gets a final "m0.closing" event with a retry hint and is closed by the
+ * server. A HEAD gets the headers only, and keeps its connection. Headers
+ * added with m0_response_header go out with it. A stream must be opened on
+ * the loop: on a pool thread this answers 409 and returns -1. Returns 0. */
 int m0_respond_stream(m0_response *res, const char *channel);
 
 /* Answers with the host's actors as a graph, as JSON: every actor of the
@@ -288,10 +290,11 @@ int m0_respond_stream(m0_response *res, const char *channel);
  * 409 and returns -1. Returns 0. */
 int m0_respond_graph(m0_response *res);
 
-/* Writes a frame to this stream alone (a welcome, a snapshot), before the
- * frames published on its channel: after m0_respond_stream, in the same
- * view. Its lines are checked as m0_publish checks them and it goes
- * without an id (the client's Last-Event-ID stays the shared order's).
+/* Writes a frame to this stream alone (a welcome, a snapshot), before any
+ * other: a resume's held frames (Last-Event-ID) and those published on its
+ * channel follow it. After m0_respond_stream, in the same view. Its lines
+ * are checked as m0_publish checks them and it goes without an id (the
+ * client's Last-Event-ID stays the shared order's).
  * 0, or -1 (refused, no stream, or the stream's queue is full). */
 int m0_stream_write(m0_response *res, const void *frame, size_t len);
 
@@ -307,8 +310,10 @@ int m0_stream_write(m0_response *res, const void *frame, size_t len);
  * the loop. The host answers pings, pings an idle socket
  * (--sse-heartbeat-ms), enforces the client's masking, closes a socket
  * that breaks the protocol with the RFC's code (1002, 1007 for text that
- * is not UTF-8, 1009 for a message too large), and at the drain closes
- * every socket with 1001. docs/http.md, WebSocket. */
+ * is not UTF-8, 1009 for a message too large), closes with 1013 a socket
+ * too slow for its channels' frames (64 KiB behind: the reason names the
+ * first frame lost), and at the drain closes every socket with 1001.
+ * docs/http.md, WebSocket. */
 typedef struct m0_ws m0_ws;
 enum { M0_WS_TEXT = 1, M0_WS_BINARY = 2 };
 typedef struct m0_ws_handlers {

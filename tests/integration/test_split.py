@@ -66,13 +66,14 @@ class Case:
     `want` the statuses of the final answers (or `alt`), each a status or
     (status, what its body holds when sent whole), `closes` when the server
     closes after the last, `drop_1xx` when a 100 may or may not come (the
-    body was right behind the head)."""
+    body was right behind the head); `fins` whether it is sent without a
+    FIN behind it, with one, or both."""
 
-    def __init__(self, name, steps, want, heads=(), closes=False, drop_1xx=False, alt=None):
+    def __init__(self, name, steps, want, heads=(), closes=False, drop_1xx=False, alt=None, fins=(False, True)):
         self.bodies = [w[1] if isinstance(w, tuple) else "" for w in want]
         self.want = [w[0] if isinstance(w, tuple) else w for w in want]
         self.name, self.steps, self.alt = name, steps, alt or self.want
-        self.heads, self.closes, self.drop_1xx = list(heads), closes, drop_1xx
+        self.heads, self.closes, self.drop_1xx, self.fins = list(heads), closes, drop_1xx, fins
 
 
 def http_cases():
@@ -108,6 +109,11 @@ def http_cases():
              [ok, (200, '"body":"' + "0123456789abcdef" * 6400 + '"'), slow]),
         Case("HTTP/1.0 keep-alive, then 1.1", [[request("GET", "/health", [("Connection", "keep-alive")], version="HTTP/1.0"),
                                                 request("GET", "/health")]], [ok, ok]),
+        # A request, then the start of another and the FIN: the first is
+        # answered, the torn one cannot be, and the server closes.
+        Case("a request, then half of one", [[post, request("GET", pool)[:9]]], [posted], closes=True, fins=(True,)),
+        Case("a pool or actor request, then half of one", [[request("GET", pool), actor, b"POST /loop/echo HTTP/1.1\r\nHo"]],
+             [slow, acted], closes=True, fins=(True,)),
         Case("pipeline ended by Connection: close",
              [[post, request("GET", pool), request("GET", "/health", [("Connection", "close")]), SMUGGLED]],
              [posted, slow, ok], closes=True),
@@ -211,7 +217,7 @@ def every_cutting(port, label, cases, n_random):
     own), then in every other cutting (answered as when whole), each with
     and without a FIN right behind it."""
     for case in cases:
-        for fin in (False, True):
+        for fin in case.fins:
             tag = f"{label}: {case.name}{' + FIN' if fin else ''}"
             modes = SP.modes(f"{label}/{case.name}/{fin}", n_random)
             ref, err = exchange(port, case, modes[0], fin)

@@ -10,7 +10,10 @@ Proves, against the real host_check in each mode (single, --threads 2,
   in-host actor `echo`), chunked with extensions and trailers,
   `Expect: 100-continue` (the body sent once the 100 came, and sent right
   behind the head), pipelines mixing all of these (404, 405, OPTIONS, the
-  pool), a pipeline ended by `Connection: close`, and smuggling shapes
+  pool), a 100 KiB body between two requests, HTTP/1.0 keep-alive, a
+  pipeline ended by `Connection: close`, a request (on the loop, the pool,
+  an actor) then half of another and the FIN (answered, then closed), and
+  smuggling shapes
   (docs/behaviour.md, Request smuggling) behind a good request: each in
   every cutting, with and without a FIN right behind it, answered exactly as
   when sent whole: the same responses (status line, headers but Date,

@@ -12,7 +12,7 @@
 #error "llhttp 8 must be compiled with LLHTTP_STRICT_MODE=1 (see CMakeLists.txt)"
 #endif
 
-enum { HDR_OTHER, HDR_HOST, HDR_TE, HDR_EXPECT, HDR_TRACEPARENT };
+enum { HDR_OTHER, HDR_HOST, HDR_TE, HDR_EXPECT, HDR_TRACEPARENT, HDR_TRAILER };
 
 #define PARSE(ll) ((m0__parser *)(ll)->data)
 
@@ -184,16 +184,22 @@ static int on_header_field_complete(llhttp_t *ll) {
   m0__span n = p->hs->name[p->nheaders - 1];
   /* parse_name_is compares the lengths first: only names of these lengths
    * are compared at all. */
+  /* Trailers are checked and not kept (docs/behaviour.md): none is a
+   * header of the request, whatever its name (a Host, a Cookie, a
+   * traceparent there would be a second head that no check saw). Framing
+   * in them is refused (RFC 9110 6.5.1): llhttp 9 refuses a Content-Length
+   * there, llhttp 8 does not. */
+  if (p->headers_done) {
+    if (parse_name_is(p, n, "content-length")) return parse_refuse(p, 400, "Content-Length in the trailers");
+    if (parse_name_is(p, n, "transfer-encoding")) return parse_refuse(p, 400, "Transfer-Encoding in the trailers");
+    p->cur_header = HDR_TRAILER;
+    return 0;
+  }
   if (parse_name_is(p, n, "host")) p->cur_header = HDR_HOST;
   else if (parse_name_is(p, n, "transfer-encoding")) p->cur_header = HDR_TE;
   else if (parse_name_is(p, n, "expect")) p->cur_header = HDR_EXPECT;
   else if (parse_name_is(p, n, "traceparent")) p->cur_header = HDR_TRACEPARENT;
   else p->cur_header = HDR_OTHER;
-  /* Framing in the trailers (RFC 9110 6.5.1): llhttp 9 refuses a
-   * Content-Length there, llhttp 8 does not. (A second Transfer-Encoding is
-   * refused below on both.) */
-  if (p->headers_done && parse_name_is(p, n, "content-length"))
-    return parse_refuse(p, 400, "Content-Length in the trailers");
   return 0;
 }
 
@@ -368,6 +374,7 @@ static int parse_target(m0__parser *p) {
 static int parse_head_checks(m0__parser *p) {
   llhttp_t *ll = &p->ll;
   p->headers_done = true;
+  p->nhead = p->nheaders; /* the trailers that may follow are not the request's */
   if (ll->http_major != 1 || ll->http_minor > 1) return parse_refuse(p, 505, "HTTP version not served");
   p->version_minor = ll->http_minor;
   if (p->hosts > 1) return parse_refuse(p, 400, "Host repeated");
@@ -403,6 +410,7 @@ static int on_body(llhttp_t *ll, const char *at, size_t len) {
 static int on_message_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
   p->keep_alive = llhttp_should_keep_alive(ll);
+  p->nheaders = p->nhead; /* the trailers' fields go */
   return HPE_PAUSED;
 }
 

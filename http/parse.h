@@ -105,6 +105,7 @@ typedef struct m0__parser {
   m0__span method, url;
   m0__header_spans *hs; /* non-NULL once the request has a header */
   int nheaders;
+  int nhead; /* of them, the head's: what follows the body (trailers) is checked, not kept */
   m0__span_pool *pool; /* NULL: hs is malloc'd and freed per request */
   size_t head_bytes;
   uint32_t keep_end; /* bytes before this offset are referenced by spans */

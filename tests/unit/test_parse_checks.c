@@ -430,6 +430,32 @@ static void test_request_line(void **st) {
 
 /* Upgrade is ignored (RFC 9110 7.8): the request is served and what follows
  * it is the next request, not another protocol's bytes. */
+/* Trailers are checked and not kept: none reaches the request's headers,
+ * whatever its name, and none is taken for a second Host, a traceparent or
+ * an Expect; framing there is refused. A fold whose line end ended a read
+ * is refused as one read whole is. */
+static void test_trailers(void **st) {
+  m0__parser p;
+  const char *r = "POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "2\r\nhi\r\n0\r\nHost: evil\r\nCookie: sid=x\r\nExpect: nonsense\r\n"
+                  "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n";
+  parsed(&p, r);
+  assert_int_equal(p.nheaders, 2); /* Host, Transfer-Encoding */
+  span_is(r, p.hs->name[0], "Host");
+  span_is(r, p.hs->value[0], "a");
+  assert_int_equal(p.trace_hi, 0);
+  assert_int_equal(p.body.len, 2);
+  m0__parser_fini(&p);
+  assert_int_equal(status_bytewise(r, &lim), 0);
+  refused_for("POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+              "Transfer-Encoding: chunked\r\n\r\n",
+              &lim, 400, NULL);
+  refused_for("POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nContent-Length: 3\r\n\r\n",
+              &lim, 400, NULL);
+  assert_int_equal(status_split("GET / HTTP/1.1\r\nHost: a\r\nX-A: a\r\n", " b\r\n\r\n"), 400);
+  assert_int_equal(status_split("GET / HTTP/1.1\r\nHost: a\r\nX-A: a\r\n", "X-B: b\r\n\r\n"), 0);
+}
+
 static void test_upgrade_ignored(void **st) {
   m0__parser p;
   const char *r = "GET /1 HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
@@ -449,7 +475,7 @@ int main(void) {
       cmocka_unit_test(test_expect),      cmocka_unit_test(test_traceparent),   cmocka_unit_test(test_large_body),
       cmocka_unit_test(test_after_refusal), cmocka_unit_test(test_shift_edges),
       cmocka_unit_test(test_ows_trimmed),   cmocka_unit_test(test_absolute_form), cmocka_unit_test(test_host_values),
-      cmocka_unit_test(test_request_line),  cmocka_unit_test(test_upgrade_ignored),
+      cmocka_unit_test(test_request_line),  cmocka_unit_test(test_upgrade_ignored), cmocka_unit_test(test_trailers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,9 +39,16 @@
  *   time is a reset: the base is the new stream's, the consumer starts at
  *   its first sequence (frames other hosts published into it already are
  *   the fleet's), the m0.gap is announced, one line logged, counted
- *   (m0_bus_resets_total). The same stream whose first sequence is past the
- *   cursor let frames go (its limits) during an outage: announced too. A
- *   consumer the server no longer has is made again from the cursor.
+ *   (m0_bus_resets_total). A consumer the server no longer has is made
+ *   again from the cursor.
+ * - A hole: a consumer's next sequence past the cursor + 1 means the stream
+ *   let frames go (its limits, a purge) before this host took them (a
+ *   consumer made again from the cursor starts at the first one held; one
+ *   that outlived a server's restart goes on past them by itself), or
+ *   libnats dropped them for a slow consumer: the m0.gap is announced before
+ *   that frame, its ids taken from the hole's, and logged (once every 10 s
+ *   at most). Found on the delivery path, not from the stream's info, since
+ *   only the delivery knows what was taken.
  * - The gap: what the old stream held past this host's cursor is lost, and
  *   which channels it was on is not known, so every channel this host has
  *   fanned out to gets `event: m0.gap` with `{"after": the last id it
@@ -171,6 +178,20 @@ static int bus_gap(m0__bus *b, uint64_t next) {
   return said;
 }
 
+/* The consumer skipped sequences (under fan_mu): the stream let them go
+ * (its limits, a purge) before this host took them, or libnats dropped
+ * them for a slow consumer. Announced before the next one; said at most
+ * once every 10 s. */
+static void bus_hole(m0__bus *b, uint64_t seq) {
+  uint64_t after = b->last_id, next = b->base + seq;
+  int said = bus_gap(b, next);
+  int64_t now = bus_now_ms(), last = atomic_load(&b->said_gap_ms);
+  if (now - last >= 10000 && atomic_compare_exchange_strong(&b->said_gap_ms, &last, now))
+    fprintf(stderr, "m0: bus: the stream %s let fleet frames %llu to %llu go before this host took them (an m0.gap on "
+            "each of the %d channels written)\n",
+            b->stream, (unsigned long long)after + 1, (unsigned long long)next - 1, said);
+}
+
 /* A fleet message, on libnats's delivery thread of its consumer. */
 static void bus_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure) {
   (void)nc;
@@ -198,6 +219,7 @@ static void bus_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
   else if (!m0__channel_ok_n((const char *)p + 2, cl)) bus_refuse(b, seq, "its channel is not one");
   else if (!m0__frame_ok(p + 2 + cl, (size_t)n - 2 - cl)) bus_refuse(b, seq, "its frame is not one");
   else if (seq > b->last_seq) {
+    if (b->last_seq && seq > b->last_seq + 1) bus_hole(b, seq);
     uint64_t id = b->base + seq;
     b->last_seq = seq;
     b->last_id = id;
@@ -319,20 +341,6 @@ static void bus_reset(m0__bus *b, const jsStreamInfo *si) {
           next > after ? "" : ", BELOW this host's: its streams take none until they pass it (the server's clock?)");
 }
 
-/* Frames the stream let go (its limits) before this host took them, after
- * an outage: announced lost; consuming resumes at the first one held. */
-static void bus_evicted(m0__bus *b, const jsStreamInfo *si) {
-  pthread_mutex_lock(&b->fan_mu);
-  b->gen++;
-  uint64_t after = b->last_id, next = b->base + si->State.FirstSeq;
-  int said = bus_gap(b, next);
-  b->last_seq = si->State.FirstSeq - 1;
-  pthread_mutex_unlock(&b->fan_mu);
-  fprintf(stderr, "m0: bus: the stream %s let fleet frames %llu to %llu go before this host took them (an m0.gap on "
-          "each of the %d channels written)\n",
-          b->stream, (unsigned long long)after + 1, (unsigned long long)next - 1, said);
-}
-
 /* Brings the bridge's consumer in line with the stream: on (re)connection
  * (force), and at each check. False when it must be tried again. */
 static bool bus_sync(m0__bus *b, bool force, char *why, size_t n) {
@@ -345,19 +353,15 @@ static bool bus_sync(m0__bus *b, bool force, char *why, size_t n) {
   bool ok = true;
   if (b->created && si->Created != b->created) {
     bus_reset(b, si);
+    b->created = si->Created; /* a consumer that cannot be made yet is made by the next round, from the cursor */
     ok = bus_consume(b, true, why, n);
   } else if (!b->created) { /* the first time: the base, and the new messages on */
     pthread_mutex_lock(&b->fan_mu);
     b->base = bus_base(si);
     pthread_mutex_unlock(&b->fan_mu);
     ok = bus_consume(b, false, why, n);
-  } else if (force || bus_consumer_gone(b)) {
-    pthread_mutex_lock(&b->fan_mu);
-    bool lost = b->last_seq && si->State.FirstSeq > b->last_seq + 1;
-    pthread_mutex_unlock(&b->fan_mu);
-    if (lost) bus_evicted(b, si);
+  } else if (force || bus_consumer_gone(b)) /* what the stream let go meanwhile is a hole (bus_hole) */
     ok = bus_consume(b, false, why, n);
-  }
   if (ok) b->created = si->Created;
   jsStreamInfo_Destroy(si);
   return ok;

@@ -96,7 +96,7 @@ typedef struct m0__bus {
   atomic_bool started;      /* the bridge consumes (m0__bus_start) */
   atomic_bool stopping;     /* the bridge takes no more fleet messages */
   atomic_bool closing;      /* our own close: a disconnect is not news */
-  _Atomic int64_t said_refused_ms;
+  _Atomic int64_t said_refused_ms, said_gap_ms;
 } m0__bus;
 
 /* Opens the bus to url, publishing into subject. bridge: also consume the

@@ -58,10 +58,12 @@ struct m0__asks {
 };
 
 /* What this loop has in flight with actor si, on the shared page
- * (transport/page.h): a gauge only this loop stores, in its generation's bank. */
+ * (transport/page.h): a gauge only this loop stores, in its generation's bank,
+ * at the actor's row. */
 static void ask_inflight(m0__loop *l, int si, uint64_t delta) {
-  if (si >= M0__PAGE_APP_ACTORS) return;
-  _Atomic uint64_t *w = &l->page->loop_figures[l->index].actor_inflight[l->page->bank][si];
+  int row = l->services[si]->row;
+  if (row < 0) return;
+  _Atomic uint64_t *w = &l->page->loop_figures[l->index].actor_inflight[l->page->bank][row];
   atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) + delta, memory_order_relaxed);
 }
 
@@ -439,8 +441,10 @@ int m0__asks_open(m0__loop *l) {
   a->filled = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->filled);
   if (!a->batches || !a->route_svc || !a->filled) return M0__ENOMEM;
   a->local = l->nservices ? l->index - l->services[0]->loop_base : 0;
-  for (int si = 0; si < l->nservices && si < M0__PAGE_APP_ACTORS; si++) /* a respawned loop's start afresh */
-    atomic_store(&l->page->loop_figures[l->index].actor_inflight[l->page->bank][si], 0);
+  /* A respawned loop's start afresh, and rows of actors its bank's last
+   * generation had (two reloads ago, gone) with them. */
+  for (int row = 0; row < M0__PAGE_APP_ACTORS; row++)
+    atomic_store(&l->page->loop_figures[l->index].actor_inflight[l->page->bank][row], 0);
   unsigned shortest = DEFERRED_TIMEOUT_MS;
   for (size_t r = 0; r < l->app->nroutes; r++) {
     const m0_route *rt = &l->app->routes[r];

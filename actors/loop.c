@@ -2,6 +2,7 @@
 #include "actors/trace.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -294,6 +295,24 @@ static void loop_close_left(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* The loop's rows of request figures on the shared page, by route: each
+ * route's own row (transport/page.h, m0__page_rows), looked up once here, so
+ * a request indexes an array and a reload that reorders or replaces routes
+ * never counts one route under another's label. NULL (no histograms) when
+ * out of memory. */
+static m0__latency **loop_route_rows(m0__loop *l) {
+  const m0_app *app = l->app;
+  m0__latency **rows = calloc(app->nroutes + 1, sizeof *rows);
+  if (!rows) return NULL;
+  m0__latency *mine = l->page->loop_figures[l->index].routes;
+  for (size_t r = 0; r < app->nroutes; r++) {
+    int row = m0__page_route_row(l->page, app->routes[r].method, app->routes[r].pattern, true);
+    rows[r] = row >= 0 ? &mine[row] : NULL;
+  }
+  rows[app->nroutes] = &mine[M0__PAGE_ROW_NONE];
+  return rows;
+}
+
 static void loop_run(m0__handle *h) {
   m0__loop *l = (m0__loop *)h;
   char err[768] = "";
@@ -333,10 +352,9 @@ static void loop_run(m0__handle *h) {
   l->http.worker = l->index;
   l->http.owner = l;
   l->http.served = loop_served;
-  /* Its figures on the shared page, whatever process runs it (transport/page.h);
-   * an app with more routes than a loop has rows there has no histograms. */
+  /* Its figures on the shared page, whatever process runs it (transport/page.h). */
   l->http.figures = &l->page->loop_figures[l->index];
-  if (l->app->nroutes < M0__PAGE_ROUTES) l->http.latency = l->http.figures->routes;
+  l->http.latency = loop_route_rows(l);
   l->http.on_closed = loop_on_closed;
   l->nloops = l->topo->loops;
   if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;
@@ -378,6 +396,7 @@ out:
     uv_walk(&l->uv, loop_close_left, NULL);
     uv_run(&l->uv, UV_RUN_NOWAIT);
     uv_loop_close(&l->uv);
+    free(l->http.latency);
     m0__http_fini(&l->http);
   }
   if (l->app->free && l->state) l->app->free(l->state);

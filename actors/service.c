@@ -22,6 +22,7 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
   s->loop_base = loop_base;
   s->restarts = &s->own_restarts;
   s->st = &s->own;
+  s->row = -1;
   pthread_mutex_init(&s->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);

@@ -73,6 +73,7 @@ typedef struct m0__service {
   int nloops;
   int loop_base;          /* the first loop's index (a worker's loop is its worker's) */
   m0__service_stats *st;      /* the page's line for this actor, or own until a page is given (host/appactors.c) */
+  int row;                    /* that line's index, its actor's row (transport/page.h, m0__page_rows), or -1 */
   m0__service_stats own;
   _Atomic uint64_t own_restarts;
   _Atomic uint64_t *restarts; /* its spawned instances started again (host/children.c): the shared page's

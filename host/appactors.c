@@ -9,6 +9,15 @@
 #include "actors/relay.h"
 #include "transport/topology.h"
 
+/* Actor s's counts on the page: the row its name keys (transport/page.h), not
+ * its place in this generation's list, which a reload may change. Without a
+ * row (every one taken) it counts in its own and /metrics shows none. */
+static void app_actors_rows(m0__service *s, m0__process *pr) {
+  if (!pr->page.rows || (s->row = m0__page_actor_row(&pr->page, s->name, true)) < 0) return;
+  s->restarts = &pr->page.restarts[s->row]; /* the host's count, whoever spawns */
+  s->st = &pr->page.actors[s->row];         /* and its requests, whoever asks */
+}
+
 int m0__app_actors_handles(const m0__app_decl *decl) {
   int n = 0;
   for (int i = 0; i < decl->nactors; i++)
@@ -35,8 +44,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     m0__service *s = &a->svcs[i];
     a->svc_ptrs[i] = s;
     m0__service_init(s, i, sp->name, sp->queue, a->loop_inbox, here, first);
-    if (pr->page.restarts) s->restarts = &pr->page.restarts[i]; /* the host's count, whoever spawns */
-    if (pr->page.actors) s->st = &pr->page.actors[i];           /* and its requests, whoever asks */
+    app_actors_rows(s, pr);
     if (sp->placement == M0__PLACE_PROCESS && pr->stop_fd >= 0) {
       /* A spawned instance is this program run again, and an embedding
        * program's main is its own, not m0_serve's. */
@@ -114,8 +122,7 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
     const m0__actor_spec *sp = &decl->actors[i];
     m0__service *s = &a->svcs[i];
     m0__service_init(s, i, sp->name, sp->queue, NULL, 0, 0);
-    if (pr->page.restarts) s->restarts = &pr->page.restarts[i];
-    if (pr->page.actors) s->st = &pr->page.actors[i];
+    app_actors_rows(s, pr);
     if (sp->placement == M0__PLACE_THREAD) continue; /* each worker has its own */
     for (int w = 0; rv == 0 && w < nworkers; w++)
       if (m0__topology_door_url(doors[w], sizeof doors[w], pr->sockdir, sp->name, w) != 0) rv = M0__ETOOBIG;

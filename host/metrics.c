@@ -89,25 +89,27 @@ static void metrics_nng(m0__buf *b, const char *process, nng_stat *root) {
   }
 }
 
-/* What every loop of the host has in flight with actor i, from the page:
- * both banks (a reload's two generations serve at once); and the asks of
- * it from instances (m0_ask). */
-static unsigned long long metrics_inflight(const m0__page *page, const m0__service *s, int i) {
+/* What every loop of the host has in flight with actor s, from the page at
+ * its row: both banks (a reload's two generations serve at once); and the
+ * asks of it from instances (m0_ask). */
+static unsigned long long metrics_inflight(const m0__page *page, const m0__service *s) {
   uint64_t f = atomic_load_explicit(&s->st->asking, memory_order_relaxed);
-  for (uint32_t l = 0; i < M0__PAGE_APP_ACTORS && l < page->head->loops; l++)
+  for (uint32_t l = 0; l < page->head->loops; l++)
     for (int bank = 0; bank < 2; bank++)
-      f += atomic_load_explicit(&page->loop_figures[l].actor_inflight[bank][i], memory_order_relaxed);
+      f += atomic_load_explicit(&page->loop_figures[l].actor_inflight[bank][s->row], memory_order_relaxed);
   return (unsigned long long)((int64_t)f < 0 ? 0 : f); /* a loop stores its own count: a sum read between two */
 }
 
 /* Per application actor, from the page (the whole host's: transport/page.h):
- * requests by outcome, in flight, restarts, replies dropped; and instances
- * live, this process's. */
+ * requests by outcome, in flight, restarts, replies dropped, of each actor
+ * that has its row there (the others' counts are one process's: left out);
+ * and instances live, this process's. */
 static void metrics_actors(m0__buf *b, const m0__page *page, m0__service *const *sv, int n) {
   if (n == 0) return;
   m0__buf_printf(b, "# HELP m0_actor_requests_total Requests routed to an application actor, by outcome.\n"
                     "# TYPE m0_actor_requests_total counter\n");
   for (int i = 0; i < n; i++) {
+    if (sv[i]->row < 0) continue;
     const m0__service_stats *st = sv[i]->st;
     struct {
       const char *outcome;
@@ -122,7 +124,8 @@ static void metrics_actors(m0__buf *b, const m0__page *page, m0__service *const 
   m0__buf_printf(b, "# HELP m0_actor_in_flight Requests with an actor's instances now, from every loop.\n"
                     "# TYPE m0_actor_in_flight gauge\n");
   for (int i = 0; i < n; i++)
-    m0__buf_printf(b, "m0_actor_in_flight{actor=\"%s\"} %llu\n", sv[i]->name, metrics_inflight(page, sv[i], i));
+    if (sv[i]->row >= 0)
+      m0__buf_printf(b, "m0_actor_in_flight{actor=\"%s\"} %llu\n", sv[i]->name, metrics_inflight(page, sv[i]));
   m0__buf_printf(b, "# HELP m0_actor_instances Instances of an actor live now that this process's loops can "
                     "send to.\n# TYPE m0_actor_instances gauge\n");
   for (int i = 0; i < n; i++)
@@ -130,15 +133,17 @@ static void metrics_actors(m0__buf *b, const m0__page *page, m0__service *const 
   m0__buf_printf(b, "# HELP m0_actor_restarts_total Spawned instances of an actor started again.\n"
                     "# TYPE m0_actor_restarts_total counter\n");
   for (int i = 0; i < n; i++)
-    m0__buf_printf(b, "m0_actor_restarts_total{actor=\"%s\"} %llu\n", sv[i]->name,
-                   (unsigned long long)atomic_load(sv[i]->restarts));
+    if (sv[i]->row >= 0)
+      m0__buf_printf(b, "m0_actor_restarts_total{actor=\"%s\"} %llu\n", sv[i]->name,
+                     (unsigned long long)atomic_load(sv[i]->restarts));
   m0__buf_printf(b, "# HELP m0_actor_replies_dropped_total Replies to no request in flight (late or unknown), "
                     "and messages refused from instances.\n# TYPE m0_actor_replies_dropped_total counter\n");
   for (int i = 0; i < n; i++)
-    m0__buf_printf(b, "m0_actor_replies_dropped_total{actor=\"%s\",reason=\"unknown_id\"} %llu\n"
-                      "m0_actor_replies_dropped_total{actor=\"%s\",reason=\"refused\"} %llu\n",
-                   sv[i]->name, (unsigned long long)atomic_load(&sv[i]->st->unknown), sv[i]->name,
-                   (unsigned long long)atomic_load(&sv[i]->st->refused));
+    if (sv[i]->row >= 0)
+      m0__buf_printf(b, "m0_actor_replies_dropped_total{actor=\"%s\",reason=\"unknown_id\"} %llu\n"
+                        "m0_actor_replies_dropped_total{actor=\"%s\",reason=\"refused\"} %llu\n",
+                     sv[i]->name, (unsigned long long)atomic_load(&sv[i]->st->unknown), sv[i]->name,
+                     (unsigned long long)atomic_load(&sv[i]->st->refused));
 }
 
 static void metrics_refusal(void *arg, uint32_t actor, int reason, uint64_t n) {
@@ -212,29 +217,51 @@ static const char *metrics_route_labels(const m0_app *app, size_t r, char *out, 
   return out;
 }
 
-/* By route, every loop of the host summed from the page (http/latency.h):
- * latency, and answers by status class; the last row for requests no route
- * answered. An app with more routes than a loop's rows has neither. */
+/* Route r's row on the page (transport/page.h, m0__page_rows), the no-route
+ * row for r == nroutes; -1 when it has none, or when an earlier route of
+ * the same method and pattern has it (its series is printed once). */
+static int metrics_route_row(const m0__page *page, const m0_app *app, size_t r) {
+  if (r == app->nroutes) return M0__PAGE_ROW_NONE;
+  const m0_route *rt = &app->routes[r];
+  int row = m0__page_route_row(page, rt->method, rt->pattern, false);
+  for (size_t e = 0; row >= 0 && e < r; e++)
+    if (!strcmp(app->routes[e].method, rt->method) && !strcmp(app->routes[e].pattern, rt->pattern)) return -1;
+  return row;
+}
+
+/* By route, every loop of the host summed from the page (http/latency.h) at
+ * the route's row: latency, and answers by status class; the last for
+ * requests no route answered. A route without a row has neither. */
 static void metrics_routes(m0__buf *b, const m0__page *page, const m0_app *app) {
-  if (!app || app->nroutes >= M0__PAGE_ROUTES) return;
+  if (!app) return;
   m0__latency_sum *s = calloc(app->nroutes + 1, sizeof *s);
-  if (!s) return;
+  int *row = calloc(app->nroutes + 1, sizeof *row);
+  if (!s || !row) {
+    free(s);
+    free(row);
+    return;
+  }
+  for (size_t r = 0; r <= app->nroutes; r++) row[r] = metrics_route_row(page, app, r);
   for (uint32_t l = 0; l < page->head->loops; l++)
-    for (size_t r = 0; r <= app->nroutes; r++) m0__latency_sum_add(&s[r], &page->loop_figures[l].routes[r]);
+    for (size_t r = 0; r <= app->nroutes; r++)
+      if (row[r] >= 0) m0__latency_sum_add(&s[r], &page->loop_figures[l].routes[row[r]]);
   char labels[3 * M0__URL_MAX];
   m0__buf_printf(b, "# HELP m0_request_duration_seconds Time from a request's parse to its answer begun, by route.\n"
                     "# TYPE m0_request_duration_seconds histogram\n");
   for (size_t r = 0; r <= app->nroutes; r++)
-    metrics_histogram(b, "m0_request_duration_seconds", metrics_route_labels(app, r, labels, sizeof labels), &s[r]);
+    if (row[r] >= 0)
+      metrics_histogram(b, "m0_request_duration_seconds", metrics_route_labels(app, r, labels, sizeof labels), &s[r]);
   m0__buf_printf(b, "# HELP m0_responses_total Answers begun, by route and status class.\n"
                     "# TYPE m0_responses_total counter\n");
   for (size_t r = 0; r <= app->nroutes; r++) {
+    if (row[r] < 0) continue;
     metrics_route_labels(app, r, labels, sizeof labels);
     for (int k = 0; k < M0__STATUS_CLASSES; k++)
       m0__buf_printf(b, "m0_responses_total{%s,class=\"%dxx\"} %llu\n", labels, k + 1,
                      (unsigned long long)s[r].status[k]);
   }
   free(s);
+  free(row);
 }
 
 /* By application actor, from its line on the page. */
@@ -245,6 +272,7 @@ static void metrics_actor_latency(m0__buf *b, m0__service *const *sv, int n) {
                     "to its answer (any outcome).\n"
                     "# TYPE m0_actor_request_duration_seconds histogram\n");
   for (int i = 0; i < n; i++) {
+    if (sv[i]->row < 0) continue;
     m0__latency_sum s = {0};
     m0__latency_sum_add(&s, &sv[i]->st->latency);
     snprintf(labels, sizeof labels, "actor=\"%s\"", sv[i]->name);

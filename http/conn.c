@@ -340,7 +340,8 @@ static m0_writer *conn_writer_begin(void *ctx, m0_response *res, int status, con
                                     void (*on_gone)(void *arg), void *arg) {
   m0__conn *c = ctx;
   m0_writer *w = c->h->writer_begin(c->h, c, res, status, content_type, on_gone, arg);
-  if (w && c->h->latency) m0__latency_status(&c->h->latency[c->route], status); /* its head is written */
+  if (w && c->h->latency && c->h->latency[c->route])
+    m0__latency_status(c->h->latency[c->route], status); /* its head is written */
   return w;
 }
 
@@ -348,9 +349,10 @@ static m0_writer *conn_writer_begin(void *ctx, m0_response *res, int status, con
  * counted already, a writer's at its head), by its route. */
 static void conn_latency(m0__conn *c, int status) {
   m0__http *h = c->h;
-  if (!h->latency) return;
-  m0__latency_add(&h->latency[c->route], m0__latency_now_ns() - c->t0_ns);
-  if (status >= 0) m0__latency_status(&h->latency[c->route], status);
+  m0__latency *row = h->latency ? h->latency[c->route] : NULL;
+  if (!row) return;
+  m0__latency_add(row, m0__latency_now_ns() - c->t0_ns);
+  if (status >= 0) m0__latency_status(row, status);
 }
 
 static char *conn_graph(void *ctx, const char *records_of) {
@@ -506,7 +508,7 @@ static void conn_error(m0__conn *c, const char *buf, int status, const char *why
   m0__response_init(&res, m0__conn_target(c), &h->date, 1, false, true);
   m0__respond_status(&res, status, NULL);
   h->stats.errors_4xx++;
-  if (h->latency) m0__latency_status(&h->latency[h->app->nroutes], status); /* no route: it was not read */
+  if (h->latency) m0__latency_status(h->latency[h->app->nroutes], status); /* no route: it was not read */
   c->close_after = true;
   c->linger = true;
   if (h->access_log) {
@@ -687,7 +689,7 @@ int m0__http_init(m0__http *h) {
 }
 
 void m0__http_fini(m0__http *h) {
-  h->latency = NULL; /* the shared page's rows: they stay */
+  h->latency = NULL; /* the loop's (actors/loop.c frees it); the shared page's rows stay */
   free(h->rbuf);
   h->rbuf = NULL;
   m0__outq_free(&h->scratch);

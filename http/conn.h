@@ -63,8 +63,9 @@ typedef struct m0__http {
   m0__http_stats stats;
   /* [app->nroutes + 1] request latency and status classes by route, the
    * last for requests no route answered: the loop's rows on the shared page
-   * (http/latency.h), or NULL. */
-  m0__latency *latency;
+   * (http/latency.h; a route's row is its own, NULL when it has none:
+   * transport/page.h, m0__page_rows), or NULL. */
+  m0__latency **latency;
   struct m0__loop_figures *figures; /* the loop's figures on the shared page (WebSocket counts), or NULL */
   /* Shared by every connection of the loop, used within one callback: reads
    * land in rbuf, responses are built in scratch and written at once; only

@@ -25,12 +25,13 @@ static int page_check(m0__page *pg, const char *what, char *err, size_t errlen);
 
 /* The head, two banks of loop lines, the refusals, the bus, the edges, the
  * recent trace records, the actors' restarts, the channels' drops, the
- * host's figures, the actors' lines, the loops' figures. */
+ * host's figures, the actors' lines, the loops' figures, the rows' keys. */
 static size_t page_size(size_t loops) {
   return sizeof(m0__page_head) + 2 * loops * sizeof(m0__loop_line) + M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) +
          sizeof(m0__bus_line) + M0__PAGE_EDGE_LINES * sizeof(m0__edge_line) + sizeof(m0__trace_ring) +
          M0__PAGE_APP_ACTORS * sizeof(uint64_t) + M0__PAGE_CHANNEL_LINES * sizeof(m0__channel_line) +
-         sizeof(m0__host_figures) + M0__PAGE_APP_ACTORS * sizeof(m0__actor_line) + loops * sizeof(m0__loop_figures);
+         sizeof(m0__host_figures) + M0__PAGE_APP_ACTORS * sizeof(m0__actor_line) + loops * sizeof(m0__loop_figures) +
+         sizeof(m0__page_rows);
 }
 
 /* Where each part is, after the loop lines (create and page_check set them). */
@@ -44,6 +45,7 @@ static void page_parts(m0__page *pg, size_t loops) {
   pg->figures = (m0__host_figures *)(pg->channels + M0__PAGE_CHANNEL_LINES);
   pg->actors = (m0__actor_line *)(pg->figures + 1);
   pg->loop_figures = (m0__loop_figures *)(pg->actors + M0__PAGE_APP_ACTORS);
+  pg->rows = (m0__page_rows *)(pg->loop_figures + loops);
 }
 
 static void *page_map_file(const char *path, size_t size, int *fd_out, bool create, char *err,
@@ -183,9 +185,15 @@ void m0__page_use_bank(m0__page *pg, uint64_t generation) {
   pg->lines = (m0__loop_line *)(pg->head + 1) + (size_t)pg->bank * pg->head->loops;
 }
 
+/* FNV-1a of n bytes, on from k (PAGE_HASH_START to begin). */
+#define PAGE_HASH_START 14695981039346656037ull
+static uint64_t page_hash(uint64_t k, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) k = (k ^ (uint8_t)s[i]) * 1099511628211ull;
+  return k;
+}
+
 _Atomic uint64_t *m0__page_channel_dropped(m0__channel_line *lines, const char *name, size_t n) {
-  uint64_t k = 14695981039346656037ull; /* FNV-1a */
-  for (size_t i = 0; i < n; i++) k = (k ^ (uint8_t)name[i]) * 1099511628211ull;
+  uint64_t k = page_hash(PAGE_HASH_START, name, n);
   if (!k) k = 1;
   if (n >= sizeof lines->name) n = sizeof lines->name - 1;
   const uint32_t m = M0__PAGE_CHANNEL_LINES - 1; /* the last line is the rest's */
@@ -201,4 +209,43 @@ _Atomic uint64_t *m0__page_channel_dropped(m0__channel_line *lines, const char *
     if (have == k) return &l->dropped; /* taken by us, or named by another (the name follows) */
   }
   return &lines[m].dropped;
+}
+
+/* Key k's row among keys[n] (transport/page.h, m0__page_rows): found, or
+ * taken when take; -1 when none. */
+static int page_row(_Atomic uint64_t *keys, uint32_t n, uint64_t k, bool take) {
+  for (uint32_t i = 0; i < n; i++) {
+    _Atomic uint64_t *key = &keys[(k + i) % n];
+    uint64_t have = atomic_load_explicit(key, memory_order_acquire);
+    if (have == 0 && !take) return -1; /* a row is taken before any after it in the walk */
+    if (have == 0 && atomic_compare_exchange_strong(key, &have, k)) return (int)((k + i) % n);
+    if (have == k) return (int)((k + i) % n); /* ours, or taken by another for the same key */
+  }
+  return -1;
+}
+
+/* A key with no row: said once (by bit), by whichever process finds so first. */
+static void page_row_none(const m0__page *pg, uint64_t bit, const char *what, const char *name, const char *name2,
+                          int rows) {
+  if (atomic_fetch_or(&pg->rows->said, bit) & bit) return;
+  fprintf(stderr, "m0: %s %s%s%s has no row on the shared page, so no series in /metrics: the host's %d rows are "
+                  "kept by the %ss it served since it started (reloads add theirs; restart the host to free them)\n",
+          what, name, name2 ? " " : "", name2 ? name2 : "", rows, what);
+}
+
+int m0__page_route_row(const m0__page *pg, const char *method, const char *pattern, bool take) {
+  uint64_t k = page_hash(page_hash(page_hash(PAGE_HASH_START, method, strlen(method)), " ", 1), pattern,
+                         strlen(pattern));
+  if (!k) k = 1;
+  int r = page_row(pg->rows->routes, M0__PAGE_ROW_NONE, k, take);
+  if (r < 0 && take) page_row_none(pg, 1, "route", method, pattern, M0__PAGE_ROW_NONE);
+  return r;
+}
+
+int m0__page_actor_row(const m0__page *pg, const char *name, bool take) {
+  uint64_t k = page_hash(PAGE_HASH_START, name, strlen(name));
+  if (!k) k = 1;
+  int r = page_row(pg->rows->actors, M0__PAGE_APP_ACTORS, k, take);
+  if (r < 0 && take) page_row_none(pg, 2, "actor", name, NULL, M0__PAGE_APP_ACTORS);
+  return r;
 }

@@ -30,6 +30,8 @@
  *                messages and closes, requests with each actor): counters
  *                only ever added to, by every process of the host, never
  *                cleared, so /metrics' sums never go back (see below)
+ *   then the rows' keys: which route and which actor each row of the
+ *                figures counts (m0__page_rows, below)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -37,13 +39,14 @@
 #define M0_TRANSPORT_PAGE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "http/latency.h"
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 8
+#define M0__PAGE_VERSION 9
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -182,9 +185,11 @@ static inline int m0__page_ws_code_index(int code) {
   return i;
 }
 
-/* Rows of request figures a loop has: one per route and the last for
- * requests no route answered; an app with more routes has none. */
+/* Rows of request figures a loop has: one per route the host has served
+ * (m0__page_rows) and the last, M0__PAGE_ROW_NONE, for requests no route
+ * answered. */
 #define M0__PAGE_ROUTES 128
+#define M0__PAGE_ROW_NONE (M0__PAGE_ROUTES - 1)
 
 /* One loop's figures (by loop index, whichever process runs it). */
 typedef struct m0__loop_figures {
@@ -199,8 +204,35 @@ typedef struct m0__loop_figures {
   /* Requests with each application actor now, by bank (the generation's,
    * as the loop lines): a gauge, stored by the loop. */
   _Atomic uint64_t actor_inflight[2][M0__PAGE_APP_ACTORS];
-  m0__latency routes[M0__PAGE_ROUTES]; /* latency and status classes by route */
+  m0__latency routes[M0__PAGE_ROUTES]; /* latency and status classes by route row (m0__page_rows) */
 } m0__loop_figures;
+
+/* Which route, which actor each row counts.
+ *
+ * Design notes
+ * - A row is keyed by what it counts, not by a position in this generation's
+ *   tables: a reload or an upgrade may bring other routes or actors, or the
+ *   same in another order, and a series must never carry another's counts
+ *   under its label. The key is a 64-bit hash (FNV-1a) of "METHOD pattern"
+ *   (a route) or of the name (an actor); 0 is a free row. Routes' rows are
+ *   0 .. M0__PAGE_ROW_NONE - 1 of m0__loop_figures.routes (the same row in
+ *   every loop); actors' index the actor lines, the restarts and the loops'
+ *   actor_inflight.
+ * - Find or take, with a compare-and-swap, in any process; a row is never
+ *   given up, so a route that comes back after a reload finds its old row
+ *   and counts on, and two processes that take one key at once meet in one
+ *   row (open addressing: each walks the same sequence and passes a row only
+ *   when another key holds it for good). Each loop (and the actors' setup)
+ *   looks its rows up once when it starts; a request indexes an array.
+ * - When every row is taken, a new key has none: its requests are not
+ *   counted and /metrics has no series for it (said once on stderr, the
+ *   first time, by whichever process finds so). Two keys whose hashes meet
+ *   would share a row (2^-64 a pair). */
+typedef struct m0__page_rows {
+  _Atomic uint64_t routes[M0__PAGE_ROW_NONE];
+  _Atomic uint64_t actors[M0__PAGE_APP_ACTORS];
+  _Atomic uint64_t said; /* bit 0: a route found no row, bit 1: an actor (each said once) */
+} m0__page_rows;
 
 typedef struct m0__page {
   int fd, app_fd;
@@ -216,6 +248,7 @@ typedef struct m0__page {
   m0__host_figures *figures;  /* after the channels */
   m0__actor_line *actors;     /* [M0__PAGE_APP_ACTORS], after the figures */
   m0__loop_figures *loop_figures; /* [loops], after the actors */
+  m0__page_rows *rows;            /* after the loops' figures */
   int bank;                   /* the bank lines points into (0 or 1) */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;
@@ -236,6 +269,13 @@ void m0__page_use_bank(m0__page *pg, uint64_t generation);
  * has none yet (the last line when every other is taken). Any thread or
  * process. */
 _Atomic uint64_t *m0__page_channel_dropped(m0__channel_line *lines, const char *name, size_t n);
+
+/* The row that counts route "method pattern" (0 .. M0__PAGE_ROW_NONE - 1),
+ * or that counts actor name (0 .. M0__PAGE_APP_ACTORS - 1): found, or taken
+ * when take and none has it yet; -1 when it has none (every row taken:
+ * said once on stderr; or not take). Any thread or process. */
+int m0__page_route_row(const m0__page *pg, const char *method, const char *pattern, bool take);
+int m0__page_actor_row(const m0__page *pg, const char *name, bool take);
 
 static inline uint64_t m0__page_next_id(m0__page *pg) {
   return atomic_fetch_add_explicit(&pg->head->event_id, 1, memory_order_relaxed) + 1;

@@ -51,18 +51,32 @@ Proves:
   requests, 16 cumulative buckets from 100 us to 10 s; /slow's three are
   above 50 ms and sum to 0.15 s or more; the 404s (and the scrapes) count in
   route "(none)"; the echo actor's histogram counts its 5.
+- Series keyed by what they count, not by position, across reloads
+  (`--topology FILE`, SIGHUP: docs/reference.md, Metrics), under --threads 2
+  and --workers 2: a file whose routes GET /a and GET /b are served by the
+  echo actor and GET /x by an external actor alpha (no instance: 503s);
+  12 /a, 5 /b, 4 /x; then the file rewritten with /b first and /c in /a's
+  place, beta in alpha's, and SIGHUP (the old generation gone): 3 /b, 7 /c,
+  2 /x; then the first file again and SIGHUP: 1 /a. Each route's
+  m0_responses_total 2xx and its histogram's count are exactly its own
+  requests (/b 8, not /a's 12 + 3; /c 7, not /b's 5 + 7; /a 13: its old
+  row found again), alpha's and beta's no_instance outcomes likewise (4, 2,
+  then alpha's 4 again), and no series seen in two scrapes is lower in the
+  later one.
 - Without --metrics-path, GET /metrics is 404.
 - Found on the way (docs/behaviour.md, Drain): a SIGTERM to the supervisor ~1 ms after it
   respawned a SIGKILLed worker (the new worker still starting) must still be
   a drain that exits 0.
 """
 import http.client
+import json
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -589,6 +603,140 @@ def monotonic(label, cls, *args):
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0:\n{s.stderr()[-2000:]}")
 
 
+# ---- series keyed by identity across reloads --------------------------------
+
+def routes_file(path, routes, actor):
+    """A topology file: routes (pattern -> actor), and one external actor."""
+    with open(path, "w") as f:
+        f.write(json.dumps({"app_actors": [{"name": actor, "placement": "external"}],
+                            "routes": [{"method": "GET", "pattern": p, "actor": a} for p, a in routes]}))
+
+
+def gone(pid, timeout=30):
+    """Waits (bounded) for a process that is not our child to be gone."""
+    def no():
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            return True
+    return wait_for(no, timeout)
+
+
+def requests(port, path, n, want):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    got = []
+    for _ in range(n):
+        c.request("GET", path)
+        r = c.getresponse()
+        r.read()
+        got.append(r.status)
+    c.close()
+    F.check(got == [want] * n, f"{path}: {n} answered {want} ({got})")
+
+
+SERVING_RE = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\); generation (\d+) draining$", re.M)
+
+
+def reload(s, label, old_pid, gen):
+    """SIGHUP to the top process old_pid; waits (bounded) for generation gen
+    to serve and old_pid to be gone. The new top pid, or None."""
+    os.kill(old_pid, signal.SIGHUP)
+    m = wait_for(lambda: next((m for m in SERVING_RE.finditer(s.stderr()) if int(m.group(1)) == gen), None), 30)
+    F.check(m, f"{label}: generation {gen} serves after the SIGHUP:\n{s.stderr()[-2000:]}")
+    if not m:
+        return None
+    if old_pid == s.proc.pid:  # ours: a zombie until waited for
+        rc = s.wait(30)
+        F.check(rc == 0, f"{label}: generation {gen - 1} (pid {old_pid}) drained and exited 0 ({rc})")
+    else:
+        F.check(gone(old_pid), f"{label}: generation {gen - 1} (pid {old_pid}) drained and exited")
+    return int(m.group(2))
+
+
+def by_identity(label, *mode):
+    """Each route's and each actor's series count its own requests over
+    reloads that reorder, replace and bring back routes and actors."""
+    d = tempfile.mkdtemp(prefix="m0-rows-")
+    topo = os.path.join(d, "topo.json")
+    first = ([("/a", "echo"), ("/b", "echo"), ("/x", "alpha")], "alpha")
+    second = ([("/b", "echo"), ("/c", "echo"), ("/x", "beta")], "beta")
+    routes_file(topo, *first)
+    cls = Prefork if "--workers" in mode else Server
+    s = cls("host_check", "--port", "0", "--topology", topo, "--metrics-path", "/metrics", "--drain-timeout-ms",
+            "5000", *mode)
+    top = None
+    try:
+        s.start()
+        top = s.proc.pid
+        if cls is Prefork:
+            F.check(wait_for(lambda: s.stderr().count("serving (pid") >= 2, 10), f"{label}: both workers serve")
+        seen = []  # every scrape's counters, in order
+
+        def look(want, sel):
+            """Scrapes until the series sel names read as want says (None:
+            absent; bounded: a worker's loop may be a turn behind), then checks."""
+            got = {}
+
+            def read():
+                ctr = counters(get(s.port, "/metrics")[2])[0]
+                seen.append(ctr)
+                got.update({k: total(ctr, *sel[k]) for k in want})
+                return got == want
+            wait_for(read, 10)
+            F.check(got == want, f"{label}: each series counts its own requests: want {want}, got {got}")
+
+        def series(rt):
+            return {f"{rt} 2xx": ("m0_responses_total", {"route": rt, "method": "GET", "class": "2xx"}),
+                    f"{rt} count": ("m0_request_duration_seconds_count", {"route": rt, "method": "GET"})}
+
+        def actor(a):
+            return {f"{a} no_instance": ("m0_actor_requests_total", {"actor": a, "outcome": "no_instance"})}
+
+        requests(s.port, "/a", 12, 200)
+        requests(s.port, "/b", 5, 200)
+        requests(s.port, "/x", 4, 503)
+        look({"/a 2xx": 12, "/a count": 12, "/b 2xx": 5, "/b count": 5, "alpha no_instance": 4},
+             {**series("/a"), **series("/b"), **actor("alpha")})
+        # /b first, /c where /a was, beta where alpha was.
+        routes_file(topo, *second)
+        top = reload(s, label, top, 2)
+        if top is None:
+            return
+        requests(s.port, "/b", 3, 200)
+        requests(s.port, "/c", 7, 200)
+        requests(s.port, "/x", 2, 503)
+        look({"/b 2xx": 8, "/b count": 8, "/c 2xx": 7, "/c count": 7, "beta no_instance": 2},
+             {**series("/b"), **series("/c"), **actor("beta")})
+        # The first file again: /a and alpha find their rows.
+        routes_file(topo, *first)
+        top = reload(s, label, top, 3)
+        if top is None:
+            return
+        requests(s.port, "/a", 1, 200)
+        look({"/a 2xx": 13, "/a count": 13, "/b 2xx": 8, "/c 2xx": None, "alpha no_instance": 4,
+              "beta no_instance": None},
+             {**series("/a"), "/b 2xx": series("/b")["/b 2xx"], "/c 2xx": series("/c")["/c 2xx"], **actor("alpha"),
+              **actor("beta")})
+        back, high = [], {}
+        for ctr in seen:
+            back += [(k, high[k], v) for k, v in ctr.items() if v < high.get(k, v)]
+            high.update({k: max(v, high.get(k, v)) for k, v in ctr.items()})
+        F.check(not back, f"{label}: no series is lower in a later scrape ({len(back)}: {back[:4]})")
+        os.kill(top, signal.SIGTERM)
+        F.check(gone(top), f"{label}: SIGTERM -> the last generation exits")
+        top = None
+    finally:
+        if top is not None and top != (s.proc and s.proc.pid):
+            for p in children(top) + [top]:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+        s.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def no_path():
     label = "no --metrics-path"
     with Server("host_check", "--port", "0") as s:
@@ -607,6 +755,8 @@ if __name__ == "__main__":
         open_connections()
         respawns()
         term_after_respawn()
+        by_identity("threads 2, reloads", "--threads", "2")
+        by_identity("workers 2, reloads", "--workers", "2")
         no_path()
     finally:
         reap_seen()

@@ -486,11 +486,12 @@ static void test_page_create_attach(void **st) {
   m0__page pg, other;
   assert_int_equal(m0__page_create(&pg, d, 3, 5, err, sizeof err), 0);
   /* head, two banks of loop lines (host/reload.h), refusals, bus, edges, the recent records, restarts, the
-   * host's figures, the actors' lines, each loop's figures */
+   * host's figures, the actors' lines, each loop's figures, the rows' keys */
   assert_int_equal(size_of(d, "page"), 64 + 2 * 3 * 128 + M0__PAGE_REFUSAL_LINES * 72 + 448 + M0__PAGE_EDGE_LINES * 32 +
                                            64 + M0__PAGE_TRACE_LINES * 80 + M0__PAGE_APP_ACTORS * 8 + 64 +
                                            M0__PAGE_APP_ACTORS * 256 + 3 * sizeof(m0__loop_figures) +
-                                           M0__PAGE_CHANNEL_LINES * sizeof(m0__channel_line));
+                                           M0__PAGE_CHANNEL_LINES * sizeof(m0__channel_line) +
+                                           (M0__PAGE_ROW_NONE + M0__PAGE_APP_ACTORS + 1) * 8);
   assert_int_equal(size_of(d, "app-page"), 5 * 8);
   assert_int_equal(pg.head->loops, 3);
   assert_int_equal(pg.head->app_slots, 5);
@@ -566,6 +567,50 @@ static void test_page_create_attach(void **st) {
   assert_int_equal(m0__page_create(&pg, d, 1, 0, err, sizeof err), 0);
   assert_false(exists(d, "app-page"));
   assert_null(pg.app);
+  m0__page_close(&pg);
+  rm_tree(d);
+}
+
+/* Rows keyed by what they count (transport/page.h, m0__page_rows): found or
+ * taken, the same row from another mapping, a new key a new row, never the
+ * no-route row, and none once every row is taken. */
+static void test_page_rows(void **st) {
+  (void)st;
+  char d[64], err[512] = "", name[32];
+  tmpdir(d, sizeof d);
+  m0__page pg, other;
+  assert_int_equal(m0__page_create(&pg, d, 2, 0, err, sizeof err), 0);
+  assert_int_equal(m0__page_attach(&other, d, err, sizeof err), 0);
+  assert_int_equal(m0__page_route_row(&pg, "GET", "/a", false), -1); /* not taken yet */
+  int a = m0__page_route_row(&pg, "GET", "/a", true);
+  assert_true(a >= 0 && a < M0__PAGE_ROW_NONE);
+  assert_int_equal(m0__page_route_row(&pg, "GET", "/a", true), a);
+  assert_int_equal(m0__page_route_row(&other, "GET", "/a", false), a); /* another process's lookup */
+  int b = m0__page_route_row(&other, "POST", "/a", true);
+  assert_true(b >= 0 && b != a);
+  assert_int_equal(m0__page_route_row(&pg, "POST", "/a", false), b);
+  int echo = m0__page_actor_row(&pg, "echo", true);
+  assert_true(echo >= 0 && echo < M0__PAGE_APP_ACTORS);
+  assert_int_equal(m0__page_actor_row(&other, "echo", false), echo);
+  assert_int_equal(m0__page_actor_row(&pg, "/a", false), -1); /* actors' rows are their own */
+  /* every route row taken: each key its own row, then none */
+  bool used[M0__PAGE_ROW_NONE] = {false};
+  used[a] = used[b] = true;
+  for (int i = 0; i < M0__PAGE_ROW_NONE - 2; i++) {
+    snprintf(name, sizeof name, "/r%d", i);
+    int r = m0__page_route_row(i % 2 ? &pg : &other, "GET", name, true);
+    assert_true(r >= 0 && r < M0__PAGE_ROW_NONE && !used[r]);
+    used[r] = true;
+  }
+  assert_int_equal(m0__page_route_row(&pg, "GET", "/one-more", true), -1);
+  assert_int_equal(m0__page_route_row(&pg, "GET", "/a", true), a); /* the old ones keep theirs */
+  for (int i = 0; i < M0__PAGE_APP_ACTORS - 1; i++) {
+    snprintf(name, sizeof name, "actor%d", i);
+    assert_true(m0__page_actor_row(&pg, name, true) >= 0);
+  }
+  assert_int_equal(m0__page_actor_row(&other, "late", true), -1);
+  assert_int_equal(m0__page_actor_row(&other, "echo", true), echo);
+  m0__page_close(&other);
   m0__page_close(&pg);
   rm_tree(d);
 }
@@ -807,7 +852,7 @@ int main(void) {
       cmocka_unit_test(test_sd_notify),
       cmocka_unit_test(test_sd_listen_fd),      cmocka_unit_test(test_sd_private),
       cmocka_unit_test(test_rundir_given),      cmocka_unit_test(test_rundir_private),
-      cmocka_unit_test(test_page_create_attach), cmocka_unit_test(test_page_refusals),
+      cmocka_unit_test(test_page_create_attach), cmocka_unit_test(test_page_rows), cmocka_unit_test(test_page_refusals),
       cmocka_unit_test(test_page_cannot_size),  cmocka_unit_test(test_handoff),
       cmocka_unit_test(test_handoff_make_fails), cmocka_unit_test(test_topology_refusals),
   };

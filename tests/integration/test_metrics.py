@@ -726,6 +726,8 @@ def by_identity(label, *mode):
         os.kill(top, signal.SIGTERM)
         F.check(gone(top), f"{label}: SIGTERM -> the last generation exits")
         top = None
+        bad = re.search(r".*(?:Sanitizer|runtime error).*", s.stderr())
+        F.check(not bad, f"{label}: no sanitizer report from any generation ({bad and bad.group(0)})")
     finally:
         if top is not None and top != (s.proc and s.proc.pid):
             for p in children(top) + [top]:

@@ -41,14 +41,17 @@
  *   the fleet's), the m0.gap is announced, one line logged, counted
  *   (m0_bus_resets_total). A consumer the server no longer has is made
  *   again from the cursor.
- * - A hole: a consumer's next sequence past the cursor + 1 means the stream
- *   let frames go (its limits, a purge) before this host took them (a
- *   consumer made again from the cursor starts at the first one held; one
- *   that outlived a server's restart goes on past them by itself), or
- *   libnats dropped them for a slow consumer: the m0.gap is announced before
- *   that frame, its ids taken from the hole's, and logged (once every 10 s
- *   at most). Found on the delivery path, not from the stream's info, since
- *   only the delivery knows what was taken.
+ * - A hole: a consumer's next sequence past the cursor + 1. A consumer made
+ *   to start right after the cursor skips only what the stream let go (its
+ *   limits, a purge) before this host took it: the m0.gap is announced
+ *   before that frame, its ids taken from the hole's, and logged (once every
+ *   10 s at most). Any other hole (messages pushed to a link that died, a
+ *   consumer that outlived the server's restart going on past them, libnats
+ *   dropping them for a slow consumer) may still be in the stream: that
+ *   consumer is replaced by one from the cursor, which gets them or shows
+ *   the loss as above. Found on the delivery path, not from the stream's
+ *   info, since only the delivery knows what was taken. A message refused
+ *   still moves the cursor (a refusal is no hole).
  * - The gap: what the old stream held past this host's cursor is lost, and
  *   which channels it was on is not known, so every channel this host has
  *   fanned out to gets `event: m0.gap` with `{"after": the last id it
@@ -178,11 +181,19 @@ static int bus_gap(m0__bus *b, uint64_t next) {
   return said;
 }
 
-/* The consumer skipped sequences (under fan_mu): the stream let them go
- * (its limits, a purge) before this host took them, or libnats dropped
- * them for a slow consumer. Announced before the next one; said at most
- * once every 10 s. */
-static void bus_hole(m0__bus *b, uint64_t seq) {
+/* The consumer skipped sequences (under fan_mu). One made to start right
+ * after the cursor skipped them because the stream let them go (its limits,
+ * a purge) before this host took them: announced before the next one, said
+ * at most once every 10 s. Any other (delivered to a link that died, one
+ * that outlived the server's restart, libnats's drops for a slow consumer)
+ * is replaced by one from the cursor, which gets them if the stream still
+ * holds them. Returns whether seq is to be taken now. */
+static bool bus_hole(m0__bus *b, m0__bus_sub *bs, uint64_t seq) {
+  if (bs->took || bs->start != b->last_seq + 1) { /* bs->start is 0 only while there is no cursor */
+    b->gen++; /* this consumer is not heard any more */
+    bus_wake(b, true);
+    return false;
+  }
   uint64_t after = b->last_id, next = b->base + seq;
   int said = bus_gap(b, next);
   int64_t now = bus_now_ms(), last = atomic_load(&b->said_gap_ms);
@@ -190,6 +201,7 @@ static void bus_hole(m0__bus *b, uint64_t seq) {
     fprintf(stderr, "m0: bus: the stream %s let fleet frames %llu to %llu go before this host took them (an m0.gap on "
             "each of the %d channels written)\n",
             b->stream, (unsigned long long)after + 1, (unsigned long long)next - 1, said);
+  return true;
 }
 
 /* A fleet message, on libnats's delivery thread of its consumer. */
@@ -215,20 +227,25 @@ static void bus_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, 
   if (bs->gen != b->gen) {
     /* A consumer the bridge has replaced: its successor delivers this. */
   } else if (seq == 0) bus_refuse(b, seq, "it carries no stream sequence");
-  else if (n < 2 || cl > (size_t)n - 2) bus_refuse(b, seq, "it does not decode (channel length, channel, frame)");
-  else if (!m0__channel_ok_n((const char *)p + 2, cl)) bus_refuse(b, seq, "its channel is not one");
-  else if (!m0__frame_ok(p + 2 + cl, (size_t)n - 2 - cl)) bus_refuse(b, seq, "its frame is not one");
-  else if (seq > b->last_seq) {
-    if (b->last_seq && seq > b->last_seq + 1) bus_hole(b, seq);
-    uint64_t id = b->base + seq;
-    b->last_seq = seq;
-    b->last_id = id;
-    bus_chan_seen(b, (const char *)p + 2, cl);
-    bus_raise_counter(b, id);
-    m0__publisher_fanout(b->pub, (const char *)p + 2, cl, id, p + 2 + cl, (size_t)n - 2 - cl);
-    atomic_fetch_add(&b->line->received, 1);
-  } else if (seq < b->last_seq) /* one consumer delivers in order: below the cursor, the stream may be another */
-    bus_wake(b, false);
+  else if (seq <= b->last_seq) {
+    /* A redelivery, written once. One consumer delivers in order: below the
+     * cursor, the stream may be another (the bridge looks). */
+    if (seq < b->last_seq) bus_wake(b, false);
+  } else if (!b->cursor || seq == b->last_seq + 1 || bus_hole(b, bs, seq)) {
+    bs->took = b->cursor = true;
+    b->last_seq = seq; /* taken, even when refused: a refusal is no hole */
+    if (n < 2 || cl > (size_t)n - 2) bus_refuse(b, seq, "it does not decode (channel length, channel, frame)");
+    else if (!m0__channel_ok_n((const char *)p + 2, cl)) bus_refuse(b, seq, "its channel is not one");
+    else if (!m0__frame_ok(p + 2 + cl, (size_t)n - 2 - cl)) bus_refuse(b, seq, "its frame is not one");
+    else {
+      uint64_t id = b->base + seq;
+      b->last_id = id;
+      bus_chan_seen(b, (const char *)p + 2, cl);
+      bus_raise_counter(b, id);
+      m0__publisher_fanout(b->pub, (const char *)p + 2, cl, id, p + 2 + cl, (size_t)n - 2 - cl);
+      atomic_fetch_add(&b->line->received, 1);
+    }
+  }
   pthread_mutex_unlock(&b->fan_mu);
   natsMsg_Destroy(msg);
 }
@@ -274,8 +291,8 @@ static bool bus_consumer_gone(m0__bus *b) {
   return s == NATS_NOT_FOUND || je == JSConsumerNotFoundErr;
 }
 
-/* Consumes the stream after the cursor (from its new messages while this
- * host has taken none, unless by_seq), as a new generation: the replaced
+/* Consumes the stream after the cursor (from its new messages while there
+ * is none, unless by_seq), as a new generation: the replaced
  * consumer's late messages count no more. */
 static bool bus_consume(m0__bus *b, bool by_seq, char *why, size_t n) {
   m0__bus_sub *bs = calloc(1, sizeof *bs);
@@ -288,7 +305,8 @@ static bool bus_consume(m0__bus *b, bool by_seq, char *why, size_t n) {
   b->subs = bs;
   pthread_mutex_lock(&b->fan_mu);
   bs->gen = ++b->gen;
-  uint64_t start = by_seq || b->last_id ? b->last_seq + 1 : 0;
+  uint64_t start = by_seq || b->cursor ? b->last_seq + 1 : 0;
+  bs->start = start;
   pthread_mutex_unlock(&b->fan_mu);
   if (b->sub) {
     natsSubscription_Unsubscribe(b->sub); /* the server may have lost it already */
@@ -330,6 +348,7 @@ static void bus_reset(m0__bus *b, const jsStreamInfo *si) {
   uint64_t after = b->last_id, first = si->State.FirstSeq ? si->State.FirstSeq : 1;
   b->base = bus_base(si);
   b->last_seq = first - 1;
+  b->cursor = true;
   uint64_t next = b->base + first;
   int said = bus_gap(b, next);
   pthread_mutex_unlock(&b->fan_mu);

@@ -62,6 +62,8 @@ typedef struct m0__bus_chan {
 typedef struct m0__bus_sub {
   struct m0__bus *b;
   uint64_t gen;
+  uint64_t start; /* the sequence it was made to start at (0: the new messages) */
+  bool took;      /* it has delivered one (under fan_mu) */
   struct m0__bus_sub *next;
 } m0__bus_sub;
 
@@ -91,6 +93,7 @@ typedef struct m0__bus {
   uint64_t base;     /* id = base + stream sequence */
   uint64_t last_seq; /* the last stream sequence fanned out */
   uint64_t last_id;  /* the last fleet id fanned out */
+  bool cursor;       /* last_seq is one: a message taken, or a new stream's start */
   m0__bus_chan *chans; /* [M0__BUS_CHAN_SLOTS], the bridge's */
   int nchans;
   atomic_bool started;      /* the bridge consumes (m0__bus_start) */

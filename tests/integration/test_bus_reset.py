@@ -18,7 +18,8 @@ Proves:
   bound, on both hosts, m0_bus_connected 0, the link is seen lost (pings),
   each said when it began and not at every retry, the host serves and its
   own beats reach its own streams; SIGCONT: connected again (a reconnect),
-  both hosts' beats flow.
+  both hosts' beats flow, and each reader's ids go on contiguous, no m0.gap
+  (what was pushed to the dead link is taken again from the stream).
 - Frames the stream let go while both hosts were away (published, then all
   but the last purged, through the same store by a server on another port;
   then the server back on its own): within a bound each reader gets one
@@ -47,7 +48,7 @@ import time
 from harness import Failures, Prefork, Server, m0pub, metric, wait_for, get
 from test_fleet import (Nats, beat_map, fleet_msg, free_port, nats_publish, numbered, pids_of, private_dir,
                         strictly_increasing, write_topo)
-from test_streams import Stream, children, reap_seen
+from test_streams import Stream, children, contiguous, reap_seen
 
 PERIOD_MS = "50"
 ROUNDS = 3
@@ -179,6 +180,7 @@ def unreachable_at_start(F, hosts, ports, named, prod_pids, nats):
 def stopped_server(F, hosts, ports, named, prod_pids, nats):
     said = {h: s.stderr().count("serving local streams only") for h, s in hosts.items()}
     lost = {h: s.stderr().count("m0: bus: lost ") for h, s in hosts.items()}
+    start = {n: max(numbered(st), default=0) for n, st in named.items()}
     nats.proc.send_signal(signal.SIGSTOP)
     try:
         for h, p in ports.items():
@@ -205,6 +207,12 @@ def stopped_server(F, hosts, ports, named, prod_pids, nats):
         F.check(wait_for(lambda: metric(p, "m0_bus_connected") == 1, 20), f"stopped: {h}: connected again")
     ok = wait_for(lambda: all(flowing(st, last, prod_pids) for st in named.values()), 20)
     F.check(ok, f"stopped: both hosts' beats flow again on both streams above {last}")
+    # The store kept everything: what was pushed to the dead link comes again.
+    for n, st in named.items():
+        ids = [i for i in numbered(st) if start[n] <= i <= last + 6]
+        F.check(ids and ids[0] == start[n] and contiguous(ids) and not gaps(st, start[n]),
+                f"stopped: {n}: nothing lost, no m0.gap: ids contiguous from {start[n]} ({order(st)}, "
+                f"{[b - a for a, b in zip(ids, ids[1:]) if b != a + 1][:5]} missing)")
 
 
 def reset_round(F, k, rng, sig, hosts, ports, named, prod_pids, nats, pubs):

@@ -38,8 +38,11 @@
  *   after N once its view returned (m0__stream_replay: the view's own frames
  *   come first); when frames after N may be missing (N below evicted, or
  *   below history_from: the loop began after N, a respawned worker), an
- *   m0.gap event says so before them. Ids are global across channels, so a
- *   hole in one channel's ids is no loss; only those marks are.
+ *   m0.gap event says so before them. A frame at or below N that reaches
+ *   this loop only after the resume (another worker or generation gave it
+ *   to the client first) is not sent again. Ids are global across
+ *   channels, so a hole in one channel's ids is no loss; only those marks
+ *   are.
  * - Frames are checked before the bus (m0__frame_ok: no larger than the
  *   cap, no blank line, no CR, no id line of their own) and trusted here.
  * - A beat that does not fit is not retried at every sweep: the stream
@@ -261,6 +264,7 @@ static bool sub_push(m0__http *h, m0__sub *s, m0__sframe *f) {
     if (!sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
     return z ? stream_push(c, f->wsz, f->wsz_len, f) : stream_push(c, f->ws, f->ws_len, f);
   }
+  if (f->id && f->id <= s->resumed) return true; /* the client had it before it resumed here */
   if (s->lost && !sub_tell(s, f->sse_len)) return false;
   if (c->closing) return true;
   if (!stream_push(c, f->sse, f->sse_len, f)) return false;
@@ -380,7 +384,7 @@ int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t las
   if (m0__stream_subscribe(c, channel, strlen(channel)) < 0) return -1;
   m0__stream_enlist(c);
   m0__sub *s = c->subs;
-  s->after = has_last ? last : 0;
+  s->after = s->resumed = has_last ? last : 0;
   s->replay = has_last; /* once the view returned: m0__stream_replay */
   /* The head is in the scratch: write it first, so every frame follows it. */
   m0__conn_flush(c);

@@ -143,6 +143,7 @@ class BConn(Conn):
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         self.buf = b""
+        self.split = None  # every send whole: the namespaces, not the cuts, are what this test is about
 
 
 def ask(method, path, body=b"", headers=(), timeout=8.0):

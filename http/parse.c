@@ -188,7 +188,8 @@ static int on_header_field_complete(llhttp_t *ll) {
    * header of the request, whatever its name (a Host, a Cookie, a
    * traceparent there would be a second head that no check saw). Framing
    * in them is refused (RFC 9110 6.5.1): llhttp 9 refuses a Content-Length
-   * there, llhttp 8 does not. */
+   * there, llhttp 8 does not; both refuse a Transfer-Encoding, refused here
+   * too so that no library's leniency decides it. */
   if (p->headers_done) {
     if (parse_name_is(p, n, "content-length")) return parse_refuse(p, 400, "Content-Length in the trailers");
     if (parse_name_is(p, n, "transfer-encoding")) return parse_refuse(p, 400, "Transfer-Encoding in the trailers");

@@ -219,13 +219,18 @@ int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uin
     e.flags = M0__ENV_SEALED;
   }
   m0__env_write(nng_msg_body(m), &e, (uint32_t)len);
-  /* Traced before the hand-over, so a send's record never follows its
-   * receipt's (once handed over, the message may be the receiver's). */
+  /* Traced and counted on its edge (the observer's, actors/edges.h) before
+   * the hand-over, and nothing touched after it: once handed over, the
+   * message may be the receiver's, and its answer may end the drain and
+   * unmap the page while a thread that is not the host's (a deferred
+   * answer's) is still here. A send that fails takes its count back. */
   TRACE_HOOK(self, false, &e, len);
+  m0__edge_sent(e.from, e.to, e.kind);
   if (nng_pipe_id(to->pipe) > 0) nng_msg_set_pipe(m, to->pipe);
   int rv = to->direct ? m0__inbox_put(to->direct, m) : nng_sendmsg(to->sock, m, 0);
-  if (rv == 0) m0__edge_sent(e.from, e.to, e.kind); /* the observer's messages per edge (actors/edges.h) */
-  if (rv == 0 || to->direct) return rv;
+  if (rv == 0) return 0;
+  m0__edge_unsent(e.from, e.to);
+  if (to->direct) return rv;
   if (seal) nng_msg_chop(m, M0__SEAL_LEN); /* still the caller's, as it was given */
   return rv == NNG_ETIMEDOUT ? M0__ETIMEDOUT : rv == NNG_ECLOSED ? M0__ECLOSED : M0__ETRANSPORT;
 }

@@ -40,8 +40,13 @@ void m0__edge_sent(uint32_t from, uint32_t to, int kind) {
     atomic_fetch_or_explicit(&l->kinds, bit, memory_order_relaxed);
 }
 
-/* The line is taken here too: the receiver may count before the sender,
- * whose send is counted once it returned. */
+void m0__edge_unsent(uint32_t from, uint32_t to) {
+  m0__edge_line *l = line_of(from, to);
+  if (l) atomic_fetch_sub_explicit(&l->n, 1, memory_order_relaxed);
+}
+
+/* The line is taken here too: the receiver may count before the sender
+ * (an outside instance's message, counted by the service as it takes it). */
 void m0__edge_taken(uint32_t from, uint32_t to) {
   m0__edge_line *l = line_of(from, to);
   if (l) atomic_fetch_add_explicit(&l->taken, 1, memory_order_relaxed);

@@ -27,6 +27,8 @@
 void m0__edges_attach(m0__edge_line *lines, int n);
 /* One message of kind from -> to. Thread safety: any thread, any process. */
 void m0__edge_sent(uint32_t from, uint32_t to, int kind);
+/* A message counted by m0__edge_sent whose send then failed: taken back. */
+void m0__edge_unsent(uint32_t from, uint32_t to);
 /* One message from -> to taken by its receiver (a host actor's message:
  * m0__recv counts no outside peer's, whose `from` is its own word). */
 void m0__edge_taken(uint32_t from, uint32_t to);

@@ -389,8 +389,10 @@ def browser():
         tr = subprocess.Popen([os.path.join(BIN, "m0trace"), "--run-dir", run, f"ipc://{run}/trace.sock"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            recs = poll(lambda: (lambda t: t if t.startswith("recent trace records of loop.1") else None)(d.js(RECORDS_JS)),
-                        8) or d.js(RECORDS_JS)
+            # Until a frame is among them: the first record can be the
+            # tracing switch itself, before the producer's next frame.
+            recs = poll(lambda: (lambda t: t if t.startswith("recent trace records of loop.1") and " frame " in t
+                                 else None)(d.js(RECORDS_JS)), 8) or d.js(RECORDS_JS)
         finally:
             tr.send_signal(signal.SIGINT)
             tr.wait(timeout=10)

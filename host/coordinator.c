@@ -58,6 +58,7 @@ typedef struct coord {
   bool *loop_done; /* said STOPPED (or died), counted */
   bool prod_done;
   bool stuck; /* someone was named for missing the drain's bound */
+  bool recycling; /* a worker leaving at its request count: its siblings serve on */
   int64_t deadline; /* the drain's bound, once a drain began (0 before) */
   bool actors_stopped; /* the application's actors were told to stop */
   bool starting;       /* in the barrier: a thread's end before READY is a failure */
@@ -166,6 +167,16 @@ static void coord_stop_actors(coord *c, int64_t deadline) {
   m0__app_actors_stop(&c->aa, &c->self, deadline);
 }
 
+/* A worker's loops have drained or been named: what is left (its pool
+ * threads, actors, teardown) ends by itself, within bounds of its own. The
+ * supervisor waits for it rather than killing a worker that is only slow to
+ * exit (on a loaded machine nng's teardown took 0.4-0.9 s with two CPU
+ * hogs beside it), which would tell another story than the worker's. */
+static void coord_ended(coord *c) {
+  if (c->proc->mode == M0__MODE_PREFORK && c->proc->page.lines)
+    atomic_store(&c->proc->page.lines[c->p->first].ended, (uint64_t)getpid());
+}
+
 /* STOP to every loop and the producer; every STOPPED within the bound; then
  * the pool threads' ends within what is left of it. Returns 0, or
  * M0__ESTUCK when someone did not finish (named on stderr). */
@@ -174,6 +185,13 @@ static int coord_drain(coord *c, int64_t deadline) {
   int waiting = 0, loops_left = 0;
   c->deadline = deadline;
   if (c->bus_open) m0__bus_stop(&c->bus); /* the loops stop: no more fleet frames */
+  /* A worker in the host's drain: every loop drains and ends its streams, so
+   * a frame is moot (as the supervisor hangs up at once). Hung up on now,
+   * while the siblings' mailboxes are still there: closed after a sibling
+   * exited, nng's close waits for a poller spinning on its redials, over a
+   * second with two CPU hogs beside it, past the supervisor's grace. */
+  bool whole = c->proc->mode == M0__MODE_PREFORK && !c->recycling;
+  for (int i = 0; c->pub_open && whole && i < c->pub.nloops; i++) m0__publisher_disconnect(&c->pub, i);
   for (int i = 0; i < p->here; i++) {
     if (c->loop_done[i]) continue;
     /* Before STOP: the loop takes no connection from now on, even one whose
@@ -231,6 +249,7 @@ static int coord_drain(coord *c, int64_t deadline) {
               c->drain_ms);
       rc = M0__ESTUCK;
     }
+  coord_ended(c);
   if (c->has_producer && !c->prod_done) {
     fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", c->drain_ms,
             atomic_load(&c->prod.h.in_app) ? " (it is inside its step)" : "");
@@ -261,8 +280,12 @@ static int coord_drain(coord *c, int64_t deadline) {
   }
   c->stuck = rc != 0;
   /* Nothing here publishes any more. Hung up on now, the loops of other
-   * workers (draining too, or not) are not redialed if they close first. */
-  for (int i = 0; c->pub_open && i < c->pub.nloops; i++) m0__publisher_disconnect(&c->pub, i);
+   * workers (draining too, or not) are not redialed if they close first;
+   * a process about to exit at once, a thread still inside the application,
+   * skips it: nng's close waits for its poller, which took over a second
+   * with a sibling's loop gone and two CPU hogs beside it. */
+  bool exits_now = c->stuck && !coord_all_exited(c) && c->proc->stop_fd < 0;
+  for (int i = 0; c->pub_open && !exits_now && i < c->pub.nloops; i++) m0__publisher_disconnect(&c->pub, i);
   return rc;
 }
 
@@ -627,6 +650,7 @@ static int coord_serve(coord *c) {
     if (kind == M0__K_LEAVING) {
       fprintf(stderr, "m0: worker %d recycles after %llu requests\n", p->first,
               (unsigned long long)c->loops[0].recycle_at);
+      c->recycling = true;
       break; /* the drain, then exit 0: the supervisor starts a fresh one */
     }
   }
@@ -652,6 +676,7 @@ int m0__coord_run(m0__proc *p) {
   c->drain_ms = M0__CFG(c->cfg, drain_timeout_ms);
   c->npool = p->proc.pool;
   int rc = coord_serve(c);
+  coord_ended(c); /* (a start that failed: nothing was drained, the same) */
   /* Threads that said STOPPED are on their way out: wait for their ends
    * within what is left of the drain's bound (it was a second more: the
    * bound is the bound), unless one was named stuck (it will not come out).

@@ -16,7 +16,9 @@
  *   death (waitpid without WUNTRACED). During the drain nothing is respawned.
  * - SIGTERM/SIGINT are forwarded as SIGTERM; each worker drains within the
  *   one bound (its own, from the forwarded signal) and exits at it; a worker
- *   still alive SUP_GRACE_MS after the bound is killed, named, exit 1. The
+ *   still alive SUP_GRACE_MS after the bound is killed, named, exit 1, unless
+ *   its drain is over (its page line's `ended`: it told its own story) and
+ *   only its teardown is left, which gets SUP_TEARDOWN_MS more. The
  *   bound is the bound: that grace covers only the forwarding and a stuck
  *   worker's own exit, not a second of teardown (it was 1 s: a stopped
  *   worker, or a producer inside its step, took the bound plus a second).
@@ -60,12 +62,17 @@ extern char **environ;
  * forwarded SIGTERM reaches it a moment after the supervisor's, and a worker
  * that misses its bound exits at once (m0__exit_now). */
 #define SUP_GRACE_MS 100
+/* How long past that a worker whose drain is over (its page line's `ended`)
+ * may take for its teardown: it told its story (drained, or named what
+ * missed the bound) and exits by itself; killing it would tell another. */
+#define SUP_TEARDOWN_MS 1000
 
 typedef struct sup_worker {
   pid_t pid;
   bool alive;
   int64_t died_ms; /* when its predecessor died, for the respawn time */
   int status;
+  bool killed; /* by the drain, past its bound: named already */
 } sup_worker;
 
 typedef struct sup {
@@ -106,6 +113,12 @@ static void sup_clear_line(sup *s, int i) {
   atomic_store(&ln->pass_start_ms, 0);
   atomic_store(&ln->leaving, 0);
   atomic_store(&ln->beat_ms, 0);
+  atomic_store(&ln->ended, 0);
+}
+
+/* Worker i said its drain is over: only its teardown is left. */
+static bool sup_ended(sup *s, int i) {
+  return atomic_load(&s->proc.page.lines[i].ended) == (uint64_t)s->w[i].pid;
 }
 
 /* An actor of worker i (its process, loop, pool threads). */
@@ -269,8 +282,19 @@ static int sup_wait(sup *s, m0__msg *m, int64_t until) {
   return w == M0__WAIT_MSG ? 1 : w == M0__WAIT_STOP ? 2 : 0;
 }
 
+/* Worker i, alive past the bound and its grace: killed and named. */
+static int sup_kill_stuck(sup *s, int i) {
+  fprintf(stderr, "m0: worker %d (pid %d) did not exit within the bound; killed\n", i, s->w[i].pid);
+  kill(s->w[i].pid, SIGKILL);
+  waitpid(s->w[i].pid, NULL, 0);
+  s->w[i].alive = false;
+  s->w[i].killed = true;
+  return M0__ESTUCK;
+}
+
 /* SIGTERM to every worker, STOP to the producer; every exit within the bound
- * (the workers: plus SUP_GRACE_MS). Returns 0 or an m0__err. */
+ * (the workers: plus SUP_GRACE_MS, and SUP_TEARDOWN_MS more for one whose
+ * drain is over). Returns 0 or an m0__err. */
 static int sup_drain(sup *s) {
   s->draining = true;
   if (s->bus_open) m0__bus_stop(&s->bus); /* the loops stop: no more fleet frames */
@@ -284,6 +308,8 @@ static int sup_drain(sup *s) {
   bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
   for (int i = 0; was_alive && i < s->n; i++) was_alive[i] = s->w[i].alive;
   int64_t bound = m0__now_ms() + s->drain_ms, deadline = bound + SUP_GRACE_MS;
+  int rc = 0;
+  for (int i = 0; i < s->n; i++) s->w[i].killed = false;
   for (;;) {
     sup_reap(s);
     bool alive = false;
@@ -291,19 +317,20 @@ static int sup_drain(sup *s) {
     bool prod = s->has_producer && !m0__handle_exited(&s->prod.h);
     int64_t now = m0__now_ms();
     /* The producer is this process's own thread: its bound has no grace. */
-    if ((!alive && (!prod || now >= bound)) || now >= deadline) break;
+    if ((!alive && (!prod || now >= bound)) || now >= deadline + SUP_TEARDOWN_MS) break;
+    /* Past the grace, a worker whose drain is not over is killed; one whose
+     * drain is over is given its teardown. */
+    for (int i = 0; now >= deadline && i < s->n; i++)
+      if (s->w[i].alive && !sup_ended(s, i)) rc = sup_kill_stuck(s, i);
     m0__msg m;
-    if (sup_wait(s, &m, alive ? deadline : bound) == 1) m0__msg_free(&m);
+    int64_t until = !alive ? bound : now < deadline ? deadline : deadline + SUP_TEARDOWN_MS;
+    if (sup_wait(s, &m, until) == 1) m0__msg_free(&m);
   }
-  int rc = 0;
   for (int i = 0; i < s->n; i++) {
     if (s->w[i].alive) {
-      fprintf(stderr, "m0: worker %d (pid %d) did not exit within the bound; killed\n", i, s->w[i].pid);
-      kill(s->w[i].pid, SIGKILL);
-      waitpid(s->w[i].pid, NULL, 0);
-      s->w[i].alive = false;
-      rc = M0__ESTUCK;
-    } else if (was_alive && was_alive[i] && !(WIFSIGNALED(s->w[i].status) && WTERMSIG(s->w[i].status) == SIGTERM) &&
+      rc = sup_kill_stuck(s, i);
+    } else if (was_alive && was_alive[i] && !s->w[i].killed &&
+               !(WIFSIGNALED(s->w[i].status) && WTERMSIG(s->w[i].status) == SIGTERM) &&
                (!WIFEXITED(s->w[i].status) || WEXITSTATUS(s->w[i].status) != 0)) {
       /* (A worker killed by the forwarded SIGTERM itself was still starting,
        * before its handler: it had nothing in flight. That is a clean stop.) */

@@ -71,7 +71,8 @@ typedef struct m0__loop_line {
   _Atomic uint64_t queued;        /* requests with the pool, not yet answered */
   _Atomic uint64_t dropped;       /* stream frames dropped: a stream's queue was full */
   _Atomic uint64_t beat_ms;       /* the loop's last turn (monotonic ms): the supervisor's heartbeat */
-  uint64_t pad_[6];
+  _Atomic uint64_t ended;         /* prefork: the pid of the worker whose drain is over (only its teardown is left) */
+  uint64_t pad_[5];
 } m0__loop_line;
 
 /* One actor's refusals: the line is taken by storing actor id + 1 (0 is a

@@ -26,6 +26,7 @@ import os
 import random
 import re
 import socket
+import struct
 import time
 
 SEED_ENV = "M0_TEST_SEED"
@@ -204,6 +205,27 @@ class Conn:
             if not chunk:
                 return True
             self.buf += chunk
+
+
+def ws_frames(buf):
+    """The whole server frames (unmasked) at the start of buf: ([(opcode,
+    payload)], the bytes of a frame not whole yet)."""
+    out = []
+    while len(buf) >= 2:
+        n, at = buf[1] & 0x7F, 2
+        if n == 126:
+            if len(buf) < 4:
+                break
+            n, at = struct.unpack(">H", buf[2:4])[0], 4
+        elif n == 127:
+            if len(buf) < 10:
+                break
+            n, at = struct.unpack(">Q", buf[2:10])[0], 10
+        if len(buf) < at + n:
+            break
+        out.append((buf[0] & 0x0F, buf[at:at + n]))
+        buf = buf[at + n:]
+    return out, buf
 
 
 def request(method, path, headers=(), body=b"", version="HTTP/1.1", host=True):

@@ -39,6 +39,7 @@ import time
 import urllib.request
 
 from harness import BIN, Failures, Prefork, Server, wait_for
+from rawhttp import ws_frames as split_frames
 from test_streams import Frame, Stream
 
 F = Failures()
@@ -219,20 +220,8 @@ def ws_frames(sock, timeout=30):
             chunk = b""
         eof = not chunk
         buf += chunk
-        while len(buf) >= 2:
-            n, at = buf[1] & 0x7F, 2
-            if n == 126:
-                if len(buf) < 4:
-                    break
-                n, at = struct.unpack(">H", buf[2:4])[0], 4
-            elif n == 127:
-                if len(buf) < 10:
-                    break
-                n, at = struct.unpack(">Q", buf[2:10])[0], 10
-            if len(buf) < at + n:
-                break
-            out.append((buf[0] & 0x0F, buf[at:at + n]))
-            buf = buf[at + n:]
+        got, buf = split_frames(buf)
+        out += got
     return out, eof
 
 

@@ -38,6 +38,7 @@ except ImportError:  # Debian's package, when the tests run under another python
     import websockets
 
 from harness import Failures, Server, wait_for
+from rawhttp import ws_frames
 
 F = Failures()
 
@@ -150,21 +151,8 @@ def read_frames(s, rest, until_close=True, timeout=5.0):
     out, buf, eof = [], rest, False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        while len(buf) >= 2:
-            n = buf[1] & 0x7F
-            at = 2
-            if n == 126:
-                if len(buf) < 4:
-                    break
-                n, at = struct.unpack(">H", buf[2:4])[0], 4
-            elif n == 127:
-                if len(buf) < 10:
-                    break
-                n, at = struct.unpack(">Q", buf[2:10])[0], 10
-            if len(buf) < at + n:
-                break
-            out.append((buf[0] & 0x0F, buf[at:at + n]))
-            buf = buf[at + n:]
+        got, buf = ws_frames(buf)
+        out += got
         if eof or (not until_close and out):
             break
         s.settimeout(max(0.01, deadline - time.monotonic()))

@@ -179,12 +179,18 @@ def traced_pairs(run, port, topo):
     try:
         if not wait_for(lambda: "listening" in harness.read_log(err) or p.poll() is not None, 5):
             return None
-        traffic(port)
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        c.request("GET", "/echo", headers={"traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"})
-        c.getresponse().read()
-        c.close()
-        wait_for(lambda: harness.read_log(out).count('"kind":"reply"') >= 2 and TRACE_ID in harness.read_log(out), 5)
+        def seen_both():
+            # Each process starts to send its records once it has found the
+            # tracer, a moment apart under load: the traffic (and the traced
+            # request) goes again until the records of both kinds are in.
+            traffic(port)
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/echo", headers={"traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"})
+            c.getresponse().read()
+            c.close()
+            return wait_for(lambda: all(k in harness.read_log(out) for k in
+                                        ('"kind":"reply"', '"kind":"request"', TRACE_ID)), 2)
+        wait_for(seen_both, 10, step=0)
     finally:
         if p.poll() is None:
             os.kill(p.pid, signal.SIGINT)

@@ -6,7 +6,7 @@ waiting for it, while everyone else's answers are delivered.
 A stuck request is GET /slow?ms=600000 (it spins in the view); an in-bound one
 is GET /slow?ms=700, begun before the signal. M0_HOSTCHECK_SLOW_SAYS says on
 stderr when each view begins, so the signal is sent once both are running.
-Proves, each case exiting 1 within the bound plus MARGIN (0.6 s, measured
+Proves, each case exiting 1 within the bound plus MARGIN (0.9 s, measured
 from the signal: the bound is the bound, under prefork too; the exit comes
 ~10-30 ms after it here, and a second past it, the supervisor's old wait for
 a stopped worker or a producer inside its step, fails) and the in-bound
@@ -57,10 +57,11 @@ from rawhttp import Closed, Conn, request
 
 F = Failures()
 SEEN = set()
-# How far past the bound an exit may come, from the signal: generous for a
-# loaded 2-CPU machine (and TSan), well under the second the supervisor used
-# to add.
-MARGIN = 0.6
+# How far past the bound an exit may come, from the signal: the bound is
+# what is under test, so this is a check of time, kept as wide as it can be
+# and still tell the second the supervisor used to add (its sabotage adds
+# exactly that): 0.9 s of slack for a loaded 2-CPU machine, ASan and TSan.
+MARGIN = 0.9
 # ThreadSanitizer sleeps a second in every process's exit (atexit_sleep_ms,
 # default 1000): the whole second the supervisor allows a worker past the bound
 # for its own teardown. The hosts here run without that sleep, so a worker that

@@ -141,6 +141,8 @@ static const rule rules[] = {
      * frames from its instances */
     {ROLE_SOCKET, M0__K_REPLY, S | L | O, ANY_APP},
     {ROLE_SOCKET, M0__K_PUBLISH, S | L | O, ANY_APP},
+    /* an instance's proof, the answer to its socket's challenge (actors/proof.h) */
+    {ROLE_SOCKET, M0__K_HELLO, S | L | O, ANY_APP},
     /* under --workers, a worker's door: the supervisor's relay introduces
      * each leg (which instance it carries: actors/relay.h) */
     {ROLE_SOCKET, M0__K_READY, F, R(M0__ROLE_COORD)},
@@ -149,6 +151,7 @@ static const rule rules[] = {
      * dialed), and the answers to its own asks */
     {M0__ROLE_APP, M0__K_REQUEST, S | L | O, R(M0__ROLE_LOOP) | ANY_APP},
     {M0__ROLE_APP, M0__K_STOP, S | L | O, HOST_TOP | R(M0__ROLE_LOOP) | ANY_APP},
+    {M0__ROLE_APP, M0__K_HELLO, S | L | O, ANY_APP},
     {M0__ROLE_APP, M0__K_REPLY, S, ANY_APP},
 };
 
@@ -216,10 +219,16 @@ static int64_t now_ms(void) {
 }
 
 /* A peer is its host, not its connection: a tcp peer's port is left out,
- * so a flood of fresh connections from one address is named once too. */
-static bool say_now(uint32_t self, const char *peer) {
+ * so a flood of fresh connections from one address is named once too. A
+ * refused dial (no proof, no slot) is keyed by the actor and reason alone:
+ * 2,000 dials from 2,000 addresses are one line, not 2,000. */
+static bool say_now(uint32_t self, int reason, const char *peer) {
   uint64_t h = (1469598103934665603ull ^ self) * 1099511628211ull; /* FNV-1a over the actor and the peer */
-  const char *end = strncmp(peer, "tcp peer ", 9) == 0 && strrchr(peer, ':') ? strrchr(peer, ':') : peer + strlen(peer);
+  bool dial = reason == M0__REFUSE_PROOF || reason == M0__REFUSE_INSTANCES;
+  if (dial) h = (h ^ (uint64_t)(reason + 1)) * 1099511628211ull;
+  const char *end = dial ? peer
+                    : strncmp(peer, "tcp peer ", 9) == 0 && strrchr(peer, ':') ? strrchr(peer, ':')
+                                                                                 : peer + strlen(peer);
   for (const char *p = peer; p < end; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
   int64_t t = now_ms();
   bool say = true;
@@ -250,6 +259,9 @@ static const char *why(int reason) {
   case M0__REFUSE_FRAME_ID: return "a frame id not taken from the counter, or one already written";
   case M0__REFUSE_REPLY: return "a reply to no request in flight with that instance";
   case M0__REFUSE_CONTROL: return "a tracing control the tracer refused";
+  case M0__REFUSE_PROOF: return "an instance without the actor's secret: a wrong proof, none in time, or a message "
+                                "before it";
+  case M0__REFUSE_INSTANCES: return "every instance slot, or every proof in progress, is taken";
   default: return "?";
   }
 }
@@ -257,14 +269,15 @@ static const char *why(int reason) {
 void m0__refused(uint32_t self, int reason, int kind, const char *peer) {
   if (reason < 0 || reason >= M0__REFUSE_COUNT_) return;
   atomic_fetch_add_explicit(&line_of(self)->n[reason], 1, memory_order_relaxed);
-  if (!say_now(self, peer)) return;
+  if (!say_now(self, reason, peer)) return;
   char name[48];
   m0__actor_name(self, name, sizeof name);
+  bool dial = reason == M0__REFUSE_PROOF || reason == M0__REFUSE_INSTANCES;
   fprintf(stderr,
-          "m0: %s refused a %s message from %s (%s: %s); refusals are counted in m0_refused_total, and this "
-          "peer is named again at most every %d s\n",
-          name, kind ? m0__kind_name(kind) : "malformed", peer, m0__refusal_name(reason), why(reason),
-          M0__REFUSAL_LOG_MS / 1000);
+          "m0: %s refused a %s%s from %s (%s: %s); refusals are counted in m0_refused_total, and this "
+          "%s is named again at most every %d s\n",
+          name, kind ? m0__kind_name(kind) : dial ? "dial" : "malformed", kind || !dial ? " message" : "", peer,
+          m0__refusal_name(reason), why(reason), dial ? "reason" : "peer", M0__REFUSAL_LOG_MS / 1000);
 }
 
 void m0__refusals_each(void (*cb)(void *arg, uint32_t actor, int reason, uint64_t n), void *arg) {

@@ -59,7 +59,10 @@ enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL =
   X(FRAME, "frame")         /* a FRAME whose payload does not decode or that the bus would refuse */         \
   X(FRAME_ID, "frame_id")   /* a FRAME id not yet taken from the counter, or one its loop wrote already */    \
   X(REPLY, "reply")         /* a REPLY that is no answer to a request in flight with that instance */      \
-  X(CONTROL, "control")     /* a TRACE whose control the tracer refused (actors/trace.h) */
+  X(CONTROL, "control")     /* a TRACE whose control the tracer refused (actors/trace.h) */                \
+  X(PROOF, "proof")         /* an instance that did not prove itself: a wrong proof, none in time, or a     \
+                             * message before it (actors/proof.h) */                                       \
+  X(INSTANCES, "instances") /* an instance past the actor's M0__SLOTS, or past its proofs in progress */
 
 enum m0__refusal {
 #define M0__REFUSAL_ENUM(name, text) M0__REFUSE_##name,
@@ -93,7 +96,8 @@ int m0__admit(uint32_t self, const m0__env *e, int origin);
 typedef struct m0__refusal_line m0__refusal_line;
 void m0__refusals_attach(m0__refusal_line *lines, int nlines);
 /* Counts one refusal by actor `self` and, at most once per actor and peer
- * every M0__REFUSAL_LOG_MS, says so on stderr, naming the peer. */
+ * every M0__REFUSAL_LOG_MS, says so on stderr, naming the peer (a refused
+ * dial, PROOF or INSTANCES: once per actor and reason, whatever the peer). */
 #define M0__REFUSAL_LOG_MS 10000
 void m0__refused(uint32_t self, int reason, int kind, const char *peer);
 /* Walks the counts: cb(actor id, reason, count) for each that is not 0. */

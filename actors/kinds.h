@@ -1,6 +1,6 @@
 /* The one list of message kinds actors exchange. The payload of each is
  * described beside it; ARCHITECTURE.md draws who sends which to whom. A
- * kind's number is its place in this list (READY = 1 … TRACE = 17): the
+ * kind's number is its place in this list (READY = 1 … HELLO = 18): the
  * numbers are on the wire (docs/wire.md), so a kind is only ever appended. */
 #ifndef M0_ACTORS_KINDS_H
 #define M0_ACTORS_KINDS_H
@@ -22,7 +22,8 @@
   X(ANSWER, "answer")   /* any thread -> loop: a deferred view's answer */       \
   X(PUBLISH, "publish") /* app actor instance -> its actor: a frame for the bus */ \
   X(CHUNK, "chunk")     /* any thread -> loop: a piece of a writer's response (actors/writer.h) */ \
-  X(TRACE, "trace")     /* m0trace (this machine) -> loop: switch this process's tracing. payload: JSON (actors/trace.h) */
+  X(TRACE, "trace")     /* m0trace (this machine) -> loop: switch this process's tracing. payload: JSON (actors/trace.h) */ \
+  X(HELLO, "hello")     /* app actor socket -> instance: a challenge (nonce, context); back: the proof (actors/proof.h) */
 
 enum m0__kind {
   M0__KIND_NONE_ = 0,

@@ -143,7 +143,10 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
   return !a->children && !none ? M0__ENOMEM : 0;
 }
 
+void m0__app_actors_drain(m0__app_actors *a) { m0__children_drain(a->children); }
+
 void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline) {
+  m0__children_drain(a->children); /* before STOP: an instance it ends is not started again */
   for (int k = 0; k < a->ninst; k++) {
     m0__instance *in = &a->inst[k];
     if (!in->h.started || m0__handle_exited(&in->h)) continue;

@@ -55,6 +55,9 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
                          m0_publisher *pub);
 /* How many handles decl adds (its thread instances). */
 int m0__app_actors_handles(const m0__app_decl *decl);
+/* The drain began: a spawned instance that ends from now on is not
+ * restarted (it stays down until the stop below). */
+void m0__app_actors_drain(m0__app_actors *a);
 /* After the loops drained: every instance is asked to stop; spawned ones
  * are waited for until deadline (then killed), and connected ones until
  * they have left (or deadline), so no STOP is lost in a closing socket. */

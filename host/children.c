@@ -40,7 +40,8 @@ struct m0__children {
   pthread_mutex_t mu;       /* kids, against the watcher */
   pthread_t watcher;
   int stop_efd;
-  bool stopping;
+  bool draining; /* the host's drain began: an instance that ends stays down */
+  bool stopping; /* the watcher ends */
 };
 
 static int pidfd_of(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
@@ -61,9 +62,14 @@ static int child_spawn(m0__children *ch, child *c) {
   bool with_tls = m0__link_encrypted(ch->urls[c->actor]) && m0__links_tls_files(&tls[0], &tls[1], &tls[2]);
   static const char *const tls_vars[3] = {"M0_TLS_CERT", "M0_TLS_KEY", "M0_TLS_CA"};
   for (int i = 0; with_tls && i < 3; i++) snprintf(e_tls[i], sizeof e_tls[i], "%s=%s", tls_vars[i], tls[i]);
+  /* Its proof's secret (actors/proof.h), in its environment (readable by
+   * this user alone, in /proc), never on its command line. */
+  const m0__secret *sec = ch->svcs[c->actor].secret;
+  char e_secret[sizeof "M0__ACTOR_SECRET=" + M0__SECRET_MAX];
+  if (sec) snprintf(e_secret, sizeof e_secret, "M0__ACTOR_SECRET=%.*s", (int)sec->len, (const char *)sec->key);
   size_t n = 0;
   while (environ[n]) n++;
-  char **env = calloc(n + 8, sizeof *env);
+  char **env = calloc(n + 9, sizeof *env);
   if (!env) return -1;
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
@@ -73,6 +79,7 @@ static int child_spawn(m0__children *ch, child *c) {
   env[k++] = e_url;
   env[k++] = e_parent;
   for (int i = 0; with_tls && i < 3; i++) env[k++] = e_tls[i];
+  if (sec) env[k++] = e_secret;
   char name[80];
   snprintf(name, sizeof name, "%s.%d", sp->name, c->instance);
   char *argv[] = {name, NULL};
@@ -87,6 +94,7 @@ static int child_spawn(m0__children *ch, child *c) {
   int rv = posix_spawn(&pid, "/proc/self/exe", NULL, &at, argv, env);
   posix_spawnattr_destroy(&at);
   free(env);
+  if (sec) memset(e_secret, 0, sizeof e_secret);
   if (rv != 0) {
     fprintf(stderr, "m0: cannot spawn instance %d of actor %s: %s\n", c->instance, sp->name, strerror(rv));
     return -1;
@@ -116,7 +124,7 @@ static void child_exited(m0__children *ch, child *c) {
   close(c->pidfd);
   c->pidfd = -1;
   c->pid = 0;
-  if (ch->stopping) return;
+  if (ch->draining || ch->stopping) return;
   const m0__actor_spec *sp = &ch->decl->actors[c->actor];
   if (!restart_allowed(ch, c->actor)) {
     c->given_up = true;
@@ -205,10 +213,42 @@ m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, ch
   return ch;
 }
 
+void m0__children_drain(m0__children *ch) {
+  if (!ch) return;
+  pthread_mutex_lock(&ch->mu);
+  ch->draining = true;
+  pthread_mutex_unlock(&ch->mu);
+}
+
+/* Whether c has exited (not reaped: waitpid is the caller's). */
+static bool child_gone(const child *c) {
+  siginfo_t si = {0};
+  return waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == c->pid;
+}
+
+/* Waits until c exits or the clock passes deadline; true when it exited.
+ * Only the clock ends the wait: a poll() that returns early (EINTR from a
+ * worker's or a sibling's SIGCHLD, a second SIGTERM) waits again for what
+ * is left. Without a pidfd, the exit is looked for every 10 ms. */
+static bool child_wait(const child *c, int64_t deadline) {
+  bool by_fd = c->pidfd >= 0;
+  for (;;) {
+    if (!by_fd && child_gone(c)) return true;
+    int64_t left = deadline - m0__now_ms();
+    if (left <= 0) return child_gone(c);
+    int ms = left > 1000000 ? 1000000 : (int)left;
+    if (!by_fd && ms > 10) ms = 10;
+    struct pollfd pf = {c->pidfd, POLLIN, 0};
+    int rv = by_fd ? poll(&pf, 1, ms) : poll(NULL, 0, ms);
+    if (rv > 0) return true;
+    if (rv < 0 && errno != EINTR) by_fd = false; /* cannot wait on it: looked for every 10 ms */
+  }
+}
+
 void m0__children_stop(m0__children *ch, int64_t deadline) {
   if (!ch) return;
   pthread_mutex_lock(&ch->mu);
-  ch->stopping = true;
+  ch->draining = ch->stopping = true;
   pthread_mutex_unlock(&ch->mu);
   uint64_t one = 1;
   if (write(ch->stop_efd, &one, sizeof one) < 0) { /* an eventfd write fails only on overflow */
@@ -219,9 +259,7 @@ void m0__children_stop(m0__children *ch, int64_t deadline) {
   for (int i = 0; i < ch->nkids; i++) {
     child *c = &ch->kids[i];
     if (c->pid <= 0) continue;
-    int64_t left = deadline - m0__now_ms();
-    struct pollfd pf = {c->pidfd, POLLIN, 0};
-    if (c->pidfd < 0 || left <= 0 || poll(&pf, 1, (int)(left > 1000000 ? 1000000 : left)) <= 0) {
+    if (!child_wait(c, deadline)) {
       fprintf(stderr, "m0: actor %s: instance %d did not stop within the drain's bound; killed\n",
               ch->decl->actors[c->actor].name, c->instance);
       kill(c->pid, SIGKILL);

@@ -12,9 +12,14 @@
  *   restart_intensity — then it stays down (said once), and the actor's
  *   routes answer 503 while the rest of the host serves (Erlang/OTP's
  *   restart intensity, per actor).
+ * - Once the host's drain began (m0__children_drain) a child that ends is
+ *   reaped and stays down: nothing is restarted under a drain, whether it
+ *   ended by itself, by the actor's STOP, or by a signal.
  * - A child is asked to stop by its actor's STOP over the wire, then
- *   SIGTERM; the drain's bound ends with SIGKILL. A child whose host dies
- *   gets SIGTERM from the kernel (PR_SET_PDEATHSIG).
+ *   SIGTERM, and waited for until the drain's bound; only the clock ends
+ *   that wait (a poll() cut short by a signal, a sibling's or a worker's
+ *   SIGCHLD, waits again), then SIGKILL, named on stderr. A child whose
+ *   host dies gets SIGTERM from the kernel (PR_SET_PDEATHSIG).
  */
 #ifndef M0_HOST_CHILDREN_H
 #define M0_HOST_CHILDREN_H
@@ -31,6 +36,8 @@ typedef struct m0__children m0__children;
  * spawn fails; *none set when there is nothing to spawn. */
 m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, char (*urls)[M0__URL_MAX],
                                  bool *none);
+/* The host's drain began: from now on no child is restarted. */
+void m0__children_drain(m0__children *ch);
 /* SIGTERM to every child, waits until deadline (CLOCK_MONOTONIC ms), then
  * SIGKILL to what is left, reaps, and frees. */
 void m0__children_stop(m0__children *ch, int64_t deadline);

@@ -184,6 +184,7 @@ static int coord_drain(coord *c, int64_t deadline) {
   const m0__proc *p = c->p;
   int waiting = 0, loops_left = 0;
   c->deadline = deadline;
+  m0__app_actors_drain(&c->aa); /* no spawned instance restarted from now on */
   if (c->bus_open) m0__bus_stop(&c->bus); /* the loops stop: no more fleet frames */
   /* A worker in the host's drain: every loop drains and ends its streams, so
    * a frame is moot (as the supervisor hangs up at once). Hung up on now,

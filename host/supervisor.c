@@ -297,6 +297,7 @@ static int sup_kill_stuck(sup *s, int i) {
  * drain is over). Returns 0 or an m0__err. */
 static int sup_drain(sup *s) {
   s->draining = true;
+  m0__app_actors_drain(&s->aa); /* no spawned instance restarted from now on */
   if (s->bus_open) m0__bus_stop(&s->bus); /* the loops stop: no more fleet frames */
   sup_kill_all(s, SIGTERM);
   /* Draining loops end their streams, so a frame for them is moot, and their

@@ -6,6 +6,7 @@
  * channel from the instance (wherever it runs: the host numbers the frame),
  * and the answer says "published":true or false. `x-sleep-ms: N` (at most
  * 10000) waits N ms before answering: a request held in flight.
+ * M0_ECHO_STOP_MS=N makes instance 0 take N ms to stop (echo_free).
  * And the kind `silent`, which never replies (its routes answer 504). */
 #ifndef M0_APPS_ECHO_H
 #define M0_APPS_ECHO_H
@@ -74,7 +75,19 @@ static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
   free(text);
 }
 
-static void echo_free(void *state) { free(state); }
+/* M0_ECHO_STOP_MS=N: instance 0 takes N ms (at most 10000) to stop, said on
+ * stderr as it begins: an instance the drain must wait for. */
+static void echo_free(void *state) {
+  echo_state *s = state;
+  const char *ms = getenv("M0_ECHO_STOP_MS");
+  long v = ms ? atol(ms) : 0;
+  if (s && s->instance == 0 && v > 0 && v <= 10000) {
+    fprintf(stderr, "echo: instance 0 (pid %d) stopping, %ld ms\n", (int)getpid(), v);
+    usleep((useconds_t)v * 1000);
+    fprintf(stderr, "echo: instance 0 (pid %d) stopped\n", (int)getpid());
+  }
+  free(state);
+}
 
 static void silent_receive(void *state, const m0_request *req, m0_reply *rep) {}
 

@@ -235,8 +235,8 @@ def drain():
     with Prefork("host_check", "--workers", "2", "--port", "0", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
         wait_for(lambda: len(children(s.proc.pid)) == 2, 5)
         with Conn(s.port, timeout=10) as c:
+            t0 = time.monotonic()  # before the send: the view's 1500 ms all come after it
             c.send(request("GET", "/slow?ms=1500"))
-            t0 = time.monotonic()
             F.check(wait_for(lambda: "/slow 1500 ms begins" in s.stderr(), 10),
                     f"{label}: the view began before the signal\n{s.stderr()}")  # in flight in a worker now
             s.signal(signal.SIGTERM)

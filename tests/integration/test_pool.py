@@ -204,8 +204,8 @@ def drain_in_flight():
     label = "SIGTERM during a pool-thread /slow?ms=3000"
     with Server("host_check", "--blocking-threads", "1", "--port", "0", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
         with Conn(s.port, timeout=10) as c:
+            t0 = time.monotonic()  # before the send: the view's 3000 ms all come after it
             c.send(request("GET", "/slow?ms=3000"))
-            t0 = time.monotonic()
             F.check(wait_for(lambda: "/slow 3000 ms begins on loop 0 thread 0" in s.stderr(), 10),
                     f"{label}: the view began on the pool thread\n{s.stderr()}")  # it is spinning there now
             s.signal()

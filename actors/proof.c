@@ -20,29 +20,32 @@ static int proof_random(uint8_t *out, size_t n) {
   return 0;
 }
 
-int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t whylen) {
+int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t whylen, char *fix, size_t fixlen) {
   out->len = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
-    snprintf(why, whylen, "the key file %s cannot be read: %s (give a file this user can read)", path,
-             strerror(errno));
+    snprintf(why, whylen, "the key file %s cannot be read: %s", path, strerror(errno));
+    snprintf(fix, fixlen, "give a key file this user can read");
     return -1;
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    snprintf(why, whylen, "the key file %s is not a regular file (give a file of %d to %d secret bytes)", path,
-             M0__SECRET_MIN, M0__SECRET_MAX);
+    snprintf(why, whylen, "the key file %s is not a regular file", path);
+    snprintf(fix, fixlen, "give a file that holds the secret");
     return -1;
   }
   if (st.st_uid != geteuid() || (st.st_mode & 077)) {
     close(fd);
-    if (st.st_uid != geteuid())
-      snprintf(why, whylen, "the key file %s belongs to uid %u, not to this user (uid %u) (chown it to this user, "
-                            "then chmod 600 %s)", path, (unsigned)st.st_uid, (unsigned)geteuid(), path);
-    else
-      snprintf(why, whylen, "the key file %s may be read or written by group or others (mode %03o) (chmod 600 %s)",
-               path, (unsigned)(st.st_mode & 0777), path);
+    if (st.st_uid != geteuid()) {
+      snprintf(why, whylen, "the key file %s belongs to uid %u, not to this user (uid %u)", path,
+               (unsigned)st.st_uid, (unsigned)geteuid());
+      snprintf(fix, fixlen, "chown it to this user, then chmod 600 %s", path);
+    } else {
+      snprintf(why, whylen, "the key file %s may be read or written by group or others (mode %03o)", path,
+               (unsigned)(st.st_mode & 0777));
+      snprintf(fix, fixlen, "chmod 600 %s", path);
+    }
     return -1;
   }
   ssize_t n = read(fd, out->key, sizeof out->key);
@@ -51,11 +54,16 @@ int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t wh
   close(fd);
   if (n > 0 && out->key[n - 1] == '\n') n--;
   if (n > 0 && out->key[n - 1] == '\r') n--;
-  if (n < M0__SECRET_MIN || longer) {
-    snprintf(why, whylen, "the key file %s holds %s bytes: a secret is %d to %d bytes (make one: head -c 32 "
-                          "/dev/urandom | od -An -tx1 | tr -d ' \\n' > %s; chmod 600 %s)",
-             path, longer ? "more than 4096" : n < 0 ? "no readable" : "too few", M0__SECRET_MIN, M0__SECRET_MAX, path,
+  bool printable = n > 0;
+  for (ssize_t i = 0; i < n; i++) printable &= out->key[i] > ' ' && out->key[i] < 0x7f;
+  if (n < M0__SECRET_MIN || longer || !printable) {
+    snprintf(why, whylen, "the key file %s %s: a secret is one line of %d to %d printable characters", path,
+             longer ? "holds more than 4096 bytes" : n < M0__SECRET_MIN ? "holds too few bytes"
+                                                                       : "holds a space or a control character",
+             M0__SECRET_MIN, M0__SECRET_MAX);
+    snprintf(fix, fixlen, "make one: head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > %s; chmod 600 %s", path,
              path);
+    memset(out->key, 0, sizeof out->key);
     out->len = 0;
     return -1;
   }
@@ -79,6 +87,8 @@ int m0__secret_from_text(const char *text, m0__secret *out) {
   size_t n = text ? strlen(text) : 0;
   out->len = 0;
   if (n < M0__SECRET_MIN || n > M0__SECRET_MAX) return -1;
+  for (size_t i = 0; i < n; i++)
+    if ((uint8_t)text[i] <= ' ' || (uint8_t)text[i] >= 0x7f) return -1;
   memcpy(out->key, text, n);
   out->len = n;
   return 0;

@@ -11,7 +11,8 @@
  *
  * Design notes
  * - The secret is bytes, used as the HMAC key as they are: a key file's
- *   content less one trailing newline (16 to 4096 bytes), or, for the
+ *   one line of 16 to 4096 printable characters (its newline not
+ *   included: what any language reads back the same), or, for the
  *   instances the host spawns, 64 hex digits it draws from getrandom at
  *   start and hands them in their environment (M0__ACTOR_SECRET), never on
  *   a command line. An outside instance names its key file in
@@ -46,9 +47,9 @@ typedef struct m0__secret {
   size_t len; /* 0: none */
 } m0__secret;
 
-/* Reads a key file (the rules above). 0, or -1 with the one-line reason
- * and its fix in why. */
-int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t whylen);
+/* Reads a key file (the rules above). 0, or -1 with the one-line reason in
+ * why and its fix in fix. */
+int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t whylen, char *fix, size_t fixlen);
 /* A fresh secret for spawned instances: 64 hex digits from getrandom. 0 or -1. */
 int m0__secret_make(m0__secret *out);
 /* The secret as given in an environment variable's value (printable, 16 to

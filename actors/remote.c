@@ -7,6 +7,11 @@
  * Design notes
  * - The dial does not need the host to be up: nng redials in the
  *   background, and a host that restarts is found again.
+ * - Over plain tcp the host asks it to prove it holds the actor's secret
+ *   (actors/proof.h): a HELLO whose payload it answers with its HMAC. The
+ *   secret is M0__ACTOR_SECRET's (a spawned instance's, taken out of the
+ *   environment at once, so the application's own children never see it)
+ *   or the key file M0_ACTOR_SECRET_FILE names (an outside one).
  * - SIGTERM and SIGINT end it between batches. They are blocked before
  *   nng starts its threads (which inherit the mask) and read from a
  *   signalfd polled beside the socket's receive descriptor: no handler runs
@@ -22,6 +27,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <string.h>
@@ -30,6 +36,7 @@
 #include "actors/envelope.h"
 #include "actors/instance.h"
 #include "actors/kinds.h"
+#include "actors/proof.h"
 #include "actors/publisher.h"
 #include "actors/wire.h"
 #include "base/errors.h"
@@ -108,6 +115,44 @@ static void close_bounded(nng_socket sock) {
   }
 }
 
+/* This instance's secret, if it was given one: 0 (none is none), or 78
+ * (a key file that is no key: said on stderr). */
+static int remote_secret(const char *actor, m0__secret *sec) {
+  sec->len = 0;
+  const char *given = getenv("M0__ACTOR_SECRET"), *file = getenv("M0_ACTOR_SECRET_FILE");
+  if (given) {
+    int rv = m0__secret_from_text(given, sec);
+    unsetenv("M0__ACTOR_SECRET");
+    if (rv != 0) fprintf(stderr, "m0: actor %s: M0__ACTOR_SECRET is not 16 to 4096 bytes; ignored\n", actor);
+    return 0;
+  }
+  char why[600], fix[600];
+  if (file && file[0] && m0__secret_read_file(file, sec, why, sizeof why, fix, sizeof fix) != 0) {
+    fprintf(stderr, "m0: actor %s: M0_ACTOR_SECRET_FILE: %s (%s)\n", actor, why, fix);
+    return 78;
+  }
+  return 0;
+}
+
+/* The host's challenge (a HELLO): answered with this instance's proof. */
+static void remote_prove(const char *actor, const m0__secret *sec, nng_socket sock, const m0__env *e,
+                         const uint8_t *c, size_t n, bool *said) {
+  nng_msg *out;
+  if (!sec->len) {
+    if (!*said)
+      fprintf(stderr, "m0: actor %s: the host asks this instance to prove it holds the actor's secret, and it has "
+                      "none (give its key file in M0_ACTOR_SECRET_FILE, or dial a tls+tcp:// or ipc:// URL)\n",
+              actor);
+    *said = true;
+    return;
+  }
+  if (nng_msg_alloc(&out, M0__ENV_HEADER + M0__PROOF_MAC) != 0) return;
+  m0__env r = {.kind = M0__K_HELLO, .from = e->to, .to = e->from};
+  m0__env_write(nng_msg_body(out), &r, M0__PROOF_MAC);
+  if (m0__proof_answer(sec, c, n, (uint8_t *)nng_msg_body(out) + M0__ENV_HEADER) != 0 || nng_sendmsg(sock, out, 0) != 0)
+    nng_msg_free(out);
+}
+
 /* Takes the stop signals that came (so none is left pending), closes the
  * descriptor and gives the thread its mask back. */
 static void signals_restore(int sfd, const sigset_t *old) {
@@ -148,6 +193,13 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
     signals_restore(sfd, &old);
     return 78;
   }
+  m0__secret sec;
+  if (remote_secret(kind->name, &sec) != 0) {
+    m0__socket_close(sock);
+    signals_restore(sfd, &old);
+    return 78;
+  }
+  bool said_no_secret = false;
   int rv = m0__link_dial(sock, url, 0);
   if (rv != 0) rv = m0__link_dial(sock, url, NNG_FLAG_NONBLOCK); /* not up yet: redialed in the background */
   if (rv != 0 || nng_socket_get_int(sock, NNG_OPT_RECVFD, &rfd) != 0) {
@@ -185,6 +237,11 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
       nng_msg_free(m);
       break;
     }
+    if (e.kind == M0__K_HELLO) {
+      remote_prove(kind->name, &sec, sock, &e, payload, len, &said_no_secret);
+      nng_msg_free(m);
+      continue;
+    }
     nng_msg *out;
     if (e.kind != M0__K_REQUEST || m0__wire_batch_new(&out, (len < (1u << 20) ? len : (1u << 20)) + 256) != 0) {
       nng_msg_free(m);
@@ -204,5 +261,6 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   close_bounded(sock);
   m0__publisher_close(&pub);
   signals_restore(sfd, &old);
+  memset(&sec, 0, sizeof sec);
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "actors/admit.h"
 #include "actors/edges.h"
@@ -28,6 +29,7 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->left, &ca);
+  pthread_cond_init(&s->gate_cv, &ca);
   pthread_condattr_destroy(&ca);
   m0__app_actor_named(index, name);
 }
@@ -73,6 +75,154 @@ int m0__service_pick(m0__service *s, bool *full, uint32_t *gen) {
   return best;
 }
 
+/* ---- connected instances: proofs (actors/proof.h) ---- */
+
+static void slot_take(m0__service *s, int k, unsigned p);
+
+static int64_t service_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Pipe p's proof in progress (under mu), or NULL. */
+static struct m0__proving *proving_of(m0__service *s, unsigned p) {
+  for (int u = 0; p && u < M0__SLOTS; u++)
+    if (s->proving[u].pipe == p) return &s->proving[u];
+  return NULL;
+}
+
+/* A proof begins for pipe p (under mu): its challenge drawn, its deadline
+ * set. NULL: every entry is taken (or getrandom failed). */
+static struct m0__proving *proving_new(m0__service *s, unsigned p) {
+  struct m0__proving *pv = NULL;
+  for (int u = 0; u < M0__SLOTS && !pv; u++)
+    if (s->proving[u].pipe == 0) pv = &s->proving[u];
+  if (!pv || !(pv->n = m0__proof_challenge(pv->challenge, s->name))) return NULL;
+  pv->pipe = p;
+  pv->added = pv->sent = false;
+  pv->deadline = service_now_ms() + M0__PROOF_MS;
+  return pv;
+}
+
+/* A dial refused (no slot, no proof): counted by the actor's socket and
+ * said once per actor and reason (actors/admit.h), and its pipe closed. */
+static void dial_refused(m0__service *s, nng_pipe p, int reason, int kind) {
+  char where[64], peer[80];
+  m0__pipe_where((unsigned)nng_pipe_id(p), "this machine", where, sizeof where);
+  snprintf(peer, sizeof peer, "%s (an instance)", where);
+  m0__refused(s->self.id, reason, kind, peer);
+  nng_pipe_close(p);
+}
+
+/* The gate: sends each added pipe its challenge (a HELLO, unsealed: an
+ * instance may be any program) and closes those whose time ran out. Its
+ * own thread, not nng's pipe callbacks, which must not send. */
+static void *service_gate(void *arg) {
+  m0__service *s = arg;
+  pthread_mutex_lock(&s->mu);
+  while (!s->gate_stop) {
+    struct {
+      unsigned pipe;
+      size_t n;
+      uint8_t c[M0__CHALLENGE_MAX];
+    } send[M0__SLOTS];
+    unsigned late[M0__SLOTS];
+    int nsend = 0, nlate = 0;
+    int64_t now = service_now_ms(), next = now + 1000;
+    for (int u = 0; u < M0__SLOTS; u++) {
+      struct m0__proving *pv = &s->proving[u];
+      if (!pv->pipe) continue;
+      if (now >= pv->deadline) {
+        late[nlate++] = pv->pipe;
+        pv->pipe = 0;
+        continue;
+      }
+      if (pv->deadline < next) next = pv->deadline;
+      if (pv->added && !pv->sent) {
+        pv->sent = true;
+        send[nsend].pipe = pv->pipe;
+        send[nsend].n = pv->n;
+        memcpy(send[nsend++].c, pv->challenge, pv->n);
+      }
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < nsend; i++) {
+      nng_msg *m;
+      nng_pipe p = NNG_PIPE_INITIALIZER;
+      p.id = send[i].pipe;
+      if (nng_msg_alloc(&m, M0__ENV_HEADER + send[i].n) != 0) {
+        nng_pipe_close(p); /* it redials */
+        continue;
+      }
+      m0__env e = {.kind = M0__K_HELLO, .from = s->self.id, .to = s->self.id};
+      m0__env_write(nng_msg_body(m), &e, (uint32_t)send[i].n);
+      memcpy((uint8_t *)nng_msg_body(m) + M0__ENV_HEADER, send[i].c, send[i].n);
+      nng_msg_set_pipe(m, p);
+      if (nng_sendmsg(s->self.mailbox, m, NNG_FLAG_NONBLOCK) != 0) {
+        nng_msg_free(m);
+        nng_pipe_close(p);
+      }
+    }
+    for (int i = 0; i < nlate; i++) dial_refused(s, (nng_pipe){.id = late[i]}, M0__REFUSE_PROOF, 0);
+    pthread_mutex_lock(&s->mu);
+    if (nsend || nlate || s->gate_stop) continue;
+    bool ready = false;
+    for (int u = 0; u < M0__SLOTS; u++) ready |= s->proving[u].pipe && s->proving[u].added && !s->proving[u].sent;
+    if (ready) continue;
+    struct timespec until = {.tv_sec = next / 1000, .tv_nsec = (next % 1000) * 1000000L};
+    pthread_cond_timedwait(&s->gate_cv, &s->mu, &until);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* An instance's answer (a HELLO on pipe p; the reply thread): a slot when
+ * it proves the secret, else its pipe closed. */
+static void proof_taken(m0__service *s, const m0__msg *m) {
+  nng_pipe p = nng_msg_get_pipe(m->nmsg);
+  pthread_mutex_lock(&s->mu);
+  struct m0__proving *pv = proving_of(s, (unsigned)nng_pipe_id(p));
+  if (!pv) { /* proved already (or closed): one more HELLO is counted, not acted on */
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add(&s->st->refused, 1);
+    return;
+  }
+  bool sent = pv->sent;
+  bool ok = sent && m0__proof_check(s->secret, pv->challenge, pv->n, m->payload, m->len);
+  int k = -1;
+  pv->pipe = 0; /* one answer each; one before its challenge is none */
+  for (int i = 0; ok && k < 0 && i < s->nslots; i++)
+    if (atomic_load(&s->slots[i].pipe) == 0) k = i;
+  if (k >= 0) slot_take(s, k, (unsigned)nng_pipe_id(p));
+  pthread_mutex_unlock(&s->mu);
+  if (k >= 0) {
+    if (s->relay) m0__relay_wake(s->relay);
+    return;
+  }
+  dial_refused(s, p, ok ? M0__REFUSE_INSTANCES : M0__REFUSE_PROOF, ok ? 0 : M0__K_HELLO);
+}
+
+/* A REPLY or PUBLISH from a pipe that has not proved itself (yet):
+ * refused and dropped (a frame an instance published from its make, before
+ * its answer went, is lost, not its connection). false: the pipe has a
+ * slot (or no proof is asked). */
+static bool unproved(m0__service *s, const m0__msg *m) {
+  if (!s->secret) return false;
+  nng_pipe p = nng_msg_get_pipe(m->nmsg);
+  pthread_mutex_lock(&s->mu);
+  bool has = false;
+  for (int k = 0; !has && k < s->nslots; k++) has = (int)atomic_load(&s->slots[k].pipe) == nng_pipe_id(p);
+  pthread_mutex_unlock(&s->mu);
+  if (has) return false;
+  char where[64], peer[80];
+  m0__pipe_where((unsigned)nng_pipe_id(p), "this machine", where, sizeof where);
+  snprintf(peer, sizeof peer, "%s (an instance)", where);
+  atomic_fetch_add(&s->st->refused, 1);
+  m0__refused(s->self.id, M0__REFUSE_PROOF, m->env.kind, peer);
+  return true;
+}
+
 /* ---- connected instances: pipe events (on nng's threads) ----
  *
  * A pipe takes its slot at ADD_PRE, before nng adds it to the socket: a
@@ -113,15 +263,22 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     m0__slot *free_slot = NULL;
     for (int k = 0; !free_slot && k < s->nslots; k++)
       if (atomic_load(&s->slots[k].pipe) == 0) free_slot = &s->slots[k];
-    if (!free_slot) {
-      atomic_fetch_add(&s->st->refused, 1);
+    struct m0__proving *pv = s->secret && free_slot ? proving_new(s, (unsigned)nng_pipe_id(p)) : NULL;
+    if (!free_slot || (s->secret && !pv)) {
       pthread_mutex_unlock(&s->mu);
-      fprintf(stderr, "m0: actor %s: %d instances are connected already; one more was refused\n", s->name, M0__SLOTS);
-      nng_pipe_close(p);
+      dial_refused(s, p, M0__REFUSE_INSTANCES, 0);
       return;
     }
-    slot_take(s, (int)(free_slot - s->slots), (unsigned)nng_pipe_id(p));
+    if (!s->secret) slot_take(s, (int)(free_slot - s->slots), (unsigned)nng_pipe_id(p));
+  } else if (ev == NNG_PIPE_EV_ADD_POST && s->secret) {
+    struct m0__proving *pv = proving_of(s, (unsigned)nng_pipe_id(p));
+    if (pv) {
+      pv->added = true;
+      pthread_cond_signal(&s->gate_cv);
+    }
   } else if (ev == NNG_PIPE_EV_REM_POST) {
+    struct m0__proving *pv = s->secret ? proving_of(s, (unsigned)nng_pipe_id(p)) : NULL;
+    if (pv) pv->pipe = 0;
     for (int u = 0; s->door && u < M0__SLOTS; u++)
       if (s->unmet[u] == (unsigned)nng_pipe_id(p)) s->unmet[u] = 0;
     m0__slot *sl = slot_of_pipe(s, p);
@@ -212,6 +369,15 @@ static bool door_intro(m0__service *s, const m0__msg *m) {
   return ok;
 }
 
+/* A message from an instance refused: in the actor's figures and in
+ * m0_refused_total, named at most once per interval (actors/admit.h). */
+static void service_refused(m0__service *s, int reason, const m0__msg *m) {
+  char peer[96];
+  atomic_fetch_add(&s->st->refused, 1);
+  m0__msg_peer(m, peer, sizeof peer);
+  m0__refused(s->self.id, reason, m->env.kind, peer);
+}
+
 /* The reply thread: each REPLY stamped with its slot and handed to its
  * loop; each PUBLISH put on the bus; at a worker's door, each leg's
  * introduction. */
@@ -226,13 +392,23 @@ static void *service_rx(void *arg) {
       continue;
     }
     if (rv != 0) continue;
+    if (m.env.kind == M0__K_HELLO) {
+      if (s->secret) proof_taken(s, &m);
+      else atomic_fetch_add(&s->st->refused, 1); /* no proof was asked */
+      m0__msg_free(&m);
+      continue;
+    }
+    if ((m.env.kind == M0__K_PUBLISH || m.env.kind == M0__K_REPLY) && unproved(s, &m)) {
+      m0__msg_free(&m);
+      continue;
+    }
     if (m.env.kind == M0__K_PUBLISH) {
       service_publish(s, &m);
       m0__msg_free(&m);
       continue;
     }
     if (m.env.kind == M0__K_READY) {
-      if (!door_intro(s, &m)) atomic_fetch_add(&s->st->refused, 1);
+      if (!door_intro(s, &m)) service_refused(s, M0__REFUSE_ADDRESS, &m); /* introduces no leg of this door */
       m0__msg_free(&m);
       continue;
     }
@@ -242,16 +418,16 @@ static void *service_rx(void *arg) {
     pthread_mutex_unlock(&s->mu);
     m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m.env.to);
     if (k < 0 || m.env.kind != M0__K_REPLY || (!to && !s->relay)) {
-      atomic_fetch_add(&s->st->refused, 1);
+      /* from a pipe no instance holds (a leg not yet introduced), or to no
+       * loop of this process */
+      service_refused(s, k < 0 ? M0__REFUSE_REPLY : M0__REFUSE_ADDRESS, &m);
       m0__msg_free(&m);
       continue;
     }
     m0__le_put32((uint8_t *)nng_msg_body(m.nmsg) + 8, m0__service_slot_id(s, k)); /* the envelope's from */
     if (s->relay) { /* to the worker whose loop asked; its door counts the edge */
-      if (m0__relay_reply(s->relay, m.env.to, m.nmsg) == 0)
-        m.nmsg = NULL;
-      else
-        atomic_fetch_add(&s->st->refused, 1);
+      if (m0__relay_reply(s->relay, m.env.to, m.nmsg) == 0) m.nmsg = NULL;
+      else service_refused(s, M0__REFUSE_ADDRESS, &m); /* to no worker's loop the relay reaches */
     } else if (m0__inbox_put(to, m.nmsg) == 0) {
       m.nmsg = NULL;
       /* its sender is outside: counted here (actors/edges.h) */
@@ -279,6 +455,10 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
     return M0__ENOMEM;
   }
   s->rx_started = true;
+  if (s->secret && !s->door) {
+    if (pthread_create(&s->gate, NULL, service_gate, s) != 0) return M0__ENOMEM; /* closed by m0__service_close */
+    s->gate_started = true;
+  }
   return 0;
 }
 
@@ -313,9 +493,18 @@ void m0__service_await_instances(m0__service *s, int64_t deadline) {
 }
 
 void m0__service_close(m0__service *s) {
+  if (s->gate_started) { /* first: it sends on the socket */
+    pthread_mutex_lock(&s->mu);
+    s->gate_stop = true;
+    pthread_cond_signal(&s->gate_cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->gate, NULL);
+    s->gate_started = false;
+  }
   if (s->self.open) m0__actor_close(&s->self);
   if (s->rx_started) pthread_join(s->rx, NULL);
   s->rx_started = false;
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->left);
+  pthread_cond_destroy(&s->gate_cv);
 }

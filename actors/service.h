@@ -25,6 +25,16 @@
  *   inbox of the loop named by the envelope's `to` — the REQUEST's `from`
  *   the instance was told to answer to — or of the thread instance that
  *   asked (m0_ask), when `to` names one.
+ * - Over plain tcp an instance proves it holds the actor's secret before it
+ *   takes a slot (actors/proof.h): its pipe waits in `proving`, without a
+ *   slot, while the gate thread sends it a challenge (a HELLO); the reply
+ *   thread checks its answer and gives it a slot. A wrong answer, none
+ *   within M0__PROOF_MS, or a REPLY or PUBLISH before it closes the pipe,
+ *   refused (proof). Until then it is sent nothing else and nothing it
+ *   sends reaches a loop or a stream.
+ * - A dial past the free slots (or the proofs in progress) is closed at
+ *   once, refused (instances); refused dials are said once per actor and
+ *   reason (actors/admit.h), not once per address.
  */
 #ifndef M0_ACTORS_SERVICE_H
 #define M0_ACTORS_SERVICE_H
@@ -35,6 +45,7 @@
 
 #include "actors/actor.h"
 #include "actors/inbox.h"
+#include "actors/proof.h"
 #include "m0/m0.h"
 #include "transport/page.h"
 
@@ -86,6 +97,19 @@ typedef struct m0__service {
   struct m0__relay *relay;
   bool door;
   unsigned unmet[M0__SLOTS]; /* a door: legs connected, not yet introduced (their pipes; under mu) */
+  /* Instances that must prove themselves (set before m0__service_listen;
+   * NULL: none must, as over ipc, tls+tcp or a trusted network). */
+  const m0__secret *secret;
+  struct m0__proving {
+    unsigned pipe;     /* 0: a free entry */
+    bool added, sent;  /* nng added the pipe (it may be sent to); its challenge went */
+    int64_t deadline;  /* monotonic ms: closed if not proved by then */
+    size_t n;
+    uint8_t challenge[M0__CHALLENGE_MAX];
+  } proving[M0__SLOTS]; /* under mu */
+  pthread_cond_t gate_cv; /* a pipe to challenge, or the close */
+  pthread_t gate;
+  bool gate_started, gate_stop;
 } m0__service;
 
 /* The relay's introduction of a leg to a worker's door (a READY, sealed, from

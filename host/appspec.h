@@ -39,6 +39,12 @@ typedef struct m0__actor_spec {
   long restart_period_ms; /* (1..86400000; default 10000) */
   int queue;              /* requests in flight per instance before 503 (1..65536; default 1024) */
   bool from_file;         /* declared in the topology file (the doctor prints where it came from) */
+  /* How its instances prove who they are over plain tcp (actors/proof.h):
+   * a key file ("secret", resolved against the file's directory; "" none:
+   * a process actor's instances are given a fresh secret), or a network
+   * the file says is trusted (no proof asked). */
+  char secret_file[1024];
+  bool trusted_network;
 } m0__actor_spec;
 
 /* One route a topology file declares: served by an actor. */

@@ -1,5 +1,6 @@
 #include "host/checks.h"
 #include "base/errors.h"
+#include "actors/proof.h"
 #include "host/appspec.h"
 #include "http/proxies.h"
 #include "transport/links.h"
@@ -157,6 +158,38 @@ static bool plain_allowed(const m0_config *cfg, const char *url) {
   return false;
 }
 
+/* How each app actor's instances prove who they are (actors/proof.h): its
+ * key file must be one, and an external actor on plain tcp (loopback too:
+ * any local user reaches it) needs a key file or a network the file trusts.
+ * false: failed, said in c. */
+static bool check_app_proofs(const m0_config *cfg, m0__check *c, const char *file) {
+  for (int i = 0; i < cfg->napp_actors; i++) {
+    const m0__actor_spec *s = &cfg->app_actors[i];
+    if (s->secret_file[0]) {
+      m0__secret sec;
+      char why[900], fix[900];
+      int rv = m0__secret_read_file(s->secret_file, &sec, why, sizeof why, fix, sizeof fix);
+      memset(&sec, 0, sizeof sec);
+      if (rv != 0) {
+        CHECK_FAIL(c, "topology file %.400s: app_actors[%d] (%s).secret: %.900s", file, i, s->name, why);
+        CHECK_FIX(c, "%.900s", fix);
+        return false;
+      }
+      continue;
+    }
+    if (s->placement == M0__PLACE_EXTERNAL && !strncmp(s->url, "tcp://", 6) && !s->trusted_network) {
+      CHECK_FAIL(c, "topology file %.600s: app_actors[%d] (%s) has the URL %s, plain tcp with nothing that proves who "
+                 "dials it (any program that reaches it, on loopback any local user, would become an instance and "
+                 "read its requests)", file, i, s->name, s->url);
+      CHECK_FIX(c, "give it \"secret\": a key file (mode 600) whose secret its instances prove they hold "
+                "(M0_ACTOR_SECRET_FILE), or use tls+tcp://, or, if only trusted programs reach that network, set "
+                "\"trusted_network\": true");
+      return false;
+    }
+  }
+  return true;
+}
+
 /* The links a topology file declares: a tcp:// URL off loopback is plain
  * text between machines, refused unless "plain_tcp" lists it; the "tls"
  * identity must load (transport/links.h: the same load serving does). */
@@ -191,6 +224,7 @@ static void check_links(const m0_config *cfg, m0__check *c) {
               "\"%s\" in \"plain_tcp\" to allow it in the clear", bad);
     return;
   }
+  if (!check_app_proofs(cfg, c, file)) return;
   char err[M0__STR_MAX + 256];
   if (cfg->tls_cert[0] && m0__links_tls(cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, sizeof err) != 0) {
     CHECK_FAIL(c, "topology file %.400s: tls: %.1000s", file, err);

@@ -117,6 +117,8 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
         json_object_set_new(o, "restart", json_pack("{s:i, s:I}", "intensity", s->restart_intensity, "period_ms",
                                                     (json_int_t)s->restart_period_ms));
       json_object_set_new(o, "queue", json_integer(s->queue));
+      if (s->secret_file[0]) json_object_set_new(o, "secret", json_string(s->secret_file));
+      if (s->trusted_network) json_object_set_new(o, "trusted_network", json_true());
       json_array_append_new(app_actors, o);
     }
     for (size_t i = 0; i < decl.nroutes; i++) {

@@ -221,10 +221,45 @@ static const char *topo_unknown_key(json_t *o, const char *const *known) {
 
 #define NAME_RULE "1 to 48 bytes of a-z, 0-9, _ and -"
 
+static bool topo_tls_path(const char *file, const char *path, char *out, size_t n);
+
+/* An app actor's "secret" (a key file's path) and "trusted_network" (docs/
+ * topology.md, Instances prove who they are): for process and external
+ * placement. The key file itself is read by the links check (the doctor),
+ * so what is wrong with it is said as serving would. */
+static bool topo_app_proof(m0_config *cfg, const char *text, json_t *e, const char *p, m0__actor_spec *s) {
+  json_t *sec = json_object_get(e, "secret"), *tn = json_object_get(e, "trusted_network");
+  const char *which = sec ? "secret" : "trusted_network";
+  if ((sec || tn) && s->placement == M0__PLACE_THREAD) {
+    topo_fail_at(cfg, text, p, which,
+                 "%s.%s is for process and external placement: a thread actor's instances are the host's own "
+                 "(drop the key)", p, which);
+    return false;
+  }
+  if (tn && !json_is_boolean(tn)) {
+    topo_fail_at(cfg, text, p, "trusted_network", "%s.trusted_network must be true or false", p);
+    return false;
+  }
+  s->trusted_network = tn && json_is_true(tn);
+  if (!sec) return true;
+  const char *sv = json_string_value(sec);
+  if (!sv || !sv[0]) {
+    topo_fail_at(cfg, text, p, "secret", "%s.secret must be a key file's path (a file of 16 to 4096 secret bytes, "
+                                         "mode 600)", p);
+    return false;
+  }
+  if (!topo_tls_path(M0__CFGS(cfg, topology), sv, s->secret_file, sizeof s->secret_file)) {
+    topo_fail_at(cfg, text, p, "secret", "%s.secret: the path is longer than %zu bytes", p, sizeof s->secret_file - 1);
+    return false;
+  }
+  return true;
+}
+
 /* Reads "app_actors" into *out (*n entries). false: refused, the reason in
  * cfg->topology_error. */
 static bool topo_app_actors(m0_config *cfg, const char *text, json_t *list, bool tls, m0__actor_spec **out, int *n) {
-  static const char *const known[] = {"name", "placement", "instances", "url", "restart", "queue", NULL};
+  static const char *const known[] = {"name",  "placement", "instances", "url", "restart", "queue",
+                                      "secret", "trusted_network", NULL};
   static const char *const rknown[] = {"intensity", "period_ms", NULL};
   *out = NULL;
   *n = 0;
@@ -258,7 +293,8 @@ static bool topo_app_actors(m0_config *cfg, const char *text, json_t *list, bool
     const char *unk = topo_unknown_key(e, known);
     if (unk) {
       topo_fail_at(cfg, text, p, unk,
-                   "%s has the unknown key \"%.64s\" (its keys are name, placement, instances, url, restart and queue)",
+                   "%s has the unknown key \"%.64s\" (its keys are name, placement, instances, url, restart, queue, "
+                   "secret and trusted_network)",
                    p, unk);
       goto bad;
     }
@@ -342,6 +378,7 @@ static bool topo_app_actors(m0_config *cfg, const char *text, json_t *list, bool
       }
       snprintf(s->url, sizeof s->url, "%s", u);
     }
+    if (!topo_app_proof(cfg, text, e, p, s)) goto bad;
     s->restart_intensity = 5;
     s->restart_period_ms = 10000;
     if (rs && !proc) {

@@ -32,6 +32,8 @@
     0, 1000000000, "requests per connection, 0 = no cap")                                        \
   X(drain_timeout_ms, "drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", INT, "5000", 1, 3600000,        \
     "the one bound of drain, pool join and producer join")                                       \
+  X(reload_timeout_ms, "reload-timeout-ms", "M0_RELOAD_TIMEOUT_MS", INT, "30000", 1, 3600000,     \
+    "a next generation not serving within this is stopped; the old one serves on")                \
   X(max_connections, "max-connections", "M0_MAX_CONNECTIONS", INT, "1024", 1, 1000000,           \
     "connections per loop; beyond, new ones wait in the backlog")                                \
   X(header_timeout_ms, "header-timeout-ms", "M0_HEADER_TIMEOUT_MS", INT, "10000", 1, 3600000,    \
@@ -62,6 +64,8 @@
   X(topology, "topology", "M0_TOPOLOGY", STR, "", 0, 0, "a declarative topology file")           \
   X(trace, "trace", "M0_TRACE", STR, "", 0, 0, "where trace records go (- = stderr)")            \
   X(run_dir, "run-dir", "M0_RUN_DIR", STR, "", 0, 0, "ipc sockets and the shared page")          \
+  X(pid_file, "pid-file", "M0_PID_FILE", STR, "", 0, 0,                                           \
+    "the host's pid, the same across reloads (written atomically, removed at exit)")             \
   X(trusted_proxies, "trusted-proxies", "M0_TRUSTED_PROXIES", STR, "", 0, 0,                     \
     "proxies whose Forwarded / X-Forwarded-For names the client (addr or addr/bits, commas)")
 

@@ -48,7 +48,9 @@ void m0__process_describe(m0__process *p, const m0_app *app, const m0_config *cf
   p->stop_fd = -1;
   p->children = p->mode == M0__MODE_PREFORK;
   p->reload.generation = 1;
-  p->reload.prev_fd = p->reload.next_fd = -1;
+  p->reload.prev_fd = p->reload.next_fd = p->reload.succ_fd = -1;
+  p->reload.chan_fd = p->reload.master_fd = -1;
+  p->reload.next_deadline = INT64_MAX;
 }
 
 /* Generation N > 1 listens in <run-dir>/gN while its predecessor still
@@ -193,9 +195,15 @@ int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg 
     }
     struct pollfd pf[4] = {
         {p->sigfd, POLLIN, 0}, {p->exits.fd, POLLIN, 0}, {fd, POLLIN, 0}, {p->reload.next_fd, POLLIN, 0}};
-    int64_t left = deadline == INT64_MAX ? -1 : deadline - m0__now_ms();
+    int64_t now = m0__now_ms(), left = deadline == INT64_MAX ? -1 : deadline - now;
     if (deadline != INT64_MAX && left <= 0) return M0__WAIT_TIMEOUT;
+    int64_t next = m0__reload_deadline(p); /* a next generation's start is bounded */
+    if (next != INT64_MAX && (left < 0 || next - now < left)) left = next > now ? next - now : 0;
     int n = poll(pf, 4, left < 0 ? -1 : left > 1000000 ? 1000000 : (int)left);
+    if (next != INT64_MAX && m0__now_ms() >= next) {
+      m0__reload_overdue(p); /* may have closed next_fd: poll again */
+      continue;
+    }
     if (n < 0 && errno != EINTR) return M0__WAIT_TIMEOUT;
     if (n <= 0) continue;
     if (pf[0].revents & POLLIN) {
@@ -204,6 +212,12 @@ int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg 
         if (read(p->stop_fd, &b, 1) >= 0) return M0__WAIT_STOP;
       } else {
         int sig = m0__signals_take();
+        /* Handed over: this pid is the one a supervisor knows, and the
+         * signal is meant for the generation that serves now. */
+        if (p->reload.handed_over && !p->inherit_dir) {
+          m0__reload_forward(p, sig);
+          sig &= ~(M0__SIG_HUP | M0__SIG_USR2);
+        }
         if (sig & M0__SIG_STOP) return M0__WAIT_STOP;
         /* Only the top process reloads; a reload that came with a death
          * is answered at the next wait, once the supervisor has reaped. */

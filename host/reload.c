@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,10 +28,24 @@ static char reload_exe[PATH_MAX];
 static const m0_app *reload_app;
 static int reload_argc;
 static char **reload_argv;
+/* The top process's end (m0__reload_exit, which m0__exit_now calls too):
+ * the --pid-file it wrote, and after a hand-over, the master channel's end
+ * and the generation that serves. */
+static char reload_pidfile[PATH_MAX];
+static int reload_master_fd = -1;
+static pid_t reload_succ;
+static bool reload_stopping;
+static long reload_drain_ms;
 
 void m0__reload_remember(const m0_app *app, int argc, char **argv) {
-  ssize_t n = readlink("/proc/self/exe", reload_exe, sizeof reload_exe - 1);
-  reload_exe[n > 0 ? n : 0] = 0;
+  const char *exe = getenv("M0__EXE"); /* the first generation's path */
+  if (exe && *exe) {
+    snprintf(reload_exe, sizeof reload_exe, "%s", exe);
+  } else {
+    ssize_t n = readlink("/proc/self/exe", reload_exe, sizeof reload_exe - 1);
+    reload_exe[n > 0 ? n : 0] = 0;
+  }
+  unsetenv("M0__EXE");
   reload_app = app;
   reload_argc = argc;
   reload_argv = argv;
@@ -41,16 +57,17 @@ static void cloexec(int fd) {
   if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-/* M0__UPGRADE=listen,page,app_page,ready,prev_pid,generation,made and
+/* M0__UPGRADE=listen,page,app_page,ready,prev_pid,generation,made,chan and
  * M0__RUN_DIR (written by reload_spawn). */
 int m0__reload_inherit(m0__process *p) {
   const char *v = getenv("M0__UPGRADE"), *dir = getenv("M0__RUN_DIR");
   if (!v) return 0;
-  int lfd, pfd, afd, rfd, made;
+  int lfd, pfd, afd, rfd, made, chan;
   long prev;
   unsigned long long gen;
-  if (!dir || sscanf(v, "%d,%d,%d,%d,%ld,%llu,%d", &lfd, &pfd, &afd, &rfd, &prev, &gen, &made) != 7 || lfd < 0 ||
-      pfd < 0 || gen < 2) {
+  if (!dir ||
+      sscanf(v, "%d,%d,%d,%d,%ld,%llu,%d,%d", &lfd, &pfd, &afd, &rfd, &prev, &gen, &made, &chan) != 8 ||
+      lfd < 0 || pfd < 0 || gen < 2) {
     fprintf(stderr, "m0: a next generation was started without what its predecessor passes (M0__UPGRADE, "
                     "M0__RUN_DIR)\n");
     return -1;
@@ -61,6 +78,8 @@ int m0__reload_inherit(m0__process *p) {
   cloexec(pfd);
   cloexec(afd);
   cloexec(rfd);
+  cloexec(chan);
+  p->reload.chan_fd = chan;
   p->inherit_listen = lfd;
   p->inherit_page = pfd;
   p->inherit_app_page = afd;
@@ -180,24 +199,38 @@ static bool reload_config_ok(m0__process *p) {
   return ok;
 }
 
+/* To systemd: generation 1 is the main pid and says it itself; a later
+ * one says it to the master, which says it from the main pid. */
+static void reload_notify(m0__process *p, const char *state) {
+  if (p->reload.chan_fd >= 0 && p->reload.master_fd < 0) {
+    if (send(p->reload.chan_fd, state, strlen(state), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+      /* the master is gone: so is the host */
+    }
+  } else {
+    m0__sd_notify(state);
+  }
+}
+
 /* posix_spawn of path with this process's argv and environment
- * (reload_env), M0__UPGRADE and M0__RUN_DIR. */
+ * (reload_env, less NOTIFY_SOCKET: a next generation speaks to the
+ * master), M0__UPGRADE, M0__RUN_DIR and M0__EXE. */
 static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pid) {
-  char up[160], dirv[PATH_MAX + 16];
-  snprintf(up, sizeof up, "M0__UPGRADE=%d,%d,%d,%d,%ld,%llu,%d", p->listen_fd, p->page.fd, p->page.app_fd, ready_w,
-           (long)getpid(), (unsigned long long)p->reload.generation + 1,
-           p->reload.generation > 1 ? p->upgrade_dir_made : p->rundir.made);
+  char up[160], dirv[PATH_MAX + 16], exev[PATH_MAX + 16];
+  snprintf(up, sizeof up, "M0__UPGRADE=%d,%d,%d,%d,%ld,%llu,%d,%d", p->listen_fd, p->page.fd, p->page.app_fd,
+           ready_w, (long)getpid(), (unsigned long long)p->reload.generation + 1,
+           p->reload.generation > 1 ? p->upgrade_dir_made : p->rundir.made, p->reload.chan_fd);
   snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", p->rundir.path);
-  char *extra[] = {up, dirv, NULL};
-  char **env = reload_env(extra, true);
+  snprintf(exev, sizeof exev, "M0__EXE=%s", reload_exe);
+  char *extra[] = {up, dirv, exev, NULL};
+  char **env = reload_env(extra, false);
   if (!env) return ENOMEM;
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
   posix_spawnattr_init(&at);
   /* dup2 onto itself clears close-on-exec: exactly these are inherited. */
-  int inherit[4] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w};
-  for (int j = 0; j < 4; j++)
+  int inherit[5] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd};
+  for (int j = 0; j < 5; j++)
     if (inherit[j] >= 0) posix_spawn_file_actions_adddup2(&fa, inherit[j], inherit[j]);
   sigset_t none, def;
   sigemptyset(&none);
@@ -227,13 +260,28 @@ void m0__reload_ask(m0__process *p, int sig, bool serving) {
             (int)r->next_pid, sig_name(sig));
     return;
   }
-  if (r->prev_pid && getppid() == r->prev_pid) { /* its exit reparents this process */
-    fprintf(stderr, "m0: reload: generation %llu is still draining (pid %d); this %s is refused\n", gen - 1,
-            (int)r->prev_pid, sig_name(sig));
-    return;
+  if (r->prev_fd >= 0) { /* its read end closes at its exit, or its exec as the master */
+    struct pollfd pf = {r->prev_fd, 0, 0};
+    if (poll(&pf, 1, 0) == 0) {
+      fprintf(stderr, "m0: reload: generation %llu is still draining (pid %d); this %s is refused\n", gen - 1,
+              (int)r->prev_pid, sig_name(sig));
+      return;
+    }
+    close(r->prev_fd);
+    r->prev_fd = -1;
   }
   r->prev_pid = 0;
   if (sig == M0__SIG_HUP && !reload_config_ok(p)) return;
+  if (r->chan_fd < 0) { /* generation 1's first reload: the channel its master will read */
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      fprintf(stderr, "m0: reload: cannot make the master channel: %s; generation %llu keeps serving\n",
+              strerror(errno), gen);
+      return;
+    }
+    r->master_fd = sv[0];
+    r->chan_fd = sv[1];
+  }
   /* SIGUSR2: the file this binary was started from, as it is now. */
   const char *path = sig == M0__SIG_HUP || !reload_exe[0] ? "/proc/self/exe" : reload_exe;
   int fds[2];
@@ -253,9 +301,11 @@ void m0__reload_ask(m0__process *p, int sig, bool serving) {
   r->next_pid = pid;
   r->next_fd = fds[0];
   r->next_reaped = false;
+  r->next_stopping = false;
+  r->next_deadline = m0__now_ms() + M0__CFG(p->cfg, reload_timeout_ms);
   fprintf(stderr, "m0: reload: generation %llu starting (pid %d, %s)\n", gen + 1, (int)pid,
           sig == M0__SIG_HUP ? reload_exe : path);
-  m0__sd_notify("RELOADING=1");
+  reload_notify(p, "RELOADING=1");
 }
 
 bool m0__reload_reaped(m0__process *p, pid_t pid, int status) {
@@ -283,19 +333,28 @@ bool m0__reload_next(m0__process *p) {
   unsigned long long gen = (unsigned long long)r->generation;
   char b;
   ssize_t n;
+  if (r->next_fd < 0) return false;
   while ((n = read(r->next_fd, &b, 1)) < 0 && errno == EINTR) {
   }
   if (n < 0 && errno == EAGAIN) return false;
-  close(r->next_fd);
-  r->next_fd = -1;
   pid_t pid = r->next_pid;
   if (n == 1) {
     r->next_pid = 0; /* not ours to wait for any more: it outlives this process */
     r->handed_over = true;
+    r->succ_pid = pid;
+    r->succ_fd = r->next_fd; /* open until this process ends: the successor's "still draining" */
+    r->next_fd = -1;
+    if (r->master_fd >= 0) { /* generation 1: the master, at its end */
+      reload_master_fd = r->master_fd;
+      reload_succ = pid;
+      reload_drain_ms = M0__CFG(p->cfg, drain_timeout_ms);
+    }
     fprintf(stderr, "m0: reload: generation %llu serving (pid %d); generation %llu draining\n", gen + 1, (int)pid,
             gen);
     return true;
   }
+  close(r->next_fd);
+  r->next_fd = -1;
   int st = 0;
   bool known = reload_status(r, &st);
   r->next_pid = 0;
@@ -305,7 +364,7 @@ bool m0__reload_next(m0__process *p) {
   else
     fprintf(stderr, "m0: reload: generation %llu (pid %d) exited %d before serving; generation %llu keeps serving\n",
             gen + 1, (int)pid, known ? WEXITSTATUS(st) : -1, gen);
-  m0__sd_notify("READY=1");
+  reload_notify(p, "READY=1");
   return false;
 }
 
@@ -317,17 +376,17 @@ void m0__reload_serving(m0__process *p) {
     atomic_store(&p->page.head->reloaded_ms, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
   }
   atomic_store(&p->page.head->generation, r->generation);
-  if (r->prev_fd >= 0) {
-    char b = 'R';
-    if (write(r->prev_fd, &b, 1) != 1) { /* the predecessor is gone: nothing to tell */ }
-    close(r->prev_fd);
-    r->prev_fd = -1;
-  }
+  /* The master first: it knows this one serves before the predecessor
+   * could exit (host/master.h). */
   if (r->generation > 1) {
     char st[64];
     snprintf(st, sizeof st, "MAINPID=%d\nREADY=1", (int)getpid());
-    m0__sd_notify(st);
-  } else m0__sd_notify("READY=1");
+    reload_notify(p, st);
+  } else reload_notify(p, "READY=1");
+  if (r->prev_fd >= 0) { /* kept open: its POLLERR says the predecessor is gone (m0__reload_ask) */
+    char b = 'R';
+    if (write(r->prev_fd, &b, 1) != 1) { /* the predecessor is gone: nothing to tell */ }
+  }
 }
 
 void m0__reload_stop_next(m0__process *p) {
@@ -371,4 +430,123 @@ void m0__reload_wait_next(m0__process *p, int64_t deadline) {
   close(r->next_fd);
   r->next_fd = -1;
   r->next_pid = 0;
+}
+
+int64_t m0__reload_deadline(const m0__process *p) {
+  return p->reload.next_pid && p->reload.next_fd >= 0 ? p->reload.next_deadline : INT64_MAX;
+}
+
+/* Its exit, after SIGKILL (or found reaped): said, and this generation
+ * serves on as before the signal. */
+static void reload_overdue_end(m0__process *p) {
+  m0__reload *r = &p->reload;
+  int st = r->next_status;
+  if (!r->next_reaped) {
+    kill(r->next_pid, SIGKILL);
+    while (waitpid(r->next_pid, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  unsigned long long gen = (unsigned long long)r->generation;
+  fprintf(stderr, "m0: reload: generation %llu (pid %d) stopped (%s %d) before serving; generation %llu keeps "
+                  "serving\n", gen + 1, (int)r->next_pid, WIFSIGNALED(st) ? "signal" : "exit",
+          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), gen);
+  close(r->next_fd);
+  r->next_fd = -1;
+  r->next_pid = 0;
+  reload_notify(p, "READY=1");
+}
+
+void m0__reload_overdue(m0__process *p) {
+  m0__reload *r = &p->reload;
+  if (!r->next_pid || r->next_fd < 0 || m0__now_ms() < r->next_deadline) return;
+  unsigned long long gen = (unsigned long long)r->generation + 1;
+  if (!r->next_stopping) {
+    fprintf(stderr, "m0: reload: generation %llu (pid %d) has not served within %ld ms (--reload-timeout-ms); "
+                    "sending it SIGTERM\n", gen, (int)r->next_pid, M0__CFG(p->cfg, reload_timeout_ms));
+    kill(r->next_pid, SIGTERM);
+    r->next_stopping = true;
+    r->next_deadline = m0__now_ms() + M0__CFG(p->cfg, drain_timeout_ms);
+    return;
+  }
+  /* Its pipe may never end (a child of it holds the write end): its exit is
+   * what counts. */
+  if (!r->next_reaped) {
+    int st;
+    pid_t w = waitpid(r->next_pid, &st, WNOHANG);
+    if (w == r->next_pid) {
+      r->next_status = st;
+      r->next_reaped = true;
+    } else {
+      fprintf(stderr, "m0: reload: generation %llu (pid %d) did not stop within %ld ms of SIGTERM; sending it "
+                      "SIGKILL\n", gen, (int)r->next_pid, M0__CFG(p->cfg, drain_timeout_ms));
+    }
+  }
+  reload_overdue_end(p);
+}
+
+void m0__reload_forward(m0__process *p, int sig) {
+  if (!p->reload.handed_over || p->reload.succ_pid <= 0) return;
+  if (sig & M0__SIG_STOP) {
+    kill(p->reload.succ_pid, SIGTERM);
+    reload_stopping = true;
+  }
+  if (sig & M0__SIG_HUP) kill(p->reload.succ_pid, SIGHUP);
+  if (sig & M0__SIG_USR2) kill(p->reload.succ_pid, SIGUSR2);
+}
+
+int m0__reload_pidfile_write(const char *path) {
+  if (!path || !*path) return 0;
+  char tmp[PATH_MAX + 32];
+  snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+  FILE *f = fopen(tmp, "we");
+  bool ok = f && fprintf(f, "%d\n", (int)getpid()) > 0;
+  if (f && fclose(f) != 0) ok = false;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "m0: cannot write the pid file %s: %s (--pid-file)\n", path, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  snprintf(reload_pidfile, sizeof reload_pidfile, "%s", path);
+  return 0;
+}
+
+/* Only the file this process wrote, still naming it (a later host may have
+ * taken the path over). */
+void m0__reload_pidfile_remove(const char *path) {
+  if (!path || !*path) return;
+  FILE *f = fopen(path, "re");
+  long pid = 0;
+  if (!f) return;
+  bool ours = fscanf(f, "%ld", &pid) == 1 && pid == (long)getpid();
+  fclose(f);
+  if (ours) unlink(path);
+}
+
+void m0__reload_exit(int code) {
+  if (reload_master_fd < 0 || reload_succ <= 0) {
+    m0__reload_pidfile_remove(reload_pidfile);
+    return;
+  }
+  /* Blocked across the exec (a blocked signal is kept, and never ignored,
+   * even by PID 1): the master takes them from its signalfd. */
+  sigset_t set;
+  sigemptyset(&set);
+  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  fcntl(reload_master_fd, F_SETFD, 0);
+  char v[PATH_MAX + 96];
+  snprintf(v, sizeof v, "%d,%ld,%d,%ld,%s", reload_master_fd, (long)reload_succ, reload_stopping ? 1 : 0,
+           reload_drain_ms, reload_pidfile);
+  setenv("M0__MASTER", v, 1);
+  if (code != 0)
+    fprintf(stderr, "m0: generation 1 drained with exit %d; the pid goes on as the master\n", code);
+  fflush(NULL);
+  execve("/proc/self/exe", reload_argv, environ);
+  fprintf(stderr, "m0: cannot become the master (%s): pid %d exits and the pid a supervisor knows with it; "
+                  "pid %d serves on\n", strerror(errno), (int)getpid(), (int)reload_succ);
+  unsetenv("M0__MASTER");
+  m0__reload_pidfile_remove(reload_pidfile);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
 }

@@ -30,6 +30,15 @@
  *   view (the page's generation word) are shared.
  * - A SIGTERM during a reload drains both generations within the one bound:
  *   the next generation is sent SIGTERM and waited for.
+ * - The pid stays: generation 1, once it has handed over and drained,
+ *   becomes the master (host/master.h) instead of exiting, and every later
+ *   generation says on the master channel when it serves.
+ * - "Still draining" is the predecessor's end of the hand-over pipe still
+ *   open (a write end polls POLLERR once no reader is left): it closes at
+ *   its exit or its exec as the master, whoever its parent is then.
+ * - A next generation that has not served within --reload-timeout-ms is
+ *   stopped (SIGTERM, then SIGKILL past the drain's bound) and named; this
+ *   one serves on and a later SIGHUP may start another.
  */
 #ifndef M0_HOST_RELOAD_H
 #define M0_HOST_RELOAD_H
@@ -53,10 +62,20 @@ typedef struct m0__reload {
   int next_status;
   bool next_reaped;
   bool handed_over; /* the next generation serves: this one drains and leaves the run directory to it */
+  int64_t next_deadline; /* it must serve by then (--reload-timeout-ms), or be stopped; INT64_MAX: none */
+  bool next_stopping;    /* past it: sent SIGTERM, SIGKILL at next_deadline */
+  /* after the hand-over */
+  pid_t succ_pid; /* the generation that serves now: a signal that reaches this one goes on to it */
+  int succ_fd;    /* the pipe's read end, open until this process ends: its successor sees it close */
+  /* the master channel (host/master.h): generation 1 holds both ends,
+   * every later generation chan_fd only; -1: none yet */
+  int chan_fd, master_fd;
 } m0__reload;
 
 /* At m0_serve's start, before anything: the binary's path as it is now (a
- * file renamed over it later is what SIGUSR2 runs), the argv, the app. */
+ * file renamed over it later is what SIGUSR2 runs; a next generation is
+ * told the first one's in M0__EXE, since its own /proc/self/exe may be a
+ * file renamed over since: "(deleted)"), the argv, the app. */
 void m0__reload_remember(const m0_app *app, int argc, char **argv);
 /* The top process of a next generation takes what M0__UPGRADE passes into
  * p (listener, page, run directory, generation). 0: none passed; 1: taken;
@@ -77,6 +96,25 @@ void m0__reload_stop_next(struct m0__process *p);
 /* The drain ends: that generation's exit is waited for until deadline
  * (CLOCK_MONOTONIC ms), then it is killed. */
 void m0__reload_wait_next(struct m0__process *p, int64_t deadline);
+/* The bound on a next generation's start (--reload-timeout-ms): when it
+ * passes (CLOCK_MONOTONIC ms; INT64_MAX: no next generation starting),
+ * m0__reload_overdue sends it SIGTERM, and past the drain's bound SIGKILL,
+ * names it on stderr with its pid, and this generation serves on. */
+int64_t m0__reload_deadline(const struct m0__process *p);
+void m0__reload_overdue(struct m0__process *p);
+/* After the hand-over, a signal that reached this process (the pid a
+ * supervisor knows) is meant for the serving generation: sent on. */
+void m0__reload_forward(struct m0__process *p, int sig);
+/* --pid-file: written atomically (a temporary file renamed) by generation 1;
+ * removed at the top process's exit (this one's, or the master's). 0, or -1
+ * (said). */
+int m0__reload_pidfile_write(const char *path);
+void m0__reload_pidfile_remove(const char *path);
+/* The end of the top process: generation 1 that handed over becomes the
+ * master (an exec of itself: host/master.h), keeping its pid; else the
+ * --pid-file is removed. Returns only when it is not (or cannot be) a
+ * master. */
+void m0__reload_exit(int code);
 /* The supervisor's waitpid(-1) took pid: true when it was the next
  * generation (its status is kept for m0__reload_next). */
 bool m0__reload_reaped(struct m0__process *p, pid_t pid, int status);

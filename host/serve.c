@@ -14,8 +14,10 @@
 #include "host/checks.h"
 #include "host/config.h"
 #include "host/coordinator.h"
+#include "host/master.h"
 #include "host/reload.h"
 #include "host/supervisor.h"
+#include "host/title.h"
 #include "transport/systemd.h"
 
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
@@ -54,6 +56,7 @@ static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
   p.proc.inherit_app_page = v[2];
   const char *gen = getenv("M0__GENERATION"); /* its sockets and page lines are its generation's */
   if (gen && atoll(gen) > 1) p.proc.reload.generation = (uint64_t)atoll(gen);
+  m0__title_set(app->name, "worker %d gen %llu", i, (unsigned long long)p.proc.reload.generation);
   return m0__exit_code(m0__coord_run(&p));
 }
 
@@ -91,7 +94,9 @@ static void serve_warn_unknown(const m0_app *app) {
 
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
   if (getenv("M0__ACTOR")) return serve_actor(app, getenv("M0__ACTOR"));
+  argv = m0__title_init(argc, argv); /* a copy: the original is where titles go */
   m0__reload_remember(app, argc, argv); /* the binary's path now: what SIGUSR2 runs later */
+  if (getenv("M0__MASTER")) return m0__master_run(app); /* generation 1, handed over (host/master.h) */
   m0_config *cfg = calloc(1, sizeof *cfg);
   if (!cfg) return 1;
   char why[1200];
@@ -127,6 +132,8 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
       if (sd_fd == -2) {
         fprintf(stderr, "m0: %s\n", sd_err);
         rc = 78;
+      } else if (!getenv("M0__UPGRADE") && m0__reload_pidfile_write(M0__CFGS(cfg, pid_file)) != 0) {
+        rc = 73; /* EX_CANTCREAT: generation 1 writes it; the pid stays (host/master.h) */
       } else if (M0__CFG(cfg, workers) > 1) {
         rc = m0__exit_code(m0__supervise(app, producer, cfg, argv, sd_fd));
       } else {
@@ -134,8 +141,13 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
         m0__process_describe(&p.proc, app, cfg);
         p.proc.inherit_listen = sd_fd;
         p.here = p.proc.loops;
-        rc = m0__reload_inherit(&p.proc) < 0 ? 1 : m0__exit_code(m0__coord_run(&p));
+        rc = m0__reload_inherit(&p.proc) < 0 ? 1 : 0;
+        if (rc == 0) {
+          m0__title_set(app->name, "gen %llu", (unsigned long long)p.proc.reload.generation);
+          rc = m0__exit_code(m0__coord_run(&p));
+        }
       }
+      m0__reload_exit(rc); /* generation 1 that handed over: the master, from here */
     }
   }
   m0__config_fini(cfg);

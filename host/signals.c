@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "host/reload.h"
+
 /* The one piece of process-wide state: a signal handler has no argument. */
 static int signals_pipe[2] = {-1, -1};
 
@@ -61,6 +63,7 @@ void __gcov_dump(void);
 
 _Noreturn void m0__exit_now(int code) {
   fflush(NULL);
+  m0__reload_exit(code); /* generation 1 that handed over goes on as the master */
 #ifdef M0_COVERAGE
   __gcov_dump();
 #endif

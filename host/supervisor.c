@@ -47,6 +47,7 @@
 #include "base/errors.h"
 #include "actors/producer.h"
 #include "host/signals.h"
+#include "host/title.h"
 #include "actors/trace.h"
 #include "host/appactors.h"
 #include "transport/handoff.h"
@@ -532,6 +533,7 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
     free(s);
     return M0__EINVALID;
   }
+  m0__title_set(app->name, "supervisor gen %llu", (unsigned long long)s->proc.reload.generation);
   s->app = app;
   s->cfg = cfg;
   s->argv = argv;

@@ -1,0 +1,154 @@
+/* The master (host/master.h). */
+#include "host/master.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "host/process.h"
+#include "host/title.h"
+#include "transport/systemd.h"
+
+#define MASTER_GRACE_MS 5000 /* past the drain's bound, for the last generation's teardown */
+
+typedef struct master {
+  int chan;      /* the master channel: generations say here which one serves */
+  int sigfd;     /* TERM, INT, HUP, USR2, CHLD */
+  pid_t current; /* the serving generation */
+  bool stopping;
+  bool done;     /* the serving generation exited */
+  int code;      /* ... with this */
+  int64_t deadline; /* stopping: the last child's exit is waited for until then */
+  long drain_ms;
+} master;
+
+/* Every datagram waiting on the channel: MAINPID=<pid> names the serving
+ * generation; the other lines go to systemd from this pid. */
+static void master_read_chan(master *m) {
+  char buf[512];
+  ssize_t n;
+  while ((n = recv(m->chan, buf, sizeof buf - 1, MSG_DONTWAIT)) > 0) {
+    buf[n] = 0;
+    char fwd[512] = "";
+    size_t used = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+      if (!strncmp(line, "MAINPID=", 8)) {
+        m->current = (pid_t)atol(line + 8);
+        continue;
+      }
+      int w = snprintf(fwd + used, sizeof fwd - used, "%s%s", used ? "\n" : "", line);
+      if (w > 0 && (size_t)w < sizeof fwd - used) used += (size_t)w;
+    }
+    if (used) m0__sd_notify(fwd);
+  }
+}
+
+static int master_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+/* Every child that has exited: the serving generation's exit ends the
+ * master; the others (a drained generation, an orphan) are only reaped. */
+static void master_reap(master *m) {
+  master_read_chan(m); /* a successor's word comes before its predecessor's exit */
+  int st;
+  pid_t w;
+  while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+    if (w != m->current || m->done) continue;
+    m->done = true;
+    m->code = master_code(st);
+    if (!m->stopping) {
+      fprintf(stderr, "m0: master: the serving generation (pid %d) %s %d; exiting %d\n", (int)w,
+              WIFEXITED(st) ? "exited" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+              m->code);
+      m->deadline = m0__now_ms() + m->drain_ms + MASTER_GRACE_MS;
+    }
+  }
+}
+
+static void master_signal(master *m, int sig) {
+  if (sig == SIGCHLD) {
+    master_reap(m);
+    return;
+  }
+  master_read_chan(m); /* forward to the one that serves now */
+  if (sig == SIGHUP || sig == SIGUSR2) {
+    if (!m->stopping && !m->done) kill(m->current, sig);
+    return;
+  }
+  if (m->stopping) return;
+  m->stopping = true;
+  m->deadline = m0__now_ms() + m->drain_ms + MASTER_GRACE_MS;
+  m0__sd_notify("STOPPING=1");
+  if (!m->done) kill(m->current, sig);
+}
+
+/* Once the serving generation has exited: the others (a generation still
+ * draining, a child re-parented here) until none is left or the bound. */
+static bool master_children_left(master *m) {
+  int st;
+  pid_t w;
+  while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+  }
+  return !(w < 0 && errno == ECHILD) && m0__now_ms() < m->deadline;
+}
+
+/* M0__MASTER=chan,serving pid,stopping,drain ms,pid file (m0__reload_exit):
+ * not the configuration, which the master never reads again (a file
+ * changed since must not stop it). */
+int m0__master_run(const m0_app *app) {
+  master m = {.chan = -1};
+  const char *v = getenv("M0__MASTER");
+  long cur = 0;
+  int stopping = 0, at = 0;
+  if (!v || sscanf(v, "%d,%ld,%d,%ld,%n", &m.chan, &cur, &stopping, &m.drain_ms, &at) != 4 || !at || m.chan < 3 ||
+      cur <= 0) {
+    fprintf(stderr, "m0: a master was started without what generation 1 passes (M0__MASTER)\n");
+    return 1;
+  }
+  char pidfile[PATH_MAX];
+  snprintf(pidfile, sizeof pidfile, "%s", v + at);
+  unsetenv("M0__MASTER");
+  m.current = (pid_t)cur;
+  if (stopping) { /* a SIGTERM reached generation 1 in its drain: already sent on */
+    m.stopping = true;
+    m.deadline = m0__now_ms() + m.drain_ms + MASTER_GRACE_MS;
+  }
+  /* Nothing of generation 1 but the channel and stdio. */
+  close_range(3, (unsigned)m.chan - 1, 0);
+  close_range((unsigned)m.chan + 1, ~0u, 0);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  m0__title_set(app->name, "master");
+  /* Blocked since before the exec (m0__reload_exit): none was lost. */
+  sigset_t set;
+  sigemptyset(&set);
+  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  if ((m.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+    fprintf(stderr, "m0: master: cannot make a signalfd: %s\n", strerror(errno));
+    return 1;
+  }
+  master_reap(&m); /* a child may have exited before the exec: no SIGCHLD for it here */
+  for (;;) {
+    if (m.done && !master_children_left(&m)) break;
+    struct pollfd pf[2] = {{m.sigfd, POLLIN, 0}, {m.chan, POLLIN, 0}};
+    int64_t left = m.done ? m.deadline - m0__now_ms() : -1;
+    int n = poll(pf, 2, m.done ? (int)(left < 0 ? 0 : left > 1000 ? 1000 : left) : -1);
+    if (n < 0 && errno != EINTR) break;
+    if (pf[1].revents & POLLIN) master_read_chan(&m);
+    struct signalfd_siginfo si;
+    while (read(m.sigfd, &si, sizeof si) == (ssize_t)sizeof si) master_signal(&m, (int)si.ssi_signo);
+  }
+  m0__reload_pidfile_remove(pidfile);
+  return m.code;
+}

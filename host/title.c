@@ -1,0 +1,70 @@
+/* Process titles (host/title.h). */
+#include "host/title.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The area the kernel shows as /proc/PID/cmdline (argv's strings, then
+ * environ's, contiguous as execve laid them out); NULL: titles off. */
+static char *title_area;
+static size_t title_len;
+
+char **m0__title_init(int argc, char **argv) {
+  if (argc < 1 || !argv || !argv[0]) return argv;
+  char **copy = calloc((size_t)argc + 1, sizeof *copy);
+  if (!copy) return argv;
+  for (int i = 0; i < argc; i++)
+    if (!(copy[i] = strdup(argv[i]))) return argv;
+  /* The contiguous run from argv[0]: argv's strings, then environ's. */
+  char *end = argv[0];
+  for (int i = 0; i < argc; i++)
+    if (argv[i] == end) end = argv[i] + strlen(argv[i]) + 1;
+  size_t ne = 0;
+  while (environ && environ[ne]) ne++;
+  char **env = calloc(ne + 1, sizeof *env);
+  if (env) {
+    bool moved = true;
+    for (size_t e = 0; e < ne && moved; e++) moved = (env[e] = strdup(environ[e])) != NULL;
+    if (moved) {
+      for (size_t e = 0; e < ne; e++)
+        if (environ[e] == end) end = environ[e] + strlen(environ[e]) + 1;
+      environ = env; /* the originals are overwritten by titles from now on */
+    }
+  }
+  /* glibc's error() and getopt name the program from here. */
+  program_invocation_name = copy[0];
+  const char *slash = strrchr(copy[0], '/');
+  program_invocation_short_name = slash ? (char *)slash + 1 : copy[0];
+  title_area = argv[0];
+  title_len = (size_t)(end - argv[0]);
+  return copy;
+}
+
+void m0__title_set(const char *app, const char *fmt, ...) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    char *d = strstr(exe, " (deleted)"); /* a binary renamed over since */
+    if (d) *d = 0;
+    const char *base = strrchr(exe, '/');
+    prctl(PR_SET_NAME, base ? base + 1 : exe, 0, 0, 0);
+  }
+  if (!title_area || title_len < 2) return;
+  char role[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(role, sizeof role, fmt, ap);
+  va_end(ap);
+  memset(title_area, 0, title_len);
+  snprintf(title_area, title_len, "m0: %s %s", app ? app : "m0", role);
+}

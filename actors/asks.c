@@ -312,6 +312,27 @@ void m0__asks_flush(m0__loop *l) {
   a->nfilled = kept;
 }
 
+/* A refusal of what an instance sent: counted on its actor's socket (where
+ * the instance's messages come in), or on the loop when no actor is named. */
+static void asks_refused(const m0__service *s, uint32_t loop_id, int reason, const m0__msg *m) {
+  char who[64];
+  m0__actor_name(m->env.from, who, sizeof who);
+  m0__refused(s ? M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)) : loop_id, reason, m->env.kind, who);
+}
+
+/* The statuses an actor's reply may carry through the host, which answers
+ * as a gateway for another program (RFC 9110 section 15): a final status
+ * (1xx are interim, and the exchange is the host's) that IANA's registry
+ * defines (m0__status_reason names it), less those it marks deprecated or
+ * unused: 305 Use Proxy (15.4.6), 306 (15.4.7), 418 (15.5.19) and 510 Not
+ * Extended (obsoleted, RFC 2774 historic). A code the registry does not
+ * define (383) tells a client nothing but its class: a reply with one is not
+ * passed on (502), so what reaches the client is defined HTTP. */
+static bool asks_status_passes(int status) {
+  if (status < 200 || status > 599 || status == 305 || status == 418 || status == 510) return false;
+  return m0__status_reason(status)[0] != 0;
+}
+
 void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
   m0__asks *a = l->asks;
   if (!a) return;
@@ -321,7 +342,10 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
     int idx = M0__ACTOR_INDEX(m->env.from);
     si = idx >> 12;
     k = idx & 0xfff;
-    if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || si >= l->nservices || k >= l->services[si]->nslots) return;
+    if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || si >= l->nservices || k >= l->services[si]->nslots) {
+      asks_refused(NULL, l->self.id, M0__REFUSE_ADDRESS, m);
+      return;
+    }
     s = l->services[si];
     a->batches[si * M0__SLOTS + k].out = false;
   }
@@ -329,6 +353,7 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
   static _Thread_local m0__wire_reply rep;
   if (m0__wire_open(&r, m->payload, m->len) != 0) {
     if (s) atomic_fetch_add(&s->st->refused, 1);
+    asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
     return;
   }
   int rv, i;
@@ -342,13 +367,13 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
     if (!e) {
       if (s) atomic_fetch_add(rep.id_read ? &s->st->unknown : &s->st->refused, 1); /* no id: bytes past the last */
       else atomic_fetch_add(&l->page->figures->deferred_late, 1);
-      if (s) {
-        char who[64];
-        m0__actor_name(m->env.from, who, sizeof who);
-        m0__refused(M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)), M0__REFUSE_REPLY, M0__K_REPLY, who);
-      }
+      if (s) asks_refused(s, l->self.id, M0__REFUSE_REPLY, m);
     } else if (rv < 0) {
       if (s) atomic_fetch_add(&s->st->bad_reply, 1);
+      ask_fail(l, i, 502);
+    } else if (s && !asks_status_passes(rep.status)) {
+      atomic_fetch_add(&s->st->bad_reply, 1);
+      asks_refused(s, l->self.id, M0__REFUSE_STATUS, m);
       ask_fail(l, i, 502);
     } else {
       if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (e->trace_hi || e->trace_lo) &&

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include "base/text.h"
 #include "host/topofile.h"
 #include "transport/listen.h"
 
@@ -65,6 +66,7 @@ static bool config_set(m0_config *cfg, int i, const char *text, enum m0__source 
   if (s->kind == OPT_INT && !config_parse_long(text, s->min, s->max, &num)) return false;
   if (s->kind == OPT_BOOL && !config_parse_bool(text, &num)) return false;
   if (strlen(text) >= sizeof v->str) return false;
+  if (m0__has_control(text)) return false; /* one line: it may be said in one (base/text.h) */
   if (i == M0__O_host) {
     struct sockaddr_storage ss;
     socklen_t len;
@@ -92,7 +94,9 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
     const char *text = getenv(config_specs[i].var);
     if (!text) continue;
     if (!config_set(cfg, i, text, M0__SRC_ENV) && !cfg->env_error[0]) {
-      snprintf(cfg->env_error, sizeof cfg->env_error, "%s=%s", config_specs[i].var, text);
+      char shown[sizeof cfg->env_error];
+      snprintf(cfg->env_error, sizeof cfg->env_error, "%s=%s", config_specs[i].var,
+               m0__escape(shown, sizeof shown, text));
       cfg->env_error_opt = i;
     }
   }
@@ -101,15 +105,18 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
     if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { cfg->help = true; continue; }
     if (!strcmp(arg, "--version")) { cfg->version = true; continue; }
     if (!strcmp(arg, "--doctor")) { cfg->doctor = true; continue; }
+    char shown[M0__STR_MAX + 64];
     if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
-      snprintf(why, whylen, "unexpected argument '%s'", arg);
+      snprintf(why, whylen, "unexpected argument '%s'", m0__escape(shown, sizeof shown, arg));
       return 2;
     }
     const char *name = arg + 2, *eq = strchr(name, '=');
     size_t n = eq ? (size_t)(eq - name) : strlen(name);
     int i = config_find_flag(name, n);
     if (i < 0) {
-      snprintf(why, whylen, "unknown flag '--%.*s'", (int)n, name);
+      char flag[M0__STR_MAX];
+      snprintf(flag, sizeof flag, "%.*s", (int)n, name);
+      snprintf(why, whylen, "unknown flag '--%s'", m0__escape(shown, sizeof shown, flag));
       return 2;
     }
     const opt_spec *s = &config_specs[i];
@@ -127,13 +134,16 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
     if (!config_set(cfg, i, text, M0__SRC_FLAG)) {
       char accepts[128];
       m0__config_accepts(i, accepts, sizeof accepts);
+      m0__escape(shown, sizeof shown, text);
       if (s->kind == OPT_INT)
-        snprintf(why, whylen, "--%s wants %s, not '%s'", s->flag, accepts, text);
+        snprintf(why, whylen, "--%s wants %s, not '%s'", s->flag, accepts, shown);
       else if (strlen(text) >= sizeof cfg->v[i].str)
         snprintf(why, whylen, "--%s takes at most %zu bytes, not %zu", s->flag, sizeof cfg->v[i].str - 1,
                  strlen(text));
+      else if (m0__has_control(text))
+        snprintf(why, whylen, "--%s cannot take '%s' (a control byte: a value is one line)", s->flag, shown);
       else
-        snprintf(why, whylen, "--%s cannot take '%s'%s", s->flag, text,
+        snprintf(why, whylen, "--%s cannot take '%s'%s", s->flag, shown,
                  i == M0__O_host ? " (an IPv4 or IPv6 address, localhost, or [::1]; no DNS)"
                                  : " (1, true, yes, on or 0, false, no, off)");
       return 2;
@@ -198,7 +208,7 @@ void m0__config_accepts(int i, char *out, size_t n) {
   else if (s->kind == OPT_INT) snprintf(out, n, "a whole number from %ld to %ld", s->min, s->max);
   else if (s->kind == OPT_BOOL) snprintf(out, n, "a boolean (1, true, yes, on or 0, false, no, off)");
   else if (i == M0__O_host) snprintf(out, n, "an IPv4 or IPv6 address, localhost, or [::1]; no DNS");
-  else snprintf(out, n, "text of at most %d bytes", M0__STR_MAX - 1);
+  else snprintf(out, n, "text of at most %d bytes on one line (no control byte)", M0__STR_MAX - 1);
 }
 
 /* Variables the host sets for the programs it starts, or that an outside
@@ -232,7 +242,11 @@ int m0__config_unknown_vars(const char *app_name, char (*names)[64], int max) {
     const char *eq = strchr(*e, '=');
     size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
     if (n < 4 || strncmp(*e, "M0_", 3) != 0 || config_known_var(*e, n, prefix, plen)) continue;
-    if (count < max) snprintf(names[count], sizeof names[count], "%.*s", (int)(n < 63 ? n : 63), *e);
+    if (count < max) { /* a name is said in a line: escaped (base/text.h) */
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), *e);
+      m0__escape(names[count], sizeof names[count], name);
+    }
     count++;
   }
   return count;

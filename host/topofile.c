@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "host/appspec.h"
 #include "transport/links.h"
 #include "transport/topology.h"
@@ -34,6 +35,7 @@ static void topo_fail(m0_config *cfg, const char *text, const char *key, const c
            line, col);
   size_t n = strlen(cfg->topology_error);
   snprintf(cfg->topology_error + n, sizeof cfg->topology_error - n, fmt, what);
+  m0__escape_line(cfg->topology_error, sizeof cfg->topology_error); /* a value from the file: one line */
 }
 
 /* ---- where a key of an entry is: "app_actors[1].restart.period_ms" ----
@@ -183,6 +185,7 @@ static void topo_fail_at(m0_config *cfg, const char *text, const char *path, con
   va_start(ap, fmt);
   vsnprintf(cfg->topology_error + n, sizeof cfg->topology_error - n, fmt, ap);
   va_end(ap);
+  m0__escape_line(cfg->topology_error, sizeof cfg->topology_error); /* a value from the file: one line */
 }
 
 /* Sets option opt from the file unless a flag or variable already did. */

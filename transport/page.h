@@ -72,13 +72,14 @@ typedef struct m0__loop_line {
   _Atomic uint64_t dropped;       /* stream frames dropped: a stream's queue was full */
   _Atomic uint64_t beat_ms;       /* the loop's last turn (monotonic ms): the supervisor's heartbeat */
   _Atomic uint64_t ended;         /* prefork: the pid of the worker whose drain is over (only its teardown is left) */
-  uint64_t pad_[5];
+  _Atomic uint64_t first_id;      /* the counter's value when the loop began: m0pub's --id must be above it */
+  uint64_t pad_[4];
 } m0__loop_line;
 
 /* One actor's refusals: the line is taken by storing actor id + 1 (0 is a
  * free line); the last line counts every actor beyond the others. */
 #define M0__PAGE_REFUSAL_LINES 64
-#define M0__PAGE_REFUSAL_REASONS 10
+#define M0__PAGE_REFUSAL_REASONS 16 /* room for actors/admit.h's list to grow: at least its length */
 typedef struct m0__refusal_line {
   _Atomic uint64_t actor;
   _Atomic uint64_t n[M0__PAGE_REFUSAL_REASONS];

@@ -127,11 +127,11 @@ Proves, in each:
   that pipe is taken: the refusals are not of everything it sends), and the
   id it was given is of the shape of the forged ones;
 - m0_refused_total{actor="echo"} counts each message once, by reason, exactly
-  as sent (malformed, seal, kind, address at m0__recv; frame at the service;
-  reply at the loop: an id not in flight with that instance, its own
+  as sent (malformed, seal, kind, address at m0__recv; frame, and address
+  for a REPLY to no loop, at the service; batch for a bad batch head, and
+  reply, at the loop: an id not in flight with that instance, its own
   answered already, or a record it cannot read); m0_actor_replies_dropped_total
-  unknown_id and refused likewise (a REPLY to no loop, or with a bad batch
-  head, is dropped as refused and is no m0_refused_total line: docs/wire.md);
+  unknown_id and refused likewise (docs/wire.md);
   m0_actor_requests_total is 23 ok and nothing else, none left in flight;
 - on every /events stream each id once, each the last + 1, nothing but beats
   and the valid PUBLISH, which is there once, numbered from the host's counter
@@ -805,8 +805,8 @@ def socket_battery(loops, host_pid, own):
     REPLY or PUBLISH whose sender is not an instance); the service's thread
     counts each of those dropped (refused) too. Then the service: a PUBLISH
     whose frame the bus would refuse is `frame`; a REPLY whose `to` is no loop
-    is dropped (refused) and no more; a loop: a bad batch head is dropped
-    (refused), a record naming no request in flight with this instance is
+    is `address` and dropped (refused); a loop: a bad batch head is `batch`
+    and dropped (refused), a record naming no request in flight with this instance is
     `reply` and dropped (unknown_id), bytes it cannot read as a record are
     `reply` and dropped (refused)."""
     out = []
@@ -878,7 +878,7 @@ def socket_battery(loops, host_pid, own):
     for label, to in (("0xffffffff", 0xFFFFFFFF), (f"loop.{loops} (no such loop)", actor_id(f"loop.{loops}")),
                       ("echo.0 (an instance, not a loop)", (ROLES["app"] << 24) | (ECHO_INDEX << 12)),
                       ("echo's own socket", SOCKET_ID), ("the coordinator", coord)):
-        add(f"REPLY to {label}", reply(replies([(1, 200, forged)]), to=to), dropped=1)
+        add(f"REPLY to {label}", reply(replies([(1, 200, forged)]), to=to), ["address"], dropped=1)
     # a REPLY whose batch head is wrong: dropped whole
     for label, pl in (("a 4-byte batch", b"\x01\x00\x00\x00"),
                       ("batch version 2", replies([(1, 200, forged)], version=2)),
@@ -886,7 +886,7 @@ def socket_battery(loops, host_pid, own):
                       ("batch flags 1", replies([(1, 200, forged)], flags=1)),
                       ("count 65537", replies([(1, 200, forged)], count=65537)),
                       ("count 2^32 - 1", replies([], count=0xFFFFFFFF))):
-        add(f"REPLY with {label}", reply(pl), dropped=1)
+        add(f"REPLY with {label}", reply(pl), ["batch"], dropped=1)
     # replies to ids never given to this instance
     made_up = [(1 << 64) - 1, 0, 1, 1 << 47, (loops + 3) << 48, ASK_TOP | 1, ASK_TOP | 2]
     for rid in made_up:
@@ -1056,7 +1056,8 @@ def app_socket(mode, transport):
             got_r = refusals(s.port)
             F.check(got_r == want, f"{label}: m0_refused_total counts every message once, by reason:\n"
                                    f"  missing {dict(want - got_r)}\n  extra   {dict(got_r - want)}")
-            F.check(all(got_r[("echo", r)] > 0 for r in ("malformed", "seal", "kind", "address", "frame", "reply")),
+            F.check(all(got_r[("echo", r)] > 0 for r in ("malformed", "seal", "kind", "address", "frame", "reply",
+                                                          "batch")),
                     f"{label}: every reason is among them ({dict(got_r)})")
             fig = echo_figures(s.port)
             for why in ("unknown_id", "refused"):

@@ -13,6 +13,8 @@ MODE
             until their route's timeout (504), or 502 when it dies first
   status99  answers each request of a REQUEST with a reply record of
             status 99, which the host refuses ("does not decode": 502)
+  status:N  the same with status N (test_refusals: a status the host does
+            not pass is 502, one it passes reaches the client)
   publish-bad  once connected, sends a PUBLISH whose frame would end its
             event early ("data: x\n\nid: 5"), prints "published", then is
             silent
@@ -98,10 +100,12 @@ def mirror(r):
 
 
 def main(argv):
-    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad", "mirror") or argv[2].startswith("forge:")):
-        print("usage: wire_actor.py URL silent|status99|publish-bad|forge:ID|mirror", file=sys.stderr)
+    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad", "mirror") or
+                              argv[2].startswith(("forge:", "status:"))):
+        print("usage: wire_actor.py URL silent|status99|status:N|publish-bad|forge:ID|mirror", file=sys.stderr)
         return 2
     url, mode = argv[1], argv[2]
+    status = int(mode[7:]) if mode.startswith("status:") else 99
     lib = ctypes.CDLL("libnng.so.1")
     lib.nng_pair1_open.argtypes = [ctypes.POINTER(Sock)]
     lib.nng_dial.argtypes = [Sock, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
@@ -156,7 +160,7 @@ def main(argv):
         if mode == "mirror":
             payload = BATCH.pack(1, 0, len(recs)) + b"".join(mirror(r) for r in recs)
         else:
-            payload = BATCH.pack(1, 0, len(ids)) + b"".join(REPLY.pack(rid, 99, 0, 0) for rid in ids)
+            payload = BATCH.pack(1, 0, len(ids)) + b"".join(REPLY.pack(rid, status, 0, 0) for rid in ids)
         seq += 1
         out = ENV.pack(MAGIC, KIND_REPLY, 0, to, frm, seq, hi, lo, len(payload)) + payload
         lib.nng_send(sock, out, len(out), 0)

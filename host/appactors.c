@@ -18,6 +18,30 @@ static void app_actors_rows(m0__service *s, m0__process *pr) {
   s->st = &pr->page.actors[s->row];         /* and its requests, whoever asks */
 }
 
+/* What actor i's instances must prove at url (actors/proof.h), set on its
+ * service before it listens: nothing (ipc, tls+tcp, a trusted network),
+ * its key file's secret, or a fresh one for the instances spawned here. 0
+ * or M0__ECONFIG (said on stderr; the doctor's links check says it first). */
+static int app_actors_proof(m0__app_actors *a, int i, const m0__actor_spec *sp, const char *url) {
+  bool plain = !strncmp(url, "tcp://", 6);
+  if (!sp->secret_file[0] && (!plain || sp->trusted_network)) return 0;
+  if (!a->secrets && !(a->secrets = calloc((size_t)a->n, sizeof *a->secrets))) return M0__ENOMEM;
+  m0__secret *sec = &a->secrets[i];
+  char why[900], fix[900];
+  if (sp->secret_file[0]) {
+    if (m0__secret_read_file(sp->secret_file, sec, why, sizeof why, fix, sizeof fix) != 0) {
+      fprintf(stderr, "m0: actor %s: secret: %s (%s)\n", sp->name, why, fix);
+      return M0__ECONFIG;
+    }
+  } else if (sp->placement != M0__PLACE_PROCESS || m0__secret_make(sec) != 0) {
+    fprintf(stderr, "m0: actor %s: its instances dial plain tcp at %s, and nothing proves who they are (give it "
+                    "\"secret\", use tls+tcp://, or set \"trusted_network\": true)\n", sp->name, url);
+    return M0__ECONFIG;
+  }
+  a->svcs[i].secret = sec;
+  return 0;
+}
+
 int m0__app_actors_handles(const m0__app_decl *decl) {
   int n = 0;
   for (int i = 0; i < decl->nactors; i++)
@@ -69,8 +93,8 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
         fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
         return M0__ETOOBIG;
       }
-      int rv = m0__service_listen(s, urls[i], pr->trace, pub);
-      if (rv != 0) return rv;
+      int rv = app_actors_proof(a, i, sp, urls[i]);
+      if (rv != 0 || (rv = m0__service_listen(s, urls[i], pr->trace, pub)) != 0) return rv;
       continue;
     }
     s->nslots = sp->instances;
@@ -132,7 +156,7 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
       fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
       break;
     }
-    if ((rv = m0__relay_init(&a->relays[i], s, doors, nworkers)) != 0 ||
+    if ((rv = app_actors_proof(a, i, sp, urls[i])) != 0 || (rv = m0__relay_init(&a->relays[i], s, doors, nworkers)) != 0 ||
         (rv = m0__service_listen(s, urls[i], pr->trace, pub)) != 0 || (rv = m0__relay_start(&a->relays[i])) != 0)
       break;
   }
@@ -164,6 +188,8 @@ void m0__app_actors_close(m0__app_actors *a) {
   for (int i = 0; i < a->n; i++) m0__service_close(&a->svcs[i]);
   for (int i = 0; a->relays && i < a->n; i++) m0__relay_close(&a->relays[i]); /* after: no reply comes now */
   free(a->relays);
+  if (a->secrets) memset(a->secrets, 0, (size_t)a->n * sizeof *a->secrets);
+  free(a->secrets);
   for (int k = 0; k < a->ninst; k++) m0__inbox_fini(&a->inst[k].inbox);
   free(a->svcs);
   free(a->svc_ptrs);

@@ -9,6 +9,10 @@
  *   replies go) and before any thread starts: thread instances are handles
  *   in the coordinator's group, so the barrier waits for their READY and a
  *   FAILED make is exit 78 like a loop's.
+ * - An actor whose instances dial plain tcp (unless the file trusts its
+ *   network), or that names a key file, asks each to prove it holds the
+ *   secret (actors/proof.h): the key file's, or one drawn here for the
+ *   process instances this host spawns (handed over in their environment).
  * - Stopped after every loop has drained (no request is inside an actor
  *   then): STOP to each thread instance and each connected instance, then
  *   the spawned processes are asked (SIGTERM) and waited for within what is
@@ -34,6 +38,7 @@ typedef struct m0__app_actors {
   m0__inbox **loop_inbox; /* [here] */
   char (*urls)[M0__URL_MAX]; /* [n]: where connected instances dial */
   struct m0__relay *relays;  /* [n]: the supervisor's (m0__app_actors_front), else NULL */
+  m0__secret *secrets;       /* [n]: what each actor's instances prove they hold (len 0: no proof asked) */
 } m0__app_actors;
 
 /* Makes the services and thread instances of decl for this process's

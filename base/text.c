@@ -30,10 +30,3 @@ char *m0__escape(char *out, size_t n, const char *s) {
   out[o] = 0;
   return out;
 }
-
-void m0__escape_line(char *line, size_t n) {
-  if (!m0__has_control(line)) return;
-  char copy[4096];
-  snprintf(copy, sizeof copy, "%s", line);
-  m0__escape(line, n, copy);
-}

@@ -2,8 +2,10 @@
  * name) put into a line on stderr: every line m0 writes is one line, so a
  * value with a line break or another control byte must not end it early
  * and write a forged "m0: ..." line after it (OWASP: encode output for its
- * context). A value that holds one is refused where it is read
- * (host/config.c, host/topofile.c), and the refusal shows it escaped. */
+ * context). A value that holds one is refused where it is read (every
+ * variable and flag: host/config.c; every string of the topology file:
+ * host/topofile.c), and the refusal shows it escaped; so no later line
+ * can carry one. */
 #ifndef M0_BASE_TEXT_H
 #define M0_BASE_TEXT_H
 
@@ -16,8 +18,5 @@ bool m0__has_control(const char *s);
  * with each control byte written \n, \r, \t or \xHH and each backslash \\:
  * one line, whatever s holds. Returns out. */
 char *m0__escape(char *out, size_t n, const char *s);
-/* The same in place: for a line already formatted (its values may hold
- * control bytes; its own text holds none). */
-void m0__escape_line(char *line, size_t n);
 
 #endif

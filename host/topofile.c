@@ -35,7 +35,6 @@ static void topo_fail(m0_config *cfg, const char *text, const char *key, const c
            line, col);
   size_t n = strlen(cfg->topology_error);
   snprintf(cfg->topology_error + n, sizeof cfg->topology_error - n, fmt, what);
-  m0__escape_line(cfg->topology_error, sizeof cfg->topology_error); /* a value from the file: one line */
 }
 
 /* ---- where a key of an entry is: "app_actors[1].restart.period_ms" ----
@@ -185,7 +184,6 @@ static void topo_fail_at(m0_config *cfg, const char *text, const char *path, con
   va_start(ap, fmt);
   vsnprintf(cfg->topology_error + n, sizeof cfg->topology_error - n, fmt, ap);
   va_end(ap);
-  m0__escape_line(cfg->topology_error, sizeof cfg->topology_error); /* a value from the file: one line */
 }
 
 /* Sets option opt from the file unless a flag or variable already did. */
@@ -721,6 +719,31 @@ static bool topo_bus(m0_config *cfg, const char *text, json_t *o, char *url, siz
   return true;
 }
 
+/* The first string of the file (a value, or an object's key) that holds a
+ * control byte, and the key it is under: no name, URL, path, pattern or
+ * subject holds one, and each may be said in a line on stderr. */
+static const char *topo_control(json_t *v, const char *under, const char **key) {
+  if (json_is_string(v)) {
+    *key = under;
+    return m0__has_control(json_string_value(v)) ? json_string_value(v) : NULL;
+  }
+  const char *k, *bad = NULL;
+  json_t *x;
+  size_t i;
+  if (json_is_object(v)) {
+    json_object_foreach(v, k, x) {
+      if (m0__has_control(k)) {
+        *key = under;
+        return k;
+      }
+      if ((bad = topo_control(x, k, key))) return bad;
+    }
+  }
+  if (json_is_array(v))
+    json_array_foreach(v, i, x) if ((bad = topo_control(x, under, key))) return bad;
+  return NULL;
+}
+
 void m0__topofile_apply(m0_config *cfg) {
   const char *path = M0__CFGS(cfg, topology);
   if (!path[0]) return;
@@ -740,6 +763,12 @@ void m0__topofile_apply(m0_config *cfg) {
   }
   if (!json_is_object(root)) {
     snprintf(cfg->topology_error, sizeof cfg->topology_error, "%s line 1 column 1: not a JSON object", path);
+    goto out;
+  }
+  const char *ckey = NULL, *ctl = topo_control(root, "", &ckey);
+  if (ctl) {
+    char shown[160];
+    topo_fail(cfg, text, ckey, "\"%s\" holds a control byte (a value is one line)", m0__escape(shown, sizeof shown, ctl));
     goto out;
   }
   static const char *const known[] = {"mode", "loops", "handler_threads", "connections_per_loop", "accept_sharing",

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "actors/admit.h"
 #include "base/errors.h"
 #include "transport/handoff.h"
 
@@ -144,10 +145,22 @@ static void accept_on_listen(uv_poll_t *p, int status, int events) {
   }
 }
 
+/* A hand-off this loop cannot have been sent: named and counted
+ * (actors/admit.h), its descriptor never adopted. */
+static void accept_refuse(m0__loop *l, const char *from) {
+  m0__refused(l->self.id, M0__REFUSE_UNEXPECTED, M0__K_HANDOFF, from);
+}
+
 void m0__accept_on_handoff(m0__loop *l, const m0__msg *m) {
-  if (m->len != sizeof(int32_t)) return;
-  int32_t fd;
-  memcpy(&fd, m->payload, sizeof fd);
+  char peer[96];
+  int32_t fd = -1;
+  if (m->len == sizeof fd) memcpy(&fd, m->payload, sizeof fd);
+  /* Not closed when refused: a number in a message is not ours to close. */
+  if (!l->share || l->handoff || m->len != sizeof fd || m0__handoff_check(fd, l->listen_fd) != 0) {
+    m0__msg_peer(m, peer, sizeof peer);
+    accept_refuse(l, peer);
+    return;
+  }
   accept_pending_done(l);
   l->adopted++;
   accept_adopt(l, fd);
@@ -158,6 +171,11 @@ void m0__accept_on_handin(uv_poll_t *p, int status, int events) {
   m0__loop *l = p->data;
   int fd;
   while ((fd = m0__handoff_recv(l->handoff[2 * l->index])) >= 0) {
+    if (m0__handoff_check(fd, l->listen_fd) != 0) { /* the kernel's copy: ours to close */
+      close(fd);
+      accept_refuse(l, "a sibling process's hand-off socket");
+      continue;
+    }
     accept_pending_done(l);
     l->adopted++;
     accept_adopt(l, fd);

@@ -78,6 +78,7 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
     return M0__ETRANSPORT;
   }
   a->unsealed = reach_origin(url);
+  m0__fresh_init(&a->fresh);
   a->open = true;
   return 0;
 }
@@ -170,7 +171,7 @@ void m0__peer_close(m0__peer *p) {
 int m0__msg_new(nng_msg **m, size_t reserve) {
   if (reserve > M0__ENV_MAX_PAYLOAD) reserve = M0__ENV_MAX_PAYLOAD;
   if (nng_msg_alloc(m, M0__ENV_HEADER) != 0) return M0__ENOMEM;
-  if (reserve && nng_msg_reserve(*m, M0__ENV_HEADER + reserve) != 0) {
+  if (reserve && nng_msg_reserve(*m, M0__ENV_HEADER + reserve + M0__SEAL_LEN) != 0) { /* a seal without a copy */
     nng_msg_free(*m);
     return M0__ENOMEM;
   }
@@ -212,13 +213,14 @@ int m0__send_msg(m0__actor *self, m0__peer *to, int kind, uint64_t trace_hi, uin
   /* Through a socket to another of the host's actors, the family's seal
    * (actors/admit.h); never to an application actor's instance. */
   bool seal = !to->direct && nng_pipe_id(to->pipe) <= 0 && m0__family_known() && host_role(to->id);
-  if (seal) {
-    uint8_t s[M0__SEAL_LEN];
-    m0__family_seal(s);
-    if (nng_msg_append(m, s, sizeof s) != 0) return M0__ENOMEM;
-    e.flags = M0__ENV_SEALED;
-  }
+  if (seal) e.flags = M0__ENV_SEALED;
   m0__env_write(nng_msg_body(m), &e, (uint32_t)len);
+  if (seal) { /* over the header as written and the payload: it proves this message (actors/seal.h) */
+    uint8_t *at = m0__msg_extend(m, M0__SEAL_LEN);
+    if (!at) return M0__ENOMEM;
+    m0__family_seal(nng_msg_body(m), M0__ENV_HEADER + len, at);
+  }
+
   /* Traced and counted on its edge (the observer's, actors/edges.h) before
    * the hand-over, and nothing touched after it: once handed over, the
    * message may be the receiver's, and its answer may end the drain and
@@ -316,11 +318,16 @@ static void peer_name(nng_pipe p, char *out, size_t n) {
   }
 }
 
-/* Where a message taken from the mailbox came from (actors/admit.h), or -1:
- * sealed, but not with this host's cookie. */
-static int origin_of(const m0__actor *self, const m0__msg *m) {
-  if (m->env.flags & M0__ENV_SEALED) return m0__family_check(m->payload + m->len);
-  return self->unsealed;
+/* Where a message taken from the mailbox came from (actors/admit.h), or a
+ * refusal: sealed, but not by this host's key for this message (SEAL), or
+ * seen before (REPLAY). */
+static int origin_of(m0__actor *self, const m0__msg *m, int *refusal) {
+  if (!(m->env.flags & M0__ENV_SEALED)) return self->unsealed;
+  const uint8_t *seal = m->payload + m->len;
+  int origin = m0__family_check(nng_msg_body(m->nmsg), M0__ENV_HEADER + m->len, seal);
+  if (origin < 0) *refusal = M0__REFUSE_SEAL;
+  else if (!m0__fresh_take(&self->fresh, m->env.from, seal)) *refusal = M0__REFUSE_REPLAY, origin = -1;
+  return origin;
 }
 
 int m0__recv(m0__actor *self, m0__msg *out, int how) {
@@ -343,8 +350,8 @@ int m0__recv(m0__actor *self, m0__msg *out, int how) {
   if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &out->env, &out->payload, &out->len) != 0) {
     refusal = M0__REFUSE_MALFORMED;
     out->env.kind = 0;
-  } else if ((out->origin = from_inbox ? M0__ORIGIN_SELF : origin_of(self, out)) < 0) {
-    refusal = M0__REFUSE_SEAL;
+  } else if ((out->origin = from_inbox ? M0__ORIGIN_SELF : origin_of(self, out, &refusal)) < 0) {
+    /* refusal says which: SEAL or REPLAY */
   } else if (M0__ACTOR_ROLE(self->id) != M0__ROLE_APP && out->env.to != self->id) {
     refusal = M0__REFUSE_ADDRESS;
   } else if ((rv = m0__admit(self->id, &out->env, out->origin)) != 0) {
@@ -376,7 +383,7 @@ void m0__msg_peer(const m0__msg *m, char *out, size_t n) {
     char who[48];
     m0__actor_name(m->env.from, who, sizeof who);
     if (m->env.flags & M0__ENV_SEALED)
-      snprintf(out, n, "%s of this host (pid %u)", who, (unsigned)m0__le_get32(m->payload + m->len + 16));
+      snprintf(out, n, "%s of this host (pid %u)", who, (unsigned)m0__seal_pid(m->payload + m->len));
     else
       snprintf(out, n, "%s of this process", who);
     return;

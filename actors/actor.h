@@ -24,6 +24,7 @@
 #include "actors/envelope.h"
 #include "actors/inbox.h"
 #include "actors/kinds.h"
+#include "actors/seal.h"
 #include "base/nng_compat.h"
 
 typedef struct m0__tracer m0__tracer;
@@ -42,6 +43,8 @@ typedef struct m0__actor {
    * tcp the network. Known from the socket, never from the pipe (one that
    * has hung up by the time its message is read cannot be looked up). */
   int unsealed;
+  /* The sealed stamps this mailbox took: a replay is refused (actors/seal.h). */
+  m0__fresh fresh;
 } m0__actor;
 
 typedef struct m0__peer {

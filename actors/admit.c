@@ -26,57 +26,6 @@ const char *m0__refusal_name(int reason) {
   }
 }
 
-/* ---- the family's cookie ---- */
-
-static uint8_t cookie[16];
-static bool cookie_known;
-static uint32_t my_pid; /* getpid() is a system call; a process of the host never forks without exec */
-
-int m0__family_make(void) {
-  size_t got = 0;
-  while (got < sizeof cookie) {
-    ssize_t n = getrandom(cookie + got, sizeof cookie - got, 0);
-    if (n <= 0) return M0__ECONFIG;
-    got += (size_t)n;
-  }
-  cookie_known = true;
-  my_pid = (uint32_t)getpid();
-  return 0;
-}
-
-int m0__family_inherit(const char *hex) {
-  if (!hex || strlen(hex) != 2 * sizeof cookie) return M0__ECONFIG;
-  for (size_t i = 0; i < sizeof cookie; i++) {
-    unsigned v;
-    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return M0__ECONFIG;
-    cookie[i] = (uint8_t)v;
-  }
-  cookie_known = true;
-  my_pid = (uint32_t)getpid();
-  return 0;
-}
-
-void m0__family_env(char out[64]) {
-  int n = snprintf(out, 64, "M0__COOKIE=");
-  for (size_t i = 0; i < sizeof cookie; i++) n += snprintf(out + n, (size_t)(64 - n), "%02x", cookie[i]);
-}
-
-bool m0__family_known(void) { return cookie_known; }
-
-void m0__family_seal(uint8_t out[M0__SEAL_LEN]) {
-  memcpy(out, cookie, sizeof cookie);
-  m0__le_put32(out + 16, my_pid);
-}
-
-int m0__family_check(const uint8_t seal[M0__SEAL_LEN]) {
-  /* Every byte is compared, so the time taken says nothing of how many
-   * matched. */
-  unsigned diff = !cookie_known;
-  for (size_t i = 0; i < sizeof cookie; i++) diff |= cookie[i] ^ seal[i];
-  if (diff) return -1;
-  return m0__le_get32(seal + 16) == my_pid ? M0__ORIGIN_SELF : M0__ORIGIN_FAMILY;
-}
-
 /* ---- the accept lists ---- */
 
 #define S (1u << M0__ORIGIN_SELF)
@@ -252,7 +201,9 @@ static bool say_now(uint32_t self, int reason, const char *peer) {
 static const char *why(int reason) {
   switch (reason) {
   case M0__REFUSE_MALFORMED: return "not an m0 envelope";
-  case M0__REFUSE_SEAL: return "sealed with another host's cookie";
+  case M0__REFUSE_SEAL: return "a seal that is not this host's key's for this message";
+  case M0__REFUSE_REPLAY: return "a sealed message seen before, or sealed before this mailbox opened";
+  case M0__REFUSE_UNEXPECTED: return "a message its actor was not waiting for, or a descriptor that is no connection";
   case M0__REFUSE_KIND: return "a kind this actor never takes from there";
   case M0__REFUSE_ADDRESS: return "addressed to another actor, or from one that never sends it";
   case M0__REFUSE_FRAME: return "a frame that does not decode";

@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "actors/envelope.h"
+#include "actors/seal.h"
 
 enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL = 2, M0__ORIGIN_OUTSIDE = 3 };
 
@@ -53,7 +54,10 @@ enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL =
  * m0_refused_total). A reason's number is its place here. */
 #define M0__REFUSALS(X)                                                                                      \
   X(MALFORMED, "malformed") /* not an envelope: short, bad magic, unknown kind, flags, wrong length */       \
-  X(SEAL, "seal")           /* sealed, but not with this host's cookie */                                    \
+  X(SEAL, "seal")           /* sealed, but not by this host's key, or not this message (actors/seal.h) */   \
+  X(REPLAY, "replay")       /* sealed by the family, but seen before or sealed before its mailbox opened */ \
+  X(UNEXPECTED, "unexpected") /* a STOP, STOPPED or HANDOFF its actor was not waiting for, or a handed-over \
+                               * descriptor that is not a connection like the listener's */                \
   X(KIND, "kind")           /* a kind this mailbox never takes from where it came */                         \
   X(ADDRESS, "address")     /* addressed to another actor, or from one that never sends that kind */         \
   X(FRAME, "frame")         /* a FRAME whose payload does not decode or that the bus would refuse */         \
@@ -75,20 +79,6 @@ enum m0__refusal {
 };
 
 const char *m0__refusal_name(int reason);
-
-/* The family's cookie for this process: made (the top process) or taken
- * from M0__COOKIE (a worker) before any actor starts. Until then nothing is
- * sealed, and only SELF and OUTSIDE exist. 0, or M0__ECONFIG (a worker
- * whose M0__COOKIE is not 32 hex digits). */
-int m0__family_make(void);
-int m0__family_inherit(const char *hex);
-/* "M0__COOKIE=<32 hex digits>" for a spawned worker's environment. */
-void m0__family_env(char out[64]);
-bool m0__family_known(void);
-/* Writes this process's seal. */
-void m0__family_seal(uint8_t out[M0__SEAL_LEN]);
-/* The origin a seal proves: SELF (this pid), FAMILY, or -1 (not the cookie). */
-int m0__family_check(const uint8_t seal[M0__SEAL_LEN]);
 
 /* Whether actor `self` takes message e from `origin`: 0, or the refusal. */
 int m0__admit(uint32_t self, const m0__env *e, int origin);

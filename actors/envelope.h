@@ -22,9 +22,10 @@
 #define M0__ENV_MAX_PAYLOAD (16u << 20)
 
 /* flags: 0, or SEALED: the payload is followed by the family's seal
- * (M0__SEAL_LEN bytes, actors/admit.h), which the length does not count. */
+ * (M0__SEAL_LEN bytes), which the length does not count. */
 #define M0__ENV_SEALED 1u
-/* The seal: the host's cookie (16 bytes), then the sender's pid (u32). */
+/* The seal: a tag (8 bytes), the sender's stamp (u64) and pid (u32); what
+ * they prove is actors/seal.h's. */
 #define M0__SEAL_LEN 20
 
 typedef struct m0__env {

@@ -155,7 +155,15 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     if (rv != 0) break;
     switch (m.env.kind) {
     case M0__K_GO: loop_go(l); break;
-    case M0__K_STOP: loop_stop(l); break;
+    case M0__K_STOP: /* only after its coordinator said the drain begins (host/coordinator.c) */
+      if (atomic_load(&l->told_stop)) {
+        loop_stop(l);
+      } else {
+        char peer[96];
+        m0__msg_peer(&m, peer, sizeof peer);
+        m0__refused(l->self.id, M0__REFUSE_UNEXPECTED, M0__K_STOP, peer);
+      }
+      break;
     case M0__K_FRAME: loop_on_frame(l, &m); break;
     case M0__K_RESULT: m0__lane_on_result(l, &m); break;
     case M0__K_REPLY:

@@ -45,11 +45,11 @@ static void leg_introduce(m0__relay *r, int k, m0__relay_leg *l) {
   m0__env e = {.kind = M0__K_READY, .flags = M0__ENV_SEALED, .from = M0__ACTOR_ID(M0__ROLE_COORD, 0),
                .to = M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(r->svc->index, 0xfff)), .seq = ++r->seq};
   m0__env_write(nng_msg_body(m), &e, (uint32_t)len);
-  m0__family_seal(seal);
   /* Waiting (up to the leg's 100 ms send timeout) rather than dropped: a
    * leg not introduced is no instance to its worker until it connects again. */
-  if (nng_msg_append(m, intro, len) != 0 || nng_msg_append(m, seal, sizeof seal) != 0 ||
-      nng_sendmsg(l->sock, m, 0) != 0) {
+  bool ok = nng_msg_append(m, intro, len) == 0;
+  if (ok) m0__family_seal(nng_msg_body(m), nng_msg_len(m), seal);
+  if (!ok || nng_msg_append(m, seal, sizeof seal) != 0 || nng_sendmsg(l->sock, m, 0) != 0) {
     atomic_fetch_add(&r->dropped, 1);
     nng_msg_free(m);
   }

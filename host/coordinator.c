@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "actors/admit.h"
 #include "actors/bus.h"
 #include "actors/loop.h"
 #include "actors/pool.h"
@@ -152,6 +153,14 @@ static void coord_log_stats(int idx, const m0__msg *m) {
           (unsigned long long)st.timeouts, (unsigned long long)st.handed, (unsigned long long)st.adopted);
 }
 
+/* A STOPPED from no actor told to stop (the seal's replay refusal is the
+ * first line: actors/seal.h): named and counted, never taken. */
+static void coord_unexpected(coord *c, const m0__msg *m) {
+  char peer[96];
+  m0__msg_peer(m, peer, sizeof peer);
+  m0__refused(c->self.id, M0__REFUSE_UNEXPECTED, m->env.kind, peer);
+}
+
 /* STOP to an actor that can still hear it; false when it has nothing to
  * drain (its make failed, or its thread ended) or cannot be reached. */
 static bool coord_stop(coord *c, m0__handle *h, m0__peer *to) {
@@ -240,6 +249,8 @@ static int coord_drain(coord *c, int64_t deadline) {
     } else if (over && role == M0__ROLE_PRODUCER && !c->prod_done) {
       c->prod_done = true;
       waiting--;
+    } else if (m.env.kind == M0__K_STOPPED && role == M0__ROLE_LOOP && (idx < 0 || idx >= p->here)) {
+      coord_unexpected(c, &m);
     }
     m0__msg_free(&m);
   }
@@ -643,6 +654,7 @@ static int coord_serve(coord *c) {
     int kind = m.env.kind;
     if (kind == M0__K_DIED) fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
     if (kind == M0__K_TRACE) m0__trace_on_control(c->proc->trace, c->self.id, &m); /* the loops' tracer too */
+    if (kind == M0__K_STOPPED) coord_unexpected(c, &m); /* serving: no one was told to stop */
     m0__msg_free(&m);
     if (kind == M0__K_DIED) {
       coord_drain(c, m0__now_ms() + c->drain_ms);

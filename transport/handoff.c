@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int m0__handoff_make(int *fds, int loops) {
@@ -56,4 +57,18 @@ int m0__handoff_recv(int sock) {
   if (nfds == 1) return fds[0];
   for (size_t i = 0; i < nfds; i++) close(fds[i]);
   return -1;
+}
+
+static int handoff_sockopt(int fd, int opt) {
+  int v = -1;
+  socklen_t n = sizeof v;
+  return getsockopt(fd, SOL_SOCKET, opt, &v, &n) == 0 && n == sizeof v ? v : -1;
+}
+
+int m0__handoff_check(int fd, int listener) {
+  struct stat st;
+  if (fd < 0 || fd == listener || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return -1;
+  int family = handoff_sockopt(fd, SO_DOMAIN);
+  if (family < 0 || family != handoff_sockopt(listener, SO_DOMAIN)) return -1;
+  return handoff_sockopt(fd, SO_TYPE) == SOCK_STREAM && handoff_sockopt(fd, SO_ACCEPTCONN) == 0 ? 0 : -1;
 }

@@ -217,7 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (e.kind == 0 || e.kind >= M0__KIND_COUNT_ || (e.flags & ~M0__ENV_SEALED)) abort();
     /* a seal made up by the input is never the family's (this process has
      * a cookie the input cannot know) */
-    if (seal && m0__family_check(payload + len) >= 0) abort();
+    if (seal && m0__family_check(data, M0__ENV_HEADER + len, payload + len) >= 0) abort();
     admission(&e, payload, len);
     /* the header written again is the input's */
     uint8_t hdr[M0__ENV_HEADER];

@@ -1,0 +1,191 @@
+#include "actors/seal.h"
+
+#include <mbedtls/sha256.h>
+#include <mbedtls/version.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actors/admit.h"
+#include "base/errors.h"
+#include "base/num.h"
+
+#if MBEDTLS_VERSION_MAJOR >= 3
+#define SEAL_SHA_STARTS mbedtls_sha256_starts
+#define SEAL_SHA_UPDATE mbedtls_sha256_update
+#define SEAL_SHA_FINISH mbedtls_sha256_finish
+#else
+#define SEAL_SHA_STARTS mbedtls_sha256_starts_ret
+#define SEAL_SHA_UPDATE mbedtls_sha256_update_ret
+#define SEAL_SHA_FINISH mbedtls_sha256_finish_ret
+#endif
+
+/* The process's key, and HMAC's two keyed SHA-256 states made from it once
+ * (so a seal costs the message's blocks and one more, not the pads' two
+ * besides): written before any actor starts, read only after. The last
+ * stamp is the one word every sealing thread writes. */
+static struct {
+  uint8_t key[16];
+  bool known;
+  uint32_t pid; /* getpid() is a system call; a process of the host never forks without exec */
+  mbedtls_sha256_context inner, outer;
+  _Atomic uint64_t last_stamp;
+} seal_fam;
+
+static void seal_keyed(void) {
+  uint8_t pad[64];
+  memset(pad, 0, sizeof pad);
+  memcpy(pad, seal_fam.key, sizeof seal_fam.key);
+  for (size_t i = 0; i < sizeof pad; i++) pad[i] ^= 0x36;
+  mbedtls_sha256_init(&seal_fam.inner);
+  SEAL_SHA_STARTS(&seal_fam.inner, 0);
+  SEAL_SHA_UPDATE(&seal_fam.inner, pad, sizeof pad);
+  for (size_t i = 0; i < sizeof pad; i++) pad[i] ^= 0x36 ^ 0x5c;
+  mbedtls_sha256_init(&seal_fam.outer);
+  SEAL_SHA_STARTS(&seal_fam.outer, 0);
+  SEAL_SHA_UPDATE(&seal_fam.outer, pad, sizeof pad);
+  memset(pad, 0, sizeof pad);
+  seal_fam.known = true;
+  seal_fam.pid = (uint32_t)getpid();
+}
+
+int m0__family_make(void) {
+  size_t got = 0;
+  while (got < sizeof seal_fam.key) {
+    ssize_t n = getrandom(seal_fam.key + got, sizeof seal_fam.key - got, 0);
+    if (n <= 0) return M0__ECONFIG;
+    got += (size_t)n;
+  }
+  seal_keyed();
+  return 0;
+}
+
+int m0__family_inherit(char *hex) {
+  if (!hex || strlen(hex) != 2 * sizeof seal_fam.key) return M0__ECONFIG;
+  for (size_t i = 0; i < sizeof seal_fam.key; i++) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return M0__ECONFIG;
+    seal_fam.key[i] = (uint8_t)v;
+  }
+  /* Wiped where it was read: /proc/PID/environ shows this memory. */
+  memset(hex, '0', 2 * sizeof seal_fam.key);
+  seal_keyed();
+  return 0;
+}
+
+void m0__family_env(char out[64]) {
+  int n = snprintf(out, 64, "M0__COOKIE=");
+  for (size_t i = 0; i < sizeof seal_fam.key; i++) n += snprintf(out + n, (size_t)(64 - n), "%02x", seal_fam.key[i]);
+}
+
+bool m0__family_known(void) { return seal_fam.known; }
+
+uint32_t m0__seal_pid(const uint8_t seal[M0__SEAL_LEN]) { return m0__le_get32(seal + M0__SEAL_TAG + 8); }
+
+/* Later than every stamp this process gave before, on any thread. */
+static uint64_t seal_stamp(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t last = atomic_load_explicit(&seal_fam.last_stamp, memory_order_relaxed);
+  do {
+    if (now <= last) now = last + 1;
+  } while (!atomic_compare_exchange_weak_explicit(&seal_fam.last_stamp, &last, now, memory_order_relaxed,
+                                                  memory_order_relaxed));
+  return now;
+}
+
+/* The tag of msg and the seal's stamp and pid (its last 12 bytes). */
+static void seal_tag(const uint8_t *msg, size_t n, const uint8_t *stamp_pid, uint8_t tag[M0__SEAL_TAG]) {
+  uint8_t inner[32], outer[32];
+  mbedtls_sha256_context c;
+  mbedtls_sha256_init(&c);
+  mbedtls_sha256_clone(&c, &seal_fam.inner);
+  SEAL_SHA_UPDATE(&c, msg, n);
+  SEAL_SHA_UPDATE(&c, stamp_pid, M0__SEAL_LEN - M0__SEAL_TAG);
+  SEAL_SHA_FINISH(&c, inner);
+  mbedtls_sha256_clone(&c, &seal_fam.outer);
+  SEAL_SHA_UPDATE(&c, inner, sizeof inner);
+  SEAL_SHA_FINISH(&c, outer);
+  mbedtls_sha256_free(&c);
+  memcpy(tag, outer, M0__SEAL_TAG);
+}
+
+void m0__family_seal(const uint8_t *msg, size_t n, uint8_t out[M0__SEAL_LEN]) {
+  m0__le_put64(out + M0__SEAL_TAG, seal_stamp());
+  m0__le_put32(out + M0__SEAL_TAG + 8, seal_fam.pid);
+  seal_tag(msg, n, out + M0__SEAL_TAG, out);
+}
+
+int m0__family_check(const uint8_t *msg, size_t n, const uint8_t seal[M0__SEAL_LEN]) {
+  if (!seal_fam.known) return -1;
+  uint8_t tag[M0__SEAL_TAG];
+  seal_tag(msg, n, seal + M0__SEAL_TAG, tag);
+  /* Every byte is compared, so the time taken says nothing of how many
+   * matched. */
+  unsigned diff = 0;
+  for (size_t i = 0; i < sizeof tag; i++) diff |= tag[i] ^ seal[i];
+  if (diff) return -1;
+  return m0__seal_pid(seal) == seal_fam.pid ? M0__ORIGIN_SELF : M0__ORIGIN_FAMILY;
+}
+
+/* ---- freshness ---- */
+
+void m0__fresh_init(m0__fresh *f) {
+  memset(f, 0, sizeof *f);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  f->floor = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t fresh_high(const m0__fresh_stream *s) {
+  uint64_t h = 0;
+  for (int i = 0; i < M0__FRESH_WINDOW; i++)
+    if (s->top[i] > h) h = s->top[i];
+  return h;
+}
+
+/* The stream of `key`, or a new one in a free slot or in place of the one
+ * heard from longest ago (the floor rises to its highest). */
+static m0__fresh_stream *fresh_stream_of(m0__fresh *f, uint64_t key) {
+  if (f->s[f->last].key == key) return &f->s[f->last];
+  int free_at = -1, oldest = 0;
+  for (int i = 0; i < M0__FRESH_STREAMS; i++) {
+    if (f->s[i].key == key) return &f->s[f->last = i];
+    if (!f->s[i].key) {
+      if (free_at < 0) free_at = i;
+    } else if (fresh_high(&f->s[i]) < fresh_high(&f->s[oldest])) {
+      oldest = i;
+    }
+  }
+  int at = free_at;
+  if (at < 0) {
+    at = oldest;
+    uint64_t h = fresh_high(&f->s[at]);
+    if (h > f->floor) f->floor = h;
+  }
+  memset(&f->s[at], 0, sizeof f->s[at]);
+  f->s[at].key = key;
+  return &f->s[f->last = at];
+}
+
+bool m0__fresh_take(m0__fresh *f, uint32_t from, const uint8_t seal[M0__SEAL_LEN]) {
+  uint64_t stamp = m0__le_get64(seal + M0__SEAL_TAG);
+  uint64_t key = (uint64_t)m0__seal_pid(seal) << 32 | from;
+  if (!key) key = 1; /* pid 0 never seals; kept apart from a free slot all the same */
+  m0__fresh_stream *s = fresh_stream_of(f, key);
+  /* The lowest of the window (the floor while the window has room): a
+   * stamp at or below it, or equal to one taken, was seen or is too old. */
+  int low = 0;
+  for (int i = 0; i < M0__FRESH_WINDOW; i++) {
+    if (s->top[i] == stamp) return false;
+    if (s->top[i] < s->top[low]) low = i;
+  }
+  if (stamp <= (s->top[low] ? s->top[low] : f->floor)) return false;
+  s->top[low] = stamp;
+  return true;
+}

@@ -25,6 +25,7 @@ typedef struct master {
   int chan;      /* the master channel: generations say here which one serves */
   int sigfd;     /* TERM, INT, HUP, USR2, CHLD */
   pid_t current; /* the serving generation */
+  pid_t past[8];  /* generations that served before it: their exits are said */
   bool stopping;
   bool done;     /* the serving generation exited */
   int code;      /* ... with this */
@@ -43,7 +44,12 @@ static void master_read_chan(master *m) {
     size_t used = 0;
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
       if (!strncmp(line, "MAINPID=", 8)) {
-        m->current = (pid_t)atol(line + 8);
+        pid_t now = (pid_t)atol(line + 8);
+        if (now != m->current) {
+          memmove(m->past + 1, m->past, sizeof m->past - sizeof m->past[0]);
+          m->past[0] = m->current;
+        }
+        m->current = now;
         continue;
       }
       int w = snprintf(fwd + used, sizeof fwd - used, "%s%s", used ? "\n" : "", line);
@@ -62,6 +68,10 @@ static void master_reap(master *m) {
   int st;
   pid_t w;
   while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+    for (size_t i = 0; w != m->current && i < sizeof m->past / sizeof m->past[0]; i++)
+      if (m->past[i] == w)
+        fprintf(stderr, "m0: master: the generation that served before (pid %d) %s %d\n", (int)w,
+                WIFEXITED(st) ? "exited" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
     if (w != m->current || m->done) continue;
     m->done = true;
     m->code = master_code(st);
@@ -139,6 +149,12 @@ int m0__master_run(const m0_app *app) {
     return 1;
   }
   master_reap(&m); /* a child may have exited before the exec: no SIGCHLD for it here */
+  if (!m.done && kill(m.current, 0) != 0) { /* reaped before the exec: its code is not known */
+    fprintf(stderr, "m0: master: the serving generation (pid %d) is gone; exiting 1\n", (int)m.current);
+    m.done = true;
+    m.code = 1;
+    m.deadline = m0__now_ms() + m.drain_ms + MASTER_GRACE_MS;
+  }
   for (;;) {
     if (m.done && !master_children_left(&m)) break;
     struct pollfd pf[2] = {{m.sigfd, POLLIN, 0}, {m.chan, POLLIN, 0}};

@@ -269,7 +269,9 @@ void m0__process_teardown(m0__process *p, bool clean) {
   }
   if (p->topo_made) m0__topology_free(&p->topo);
   p->topo_made = false;
-  if (p->stop_fd < 0 && p->sigfd >= 0) m0__signals_restore();
+  /* The master-to-be keeps its handlers, the signals blocked (host/master.h). */
+  bool hold = p->stop_fd < 0 && p->sigfd >= 0 && !p->inherit_dir && m0__reload_hold();
+  if (p->stop_fd < 0 && p->sigfd >= 0 && !hold) m0__signals_restore();
   p->sigfd = -1;
   if (clean) m0__exits_fini(&p->exits);
   if (clean && p->decl_made) m0__app_decl_free(&p->decl);

@@ -51,6 +51,19 @@ void m0__reload_remember(const m0_app *app, int argc, char **argv) {
   reload_argv = argv;
 }
 
+/* pid runs (exists and is not a zombie). */
+static bool reload_running(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *rp = strrchr(buf, ')');
+  return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
 static const char *sig_name(int sig) { return sig == M0__SIG_HUP ? "SIGHUP" : "SIGUSR2"; }
 
 static void cloexec(int fd) {
@@ -262,7 +275,7 @@ void m0__reload_ask(m0__process *p, int sig, bool serving) {
   }
   if (r->prev_fd >= 0) { /* its read end closes at its exit, or its exec as the master */
     struct pollfd pf = {r->prev_fd, 0, 0};
-    if (poll(&pf, 1, 0) == 0) {
+    if (poll(&pf, 1, 0) == 0 && reload_running(r->prev_pid)) {
       fprintf(stderr, "m0: reload: generation %llu is still draining (pid %d); this %s is refused\n", gen - 1,
               (int)r->prev_pid, sig_name(sig));
       return;
@@ -522,18 +535,38 @@ void m0__reload_pidfile_remove(const char *path) {
   if (ours) unlink(path);
 }
 
+/* Blocked from the teardown on, across the exec (a blocked signal is kept,
+ * and never ignored, even by PID 1): the master takes them from its
+ * signalfd. One that came since the last wait (the teardown reads no
+ * signal) is sent on now. */
+static void reload_hold(sigset_t *set) {
+  sigemptyset(set);
+  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(set, sigs[i]);
+  sigprocmask(SIG_BLOCK, set, NULL);
+  int late = m0__signals_take();
+  if (late & M0__SIG_STOP) {
+    kill(reload_succ, SIGTERM);
+    reload_stopping = true;
+  }
+  if (late & M0__SIG_HUP) kill(reload_succ, SIGHUP);
+  if (late & M0__SIG_USR2) kill(reload_succ, SIGUSR2);
+}
+
+bool m0__reload_hold(void) {
+  sigset_t set;
+  if (reload_master_fd < 0 || reload_succ <= 0) return false;
+  reload_hold(&set);
+  return true;
+}
+
 void m0__reload_exit(int code) {
   if (reload_master_fd < 0 || reload_succ <= 0) {
     m0__reload_pidfile_remove(reload_pidfile);
     return;
   }
-  /* Blocked across the exec (a blocked signal is kept, and never ignored,
-   * even by PID 1): the master takes them from its signalfd. */
   sigset_t set;
-  sigemptyset(&set);
-  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
-  sigprocmask(SIG_BLOCK, &set, NULL);
+  reload_hold(&set); /* again: what a thread's handler wrote since (the handlers stay until the exec) */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   fcntl(reload_master_fd, F_SETFD, 0);
   char v[PATH_MAX + 96];

@@ -115,6 +115,11 @@ void m0__reload_pidfile_remove(const char *path);
  * --pid-file is removed. Returns only when it is not (or cannot be) a
  * master. */
 void m0__reload_exit(int code);
+/* Before the teardown puts the default handlers back: true for generation
+ * 1 that will be the master, which blocks the signals from here and keeps
+ * its handlers (a thread that has not blocked them writes the pipe, read
+ * once more before the exec): none may end it now. */
+bool m0__reload_hold(void);
 /* The supervisor's waitpid(-1) took pid: true when it was the next
  * generation (its status is kept for m0__reload_next). */
 bool m0__reload_reaped(struct m0__process *p, pid_t pid, int status);

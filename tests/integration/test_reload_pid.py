@@ -1,0 +1,293 @@
+"""One pid for the host's whole life, upgrade by path, a bounded hand-over
+(issue 37; host/master.h, host/reload.h; docs/behaviour.md, Reload).
+
+1. Container: `unshare --pid --fork --mount-proc BIN/host_check --port 0
+   [mode]` in single, --threads 2 and --workers 2 (skipped with one line
+   where namespaces cannot be made). Under light load (fresh connections,
+   one after another, from a thread), SIGHUP, SIGUSR2, SIGHUP to the
+   namespace's init (PID 1 inside): each time `generation N serving`, the
+   init is the same process (the namespace lives: the unshare process is
+   still there), it is `m0: host_check master` once it handed over, and no
+   request failed; then SIGTERM: unshare passes on exit 0, nothing left.
+2. Upgrade by path (--workers 2, a copy of host_check at TMP/app,
+   --pid-file, NOTIFY_SOCKET a datagram socket of this test): a new binary
+   renamed over TMP/app, SIGHUP, then SIGUSR2: generation 3 runs TMP/app as
+   it is now (its /proc/PID/exe is that file's inode, not "(deleted)"); a
+   second rename and SIGUSR2: generation 4 too. The pid file holds the top
+   pid throughout; the titles are `m0: host_check master`, `... supervisor
+   gen 4`, `... worker 0 gen 4`, `... worker 1 gen 4` and comm is the binary's
+   name ("app", not "exe"); every datagram to NOTIFY_SOCKET came from the top
+   pid (SO_PASSCRED), READY=1 and RELOADING=1 among them, never MAINPID=;
+   SIGTERM: exit 0, the pid file removed.
+3. A next generation that never serves (a script renamed over TMP/app that
+   ignores SIGTERM; --reload-timeout-ms 1000, --drain-timeout-ms 1000):
+   SIGUSR2, and it is named with its pid (`has not served within`, then
+   `sending it SIGKILL`, then `stopped ... generation 1 keeps serving`),
+   gone; generation 1 answers on, and a SIGHUP then starts generation 2.
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from harness import BIN, Failures, Server, alive, children, descendants, get, reap, wait_for
+
+F = Failures()
+UNSHARE = shutil.which("unshare")
+NS = ["--pid", "--fork", "--mount-proc"]
+SERVING = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\)", re.M)
+STARTING = re.compile(r"^m0: reload: generation (\d+) starting \(pid (\d+), (.*)\)$", re.M)
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+class Load(threading.Thread):
+    """GET /health on a fresh connection, one after another, until stopped:
+    how many answered 200, and what failed."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.port, self.ok, self.failed, self.halt = port, 0, [], threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            try:
+                st, _ = get(self.port, "/health", timeout=10)
+                if st == 200:
+                    self.ok += 1
+                else:
+                    self.failed.append(st)
+            except Exception as e:  # noqa: BLE001 - every failure is counted
+                self.failed.append(repr(e))
+            time.sleep(0.005)
+
+    def stop(self):
+        self.halt.set()
+        self.join(15)
+
+
+def serving(s, gen, timeout=20):
+    """The pid of generation `gen` once its serving line is in the log."""
+    m = wait_for(lambda: next((m for m in SERVING.finditer(s.stderr()) if int(m.group(1)) == gen), None), timeout)
+    return int(m.group(2)) if m else None
+
+
+def drained(s, n, timeout=20):
+    """n generations said `drained, exit 0` (the predecessor is gone: the next reload is not refused)."""
+    return wait_for(lambda: s.stderr().count("m0: drained, exit 0") >= n, timeout)
+
+
+def container(mode, args):
+    s = Server(UNSHARE, *NS, os.path.join(BIN, "host_check"), "--port", "0", *args)
+    left = set()
+    try:
+        s.start()
+        init = wait_for(lambda: next(iter(children(s.proc.pid)), None), 5)
+        F.check(init is not None, f"[{mode}] the namespace has an init")
+        if init is None:
+            return
+        load = Load(s.port)
+        load.start()
+        wait_for(lambda: load.ok > 0, 5)
+        gen = 1
+        for sig in (signal.SIGHUP, signal.SIGUSR2, signal.SIGHUP):
+            os.kill(init, sig)
+            gen += 1
+            pid = serving(s, gen)
+            F.check(pid is not None, f"[{mode}] {sig.name}: generation {gen} serves\n{s.stderr()[-1500:]}")
+            F.check(drained(s, gen - 1), f"[{mode}] {sig.name}: generation {gen - 1} drained\n{s.stderr()[-1500:]}")
+            F.check(s.proc.poll() is None and alive(init) and init in children(s.proc.pid),
+                    f"[{mode}] after {sig.name}: the namespace's init {init} is still there (unshare "
+                    f"{s.proc.poll()})")
+            F.check(wait_for(lambda: cmdline(init) == "m0: host_check master", 5),
+                    f"[{mode}] after {sig.name}: PID 1 is the master ({cmdline(init)!r})")
+        load.stop()
+        F.check(load.ok > 0 and not load.failed,
+                f"[{mode}] every request under the reloads answered 200: {load.ok} ok, failed {load.failed[:5]}")
+        left = descendants(s.proc.pid)
+        os.kill(init, signal.SIGTERM)
+        rc = s.wait(timeout=15)
+        F.check(rc == 0, f"[{mode}] SIGTERM to PID 1: unshare exits 0 (got {rc})\n{s.stderr()[-1500:]}")
+        F.check(not [p for p in left if alive(p)], f"[{mode}] nothing is left after the stop")
+        print(f"[{mode}] 3 reloads, {load.ok} requests, 0 failed; exit {rc}", flush=True)
+    finally:
+        s.kill()
+        reap(left | descendants(s.proc.pid) if s.proc else left)
+
+
+def namespaces():
+    if not UNSHARE:
+        print("SKIP (namespaces): unshare is not installed")
+        return
+    try:
+        probe = subprocess.run([UNSHARE] + NS + ["true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"SKIP (namespaces): unshare could not run: {e}")
+        return
+    if probe.returncode != 0:
+        print(f"SKIP (namespaces): unshare {' '.join(NS)} is not permitted here: {probe.stderr.decode().strip()}")
+        return
+    for mode, args in (("single", []), ("threads2", ["--threads", "2"]), ("workers2", ["--workers", "2"])):
+        container(mode, args)
+
+
+def replace_binary(path, source):
+    """A new file at path (a rename over it: the running one's inode stays,
+    "(deleted)")."""
+    tmp = path + ".new"
+    shutil.copyfile(source, tmp)
+    os.chmod(tmp, 0o755)
+    os.rename(tmp, path)
+
+
+def notices(sock):
+    """Every datagram waiting on sock: [(sender pid, text)]."""
+    out = []
+    while True:
+        try:
+            data, anc, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(12), socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return out
+        pid = None
+        for level, kind, value in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                pid = struct.unpack("iII", value[:12])[0]
+        out.append((pid, data.decode(errors="replace")))
+
+
+def by_path(tmp):
+    app, pidfile, nsock = os.path.join(tmp, "app"), os.path.join(tmp, "host.pid"), os.path.join(tmp, "notify")
+    shutil.copyfile(os.path.join(BIN, "host_check"), app)
+    os.chmod(app, 0o755)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    sock.bind(nsock)
+    s = Server(app, "--port", "0", "--workers", "2", "--pid-file", pidfile, env={"NOTIFY_SOCKET": nsock})
+    s.app = app  # BIN/app does not exist: Server runs os.path.join(BIN, app), which is app itself when absolute
+    got = []
+    try:
+        s.start()
+        top = s.proc.pid
+        read_pid = lambda: open(pidfile).read().strip() if os.path.exists(pidfile) else None  # noqa: E731
+        F.check(read_pid() == str(top), f"by path: the pid file holds the top pid {top} ({read_pid()!r})")
+        replace_binary(app, os.path.join(BIN, "host_check"))
+        os.kill(top, signal.SIGHUP)
+        F.check(serving(s, 2) is not None, f"by path: SIGHUP after a rename: generation 2 serves\n{s.stderr()[-1500:]}")
+        F.check(drained(s, 1), "by path: generation 1 drained")
+        for gen in (3, 4):
+            ino = os.stat(app).st_ino
+            os.kill(top, signal.SIGUSR2)
+            pid = serving(s, gen)
+            F.check(pid is not None, f"by path: SIGUSR2: generation {gen} serves\n{s.stderr()[-2000:]}")
+            if pid is None:
+                return
+            st = next((m for m in STARTING.finditer(s.stderr()) if int(m.group(1)) == gen), None)
+            F.check(st and st.group(3) == app, f"by path: generation {gen} started from {app} ({st and st.group(0)!r})")
+            exe = os.readlink(f"/proc/{pid}/exe") if alive(pid) else ""
+            F.check(exe == app and os.stat(f"/proc/{pid}/exe").st_ino == ino,
+                    f"by path: generation {gen} (pid {pid}) runs the file at {app} as it is now ({exe!r})")
+            F.check(drained(s, gen - 1), f"by path: generation {gen - 1} drained")
+            if gen == 3:
+                replace_binary(app, os.path.join(BIN, "host_check"))
+            F.check(read_pid() == str(top), f"by path: after generation {gen}, the pid file still holds {top}")
+        workers = sorted(children(pid))
+        titles = sorted([cmdline(top), cmdline(pid)] + [cmdline(w) for w in workers])
+        want = sorted(["m0: host_check master", "m0: host_check supervisor gen 4", "m0: host_check worker 0 gen 4",
+                       "m0: host_check worker 1 gen 4"])
+        F.check(titles == want, f"by path: the titles {titles} are {want}")
+        names = {comm(p) for p in [top, pid] + workers}
+        F.check(names == {"app"}, f"by path: comm is the binary's name, not exe ({names})")
+        got = notices(sock)
+        F.check(got and all(p == top for p, _ in got), f"by path: every notice came from the top pid {top}: {got}")
+        texts = "\n".join(t for _, t in got)
+        F.check("READY=1" in texts and "RELOADING=1" in texts and "MAINPID=" not in texts,
+                f"by path: READY=1 and RELOADING=1, never MAINPID= ({texts!r})")
+        left = descendants(top)
+        rc = s.stop(signal.SIGTERM, timeout=15)
+        F.check(rc == 0, f"by path: SIGTERM to the top: exit 0 (got {rc})\n{s.stderr()[-1500:]}")
+        F.check(not os.path.exists(pidfile), "by path: the pid file is removed at exit")
+        F.check(wait_for(lambda: not [p for p in left if alive(p)], 5), "by path: nothing is left after the stop")
+        print(f"by path: generations 2-4 on one pid {top}; {len(got)} notices", flush=True)
+    finally:
+        s.kill()
+        reap(descendants(s.proc.pid) if s.proc else set())
+        sock.close()
+
+
+HANG = """#!/usr/bin/env python3
+# A next generation that never serves, and will not stop for SIGTERM.
+import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+time.sleep(60)
+"""
+
+
+def hanging(tmp):
+    app = os.path.join(tmp, "app")
+    shutil.copyfile(os.path.join(BIN, "host_check"), app)
+    os.chmod(app, 0o755)
+    s = Server(app, "--port", "0", "--reload-timeout-ms", "1000", "--drain-timeout-ms", "1000")
+    hang = None
+    try:
+        s.start()
+        top = s.proc.pid
+        with open(app + ".new", "w") as f:
+            f.write(HANG)
+        os.chmod(app + ".new", 0o755)
+        os.rename(app + ".new", app)
+        os.kill(top, signal.SIGUSR2)
+        m = wait_for(lambda: re.search(r"^m0: reload: generation 2 \(pid (\d+)\) has not served within 1000 ms",
+                                       s.stderr(), re.M), 20)
+        F.check(m, f"hanging: the next generation is named with its pid once its bound passed\n{s.stderr()[-1500:]}")
+        if not m:
+            hang = STARTING.search(s.stderr())
+            hang = int(hang.group(2)) if hang else None
+            return
+        hang = int(m.group(1))
+        F.check(wait_for(lambda: re.search(rf"^m0: reload: generation 2 \(pid {hang}\) did not stop .*SIGKILL$",
+                                           s.stderr(), re.M), 20),
+                f"hanging: it ignored SIGTERM and is sent SIGKILL\n{s.stderr()[-1500:]}")
+        F.check(wait_for(lambda: re.search(rf"^m0: reload: generation 2 \(pid {hang}\) stopped .*generation 1 keeps "
+                                           rf"serving$", s.stderr(), re.M), 20),
+                f"hanging: it is stopped and generation 1 serves on\n{s.stderr()[-1500:]}")
+        F.check(wait_for(lambda: not alive(hang), 5), f"hanging: pid {hang} is gone")
+        st, _ = get(s.port, "/health")
+        F.check(st == 200 and s.proc.poll() is None, f"hanging: generation 1 answers ({st})")
+        os.kill(top, signal.SIGHUP)  # /proc/self/exe: host_check again; not refused as "still starting"
+        F.check(serving(s, 2) is not None, f"hanging: a SIGHUP then starts generation 2\n{s.stderr()[-1500:]}")
+        F.check(drained(s, 1), "hanging: generation 1 drained")
+        rc = s.stop(signal.SIGTERM, timeout=15)
+        F.check(rc == 0, f"hanging: SIGTERM: exit 0 (got {rc})")
+        print(f"hanging: generation 2 (pid {hang}) stopped; generation 1 served on", flush=True)
+    finally:
+        s.kill()
+        reap((descendants(s.proc.pid) if s.proc else set()) | ({hang} if hang else set()))
+
+
+namespaces()
+with tempfile.TemporaryDirectory(prefix="m0-reload-pid-") as d:
+    by_path(d)
+with tempfile.TemporaryDirectory(prefix="m0-reload-hang-") as d:
+    hanging(d)
+F.done()

@@ -1,5 +1,6 @@
 #include "http/response.h"
 #include "base/num.h"
+#include "base/text.h"
 #include "http/fields.h"
 
 #include <stdarg.h>
@@ -396,15 +397,16 @@ int m0_respond_graph(m0_response *res) {
 
 int m0_respond_stream(m0_response *res, const char *channel) {
   if (res->done) return -1;
+  char shown[160]; /* the application's name for it, which may be a client's bytes: said escaped (base/text.h) */
   if (!res->stream_begin) {
     fprintf(stderr, "m0: a stream on %s was begun on a pool thread; answered 409 (open streams on the loop: "
-                    "an M0_ON_LOOP route)\n", channel ? channel : "?");
+                    "an M0_ON_LOOP route)\n", channel ? m0__escape(shown, sizeof shown, channel) : "?");
     m0__respond_status(res, 409, NULL);
     return -1;
   }
   if (!m0__channel_ok(channel)) {
     fprintf(stderr, "m0: refused a stream on the channel name %s (1..64 visible bytes, not \"m0.\")\n",
-            channel ? channel : "(null)");
+            channel ? m0__escape(shown, sizeof shown, channel) : "(null)");
     m0__respond_status(res, 500, NULL);
     return -1;
   }

@@ -43,6 +43,11 @@
  *   to the client first) is not sent again. Ids are global across
  *   channels, so a hole in one channel's ids is no loss; only those marks
  *   are.
+ * - Ids only go up on a channel: a numbered frame at or below the highest
+ *   its channel wrote on this loop came late (publishers cross in flight)
+ *   and is dropped there, counted and told as a loss (chan_late). So what
+ *   a stream, a WebSocket and the history see is in id order, whoever
+ *   published it.
  * - Frames are checked before the bus (m0__frame_ok: no larger than the
  *   cap, no blank line, no CR, no id line of their own) and trusted here.
  * - A beat that does not fit is not retried at every sweep: the stream
@@ -74,6 +79,7 @@ struct m0__chan {
   uint32_t hcap, hhead, hcount;
   size_t hbytes;
   uint64_t evicted; /* the highest id dropped from the history */
+  uint64_t last;    /* the highest id written here: a frame at or below it came late */
   _Atomic uint64_t *dropped; /* its line on the shared page, found at its first drop */
   uint8_t nlen;
   char name[M0__CHANNEL_MAX + 1];
@@ -272,12 +278,25 @@ static bool sub_push(m0__http *h, m0__sub *s, m0__sframe *f) {
   return true;
 }
 
+/* n frames dropped on ch, on its line of the shared page. */
+static void chan_dropped(m0__http *h, m0__chan *ch, uint64_t n) {
+  if (!ch->dropped && h->chan_lines) ch->dropped = m0__page_channel_dropped(h->chan_lines, ch->name, ch->nlen);
+  if (ch->dropped && n) atomic_fetch_add_explicit(ch->dropped, n, memory_order_relaxed);
+}
+
+/* A frame s lost, to tell it: the lowest and highest ids among them (a late
+ * frame's is below what it was given since). */
+static void sub_mark(m0__sub *s, uint64_t id) {
+  s->lost++;
+  if (id && (!s->lost_first || id < s->lost_first)) s->lost_first = id;
+  if (id > s->lost_last) s->lost_last = id;
+}
+
 /* f did not fit in s's queue: counted by channel, and remembered to tell
  * (a stream), or the socket closed (a WebSocket: s may be gone after). */
 static void sub_lost(m0__http *h, m0__sub *s, const m0__sframe *f) {
   m0__chan *ch = s->ch;
-  if (!ch->dropped && h->chan_lines) ch->dropped = m0__page_channel_dropped(h->chan_lines, ch->name, ch->nlen);
-  if (ch->dropped) atomic_fetch_add_explicit(ch->dropped, 1, memory_order_relaxed);
+  chan_dropped(h, ch, 1);
   if (s->c->ws) {
     char why[124];
     snprintf(why, sizeof why, "frames lost from id %llu on channel %.*s", (unsigned long long)f->id, (int)ch->nlen,
@@ -285,9 +304,31 @@ static void sub_lost(m0__http *h, m0__sub *s, const m0__sframe *f) {
     m0__ws_goodbye(s->c->ws, M0__STREAM_WS_LOST, why);
     return;
   }
-  s->lost++;
-  if (f->id && !s->lost_first) s->lost_first = f->id;
-  if (f->id) s->lost_last = f->id;
+  sub_mark(s, f->id);
+}
+
+/* A numbered frame at or below the highest id its channel wrote on this
+ * loop reached it late: its publisher and another took their ids in one
+ * order and their frames crossed on the way (two threads, two processes,
+ * two pipes into one mailbox). Written now it would take every stream's
+ * ids backwards (and the history's order, which a resume replays), so it
+ * is dropped here and counted for each subscriber that did not have it; a
+ * stream is told (m0.gap, at once when it has room), a WebSocket, which
+ * carries no ids and lost nothing by being slow, stays open. */
+static uint64_t chan_late(m0__http *h, m0__chan *ch, uint64_t id) {
+  uint64_t n = 0;
+  m0__sub *next;
+  for (m0__sub *s = ch->subs; s; s = next) {
+    next = s->next; /* a write may close s->c, which takes s off the list */
+    if (s->c->closing || (!s->c->ws && id <= s->resumed)) continue;
+    n++;
+    if (s->c->ws) continue;
+    sub_mark(s, id);
+    sub_tell(s, 0);
+  }
+  chan_dropped(h, ch, n);
+  h->stats.frames_dropped += n;
+  return n;
 }
 
 /* The history takes f (its reference) and lets the oldest go past its bounds. */
@@ -320,11 +361,13 @@ uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64
   bool keep = id && h->history_max && h->history_bytes_max;
   m0__chan *ch = chan_find(h, channel, chlen, keep);
   if (!ch || (!ch->subs && !keep)) return 0;
+  if (id && id <= ch->last) return chan_late(h, ch, id);
   m0__sframe *f = malloc(sizeof *f + flen + 32);
   if (!f) return (uint64_t)ch->nsubs;
   memset(f, 0, sizeof *f);
   f->refs = 1; /* this call's */
   f->id = id;
+  if (id) ch->last = id;
   int n = id ? snprintf(f->sse, 32, "id: %llu\n", (unsigned long long)id) : 0;
   memcpy(f->sse + n, frame, flen);
   memcpy(f->sse + n + flen, "\n\n", 2);

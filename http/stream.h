@@ -45,7 +45,7 @@ typedef struct m0__sub {
   uint64_t after;  /* the last id it was given (first: its Last-Event-ID) */
   uint64_t resumed; /* its Last-Event-ID: a frame at or below it, reaching this loop late, the client has */
   bool replay;     /* the held frames after `after` are still to come (m0__stream_replay) */
-  uint32_t lost;   /* frames dropped for it (its queue was full) and not told yet */
+  uint32_t lost;   /* frames dropped for it (its queue was full, or late) and not told yet */
   uint64_t lost_first, lost_last; /* their ids (0: only unnumbered ones) */
 } m0__sub;
 

@@ -159,7 +159,11 @@ static void *service_gate(void *arg) {
       m0__env_write(nng_msg_body(m), &e, (uint32_t)send[i].n);
       memcpy((uint8_t *)nng_msg_body(m) + M0__ENV_HEADER, send[i].c, send[i].n);
       nng_msg_set_pipe(m, p);
-      if (nng_sendmsg(s->self.mailbox, m, NNG_FLAG_NONBLOCK) != 0) {
+      /* Blocking: pair1's polyamorous send hands one message at a time to
+       * its pipes' queues (a non-blocking one failed with EAGAIN for half
+       * of 300 dials at once); a pipe whose queue is full drops it, and
+       * its deadline closes it. */
+      if (nng_sendmsg(s->self.mailbox, m, 0) != 0) {
         nng_msg_free(m);
         nng_pipe_close(p);
       }
@@ -177,6 +181,8 @@ static void *service_gate(void *arg) {
   return NULL;
 }
 
+static void service_refused(m0__service *s, int reason, const m0__msg *m);
+
 /* An instance's answer (a HELLO on pipe p; the reply thread): a slot when
  * it proves the secret, else its pipe closed. */
 static void proof_taken(m0__service *s, const m0__msg *m) {
@@ -185,7 +191,7 @@ static void proof_taken(m0__service *s, const m0__msg *m) {
   struct m0__proving *pv = proving_of(s, (unsigned)nng_pipe_id(p));
   if (!pv) { /* proved already (or closed): one more HELLO is counted, not acted on */
     pthread_mutex_unlock(&s->mu);
-    atomic_fetch_add(&s->st->refused, 1);
+    service_refused(s, M0__REFUSE_PROOF, m);
     return;
   }
   bool sent = pv->sent;
@@ -394,7 +400,7 @@ static void *service_rx(void *arg) {
     if (rv != 0) continue;
     if (m.env.kind == M0__K_HELLO) {
       if (s->secret) proof_taken(s, &m);
-      else atomic_fetch_add(&s->st->refused, 1); /* no proof was asked */
+      else service_refused(s, M0__REFUSE_KIND, &m); /* no proof was asked: a kind it never takes */
       m0__msg_free(&m);
       continue;
     }

@@ -19,7 +19,7 @@ supervisor, producer, worker.i, loop.i, pool.i.j), over one connection each:
 - malformed: an empty message, junk, 43 bytes (short of the 44-byte
   header), a header whose length says more than came and one that says
   less, length fields of 16 MiB + 1 and 2^32 - 1, bad magic (m0E2, 0),
-  kinds 0, 18 (one past the last) and 0xffff, flags 2 and 0x8000, the sealed flag with no
+  kinds 0, 19 (one past the last) and 0xffff, flags 2 and 0x8000, the sealed flag with no
   trailer, 200 random bytes;
 - a forged seal (flags = 1, 20 random trailer bytes; and 16 random bytes
   with the host's pid), on STOPs, a READY and (loops) a FRAME;
@@ -101,7 +101,7 @@ itself at the end, then answers it again) while echo_actor holds another
 (`x-sleep-ms: 1500`). While 20 POSTs go through echo_actor one after another,
 it sends again and again (two rounds at least, ~1.5 s): malformed envelopes
 (empty, junk, 43 bytes, lengths that are not the bytes, 16 MiB + 1 and
-2^32 - 1, bad magic, kinds 0, 18 and 0xffff, flags 2 and 0x8000, the sealed
+2^32 - 1, bad magic, kinds 0, 19 and 0xffff, flags 2 and 0x8000, the sealed
 flag without a trailer, random bytes); forged seals (on REPLY and PUBLISH,
 with and without the host's pid); every kind the socket never takes (READY,
 FAILED, GO, STOP, STOPPED, DIED, LEAVING, FRAME, HANDOFF of descriptors
@@ -182,8 +182,9 @@ RNG = random.Random(19)
 
 MAGIC = 0x3145306D  # "m0E1" (M0__ENV_MAGIC)
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo length
-KINDS = "READY FAILED GO STOP STOPPED DIED LEAVING FRAME HANDOFF JOB RESULT REQUEST REPLY ANSWER PUBLISH CHUNK TRACE".split()
-K = {name: i + 1 for i, name in enumerate(KINDS)}  # actors/kinds.h: READY = 1 ... TRACE = 17
+KINDS = ("READY FAILED GO STOP STOPPED DIED LEAVING FRAME HANDOFF JOB RESULT REQUEST REPLY ANSWER PUBLISH CHUNK TRACE "
+         "HELLO").split()
+K = {name: i + 1 for i, name in enumerate(KINDS)}  # actors/kinds.h: READY = 1 ... HELLO = 18
 ROLES = {"coordinator": 1, "loop": 2, "pool": 3, "producer": 4, "external": 5, "worker": 6, "app": 7}
 EXT = (ROLES["external"] << 24) | 4242  # an outside publisher (m0pub is external.<pid>)
 APP = (ROLES["app"] << 24) | 1  # an application actor's instance
@@ -195,7 +196,7 @@ NAMES = {
     "prefork": ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1", "pool.0.0", "pool.1.0"],
 }
 LOOPS = {"single": 1, "threads": 2, "prefork": 2}
-LINE_RE = re.compile(r"^m0: (\S+) refused a (\S+) message from (.+) \((malformed|seal|kind|address|frame|frame_id|reply): ",
+LINE_RE = re.compile(r"^m0: (\S+) refused a (\S+) message from (.+) \((malformed|seal|kind|address|frame|frame_id|reply|batch): ",
                      re.M)
 
 
@@ -359,7 +360,7 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
     add("a length of 2^32 - 1", env(K["STOP"], coord, me, length=0xFFFFFFFF), "malformed")
     add("bad magic m0E2", env(K["STOP"], coord, me, magic=0x3245306D), "malformed")
     add("magic 0", env(K["STOP"], coord, me, magic=0), "malformed")
-    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (TRACE = 17), the widest
+    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (HELLO = 18), the widest
         add(f"kind {k}", env(k, coord, me), "malformed")
     add("flags 2", env(K["STOP"], coord, me, flags=2), "malformed")
     add("flags 0x8000", env(K["STOP"], coord, me, flags=0x8000), "malformed")
@@ -834,7 +835,7 @@ def socket_battery(loops, host_pid, own):
     at_door("a length of 2^32 - 1", reply(empty, length=0xFFFFFFFF), "malformed")
     at_door("bad magic m0E2", reply(empty, magic=0x3245306D), "malformed")
     at_door("magic 0", reply(empty, magic=0), "malformed")
-    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (TRACE = 17), the widest
+    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (HELLO = 18), the widest
         at_door(f"kind {k}", env(k, APP, loop0, empty), "malformed")
     at_door("flags 2", reply(empty, flags=2), "malformed")
     at_door("flags 0x8000", reply(empty, flags=0x8000), "malformed")

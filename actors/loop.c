@@ -252,7 +252,8 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
    * publisher on this machine that named an id the host's own had taken);
    * from outside the host, an id too old for the window to tell is refused
    * too. The host's own publishers may cross in flight: a frame that
-   * arrives after a later one is written as it comes. */
+   * arrives after a later one of its channel is dropped there, counted and
+   * told (http/stream.c, chan_late), never written backwards. */
   bool old = l->last_id >= M0__WRITTEN_WINDOW && id <= l->last_id - M0__WRITTEN_WINDOW;
   if (id > atomic_load_explicit(&l->page->head->event_id, memory_order_acquire) ||
       (old ? m->origin == M0__ORIGIN_LOCAL : written_has(l, id))) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "actors/admit.h"
+#include "actors/bounds.h"
 #include "actors/edges.h"
 #include "actors/trace.h"
 #include "base/errors.h"
@@ -64,17 +65,17 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
   snprintf(a->url, sizeof a->url, "%s", url);
   if ((poly ? nng_pair1_open_poly(&a->mailbox) : nng_pull0_open(&a->mailbox)) != 0) return M0__ETRANSPORT;
   m0__socket_name(a->mailbox, "mailbox", id);
-  /* No message larger than an envelope may be: nng refuses a bigger one as
-   * it comes, before it holds memory for it. */
-  nng_socket_set_size(a->mailbox, NNG_OPT_RECVMAXSZ, M0__ENV_HEADER + M0__ENV_MAX_PAYLOAD + M0__SEAL_LEN);
+  /* No message larger than this mailbox's kinds can carry: nng refuses a
+   * bigger one as it comes, before it holds memory for it (actors/bounds.h). */
+  nng_socket_set_size(a->mailbox, NNG_OPT_RECVMAXSZ, m0__bounds_recv_max(id));
   /* A send waits at most this long for the socket's queue: pair1 hands each
    * message to its pipe's queue at once (or drops it, counted by nng as
    * tx_drop, when that queue is full: actors/service.h). */
   if (poly) nng_socket_set_ms(a->mailbox, NNG_OPT_SENDTIMEO, 100);
-  for (int ev = NNG_PIPE_EV_ADD_PRE; on_pipe && ev <= NNG_PIPE_EV_REM_POST; ev++)
-    nng_pipe_notify(a->mailbox, (nng_pipe_ev)ev, on_pipe, arg);
-  if (m0__link_listen(a->mailbox, url) != 0) {
+  /* Its pipes counted and capped, on_pipe told of each (actors/bounds.h). */
+  if (m0__bounds_watch(a->mailbox, id, url, on_pipe, arg) != 0 || m0__link_listen(a->mailbox, url) != 0) {
     m0__socket_close(a->mailbox);
+    m0__bounds_unwatch(a->mailbox);
     return M0__ETRANSPORT;
   }
   a->unsealed = reach_origin(url);
@@ -94,12 +95,16 @@ int m0__actor_open_poly(m0__actor *a, uint32_t id, const char *url, m0__tracer *
 
 int m0__actor_listen_also(m0__actor *a, const char *url) {
   if (m0__link_listen(a->mailbox, url) != 0) return M0__ETRANSPORT;
+  m0__bounds_listen_also(a->mailbox, url);
   if (reach_origin(url) > a->unsealed) a->unsealed = reach_origin(url);
   return 0;
 }
 
 void m0__actor_close(m0__actor *a) {
-  if (a->open) m0__socket_close(a->mailbox);
+  if (a->open) {
+    m0__socket_close(a->mailbox);
+    m0__bounds_unwatch(a->mailbox);
+  }
   a->open = false;
 }
 

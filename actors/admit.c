@@ -173,7 +173,8 @@ static int64_t now_ms(void) {
  * 2,000 dials from 2,000 addresses are one line, not 2,000. */
 static bool say_now(uint32_t self, int reason, const char *peer) {
   uint64_t h = (1469598103934665603ull ^ self) * 1099511628211ull; /* FNV-1a over the actor and the peer */
-  bool dial = reason == M0__REFUSE_PROOF || reason == M0__REFUSE_INSTANCES;
+  bool dial = reason == M0__REFUSE_PROOF || reason == M0__REFUSE_INSTANCES || reason == M0__REFUSE_PIPES ||
+              reason == M0__REFUSE_HANDSHAKE;
   if (dial) h = (h ^ (uint64_t)(reason + 1)) * 1099511628211ull;
   const char *end = dial ? peer
                     : strncmp(peer, "tcp peer ", 9) == 0 && strrchr(peer, ':') ? strrchr(peer, ':')
@@ -216,6 +217,9 @@ static const char *why(int reason) {
   case M0__REFUSE_PROOF: return "an instance without the actor's secret: a wrong proof, none in time, or a message "
                                 "before it";
   case M0__REFUSE_INSTANCES: return "every instance slot, or every proof in progress, is taken";
+  case M0__REFUSE_PIPES: return "every pipe this mailbox takes from outside its process is taken";
+  case M0__REFUSE_HANDSHAKE: return "no TLS handshake and SP greeting within the bound, or past the connections "
+                                    "still greeting on that port";
   default: return "?";
   }
 }
@@ -226,7 +230,8 @@ void m0__refused(uint32_t self, int reason, int kind, const char *peer) {
   if (!say_now(self, reason, peer)) return;
   char name[48];
   m0__actor_name(self, name, sizeof name);
-  bool dial = reason == M0__REFUSE_PROOF || reason == M0__REFUSE_INSTANCES;
+  bool dial = reason == M0__REFUSE_PROOF || reason == M0__REFUSE_INSTANCES || reason == M0__REFUSE_PIPES ||
+              reason == M0__REFUSE_HANDSHAKE;
   fprintf(stderr,
           "m0: %s refused a %s%s from %s (%s: %s); refusals are counted in m0_refused_total, and this "
           "%s is named again at most every %d s\n",

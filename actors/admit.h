@@ -69,7 +69,9 @@ enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL =
   X(CONTROL, "control")     /* a TRACE whose control the tracer refused (actors/trace.h) */                \
   X(PROOF, "proof")         /* an instance that did not prove itself: a wrong proof, none in time, or a     \
                              * message before it (actors/proof.h) */                                       \
-  X(INSTANCES, "instances") /* an instance past the actor's M0__SLOTS, or past its proofs in progress */
+  X(INSTANCES, "instances") /* an instance past the actor's M0__SLOTS, or past its proofs in progress */  \
+  X(PIPES, "pipes")         /* a pipe past a host mailbox's M0__MAILBOX_PIPES (actors/bounds.h) */         \
+  X(HANDSHAKE, "handshake") /* a tcp or tls+tcp connection not through its greeting in time (bounds.h) */
 
 enum m0__refusal {
 #define M0__REFUSAL_ENUM(name, text) M0__REFUSE_##name,

@@ -79,7 +79,7 @@ typedef struct m0__loop_line {
 /* One actor's refusals: the line is taken by storing actor id + 1 (0 is a
  * free line); the last line counts every actor beyond the others. */
 #define M0__PAGE_REFUSAL_LINES 64
-#define M0__PAGE_REFUSAL_REASONS 16 /* room for actors/admit.h's list to grow: at least its length */
+#define M0__PAGE_REFUSAL_REASONS 24 /* room for actors/admit.h's list to grow: at least its length */
 typedef struct m0__refusal_line {
   _Atomic uint64_t actor;
   _Atomic uint64_t n[M0__PAGE_REFUSAL_REASONS];

@@ -1,0 +1,256 @@
+"""What a peer can make a mailbox hold (actors/bounds.h; ARCHITECTURE.md,
+Admission): issue 36's first two attacks, from outside, with nothing but
+sockets.
+
+Proves, host_check single with every actor on tcp://127.0.0.1 (then on
+tls+tcp://):
+- Partial giant messages. 64 pipes to loop.0's tcp mailbox, each declaring
+  a 16 MiB envelope and sending 2 MiB of it: the host hangs up on every one
+  (the loop's receive limit is a FRAME's, 65.7 kB: nng refuses the length
+  before it holds the bytes), and host_check's VmRSS (/proc/PID/status)
+  grows by less than 48 MB (the resource bound: M0__MAILBOX_PIPES × the
+  loop's receive limit is 4.2 MB; before the limit, 64 × 2 MiB were held,
+  128 MB).
+- Many pipes. 96 more pipes, each sending 60,000 bytes of a 65,000-byte
+  message (under the limit): at most M0__MAILBOX_PIPES (64) pipes from
+  outside the process are held, counting the host's own tcp peers; the
+  others are closed by the host, m0_refused_total{actor="loop.0",
+  reason="pipes"} counts at least 32, stderr names it once (one line for
+  them all), VmRSS stays within the same bound, /health answers.
+- Idle and slow TLS dials. host_check on tls+tcp under RLIMIT_NOFILE 256
+  (set for it alone), 700 connections to loop.0's tls+tcp port that never
+  send a byte, and 100 that send one byte of a ClientHello and stop:
+  /health answers 200 within a bounded wait while every one of them is
+  still held open by the test (nng alone holds a connection that never
+  finishes its TLS handshake for ever, and at the limit every /health
+  timed out); m0_refused_total{actor="loop.0",reason="handshake"} counts
+  more of them than the limit (300: the descriptors were taken back and
+  used again); SIGTERM -> 0.
+"""
+import json
+import os
+import resource
+import select
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness import Failures, Server, get, metric, wait_for
+
+F = Failures()
+TMP = tempfile.mkdtemp(prefix="m0-bounds-")
+NAMES = ["coordinator", "producer", "loop.0"]
+SP_PUSH0, SP_PULL0 = b"\x00SP\x00\x00\x50\x00\x00", b"\x00SP\x00\x00\x51\x00\x00"
+PIPES = 64  # M0__MAILBOX_PIPES
+RSS_BOUND_KB = 48 * 1024
+
+
+def free_ports(names):
+    socks = []
+    try:
+        for _ in names:
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return {n: s.getsockname()[1] for n, s in zip(names, socks)}
+    finally:
+        for s in socks:
+            s.close()
+
+
+def topology(scheme, ports, tls=None):
+    path = os.path.join(TMP, f"topo-{scheme}.json")
+    t = {"mode": "single", "loops": 1, "handler_threads": 0, "transport": scheme,
+         "actors": [{"name": n, "url": f"{scheme}://127.0.0.1:{ports[n]}"} for n in NAMES]}
+    if tls:
+        t["tls"] = tls
+    with open(path, "w") as f:
+        json.dump(t, f)
+    return path
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def hung_up(conns, timeout=5.0):
+    """How many of conns the host closed (EOF or reset), waiting at most
+    `timeout` seconds in all for the rest."""
+    left, closed = list(conns), 0
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        ready = select.select(left, [], [], max(0.0, deadline - time.monotonic()))[0]
+        for c in ready:
+            try:
+                gone = not c.recv(65536)
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if gone:
+                closed += 1
+                left.remove(c)
+    return closed
+
+
+def sp_pipe(port):
+    """A push0 peer through its SP greeting, or None."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=5)
+    c.sendall(SP_PUSH0)
+    hello = b""
+    while len(hello) < 8:
+        chunk = c.recv(8 - len(hello))
+        if not chunk:
+            break
+        hello += chunk
+    if hello != SP_PULL0:
+        c.close()
+        return None
+    return c
+
+
+def partial(c, declared, body):
+    """Declares a message of `declared` bytes and sends `body` of it: False
+    when the host hung up meanwhile."""
+    try:
+        c.sendall(struct.pack(">Q", declared) + body)
+        return True
+    except OSError:
+        return False
+
+
+def giant_pipes():
+    ports = free_ports(NAMES)
+    with Server("host_check", "--port", "0", "--metrics-path", "/metrics",
+                "--topology", topology("tcp", ports)) as s:
+        pid, port = s.proc.pid, ports["loop.0"]
+        rss0 = rss_kb(pid)
+        # 64 pipes, each a 16 MiB envelope's length and 2 MiB of it
+        chunk = b"\x00" * (2 << 20)
+        giants = [c for c in (sp_pipe(port) for _ in range(PIPES)) if c]
+        F.check(len(giants) == PIPES, f"every giant pipe greeted ({len(giants)} of {PIPES})")
+        for c in giants:
+            partial(c, 16 << 20, chunk)
+        for c in giants:
+            c.setblocking(False)
+        closed = hung_up(giants)
+        F.check(closed == len(giants), f"the host hung up on every 16 MiB declaration ({closed} of {len(giants)})")
+        grown = rss_kb(pid) - rss0
+        F.check(grown < RSS_BOUND_KB, f"64 partial 16 MiB messages: VmRSS grew {grown} kB (bound {RSS_BOUND_KB})")
+        for c in giants:
+            c.close()
+
+        # 96 pipes, each 60,000 bytes of a 65,000-byte message
+        body, many = b"\x00" * 60000, []
+        for _ in range(96):
+            c = sp_pipe(port)
+            if c is None:  # refused at once: the host closed it before our greeting came back
+                continue
+            if partial(c, 65000, body):
+                many.append(c)
+        refused = wait_for(lambda: metric(s.port, 'm0_refused_total{actor="loop.0",reason="pipes"}') or 0, 5)
+        F.check(refused >= 96 - PIPES, f"pipes past {PIPES} are refused and counted ({refused})")
+        held = 0
+        for c in many:
+            c.setblocking(False)
+            try:
+                held += c.recv(1) != b""  # b"": the host closed it
+            except BlockingIOError:
+                held += 1
+            except OSError:
+                pass
+        F.check(held <= PIPES, f"at most {PIPES} pipes from outside are held ({held})")
+        grown = rss_kb(pid) - rss0
+        F.check(grown < RSS_BOUND_KB, f"96 partial 65,000-byte messages: VmRSS grew {grown} kB (bound {RSS_BOUND_KB})")
+        lines = [l for l in s.stderr().splitlines() if "(pipes:" in l]
+        F.check(len(lines) == 1, f"one line names the refused pipes ({len(lines)}):\n{s.stderr()}")
+        F.check(get(s.port, "/health")[0] == 200, "/health answers beside them")
+        for c in many:
+            c.close()
+        F.check(s.stop() == 0, f"SIGTERM -> 0:\n{s.stderr()}")
+
+
+def openssl(*args):
+    p = subprocess.run(["openssl", *args], capture_output=True, timeout=30, cwd=TMP)
+    if p.returncode != 0:
+        raise AssertionError(f"openssl {' '.join(args)}: {p.stderr.decode(errors='replace')}")
+
+
+def certificates():
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", "-new", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=m0 test ca")
+    openssl("req", "-new", *ec, "-keyout", "host.key", "-out", "host.csr", "-subj", "/CN=m0 test host")
+    with open(os.path.join(TMP, "host.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "host.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "host.pem", "-days", "2", "-extfile", "host.ext")
+    return {"cert": "host.pem", "key": "host.key", "ca": "ca.pem"}
+
+
+def health(port):
+    try:
+        return get(port, "/health", timeout=2)[0] == 200
+    except OSError:
+        return False
+
+
+def idle_tls_dials():
+    ports = free_ports(NAMES)
+    s = Server("host_check", "--port", "0", "--metrics-path", "/metrics",
+               "--topology", topology("tls+tcp", ports, certificates()))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited by the host only: restored below
+    try:
+        s.start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with s:
+        dials = []
+        try:
+            for i in range(800):
+                c = socket.socket()
+                c.setblocking(False)
+                try:
+                    c.connect(("127.0.0.1", ports["loop.0"]))
+                except BlockingIOError:
+                    pass
+                dials.append(c)
+            for c in dials[700:]:  # slow: one byte of a TLS record (a handshake's), then nothing
+                wait_for(lambda: _send_one(c), 5)
+            F.check(wait_for(lambda: health(s.port), 30, step=0.2),
+                    f"/health answers while 800 idle and slow TLS dials are open at RLIMIT_NOFILE 256:\n{s.stderr()}")
+            name = 'm0_refused_total{actor="loop.0",reason="handshake"}'
+            F.check(wait_for(lambda: (metric(s.port, name) or 0) >= 300, 30, step=0.2),
+                    f"the dials that never finished their handshake are cut and counted ({metric(s.port, name)})")
+            lines = [l for l in s.stderr().splitlines() if "(handshake:" in l]
+            F.check(1 <= len(lines) <= 3, f"one line per 10 s names them ({len(lines)}):\n{s.stderr()}")
+        finally:
+            for c in dials:
+                c.close()
+        F.check(s.stop() == 0, f"SIGTERM -> 0:\n{s.stderr()}")
+
+
+def _send_one(c):
+    """Sends one byte once c is connected: True when sent (or c is gone)."""
+    if not select.select([], [c], [], 0)[1]:
+        return False
+    try:
+        return c.send(b"\x16") == 1
+    except OSError:
+        return True
+
+
+try:
+    giant_pipes()
+    idle_tls_dials()
+finally:
+    shutil.rmtree(TMP, ignore_errors=True)
+F.done()

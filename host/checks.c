@@ -1,6 +1,8 @@
 #include "host/checks.h"
 #include "base/errors.h"
+#include "actors/bounds.h"
 #include "actors/proof.h"
+#include "actors/service.h"
 #include "host/appspec.h"
 #include "http/proxies.h"
 #include "transport/links.h"
@@ -488,6 +490,35 @@ long m0__fds_needed(const m0_config *cfg, const m0__app_decl *decl) {
   return fds_for(M0__CFG(cfg, workers), M0__CFG(cfg, threads), b > 0 ? b : 0, &a, &who);
 }
 
+/* The descriptors the topology's tcp and tls+tcp mailboxes could hold
+ * (actors/bounds.h): each host mailbox its pipes and connections still
+ * greeting, each application actor's socket its instance slots and those.
+ * Below that, a peer that fills them leaves the loops fewer connections
+ * than the limit suggests: said as a warning (ok, with a fix: serve prints
+ * it and starts), as nginx warns that worker_connections exceed the open
+ * file limit and starts. */
+static void check_link_descriptors(const m0_config *cfg, const m0_app *app, m0__check *c, long have, long left) {
+  long links = 0;
+  for (int i = 0; i < cfg->ntopo_urls; i++)
+    if (!strncmp(cfg->topo_urls[i], "tcp://", 6) || !strncmp(cfg->topo_urls[i], "tls+tcp://", 10))
+      links += M0__MAILBOX_PIPES + M0__HANDSHAKES_MAX;
+  m0__app_decl d;
+  char why[M0__STR_MAX + 256];
+  if (m0__app_decl_make(&d, app, cfg, why, sizeof why) == 0) {
+    for (int i = 0; i < d.nactors; i++)
+      if (!strncmp(d.actors[i].url, "tcp://", 6) || !strncmp(d.actors[i].url, "tls+tcp://", 10))
+        links += M0__SLOTS + M0__HANDSHAKES_MAX;
+    m0__app_decl_free(&d);
+  }
+  if (links <= left) return;
+  size_t n = strlen(c->detail);
+  snprintf(c->detail + n, sizeof c->detail - n,
+           "; warning: the topology's tcp links could hold %ld descriptors (per mailbox %d pipes and %d connections "
+           "still greeting), more than the %ld left",
+           links, M0__MAILBOX_PIPES, M0__HANDSHAKES_MAX, left);
+  CHECK_FIX(c, "raise RLIMIT_NOFILE to %ld or more (ulimit -n; LimitNOFILE= in a systemd unit)", have - left + links + 64);
+}
+
 /* A loop that found its descriptors spent could not start (it crashed, or
  * said "cannot start" without a reason): the limit is known before
  * anything starts, so a topology that cannot fit is refused here. */
@@ -510,6 +541,7 @@ static void check_descriptors(const m0_config *cfg, const m0_app *app, m0__check
   if (want <= have) {
     CHECK_OK(c, "%s needs about %ld of RLIMIT_NOFILE %ld descriptors to start; %ld left for connections", who, want,
              have, have - want);
+    check_link_descriptors(cfg, app, c, have, have - want);
     return;
   }
   long loops = w > 1 ? w : t, fit = 0;

@@ -38,7 +38,7 @@ typedef struct m0__check {
   const char *name;
   bool ok;
   char detail[M0__STR_MAX + 512];
-  char fix[1200];
+  char fix[1200]; /* when ok too: a warning, which serve prints and starts (the detail says it) */
 } m0__check;
 
 /* Runs every check in order into out[M0__CHECK_COUNT]. Returns the index of

@@ -125,6 +125,8 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
       rc = 78;
     } else {
       serve_warn_unknown(app);
+      for (int i = 0; i < M0__CHECK_COUNT; i++) /* a check that passed with a warning (host/checks.h) */
+        if (checks[i].fix[0]) fprintf(stderr, "m0: warning: %s (%s)\n", checks[i].detail, checks[i].fix);
       /* Access-log lines leave one at a time, not at exit. */
       if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
       char sd_err[512];

@@ -262,12 +262,12 @@ static void bounds_scan(DIR *d, bounds_seen **seen, size_t *nseen) {
       gs = grown;
       cap = c;
     }
-    bounds_seen key = {.ino = g.ino}, *was = bsearch(&key, *seen, *nseen, sizeof key, bounds_by_ino);
+    bounds_seen key = {.ino = g.ino}, *was = *nseen ? bsearch(&key, *seen, *nseen, sizeof key, bounds_by_ino) : NULL;
     g.since = was ? was->since : now;
     gs[n++] = g;
   }
   pthread_mutex_unlock(&bounds.mu);
-  qsort(gs, n, sizeof *gs, bounds_by_since);
+  if (n) qsort(gs, n, sizeof *gs, bounds_by_since); /* NULL when none: qsort's pointer must not be */
   bounds_seen *next = n ? malloc(n * sizeof *next) : NULL;
   size_t kept = 0;
   for (size_t i = 0; i < n; i++) {
@@ -277,7 +277,7 @@ static void bounds_scan(DIR *d, bounds_seen **seen, size_t *nseen) {
     if (now - gs[i].since >= M0__HANDSHAKE_MS || younger >= M0__HANDSHAKES_MAX) bounds_cut(&gs[i]);
     else if (next) next[kept++] = (bounds_seen){gs[i].ino, gs[i].since};
   }
-  qsort(next, kept, sizeof *next, bounds_by_ino);
+  if (kept) qsort(next, kept, sizeof *next, bounds_by_ino);
   free(*seen);
   *seen = next;
   *nseen = kept;

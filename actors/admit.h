@@ -9,21 +9,21 @@
  * Design notes
  * - Where a message came from is one of four origins. SELF: this process —
  *   a direct inbox, an inproc pipe (nng's inproc transport reaches no other
- *   process), or a message sealed with the family's cookie and this pid.
- *   FAMILY: another process of this host (the supervisor, a worker), proved
- *   by the seal: the host's 128-bit cookie, made by the top process from
- *   getrandom and inherited by its workers in their environment, with the
- *   sender's pid. LOCAL: an unsealed message through an ipc pipe — a program
+ *   process), or a message whose seal names this pid. FAMILY: another
+ *   process of this host (the supervisor, a worker), proved by the seal
+ *   (actors/seal.h: a tag over the message with the host's key, fresh by
+ *   its stamp) naming another pid. LOCAL: an unsealed message through an ipc pipe — a program
  *   on this machine that could open the 0700 run directory, so one of the
  *   host's user (m0pub). OUTSIDE: anything else, from the network (tcp,
  *   tls+tcp): an application actor's instance, or any program that reaches
  *   a tcp mailbox.
  * - The seal is written by m0__send_msg on every message a host actor sends
  *   through a socket to another host actor (never to an application actor's
- *   instance, which may be any program: the cookie is not shown to it), and
- *   read and stripped by m0__recv. An ipc mailbox is reachable only by its
- *   user (the 0700 run directory); a tls+tcp link is encrypted; over plain
- *   tcp the seal is as private as the network (loopback: this machine's root).
+ *   instance, which may be any program: the key is not shown to it), and
+ *   checked (tag, then freshness) and stripped by m0__recv. An ipc mailbox
+ *   is reachable only by its user (the 0700 run directory); a tls+tcp link
+ *   is encrypted; over plain tcp a sealed message can be read, not forged
+ *   or replayed.
  * - From LOCAL or OUTSIDE a mailbox takes only a REPLY or PUBLISH at an
  *   application actor's socket (a reply only for a request in flight with
  *   the instance on that pipe: actors/asks.c) and a REQUEST or STOP at an

@@ -1,7 +1,6 @@
 #include "actors/seal.h"
 
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
+#include <nettle/umac.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,41 +13,20 @@
 #include "base/errors.h"
 #include "base/num.h"
 
-#if MBEDTLS_VERSION_MAJOR >= 3
-#define SEAL_SHA_STARTS mbedtls_sha256_starts
-#define SEAL_SHA_UPDATE mbedtls_sha256_update
-#define SEAL_SHA_FINISH mbedtls_sha256_finish
-#else
-#define SEAL_SHA_STARTS mbedtls_sha256_starts_ret
-#define SEAL_SHA_UPDATE mbedtls_sha256_update_ret
-#define SEAL_SHA_FINISH mbedtls_sha256_finish_ret
-#endif
-
-/* The process's key, and HMAC's two keyed SHA-256 states made from it once
- * (so a seal costs the message's blocks and one more, not the pads' two
- * besides): written before any actor starts, read only after. The last
- * stamp is the one word every sealing thread writes. */
+/* The process's key and UMAC's keyed state made from it once (its
+ * subkeys: a seal then costs the message's bytes, not the key schedule):
+ * written before any actor starts, read only after. The last stamp is the
+ * one word every sealing thread writes. */
 static struct {
   uint8_t key[16];
   bool known;
   uint32_t pid; /* getpid() is a system call; a process of the host never forks without exec */
-  mbedtls_sha256_context inner, outer;
+  struct umac64_ctx umac;
   _Atomic uint64_t last_stamp;
 } seal_fam;
 
 static void seal_keyed(void) {
-  uint8_t pad[64];
-  memset(pad, 0, sizeof pad);
-  memcpy(pad, seal_fam.key, sizeof seal_fam.key);
-  for (size_t i = 0; i < sizeof pad; i++) pad[i] ^= 0x36;
-  mbedtls_sha256_init(&seal_fam.inner);
-  SEAL_SHA_STARTS(&seal_fam.inner, 0);
-  SEAL_SHA_UPDATE(&seal_fam.inner, pad, sizeof pad);
-  for (size_t i = 0; i < sizeof pad; i++) pad[i] ^= 0x36 ^ 0x5c;
-  mbedtls_sha256_init(&seal_fam.outer);
-  SEAL_SHA_STARTS(&seal_fam.outer, 0);
-  SEAL_SHA_UPDATE(&seal_fam.outer, pad, sizeof pad);
-  memset(pad, 0, sizeof pad);
+  umac64_set_key(&seal_fam.umac, seal_fam.key);
   seal_fam.known = true;
   seal_fam.pid = (uint32_t)getpid();
 }
@@ -99,20 +77,14 @@ static uint64_t seal_stamp(void) {
   return now;
 }
 
-/* The tag of msg and the seal's stamp and pid (its last 12 bytes). */
+/* The tag of msg under the seal's stamp and pid (its last 12 bytes), which
+ * are UMAC's nonce: never the same twice for one key (design notes), and
+ * bound to the tag as a nonce is (another gives another tag). */
 static void seal_tag(const uint8_t *msg, size_t n, const uint8_t *stamp_pid, uint8_t tag[M0__SEAL_TAG]) {
-  uint8_t inner[32], outer[32];
-  mbedtls_sha256_context c;
-  mbedtls_sha256_init(&c);
-  mbedtls_sha256_clone(&c, &seal_fam.inner);
-  SEAL_SHA_UPDATE(&c, msg, n);
-  SEAL_SHA_UPDATE(&c, stamp_pid, M0__SEAL_LEN - M0__SEAL_TAG);
-  SEAL_SHA_FINISH(&c, inner);
-  mbedtls_sha256_clone(&c, &seal_fam.outer);
-  SEAL_SHA_UPDATE(&c, inner, sizeof inner);
-  SEAL_SHA_FINISH(&c, outer);
-  mbedtls_sha256_free(&c);
-  memcpy(tag, outer, M0__SEAL_TAG);
+  struct umac64_ctx c = seal_fam.umac; /* the keyed state, copied: any thread may seal */
+  umac64_set_nonce(&c, M0__SEAL_LEN - M0__SEAL_TAG, stamp_pid);
+  umac64_update(&c, n, msg);
+  umac64_digest(&c, M0__SEAL_TAG, tag);
 }
 
 void m0__family_seal(const uint8_t *msg, size_t n, uint8_t out[M0__SEAL_LEN]) {

@@ -22,6 +22,13 @@ the CA that signs the host's are the PEM files M0_TLS_CERT, M0_TLS_KEY and
 M0_TLS_CA name (all three), and the host's certificate must name the URL's
 host.
 
+Over plain tcp:// the host asks each instance to prove it holds the actor's
+secret (docs/wire.md, Proving who you are): a HELLO with a nonce, answered
+with HMAC-SHA256(secret, the HELLO's payload). The secret is the one line of
+the key file M0_ACTOR_SECRET_FILE names (mode 600, this user's), or
+run(..., secret_file=PATH); an instance the host spawned finds it in
+M0__ACTOR_SECRET.
+
 Strings (method, target, path, query, header names and values, path
 parameters) are decoded as ISO-8859-1, which maps every byte to one
 character, so nothing a client sent is lost or refused; encode them back
@@ -33,6 +40,8 @@ Works on Python 3.11 and later (Debian 12 and 13, nng 1.5.2 and 1.10.1).
 """
 
 import ctypes
+import hashlib
+import hmac
 import os
 import signal
 import struct
@@ -47,7 +56,7 @@ __all__ = [
     "encode_envelope", "decode_envelope",
     "encode_requests", "decode_requests", "iter_requests",
     "encode_replies", "decode_replies", "iter_replies",
-    "header_ok", "run",
+    "header_ok", "run", "read_secret", "prove",
 ]
 
 # ---- the layout (docs/wire.md; actors/envelope.h, actors/wire.h) ---------
@@ -59,7 +68,9 @@ MAX_PAYLOAD = 16 << 20
 KIND_STOP = 4
 KIND_REQUEST = 12
 KIND_REPLY = 13
-KIND_LAST = 14  # ANSWER; an envelope with kind 0 or above this is malformed
+KIND_HELLO = 18  # the host's challenge, and this instance's proof (docs/wire.md, Proving who you are)
+KIND_LAST = 18  # HELLO; an envelope with kind 0 or above this is malformed
+SECRET_MIN, SECRET_MAX = 16, 4096
 
 WIRE_VERSION = 1
 BATCH_HEAD = 8
@@ -110,7 +121,7 @@ def encode_envelope(env, payload=b""):
 
 def decode_envelope(msg):
     """(Envelope, payload) of one whole message, with m0__env_read's checks:
-    at least 44 bytes, the magic, a kind 1..14, flags 0, a payload length of
+    at least 44 bytes, the magic, a kind 1..18, flags 0, a payload length of
     at most 16 MiB that is exactly the bytes after the header."""
     msg = memoryview(msg).cast("B")
     if len(msg) < ENV_HEADER:
@@ -583,7 +594,45 @@ def _reply_payload(env, payload, receive, instance):
     return _BATCH.pack(WIRE_VERSION, 0, len(recs)) + b"".join(recs)
 
 
-def run(url, receive, instance=0, on_connect=None):
+def read_secret(path):
+    """The secret in key file path (docs/wire.md, Proving who you are): its
+    one line of 16 to 4096 printable characters, the newline left out. The
+    file must be a regular file of this user that neither group nor others
+    may read or write. ValueError (naming the fix) otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not (st.st_mode & 0o170000) == 0o100000:
+            raise ValueError("the key file %s is not a regular file" % path)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise ValueError("the key file %s may be read by others or is not this user's (chmod 600 %s)" % (path, path))
+        data = os.read(fd, SECRET_MAX + 3)
+    finally:
+        os.close(fd)
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    if data.endswith(b"\r"):
+        data = data[:-1]
+    if not SECRET_MIN <= len(data) <= SECRET_MAX or any(b <= 0x20 or b >= 0x7F for b in data):
+        raise ValueError("the key file %s does not hold one line of %d to %d printable characters" %
+                         (path, SECRET_MIN, SECRET_MAX))
+    return data
+
+
+def prove(secret, challenge):
+    """The proof of a HELLO's payload: HMAC-SHA256(secret, nonce || context)."""
+    return hmac.new(secret, challenge, hashlib.sha256).digest()
+
+
+def _secret(secret_file):
+    given = os.environ.pop("M0__ACTOR_SECRET", None)  # a spawned instance's; its own children never see it
+    if given:
+        return given.encode("latin-1")
+    path = secret_file or os.environ.get("M0_ACTOR_SECRET_FILE")
+    return read_secret(path) if path else None
+
+
+def run(url, receive, instance=0, on_connect=None, secret_file=None):
     """Serves as one instance of an actor: dials url, and for each REQUEST
     calls receive(req) on each of its requests (a Request) and sends one
     REPLY. receive returns None (no reply: the host answers 504 at the
@@ -591,8 +640,14 @@ def run(url, receive, instance=0, on_connect=None):
     if given, is called once the dial has connected. Returns 0 after STOP,
     SIGTERM or SIGINT (the batch in hand is answered first), 1 when the
     socket cannot be opened or url cannot be dialed, 78 when a tls+tcp://
-    url has no identity in M0_TLS_* or nng refuses one of its files (each
-    said on stderr)."""
+    url has no identity in M0_TLS_* or nng refuses one of its files, or the
+    key file (secret_file, else M0_ACTOR_SECRET_FILE) is no key (each said
+    on stderr)."""
+    try:
+        secret = _secret(secret_file)
+    except (OSError, ValueError) as e:
+        _say(instance, "M0_ACTOR_SECRET_FILE: %s" % e)
+        return 78
     tls = None
     if url.startswith("tls+tcp://"):
         try:
@@ -601,13 +656,13 @@ def run(url, receive, instance=0, on_connect=None):
             _say(instance, "cannot dial %s: %s" % (url, e))
             return 78
     try:
-        return _run(url, receive, instance, on_connect, tls)
+        return _run(url, receive, instance, on_connect, tls, secret)
     finally:
         if tls is not None:
             tls.close()
 
 
-def _run(url, receive, instance, on_connect, tls):
+def _run(url, receive, instance, on_connect, tls, secret):
     lib = _nng()
     sock = _Socket()
     rv = lib.nng_pair1_open(ctypes.byref(sock))
@@ -649,6 +704,7 @@ def _run(url, receive, instance, on_connect, tls):
             for s in (signal.SIGTERM, signal.SIGINT):
                 old[s] = signal.signal(s, on_signal)
         announced = False
+        said_no_secret = False
         seq = 0
         buf = ctypes.c_void_p()
         size = ctypes.c_size_t()
@@ -678,6 +734,18 @@ def _run(url, receive, instance, on_connect, tls):
                     on_connect(url)
             if env.kind == KIND_STOP:
                 return 0
+            if env.kind == KIND_HELLO:
+                if secret is None:
+                    if not said_no_secret:
+                        _say(instance, "the host asks this instance to prove it holds the actor's secret, and it has "
+                                       "none (give its key file in M0_ACTOR_SECRET_FILE)")
+                    said_no_secret = True
+                    continue
+                out = encode_envelope(Envelope(KIND_HELLO, env.to, env.frm), prove(secret, payload))
+                rv = lib.nng_send(sock, out, len(out), 0)
+                if rv != 0:
+                    _say(instance, "the proof was not sent: %s" % _err(rv))
+                continue
             if env.kind != KIND_REQUEST:
                 continue
             out = encode_envelope(Envelope(KIND_REPLY, env.to, env.frm, seq, env.trace_hi, env.trace_lo),

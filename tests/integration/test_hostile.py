@@ -937,6 +937,7 @@ def app_socket(mode, transport):
     actor = {"name": "echo", "placement": "external"}
     if transport == "tcp":
         actor["url"] = f"tcp://127.0.0.1:{free_ports(['echo'])['echo']}"
+        actor["trusted_network"] = True  # what is attacked here is the admission table, not the proof (test_instance_proof)
     path = os.path.join(TMP, f"topo-app-{mode}-{transport}.json")
     with open(path, "w") as fh:
         route = {"method": "POST", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": ROUTE_MS}

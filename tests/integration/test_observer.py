@@ -412,7 +412,8 @@ def external(mode, machine):
         port = sk.getsockname()[1]
     path = os.path.join(run, "topo.json")
     with open(path, "w") as f:
-        json.dump({"app_actors": [{"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{port}"}]}, f)
+        json.dump({"app_actors": [{"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{port}",
+                                   "trusted_network": True}]}, f)
     args = [mode, "2", "--blocking-threads", "2", "--topology", path]
     topo = doctor(*args, "--run-dir", run)
     with (Prefork if mode == "--workers" else Server)("dashboard", "--port", "0", "--run-dir", run, *args) as s:

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -49,6 +50,10 @@
 #define CONN_ROOM 4096          /* free bytes wanted in a connection's own buffer */
 #define CONN_OUT_HIGH (1u << 20) /* queued output beyond which we stop reading */
 #define CONN_LINGER_MS 1000      /* reading-and-discarding after an error answer */
+/* At the drain, a keep-alive connection answered this recently may have its
+ * next request on the way (a client that sends back to back): it gets the
+ * fresh connections' grace; one idle longer is closed at once. */
+#define CONN_DRAIN_RECENT_MS 1000
 
 static void conn_close(m0__conn *c);
 static void wpoll_on_close(uv_handle_t *h);
@@ -861,6 +866,14 @@ void m0__http_sweep(m0__http *h) {
   }
 }
 
+/* Whether bytes the loop has not read yet wait in the kernel for c: the
+ * client's next request is already on its way. */
+static bool conn_input_waits(m0__conn *c) {
+  uv_os_fd_t fd;
+  int n = 0;
+  return uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 void m0__http_drain(m0__http *h, bool handover) {
   h->draining = true;
   h->handover = handover;
@@ -868,15 +881,26 @@ void m0__http_drain(m0__http *h, bool handover) {
    * before its closing event. */
   m0__stream_close_all(h);
   m0__conn *next;
-  uint64_t fresh_by = uv_now(h->uv) + h->drain_fresh_ms;
+  uint64_t now = uv_now(h->uv), fresh_by = now + h->drain_fresh_ms;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
     bool idle = m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting;
-    if ((c->phase == PHASE_FRESH || (handover && c->phase == PHASE_IDLE && idle)) && h->drain_fresh_ms) {
-      /* Accepted just before the drain, its request may be on its way (closed
-       * now, it would be lost): the sweep closes it if none comes in time. */
+    /* An idle connection's deadline is its last answer's time plus the keep-alive timeout. */
+    bool recent = idle && c->phase == PHASE_IDLE && c->deadline + CONN_DRAIN_RECENT_MS > now + h->keepalive_timeout_ms;
+    if ((c->phase == PHASE_FRESH || (idle && (recent || conn_input_waits(c)))) && h->drain_fresh_ms) {
+      /* Accepted just before the drain, its request may be on its way; kept
+       * alive and just answered, or with bytes waiting, its next request may
+       * be too (closed now, either would be lost): read and answered with
+       * Connection: close, or closed by the sweep if none comes in time. */
       if (fresh_by < c->deadline) c->deadline = fresh_by;
-    } else if (m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting) conn_close(c);
-    else c->close_after = c->close_after || c->writing; /* else: Connection: close on its answer */
+    } else if (idle) {
+      /* An idle keep-alive connection closes at once, at a reload too (as
+       * nginx's old workers do): kept for one more request, a browser's
+       * retry would land on this generation and be closed again; closed, its
+       * next request opens a connection to whichever generation listens. */
+      conn_close(c);
+    } else {
+      c->close_after = c->close_after || c->writing; /* else: Connection: close on its answer */
+    }
   }
 }

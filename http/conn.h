@@ -160,11 +160,14 @@ uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64
                           size_t flen);
 /* Closes connections whose deadline passed (408 where a request was begun). */
 void m0__http_sweep(m0__http *h);
-/* Starts the drain: idle connections close now; a connection inside a request
- * closes once that response is written. handover (the next generation
- * serves: host/reload.h): an idle keep-alive connection is not closed under
- * a request its client may be sending; it has the fresh connections' grace
- * to send one more (answered with Connection: close), as they do. */
+/* Starts the drain: idle keep-alive connections close now, at a reload too
+ * (handover: the next generation serves, host/reload.h), unless their next
+ * request already waits in the kernel or they were answered within the last
+ * second (a client sending back to back); a connection inside a request
+ * closes once that response is written. Those kept, and those accepted but
+ * not read yet, have drain_fresh_ms to send a request: it is answered with
+ * Connection: close. handover also lets requests pipelined behind one being
+ * answered be answered too. */
 void m0__http_drain(m0__http *h, bool handover);
 
 #endif

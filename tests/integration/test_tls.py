@@ -551,12 +551,15 @@ def refusals():
                                                  "url": "tcp://10.1.2.3:7400"}]}
     refused("an app actor's plain tcp off loopback", write("far-app.json", far_app),
             ["tcp://10.1.2.3:7400", "app_actors[0] (catalog)", '"plain_tcp"'])
-    rc, d, err = doctor(write("far-app-allowed.json", dict(far_app, plain_tcp=["tcp://10.1.2.3:7400"])))
+    trusted_app = {"mode": "single", "app_actors": [dict(far_app["app_actors"][0], trusted_network=True)]}
+    rc, d, err = doctor(write("far-app-allowed.json", dict(trusted_app, plain_tcp=["tcp://10.1.2.3:7400"])))
     F.check(rc == 0, f"plain_tcp listing the app actor's URL: the doctor accepts ({rc})")
+    # (trusted_network: an external actor on plain tcp, loopback too, needs a secret or a trusted network:
+    # test_instance_proof)
     rc, d, err = doctor(write("localhost.json", {"mode": "single", "app_actors": [
-        {"name": "a", "placement": "external", "url": "tcp://localhost:7401"},
-        {"name": "b", "placement": "external", "url": "tcp://127.9.9.9:7402"},
-        {"name": "c", "placement": "external", "url": "tcp://[::1]:7403"}]}))
+        {"name": "a", "placement": "external", "url": "tcp://localhost:7401", "trusted_network": True},
+        {"name": "b", "placement": "external", "url": "tcp://127.9.9.9:7402", "trusted_network": True},
+        {"name": "c", "placement": "external", "url": "tcp://[::1]:7403", "trusted_network": True}]}))
     F.check(rc == 0, f"loopback tcp (localhost, 127.9.9.9, [::1]) needs no plain_tcp ({rc} "
                      f"{[c for c in (d or {}).get('checks', []) if not c.get('ok')]})")
 

@@ -183,8 +183,9 @@ static void metrics_bus(m0__buf *b, const m0__page *page) {
 /* Frames dropped for slow subscribers, by channel, from the page: every
  * process counts there, so each scrape shows the host's sums. */
 static void metrics_channel_drops(m0__buf *b, const m0__page *page) {
-  m0__buf_printf(b, "# HELP m0_channel_frames_dropped_total Frames dropped for a slow subscriber (a stream or a "
-                    "WebSocket whose queue was full), by channel, in every process of the host.\n"
+  m0__buf_printf(b, "# HELP m0_channel_frames_dropped_total Frames dropped for a subscriber (a stream or a "
+                    "WebSocket whose queue was full, or a frame that came late), by channel, in every process "
+                    "of the host.\n"
                     "# TYPE m0_channel_frames_dropped_total counter\n");
   char v[2 * sizeof page->channels->name];
   for (int i = 0; i < M0__PAGE_CHANNEL_LINES; i++) {
@@ -316,7 +317,8 @@ void m0__metrics_respond(const m0__page *page, const char *process, const m0_app
   FIELD("streams", "gauge", "Streams open now: server-sent events and WebSockets.", streams);
   FIGURE("handoffs_total", "Connections handed to a sibling loop.", handoffs);
   FIELD("pool_queue", "gauge", "Requests waiting for or inside the handler pool.", queued);
-  FIGURE("stream_frames_dropped_total", "Frames dropped because a stream's queue was full.", dropped);
+  FIGURE("stream_frames_dropped_total", "Frames dropped for a subscriber: its queue was full, or the frame came late "
+                                        "(after a higher id of its channel).", dropped);
   metrics_channel_drops(&b, page);
   m0__buf_printf(&b, "# HELP m0_bus_refusals_total Frames a publisher could not deliver to every loop.\n"
                      "# TYPE m0_bus_refusals_total counter\nm0_bus_refusals_total %llu\n",

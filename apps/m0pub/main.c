@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "actors/publisher.h"
+#include "base/text.h"
 #include "http/response.h"
 #include "transport/page.h"
 
@@ -167,6 +168,11 @@ int main(int argc, char **argv) {
     return 78;
   }
   char err[512];
+  if (m0__has_control(dir)) { /* no host runs there (it refuses such a path), and it is said in one line */
+    fprintf(stderr, "m0pub: the run directory '%s' holds a control byte: no host runs there\n",
+            m0__escape(err, sizeof err, dir));
+    return 78;
+  }
   m0_publisher *pub = m0_publisher_attach(dir, err, sizeof err);
   if (!pub) {
     fprintf(stderr, "m0pub: %s (is a host running with --run-dir %s?)\n", err, dir);

@@ -10,7 +10,7 @@ Proves:
   is refused (2 or 78) and said in lines none of which
   begins with the forged "m0: forged"; the value is shown escaped (`\\n`).
   An unknown M0_ variable whose name holds one is named escaped by a host
-  that serves.
+  that serves; m0pub's --run-dir with one is 78, said escaped.
 - m0pub --id 999999 (an id the counter has not reached): exit 1, no id on
   stdout, one line on stderr, and loop.0 counts it
   (m0_refused_total{actor="loop.0",reason="frame_id"} 1).
@@ -98,6 +98,9 @@ def lines():
         F.check(said and not any(l.startswith(FORGED) for l in err.splitlines()),
                 f"lines: {label}: no line of stderr is the forged one:\n{err[-600:]}")
         F.check("\\n" + FORGED in err, f"lines: {label}: the value is shown escaped:\n{err[-600:]}")
+    rc, out, err = m0pub("--run-dir", "/tmp/x\n" + FORGED, "hello")
+    F.check(rc == 78 and "\\n" + FORGED in err and not any(l.startswith(FORGED) for l in err.splitlines()),
+            f"lines: m0pub --run-dir with a line break: 78, said escaped in one line ({rc}, {err!r})")
     # an unknown variable's name is said as a warning by a host that serves
     with Server("host_check", "--port", "0", env={"M0_X\n" + FORGED: "1"}) as srv:
         err = srv.stderr()

@@ -24,11 +24,13 @@ Proves:
   again on /metrics after a stream is held on it): its first id is C.
 - With a stream held on the survivor (worker 1, began serving at id <= 1)
   and one on the respawned worker 0: `m0pub --id C` (exactly the respawned
-  loop's first id) and `m0pub --id LOW` (below it) exit 0 and print the
-  chosen ids; the survivor refuses both, because from outside the host an id
+  loop's first id) and `m0pub --id LOW` (below it) exit 1, print nothing
+  and name the respawned loop (m0pub reads each loop's first id on the
+  page); the survivor refuses both, because from outside the host an id
   must come after the last its loop wrote (C; actors/admit.h), and counts
   them (`m0_refused_total{actor="loop.1",reason="frame_id"}` = 2: so they did
-  go out on the bus); neither stream receives them.
+  go out on the bus), the respawned loop counts them as `stale` (2);
+  neither stream receives them.
 - A frame published normally afterwards takes C+1 (the chosen ids took
   nothing from the counter) and reaches BOTH streams, and it is the first
   and only numbered frame on the respawned worker's stream (so that stream
@@ -141,14 +143,18 @@ def stale_after_respawn():
             # The stale frames: exactly the respawned loop's first id, and one below it.
             for chosen, data in ((c, "at-first-id"), (low, "below-first-id")):
                 rc, out, err = m0pub("--run-dir", d, "--event", "stale", "--id", str(chosen), data)
-                F.check(rc == 0 and out.strip() == str(chosen),
-                        f"{label}: m0pub --id {chosen} {data} -> exit 0, prints {chosen} ({rc}, {out!r}, {err!r})")
+                F.check(rc == 1 and not out.strip() and "loop 0 began serving" in err,
+                        f"{label}: m0pub --id {chosen} {data} -> exit 1, nothing printed, the respawned loop named "
+                        f"({rc}, {out!r}, {err!r})")
             # From outside the host, an id must come after the last the loop wrote: the survivor wrote up
             # to C already, so it refuses both (counted), where it used to write them behind C.
             sample = 'm0_refused_total{actor="loop.1",reason="frame_id"}'
             F.check(wait_for(lambda: metric(s.port, sample) == 2, 3),
                     f"{label}: the survivor refuses both chosen-id frames, counted as frame_id on loop.1, so they "
                     f"went out on the bus ({metric(s.port, sample)})")
+            stale = 'm0_refused_total{actor="loop.0",reason="stale"}'
+            F.check(wait_for(lambda: metric(s.port, stale) == 2, 3),
+                    f"{label}: the respawned loop refuses both as stale, counted ({metric(s.port, stale)})")
             stale_old = [(f.id, f.data) for f in numbered(old) if f.event == "stale"]
             F.check(not stale_old, f"{label}: and its stream never sees them: ids do not go back ({stale_old})")
             rc, out, err = m0pub("--run-dir", d, "--event", "fresh", "after")

@@ -214,7 +214,7 @@ void m0__config_accepts(int i, char *out, size_t n) {
 /* Variables the host sets for the programs it starts, or that an outside
  * instance reads (docs/reference.md, Variables the host sets or reserves):
  * never an operator's typo. M0__ (two underscores) is all the host's. */
-static const char *const config_reserved[] = {"M0_TLS_CERT", "M0_TLS_KEY", "M0_TLS_CA"};
+static const char *const config_reserved[] = {"M0_TLS_CERT", "M0_TLS_KEY", "M0_TLS_CA", "M0_ACTOR_SECRET_FILE"};
 
 static bool config_known_var(const char *name, size_t n, const char *app_prefix, size_t plen) {
   if (n >= 4 && !strncmp(name, "M0__", 4)) return true;

@@ -111,16 +111,17 @@ static bool master_children_left(master *m) {
   return !(w < 0 && errno == ECHILD) && m0__now_ms() < m->deadline;
 }
 
-/* M0__MASTER=chan,serving pid,stopping,drain ms,pid file (m0__reload_exit):
+/* M0__MASTER=chan,serving pid,stopping,drain ms,its wait status if generation
+ * 1 reaped it (-1 if not),pid file (m0__reload_exit):
  * not the configuration, which the master never reads again (a file
  * changed since must not stop it). */
 int m0__master_run(const m0_app *app) {
   master m = {.chan = -1};
   const char *v = getenv("M0__MASTER");
   long cur = 0;
-  int stopping = 0, at = 0;
-  if (!v || sscanf(v, "%d,%ld,%d,%ld,%n", &m.chan, &cur, &stopping, &m.drain_ms, &at) != 4 || !at || m.chan < 3 ||
-      cur <= 0) {
+  int stopping = 0, at = 0, reaped = -1;
+  if (!v || sscanf(v, "%d,%ld,%d,%ld,%d,%n", &m.chan, &cur, &stopping, &m.drain_ms, &reaped, &at) != 5 || !at ||
+      m.chan < 3 || cur <= 0) {
     fprintf(stderr, "m0: a master was started without what generation 1 passes (M0__MASTER)\n");
     return 1;
   }
@@ -149,6 +150,11 @@ int m0__master_run(const m0_app *app) {
     return 1;
   }
   master_reap(&m); /* a child may have exited before the exec: no SIGCHLD for it here */
+  if (!m.done && reaped >= 0) { /* generation 1 reaped it in its drain */
+    m.done = true;
+    m.code = master_code(reaped);
+    m.deadline = m0__now_ms() + m.drain_ms + MASTER_GRACE_MS;
+  }
   if (!m.done && kill(m.current, 0) != 0) { /* reaped before the exec: its code is not known */
     fprintf(stderr, "m0: master: the serving generation (pid %d) is gone; exiting 1\n", (int)m.current);
     m.done = true;

@@ -36,6 +36,7 @@ static int reload_master_fd = -1;
 static pid_t reload_succ;
 static bool reload_stopping;
 static long reload_drain_ms;
+static int reload_succ_status = -1; /* its wait status when this process reaped it (a supervisor's waitpid(-1)) */
 
 void m0__reload_remember(const m0_app *app, int argc, char **argv) {
   const char *exe = getenv("M0__EXE"); /* the first generation's path */
@@ -322,6 +323,10 @@ void m0__reload_ask(m0__process *p, int sig, bool serving) {
 }
 
 bool m0__reload_reaped(m0__process *p, pid_t pid, int status) {
+  if (reload_succ > 0 && pid == reload_succ) { /* the serving one, gone before this one's exec: for the master */
+    reload_succ_status = status;
+    return true;
+  }
   if (!p->reload.next_pid || pid != p->reload.next_pid) return false;
   p->reload.next_status = status;
   p->reload.next_reaped = true;
@@ -570,8 +575,8 @@ void m0__reload_exit(int code) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   fcntl(reload_master_fd, F_SETFD, 0);
   char v[PATH_MAX + 96];
-  snprintf(v, sizeof v, "%d,%ld,%d,%ld,%s", reload_master_fd, (long)reload_succ, reload_stopping ? 1 : 0,
-           reload_drain_ms, reload_pidfile);
+  snprintf(v, sizeof v, "%d,%ld,%d,%ld,%d,%s", reload_master_fd, (long)reload_succ, reload_stopping ? 1 : 0,
+           reload_drain_ms, reload_succ_status, reload_pidfile);
   setenv("M0__MASTER", v, 1);
   if (code != 0)
     fprintf(stderr, "m0: generation 1 drained with exit %d; the pid goes on as the master\n", code);

@@ -4,10 +4,11 @@
 Each mode starts host_check from a PRIVATE copy of the binary (so the test can
 rename files over its path), with `--topology FILE` (the doctor's own topology
 for that mode), `--metrics-path /metrics` and `--drain-timeout-ms 2000`. This
-process is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so every
-generation that outlives its parent is reparented to the test: each old
-generation's exit code is read with waitpid, and whatever is left at the end
-is found (and killed) by pid. The log is read with pread (every generation
+process is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so whatever is
+left at the end is found (and killed) by pid. Generation 1 does not exit: it
+goes on as the master (host/master.h), the nearer subreaper, which reaps
+every later generation and says each one's exit (`m0: master: the generation
+that served before (pid P) exited N`): that line is its exit code here. The log is read with pread (every generation
 appends to the same file description, whose offset each write moves).
 
 Under continuous load for the whole run of reloads:
@@ -24,8 +25,9 @@ waiting (bounded) for each one's lines before the next:
 `m0: reload: generation N starting (pid P, PATH)`, P's banner ending
 `pid P, generation N)` on the same port, `m0: reload: generation N serving
 (pid P); generation N-1 draining`; then the old process (and, under
---workers, its workers) is gone within the drain bound and exited 0
-(waitpid), the new one still runs, and (the old one gone, so no one else can
+--workers, its workers) is gone within the drain bound and exited 0 (the
+master's line; generation 1: its title is `m0: host_check master` within
+the bound and no `drained with exit` line), the new one still runs, and (the old one gone, so no one else can
 answer) /metrics says m0_generation N, m0_reloads_total = the successful
 reloads so far and m0_last_reload_timestamp_seconds this reload's time
 (within 2 s); /pid is P (single, threads) or a child of P (workers).
@@ -71,9 +73,10 @@ Proves, over the whole load:
     SIGHUP and a SIGUSR2 are each refused with `generation N is still
     starting (pid P); this SIGHUP (SIGUSR2) is refused`, and no third
     generation starts;
-  - SIGTERM to the old process in the middle of that reload (the load stopped,
-    the streams told not to reconnect): the old exits 0 within the drain
-    bound + 1.5 s, the new generation P is gone by then too and was asked to
+  - SIGTERM to the top pid (the master) in the middle of that reload (the
+    load stopped, the streams told not to reconnect): the serving generation
+    and the top pid exit 0 within the drain bound + 1.5 s, the new
+    generation P is gone by then too and was asked to
     stop (`m0: stopped while starting`), every stream got its m0.closing, and
     nothing this test started is left running.
 Counts (answers, retries, stream connections) and signal-to-serving times per

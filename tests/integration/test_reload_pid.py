@@ -43,6 +43,7 @@ F = Failures()
 UNSHARE = shutil.which("unshare")
 NS = ["--pid", "--fork", "--mount-proc"]
 SERVING = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\)", re.M)
+PAST = re.compile(r"^m0: master: the generation that served before \(pid \d+\) exited 0$", re.M)
 STARTING = re.compile(r"^m0: reload: generation (\d+) starting \(pid (\d+), (.*)\)$", re.M)
 
 
@@ -93,9 +94,13 @@ def serving(s, gen, timeout=20):
     return int(m.group(2)) if m else None
 
 
-def drained(s, n, timeout=20):
-    """n generations said `drained, exit 0` (the predecessor is gone: the next reload is not refused)."""
-    return wait_for(lambda: s.stderr().count("m0: drained, exit 0") >= n, timeout)
+def drained(s, top, gen, timeout=20):
+    """Generation gen's predecessor is gone (until then the next reload is
+    refused: it still drains): generation 1 is the master (its title), a
+    later one's exit was said by the master."""
+    if gen == 2:
+        return wait_for(lambda: cmdline(top) == "m0: host_check master", timeout)
+    return wait_for(lambda: len(PAST.findall(s.stderr())) >= gen - 2, timeout)
 
 
 def container(mode, args):
@@ -116,7 +121,8 @@ def container(mode, args):
             gen += 1
             pid = serving(s, gen)
             F.check(pid is not None, f"[{mode}] {sig.name}: generation {gen} serves\n{s.stderr()[-1500:]}")
-            F.check(drained(s, gen - 1), f"[{mode}] {sig.name}: generation {gen - 1} drained\n{s.stderr()[-1500:]}")
+            F.check(drained(s, init, gen), f"[{mode}] {sig.name}: generation {gen - 1} drained and is gone (or "
+                                           f"the master)\n{s.stderr()[-1500:]}")
             F.check(s.proc.poll() is None and alive(init) and init in children(s.proc.pid),
                     f"[{mode}] after {sig.name}: the namespace's init {init} is still there (unshare "
                     f"{s.proc.poll()})")
@@ -194,7 +200,7 @@ def by_path(tmp):
         replace_binary(app, os.path.join(BIN, "host_check"))
         os.kill(top, signal.SIGHUP)
         F.check(serving(s, 2) is not None, f"by path: SIGHUP after a rename: generation 2 serves\n{s.stderr()[-1500:]}")
-        F.check(drained(s, 1), "by path: generation 1 drained")
+        F.check(drained(s, top, 2), "by path: generation 1 drained and is the master")
         for gen in (3, 4):
             ino = os.stat(app).st_ino
             os.kill(top, signal.SIGUSR2)
@@ -207,7 +213,7 @@ def by_path(tmp):
             exe = os.readlink(f"/proc/{pid}/exe") if alive(pid) else ""
             F.check(exe == app and os.stat(f"/proc/{pid}/exe").st_ino == ino,
                     f"by path: generation {gen} (pid {pid}) runs the file at {app} as it is now ({exe!r})")
-            F.check(drained(s, gen - 1), f"by path: generation {gen - 1} drained")
+            F.check(drained(s, top, gen), f"by path: generation {gen - 1} drained and exited 0")
             if gen == 3:
                 replace_binary(app, os.path.join(BIN, "host_check"))
             F.check(read_pid() == str(top), f"by path: after generation {gen}, the pid file still holds {top}")
@@ -276,7 +282,7 @@ def hanging(tmp):
         F.check(st == 200 and s.proc.poll() is None, f"hanging: generation 1 answers ({st})")
         os.kill(top, signal.SIGHUP)  # /proc/self/exe: host_check again; not refused as "still starting"
         F.check(serving(s, 2) is not None, f"hanging: a SIGHUP then starts generation 2\n{s.stderr()[-1500:]}")
-        F.check(drained(s, 1), "hanging: generation 1 drained")
+        F.check(drained(s, top, 2), "hanging: generation 1 drained and is the master")
         rc = s.stop(signal.SIGTERM, timeout=15)
         F.check(rc == 0, f"hanging: SIGTERM: exit 0 (got {rc})")
         print(f"hanging: generation 2 (pid {hang}) stopped; generation 1 served on", flush=True)

@@ -127,10 +127,11 @@ def pub_refused():
                 f"m0pub: a 70,000-byte line is refused in one line naming it, exit 1, the two others published "
                 f"({rc}, {ids}, {err!r})")
         got = wait_for(lambda: (lambda fs: fs if len(fs) >= 2 else None)(
-            [f for f in list(st.frames) if f.event == "long"]), 5) or []
+            [f for f in list(st.frames) if f.event == "long"]), 10) or []
         F.check([f.data for f in got] == ["before", "after"],
                 f"m0pub: the stream gets `before` and `after` and nothing of the long line "
-                f"({[(f.data or '')[:20] for f in got]})")
+                f"({[(f.id, (f.data or '')[:20]) for f in got]}; printed {ids}; the stream's last ids "
+                f"{[f.id for f in list(st.frames)][-5:]}, eof {st.eof} {st.error if hasattr(st, 'error') else ''})")
         st.close()
 
 

@@ -453,8 +453,11 @@ void m0_answer_free(m0_answer *a);
 /* Runs one instance of `kind` outside the host: dials url (the actor's URL
  * as the host's doctor prints it), makes the state, answers requests until
  * the host says STOP (returns 0) or SIGTERM/SIGINT (returns 0). Returns 78
- * when make refuses, 1 when url cannot be dialed (with the reason on
- * stderr). This is what an external C actor's main calls. */
+ * when make refuses, a tls+tcp:// url has no identity in M0_TLS_*, or the
+ * key file M0_ACTOR_SECRET_FILE names is no key; 1 when url cannot be
+ * dialed (with the reason on stderr). Over plain tcp:// it answers the
+ * host's challenge with that file's secret (docs/wire.md, Proving who you
+ * are). This is what an external C actor's main calls. */
 int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance);
 
 /* The application. Either `handle` or `routes` answers requests; with routes

@@ -59,6 +59,7 @@ bool m0__socket_name_of(uint64_t sock_id, char *out, size_t outlen) {
 static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *trace, bool poly,
                         nng_pipe_cb on_pipe, void *arg) {
   memset(a, 0, sizeof *a);
+  m0__fresh_init(&a->fresh); /* before it listens: a message sealed once a peer could reach it is fresh */
   a->id = id;
   a->trace = trace;
   a->recv_fd = -1;
@@ -79,7 +80,6 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
     return M0__ETRANSPORT;
   }
   a->unsealed = reach_origin(url);
-  m0__fresh_init(&a->fresh);
   a->open = true;
   return 0;
 }

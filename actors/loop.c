@@ -13,9 +13,11 @@
 #include "actors/lane.h"
 #include "actors/publisher.h"
 #include "actors/writer.h"
+#include "http/order.h"
 
 static void loop_finish(m0__loop *l);
 static void loop_on_frame(m0__loop *l, const m0__msg *m);
+static void loop_order(m0__loop *l, bool all);
 
 static void loop_on_closed(m0__http *h) {
   m0__loop *l = h->owner;
@@ -68,6 +70,7 @@ static void loop_on_pass_begin(uv_check_t *c) {
   m0__accept_pass_begin(l);
   if (l->npool) m0__lane_flush(l);
   if (l->nservices) m0__asks_flush(l);
+  loop_order(l, false);
 }
 
 static void loop_go(m0__loop *l) {
@@ -104,6 +107,7 @@ static void loop_stop(m0__loop *l) {
   atomic_store(&m0__loop_line_at(l, l->index)->leaving, 1);
   if (l->listening) uv_close((uv_handle_t *)&l->listener, loop_on_listener_closed);
   l->listening = false;
+  loop_order(l, true); /* every frame that came goes before the goodbye */
   /* A drain because the next generation serves (its number is on the page
    * now) lets idle keep-alive clients finish their next request. */
   m0__http_drain(&l->http, atomic_load(&l->page->head->generation) > l->generation);
@@ -130,6 +134,7 @@ static void loop_finish(m0__loop *l) {
   m0__asks_close(l);
   uv_timer_stop(&l->sweep);
   uv_close((uv_handle_t *)&l->sweep, NULL);
+  uv_close((uv_handle_t *)&l->order_due, NULL);
   uv_close((uv_handle_t *)&l->pass_begin, NULL);
   uv_close((uv_handle_t *)&l->pass_end, NULL);
   if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
@@ -205,6 +210,18 @@ static void loop_dropped(m0__loop *l, uint64_t n) {
   atomic_fetch_add_explicit(&l->page->loop_figures[l->index].dropped, n, memory_order_relaxed);
 }
 
+static void loop_on_order_due(uv_timer_t *t) { loop_order(t->data, false); }
+
+/* The held frames whose turn came, to the streams (all: the drain); the
+ * timer set for the first one still held. */
+static void loop_order(m0__loop *l, bool all) {
+  if (!l->order) return;
+  uint64_t dropped = m0__order_release(l->order, &l->http, all);
+  if (dropped) loop_dropped(l, dropped);
+  int64_t due = m0__order_due(l->order, &l->http);
+  if (due >= 0 && !l->finished) uv_timer_start(&l->order_due, loop_on_order_due, (uint64_t)due, 0);
+}
+
 /* A frame from the bus (the producer, a handler, m0pub): to this loop's
  * streams on its channel. */
 static void loop_on_frame(m0__loop *l, const m0__msg *m) {
@@ -251,9 +268,10 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
    * one beyond it was made up. No id is written twice (a replay, or a
    * publisher on this machine that named an id the host's own had taken);
    * from outside the host, an id too old for the window to tell is refused
-   * too. The host's own publishers may cross in flight: a frame that
-   * arrives after a later one of its channel is dropped there, counted and
-   * told (http/stream.c, chan_late), never written backwards. */
+   * too. Publishers cross in flight: frames are held until the ids
+   * below them came (http/order.c), and one later than that is dropped by
+   * its channel, counted and told (http/stream.c, chan_late), never written
+   * backwards. */
   bool old = l->last_id >= M0__WRITTEN_WINDOW && id <= l->last_id - M0__WRITTEN_WINDOW;
   if (id > atomic_load_explicit(&l->page->head->event_id, memory_order_acquire) ||
       (old ? m->origin == M0__ORIGIN_LOCAL : written_has(l, id))) {
@@ -263,7 +281,7 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
   }
   if (!old) written_mark(l, id);
   l->frames++;
-  uint64_t dropped = m0__http_publish(&l->http, channel, chlen, id, frame, flen);
+  uint64_t dropped = m0__order_frame(&l->order, &l->http, channel, chlen, id, frame, flen);
   if (dropped) loop_dropped(l, dropped);
 }
 
@@ -399,6 +417,8 @@ static void loop_run(m0__handle *h) {
   uv_timer_init(&l->uv, &l->sweep);
   l->sweep.data = l;
   uv_timer_start(&l->sweep, loop_on_sweep, l->sweep_ms, l->sweep_ms);
+  uv_timer_init(&l->uv, &l->order_due);
+  l->order_due.data = l;
   uv_check_init(&l->uv, &l->pass_begin);
   uv_prepare_init(&l->uv, &l->pass_end);
   l->pass_begin.data = l->pass_end.data = l;
@@ -419,6 +439,8 @@ out:
     uv_loop_close(&l->uv);
     free(l->http.latency);
     m0__http_fini(&l->http);
+    m0__order_free(l->order);
+    l->order = NULL;
   }
   if (l->app->free && l->state) l->app->free(l->state);
   /* STOP to the pool threads: their queue is empty by now. */

@@ -68,6 +68,10 @@ typedef struct m0__loop {
   uv_check_t pass_begin;
   uv_prepare_t pass_end;
   uv_timer_t sweep;
+  /* Numbered frames held until the ids below them came (http/order.h),
+   * released at each pass's end and when order_due says. */
+  struct m0__order *order;
+  uv_timer_t order_due;
   m0__actor self;
   /* Under inproc and tcp topologies, the loop's address for publishers on
    * this machine (m0pub): loop.i.sock in the run directory, a mailbox of its

@@ -2,8 +2,9 @@
 Admission): issue 36's first two attacks, from outside, with nothing but
 sockets.
 
-Proves, host_check single with every actor on tcp://127.0.0.1 (then on
-tls+tcp://):
+Proves, host_check single and --workers 2 (VmRSS summed over the
+supervisor and its workers: loop.0 is worker 0's) with every actor on
+tcp://127.0.0.1, then single on tls+tcp://:
 - Partial giant messages. 64 pipes to loop.0's tcp mailbox, each declaring
   a 16 MiB envelope and sending 2 MiB of it: the host hangs up on every one
   (the loop's receive limit is a FRAME's, 65.7 kB: nng refuses the length
@@ -25,7 +26,9 @@ tls+tcp://):
   finishes its TLS handshake for ever, and at the limit every /health
   timed out); m0_refused_total{actor="loop.0",reason="handshake"} counts
   more of them than the limit (300: the descriptors were taken back and
-  used again); SIGTERM -> 0.
+  used again); serve said once, at start, `m0: warning:` that the
+  topology's tcp links could hold more descriptors than the limit leaves
+  (the doctor's descriptors check); SIGTERM -> 0.
 """
 import json
 import os
@@ -39,11 +42,12 @@ import sys
 import tempfile
 import time
 
-from harness import Failures, Server, get, metric, wait_for
+from harness import Failures, Prefork, Server, children, get, metric, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-bounds-")
 NAMES = ["coordinator", "producer", "loop.0"]
+PREFORK = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"]
 SP_PUSH0, SP_PULL0 = b"\x00SP\x00\x00\x50\x00\x00", b"\x00SP\x00\x00\x51\x00\x00"
 PIPES = 64  # M0__MAILBOX_PIPES
 RSS_BOUND_KB = 48 * 1024
@@ -62,10 +66,10 @@ def free_ports(names):
             s.close()
 
 
-def topology(scheme, ports, tls=None):
-    path = os.path.join(TMP, f"topo-{scheme}.json")
-    t = {"mode": "single", "loops": 1, "handler_threads": 0, "transport": scheme,
-         "actors": [{"name": n, "url": f"{scheme}://127.0.0.1:{ports[n]}"} for n in NAMES]}
+def topology(scheme, ports, tls=None, mode="single"):
+    path = os.path.join(TMP, f"topo-{scheme}-{mode}.json")
+    t = {"mode": mode, "loops": 2 if mode == "prefork" else 1, "handler_threads": 0, "transport": scheme,
+         "actors": [{"name": n, "url": f"{scheme}://127.0.0.1:{ports[n]}"} for n in ports]}
     if tls:
         t["tls"] = tls
     with open(path, "w") as f:
@@ -73,12 +77,16 @@ def topology(scheme, ports, tls=None):
     return path
 
 
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+def rss_kb(pids):
+    """VmRSS of pids, summed (kB)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(l.split()[1]) for l in f if l.startswith("VmRSS:")), 0)
+        except OSError:
+            pass
+    return total
 
 
 def hung_up(conns, timeout=5.0):
@@ -127,24 +135,30 @@ def partial(c, declared, body):
         return False
 
 
-def giant_pipes():
-    ports = free_ports(NAMES)
-    with Server("host_check", "--port", "0", "--metrics-path", "/metrics",
-                "--topology", topology("tcp", ports)) as s:
-        pid, port = s.proc.pid, ports["loop.0"]
-        rss0 = rss_kb(pid)
+def giant_pipes(mode):
+    ports = free_ports(PREFORK if mode == "prefork" else NAMES)
+    server = Prefork if mode == "prefork" else Server
+    with server("host_check", "--port", "0", "--metrics-path", "/metrics",
+                "--topology", topology("tcp", ports, mode=mode)) as s:
+        port = ports["loop.0"]
+        if mode == "prefork":  # the workers' loops serve once they dialed their mailboxes: /health says so
+            F.check(wait_for(lambda: health(s.port) and len(children(s.proc.pid)) >= 2, 10), f"{mode}: serving")
+        pids = [s.proc.pid] + sorted(children(s.proc.pid))  # under prefork loop.0 is worker 0's
+        rss0 = rss_kb(pids)
         # 64 pipes, each a 16 MiB envelope's length and 2 MiB of it
         chunk = b"\x00" * (2 << 20)
         giants = [c for c in (sp_pipe(port) for _ in range(PIPES)) if c]
-        F.check(len(giants) == PIPES, f"every giant pipe greeted ({len(giants)} of {PIPES})")
+        F.check(len(giants) == PIPES, f"{mode}: every giant pipe greeted ({len(giants)} of {PIPES})")
         for c in giants:
             partial(c, 16 << 20, chunk)
         for c in giants:
             c.setblocking(False)
         closed = hung_up(giants)
-        F.check(closed == len(giants), f"the host hung up on every 16 MiB declaration ({closed} of {len(giants)})")
-        grown = rss_kb(pid) - rss0
-        F.check(grown < RSS_BOUND_KB, f"64 partial 16 MiB messages: VmRSS grew {grown} kB (bound {RSS_BOUND_KB})")
+        F.check(closed == len(giants),
+                f"{mode}: the host hung up on every 16 MiB declaration ({closed} of {len(giants)})")
+        grown = rss_kb(pids) - rss0
+        F.check(grown < RSS_BOUND_KB,
+                f"{mode}: 64 partial 16 MiB messages: VmRSS grew {grown} kB (bound {RSS_BOUND_KB})")
         for c in giants:
             c.close()
 
@@ -157,7 +171,7 @@ def giant_pipes():
             if partial(c, 65000, body):
                 many.append(c)
         n = wait_for(lambda: refused(s.port, "pipes"), 5)
-        F.check(n >= 96 - PIPES, f"pipes past {PIPES} are refused and counted ({n})")
+        F.check(n >= 96 - PIPES, f"{mode}: pipes past {PIPES} are refused and counted ({n})")
         held = 0
         for c in many:
             c.setblocking(False)
@@ -167,15 +181,16 @@ def giant_pipes():
                 held += 1
             except OSError:
                 pass
-        F.check(held <= PIPES, f"at most {PIPES} pipes from outside are held ({held})")
-        grown = rss_kb(pid) - rss0
-        F.check(grown < RSS_BOUND_KB, f"96 partial 65,000-byte messages: VmRSS grew {grown} kB (bound {RSS_BOUND_KB})")
+        F.check(held <= PIPES, f"{mode}: at most {PIPES} pipes from outside are held ({held})")
+        grown = rss_kb(pids) - rss0
+        F.check(grown < RSS_BOUND_KB,
+                f"{mode}: 96 partial 65,000-byte messages: VmRSS grew {grown} kB (bound {RSS_BOUND_KB})")
         lines = [l for l in s.stderr().splitlines() if "(pipes:" in l]
-        F.check(len(lines) == 1, f"one line names the refused pipes ({len(lines)}):\n{s.stderr()}")
-        F.check(health(s.port), "/health answers beside them")
+        F.check(len(lines) == 1, f"{mode}: one line names the refused pipes ({len(lines)}):\n{s.stderr()}")
+        F.check(health(s.port), f"{mode}: /health answers beside them")
         for c in many:
             c.close()
-        F.check(s.stop() == 0, f"SIGTERM -> 0:\n{s.stderr()}")
+        F.check(s.stop() == 0, f"{mode}: SIGTERM -> 0:\n{s.stderr()}")
 
 
 def openssl(*args):
@@ -238,6 +253,9 @@ def idle_tls_dials():
                     f"/health answers while 800 idle and slow TLS dials are open at RLIMIT_NOFILE 256:\n{s.stderr()}")
             F.check(wait_for(lambda: refused(s.port, "handshake") >= 300, 30, step=0.2),
                     f"the dials that never finished their handshake are cut and counted ({refused(s.port, 'handshake')})")
+            warned = [l for l in s.stderr().splitlines() if l.startswith("m0: warning:") and "tcp links" in l]
+            F.check(len(warned) == 1, f"serve warns once that the links could hold more than RLIMIT_NOFILE leaves:"
+                    f"\n{s.stderr()}")
             lines = [l for l in s.stderr().splitlines() if "(handshake:" in l]
             F.check(1 <= len(lines) <= 3, f"one line per 10 s names them ({len(lines)}):\n{s.stderr()}")
         finally:
@@ -257,7 +275,8 @@ def _send_one(c):
 
 
 try:
-    giant_pipes()
+    giant_pipes("single")
+    giant_pipes("prefork")
     idle_tls_dials()
 finally:
     shutil.rmtree(TMP, ignore_errors=True)

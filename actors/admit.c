@@ -210,7 +210,7 @@ static const char *why(int reason) {
   case M0__REFUSE_FRAME: return "a frame that does not decode";
   case M0__REFUSE_FRAME_ID: return "a frame id not taken from the counter, or one already written";
   case M0__REFUSE_REPLY: return "a reply to no request in flight with that instance";
-  case M0__REFUSE_BATCH: return "a reply batch whose head does not decode";
+  case M0__REFUSE_BATCH: return "a reply batch that does not decode (its head, or a record)";
   case M0__REFUSE_STATUS: return "a reply status the host does not pass (answered 502)";
   case M0__REFUSE_STALE: return "a frame numbered at or below the first id this loop serves";
   case M0__REFUSE_CONTROL: return "a tracing control the tracer refused";

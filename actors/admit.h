@@ -63,7 +63,7 @@ enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL =
   X(FRAME, "frame")         /* a FRAME whose payload does not decode or that the bus would refuse */         \
   X(FRAME_ID, "frame_id")   /* a FRAME id not yet taken from the counter, or one its loop wrote already */    \
   X(REPLY, "reply")         /* a REPLY that is no answer to a request in flight with that instance */      \
-  X(BATCH, "batch")         /* a REPLY batch whose head does not decode (docs/wire.md) */                  \
+  X(BATCH, "batch")         /* a REPLY batch that does not decode: its head, or a record (docs/wire.md) */ \
   X(STATUS, "status")       /* a reply status HTTP does not let the host pass (asks.c): answered 502 */    \
   X(STALE, "stale")         /* m0pub's FRAME numbered at or below the first id its loop serves */          \
   X(CONTROL, "control")     /* a TRACE whose control the tracer refused (actors/trace.h) */                \

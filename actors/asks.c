@@ -368,8 +368,9 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
       if (s) atomic_fetch_add(rep.id_read ? &s->st->unknown : &s->st->refused, 1); /* no id: bytes past the last */
       else atomic_fetch_add(&l->page->figures->deferred_late, 1);
       if (s) asks_refused(s, l->self.id, M0__REFUSE_REPLY, m);
-    } else if (rv < 0) {
+    } else if (rv < 0) { /* a record that does not decode (a status below 200 or above 599 among them) */
       if (s) atomic_fetch_add(&s->st->bad_reply, 1);
+      if (s) asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
       ask_fail(l, i, 502);
     } else if (s && !asks_status_passes(rep.status)) {
       atomic_fetch_add(&s->st->bad_reply, 1);

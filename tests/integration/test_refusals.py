@@ -24,7 +24,8 @@ Proves:
   reply's status is 383, 299 (no status IANA's registry defines), 418
   (unused) or 305 (deprecated): the client gets 502, each counted once in
   m0_refused_total{actor="echo",reason="status"}; 429 and 308 (registered)
-  reach the client as they are. A REPLY to no loop (0xffffffff) is counted
+  reach the client as they are; 99 and 600 (a record that does not decode:
+  docs/wire.md) are 502 too, counted as `batch`. A REPLY to no loop (0xffffffff) is counted
   as `address`, one whose batch head is 4 bytes as `batch`.
 """
 import json
@@ -186,7 +187,7 @@ def statuses():
     topo = write_json({"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}],
                        "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 5000}]})
     url = doctor_url(topo, rd)
-    want = {383: 502, 299: 502, 418: 502, 305: 502, 429: 429, 308: 308}
+    want = {383: 502, 299: 502, 418: 502, 305: 502, 429: 429, 308: 308, 99: 502, 600: 502}
     with Server("host_check", "--port", "0", "--metrics-path", "/metrics", "--topology", topo, "--run-dir", rd) as s:
         for status, expect in want.items():
             w = subprocess.Popen([sys.executable, os.path.join(HERE, "wire_actor.py"), url, f"status:{status}"],
@@ -203,6 +204,8 @@ def statuses():
             wait_for(lambda: instances(s.port) == 0, 10)
         n = refused(s.port).get(("echo", "status"))
         F.check(n == 4, f"status: the four refused statuses are counted, once each (echo/status: {n})")
+        n = refused(s.port).get(("echo", "batch"))
+        F.check(n == 2, f"status: 99 and 600 (a record that does not decode) are counted as batch (echo/batch: {n})")
         # what an instance sends that the service or the loop cannot take: counted, by reason
         h = Pair1(url)
         try:
@@ -211,7 +214,7 @@ def statuses():
             h.send(ENV.pack(MAGIC, KIND_REPLY, 0, APP, 0xFFFFFFFF, 1, 0, 0, len(body)) + body)  # to no loop
             h.send(ENV.pack(MAGIC, KIND_REPLY, 0, APP, LOOP0, 2, 0, 0, 4) + b"\x01\x00\x00\x00")  # a 4-byte batch
             F.check(wait_for(lambda: refused(s.port).get(("echo", "address")) == 1 and
-                             refused(s.port).get(("echo", "batch")) == 1, 5),
+                             refused(s.port).get(("echo", "batch")) == 3, 5),
                     f"misaddressed: a REPLY to no loop is `address`, a bad batch head `batch`, once each "
                     f"({refused(s.port)})")
         finally:

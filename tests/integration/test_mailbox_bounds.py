@@ -16,8 +16,9 @@ tcp://127.0.0.1, then single on tls+tcp://:
   message (under the limit): at most M0__MAILBOX_PIPES (64) pipes from
   outside the process are held, counting the host's own tcp peers; the
   others are closed by the host, m0_refused_total{actor="loop.0",
-  reason="pipes"} counts at least 32, stderr names it once (one line for
-  them all), VmRSS stays within the same bound, /health answers.
+  reason="pipes"} counts at least 32, stderr names them in one line (at
+  most one per 10 s, whatever their number), VmRSS stays within the same
+  bound, /health answers.
 - Idle and slow TLS dials. host_check on tls+tcp under RLIMIT_NOFILE 256
   (set for it alone), 700 connections to loop.0's tls+tcp port that never
   send a byte, and 100 that send one byte of a ClientHello and stop:
@@ -186,7 +187,7 @@ def giant_pipes(mode):
         F.check(grown < RSS_BOUND_KB,
                 f"{mode}: 96 partial 65,000-byte messages: VmRSS grew {grown} kB (bound {RSS_BOUND_KB})")
         lines = [l for l in s.stderr().splitlines() if "(pipes:" in l]
-        F.check(len(lines) == 1, f"{mode}: one line names the refused pipes ({len(lines)}):\n{s.stderr()}")
+        F.check(1 <= len(lines) <= 2, f"{mode}: one line per 10 s names the refused pipes ({len(lines)}):\n{s.stderr()}")
         F.check(health(s.port), f"{mode}: /health answers beside them")
         for c in many:
             c.close()

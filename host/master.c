@@ -174,3 +174,31 @@ int m0__master_run(const m0_app *app) {
   m0__reload_pidfile_remove(pidfile);
   return m.code;
 }
+
+int m0__master_first(const m0_app *app, const m0_config *cfg) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    fprintf(stderr, "m0: cannot make the master channel: %s\n", strerror(errno));
+    return 1;
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
+  sigprocmask(SIG_BLOCK, &set, NULL); /* from now on for the signalfd; generation 1 gets none blocked */
+  pid_t pid = m0__reload_spawn_first(sv[1]);
+  close(sv[1]);
+  if (pid < 0) {
+    fprintf(stderr, "m0: cannot start generation 1: %s\n", strerror(errno));
+    return 1;
+  }
+  const char *pidfile = M0__CFGS(cfg, pid_file);
+  if (m0__reload_pidfile_write(pidfile) != 0) {
+    kill(pid, SIGTERM);
+    pidfile = "";
+  }
+  char v[PATH_MAX + 96];
+  snprintf(v, sizeof v, "%d,%ld,0,%ld,-1,%s", sv[0], (long)pid, M0__CFG(cfg, drain_timeout_ms), pidfile);
+  setenv("M0__MASTER", v, 1);
+  return m0__master_run(app);
+}

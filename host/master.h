@@ -33,5 +33,10 @@
 /* m0_serve's entry when M0__MASTER is set (m0__reload_exit writes it):
  * returns the exit code. */
 int m0__master_run(const m0_app *app);
+/* PID 1 (a container's init): the master from the start, so whatever is
+ * re-parented to it is reaped before any reload too; generation 1 is its
+ * child (m0__reload_spawn_first) and the --pid-file names the master.
+ * Returns the exit code. */
+int m0__master_first(const m0_app *app, const m0_config *cfg);
 
 #endif

@@ -74,7 +74,15 @@ static void cloexec(int fd) {
 /* M0__UPGRADE=listen,page,app_page,ready,prev_pid,generation,made,chan and
  * M0__RUN_DIR (written by reload_spawn). */
 int m0__reload_inherit(m0__process *p) {
-  const char *v = getenv("M0__UPGRADE"), *dir = getenv("M0__RUN_DIR");
+  const char *v = getenv("M0__UPGRADE"), *dir = getenv("M0__RUN_DIR"), *cv = getenv("M0__CHAN");
+  if (cv) { /* generation 1 under a master from the start (PID 1: host/master.h) */
+    int fd = atoi(cv);
+    if (fd >= 3) {
+      cloexec(fd);
+      p->reload.chan_fd = fd;
+    }
+    unsetenv("M0__CHAN");
+  }
   if (!v) return 0;
   int lfd, pfd, afd, rfd, made, chan;
   long prev;
@@ -587,4 +595,36 @@ void m0__reload_exit(int code) {
   unsetenv("M0__MASTER");
   m0__reload_pidfile_remove(reload_pidfile);
   sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+pid_t m0__reload_spawn_first(int chan) {
+  char chv[48], exev[PATH_MAX + 16];
+  snprintf(chv, sizeof chv, "M0__CHAN=%d", chan);
+  snprintf(exev, sizeof exev, "M0__EXE=%s", reload_exe);
+  char *extra[] = {chv, exev, NULL};
+  char **env = reload_env(extra, false);
+  if (!env) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  posix_spawn_file_actions_adddup2(&fa, chan, chan); /* clears close-on-exec */
+  sigset_t none, def;
+  sigemptyset(&none);
+  sigemptyset(&def);
+  int sigs[] = {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGUSR2, SIGCHLD};
+  for (size_t j = 0; j < sizeof sigs / sizeof sigs[0]; j++) sigaddset(&def, sigs[j]);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid;
+  int rv = posix_spawn(&pid, "/proc/self/exe", &fa, &at, reload_argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  free(env);
+  if (rv != 0) {
+    errno = rv;
+    return -1;
+  }
+  return pid;
 }

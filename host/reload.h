@@ -120,6 +120,9 @@ void m0__reload_exit(int code);
  * its handlers (a thread that has not blocked them writes the pipe, read
  * once more before the exec): none may end it now. */
 bool m0__reload_hold(void);
+/* PID 1: generation 1 started as a child of the master (host/master.h),
+ * with the master channel's end chan (M0__CHAN). Its pid, or -1 (errno). */
+pid_t m0__reload_spawn_first(int chan);
 /* The supervisor's waitpid(-1) took pid: true when it was the next
  * generation (its status is kept for m0__reload_next). */
 bool m0__reload_reaped(struct m0__process *p, pid_t pid, int status);

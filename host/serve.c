@@ -115,6 +115,8 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
   } else if (getenv("M0__WORKER")) {
     if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
     rc = serve_worker(app, cfg, getenv("M0__WORKER"));
+  } else if (getpid() == 1 && !cfg->doctor && !getenv("M0__UPGRADE") && !getenv("M0__CHAN")) {
+    rc = m0__master_first(app, cfg); /* a container's init: the master from the start (host/master.h) */
   } else {
     m0__check checks[M0__CHECK_COUNT];
     int first = m0__checks_run(cfg, app, checks);
@@ -134,7 +136,8 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
       if (sd_fd == -2) {
         fprintf(stderr, "m0: %s\n", sd_err);
         rc = 78;
-      } else if (!getenv("M0__UPGRADE") && m0__reload_pidfile_write(M0__CFGS(cfg, pid_file)) != 0) {
+      } else if (!getenv("M0__UPGRADE") && !getenv("M0__CHAN") &&
+                 m0__reload_pidfile_write(M0__CFGS(cfg, pid_file)) != 0) {
         rc = 73; /* EX_CANTCREAT: generation 1 writes it; the pid stays (host/master.h) */
       } else if (M0__CFG(cfg, workers) > 1) {
         rc = m0__exit_code(m0__supervise(app, producer, cfg, argv, sd_fd));

@@ -8,12 +8,15 @@ from here is read from /proc, and /proc/<it>/status NSpid says it is 1
 inside). If unshare is missing or not permitted, the test prints SKIP with
 the reason and exits 0.
 
-Proves, in single, --threads 2 and --workers 2 (each ~2 s):
-  - the server inside the namespace is PID 1 (NSpid and its own log line
-    "pid 1") and serves /health;
+As PID 1, host_check is the master from the start (host/master.h: what PID 1
+owes its children, reaping, without waiting for a reload), and generation 1
+its child. Proves, in single, --threads 2 and --workers 2 (each ~2 s):
+  - PID 1 inside the namespace (NSpid) is host_check, titled `m0: host_check
+    master`; its one child is generation 1, whose log line names its pid
+    inside the namespace, and serves /health;
   - under --workers 2, /pid answers (fresh connections held open so both
     workers answer) are pids INSIDE the namespace: exactly the inner NSpid
-    values of the init's children, none of them a pid as seen from outside;
+    values of generation 1's children, none of them a pid as seen from outside;
   - SIGTERM sent to the namespace's init drains it: a /slow?ms=800 in flight
     at the signal is answered whole ({"ms":800}) and the process exits 0
     (unshare passes its exit code on) within 5 s; nothing of it is left.
@@ -83,16 +86,25 @@ def mode_run(mode, args):
         F.check(len(ns) >= 2 and ns[-1] == 1, f"[{mode}] the server is PID 1 inside its namespace (NSpid {ns})")
         F.check(os.path.realpath(f"/proc/{init}/exe") == os.path.realpath(os.path.join(BIN, "host_check")),
                 f"[{mode}] that PID 1 is host_check itself")
-        F.check(re.search(r"pid 1(, generation \d+)?\)", s.stderr()) is not None, f"[{mode}] its log says pid 1: {s.stderr().splitlines()[:1]}")
+        try:
+            title = open(f"/proc/{init}/cmdline", "rb").read().split(b"\0")[0].decode()
+        except OSError:
+            title = ""
+        F.check(title == "m0: host_check master", f"[{mode}] PID 1 is the master ({title!r})")
+        gen1 = wait_for(lambda: next(iter(children(init)), None), 5)
+        inner1 = nspid(gen1)[-1:] if gen1 else []
+        F.check(gen1 and inner1 and re.search(rf"pid {inner1[0]}, generation 1\)", s.stderr()) is not None,
+                f"[{mode}] generation 1 is PID 1's child, and its log names its pid inside ({inner1}): "
+                f"{s.stderr().splitlines()[:1]}")
         with Conn(s.port) as k:
             k.send(request("GET", "/health"))
             st, _, _, body, line = k.try_response()
             F.check(st == 200 and body == b'{"status":"ok"}', f"[{mode}] /health served by PID 1 ({line!r})")
         if "--workers" in args:
             deadline = time.monotonic() + 5
-            while len(children(init)) < 2 and time.monotonic() < deadline:
+            while len(children(gen1)) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            workers = children(init)
+            workers = children(gen1)
             inner = {nspid(p)[-1] for p in workers}
             answers, held = set(), []
             for _ in range(12):
@@ -107,7 +119,7 @@ def mode_run(mode, args):
             for k in held:
                 k.close()
             print(f"[{mode}] workers seen from outside {sorted(workers)}, inside {sorted(inner)}; /pid answered {sorted(answers)}")
-            F.check(len(workers) == 2, f"[{mode}] PID 1 has 2 worker children ({workers})")
+            F.check(len(workers) == 2, f"[{mode}] generation 1 has 2 worker children ({workers})")
             F.check(len(answers) == 2 and answers == inner,
                     f"[{mode}] /pid answers are the workers' pids inside the namespace: {answers} vs {inner}")
             F.check(not answers & workers, f"[{mode}] no /pid answer is a pid as seen from outside")

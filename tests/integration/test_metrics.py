@@ -646,9 +646,15 @@ def reload(s, label, old_pid, gen):
     F.check(m, f"{label}: generation {gen} serves after the SIGHUP:\n{s.stderr()[-2000:]}")
     if not m:
         return None
-    if old_pid == s.proc.pid:  # ours: a zombie until waited for
-        rc = s.wait(30)
-        F.check(rc == 0, f"{label}: generation {gen - 1} (pid {old_pid}) drained and exited 0 ({rc})")
+    if old_pid == s.proc.pid:  # generation 1: drained, the pid goes on as the master (host/master.h)
+        def title():
+            try:
+                with open(f"/proc/{old_pid}/cmdline", "rb") as f:
+                    return f.read().split(b"\0")[0]
+            except OSError:
+                return b""
+        F.check(wait_for(lambda: title() == b"m0: host_check master", 30) and "drained with exit" not in s.stderr(),
+                f"{label}: generation {gen - 1} (pid {old_pid}) drained (exit 0) and is the master ({title()!r})")
     else:
         F.check(gone(old_pid), f"{label}: generation {gen - 1} (pid {old_pid}) drained and exited")
     return int(m.group(2))
@@ -723,8 +729,9 @@ def by_identity(label, *mode):
             back += [(k, high[k], v) for k, v in ctr.items() if v < high.get(k, v)]
             high.update({k: max(v, high.get(k, v)) for k, v in ctr.items()})
         F.check(not back, f"{label}: no series is lower in a later scrape ({len(back)}: {back[:4]})")
-        os.kill(top, signal.SIGTERM)
+        os.kill(s.proc.pid, signal.SIGTERM)  # the pid a supervisor knows: it drains the generation serving
         F.check(gone(top), f"{label}: SIGTERM -> the last generation exits")
+        F.check(s.wait(30) == 0, f"{label}: SIGTERM -> the top pid exits 0")
         top = None
         bad = re.search(r".*(?:Sanitizer|runtime error).*", s.stderr())
         F.check(not bad, f"{label}: no sanitizer report from any generation ({bad and bad.group(0)})")

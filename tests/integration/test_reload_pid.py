@@ -145,6 +145,8 @@ def container(mode, args):
             gen += 1
             pid = serving(s, gen)
             F.check(pid is not None, f"[{mode}] {sig.name}: generation {gen} serves\n{s.stderr()[-1500:]}")
+            if pid is None:
+                break  # what follows would only wait out its bounds
             F.check(drained(s, init, gen, pid1=True), f"[{mode}] {sig.name}: generation {gen - 1} drained and is gone (or "
                                            f"the master)\n{s.stderr()[-1500:]}")
             F.check(s.proc.poll() is None and alive(init) and init in children(s.proc.pid),

@@ -13,6 +13,9 @@
  *   SIGHUP) was "exe" in ps -e, pidof and ss -p; now every process of the
  *   host answers to `pidof host_check`, and the role is in the command line.
  * - Process-wide, as argv is: one area per process.
+ * - A pointer into the environment taken before m0_serve (a getenv result
+ *   an application kept) points into the area titles overwrite: take a
+ *   copy, or call getenv again after m0_serve started.
  */
 #ifndef M0_HOST_TITLE_H
 #define M0_HOST_TITLE_H

@@ -246,6 +246,16 @@ def environ(pid):
         return {}
 
 
+def title(pid):
+    """A host process's title (its argv area, docs/behaviour.md: `m0: APP
+    worker I gen N`); the environment under it is the title's too."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
 def concurrent(port, n, method, path, body=b""):
     """n requests at once, each on its own connection (all sent before any
     answer is read): [(status, json)]."""
@@ -1118,7 +1128,7 @@ def relayed():
         both = wait_for(lambda: (lambda d: d == {"0": 2, "1": 2})(instances_by_worker(s.port)), 10)
         a.kill()
         a.wait(5)
-        w0 = next((p for p in workers if environ(p).get(b"M0__WORKER") == b"0"), None)
+        w0 = next((p for p in workers if b" worker 0 " in title(p)), None)
         if w0:
             os.kill(w0, signal.SIGKILL)
         views = wait_for(lambda: (lambda g: g if set(g) == {"0", "1"} and all(v == [("echo.1", socket.gethostname())]

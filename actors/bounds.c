@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "actors/admit.h"
 #include "actors/envelope.h"
@@ -229,15 +231,21 @@ static bool bounds_greeting_of(int fd, bounds_greeting *g) {
 }
 
 /* Shuts g down (the descriptor is still nng's: it sees the end and closes
- * it), counted and named. The inode is looked at again first: a descriptor
- * nng closed since the scan may be another connection now. */
-static void bounds_cut(const bounds_greeting *g) {
+ * it), counted and named. Through the reaper's own descriptor `spare`: g's
+ * number is duplicated onto it (dup3 needs no free descriptor, and replaces
+ * the previous one) and its inode checked there, so a number nng closed
+ * since the scan, now another connection's, is never shut down. The spare
+ * holds the socket, shut down, until the next cut. */
+static void bounds_cut(const bounds_greeting *g, int spare) {
   struct stat st;
-  if (fstat(g->fd, &st) != 0 || st.st_ino != g->ino) return;
-  shutdown(g->fd, SHUT_RDWR);
+  if (spare < 0 || dup3(g->fd, spare, O_CLOEXEC) != spare) return;
+  if (fstat(spare, &st) != 0 || st.st_ino != g->ino) return;
+  shutdown(spare, SHUT_RDWR);
   char host[INET6_ADDRSTRLEN] = "?", peer[80];
-  if (g->peer.ss_family == AF_INET) inet_ntop(AF_INET, &((const struct sockaddr_in *)&g->peer)->sin_addr, host, sizeof host);
-  else inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&g->peer)->sin6_addr, host, sizeof host);
+  const struct sockaddr_in *in = (const void *)&g->peer;
+  const struct sockaddr_in6 *in6 = (const void *)&g->peer;
+  if (g->peer.ss_family == AF_INET) inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+  else inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
   snprintf(peer, sizeof peer, "tcp peer %s", host);
   m0__refused(g->actor, M0__REFUSE_HANDSHAKE, 0, peer);
 }
@@ -245,7 +253,7 @@ static void bounds_cut(const bounds_greeting *g) {
 /* One look: the connections greeting now, each with since carried from
  * the last look (*seen, sorted by inode, replaced by this look's); those
  * past the bound and the oldest beyond the cap per port are cut. */
-static void bounds_scan(DIR *d, bounds_seen **seen, size_t *nseen) {
+static void bounds_scan(DIR *d, int spare, bounds_seen **seen, size_t *nseen) {
   rewinddir(d); /* procfs lists the descriptors as they are now */
   size_t n = 0, cap = 0;
   bounds_greeting *gs = NULL;
@@ -274,7 +282,7 @@ static void bounds_scan(DIR *d, bounds_seen **seen, size_t *nseen) {
     /* the newest M0__HANDSHAKES_MAX of its port are let be until the bound */
     size_t younger = 0;
     for (size_t j = i + 1; j < n && younger < M0__HANDSHAKES_MAX; j++) younger += gs[j].port == gs[i].port;
-    if (now - gs[i].since >= M0__HANDSHAKE_MS || younger >= M0__HANDSHAKES_MAX) bounds_cut(&gs[i]);
+    if (now - gs[i].since >= M0__HANDSHAKE_MS || younger >= M0__HANDSHAKES_MAX) bounds_cut(&gs[i], spare);
     else if (next) next[kept++] = (bounds_seen){gs[i].ino, gs[i].since};
   }
   if (kept) qsort(next, kept, sizeof *next, bounds_by_ino);
@@ -291,10 +299,11 @@ static void *bounds_reap(void *arg) {
   /* Opened once: when idle dials have taken every descriptor, the reaper
    * must still be able to look. */
   DIR *d = opendir("/proc/self/fd");
+  int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
   pthread_mutex_lock(&bounds.mu);
   while (!*stop) {
     pthread_mutex_unlock(&bounds.mu);
-    if (d) bounds_scan(d, &seen, &nseen);
+    if (d) bounds_scan(d, spare, &seen, &nseen);
     pthread_mutex_lock(&bounds.mu);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -305,6 +314,7 @@ static void *bounds_reap(void *arg) {
   }
   pthread_mutex_unlock(&bounds.mu);
   if (d) closedir(d);
+  if (spare >= 0) close(spare);
   free(seen);
   return NULL;
 }

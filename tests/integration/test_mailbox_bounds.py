@@ -90,12 +90,13 @@ def rss_kb(pids):
     return total
 
 
-def hung_up(conns, timeout=5.0):
-    """How many of conns the host closed (EOF or reset), waiting at most
-    `timeout` seconds in all for the rest."""
+def hung_up(conns, timeout=10.0, want=None):
+    """How many of conns the host closed (EOF or reset), waiting until
+    `want` of them (all by default) are or `timeout` seconds have passed."""
     left, closed = list(conns), 0
+    want = len(left) if want is None else want
     deadline = time.monotonic() + timeout
-    while left and time.monotonic() < deadline:
+    while left and closed < want and time.monotonic() < deadline:
         ready = select.select(left, [], [], max(0.0, deadline - time.monotonic()))[0]
         for c in ready:
             try:
@@ -171,17 +172,11 @@ def giant_pipes(mode):
                 continue
             if partial(c, 65000, body):
                 many.append(c)
-        n = wait_for(lambda: refused(s.port, "pipes"), 5)
-        F.check(n >= 96 - PIPES, f"{mode}: pipes past {PIPES} are refused and counted ({n})")
-        held = 0
+        n = wait_for(lambda: refused(s.port, "pipes") >= 96 - PIPES, 10, step=0.1) and refused(s.port, "pipes")
+        F.check(n >= 96 - PIPES, f"{mode}: pipes past {PIPES} are refused and counted ({refused(s.port, 'pipes')})")
         for c in many:
             c.setblocking(False)
-            try:
-                held += c.recv(1) != b""  # b"": the host closed it
-            except BlockingIOError:
-                held += 1
-            except OSError:
-                pass
+        held = len(many) - hung_up(many, want=len(many) - PIPES)
         F.check(held <= PIPES, f"{mode}: at most {PIPES} pipes from outside are held ({held})")
         grown = rss_kb(pids) - rss0
         F.check(grown < RSS_BOUND_KB,

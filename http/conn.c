@@ -493,7 +493,7 @@ static void conn_dispatch(m0__conn *c, const char *buf) {
     m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, p->trace_hi,
                         p->trace_lo, NULL);
   if (h->served) h->served(h, &req, p->trace_flags, res.status, res.head ? 0 : res.body_len);
-  if (c->stream && !c->ws) {
+  if (c->stream) {
     m0__stream_replay(c); /* Last-Event-ID's frames, behind the view's own (http/stream.c) */
     if (c->closing) return;
   }

@@ -395,6 +395,25 @@ int m0_respond_graph(m0_response *res) {
   return rv;
 }
 
+/* A decimal id of at most 20 digits that fits 64 bits. */
+static bool event_id_parse(m0_str v, uint64_t *out) {
+  uint64_t n = 0;
+  if (v.n == 0 || v.n > 20) return false;
+  for (size_t i = 0; i < v.n; i++) {
+    unsigned d = (unsigned)(v.p[i] - '0');
+    if (d > 9 || n > (UINT64_MAX - d) / 10) return false;
+    n = n * 10 + d;
+  }
+  *out = n;
+  return true;
+}
+
+bool m0__last_event_id(const m0_request *req, uint64_t *last) {
+  m0_str v;
+  if (event_id_parse(m0_request_header(req, "Last-Event-ID"), last)) return true;
+  return m0_request_query(req, "last_event_id", &v) && event_id_parse(v, last);
+}
+
 int m0_respond_stream(m0_response *res, const char *channel) {
   if (res->done) return -1;
   char shown[160]; /* the application's name for it, which may be a client's bytes: said escaped (base/text.h) */
@@ -430,15 +449,8 @@ static int respond_stream(m0_response *res, const char *channel) {
                    res->close ? "Connection: close\r\n" : "", (int)res->extra_len, res->extra);
   if (m0__outq_append(res->out, head, (size_t)n) != 0) return -1;
   if (res->head) return 0;
-  /* Last-Event-ID (a reconnecting EventSource): a decimal id, else none. */
-  m0_str le = res->req ? m0_request_header(res->req, "Last-Event-ID") : (m0_str){NULL, 0};
   uint64_t last = 0;
-  bool has_last = le.n > 0 && le.n <= 20;
-  for (size_t i = 0; has_last && i < le.n; i++) {
-    unsigned d = (unsigned)(le.p[i] - '0');
-    if (d > 9 || last > (UINT64_MAX - d) / 10) has_last = false;
-    else last = last * 10 + d;
-  }
+  bool has_last = res->req && m0__last_event_id(res->req, &last);
   if (res->stream_begin(res->stream_ctx, channel, has_last, last) != 0) return -1;
   res->streaming = true;
   return 0;

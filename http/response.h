@@ -60,6 +60,11 @@ extern _Thread_local m0__trace_id m0__current_trace;
 int m0__response_header_n(m0_response *res, const char *name, size_t nn, const char *value, size_t vn);
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
+/* Where a reconnecting client of a stream or a WebSocket says it was: the
+ * Last-Event-ID header (what EventSource sends), else the query's
+ * last_event_id (what a browser's WebSocket, which cannot set a header,
+ * sends), as a decimal id. false when neither is one. */
+bool m0__last_event_id(const m0_request *req, uint64_t *last);
 /* What m0_respond and its kin send as a body: bytes (copied, or referenced
  * when static), an owned buffer (free_fn), or a file piece (fd >= 0, len
  * bytes from off). An owned buffer or a descriptor is the host's from the

@@ -25,18 +25,23 @@
  *   remembers what it lost (how many, the first and last ids) and, before
  *   the next frame it has room for, or when its queue is written out
  *   (m0__stream_caught_up), gets an m0.gap event saying so: the frames after
- *   the gap follow it, never precede it. A WebSocket message carries data
- *   alone, so no in-band event could be told from the application's: the
- *   socket is closed with 1013 (M0__STREAM_WS_LOST) and the first id lost,
- *   after what it already has queued.
+ *   the gap follow it, never precede it. A WebSocket that agreed to the
+ *   subprotocol m0.events gets the very same events, each as a text message
+ *   (the SSE bytes without the blank line: an sframe's wse), and is told the
+ *   same way (sub_ids). A plain WebSocket message carries data alone, so no
+ *   in-band event could be told from the application's: the socket is
+ *   closed with 1013 (M0__STREAM_WS_LOST) and the first id lost, after what
+ *   it already has queued.
  * - A subscription is freed when its connection closes, which any write may
  *   do (m0__conn_flush): after a push, c->closing is checked before the
  *   subscription is touched again.
  * - History: each channel keeps its last history_max frames, at most
  *   history_bytes_max bytes of them, and the highest id it let go
- *   (evicted). A stream opened with Last-Event-ID: N gets the held frames
- *   after N once its view returned (m0__stream_replay: the view's own frames
- *   come first); when frames after N may be missing (N below evicted, or
+ *   (evicted). A stream opened with Last-Event-ID: N (or a WebSocket with
+ *   ?last_event_id=N, m0__last_event_id) gets the held frames after N once
+ *   its view returned (m0__stream_replay: the view's own frames come first;
+ *   a WebSocket's channels merged in id order); when frames after N may be
+ *   missing (N below evicted, or
  *   below history_from: the loop began after N, a respawned worker), an
  *   m0.gap event says so before them. A frame at or below N that reaches
  *   this loop only after the resume (another worker or generation gave it
@@ -114,6 +119,7 @@ static m0__chan *chan_find(m0__http *h, const char *p, size_t n, bool make) {
 static void sframe_release(void *arg) {
   m0__sframe *f = arg;
   if (--f->refs) return;
+  free(f->wse);
   free(f->ws);
   free(f->wsz);
   free(f);
@@ -132,6 +138,19 @@ void m0__stream_enlist(m0__conn *c) {
   h->nstreams++;
   c->last_write = uv_now(h->uv);
   uv_tcp_keepalive(&c->tcp, 1, 60); /* a peer that vanished is found */
+}
+
+/* Where a subscription starts: after the client's last id, the held
+ * frames after it to come (m0__stream_replay), or now. */
+static void sub_start(m0__sub *s, bool has_last, uint64_t last) {
+  s->after = s->resumed = has_last ? last : 0;
+  s->replay = has_last;
+}
+
+int m0__stream_subscribe_from(m0__conn *c, const char *channel, size_t n, bool has_last, uint64_t last) {
+  int rv = m0__stream_subscribe(c, channel, n);
+  if (rv == 0) sub_start(c->subs, has_last, last);
+  return rv;
 }
 
 int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n) {
@@ -245,18 +264,48 @@ static bool sframe_ws(m0__http *h, m0__sframe *f, bool z) {
   return m != NULL;
 }
 
+/* The frame as an m0.events WebSocket message: a text frame carrying the
+ * SSE event without its blank line, made once (never compressed). */
+static bool sframe_wse(m0__sframe *f) {
+  if (f->wse) return true;
+  size_t n = f->sse_len - 2;
+  char *m = malloc(M0__WS_HEADER_MAX + n);
+  if (!m) return false;
+  size_t hl = m0__ws_frame_header((uint8_t *)m, M0__WS_TEXT, true, false, n);
+  memcpy(m + hl, f->sse, n);
+  f->wse = m;
+  f->wse_len = (uint32_t)(hl + n);
+  return true;
+}
+
+/* Whether the subscriber sees ids and is told of losses in band: a stream,
+ * or a WebSocket that agreed to m0.events. */
+static bool sub_ids(const m0__sub *s) { return !s->c->ws || m0__ws_events(s->c->ws); }
+
+/* One event of the host's own (ev: its lines, n bytes, no blank line) to c
+ * alone, in its framing. */
+static bool event_push(m0__conn *c, const char *ev, size_t n) {
+  char out[M0__WS_HEADER_MAX + 192];
+  if (n + 2 > sizeof out - M0__WS_HEADER_MAX) return false;
+  size_t hl = 0;
+  if (c->ws) hl = m0__ws_frame_header((uint8_t *)out, M0__WS_TEXT, true, false, n);
+  memcpy(out + hl, ev, n);
+  if (!c->ws) memcpy(out + n, "\n\n", 2);
+  return stream_push(c, out, hl + n + (c->ws ? 0 : 2), NULL);
+}
+
 /* A stream that lost frames is told which (an m0.gap event), when it has
  * room for that and `more` bytes behind it. false: no room yet. */
 static bool sub_tell(m0__sub *s, size_t more) {
   char ev[192];
-  int n = snprintf(ev, sizeof ev, "event: m0.gap\ndata: {\"after\":%llu,\"first\":%llu,\"last\":%llu,\"lost\":%u}\n\n",
+  int n = snprintf(ev, sizeof ev, "event: m0.gap\ndata: {\"after\":%llu,\"first\":%llu,\"last\":%llu,\"lost\":%u}",
                    (unsigned long long)s->after, (unsigned long long)s->lost_first,
                    (unsigned long long)s->lost_last, s->lost);
-  if (m0__conn_queued(s->c) + (size_t)n + more > M0__STREAM_QUEUE) return false;
+  if (m0__conn_queued(s->c) + (size_t)n + M0__WS_HEADER_MAX + more > M0__STREAM_QUEUE) return false;
   m0__sub told = *s;
   s->lost = 0;
   s->lost_first = s->lost_last = 0;
-  if (stream_push(s->c, ev, (size_t)n, NULL)) return true; /* s may be gone now (closed by the write) */
+  if (event_push(s->c, ev, (size_t)n)) return true; /* s may be gone now (closed by the write) */
   s->lost = told.lost, s->lost_first = told.lost_first, s->lost_last = told.lost_last;
   return false;
 }
@@ -265,15 +314,16 @@ static bool sub_tell(m0__sub *s, size_t more) {
  * of its losses first. false: it did not fit (c is open, s untouched). */
 static bool sub_push(m0__http *h, m0__sub *s, m0__sframe *f) {
   m0__conn *c = s->c;
-  if (c->ws) {
+  if (f->id && f->id <= s->resumed) return true; /* the client had it before it resumed here */
+  if (!sub_ids(s)) {
     bool z = m0__ws_deflating(c->ws);
     if (!sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
     return z ? stream_push(c, f->wsz, f->wsz_len, f) : stream_push(c, f->ws, f->ws_len, f);
   }
-  if (f->id && f->id <= s->resumed) return true; /* the client had it before it resumed here */
   if (s->lost && !sub_tell(s, f->sse_len)) return false;
   if (c->closing) return true;
-  if (!stream_push(c, f->sse, f->sse_len, f)) return false;
+  if (c->ws ? !sframe_wse(f) || !stream_push(c, f->wse, f->wse_len, f) : !stream_push(c, f->sse, f->sse_len, f))
+    return false;
   if (!c->closing && f->id) s->after = f->id;
   return true;
 }
@@ -297,7 +347,7 @@ static void sub_mark(m0__sub *s, uint64_t id) {
 static void sub_lost(m0__http *h, m0__sub *s, const m0__sframe *f) {
   m0__chan *ch = s->ch;
   chan_dropped(h, ch, 1);
-  if (s->c->ws) {
+  if (!sub_ids(s)) {
     char why[124];
     snprintf(why, sizeof why, "frames lost from id %llu on channel %.*s", (unsigned long long)f->id, (int)ch->nlen,
              ch->name);
@@ -313,16 +363,17 @@ static void sub_lost(m0__http *h, m0__sub *s, const m0__sframe *f) {
  * two pipes into one mailbox). Written now it would take every stream's
  * ids backwards (and the history's order, which a resume replays), so it
  * is dropped here and counted for each subscriber that did not have it; a
- * stream is told (m0.gap, at once when it has room), a WebSocket, which
- * carries no ids and lost nothing by being slow, stays open. */
+ * stream (or an m0.events WebSocket) is told (m0.gap, at once when it has
+ * room), a plain WebSocket, which carries no ids and lost nothing by being
+ * slow, stays open. */
 static uint64_t chan_late(m0__http *h, m0__chan *ch, uint64_t id) {
   uint64_t n = 0;
   m0__sub *next;
   for (m0__sub *s = ch->subs; s; s = next) {
     next = s->next; /* a write may close s->c, which takes s off the list */
-    if (s->c->closing || (!s->c->ws && id <= s->resumed)) continue;
+    if (s->c->closing || id <= s->resumed) continue;
     n++;
-    if (s->c->ws) continue;
+    if (!sub_ids(s)) continue;
     sub_mark(s, id);
     sub_tell(s, 0);
   }
@@ -389,29 +440,60 @@ uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64
 
 /* ---- streams ----------------------------------------------------------- */
 
-void m0__stream_replay(m0__conn *c) {
-  m0__sub *s = c->subs;
-  if (c->ws || c->closing || !s || !s->replay) return;
-  s->replay = false;
-  m0__http *h = c->h;
-  m0__chan *ch = s->ch;
-  uint64_t last = s->after;
-  if (last < ch->evicted || last + 1 < h->history_from) {
-    char gap[160];
-    int n = snprintf(gap, sizeof gap, "event: m0.gap\ndata: {\"after\":%llu}\n\n", (unsigned long long)last);
-    stream_push(c, gap, (size_t)n, NULL);
-  }
-  for (uint32_t i = 0; i < ch->hcount && !c->closing; i++) {
+/* The held frame of s's channel with the lowest id above at, or NULL. */
+static m0__sframe *sub_held_after(const m0__sub *s, uint64_t at) {
+  const m0__chan *ch = s->ch;
+  for (uint32_t i = 0; i < ch->hcount; i++) {
     m0__sframe *f = ch->hist[(ch->hhead + i) % ch->hcap];
-    if (f->id > last && !sub_push(h, s, f)) {
+    if (f->id > at) return f; /* a channel's ids only go up (chan_late) */
+  }
+  return NULL;
+}
+
+void m0__stream_replay(m0__conn *c) {
+  m0__http *h = c->h;
+  uint64_t last = 0;
+  bool any = false, gap = false;
+  for (m0__sub *s = c->subs; s; s = s->cnext) {
+    if (!s->replay) continue;
+    s->replay = false;
+    any = true;
+    last = s->after; /* one client, one Last-Event-ID for all its channels */
+    gap = gap || s->after < s->ch->evicted || s->after + 1 < h->history_from;
+  }
+  if (!any || c->closing) return;
+  if (gap && c->ws && !m0__ws_events(c->ws)) { /* told in band it could not be: closed, as a slow one is */
+    char why[96];
+    snprintf(why, sizeof why, "frames may be missing after id %llu", (unsigned long long)last);
+    m0__ws_goodbye(c->ws, M0__STREAM_WS_LOST, why);
+    return;
+  }
+  if (gap) {
+    char ev[96];
+    int n = snprintf(ev, sizeof ev, "event: m0.gap\ndata: {\"after\":%llu}", (unsigned long long)last);
+    event_push(c, ev, (size_t)n);
+  }
+  /* The held frames after last, every channel's merged in id order (ids
+   * are global): a client that leaves halfway resumes from what it had. */
+  for (uint64_t at = last; !c->closing;) {
+    m0__sub *best = NULL;
+    m0__sframe *f = NULL;
+    for (m0__sub *s = c->subs; s; s = s->cnext) {
+      m0__sframe *g = sub_held_after(s, at);
+      if (g && (!f || g->id < f->id)) f = g, best = s;
+    }
+    if (!f) break;
+    at = f->id;
+    if (!sub_push(h, best, f)) {
       h->stats.frames_dropped++;
-      sub_lost(h, s, f);
+      sub_lost(h, best, f);
     }
   }
 }
 
 void m0__stream_caught_up(m0__conn *c) {
-  if (!c->ws && c->subs && c->subs->lost) sub_tell(c->subs, 0);
+  for (m0__sub *s = c->subs; s && !c->closing; s = s->cnext) /* a write may close c, freeing its subs */
+    if (s->lost && sub_ids(s) && !sub_tell(s, 0)) return;
 }
 
 void m0__stream_goodbye(m0__conn *c) {
@@ -426,9 +508,7 @@ int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t las
   m0__conn *c = ctx;
   if (m0__stream_subscribe(c, channel, strlen(channel)) < 0) return -1;
   m0__stream_enlist(c);
-  m0__sub *s = c->subs;
-  s->after = s->resumed = has_last ? last : 0;
-  s->replay = has_last; /* once the view returned: m0__stream_replay */
+  sub_start(c->subs, has_last, last); /* the held frames once the view returned: m0__stream_replay */
   /* The head is in the scratch: write it first, so every frame follows it. */
   m0__conn_flush(c);
   return 0;

@@ -30,6 +30,8 @@ typedef struct m0__sframe {
   uint64_t id;   /* 0: unnumbered (the fleet's link is down: never in a history) */
   char *ws;      /* the WebSocket text message (header + the frame's data), made at the first WebSocket */
   char *wsz;     /* the same, compressed (permessage-deflate), made at the first such socket */
+  char *wse;     /* the m0.events message (header + the SSE event without its blank line), made at the first */
+  uint32_t wse_len;
   uint32_t ws_len, wsz_len;
   bool ws_none;  /* the frame has no data field: no WebSocket message (as EventSource dispatches none) */
   uint32_t sse_len;
@@ -55,10 +57,12 @@ typedef struct m0__sub {
  * still held are to come, after the view's own (m0__stream_replay). 0, or
  * -1 (no memory, or too many channels: nothing was subscribed). */
 int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last);
-/* After the view that opened the stream returned (http/conn.c): the held
- * frames after its Last-Event-ID (behind an m0.gap event when some may be
- * missing), so the view's own frames (m0_stream_write) come first, as
- * promised. Nothing when none was asked. May close c (a write error). */
+/* After the view that opened the stream or the WebSocket returned
+ * (http/conn.c): the held frames after its Last-Event-ID (behind an m0.gap
+ * event when some may be missing; a plain WebSocket is closed with 1013
+ * instead), every subscribed channel's in id order, so the view's own
+ * frames (m0_stream_write, m0_ws_send) come first, as promised. Nothing
+ * when none was asked. May close c (a write error). */
 void m0__stream_replay(m0__conn *c);
 /* The connection's queue is written out (http/conn.c): a stream that lost
  * frames is told which, now that there is room (an m0.gap event). May
@@ -72,6 +76,10 @@ void m0__stream_enlist(m0__conn *c);
 /* Subscribes c to channel (a WebSocket may hold several). 0, 1 when it
  * already was, -1 (no memory or too many channels). */
 int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n);
+/* The same for a client that said where it was (has_last: a WebSocket's
+ * last_event_id): the frames after last still held are to come once the
+ * view returned (m0__stream_replay). */
+int m0__stream_subscribe_from(m0__conn *c, const char *channel, size_t n, bool has_last, uint64_t last);
 /* Takes a closing connection out of h->streams and its channels. */
 void m0__stream_forget(m0__conn *c);
 /* From the sweep: a beat to every stream idle for h->heartbeat_ms. */

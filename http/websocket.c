@@ -28,6 +28,14 @@
  *   frames of this very read are being handled (a close frame right behind
  *   a large message, a failed write inside on_message). After anything
  *   that can close, the reader stops at ws->dead and touches nothing else.
+ * - A client that offers the subprotocol m0.events (and an application that
+ *   chose none) gets every published frame as an SSE event would carry it
+ *   ("id: N" and the frame's lines), so it knows its place and can resume
+ *   (?last_event_id=N, or Last-Event-ID): the channels subscribed in the
+ *   view replay what their history holds after N once the view returned,
+ *   as a stream's does (http/stream.c), behind an m0.gap event when frames
+ *   may be missing. A plain socket gets the data alone; a loss it cannot
+ *   be told in band closes it with 1013.
  */
 #include "http/websocket.h"
 
@@ -59,9 +67,14 @@ struct m0_ws {
   m0__ws_inflater *inflater;
   bool close_sent, dead;
   int close_code;
+  bool events;   /* the subprotocol m0.events: frames go as SSE events, with their ids */
+  bool has_last; /* the client said where it was (last_event_id): the view's subscriptions resume after last */
+  uint64_t last;
 };
 
 bool m0__ws_deflating(const m0_ws *ws) { return ws->deflate && ws->pmd.server_bits >= 15; }
+
+bool m0__ws_events(const m0_ws *ws) { return ws->events; }
 
 /* ---- out --------------------------------------------------------------- */
 
@@ -154,7 +167,7 @@ int m0_ws_close(m0_ws *ws, int code, const char *reason) {
 
 int m0_ws_subscribe(m0_ws *ws, const char *channel) {
   if (!ws || ws->dead || ws->close_sent || !m0__channel_ok(channel)) return -1;
-  return m0__stream_subscribe(ws->c, channel, strlen(channel)) < 0 ? -1 : 0;
+  return m0__stream_subscribe_from(ws->c, channel, strlen(channel), ws->has_last, ws->last) < 0 ? -1 : 0;
 }
 
 /* ---- in ---------------------------------------------------------------- */
@@ -311,6 +324,10 @@ m0_ws *m0__ws_begin(void *ctx, const m0_ws_handlers *hd, bool deflate, const voi
   ws->hd = *hd;
   ws->deflate = deflate;
   if (deflate) ws->pmd = *(const m0__ws_pmd_params *)pmd;
+  const m0__ws_offer *o = (const m0__ws_offer *)pmd;
+  ws->events = o->events;
+  ws->has_last = o->has_last;
+  ws->last = o->last;
   m0__stream_enlist(c);
   m0__conn_flush(c); /* the 101 first: what the view sends next follows it */
   if (c->closing) { /* the client went before the 101 was written: no socket, and no on_close */
@@ -323,6 +340,17 @@ m0_ws *m0__ws_begin(void *ctx, const m0_ws_handlers *hd, bool deflate, const voi
 }
 
 static bool has_token(m0_str v, const char *token) { return m0__field_has(v.p, v.n, token); }
+
+/* Whether some Sec-WebSocket-Protocol value lists m0.events. */
+static bool ws_offers_events(const m0_request *req) {
+  for (size_t i = 0; i < req->nheaders; i++) {
+    const m0_header *x = &req->headers[i];
+    if (x->name.n == 22 && strncasecmp(x->name.p, "Sec-WebSocket-Protocol", 22) == 0 &&
+        m0__field_has(x->value.p, x->value.n, M0__WS_EVENTS))
+      return true;
+  }
+  return false;
+}
 
 m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
   if (!res || res->done) return NULL;
@@ -359,16 +387,20 @@ m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
     memcpy(offer + ol, x->value.p, x->value.n);
     ol += x->value.n;
   }
-  m0__ws_pmd_params pmd = {0};
-  bool deflate = ol && m0__ws_pmd_negotiate(offer, ol, &pmd, ext, sizeof ext);
+  m0__ws_offer got = {0};
+  bool deflate = ol && m0__ws_pmd_negotiate(offer, ol, &got.pmd, ext, sizeof ext);
+  /* The subprotocol m0.events, when the client offers it and the
+   * application chose none of its own. */
+  got.events = !m0__response_has_header(res, "Sec-WebSocket-Protocol") && ws_offers_events(req);
+  got.has_last = m0__last_event_id(req, &got.last);
   char head[512];
   size_t dlen;
   const char *date = m0__date_line(res->date, &dlen);
   int n = snprintf(head, sizeof head,
                    "HTTP/1.1 101 Switching Protocols\r\nServer: m0\r\n%.*sUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                   "Sec-WebSocket-Accept: %s\r\n%s%s%s",
+                   "Sec-WebSocket-Accept: %s\r\n%s%s%s%s",
                    (int)dlen, date, accept, deflate ? "Sec-WebSocket-Extensions: " : "", deflate ? ext : "",
-                   deflate ? "\r\n" : "");
+                   deflate ? "\r\n" : "", got.events ? "Sec-WebSocket-Protocol: " M0__WS_EVENTS "\r\n" : "");
   /* One append: a head half-queued cannot be taken back. */
   m0__buf all = {0};
   if (n < 0 || (size_t)n >= sizeof head || m0__buf_append(&all, head, (size_t)n) ||
@@ -381,7 +413,7 @@ m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
   m0__buf_free(&all);
   res->done = true;
   res->status = 101;
-  m0_ws *ws = res->ws_begin(res->stream_ctx, handlers, deflate, &pmd);
+  m0_ws *ws = res->ws_begin(res->stream_ctx, handlers, deflate, &got);
   if (!ws) res->close = true; /* no memory: the 101 went, and the connection closes */
   return ws;
 }

@@ -311,6 +311,7 @@ def external():
                 err = stop(real)
             F.check("asks this instance to prove" not in err, f"{label}: had what it was asked ({err[-300:]})")
         F.check("refused a " in s.stderr(), "the refusals were said on stderr")
+        stopped(s, "external")
 
 
 def flooded(s, real, aport):
@@ -378,6 +379,14 @@ def spawned(mode, args, cls):
         finally:
             err = stop(imp)
         F.check("asks this instance to prove" in err, f"{label}: the impostor was challenged ({err[-300:]})")
+        stopped(s, label)
+
+
+def stopped(s, label):
+    rc = s.stop()
+    err = s.stderr()
+    F.check(rc == 0 and "Sanitizer" not in err and "runtime error:" not in err,
+            f"{label}: the host exits 0 at SIGTERM, no sanitizer report ({rc}, {err[-600:]})")
 
 
 external()

@@ -30,13 +30,20 @@
  *   listens on tcp or tls+tcp) looks every M0__HANDSHAKE_TICK_MS at the
  *   connections accepted on those ports (/proc/self/fd: a socket whose
  *   local port is a mailbox's and that is not the listener) and shuts
- *   down — shutdown(2), never close(2): the descriptor stays nng's, which
- *   then sees the end and closes it itself — every one that has no pipe
+ *   down — shutdown(2) through a duplicate on the reaper's own spare
+ *   descriptor, never close(2): the descriptor stays nng's, which then
+ *   sees the end and closes it itself — every one that has no pipe
  *   (its peer's address is no live pipe's) after M0__HANDSHAKE_MS, and at
  *   once the oldest beyond M0__HANDSHAKES_MAX per port, so idle dials
  *   cannot take every descriptor the loops need to accept (nginx drains
  *   its idle keep-alive connections the same way when it runs out).
  *   Each is counted (reason `handshake`) and named as above.
+ * - Limits: the host's own processes' pipes count among a mailbox's 64
+ *   (nothing tells them apart at ADD_PRE, before a sealed message), so a
+ *   peer that holds 64 pipes to a mailbox before a redial of the host's
+ *   (a respawned worker's) refuses that redial until it lets go; a
+ *   listener at port 0 is not watched by the reaper (topology URLs name
+ *   their ports).
  * - The watch of each mailbox and the reaper's registry are process-wide
  *   (nng's pipe callbacks carry only their argument, and the reaper must
  *   see every mailbox of the process), under one mutex.

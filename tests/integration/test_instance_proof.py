@@ -333,9 +333,14 @@ def flooded(s, real, aport):
             f"want {want})")
     held = []
     try:
+        t1 = time.monotonic()
         for i in range(100):
             held.append(raw_dial(aport, f"127.2.{i // 200}.{i % 200 + 1}", False))
-        F.check(wait_for(lambda: refused(s.port).get(("echo", "instances"), 0) >= 100 - 64, 10),
+        # all 100 within the 3 s a proof may take: 36 refused at once (a machine so loaded that the first
+        # ones' time ran out before the last dialed let some of those in: at least one, then)
+        least = 100 - 64 if time.monotonic() - t1 < 2.5 else 1
+        F.check(wait_for(lambda: refused(s.port).get(("echo", "instances"), 0) - before.get(("echo", "instances"), 0)
+                         >= least, 10),
                 f"silent dials: past the 64 proofs in progress each is refused at once (instances: "
                 f"{refused(s.port).get(('echo', 'instances'))})")
     finally:

@@ -19,8 +19,10 @@ tcp://127.0.0.1, then single on tls+tcp://:
   reason="pipes"} counts at least 32, stderr names them in one line (at
   most one per 10 s, whatever their number), VmRSS stays within the same
   bound, /health answers.
-- Idle and slow TLS dials. host_check on tls+tcp under RLIMIT_NOFILE 256
-  (set for it alone), 700 connections to loop.0's tls+tcp port that never
+- Over tls+tcp (host_check single under RLIMIT_NOFILE 256, set for it
+  alone): 32 pipes from a peer the CA certified, each declaring 16 MiB and
+  sending 2 MiB of it, are hung up on and VmRSS grows less than 48 MB.
+- Idle and slow TLS dials, then, at the same host: 700 connections to loop.0's tls+tcp port that never
   send a byte, and 100 that send one byte of a ClientHello and stop:
   /health answers 200 within a bounded wait while every one of them is
   still held open by the test (nng alone holds a connection that never
@@ -37,6 +39,7 @@ import resource
 import select
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -111,9 +114,12 @@ def hung_up(conns, timeout=10.0, want=None):
     return closed
 
 
-def sp_pipe(port):
-    """A push0 peer through its SP greeting, or None."""
+def sp_pipe(port, tls=None):
+    """A push0 peer through its SP greeting (over TLS with the ssl context
+    `tls`), or None."""
     c = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if tls:
+        c = tls.wrap_socket(c, server_hostname="127.0.0.1")
     c.sendall(SP_PUSH0)
     hello = b""
     while len(hello) < 8:
@@ -233,6 +239,23 @@ def idle_tls_dials():
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     with s:
+        # partial giant messages over tls+tcp, from a peer the CA certified
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.load_verify_locations(os.path.join(TMP, "ca.pem"))
+        ctx.load_cert_chain(os.path.join(TMP, "host.pem"), os.path.join(TMP, "host.key"))
+        rss0 = rss_kb([s.proc.pid])
+        giants = [c for c in (sp_pipe(ports["loop.0"], ctx) for _ in range(32)) if c]
+        F.check(len(giants) == 32, f"tls+tcp: every giant pipe greeted ({len(giants)} of 32)")
+        for c in giants:
+            partial(c, 16 << 20, b"\x00" * (2 << 20))
+        deadline = time.monotonic() + 10
+        closed = sum(_eof_or_reset(c, deadline) for c in giants)
+        F.check(closed == len(giants), f"tls+tcp: the host hung up on every 16 MiB declaration ({closed})")
+        grown = rss_kb([s.proc.pid]) - rss0
+        F.check(grown < RSS_BOUND_KB,
+                f"tls+tcp: 32 partial 16 MiB messages: VmRSS grew {grown} kB (bound {RSS_BOUND_KB})")
+        for c in giants:
+            c.close()
         dials = []
         try:
             for i in range(800):
@@ -258,6 +281,19 @@ def idle_tls_dials():
             for c in dials:
                 c.close()
         F.check(s.stop() == 0, f"SIGTERM -> 0:\n{s.stderr()}")
+
+
+def _eof_or_reset(c, deadline):
+    """True when the host closed TLS connection c by `deadline`."""
+    c.settimeout(max(0.01, deadline - time.monotonic()))
+    try:
+        while c.recv(65536):
+            pass
+        return True
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        return True
+    except OSError:  # timed out: still open
+        return False
 
 
 def _send_one(c):

@@ -53,7 +53,7 @@
 /* At the drain, a keep-alive connection answered this recently may have its
  * next request on the way (a client that sends back to back): it gets the
  * fresh connections' grace; one idle longer is closed at once. */
-#define CONN_DRAIN_RECENT_MS 1000
+#define CONN_DRAIN_RECENT_MS 100
 
 static void conn_close(m0__conn *c);
 static void wpoll_on_close(uv_handle_t *h);

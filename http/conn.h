@@ -163,7 +163,7 @@ void m0__http_sweep(m0__http *h);
 /* Starts the drain: idle keep-alive connections close now, at a reload too
  * (handover: the next generation serves, host/reload.h), unless their next
  * request already waits in the kernel or they were answered within the last
- * second (a client sending back to back); a connection inside a request
+ * 100 ms (a client sending back to back); a connection inside a request
  * closes once that response is written. Those kept, and those accepted but
  * not read yet, have drain_fresh_ms to send a request: it is answered with
  * Connection: close. handover also lets requests pipelined behind one being

@@ -13,7 +13,7 @@ request (a quarter of the bound: 6 s) is longer than the waits here.
 Proves:
 - idle, closed at once (single, and --workers 2): a keep-alive connection
   that was answered by generation 1 and then sent nothing for over a second
-  (one answered within the last second may have its next request on the
+  (one answered within the last 100 ms may have its next request on the
   way, and is kept for it) is closed by the server within 4 s of
   `generation 2 serving` (kept for the grace, it would stay open 6 s),
   with nothing sent on it; a new connection is answered (200);
@@ -75,7 +75,7 @@ def idle_closed(label, args, cls):
         SEEN.update(descendants(s.proc.pid))
         c = Conn(s.port, timeout=10)
         get_pid(c, f"{label}: generation 1")
-        time.sleep(1.2)  # idle past the second in which a client may be sending its next request
+        time.sleep(1.2)  # idle well past the 100 ms in which a client may be sending its next request
         s.signal(signal.SIGHUP)
         F.check(wait_for(lambda: serving_pid(s, 2), 20), f"{label}: generation 2 serves\n{s.stderr()}")
         F.check(c.closed_within(4) and not c.buf,

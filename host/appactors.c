@@ -156,7 +156,8 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
       fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
       break;
     }
-    if ((rv = app_actors_proof(a, i, sp, urls[i])) != 0 || (rv = m0__relay_init(&a->relays[i], s, doors, nworkers)) != 0 ||
+    if ((rv = app_actors_proof(a, i, sp, urls[i])) != 0 ||
+        (rv = m0__relay_init(&a->relays[i], s, doors, nworkers)) != 0 ||
         (rv = m0__service_listen(s, urls[i], pr->trace, pub)) != 0 || (rv = m0__relay_start(&a->relays[i])) != 0)
       break;
   }

@@ -313,6 +313,12 @@ int m0_stream_write(m0_response *res, const void *frame, size_t len);
  * is not UTF-8, 1009 for a message too large), closes with 1013 a socket
  * too slow for its channels' frames (64 KiB behind: the reason names the
  * first frame lost), and at the drain closes every socket with 1001.
+ * A client that offers the subprotocol "m0.events" (and a view that set no
+ * Sec-WebSocket-Protocol of its own) gets each frame as its SSE event
+ * instead ("id: N" and its lines, without the blank line), a loss told in
+ * band (an m0.gap event), and may resume: with ?last_event_id=N on the
+ * upgrade (or Last-Event-ID: N), the channels the view subscribes replay
+ * their held frames after N once the view returned, as a stream's.
  * docs/http.md, WebSocket. */
 typedef struct m0_ws m0_ws;
 enum { M0_WS_TEXT = 1, M0_WS_BINARY = 2 };
@@ -332,9 +338,10 @@ typedef struct m0_ws_handlers {
  * the client went before the 101 could be written. Headers added
  * with m0_response_header go out with the 101. handlers is copied. */
 m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers);
-/* Subscribes the socket to a channel (as m0_respond_stream names them). 0,
- * or -1 (a bad name, no memory, the loop's channel table is full, or the
- * socket is closing: after its close frame nothing is sent). On the loop. */
+/* Subscribes the socket to a channel (as m0_respond_stream names them); in
+ * the view, a client's last_event_id resumes it there. 0, or -1 (a bad
+ * name, no memory, the loop's channel table is full, or the socket is
+ * closing: after its close frame nothing is sent). On the loop. */
 int m0_ws_subscribe(m0_ws *ws, const char *channel);
 /* Sends one message (copied) to this socket alone, on the loop. 0, or -1:
  * the socket is closing, type is not M0_WS_TEXT or M0_WS_BINARY, text

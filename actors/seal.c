@@ -1,6 +1,7 @@
 #include "actors/seal.h"
 
-#include <nettle/umac.h>
+#include <mbedtls/chachapoly.h>
+#include <mbedtls/md.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,22 +14,29 @@
 #include "base/errors.h"
 #include "base/num.h"
 
-/* The process's key and UMAC's keyed state made from it once (its
- * subkeys: a seal then costs the message's bytes, not the key schedule):
+/* The process's key and the ChaCha20 key made from it once (design notes):
  * written before any actor starts, read only after. The last stamp is the
  * one word every sealing thread writes. */
 static struct {
   uint8_t key[16];
+  uint8_t tag_key[32];
   bool known;
   uint32_t pid; /* getpid() is a system call; a process of the host never forks without exec */
-  struct umac64_ctx umac;
   _Atomic uint64_t last_stamp;
 } seal_fam;
 
-static void seal_keyed(void) {
-  umac64_set_key(&seal_fam.umac, seal_fam.key);
+/* The label that keeps the tag's key apart from any other use of the family
+ * key (M0__COOKIE is the only other). */
+static const char seal_label[] = "m0 seal: ChaCha20-Poly1305 key";
+
+static int seal_keyed(void) {
+  const mbedtls_md_info_t *sha256 = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
+  if (!sha256 || mbedtls_md_hmac(sha256, seal_fam.key, sizeof seal_fam.key, (const unsigned char *)seal_label,
+                                 sizeof seal_label - 1, seal_fam.tag_key) != 0)
+    return M0__ECONFIG;
   seal_fam.known = true;
   seal_fam.pid = (uint32_t)getpid();
+  return 0;
 }
 
 int m0__family_make(void) {
@@ -38,8 +46,7 @@ int m0__family_make(void) {
     if (n <= 0) return M0__ECONFIG;
     got += (size_t)n;
   }
-  seal_keyed();
-  return 0;
+  return seal_keyed();
 }
 
 int m0__family_inherit(char *hex) {
@@ -51,8 +58,7 @@ int m0__family_inherit(char *hex) {
   }
   /* Wiped where it was read: /proc/PID/environ shows this memory. */
   memset(hex, '0', 2 * sizeof seal_fam.key);
-  seal_keyed();
-  return 0;
+  return seal_keyed();
 }
 
 void m0__family_env(char out[64]) {
@@ -78,25 +84,32 @@ static uint64_t seal_stamp(void) {
 }
 
 /* The tag of msg under the seal's stamp and pid (its last 12 bytes), which
- * are UMAC's nonce: never the same twice for one key (design notes), and
- * bound to the tag as a nonce is (another gives another tag). */
-static void seal_tag(const uint8_t *msg, size_t n, const uint8_t *stamp_pid, uint8_t tag[M0__SEAL_TAG]) {
-  struct umac64_ctx c = seal_fam.umac; /* the keyed state, copied: any thread may seal */
-  umac64_set_nonce(&c, M0__SEAL_LEN - M0__SEAL_TAG, stamp_pid);
-  umac64_update(&c, n, msg);
-  umac64_digest(&c, M0__SEAL_TAG, tag);
+ * are the nonce: never the same twice for one key (design notes), and bound
+ * to the tag as a nonce is (another gives another tag). ChaCha20 has no key
+ * schedule (its key is its first state words), so a context set up on the
+ * stack per call is the reentrant one: any thread may seal. false: mbed TLS
+ * refused (never, with these arguments), and no tag is written. */
+static bool seal_tag(const uint8_t *msg, size_t n, const uint8_t *stamp_pid, uint8_t tag[M0__SEAL_TAG]) {
+  uint8_t full[16];
+  mbedtls_chachapoly_context c;
+  mbedtls_chachapoly_init(&c);
+  bool ok = mbedtls_chachapoly_setkey(&c, seal_fam.tag_key) == 0 &&
+            mbedtls_chachapoly_encrypt_and_tag(&c, 0, stamp_pid, msg, n, NULL, NULL, full) == 0;
+  mbedtls_chachapoly_free(&c);
+  if (ok) memcpy(tag, full, M0__SEAL_TAG);
+  return ok;
 }
 
 void m0__family_seal(const uint8_t *msg, size_t n, uint8_t out[M0__SEAL_LEN]) {
   m0__le_put64(out + M0__SEAL_TAG, seal_stamp());
   m0__le_put32(out + M0__SEAL_TAG + 8, seal_fam.pid);
-  seal_tag(msg, n, out + M0__SEAL_TAG, out);
+  if (!seal_tag(msg, n, out + M0__SEAL_TAG, out)) memset(out, 0, M0__SEAL_TAG); /* refused where it arrives */
 }
 
 int m0__family_check(const uint8_t *msg, size_t n, const uint8_t seal[M0__SEAL_LEN]) {
   if (!seal_fam.known) return -1;
   uint8_t tag[M0__SEAL_TAG];
-  seal_tag(msg, n, seal + M0__SEAL_TAG, tag);
+  if (!seal_tag(msg, n, seal + M0__SEAL_TAG, tag)) return -1;
   /* Every byte is compared, so the time taken says nothing of how many
    * matched. */
   unsigned diff = 0;

@@ -10,22 +10,37 @@
  *   the key never crosses a socket.
  * - The seal, the M0__SEAL_LEN (20) bytes after the payload:
  *     tag[8]  stamp u64  pid u32
- *   tag: UMAC-64 (RFC 4418, nettle's) of header ‖ payload under the key,
- *   its nonce the stamp and pid. The header names kind, flags, from, to,
- *   seq, trace and length, so a seal proves exactly its message: a kind,
- *   an address, a byte or the stamp changed is a forgery. 64 bits are
+ *   tag: ChaCha20-Poly1305 (RFC 8439, mbed TLS's mbedtls_chachapoly) with
+ *   header ‖ payload as its additional data and nothing to encrypt, its
+ *   12-byte nonce the stamp and pid as they stand in the seal, under a
+ *   256-bit key made once from the family key (HMAC-SHA-256 of a label),
+ *   the 16-byte tag cut to its first 8. The header names kind, flags, from,
+ *   to, seq, trace and length, so a seal proves exactly its message: a
+ *   kind, an address, a byte or the stamp changed is a forgery. 64 bits are
  *   enough because a guess can only be tried online: each is one message
  *   the receiver refuses and counts, and one passes with a probability of
- *   about 2^-60. UMAC, not HMAC-SHA-256: bench/run_seal measured HMAC
- *   (mbed TLS) at +17 % on a bare 64-byte hop and +36 % at 1 KiB; UMAC
- *   hashes a byte in well under a cycle. Its one rule, a nonce never used
- *   twice with a key, holds by the stamp (below): strictly increasing in a
- *   process, and the pid tells processes apart.
- * - stamp: the sender's CLOCK_MONOTONIC in nanoseconds, strictly increasing
- *   within the process (an atomic maximum). Every sealer is a process of
- *   this host, spawned on this machine (a network peer is an instance, never
- *   sealed), so all stamps read one clock: a restarted sender (a respawned
- *   worker, a pid used again) stamps later than anything sent before it.
+ *   about 2^-64. Poly1305's key is new for every nonce (ChaCha20's first
+ *   block), so refused guesses teach nothing about the next nonce's (unlike
+ *   GMAC's one hash key per key, where a short tag loses strength with
+ *   every forgery tried). Why this MAC: the project's crypto is mbed TLS's,
+ *   and of what 2.28 and 3.6 both offer it is the cheapest from 1 KiB up
+ *   and needs no context per thread (bench/run_seal's figures are in
+ *   ARCHITECTURE's Admission; none of mbed TLS's MACs keeps the hop within
+ *   3 % at 1 KiB).
+ * - The nonce is never used twice under a key, which ChaCha20-Poly1305
+ *   needs (a repeated nonce gives the two messages one Poly1305 key, and
+ *   their tags give it away). A key lives one generation: its top process
+ *   and the workers it spawns. Within a process the stamp is strictly
+ *   increasing (below). Two living processes have two pids. A pid used
+ *   again belongs to a process started after the first one ended, and the
+ *   stamp is one clock for every process of the machine (CLOCK_MONOTONIC;
+ *   a worker is forked and exec'd by the top process, so it shares its time
+ *   namespace): the new process's first stamp is its clock at that moment,
+ *   later than every stamp the old one gave. A stamp runs ahead of the
+ *   clock only when sealers crowd one nanosecond (the atomic maximum adds
+ *   1), by at most a few nanoseconds; an exit, a reap, a fork and an exec
+ *   take far longer. The pid is read once, when the key is set, which is
+ *   why a process of the host never forks without exec.
  * - Freshness, at the receiver (m0__fresh, one per mailbox, its thread's):
  *   per stream (sender pid, `from`), the M0__FRESH_WINDOW highest stamps
  *   taken. A stamp equal to one of them, or below their lowest once the
@@ -54,8 +69,9 @@
 /* The family's key for this process: made (the top process) or taken from
  * M0__COOKIE (a worker) before any actor starts. Until then nothing is
  * sealed, and only SELF and OUTSIDE exist. 0, or M0__ECONFIG (getrandom
- * failed; a worker whose M0__COOKIE is not 32 hex digits). inherit wipes
- * the digits it read (hex is the environment's own string). */
+ * failed; a worker whose M0__COOKIE is not 32 hex digits; mbed TLS without
+ * SHA-256 for the tag's key). inherit wipes the digits it read (hex is the
+ * environment's own string). */
 int m0__family_make(void);
 int m0__family_inherit(char *hex);
 /* "M0__COOKIE=<32 hex digits>" for a spawned worker's environment. */

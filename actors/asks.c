@@ -24,6 +24,7 @@ typedef struct ask {
   uint32_t slot_gen; /* the slot's when the request was given to it */
   m0__conn *conn;
   uint64_t deadline;
+  uint64_t wait_until; /* parked (slot -1): answered 503 past this with no instance come */
   uint64_t t0_ns; /* taken: its actor's latency counts from here (http/latency.h) */
   uint16_t mlen, plen;
   char method[16], path[ASK_PATH];
@@ -55,6 +56,12 @@ struct m0__asks {
   uint64_t tick_ms;
   bool tick_open, ticking;
   int local; /* this loop's index among the process's loops: the id's top bits */
+  /* [nservices]: requests waiting for an instance of an actor whose
+   * instances are moving to this generation (actors/service.h,
+   * expect_until), as the REQUEST they go out in once one is live; its
+   * entries have slot -1. */
+  nng_msg **parked;
+  int *nparked;
 };
 
 /* What this loop has in flight with actor si, on the shared page
@@ -82,6 +89,7 @@ static ask *ask_find(m0__asks *a, uint64_t id, int *idx) {
 }
 
 static void tick_start(m0__loop *l);
+static void asks_parked_drop(m0__asks *a, int si);
 
 /* The table grows by doubling up to cap (a loop's connections, each with at
  * most one request waiting): most loops never wait on anything. */
@@ -157,9 +165,12 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
                       size_t blen) {
   m0__asks *a = l->asks;
   ask *e = &a->tab[i];
-  if (e->svc >= 0) {
+  if (e->svc >= 0 && e->slot < 0 && --a->nparked[e->svc] == 0) asks_parked_drop(a, e->svc);
+  if (e->svc >= 0 && e->slot >= 0) {
     m0__slot *sl = &l->services[e->svc]->slots[e->slot];
     if (atomic_load(&sl->gen) == e->slot_gen && atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
+  }
+  if (e->svc >= 0) {
     ask_inflight(l, e->svc, (uint64_t)-1);
     m0__latency_add(&l->services[e->svc]->st->latency, m0__latency_now_ns() - e->t0_ns);
   }
@@ -184,6 +195,95 @@ static void ask_fail(m0__loop *l, int i, int status) {
   ask_answer(l, i, status, &ct, 1, body, (size_t)n);
 }
 
+/* ---- asks parked while an actor's instances move (a reload) ---- */
+
+static int64_t asks_clock_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Actor si's parked REQUEST freed once nothing waits in it any more. */
+static void asks_parked_drop(m0__asks *a, int si) {
+  if (a->nparked[si] > 0 || !a->parked[si]) return;
+  nng_msg_free(a->parked[si]);
+  a->parked[si] = NULL;
+}
+
+/* src's records after dst's (both batches: actors/wire.h). */
+static int asks_batch_append(nng_msg *dst, nng_msg *src) {
+  uint32_t n = m0__wire_batch_count(src), have = m0__wire_batch_count(dst);
+  size_t len = m0__msg_payload_len(src) - M0__WIRE_BATCH_HEAD;
+  if (have + n > M0__WIRE_MAX_COUNT || m0__msg_payload_len(dst) + len > M0__ENV_MAX_PAYLOAD) return M0__ETOOBIG;
+  uint8_t *at = m0__msg_extend(dst, len);
+  if (!at) return M0__ENOMEM;
+  memcpy(at, m0__msg_payload(src) + M0__WIRE_BATCH_HEAD, len);
+  m0__le_put32(m0__msg_payload(dst) + 4, have + n);
+  return 0;
+}
+
+/* Actor si's parked requests to the live instance with the fewest in
+ * flight, once there is one: into its batch, which the flush sends. */
+static void asks_unpark(m0__loop *l, int si) {
+  m0__asks *a = l->asks;
+  m0__service *s = l->services[si];
+  bool full;
+  uint32_t gen;
+  int k = m0__service_pick(s, &full, &gen);
+  if (k < 0) return;
+  ask_batch *b = &a->batches[si * M0__SLOTS + k];
+  if (!b->msg) {
+    b->msg = a->parked[si];
+    a->filled[a->nfilled++] = si * M0__SLOTS + k;
+  } else if (asks_batch_append(b->msg, a->parked[si]) != 0) {
+    return; /* next pass, once that batch went */
+  } else {
+    nng_msg_free(a->parked[si]);
+  }
+  a->parked[si] = NULL;
+  for (int i = a->used_head; i >= 0; i = a->tab[i].next) {
+    ask *e = &a->tab[i];
+    if (e->svc != si || e->slot >= 0) continue;
+    e->slot = (int16_t)k;
+    e->slot_gen = gen;
+    if (e->deadline > b->deadline) b->deadline = e->deadline;
+    atomic_fetch_add(&s->slots[k].inflight, 1);
+  }
+  a->nparked[si] = 0;
+}
+
+static void asks_unpark_all(m0__loop *l) {
+  m0__asks *a = l->asks;
+  for (int si = 0; a->parked && si < l->nservices; si++)
+    if (a->parked[si] && a->nparked[si] > 0) asks_unpark(l, si);
+}
+
+/* A request to actor si, which has no live instance but expects them until
+ * until (CLOCK_MONOTONIC ms): it waits, parked, within its route's timeout.
+ * 0, or -1 answered. */
+static int asks_park(m0__loop *l, m0__conn *c, const m0_request *req, m0_response *res, int si, unsigned timeout_ms,
+                     int64_t until) {
+  m0__asks *a = l->asks;
+  int i = ask_take(l, c, res, si, timeout_ms);
+  if (i < 0) return -1;
+  a->tab[i].slot = -1;
+  a->nparked[si]++;
+  if ((!a->parked[si] && m0__wire_batch_new(&a->parked[si], 4096) != 0) ||
+      m0__wire_request_add(a->parked[si], ask_id(a, i), req) != 0) {
+    a->nparked[si]--;
+    ask_release(a, i);
+    asks_parked_drop(a, si);
+    m0__respond_status(res, 503, NULL);
+    return -1;
+  }
+  ask *e = &a->tab[i];
+  int64_t left = until - asks_clock_ms();
+  uint64_t now = uv_now(&l->uv);
+  e->wait_until = left > 0 && now + (uint64_t)left < e->deadline ? now + (uint64_t)left : e->deadline;
+  ask_inflight(l, si, 1);
+  return 0;
+}
+
 /* ---- the tick: deadlines, and instances that left ---- */
 
 static void on_tick(uv_timer_t *t) {
@@ -191,9 +291,16 @@ static void on_tick(uv_timer_t *t) {
   m0__asks *a = l->asks;
   uint64_t now = uv_now(&l->uv);
   int next;
+  asks_unpark_all(l);
   for (int i = a->used_head; i >= 0; i = next) {
     ask *e = &a->tab[i];
     next = e->next;
+    if (e->svc >= 0 && e->slot < 0) { /* parked: no instance came within the wait */
+      if (now < e->wait_until) continue;
+      atomic_fetch_add(&l->services[e->svc]->st->no_instance, 1);
+      ask_fail(l, i, 503);
+      continue;
+    }
     if (e->svc >= 0) {
       m0__service *s = l->services[e->svc];
       if (atomic_load(&s->slots[e->slot].gen) != e->slot_gen) {
@@ -230,6 +337,9 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
   bool full;
   uint32_t gen;
   int k = m0__service_pick(s, &full, &gen);
+  int64_t until = k < 0 && !full ? atomic_load_explicit(&s->expect_until, memory_order_relaxed) : 0;
+  if (until && until > asks_clock_ms())
+    return asks_park(l, c, req, res, si, route->timeout_ms ? route->timeout_ms : ROUTE_TIMEOUT_MS, until);
   if (k < 0) {
     atomic_fetch_add(full ? &s->st->queue_full : &s->st->no_instance, 1);
     if (full) m0_response_header(res, "Retry-After", "1");
@@ -269,6 +379,7 @@ static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const 
 
 void m0__asks_flush(m0__loop *l) {
   m0__asks *a = l->asks;
+  if (a) asks_unpark_all(l);
   if (!a || a->nfilled == 0) return;
   int kept = 0;
   for (int f = 0; f < a->nfilled; f++) {
@@ -465,7 +576,9 @@ int m0__asks_open(m0__loop *l) {
   a->batches = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->batches);
   a->route_svc = calloc(l->app->nroutes ? l->app->nroutes : 1, sizeof *a->route_svc);
   a->filled = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->filled);
-  if (!a->batches || !a->route_svc || !a->filled) return M0__ENOMEM;
+  a->parked = calloc(l->nservices ? (size_t)l->nservices : 1, sizeof *a->parked);
+  a->nparked = calloc(l->nservices ? (size_t)l->nservices : 1, sizeof *a->nparked);
+  if (!a->batches || !a->route_svc || !a->filled || !a->parked || !a->nparked) return M0__ENOMEM;
   a->local = l->nservices ? l->index - l->services[0]->loop_base : 0;
   /* A respawned loop's start afresh, and rows of actors its bank's last
    * generation had (two reloads ago, gone) with them. */
@@ -508,6 +621,10 @@ void m0__asks_free(m0__loop *l) {
     m0__trace_ids_free(&a->batches[k].others);
   }
   for (int i = 0; i < a->len; i++) free(a->tab[i].extra); /* of entries still waiting at the close */
+  for (int si = 0; a->parked && si < l->nservices; si++)
+    if (a->parked[si]) nng_msg_free(a->parked[si]);
+  free(a->parked);
+  free(a->nparked);
   free(a->tab);
   free(a->batches);
   free(a->route_svc);

@@ -12,6 +12,10 @@
  *   secret is M0__ACTOR_SECRET's (a spawned instance's, taken out of the
  *   environment at once, so the application's own children never see it)
  *   or the key file M0_ACTOR_SECRET_FILE names (an outside one).
+ * - A STOP that says the host reloads (docs/wire.md) is no end: the
+ *   connection is closed and the dialer redials the same URL, which the
+ *   next generation binds once the old one has let it go (redials every
+ *   10 ms at first, at most 100 ms apart).
  * - SIGTERM and SIGINT end it between batches. They are blocked before
  *   nng starts its threads (which inherit the mask) and read from a
  *   signalfd polled beside the socket's receive descriptor: no handler runs
@@ -180,7 +184,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
     return 1;
   }
   nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, 10);
-  nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, 200);
+  nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, 100);
   nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, 1000); /* a reply or a frame the link cannot take is dropped */
   /* tls+tcp://: this program's identity is M0_TLS_CERT, M0_TLS_KEY and
    * M0_TLS_CA (an outside program has no topology file; a spawned one is
@@ -230,6 +234,14 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
     size_t len;
     if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &e, &payload, &len) != 0) {
       fprintf(stderr, "m0: actor %s: dropped a malformed message\n", kind->name);
+      nng_msg_free(m);
+      continue;
+    }
+    if (e.kind == M0__K_STOP && len == 1 && payload[0] == 1) {
+      /* The host reloads (docs/wire.md): this connection closed, the
+       * dialer redials the same URL, where the next generation listens. */
+      fprintf(stderr, "m0: actor %s: the host reloads; redialing %s\n", kind->name, url);
+      nng_pipe_close(nng_msg_get_pipe(m));
       nng_msg_free(m);
       continue;
     }

@@ -1,6 +1,11 @@
 #include "actors/service.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -265,6 +270,10 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
       return;
     }
     s->unmet[u] = (unsigned)nng_pipe_id(p);
+  } else if (ev == NNG_PIPE_EV_ADD_PRE && s->leaving) { /* an instance that redialed too soon: again, elsewhere */
+    pthread_mutex_unlock(&s->mu);
+    nng_pipe_close(p);
+    return;
   } else if (ev == NNG_PIPE_EV_ADD_PRE) {
     m0__slot *free_slot = NULL;
     for (int k = 0; !free_slot && k < s->nslots; k++)
@@ -468,14 +477,83 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
   return 0;
 }
 
-void m0__service_stop_instances(m0__service *s) {
+/* ---- a next generation's listen (m0__service_listen_later) ---- */
+
+#define SERVICE_STALE_MS 500
+
+/* An ipc path the old generation's listener has let go of: gone, or
+ * refusing connections for SERVICE_STALE_MS (a listener that died without
+ * its unlink). Between the old listener's shutdown and its unlink a bind
+ * over the path would lose it to that unlink. */
+static bool service_path_free(const char *path, int64_t *stale_since) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno == ENOENT;
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof sun.sun_path) return true; /* nng says why */
+  memcpy(sun.sun_path, path, strlen(path) + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  bool refused = connect(fd, (struct sockaddr *)&sun, sizeof sun) != 0 && errno == ECONNREFUSED;
+  close(fd);
+  int64_t now = service_now_ms();
+  if (!refused) *stale_since = 0;
+  else if (!*stale_since) *stale_since = now;
+  return refused && now - *stale_since >= SERVICE_STALE_MS;
+}
+
+/* Binds the URL once free, then starts the threads that need a peer (the
+ * reply thread, the gate): created here, after the listen, so what the
+ * listen sets on the mailbox is theirs to read. */
+static void *service_binder(void *arg) {
+  m0__service *s = arg;
+  const char *path = !strncmp(s->url, "ipc://", 6) ? s->url + 6 : NULL;
+  int64_t end = service_now_ms() + M0__REBIND_MS, stale = 0;
+  bool bound = false;
+  while (!bound && !atomic_load(&s->binder_stop) && service_now_ms() < end) {
+    if (!path || service_path_free(path, &stale)) bound = m0__actor_listen_also(&s->self, s->url) == 0;
+    if (!bound) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
+  }
+  if (!bound) {
+    atomic_store(&s->expect_until, 0);
+    if (!atomic_load(&s->binder_stop))
+      fprintf(stderr, "m0: actor %s: %s was not released by the previous generation within %d s; its instances "
+                      "cannot reach this one\n", s->name, s->url, M0__REBIND_MS / 1000);
+    return NULL;
+  }
+  atomic_store(&s->expect_until, service_now_ms() + M0__REJOIN_MS);
+  if (pthread_create(&s->rx, NULL, service_rx, s) == 0) s->rx_started = true;
+  if (s->secret && pthread_create(&s->gate, NULL, service_gate, s) == 0) s->gate_started = true;
+  return NULL;
+}
+
+int m0__service_listen_later(m0__service *s, const char *url, m0__tracer *trace, m0_publisher *pub) {
+  s->connected = true;
+  s->pub = pub;
+  s->nslots = M0__SLOTS;
+  snprintf(s->url, sizeof s->url, "%s", url);
+  char wait[96]; /* the socket's first URL, this process's own, until the real one binds */
+  snprintf(wait, sizeof wait, "inproc://m0.actor.%d.later", s->index);
+  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), wait, trace,
+                          on_pipe, s) != 0) {
+    fprintf(stderr, "m0: actor %s cannot open its socket\n", s->name);
+    return M0__ETRANSPORT;
+  }
+  atomic_store(&s->expect_until, INT64_MAX);
+  if (pthread_create(&s->binder, NULL, service_binder, s) != 0) return M0__ENOMEM; /* closed by m0__service_close */
+  s->binder_started = true;
+  return 0;
+}
+
+void m0__service_stop_instances(m0__service *s, bool reload) {
   if (!s->connected || !s->self.open || s->door) return;
+  static const uint8_t reloads[1] = {1}; /* docs/wire.md: the host reloads; redial */
   pthread_mutex_lock(&s->mu);
+  s->leaving = reload;
   for (int k = 0; k < s->nslots; k++) {
     if (atomic_load(&s->slots[k].pipe) == 0) continue;
     m0__peer to;
     m0__peer_pipe(&to, m0__service_slot_id(s, k), s->self.mailbox, m0__slot_pipe(&s->slots[k]));
-    m0__send(&s->self, &to, M0__K_STOP, 0, 0, NULL, 0);
+    m0__send(&s->self, &to, M0__K_STOP, 0, 0, reload ? reloads : NULL, reload ? 1 : 0);
   }
   pthread_mutex_unlock(&s->mu);
 }
@@ -498,8 +576,15 @@ void m0__service_await_instances(m0__service *s, int64_t deadline) {
   if (n) fprintf(stderr, "m0: actor %s: %d instances did not leave on STOP within the drain's bound\n", s->name, n);
 }
 
-void m0__service_close(m0__service *s) {
-  if (s->gate_started) { /* first: it sends on the socket */
+/* The binder first (it starts the others), then the gate (it sends on the
+ * socket). */
+static void service_threads_stop(m0__service *s) {
+  if (s->binder_started) {
+    atomic_store(&s->binder_stop, true);
+    pthread_join(s->binder, NULL);
+    s->binder_started = false;
+  }
+  if (s->gate_started) {
     pthread_mutex_lock(&s->mu);
     s->gate_stop = true;
     pthread_cond_signal(&s->gate_cv);
@@ -507,6 +592,16 @@ void m0__service_close(m0__service *s) {
     pthread_join(s->gate, NULL);
     s->gate_started = false;
   }
+}
+
+void m0__service_release(m0__service *s) {
+  if (!s->connected || s->door) return;
+  service_threads_stop(s);
+  if (s->self.open) m0__actor_close(&s->self); /* nng unlinks an ipc path here */
+}
+
+void m0__service_close(m0__service *s) {
+  service_threads_stop(s);
   if (s->self.open) m0__actor_close(&s->self);
   if (s->rx_started) pthread_join(s->rx, NULL);
   s->rx_started = false;

@@ -110,7 +110,21 @@ typedef struct m0__service {
   pthread_cond_t gate_cv; /* a pipe to challenge, or the close */
   pthread_t gate;
   bool gate_started, gate_stop;
+  /* Across a reload (m0__service_listen_later, m0__service_hand_over): an
+   * ask finding no live instance waits for one until this (CLOCK_MONOTONIC
+   * ms; 0: never), while the instances move from the old generation. */
+  _Atomic int64_t expect_until;
+  bool leaving;           /* handed over: a pipe dialing in is closed (it redials the next generation; under mu) */
+  pthread_t binder;       /* listen_later: binds the URL once the old generation released it */
+  bool binder_started;
+  _Atomic bool binder_stop;
 } m0__service;
+
+/* The wait of an ask for an instance of an actor whose instances are
+ * moving to this generation (after it binds their URL), and the bound on
+ * binding it (the old generation releases it at the end of its drain). */
+#define M0__REJOIN_MS 1000
+#define M0__REBIND_MS 60000
 
 /* The relay's introduction of a leg to a worker's door (a READY, sealed, from
  * the supervisor): which of the supervisor's slots its instance holds, so a
@@ -129,9 +143,23 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
 /* Connected instances: listens at url and starts the reply thread. 0 or
  * M0__ETRANSPORT / M0__ENOMEM (said on stderr). */
 int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_publisher *pub);
+/* A next generation's listen at a URL its predecessor still holds (the one
+ * stable URL per actor: docs/actors.md): the socket opens now, and a thread
+ * binds url as soon as it is free — for ipc, once the path is gone (nng
+ * unlinks it at the old listener's close, so binding over a path still
+ * there could be unlinked under the new listener), or stale for 500 ms; for
+ * tcp, once the port binds — trying every 10 ms for M0__REBIND_MS, then
+ * said on stderr. Asks wait for an instance (expect_until) until it has
+ * bound and M0__REJOIN_MS after. 0 or M0__ETRANSPORT / M0__ENOMEM. */
+int m0__service_listen_later(m0__service *s, const char *url, m0__tracer *trace, m0_publisher *pub);
 /* Every connected instance is sent STOP (it finishes, replies, leaves);
- * none from a worker's door (the supervisor stops them). */
-void m0__service_stop_instances(m0__service *s);
+ * none from a worker's door (the supervisor stops them). With reload, the
+ * STOP says the host reloads (payload: one byte, 1: docs/wire.md) and a pipe
+ * that dials in from now on is closed, to redial the next generation. */
+void m0__service_stop_instances(m0__service *s, bool reload);
+/* The URL released early (the gate stopped, the socket closed), for the
+ * next generation to bind; m0__service_close still joins the rest. */
+void m0__service_release(m0__service *s);
 /* Waits until every connected instance has left, or deadline (ms,
  * m0__now_ms's clock): a STOP is queued on a socket whose close would
  * discard it, so the drain gives it the time to go. Those still connected

@@ -42,6 +42,25 @@ static int app_actors_proof(m0__app_actors *a, int i, const m0__actor_spec *sp, 
   return 0;
 }
 
+/* Actor sp's connected instances at its one stable URL (docs/actors.md):
+ * an external actor's default one is in the run directory, not in this
+ * generation's <run-dir>/gN; a URL the file fixes is that URL. A process
+ * actor's default one is this generation's own (its instances are). */
+static int app_actors_url(char *out, size_t n, const m0__actor_spec *sp, const m0__process *pr) {
+  bool stable = sp->placement == M0__PLACE_EXTERNAL || sp->url[0];
+  return m0__topology_app_url(out, n, sp->url, stable ? pr->rundir.path : pr->sockdir, sp->name);
+}
+
+/* Listens at url: at once in the first generation, else once the previous
+ * generation has released a stable URL (actors/service.h); asks wait for
+ * the instances moving over meanwhile. */
+static int app_actors_listen(m0__service *s, const m0__actor_spec *sp, const char *url, m0__process *pr,
+                             m0_publisher *pub) {
+  bool stable = sp->placement == M0__PLACE_EXTERNAL || sp->url[0];
+  if (pr->reload.generation > 1 && stable) return m0__service_listen_later(s, url, pr->trace, pub);
+  return m0__service_listen(s, url, pr->trace, pub);
+}
+
 int m0__app_actors_handles(const m0__app_decl *decl) {
   int n = 0;
   for (int i = 0; i < decl->nactors; i++)
@@ -53,6 +72,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
                         size_t inbox_stride, int here, int first, uint32_t coord_id, const char *coord_url,
                         m0_publisher *pub, m0__handle **handles, int *nhandles) {
   memset(a, 0, sizeof *a);
+  a->reload = &pr->reload;
   if (decl->nactors == 0) return 0;
   a->n = decl->nactors;
   a->svcs = calloc((size_t)a->n, sizeof *a->svcs);
@@ -86,15 +106,18 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
       }
       int rv = m0__service_listen(s, urls[i], pr->trace, pub);
       if (rv != 0) return rv;
+      /* Its instances reach it once the supervisor has bound their URL
+       * after the previous generation's drain: asks wait for them. */
+      if (pr->reload.generation > 1) atomic_store(&s->expect_until, m0__now_ms() + 5 * M0__REJOIN_MS);
       continue;
     }
     if (sp->placement != M0__PLACE_THREAD) {
-      if (m0__topology_app_url(urls[i], sizeof urls[i], sp->url, pr->sockdir, sp->name) != 0) {
+      if (app_actors_url(urls[i], sizeof urls[i], sp, pr) != 0) {
         fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
         return M0__ETOOBIG;
       }
       int rv = app_actors_proof(a, i, sp, urls[i]);
-      if (rv != 0 || (rv = m0__service_listen(s, urls[i], pr->trace, pub)) != 0) return rv;
+      if (rv != 0 || (rv = app_actors_listen(s, sp, urls[i], pr, pub)) != 0) return rv;
       continue;
     }
     s->nslots = sp->instances;
@@ -129,6 +152,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
 int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, int nworkers,
                          m0_publisher *pub) {
   memset(a, 0, sizeof *a);
+  a->reload = &pr->reload;
   int connected = 0;
   for (int i = 0; i < decl->nactors; i++) connected += decl->actors[i].placement != M0__PLACE_THREAD;
   if (connected == 0) return 0;
@@ -150,15 +174,14 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
     if (sp->placement == M0__PLACE_THREAD) continue; /* each worker has its own */
     for (int w = 0; rv == 0 && w < nworkers; w++)
       if (m0__topology_door_url(doors[w], sizeof doors[w], pr->sockdir, sp->name, w) != 0) rv = M0__ETOOBIG;
-    if (rv == 0 && m0__topology_app_url(urls[i], sizeof urls[i], sp->url, pr->sockdir, sp->name) != 0)
-      rv = M0__ETOOBIG;
+    if (rv == 0 && app_actors_url(urls[i], sizeof urls[i], sp, pr) != 0) rv = M0__ETOOBIG;
     if (rv != 0) {
       fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
       break;
     }
     if ((rv = app_actors_proof(a, i, sp, urls[i])) != 0 ||
         (rv = m0__relay_init(&a->relays[i], s, doors, nworkers)) != 0 ||
-        (rv = m0__service_listen(s, urls[i], pr->trace, pub)) != 0 || (rv = m0__relay_start(&a->relays[i])) != 0)
+        (rv = app_actors_listen(s, sp, urls[i], pr, pub)) != 0 || (rv = m0__relay_start(&a->relays[i])) != 0)
       break;
   }
   free(doors);
@@ -179,10 +202,17 @@ void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline) 
     m0__peer_direct(&to, m0__service_slot_id(in->svc, in->slot), &in->inbox);
     m0__send(coord, &to, M0__K_STOP, 0, 0, NULL, 0);
   }
-  for (int i = 0; i < a->n; i++) m0__service_stop_instances(&a->svcs[i]);
+  /* Handed over: the instances are told the host reloads, and redial
+   * the same URL, which this generation releases once they have left, for
+   * the next one to bind (docs/actors.md, Across a reload). */
+  bool reload = a->reload && a->reload->handed_over;
+  for (int i = 0; i < a->n; i++) m0__service_stop_instances(&a->svcs[i], reload);
   m0__children_stop(a->children, deadline);
   a->children = NULL;
-  for (int i = 0; i < a->n; i++) m0__service_await_instances(&a->svcs[i], deadline); /* external ones */
+  for (int i = 0; i < a->n; i++) {
+    m0__service_await_instances(&a->svcs[i], deadline); /* external ones */
+    if (reload) m0__service_release(&a->svcs[i]);
+  }
 }
 
 void m0__app_actors_close(m0__app_actors *a) {

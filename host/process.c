@@ -253,6 +253,7 @@ void m0__process_banner(m0__process *p, int first, int here) {
     fprintf(stderr, "m0: %s listening on http://%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d, generation %llu)\n",
             p->app->name, host, p->port, m0__mode_name(p->mode), here, here == 1 ? "" : "s", p->pool,
             p->pool == 1 ? "" : "s", (int)getpid(), (unsigned long long)p->reload.generation);
+  p->said_serving = true;
   if (p->stop_fd < 0) m0__reload_serving(p); /* READY=1, and a predecessor told */
 }
 
@@ -265,7 +266,9 @@ void m0__process_teardown(m0__process *p, bool clean) {
   }
   if (!p->inherit_dir) {
     m0__rundir_close(&p->sockets); /* a generation's own (N > 1) */
-    if (!p->reload.handed_over) m0__rundir_close(&p->rundir); /* else the next generation's now */
+    /* Handed over: the next generation's now. A next generation that
+     * never served (a refused reload) leaves it to the one that serves. */
+    if (!p->reload.handed_over && (p->reload.generation < 2 || p->said_serving)) m0__rundir_close(&p->rundir);
   }
   if (p->topo_made) m0__topology_free(&p->topo);
   p->topo_made = false;

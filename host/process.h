@@ -62,6 +62,7 @@ typedef struct m0__process {
   const char *sockdir; /* where this generation's ipc sockets are: rundir.path, or sockets.path */
   int reload_sig;      /* after M0__WAIT_RELOAD: M0__SIG_HUP or M0__SIG_USR2 */
   bool reload_pending; /* one came with SIGCHLD: M0__WAIT_RELOAD at the next wait */
+  bool said_serving;   /* the banner was said: a next generation that never served leaves the run directory be */
   m0__page page;
   m0__topology topo;
   m0__tracer *trace;

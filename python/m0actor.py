@@ -5,7 +5,9 @@ The host listens at the actor's URL (the doctor prints it under
 topology.app_actors[].url); an instance dials it with a pair1 socket,
 receives REQUEST messages (a batch of requests) and answers each with
 exactly one REPLY message (a batch of replies, possibly empty). STOP, SIGTERM
-or SIGINT ends it. docs/wire.md is the byte layout this module implements;
+or SIGINT ends it; a STOP that says the host reloads (its payload the one
+byte 1) does not: the connection is closed and nng redials the same URL,
+where the host's next generation listens. docs/wire.md is the byte layout this module implements;
 actors/wire.c is the host's side of it, and every decoder here refuses what
 that one refuses (ValueError).
 
@@ -466,6 +468,16 @@ def _nng():
     lib.nng_strerror.argtypes = [ctypes.c_int]
     lib.nng_strerror.restype = ctypes.c_char_p
     lib.nng_pipe_notify.argtypes = [S, ctypes.c_int, _PIPE_CB, ctypes.c_void_p]
+    lib.nng_recvmsg.argtypes = [S, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+    lib.nng_msg_body.argtypes = [ctypes.c_void_p]
+    lib.nng_msg_body.restype = ctypes.c_void_p
+    lib.nng_msg_len.argtypes = [ctypes.c_void_p]
+    lib.nng_msg_len.restype = ctypes.c_size_t
+    lib.nng_msg_free.argtypes = [ctypes.c_void_p]
+    lib.nng_msg_free.restype = None
+    lib.nng_msg_get_pipe.argtypes = [ctypes.c_void_p]
+    lib.nng_msg_get_pipe.restype = _Pipe
+    lib.nng_pipe_close.argtypes = [_Pipe]
     D = _Dialer
     lib.nng_dialer_create.argtypes = [ctypes.POINTER(D), S, ctypes.c_char_p]
     lib.nng_dialer_set_string.argtypes = [D, ctypes.c_char_p, ctypes.c_char_p]
@@ -478,7 +490,8 @@ def _nng():
     # nng_socket_set_ms since nng 1.2; nng_setopt_ms is the older name.
     lib.m0_set_ms = getattr(lib, "nng_socket_set_ms", None) or lib.nng_setopt_ms
     lib.m0_set_ms.argtypes = [S, ctypes.c_char_p, ctypes.c_int32]
-    for f in (lib.nng_pair1_open, lib.nng_dial, lib.nng_recv, lib.nng_send, lib.nng_pipe_notify, lib.m0_close,
+    for f in (lib.nng_pair1_open, lib.nng_dial, lib.nng_recvmsg, lib.nng_send, lib.nng_pipe_notify, lib.m0_close,
+              lib.nng_pipe_close,
               lib.m0_set_ms, lib.nng_dialer_create, lib.nng_dialer_set_string, lib.nng_dialer_set_int,
               lib.nng_dialer_start, lib.nng_dialer_close):
         f.restype = ctypes.c_int
@@ -685,6 +698,9 @@ def _run(url, receive, instance, on_connect, tls, secret):
         lib.nng_pipe_notify(sock, NNG_PIPE_EV_ADD_POST, on_pipe, None)
         lib.m0_set_ms(sock, b"recv-timeout", RECV_TIMEOUT_MS)
         lib.m0_set_ms(sock, b"send-timeout", SEND_TIMEOUT_MS)
+        # Redialed soon after a reload closes the connection (docs/wire.md).
+        lib.m0_set_ms(sock, b"reconnect-time-min", 10)
+        lib.m0_set_ms(sock, b"reconnect-time-max", 100)
         rv, what = _dial(lib, sock, url, 0, tls)
         if rv == 0:
             connected.set()
@@ -706,23 +722,23 @@ def _run(url, receive, instance, on_connect, tls, secret):
         announced = False
         said_no_secret = False
         seq = 0
-        buf = ctypes.c_void_p()
-        size = ctypes.c_size_t()
+        nmsg = ctypes.c_void_p()
         while not stopping:
             if not announced and connected.is_set():
                 announced = True
                 if on_connect:
                     on_connect(url)
-            rv = lib.nng_recv(sock, ctypes.byref(buf), ctypes.byref(size), NNG_FLAG_ALLOC)
+            rv = lib.nng_recvmsg(sock, ctypes.byref(nmsg), 0)
             if rv == NNG_ETIMEDOUT:
                 continue
             if rv != 0:
                 _say(instance, "receive: %s" % _err(rv))
                 return 1
             try:
-                msg = ctypes.string_at(buf, size.value)
+                msg = ctypes.string_at(lib.nng_msg_body(nmsg), lib.nng_msg_len(nmsg))
+                pipe = lib.nng_msg_get_pipe(nmsg)
             finally:
-                lib.nng_free(buf, size)
+                lib.nng_msg_free(nmsg)
             try:
                 env, payload = decode_envelope(msg)
             except ValueError as e:
@@ -732,6 +748,10 @@ def _run(url, receive, instance, on_connect, tls, secret):
                 announced = True
                 if on_connect:
                     on_connect(url)
+            if env.kind == KIND_STOP and payload == b"\x01":
+                _say(instance, "the host reloads; redialing %s" % url)
+                lib.nng_pipe_close(pipe)  # nng's dialer dials again
+                continue
             if env.kind == KIND_STOP:
                 return 0
             if env.kind == KIND_HELLO:

@@ -4,23 +4,19 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
-extern char **environ;
 
-/* The area the kernel shows as /proc/PID/cmdline (argv's strings, then
- * environ's, contiguous as execve laid them out); NULL: titles off. */
+/* The area the kernel shows as /proc/PID/cmdline: argv's strings,
+ * contiguous as execve laid them out; NULL: titles off. */
 static char *title_area;
 static size_t title_len;
-/* The copies, reachable for the process's life: setenv and unsetenv replace
- * environ's array and drop entries from it, which glibc never frees (and
- * LeakSanitizer would call lost). */
-static char **volatile title_argv, **volatile title_env, **volatile title_env_strings; /* volatile: never read, kept */
+/* The copy, reachable for the process's life (LeakSanitizer). */
+static char **volatile title_argv;
 
 char **m0__title_init(int argc, char **argv) {
   if (argc < 1 || !argv || !argv[0]) return argv;
@@ -28,25 +24,9 @@ char **m0__title_init(int argc, char **argv) {
   if (!copy) return argv;
   for (int i = 0; i < argc; i++)
     if (!(copy[i] = strdup(argv[i]))) return argv;
-  /* The contiguous run from argv[0]: argv's strings, then environ's. */
   char *end = argv[0];
   for (int i = 0; i < argc; i++)
     if (argv[i] == end) end = argv[i] + strlen(argv[i]) + 1;
-  size_t ne = 0;
-  while (environ && environ[ne]) ne++;
-  char **env = calloc(ne + 1, sizeof *env), **keep = calloc(ne + 1, sizeof *keep);
-  if (env && keep) {
-    bool moved = true;
-    for (size_t e = 0; e < ne && moved; e++) moved = (env[e] = strdup(environ[e])) != NULL;
-    if (moved) {
-      for (size_t e = 0; e < ne; e++)
-        if (environ[e] == end) end = environ[e] + strlen(environ[e]) + 1;
-      memcpy(keep, env, ne * sizeof *env);
-      title_env = env;
-      title_env_strings = keep;
-      environ = env; /* the originals are overwritten by titles from now on */
-    }
-  }
   title_argv = copy;
   /* glibc's error() and getopt name the program from here. */
   program_invocation_name = copy[0];

@@ -4,18 +4,20 @@
  *
  * Design notes
  * - The title is written over the memory the kernel shows as the command
- *   line: argv's strings and, past them, the environment's, which are moved
- *   to the heap first (environ is repointed; getenv and setenv go on as
- *   before). So the argv the program goes on using is a copy
- *   (m0__title_init's), never the original, which is overwritten.
+ *   line: argv's strings, so the argv the program goes on using is a copy
+ *   (m0__title_init's), never the original, which is overwritten. Not past
+ *   them into the environment's, as nginx does: /proc/PID/environ stays what
+ *   the process was started with (what an operator, or a test, reads to
+ *   tell a worker by its M0__WORKER). So a title is at most as long as the
+ *   command line was, cut beyond ("m0: app worker 1 gen 3" needs 22 bytes;
+ *   `/usr/local/bin/host_check --workers 2` has 38).
  * - comm (PR_SET_NAME, 15 bytes) is the binary's name, not the role: a
  *   process started from /proc/self/exe (a worker, a generation after a
  *   SIGHUP) was "exe" in ps -e, pidof and ss -p; now every process of the
  *   host answers to `pidof host_check`, and the role is in the command line.
  * - Process-wide, as argv is: one area per process.
- * - A pointer into the environment taken before m0_serve (a getenv result
- *   an application kept) points into the area titles overwrite: take a
- *   copy, or call getenv again after m0_serve started.
+ * - A pointer into argv's strings kept from before m0_serve points into the
+ *   area titles overwrite: take a copy.
  */
 #ifndef M0_HOST_TITLE_H
 #define M0_HOST_TITLE_H

@@ -544,9 +544,8 @@ int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max);
 
 /* Serves the application until SIGTERM/SIGINT, then drains. Returns the exit
  * code (0, 1, 2, 73 or 78; see docs/reference.md). Reads argv and the M0_
- * environment. The memory of argv's and the environment's strings becomes
- * the process title ("m0: APP gen 1"): keep no pointer into them from
- * before this call (getenv works as before, on copies). */
+ * environment. The memory of argv's strings becomes the process title
+ * ("m0: APP gen 1"): keep no pointer into them from before this call. */
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv);
 
 /* Embedding: the host inside a larger program, which keeps main and its

@@ -72,6 +72,7 @@ static int serve_actor(const m0_app *app, const char *name) {
     return 1;
   }
   close_range(3, ~0u, 0);
+  m0__title_set(app->name, "actor %s %s", name, inst ? inst : "?");
   for (size_t i = 0; i < app->nactors; i++)
     if (!strcmp(app->actors[i].name, name) && url && inst) return m0_actor_run(&app->actors[i], url, atoi(inst));
   fprintf(stderr, "m0: a process was started for actor %s, which this program does not have\n", name);
@@ -93,8 +94,8 @@ static void serve_warn_unknown(const m0_app *app) {
 }
 
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
-  if (getenv("M0__ACTOR")) return serve_actor(app, getenv("M0__ACTOR"));
   argv = m0__title_init(argc, argv); /* a copy: the original is where titles go */
+  if (getenv("M0__ACTOR")) return serve_actor(app, getenv("M0__ACTOR"));
   m0__reload_remember(app, argc, argv); /* the binary's path now: what SIGUSR2 runs later */
   if (getenv("M0__MASTER")) return m0__master_run(app); /* generation 1, handed over (host/master.h) */
   m0_config *cfg = calloc(1, sizeof *cfg);

@@ -109,7 +109,8 @@ static void loop_stop(m0__loop *l) {
   l->listening = false;
   loop_order(l, true); /* every frame that came goes before the goodbye */
   /* A drain because the next generation serves (its number is on the page
-   * now) lets idle keep-alive clients finish their next request. */
+   * now) answers the requests pipelined behind one being answered too
+   * (idle keep-alive connections close at once either way: http/conn.h). */
   m0__http_drain(&l->http, atomic_load(&l->page->head->generation) > l->generation);
   /* A fresh connection's grace (drain_fresh_ms) ends at a sweep: the next
    * one runs then, not up to a sweep period later. */

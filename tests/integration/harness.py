@@ -25,6 +25,7 @@ import time
 
 _parser = argparse.ArgumentParser()
 _parser.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
+_parser.add_argument("--out")
 ARGS, _ = _parser.parse_known_args()
 BIN = os.path.abspath(ARGS.bin)
 
@@ -157,6 +158,14 @@ class Prefork(Server):
                     os.kill(p, signal.SIGKILL)
                 except OSError:
                     pass
+
+
+def output_dir(name):
+    """The directory for what test `name` leaves to look at, created: --out,
+    as tests/CMakeLists.txt gives it, else test-output/NAME beside --bin."""
+    d = os.path.abspath(ARGS.out or os.path.join(BIN, "..", "test-output", name))
+    os.makedirs(d, exist_ok=True)
+    return d
 
 
 def wait_for(cond, timeout, step=0.01):

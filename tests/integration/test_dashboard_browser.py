@@ -27,26 +27,20 @@ are apt-get installed when missing, and a failed install fails the test):
 - SIGTERM: the page's EventSource receives `m0.closing`; exit 0 within 5 s.
 Chromedriver and chromium are stopped by process group, then by pid.
 """
-import argparse
 import base64
 import http.client
 import json
 import os
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import tempfile
 import time
 
-from harness import BIN, Failures, Server, descendants
+from harness import BIN, Failures, Server, output_dir
+from webdriver import CHROMEDRIVER, CHROMIUM, PACKAGES, Driver, available, install, png_size, poll
 
 F = Failures()
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-PACKAGES = ["chromium", "chromium-driver"]
-INSTALL_TIMEOUT = 600.0  # the whole install, apt-get update included
 WIDTH, HEIGHT = 1280, 900
 RPS = 50  # the least the requests / s card may show for a burst of 200 (it shows ~400)
 
@@ -91,198 +85,6 @@ CLICK_JS = """const g = [...document.querySelectorAll("#graph .node")].find((x) 
 if (g) g.dispatchEvent(new MouseEvent("click", {bubbles: true})); return !!g;"""
 
 
-def output_dir():
-    """The test's output directory, created: --out, as tests/CMakeLists.txt
-    gives it (build/test-output/test_dashboard_browser), else the same place
-    beside --bin."""
-    p = argparse.ArgumentParser()
-    p.add_argument("--out")
-    a, _ = p.parse_known_args()
-    d = os.path.abspath(a.out or os.path.join(BIN, "..", "test-output", "test_dashboard_browser"))
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-def run_bounded(cmd, timeout):
-    """Runs cmd in its own process group; on timeout kills the group.
-    Returns (exit code or None on timeout, output)."""
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=max(1.0, timeout))
-        return p.returncode, out.decode(errors="replace")
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        return None, out.decode(errors="replace") + f"\n(killed after {timeout:.0f}s)"
-
-
-def have_browser():
-    return all(os.access(p, os.X_OK) for p in (CHROMIUM, CHROMEDRIVER))
-
-
-def install():
-    """apt-get install chromium chromium-driver (through `sudo -n` when not
-    root); when that fails, apt-get update and once more. All within
-    INSTALL_TIMEOUT. Returns what apt-get said when the browser is still
-    missing, else None."""
-    pre = ([] if os.geteuid() == 0 else ["sudo", "-n"]) + ["env", "DEBIAN_FRONTEND=noninteractive"]
-    get = pre + ["apt-get", "-q", "-o", "DPkg::Lock::Timeout=120"]
-    deadline = time.monotonic() + INSTALL_TIMEOUT
-    said = []
-    for cmd in (get + ["install", "-y", "--no-install-recommends"] + PACKAGES, get + ["update"],
-                get + ["install", "-y", "--no-install-recommends"] + PACKAGES):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            said.append(f"(no time left of {INSTALL_TIMEOUT:.0f}s)")
-            break
-        print("test: " + " ".join(cmd), flush=True)
-        try:
-            rc, out = run_bounded(cmd, left)
-        except OSError as e:
-            rc, out = -1, str(e)
-        said.append(f"$ {' '.join(cmd)} -> {rc}\n{out[-1500:]}")
-        if rc is None:
-            break
-        if "install" in cmd and rc == 0 and have_browser():
-            return None
-    return "\n".join(said)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-
-
-class WebDriverError(Exception):
-    pass
-
-
-class Driver:
-    """chromedriver on a free port, one session of headless chromium; every
-    call bounded; stopped by process group, then by pid."""
-
-    def __init__(self, out):
-        self.out = out
-        self.port = free_port()
-        self.sid = None
-        self.proc = None
-        # HOME too, so that what chromium keeps (its crash handler's database)
-        # is in here and every process of this browser names this path.
-        self.home = tempfile.mkdtemp(prefix="m0-chromium-")
-        self.profile = os.path.join(self.home, "profile")
-        self.left = []
-        self.log = os.path.join(out, "chromedriver.log")
-
-    def __enter__(self):
-        env = dict(os.environ, HOME=self.home, XDG_CONFIG_HOME=os.path.join(self.home, "config"),
-                   XDG_CACHE_HOME=os.path.join(self.home, "cache"))
-        self.proc = subprocess.Popen([CHROMEDRIVER, f"--port={self.port}", f"--log-path={self.log}"],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True, env=env)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if (self.call("GET", "/status", timeout=2) or {}).get("ready"):
-                    break
-            except (OSError, WebDriverError, ValueError):
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"chromedriver did not answer /status within 10 s "
-                                     f"(exit {self.proc.poll()}); its log: {self.log}")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def call(self, method, path, body=None, timeout=30):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            data = json.dumps(body).encode() if body is not None else None
-            c.request(method, path, body=data, headers={"Content-Type": "application/json; charset=utf-8"})
-            r = c.getresponse()
-            raw = r.read()
-        finally:
-            c.close()
-        j = json.loads(raw or b"null")
-        value = j.get("value") if isinstance(j, dict) else None
-        if r.status != 200:
-            v = value if isinstance(value, dict) else {}
-            raise WebDriverError(f"{method} {path} -> {r.status} {v.get('error')}: {str(v.get('message'))[:600]}")
-        return value
-
-    def session(self, method, path, body=None, timeout=30):
-        return self.call(method, f"/session/{self.sid}{path}", body, timeout)
-
-    def start(self):
-        # --remote-debugging-pipe: chromedriver talks to the browser over a
-        # pipe, not a DevTools socket on "localhost" (a minbase Debian chroot
-        # has no /etc/hosts, and the session then fails with "unable to
-        # connect to renderer").
-        args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe",
-                f"--window-size={WIDTH},{HEIGHT}", f"--user-data-dir={self.profile}", "--no-first-run",
-                "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"]
-        caps = {"capabilities": {"alwaysMatch": {
-            "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
-            "timeouts": {"script": 5000, "pageLoad": 15000, "implicit": 0}}}}
-        v = self.call("POST", "/session", caps, timeout=30)
-        self.sid = v["sessionId"]
-        return v.get("capabilities", {})
-
-    def js(self, script, *args):
-        return self.session("POST", "/execute/sync", {"script": script, "args": list(args)}, timeout=10)
-
-    def stop(self):
-        if self.proc is None:
-            return
-        pids = descendants(self.proc.pid)
-        if self.sid:
-            try:
-                self.session("DELETE", "", timeout=10)
-            except (OSError, WebDriverError, ValueError) as e:
-                print(f"test: deleting the session: {e}")
-            self.sid = None
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-        # What left the group (chrome_crashpad_handler starts its own session
-        # under init) or outlived chromedriver, by pid; then none may be left.
-        for pid in pids | self.mine():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc = None
-        self.left = poll(lambda: not self.mine(), 5) and [] or sorted(self.mine())
-        shutil.rmtree(self.home, ignore_errors=True)
-
-    def mine(self):
-        """The live (not zombie) processes whose command line names self.home."""
-        out = set()
-        for d in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if self.home.encode() not in f.read():
-                        continue
-                with open(f"/proc/{d}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                        out.add(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-        return out
-
-
 def num(text):
     """The page's fmt() undone: "12", "3.4k", "1.2M" -> a number (None if not one)."""
     t = (text or "").strip()
@@ -298,37 +100,21 @@ def shown_requests(view):
     return None if not vals or None in vals else sum(vals)
 
 
-def poll(fn, timeout, every=0.1):
-    """fn() until it is truthy or timeout s have passed; its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(every)
-
-
-def png_size(data):
-    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
-        return None
-    return struct.unpack(">II", data[16:24])
-
-
 def browser():
     label = "chromium: dashboard --threads 2"
-    out = output_dir()
-    if not have_browser():
+    out = output_dir("test_dashboard_browser")
+    if not available():
         why = install()
-        F.check(have_browser(), f"chromium and chromedriver installed ({CHROMIUM}, {CHROMEDRIVER}): `apt-get install "
+        F.check(available(), f"chromium and chromedriver installed ({CHROMIUM}, {CHROMEDRIVER}): `apt-get install "
                                 f"{' '.join(PACKAGES)}` failed; install them by hand (as root: apt-get install "
                                 f"--no-install-recommends {' '.join(PACKAGES)}):\n{why}")
-        if not have_browser():
+        if not available():
             return
     t0 = time.monotonic()
     run = tempfile.mkdtemp(prefix="m0-dash-run-")  # m0trace finds the host here
     with Server("dashboard", "--threads", "2", "--blocking-threads", "1", "--port", "0", "--run-dir", run) as s, \
             Driver(out) as d:
-        caps = d.start()
+        caps = d.start(WIDTH, HEIGHT)
         print(f"test: {caps.get('browserName')} {caps.get('browserVersion')} session in "
               f"{time.monotonic() - t0:.1f}s", flush=True)
         d.session("POST", "/goog/cdp/execute", {"cmd": "Page.addScriptToEvaluateOnNewDocument",

@@ -25,7 +25,6 @@ figure. Then:
 - no script error on the page;
 - SIGTERM: exit 0.
 """
-import argparse
 import glob
 import json
 import os
@@ -35,10 +34,9 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 
 import webdriver
-from harness import BIN, Failures, Server, get, wait_for
+from harness import BIN, Failures, Server, get, output_dir, wait_for
 
 F = Failures()
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -79,15 +77,6 @@ COUNT_HOOK = r"""
   };
 })();
 """
-
-
-def output_dir():
-    p = argparse.ArgumentParser()
-    p.add_argument("--out")
-    a, _ = p.parse_known_args()
-    d = os.path.abspath(a.out or os.path.join(BIN, "..", "test-output", "test_published_markup"))
-    os.makedirs(d, exist_ok=True)
-    return d
 
 
 def static():
@@ -192,5 +181,5 @@ def browser(out):
 
 
 static()
-browser(output_dir())
+browser(output_dir("test_published_markup"))
 F.done()

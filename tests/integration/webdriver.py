@@ -9,10 +9,11 @@ library only), for tests that look at a page as a browser runs it.
 
 Every call is bounded; chromedriver and the browser are stopped by process
 group, then each process that names the session's private HOME by pid
-(chrome_crashpad_handler leaves the group). Nothing is installed here:
-test_dashboard_browser and test_browser_streams install Chromium when it
-is missing; a test using this module says in one line that it skips the
-browser part when it is absent.
+(chrome_crashpad_handler leaves the group). install() apt-gets Chromium
+when it is missing (test_dashboard_browser and test_browser_streams call it
+and fail when it fails); any other test using this module says in one line
+that it skips the browser part when it is absent. poll() waits for what a
+page shows; png_size() reads a screenshot's size.
 """
 import http.client
 import json
@@ -20,14 +21,17 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
 
-from harness import descendants
+from harness import descendants, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+PACKAGES = ["chromium", "chromium-driver"]
+INSTALL_TIMEOUT = 600.0  # the whole install, apt-get update included
 
 
 def available():
@@ -44,13 +48,59 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _poll(fn, timeout, every=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(every)
+def run_bounded(cmd, timeout):
+    """Runs cmd in its own process group; on timeout kills the group.
+    Returns (exit code or None on timeout, output)."""
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=max(1.0, timeout))
+        return p.returncode, out.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return None, out.decode(errors="replace") + f"\n(killed after {timeout:.0f}s)"
+
+
+def install():
+    """apt-get install chromium chromium-driver (through `sudo -n` when not
+    root); when that fails, apt-get update and once more. All within
+    INSTALL_TIMEOUT. Returns what apt-get said when the browser is still
+    missing, else None."""
+    pre = ([] if os.geteuid() == 0 else ["sudo", "-n"]) + ["env", "DEBIAN_FRONTEND=noninteractive"]
+    get = pre + ["apt-get", "-q", "-o", "DPkg::Lock::Timeout=120"]
+    deadline = time.monotonic() + INSTALL_TIMEOUT
+    said = []
+    for cmd in (get + ["install", "-y", "--no-install-recommends"] + PACKAGES, get + ["update"],
+                get + ["install", "-y", "--no-install-recommends"] + PACKAGES):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            said.append(f"(no time left of {INSTALL_TIMEOUT:.0f}s)")
+            break
+        print("test: " + " ".join(cmd), flush=True)
+        try:
+            rc, out = run_bounded(cmd, left)
+        except OSError as e:
+            rc, out = -1, str(e)
+        said.append(f"$ {' '.join(cmd)} -> {rc}\n{out[-1500:]}")
+        if rc is None:
+            break
+        if "install" in cmd and rc == 0 and available():
+            return None
+    return "\n".join(said)
+
+
+def poll(fn, timeout):
+    """wait_for with a longer step: each look at a page is a round trip
+    through chromedriver to the browser."""
+    return wait_for(fn, timeout, step=0.05)
+
+
+def png_size(data):
+    """(width, height) of a PNG, None if data is not one."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", data[16:24])
 
 
 class Driver:
@@ -75,7 +125,7 @@ class Driver:
             except (OSError, WebDriverError, ValueError):
                 return self.proc.poll() is not None and "exited"
 
-        if _poll(ready, 10) is not True:
+        if poll(ready, 10) is not True:
             raise AssertionError(f"chromedriver did not answer /status within 10 s (exit {self.proc.poll()}); "
                                  f"its log: {self.log}")
         return self
@@ -151,7 +201,7 @@ class Driver:
             except ProcessLookupError:
                 pass
         self.proc = None
-        self.left = [] if _poll(lambda: not self.mine(), 5) else sorted(self.mine())
+        self.left = [] if poll(lambda: not self.mine(), 5) else sorted(self.mine())
         shutil.rmtree(self.home, ignore_errors=True)
 
     def mine(self):

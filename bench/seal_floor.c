@@ -3,6 +3,10 @@
  * bench/run_seal.
  *
  *   m0_seal_floor [--rounds R] [--msgs N] [--sizes 64,1024,16384]
+ *                 [--url inproc://seal-floor]
+ *
+ * The mailbox's URL: inproc (the default) is the cheapest hop, the one a
+ * seal weighs most on; ipc:///PATH is the hop between a worker's processes.
  *
  * Per payload size and round, two arms, their order alternating per round:
  *   sealed    m0__send from coordinator to a loop's id, through an inproc
@@ -90,14 +94,14 @@ static double tag_only(size_t size, int n) {
 
 int main(int argc, char **argv) {
   int rounds = 7, n = 20000;
-  char sizes_arg[256] = "64,1024,16384";
+  char sizes_arg[256] = "64,1024,16384", url[256] = "inproc://seal-floor";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--msgs")) n = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--sizes")) snprintf(sizes_arg, sizeof sizes_arg, "%s", argv[i + 1]);
+    else if (!strcmp(argv[i], "--url")) snprintf(url, sizeof url, "%s", argv[i + 1]);
   }
   if (rounds < 1 || rounds > 64 || n < 1 || m0__family_make() != 0) return 2;
-  const char *url = "inproc://seal-floor";
   m0__actor box, coord;
   memset(&coord, 0, sizeof coord);
   coord.id = M0__ACTOR_ID(M0__ROLE_COORD, 0);

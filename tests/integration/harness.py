@@ -8,8 +8,10 @@ ephemeral port, find the port in its log, stop it by pid, bound every wait.
 The helpers every test shares, defined here once: `Prefork` (a Server under
 --workers that takes its workers down with it), `wait_for` (a bounded poll),
 `children`, `alive`, `ours` and `reap` (pids from /proc, so nothing is
-signalled by name or after its pid was reused), `run` and `m0pub` (a binary to completion,
-bounded), `Failures` (checks collected, exit 1 if any failed).
+signalled by name or after its pid was reused), `free_port`, `free_ports`
+and `port_map` (ports for a server told its port), `run` and `m0pub` (a
+binary to completion, bounded), `Failures` (checks collected, exit 1 if any
+failed).
 """
 import argparse
 import fcntl
@@ -18,6 +20,7 @@ import os
 import re
 import signal
 from signal import SIGTERM
+import socket
 import subprocess
 import sys
 import tempfile
@@ -218,6 +221,34 @@ def listen_ports(pid):
 def listens(pid, port):
     """True while pid holds a socket listening on TCP `port`."""
     return port in listen_ports(pid)
+
+
+def free_ports(n):
+    """n distinct free TCP ports on 127.0.0.1. Every socket is held until
+    all are picked: one closed before the next bind could be handed out
+    again (two actors given one port made a file refused, seen once in a
+    Debian 13 chroot)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port():
+    """A free TCP port on 127.0.0.1, for a server told which port to take."""
+    return free_ports(1)[0]
+
+
+def port_map(names):
+    """A distinct free port per name: {name: port}."""
+    names = list(names)
+    return dict(zip(names, free_ports(len(names))))
 
 
 def metric(port, name, timeout=5.0):

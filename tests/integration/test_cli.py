@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BIN, Failures, run
+from harness import BIN, Failures, free_port, run
 
 F = Failures()
 
@@ -104,10 +104,7 @@ def refusals():
 def make_fails(attempts=5):
     """A failing make is a 78 with its message, promptly, every time, serving nothing."""
     for i in range(attempts):
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-        probe.close()  # free port for the server to (not) take
+        port = free_port()  # for the server to (not) take
         env = dict(os.environ, M0_HOSTCHECK_MAKE_FAILS="1")
         p = subprocess.Popen([os.path.join(BIN, "host_check"), "--port", str(port)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

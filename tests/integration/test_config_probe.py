@@ -9,22 +9,13 @@
 Also: doctoring the port a live server holds exits 0."""
 import json
 import os
-import socket
 import tempfile
 import time
 import urllib.request
 
-from harness import Failures, Server, run
+from harness import Failures, Server, free_port, run
 
 f = Failures()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def answers(port):

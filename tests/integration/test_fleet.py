@@ -42,18 +42,10 @@ import tempfile
 import time
 
 import harness
-from harness import Failures, Prefork, Server, log_file, m0pub, metric, run, wait_for
+from harness import Failures, Prefork, Server, free_port, log_file, m0pub, metric, run, wait_for
 from test_streams import Stream, children, contiguous, reap_seen
 
 PERIOD_MS = "100"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def private_dir(prefix):

@@ -170,7 +170,8 @@ import urllib.request
 from collections import Counter
 
 import harness
-from harness import BIN, Failures, Prefork, Server, alive, children, m0pub, metric, reap, run, wait_for
+from harness import (BIN, Failures, Prefork, Server, alive, children, free_port, m0pub, metric, port_map, reap, run,
+                     wait_for)
 from hostile_actor import Pair1, replies, request_ids
 from rawhttp import Conn, request
 from test_streams import Stream, drain_check, hold_each, is_stream_head
@@ -218,20 +219,6 @@ def env(kind, frm, to, payload=b"", flags=0, magic=MAGIC, length=None, trailer=b
 
 def frame_payload(fid, body, channel=b"beats", chlen=None):
     return struct.pack("<QH", fid, len(channel) if chlen is None else chlen) + channel + body
-
-
-def free_ports(names):
-    """A distinct free port per name, every socket held until all are picked."""
-    socks = []
-    try:
-        for _ in names:
-            s = socket.socket()
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return {n: s.getsockname()[1] for n, s in zip(names, socks)}
-    finally:
-        for s in socks:
-            s.close()
 
 
 class Peer:
@@ -506,7 +493,7 @@ def attack(mode, transport):
     args = ["--port", "0", "--run-dir", d, "--metrics-path", "/metrics"]
     ports = {}
     if transport == "tcp":
-        ports = free_ports(NAMES[mode])
+        ports = port_map(NAMES[mode])
         path = os.path.join(d, "..", f"topo-{mode}.json")
         with open(path, "w") as fh:
             json.dump({"mode": mode, "loops": LOOPS[mode], "handler_threads": 1, "transport": "tcp",
@@ -936,7 +923,7 @@ def app_socket(mode, transport):
     os.chmod(d, 0o700)
     actor = {"name": "echo", "placement": "external"}
     if transport == "tcp":
-        actor["url"] = f"tcp://127.0.0.1:{free_ports(['echo'])['echo']}"
+        actor["url"] = f"tcp://127.0.0.1:{free_port()}"
         actor["trusted_network"] = True  # what is attacked here is the admission table, not the proof (test_instance_proof)
     path = os.path.join(TMP, f"topo-app-{mode}-{transport}.json")
     with open(path, "w") as fh:

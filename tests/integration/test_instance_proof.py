@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.request
 
-from harness import BIN, Failures, Prefork, Server, children, run, wait_for
+from harness import BIN, Failures, Prefork, Server, children, free_port, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-proof-")
@@ -51,12 +51,6 @@ PY_ECHO = os.path.join(ROOT, "python", "echo_actor.py")
 K_HELLO = 18
 ENV = struct.Struct("<IHHIIQQQI")
 MAGIC = 0x3145306D
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def key_file(name, text, mode=0o600):

@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 
-from harness import Failures, Prefork, Server, children, get, metric, wait_for
+from harness import Failures, Prefork, Server, children, get, metric, port_map, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-bounds-")
@@ -55,19 +55,6 @@ PREFORK = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"
 SP_PUSH0, SP_PULL0 = b"\x00SP\x00\x00\x50\x00\x00", b"\x00SP\x00\x00\x51\x00\x00"
 PIPES = 64  # M0__MAILBOX_PIPES
 RSS_BOUND_KB = 48 * 1024
-
-
-def free_ports(names):
-    socks = []
-    try:
-        for _ in names:
-            s = socket.socket()
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return {n: s.getsockname()[1] for n, s in zip(names, socks)}
-    finally:
-        for s in socks:
-            s.close()
 
 
 def topology(scheme, ports, tls=None, mode="single"):
@@ -144,7 +131,7 @@ def partial(c, declared, body):
 
 
 def giant_pipes(mode):
-    ports = free_ports(PREFORK if mode == "prefork" else NAMES)
+    ports = port_map(PREFORK if mode == "prefork" else NAMES)
     server = Prefork if mode == "prefork" else Server
     with server("host_check", "--port", "0", "--metrics-path", "/metrics",
                 "--topology", topology("tcp", ports, mode=mode)) as s:
@@ -229,7 +216,7 @@ def health(port):
 
 
 def idle_tls_dials():
-    ports = free_ports(NAMES)
+    ports = port_map(NAMES)
     s = Server("host_check", "--port", "0", "--metrics-path", "/metrics",
                "--topology", topology("tls+tcp", ports, certificates()))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

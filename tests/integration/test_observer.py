@@ -41,7 +41,7 @@ import tempfile
 import time
 
 import harness
-from harness import BIN, Failures, Prefork, Server, get, wait_for
+from harness import BIN, Failures, Prefork, Server, free_port, get, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-observer-")
@@ -407,9 +407,7 @@ def external(mode, machine):
     label = f"dashboard {mode} 2 --blocking-threads 2, echo external (echo_actor over tcp)"
     run = os.path.join(TMP, "run-external" + mode)
     os.mkdir(run, 0o700)
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
+    port = free_port()
     path = os.path.join(run, "topo.json")
     with open(path, "w") as f:
         json.dump({"app_actors": [{"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{port}",

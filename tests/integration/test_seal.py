@@ -42,7 +42,7 @@ import tempfile
 import threading
 import urllib.request
 
-from harness import Failures, Prefork, Server, children, get, listens, wait_for
+from harness import Failures, Prefork, Server, children, get, listens, port_map, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-seal-")
@@ -56,19 +56,6 @@ PREFORK = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"
 def skip(reason):
     print(f"SKIP: {reason}", flush=True)
     sys.exit(0)
-
-
-def free_ports(names):
-    socks = []
-    try:
-        for _ in names:
-            s = socket.socket()
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return {n: s.getsockname()[1] for n, s in zip(names, socks)}
-    finally:
-        for s in socks:
-            s.close()
 
 
 def topology(names, mode, loops, ports):
@@ -186,7 +173,7 @@ def health(port):
 
 def single():
     label = "single"
-    ports = free_ports(SINGLE)
+    ports = port_map(SINGLE)
     sniff = Sniffer(ports["loop.0"])
     try:
         with Server("host_check", "--port", "0", "--topology", topology(SINGLE, "single", 1, ports),
@@ -219,7 +206,7 @@ def single():
 
 def recycled_stop():
     label = "prefork, a recycled worker's STOP"
-    ports = free_ports(PREFORK)
+    ports = port_map(PREFORK)
     sniff = Sniffer(ports["loop.0"])
     try:
         with Prefork("host_check", "--workers", "2", "--port", "0", "--max-requests", "20",

@@ -48,7 +48,7 @@ import threading
 import time
 import urllib.request
 
-from harness import Failures, Prefork, Server, alive, children, run, wait_for
+from harness import Failures, Prefork, Server, alive, children, port_map, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-tcpmb-")
@@ -56,23 +56,6 @@ SINGLE = ["coordinator", "producer", "loop.0"]
 PREFORK = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"]
 MAGIC = 0x3145306D  # "m0E1"
 K_JOB, K_RESULT = 10, 11  # actors/envelope.h
-
-
-def free_ports(names):
-    """A distinct free port per name: every socket is held until all are
-    picked (one closed before the next bind could be handed out again, and
-    two actors given one port made the file refused: seen once in a Debian 13
-    chroot)."""
-    socks = []
-    try:
-        for _ in names:
-            s = socket.socket()
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return {n: s.getsockname()[1] for n, s in zip(names, socks)}
-    finally:
-        for s in socks:
-            s.close()
 
 
 def topology(names, mode, loops, ports, pool=0):
@@ -84,7 +67,7 @@ def topology(names, mode, loops, ports, pool=0):
 
 
 def taken(names, mode, loops, which, expect, extra=(), env=None, pool=0):
-    ports = free_ports(names)
+    ports = port_map(names)
     holder = socket.socket()
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     holder.bind(("127.0.0.1", ports[which]))
@@ -183,7 +166,7 @@ def refused(port):
 
 
 def malformed_over_tcp():
-    ports = free_ports(SINGLE)
+    ports = port_map(SINGLE)
     path = topology(SINGLE, "single", 1, ports)
     ids = {"loop.0": (2 << 24) | 0, "coordinator": 1 << 24, "producer": 4 << 24}
     loop0, pool0 = ids["loop.0"], (3 << 24) | 0

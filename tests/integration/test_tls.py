@@ -61,7 +61,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import BIN, Failures, Prefork, Server, children, reap, run, wait_for
+from harness import BIN, Failures, Prefork, Server, children, free_ports, reap, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-tls-")
@@ -121,18 +121,6 @@ def certificates():
 
 
 # ---- helpers -------------------------------------------------------------------------------------------------
-
-def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
 
 def write(name, obj, where=TMP):
     path = os.path.join(where, name)

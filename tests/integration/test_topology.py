@@ -48,11 +48,10 @@ import json
 import os
 import re
 import shutil
-import socket
 import tempfile
 import time
 
-from harness import Failures, Prefork, Server, run, socket_inodes, wait_for
+from harness import Failures, Prefork, Server, free_ports, run, socket_inodes, wait_for
 from test_streams import Stream, contiguous, private_dir, reap_seen
 
 F = Failures()
@@ -280,18 +279,6 @@ def broken():
         F.check(lines and lines[0] == want, f"broken {label}: the server's line is the doctor's check\n"
                                             f"  server {lines[:1]}\n  doctor {want!r}")
         F.check("listening" not in s.stderr(), f"broken {label}: the server never listens")
-
-
-def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def tcp_sockets(pid):

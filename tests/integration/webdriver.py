@@ -20,13 +20,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import tempfile
 import time
 
-from harness import descendants, wait_for
+from harness import descendants, free_port, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -40,12 +39,6 @@ def available():
 
 class WebDriverError(Exception):
     pass
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_bounded(cmd, timeout):
@@ -105,7 +98,7 @@ def png_size(data):
 
 class Driver:
     def __init__(self, out):
-        self.port = _free_port()
+        self.port = free_port()
         self.sid = None
         self.proc = None
         self.home = tempfile.mkdtemp(prefix="m0-chromium-")

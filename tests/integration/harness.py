@@ -7,7 +7,7 @@ ephemeral port, find the port in its log, stop it by pid, bound every wait.
 
 The helpers every test shares, defined here once: `Prefork` (a Server under
 --workers that takes its workers down with it), `wait_for` (a bounded poll),
-`children`, `alive`, `ours` and `reap` (pids from /proc, so nothing is
+`children`, `alive`, `ours`, `reap` and `environ` (pids from /proc, so nothing is
 signalled by name or after its pid was reused), `free_port`, `free_ports`
 and `port_map` (ports for a server told its port), `run` and `m0pub` (a
 binary to completion, bounded), `Failures` (checks collected, exit 1 if any
@@ -267,6 +267,16 @@ def alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def environ(pid):
+    """pid's environment as it was started, {name: value} in bytes ({} when
+    it is gone): /proc/PID/environ."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
+    except OSError:
+        return {}
 
 
 def ours(pid, app):

@@ -89,7 +89,7 @@ import threading
 import time
 import urllib.request
 
-from harness import BIN, Failures, Prefork, Server, alive, children, reap, run, wait_for
+from harness import BIN, Failures, Prefork, Server, alive, children, environ, reap, run, wait_for
 from rawhttp import Conn, request
 
 F = Failures()
@@ -236,14 +236,6 @@ def ppid(pid):
             return int(re.search(r"^PPid:\s+(\d+)", f.read(), re.M).group(1))
     except (OSError, AttributeError):
         return None
-
-
-def environ(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
-    except OSError:
-        return {}
 
 
 def title(pid):

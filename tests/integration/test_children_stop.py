@@ -24,7 +24,7 @@ import signal
 import tempfile
 import json
 
-from harness import Failures, Prefork, Server, alive, children, reap, wait_for
+from harness import Failures, Prefork, Server, alive, children, environ, reap, wait_for
 from rawhttp import Conn, request
 
 F = Failures()
@@ -39,14 +39,6 @@ def topology():
     with os.fdopen(fd, "w") as f:
         json.dump({"app_actors": [{"name": "echo", "placement": "process", "instances": 2}]}, f)
     return path
-
-
-def environ(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
-    except OSError:
-        return {}
 
 
 def instances(host):

@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.request
 
-from harness import BIN, Failures, Prefork, Server, children, free_port, run, wait_for
+from harness import BIN, Failures, Prefork, Server, children, environ, free_port, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-proof-")
@@ -367,16 +367,13 @@ def spawned(mode, args, cls):
     with cls("host_check", "--port", "0", "--topology", path, "--metrics-path", "/metrics", *args) as s:
         got = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(echo(s.port, 5)), 15, 0.1)
         F.check(got, f"{label}: a spawned instance serves ({got}, {s.stderr()[-400:]})")
-        kids = [p for p in children(s.proc.pid)
-                if os.path.exists(f"/proc/{p}/environ")
-                and b"M0__ACTOR=echo" in open(f"/proc/{p}/environ", "rb").read().split(b"\0")]
+        kids = [p for p in children(s.proc.pid) if environ(p).get(b"M0__ACTOR") == b"echo"]
         secrets = set()
         for p in kids:
-            env = open(f"/proc/{p}/environ", "rb").read().split(b"\0")
             argv = open(f"/proc/{p}/cmdline", "rb").read()
-            sec = [e for e in env if e.startswith(b"M0__ACTOR_SECRET=")]
-            secrets.update(sec)
-            F.check(sec and sec[0][17:] not in argv, f"{label}: instance {p} has its secret in its environment, "
+            sec = environ(p).get(b"M0__ACTOR_SECRET")
+            secrets.update([sec] if sec else [])
+            F.check(sec and sec not in argv, f"{label}: instance {p} has its secret in its environment, "
                                                      f"not its command line")
         F.check(len(kids) == 2 and len(secrets) == 1, f"{label}: both instances were handed the one secret "
                                                       f"({len(kids)} instances, {len(secrets)} secrets)")

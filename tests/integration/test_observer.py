@@ -41,7 +41,7 @@ import tempfile
 import time
 
 import harness
-from harness import BIN, Failures, Prefork, Server, free_port, get, wait_for
+from harness import BIN, Failures, Prefork, Server, environ, free_port, get, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-observer-")
@@ -362,7 +362,7 @@ def waiting(label, s):
     """What waits for a receiver: worker 0 SIGSTOPped, the producer's frames
     (twice a second) pile up for loop.0, on its edge and on its node, in the
     graph worker 1 answers; SIGCONT, and loop.0 takes them: 0 again."""
-    w0 = next((p for p in harness.descendants(s.proc.pid) if environ_has(p, b"M0__WORKER=0")), None)
+    w0 = next((p for p in harness.descendants(s.proc.pid) if environ(p).get(b"M0__WORKER") == b"0"), None)
     F.check(w0, f"{label}: worker 0's pid is found ({harness.descendants(s.proc.pid)})")
     if not w0:
         return
@@ -390,14 +390,6 @@ def waiting(label, s):
     back = wait_for(lambda: (lambda g: g if g and all(n.get("waiting", 0) == 0 for n in g["nodes"]
                                                       if n["name"] == "loop.0") else None)(graph(s.port)), 10)
     F.check(back, f"{label}: worker 0 continued: loop.0 takes them, 0 waiting again")
-
-
-def environ_has(pid, item):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return item in f.read().split(b"\0")
-    except OSError:
-        return False
 
 
 def external(mode, machine):

@@ -15,7 +15,7 @@ import os
 import signal
 import tempfile
 
-from harness import Failures, Prefork, Server, alive, children, wait_for
+from harness import Failures, Prefork, Server, alive, children, environ, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-stopstart-")
@@ -30,8 +30,7 @@ def execd(pid, worker):
     single host is host_check itself, no longer the test's forked python."""
     try:
         if worker:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                return b"M0__WORKER=" in fh.read()
+            return b"M0__WORKER" in environ(pid)
         return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "host_check"
     except OSError:
         return False

@@ -48,7 +48,7 @@ import threading
 import time
 import urllib.request
 
-from harness import Failures, Prefork, Server, alive, children, port_map, run, wait_for
+from harness import Failures, Prefork, Server, alive, children, environ, port_map, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-tcpmb-")
@@ -105,14 +105,9 @@ def ports_taken():
 
 
 def tagged(tag):
-    pids = []
-    for p in os.listdir("/proc"):
-        try:
-            if p.isdigit() and tag.encode() in open(f"/proc/{p}/environ", "rb").read().split(b"\0") and alive(int(p)):
-                pids.append(int(p))
-        except OSError:
-            pass
-    return pids
+    """The live processes whose environment holds tag (NAME=VALUE)."""
+    name, value = tag.encode().split(b"=", 1)
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and environ(p).get(name) == value and alive(int(p))]
 
 
 class SPPeer:

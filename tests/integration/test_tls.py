@@ -61,7 +61,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import BIN, Failures, Prefork, Server, children, free_ports, reap, run, wait_for
+from harness import BIN, Failures, Prefork, Server, children, environ, free_ports, reap, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-tls-")
@@ -393,14 +393,6 @@ def host_checked():
 
 
 # ---- 3. process placement --------------------------------------------------------------------------------------
-
-def environ(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
-    except OSError:
-        return {}
-
 
 def process_placed():
     port, = free_ports(1)

@@ -9,7 +9,8 @@ The helpers every test shares, defined here once: `Prefork` (a Server under
 --workers that takes its workers down with it), `wait_for` (a bounded poll),
 `children`, `alive`, `ours`, `reap` and `environ` (pids from /proc, so nothing is
 signalled by name or after its pid was reused), `free_port`, `free_ports`
-and `port_map` (ports for a server told its port), `run` and `m0pub` (a
+and `port_map` (ports for a server told its port), `SPPeer` and
+`sp_hello` (a push0 peer on an actor's mailbox), `run` and `m0pub` (a
 binary to completion, bounded), `Failures` (checks collected, exit 1 if any
 failed).
 """
@@ -21,6 +22,7 @@ import re
 import signal
 from signal import SIGTERM
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -249,6 +251,72 @@ def port_map(names):
     """A distinct free port per name: {name: port}."""
     names = list(names)
     return dict(zip(names, free_ports(len(names))))
+
+
+SP_PUSH0 = b"\x00SP\x00\x00\x50\x00\x00"  # nng's SP header of a push0 peer (an actor's mailbox is pull0)
+SP_PULL0 = b"\x00SP\x00\x00\x51\x00\x00"
+
+
+def sp_hello(sock):
+    """Sends push0's SP header on sock; the (up to) 8 bytes the other end
+    answers with, SP_PULL0 from an actor's mailbox."""
+    sock.sendall(SP_PUSH0)
+    got = b""
+    while len(got) < 8:
+        chunk = sock.recv(8 - len(got))
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+class SPPeer:
+    """A pipeline0 push peer on an actor's mailbox, nng's SP framing by hand
+    (each message exactly the bytes a test gives), at addr ("tcp", port) or
+    ("ipc", path) (a unix socket: each message a 0x01 byte, then the 8-byte
+    length). ok: the mailbox answered the SP greeting as pull0; peer: how
+    the host's log names this peer."""
+
+    def __init__(self, addr, timeout=10):
+        self.kind, where = addr
+        if self.kind == "tcp":
+            self.s = socket.create_connection(("127.0.0.1", where), timeout=timeout)
+            self.peer = f"tcp peer 127.0.0.1:{self.s.getsockname()[1]}"
+        else:
+            self.s = socket.socket(socket.AF_UNIX)
+            self.s.settimeout(timeout)
+            self.s.connect(where)
+            self.peer = f"ipc peer pid {os.getpid()}"
+        self.ok = sp_hello(self.s) == SP_PULL0
+
+    def head(self, n):
+        return (b"\x01" if self.kind == "ipc" else b"") + struct.pack(">Q", n)
+
+    def send(self, body):
+        self.s.sendall(self.head(len(body)) + body)
+
+    def raw(self, data):
+        self.s.sendall(data)
+
+    def hung_up(self, timeout):
+        """True once the host closes the connection (EOF or reset) within timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.s.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                if self.s.recv(1) == b"":
+                    return True
+            except (socket.timeout, TimeoutError):
+                return False
+            except OSError:
+                return True
+        return False
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
 
 
 def metric(port, name, timeout=5.0):

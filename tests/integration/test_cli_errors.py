@@ -38,14 +38,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import tempfile
 import time
 import urllib.request
 
-from harness import Failures, Server, run, wait_for
+from harness import Failures, SPPeer, Server, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-cli-errors-")
@@ -326,26 +325,6 @@ def header(kind=K["ready"], flags=0, frm=EXTERNAL, to=LOOP0, length=0, magic=MAG
     return struct.pack("<IHHIIQQQI", magic, kind, flags, frm, to, 1, 0, 0, length)
 
 
-class Peer:
-    """A push peer on an nng ipc mailbox, speaking nng's SP-over-IPC framing
-    by hand (so each message can be exactly the bytes a test wants)."""
-
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.settimeout(5)
-        self.s.connect(path)
-        self.s.sendall(b"\x00SP\x00\x00\x50\x00\x00")  # SP, protocol push0 (0x50); the mailbox is pull0 (0x51)
-        hello = b""
-        while len(hello) < 8:
-            hello += self.s.recv(8 - len(hello))
-        self.ok = hello == b"\x00SP\x00\x00\x51\x00\x00"
-
-    def send(self, body):
-        self.s.sendall(b"\x01" + struct.pack(">Q", len(body)) + body)
-
-    def close(self):
-        self.s.close()
-
 
 def malformed(to):
     """(what, bytes): every one must be refused as malformed by the mailbox."""
@@ -382,7 +361,7 @@ def peers():
     try:
         with Server("host_check", "--port", "0", "--run-dir", rd, "--topology", topo, "--metrics-path", "/metrics") as s:
             for actor, sock in [("loop.0", "loop.0.sock"), ("coordinator", "coordinator.sock")]:
-                p = Peer(os.path.join(rd, sock))
+                p = SPPeer(("ipc", os.path.join(rd, sock)), timeout=5)
                 F.check(p.ok, f"{actor}: its mailbox answers the SP handshake as pull0")
                 to = LOOP0 if actor == "loop.0" else 1 << 24
                 msgs = malformed(to)

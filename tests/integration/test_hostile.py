@@ -160,7 +160,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import tempfile
@@ -170,8 +169,8 @@ import urllib.request
 from collections import Counter
 
 import harness
-from harness import (BIN, Failures, Prefork, Server, alive, children, free_port, m0pub, metric, port_map, reap, run,
-                     wait_for)
+from harness import (BIN, Failures, Prefork, SPPeer, Server, alive, children, free_port, m0pub, metric, port_map, reap,
+                     run, wait_for)
 from hostile_actor import Pair1, replies, request_ids
 from rawhttp import Conn, request
 from test_streams import Stream, drain_check, hold_each, is_stream_head
@@ -220,58 +219,6 @@ def env(kind, frm, to, payload=b"", flags=0, magic=MAGIC, length=None, trailer=b
 def frame_payload(fid, body, channel=b"beats", chlen=None):
     return struct.pack("<QH", fid, len(channel) if chlen is None else chlen) + channel + body
 
-
-class Peer:
-    """A pipeline0 push peer, nng's SP framing by hand, over TCP or a unix
-    socket (nng's ipc: each message a 0x01 byte, then the 8-byte length)."""
-
-    def __init__(self, addr):
-        self.kind, where = addr
-        if self.kind == "tcp":
-            self.s = socket.create_connection(("127.0.0.1", where), timeout=10)
-            self.peer = f"tcp peer 127.0.0.1:{self.s.getsockname()[1]}"
-        else:
-            self.s = socket.socket(socket.AF_UNIX)
-            self.s.settimeout(10)
-            self.s.connect(where)
-            self.peer = f"ipc peer pid {os.getpid()}"
-        self.s.sendall(b"\x00SP\x00\x00\x50\x00\x00")  # SP 0, protocol push0 (0x50)
-        hello = b""
-        while len(hello) < 8:
-            chunk = self.s.recv(8 - len(hello))
-            if not chunk:
-                break
-            hello += chunk
-        self.ok = hello == b"\x00SP\x00\x00\x51\x00\x00"  # pull0
-
-    def head(self, n):
-        return (b"\x01" if self.kind == "ipc" else b"") + struct.pack(">Q", n)
-
-    def send(self, body):
-        self.s.sendall(self.head(len(body)) + body)
-
-    def raw(self, data):
-        self.s.sendall(data)
-
-    def hung_up(self, timeout):
-        """True once the host closes the connection (EOF or reset) within timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.s.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                if self.s.recv(1) == b"":
-                    return True
-            except (socket.timeout, TimeoutError):
-                return False
-            except OSError:
-                return True
-        return False
-
-    def close(self):
-        try:
-            self.s.close()
-        except OSError:
-            pass
 
 
 def refusals(port):
@@ -555,7 +502,7 @@ def attack(mode, transport):
         t_first = time.monotonic()
         for box, name, addr in boxes:
             role = name.split(".")[0]
-            p = Peer(addr)
+            p = SPPeer(addr)
             peers.append(p)
             F.check(p.ok, f"{label}: {box} answers the SP handshake as pull0")
             msgs = battery(name, role, LOOPS[mode], counter, replay_id, host, network=addr[0] == "tcp")
@@ -598,7 +545,7 @@ def attack(mode, transport):
         # oversized: a real 17 MiB message; a connection declaring 2^62 bytes; one declaring 1 GiB
         big = env(K["FRAME"], EXT, actor_id("loop.0"), frame_payload(note or 1, b"data: " + b"c" * (17 << 20)))
         loop0 = next(a for b, n, a in boxes if n == "loop.0")
-        p = Peer(loop0)
+        p = SPPeer(loop0)
         n0 = refusals(s.port)[("loop.0", "malformed")]
         try:
             p.send(big)
@@ -610,12 +557,12 @@ def attack(mode, transport):
         F.check(outcome, f"{label}: a real 17 MiB message is refused (counted malformed, or hung up on)")
         used.add(("loop.0", p.peer))
         p.close()
-        p = Peer(loop0)
+        p = SPPeer(loop0)
         p.raw(p.head(1 << 62))
         F.check(p.hung_up(5), f"{label}: a message declared at 2^62 bytes is hung up on")
         p.close()
         pids = [host] + sorted(kids)
-        p = Peer(loop0)
+        p = SPPeer(loop0)
         rss0 = rss_kib(pids)
         hung = False
         try:
@@ -637,7 +584,7 @@ def attack(mode, transport):
         page = Counter64(d)
         marks = {w: len(st.frames) for w, st in streams.items()}
         for i in range(LOOPS[mode]):
-            p = Peer(next(a for b, n, a in boxes if n == f"loop.{i}"))
+            p = SPPeer(next(a for b, n, a in boxes if n == f"loop.{i}"))
             me = actor_id(f"loop.{i}")
             t_end = time.monotonic() + 0.8
             try:

@@ -46,13 +46,12 @@ import sys
 import tempfile
 import time
 
-from harness import Failures, Prefork, Server, children, get, metric, port_map, wait_for
+from harness import Failures, Prefork, SP_PULL0, Server, children, get, metric, port_map, sp_hello, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-bounds-")
 NAMES = ["coordinator", "producer", "loop.0"]
 PREFORK = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"]
-SP_PUSH0, SP_PULL0 = b"\x00SP\x00\x00\x50\x00\x00", b"\x00SP\x00\x00\x51\x00\x00"
 PIPES = 64  # M0__MAILBOX_PIPES
 RSS_BOUND_KB = 48 * 1024
 
@@ -107,14 +106,7 @@ def sp_pipe(port, tls=None):
     c = socket.create_connection(("127.0.0.1", port), timeout=5)
     if tls:
         c = tls.wrap_socket(c, server_hostname="127.0.0.1")
-    c.sendall(SP_PUSH0)
-    hello = b""
-    while len(hello) < 8:
-        chunk = c.recv(8 - len(hello))
-        if not chunk:
-            break
-        hello += chunk
-    if hello != SP_PULL0:
+    if sp_hello(c) != SP_PULL0:
         c.close()
         return None
     return c

@@ -42,7 +42,7 @@ import tempfile
 import threading
 import urllib.request
 
-from harness import Failures, Prefork, Server, children, get, listens, port_map, wait_for
+from harness import Failures, Prefork, SPPeer, Server, children, get, listens, port_map, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-seal-")
@@ -129,29 +129,9 @@ class Sniffer:
         self.s.close()
 
 
-class SPPeer:
-    """A pipeline0 push peer over TCP, nng's SP framing by hand."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.s.sendall(b"\x00SP\x00\x00\x50\x00\x00")  # push0
-        hello = b""
-        while len(hello) < 8:
-            chunk = self.s.recv(8 - len(hello))
-            if not chunk:
-                break
-            hello += chunk
-        self.ok = hello == b"\x00SP\x00\x00\x51\x00\x00"  # pull0
-
-    def send(self, body):
-        self.s.sendall(struct.pack(">Q", len(body)) + body)
-
-    def close(self):
-        self.s.close()
-
 
 def replay(port, body, label):
-    p = SPPeer(port)
+    p = SPPeer(("tcp", port), timeout=5)
     F.check(p.ok, f"{label}: the mailbox answers the SP handshake")
     p.send(body)
     return p

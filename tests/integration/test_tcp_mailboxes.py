@@ -48,7 +48,7 @@ import threading
 import time
 import urllib.request
 
-from harness import Failures, Prefork, Server, alive, children, environ, port_map, run, wait_for
+from harness import Failures, Prefork, SPPeer, Server, alive, children, environ, port_map, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-tcpmb-")
@@ -110,26 +110,6 @@ def tagged(tag):
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and environ(p).get(name) == value and alive(int(p))]
 
 
-class SPPeer:
-    """A pipeline0 push peer over TCP, nng's SP framing by hand."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.s.sendall(b"\x00SP\x00\x00\x50\x00\x00")  # push0
-        hello = b""
-        while len(hello) < 8:
-            chunk = self.s.recv(8 - len(hello))
-            if not chunk:
-                break
-            hello += chunk
-        self.ok = hello == b"\x00SP\x00\x00\x51\x00\x00"  # pull0
-
-    def send(self, body):
-        self.s.sendall(struct.pack(">Q", len(body)) + body)
-
-    def close(self):
-        self.s.close()
-
 
 def envelope(kind, frm, to, payload=b""):
     # magic, kind, flags, from, to, seq, trace hi/lo, length (actors/envelope.h)
@@ -172,7 +152,7 @@ def malformed_over_tcp():
         for actor in ("loop.0", "coordinator", "producer"):
             me = ids[actor]
             bad = [b"junk", envelope(K_JOB, loop0, me, bogus), envelope(K_RESULT, pool0, me, bogus)]
-            p = SPPeer(ports[actor])
+            p = SPPeer(("tcp", ports[actor]), timeout=5)
             F.check(p.ok, f"tcp {actor}: its mailbox answers the SP handshake as pull0")
             for b in bad:
                 p.send(b)

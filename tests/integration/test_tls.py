@@ -61,7 +61,8 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import BIN, Failures, Prefork, Server, children, environ, free_ports, reap, run, wait_for
+from harness import (BIN, Failures, Prefork, SP_PULL0, SP_PUSH0, Server, children, environ, free_ports, reap, run,
+                     sp_hello, wait_for)
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-tls-")
@@ -69,8 +70,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PY_ECHO = os.path.join(HERE, "..", "..", "python", "echo_actor.py")
 CERTS = os.path.join(TMP, "certs")
 PROGRAMS = []  # every instance this test started: stopped at the end whatever happened
-SP_PUSH0 = b"\x00SP\x00\x00\x50\x00\x00"  # nng's SP header of a push0 peer (a loop's mailbox is pull0)
-SP_PULL0 = b"\x00SP\x00\x00\x51\x00\x00"
 
 
 # ---- certificates --------------------------------------------------------------------------------------------
@@ -213,13 +212,7 @@ def tls_client(port, name=None, ca="ca"):
         with socket.create_connection(("127.0.0.1", port), timeout=3) as raw:
             with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
                 s.settimeout(2)
-                s.sendall(SP_PUSH0)
-                got = b""
-                while len(got) < 8:
-                    chunk = s.recv(8 - len(got))
-                    if not chunk:
-                        break
-                    got += chunk
+                got = sp_hello(s)
                 return "sp" if got == SP_PULL0 else f"refused: {got!r} after the handshake"
     except (ssl.SSLError, OSError) as e:
         return f"refused: {e}"

@@ -10,13 +10,15 @@ The helpers every test shares, defined here once: `Prefork` (a Server under
 `children`, `alive`, `ours`, `reap` and `environ` (pids from /proc, so nothing is
 signalled by name or after its pid was reused), `free_port`, `free_ports`
 and `port_map` (ports for a server told its port), `SPPeer` and
-`sp_hello` (a push0 peer on an actor's mailbox), `run` and `m0pub` (a
+`sp_hello` (a push0 peer on an actor's mailbox), `private_dir` (a run
+directory), `write_json` (a topology file), `run` and `m0pub` (a
 binary to completion, bounded), `Failures` (checks collected, exit 1 if any
 failed).
 """
 import argparse
 import fcntl
 import http.client
+import json
 import os
 import re
 import signal
@@ -163,6 +165,22 @@ class Prefork(Server):
                     os.kill(p, signal.SIGKILL)
                 except OSError:
                     pass
+
+
+def private_dir(prefix="m0-run-", where=None):
+    """A new run directory (in `where`, else the system's temporary one):
+    mode 0700, owned by us, as the host wants its run directory."""
+    d = tempfile.mkdtemp(prefix=prefix, dir=where)
+    os.chmod(d, 0o700)
+    return d
+
+
+def write_json(obj, where, indent=None):
+    """obj as a new topo-*.json file in directory `where`; its path."""
+    fd, path = tempfile.mkstemp(prefix="topo-", suffix=".json", dir=where)
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=indent)
+    return path
 
 
 def output_dir(name):

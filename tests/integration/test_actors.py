@@ -89,7 +89,8 @@ import threading
 import time
 import urllib.request
 
-from harness import BIN, Failures, Prefork, Server, alive, children, environ, reap, run, wait_for
+from harness import (BIN, Failures, Prefork, Server, alive, children, environ, private_dir, reap, run, wait_for,
+                     write_json)
 from rawhttp import Conn, request
 
 F = Failures()
@@ -104,25 +105,13 @@ PROGRAMS = []  # every external program this test started: reaped at the end wha
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
 
-def run_dir():
-    d = tempfile.mkdtemp(prefix="rd-", dir=TMP)
-    os.chmod(d, 0o700)
-    return d
-
-
-def topology(obj):
-    fd, path = tempfile.mkstemp(prefix="topo-", suffix=".json", dir=TMP)
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-    return path
-
 
 def host(topo=None, *args, app="host_check", rd=None, cls=Server, env=None):
     """A Server for app with the topology `topo` (a dict, or None), its own
     run dir (rd) and /metrics."""
     a = ["--port", "0", "--metrics-path", "/metrics"]
     if topo is not None:
-        a += ["--topology", topology(topo)]
+        a += ["--topology", write_json(topo, TMP, indent=2)]
     if rd is not None:
         a += ["--run-dir", rd]
     return cls(app, *a, *args, env=env)
@@ -130,7 +119,7 @@ def host(topo=None, *args, app="host_check", rd=None, cls=Server, env=None):
 
 def doctor_url(topo, name, rd, app="host_check"):
     """The url the doctor resolves for app actor `name` (<run-dir> filled in with rd)."""
-    rc, out, err = run(app, "--doctor", "--topology", topology(topo), "--run-dir", rd)
+    rc, out, err = run(app, "--doctor", "--topology", write_json(topo, TMP, indent=2), "--run-dir", rd)
     try:
         d = json.loads(out.strip().splitlines()[-1])
         url = next(x["url"] for x in d["topology"]["app_actors"] if x["name"] == name)
@@ -311,7 +300,7 @@ def placements():
         pipelined(s.port, "thread x2")
 
     # process, two instances
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "process", "instances": 2}]}
     with host(topo, rd=rd, cls=Prefork) as s:  # Prefork: its kill takes the children down too
         kids = wait_for(lambda: live(s.port, "echo") == 2 and children(s.proc.pid), 10)
@@ -339,7 +328,7 @@ def placements():
     reap(kids)
 
     # external: the C echo_actor, then python/echo_actor.py
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}]}
     url = doctor_url(topo, "echo", rd)
     F.check(url == f"ipc://{rd}/actor.echo.sock", f"external: the doctor's url is the default one ({url})")
@@ -386,7 +375,7 @@ def access_lines(s):
 
 
 def own_answers():
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single",
             "app_actors": [{"name": "silent", "placement": "thread", "queue": 1},
                            {"name": "ghost", "placement": "external"}],
@@ -497,7 +486,7 @@ def publishes():
     """An instance publishes into the host's streams from wherever it runs; the host numbers its frames."""
     quiet = dict(os.environ, M0_HOSTCHECK_PERIOD_MS="100000")  # the producer's one beat at GO, then none
     for placement in ("thread", "process", "external"):
-        rd = run_dir()
+        rd = private_dir("rd-", TMP)
         topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": placement}]}
         url = doctor_url(topo, "echo", rd) if placement == "external" else None
         with host(topo, rd=rd, cls=Prefork if placement == "process" else Server, env=quiet) as s:
@@ -534,7 +523,7 @@ def publishes():
 
 def stolen_replies():
     """A reply names only a request in flight with the instance it comes from."""
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}],
             "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 2000}]}
     url = doctor_url(topo, "echo", rd)
@@ -566,7 +555,7 @@ def stolen_replies():
 
 def bad_instances():
     """502s: an instance that dies with requests, one whose reply does not decode."""
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}],
             "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 5000}]}
     url = doctor_url(topo, "echo", rd)
@@ -621,7 +610,7 @@ def bad_instances():
 # ---- 4. instances joining and leaving under load -------------------------------------------------------------
 
 def churn():
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}]}
     url = doctor_url(topo, "echo", rd)
     with host(topo, rd=rd) as s:
@@ -725,7 +714,7 @@ def churn():
 # ---- 5. a process instance killed past its restart budget ----------------------------------------------------
 
 def restarts():
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "process", "instances": 1,
                                               "restart": {"intensity": 2, "period_ms": 60000}}]}
     seen = set()
@@ -832,7 +821,7 @@ def stop_behind_backlog():
     64 KiB in flight (more than a socket's buffers), the host SIGTERMed once
     the clients have their 504s; SIGCONT: the instance reads its backlog,
     then STOP, and exits 0, and the host exits 0 after it left."""
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}],
             "routes": [{"method": "POST", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 500}]}
     url = doctor_url(topo, "echo", rd)
@@ -902,7 +891,7 @@ def drain():
     # one drain in three.
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "process"}]}
     for round_ in range(6):
-        rd = run_dir()
+        rd = private_dir("rd-", TMP)
         kids = set()
         with host(topo, "--drain-timeout-ms", "2000", rd=rd, cls=Prefork) as s:
             kids = wait_for(lambda: live(s.port, "echo") == 1 and children(s.proc.pid), 10) or set()
@@ -1075,7 +1064,7 @@ def relayed_load(port, conns=8, each=25):
 def relayed():
     # An external instance dials the one URL the doctor names (the
     # supervisor's); both workers' requests reach it.
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"app_actors": [{"name": "echo", "placement": "external"}]}
     url = doctor_url(topo, "echo", rd)
     with host(topo, "--workers", "2", rd=rd, cls=Prefork) as s:
@@ -1109,7 +1098,7 @@ def relayed():
     # A worker's slot k is the supervisor's slot k (the relay introduces
     # each leg): instance B in slot 1, A (slot 0) gone, and a respawned
     # worker 0 dialed for B alone still calls it echo.1, on this machine.
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"app_actors": [{"name": "echo", "placement": "external"}]}
     url = doctor_url(topo, "echo", rd)
     with host(topo, "--workers", "2", rd=rd, cls=Prefork) as s:
@@ -1133,7 +1122,7 @@ def relayed():
 
     # Spawned instances are the supervisor's children, made once for the
     # host (not once per worker), and serve every worker.
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"app_actors": [{"name": "echo", "placement": "process", "instances": 2}]}
     with host(topo, "--workers", "2", rd=rd, cls=Prefork) as s:
         def spawned():
@@ -1165,7 +1154,7 @@ def relayed():
 
     # An instance that dies with requests of both workers in flight: each is
     # 502 before its timeout (its legs go with it), then the route is 503.
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"app_actors": [{"name": "echo", "placement": "external"}],
             "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 5000}]}
     url = doctor_url(topo, "echo", rd)
@@ -1205,7 +1194,7 @@ def relayed():
 # ---- 10. the front end `m0` ------------------------------------------------------------------------------------
 
 def front_end():
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}],
             "routes": [{"method": "GET", "pattern": "/items/{id}", "actor": "echo"},
                        {"method": "POST", "pattern": "/items", "actor": "echo", "timeout_ms": 2000}]}
@@ -1271,7 +1260,7 @@ def asks():
         F.check(all(st == 200 and j and (j.get("echo") or {}).get("actor") == "echo" for st, j in rs),
                 f"ask: 8 concurrent relays each get their own echo ({[st for st, _ in rs]})")
         asked_edges("thread", s.port)
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     topo = {"mode": "single", "app_actors": [{"name": "echo", "placement": "process"}]}
     with host(topo, rd=rd, cls=Prefork) as s:
         kids = wait_for(lambda: live(s.port, "echo") == 1 and children(s.proc.pid), 10) or set()
@@ -1281,7 +1270,7 @@ def asks():
                 f"ask: relay asks echo in a spawned process (pid one of {kids}) ({st} {j})")
         asked_edges("process", s.port)
     reap(kids)
-    rd = run_dir()
+    rd = private_dir("rd-", TMP)
     with host({"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}]}, rd=rd) as s:
         st, j = relay(s.port)  # no echo instance connected: the ask fails at once, relay says so
         F.check(st == 502 and j == {"error": "echo did not answer"},

@@ -45,8 +45,8 @@ import socket
 import threading
 import time
 
-from harness import Failures, Prefork, Server, free_port, m0pub, metric, wait_for, get
-from test_fleet import (Nats, beat_map, fleet_msg, nats_publish, numbered, pids_of, private_dir,
+from harness import Failures, Prefork, Server, free_port, m0pub, metric, private_dir, wait_for, get
+from test_fleet import (Nats, beat_map, fleet_msg, nats_publish, numbered, pids_of,
                         strictly_increasing, write_topo)
 from test_streams import Stream, children, contiguous, reap_seen
 

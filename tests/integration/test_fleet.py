@@ -38,20 +38,13 @@ import signal
 import socket
 import struct
 import subprocess
-import tempfile
 import time
 
 import harness
-from harness import Failures, Prefork, Server, free_port, log_file, m0pub, metric, run, wait_for
+from harness import Failures, Prefork, Server, free_port, log_file, m0pub, metric, private_dir, run, wait_for
 from test_streams import Stream, children, contiguous, reap_seen
 
 PERIOD_MS = "100"
-
-
-def private_dir(prefix):
-    d = tempfile.mkdtemp(prefix=prefix)
-    os.chmod(d, 0o700)
-    return d
 
 
 class Nats:

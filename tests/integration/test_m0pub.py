@@ -22,8 +22,8 @@ Proves, with host_check started with `--run-dir DIR` (a private 0700 dir):
 """
 import shutil
 
-from harness import Failures, Prefork, Server, m0pub, wait_for
-from test_streams import Stream, children, contiguous, reap_seen, private_dir
+from harness import Failures, Prefork, Server, m0pub, private_dir, wait_for
+from test_streams import Stream, children, contiguous, reap_seen
 
 F = Failures()
 

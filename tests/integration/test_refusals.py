@@ -40,7 +40,7 @@ import tempfile
 import time
 import urllib.request
 
-from harness import Failures, Prefork, Server, children, m0pub, run, wait_for
+from harness import Failures, Prefork, Server, children, m0pub, private_dir, run, wait_for, write_json
 from hostile_actor import Pair1, replies
 from rawhttp import Conn, request
 from test_streams import Stream
@@ -52,19 +52,6 @@ FORGED = "m0: forged"
 ENV = struct.Struct("<IHHIIQQQI")  # actors/envelope.h: magic kind flags from to seq trace_hi trace_lo length
 MAGIC, KIND_REPLY = 0x3145306D, 13  # "m0E1"; actors/kinds.h
 APP, LOOP0 = 7 << 24, 2 << 24  # base/ids.h: an application actor's instance, loop.0
-
-
-def private_dir():
-    d = tempfile.mkdtemp(prefix="rd-", dir=TMP)
-    os.chmod(d, 0o700)
-    return d
-
-
-def write_json(obj):
-    fd, path = tempfile.mkstemp(prefix="topo-", suffix=".json", dir=TMP)
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f)
-    return path
 
 
 def refused(port):
@@ -91,7 +78,7 @@ def lines():
                                                      "url": "tcp://127.0.0.1:1\n" + FORGED}]}),
             ("a route's pattern", {"app_actors": [{"name": "echo", "placement": "thread"}],
                                    "routes": [{"method": "GET", "pattern": "/a\n" + FORGED, "actor": "echo"}]})):
-        cases.append((f"the topology file ({what})", ["--topology", write_json(topo)], {}))
+        cases.append((f"the topology file ({what})", ["--topology", write_json(topo, TMP)], {}))
     for label, args, env in cases:
         rc, out, err = run("host_check", "--port", "0", *args, env=env)
         said = [l for l in err.splitlines() if l.startswith("m0")]
@@ -112,7 +99,7 @@ def lines():
 # ---- m0pub ---------------------------------------------------------------------------------------------------------
 
 def pub_refused():
-    d = private_dir()
+    d = private_dir("rd-", TMP)
     with Server("host_check", "--port", "0", "--run-dir", d, "--metrics-path", "/metrics") as s:
         st = Stream(s.port, "/events")
         F.check(st.wait_frames(1, 5), f"m0pub: the stream beats ({st.ids()})")
@@ -137,7 +124,7 @@ def pub_refused():
 
 
 def pub_stale():
-    d = private_dir()
+    d = private_dir("rd-", TMP)
     with Prefork("host_check", "--port", "0", "--workers", "2", "--run-dir", d, "--metrics-path", "/metrics") as s:
         kids = wait_for(lambda: (lambda k: k if len(k) == 2 else None)(sorted(children(s.proc.pid))), 10) or []
         F.check(len(kids) == 2, f"stale: two workers ({kids})")
@@ -183,9 +170,10 @@ def instances(port):
 
 
 def statuses():
-    rd = private_dir()
+    rd = private_dir("rd-", TMP)
     topo = write_json({"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}],
-                       "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 5000}]})
+                       "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 5000}]},
+                      TMP)
     url = doctor_url(topo, rd)
     want = {383: 502, 299: 502, 418: 502, 305: 502, 429: 429, 308: 308, 99: 502, 600: 502}
     with Server("host_check", "--port", "0", "--metrics-path", "/metrics", "--topology", topo, "--run-dir", rd) as s:

@@ -44,8 +44,8 @@ import shutil
 import signal
 import time
 
-from harness import Failures, Prefork, m0pub, wait_for
-from test_streams import children, drain_check, hold_each, map_workers, private_dir, reap_seen
+from harness import Failures, Prefork, m0pub, private_dir, wait_for
+from test_streams import children, drain_check, hold_each, map_workers, reap_seen
 
 F = Failures()
 QUIET = {"M0_HOSTCHECK_PERIOD_MS": "100000"}

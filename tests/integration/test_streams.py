@@ -37,10 +37,8 @@ the other stream tests; this file runs its own checks only as a script.
 """
 import http.client
 import json
-import os
 import signal
 import socket
-import tempfile
 import threading
 import time
 
@@ -59,13 +57,6 @@ def children(pid):
 def reap_seen():
     """Kills (by pid) any worker this test saw that is still alive."""
     reap(SEEN_PIDS)
-
-
-def private_dir():
-    """A run directory: exists, mode 0700, owned by us."""
-    d = tempfile.mkdtemp(prefix="m0-streams-")
-    os.chmod(d, 0o700)
-    return d
 
 
 class Frame:

@@ -51,8 +51,8 @@ import shutil
 import tempfile
 import time
 
-from harness import Failures, Prefork, Server, free_ports, run, socket_inodes, wait_for
-from test_streams import Stream, contiguous, private_dir, reap_seen
+from harness import Failures, Prefork, Server, free_ports, private_dir, run, socket_inodes, wait_for
+from test_streams import Stream, contiguous, reap_seen
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-topology-")

@@ -62,7 +62,23 @@ POSTS = 750  # per echo connection (below --max-keepalive-requests' 1000)
 CONNS = 4
 
 
-class SSE:
+class Reader:
+    """A socket that a daemon thread reads (self.read) until it closes."""
+
+    def start(self):
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(5)
+
+
+class SSE(Reader):
     """A raw SSE client: its frames as (event, id or None, data)."""
 
     def __init__(self, port):
@@ -70,8 +86,7 @@ class SSE:
         self.err = None
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.sock.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n")
-        self.thread = threading.Thread(target=self.read, daemon=True)
-        self.thread.start()
+        self.start()
 
     def read(self):
         buf = b""
@@ -104,16 +119,8 @@ class SSE:
         except OSError as e:
             self.err = e
 
-    def close(self):
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        self.thread.join(5)
 
-
-class WS:
+class WS(Reader):
     """A raw WebSocket client on /ws: its text messages, and the close code."""
 
     def __init__(self, port):
@@ -130,8 +137,7 @@ class WS:
             buf += chunk
         head, self.rest = buf.split(b"\r\n\r\n", 1)
         self.status = head.split(b" ")[1]
-        self.thread = threading.Thread(target=self.read, daemon=True)
-        self.thread.start()
+        self.start()
 
     def read(self):
         buf = self.rest
@@ -151,14 +157,6 @@ class WS:
                 buf += chunk
         except OSError:
             pass
-
-    def close(self):
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        self.thread.join(5)
 
 
 def echo_flood(port, tag, n, out):

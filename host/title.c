@@ -20,6 +20,13 @@ static char **volatile title_argv;
 
 char **m0__title_init(int argc, char **argv) {
   if (argc < 1 || !argv || !argv[0]) return argv;
+  /* The process's own argv, titled by an earlier m0_serve: its strings
+   * are the title now, the copy is what they were. */
+  if (title_area && argv[0] == title_area) return title_argv;
+  /* Only the process's own argv (glibc keeps its argv[0] here until the
+   * first title) is the kernel's cmdline area: an embedder's array of its
+   * own (string literals, perhaps) is never written, and titles stay off. */
+  if (argv[0] != program_invocation_name) return argv;
   char **copy = calloc((size_t)argc + 1, sizeof *copy);
   if (!copy) return argv;
   for (int i = 0; i < argc; i++)

@@ -15,6 +15,11 @@
  *   process started from /proc/self/exe (a worker, a generation after a
  *   SIGHUP) was "exe" in ps -e, pidof and ss -p; now every process of the
  *   host answers to `pidof host_check`, and the role is in the command line.
+ * - Only the process's own argv is written (its argv[0] is glibc's
+ *   program_invocation_name until the first title): an embedder that calls
+ *   m0_serve with an array of its own (string literals, perhaps) gets no
+ *   title and its strings untouched; a second m0_serve with the titled argv
+ *   gets the first copy back.
  * - Process-wide, as argv is: one area per process.
  * - A pointer into argv's strings kept from before m0_serve points into the
  *   area titles overwrite: take a copy.
@@ -22,9 +27,9 @@
 #ifndef M0_HOST_TITLE_H
 #define M0_HOST_TITLE_H
 
-/* Once, first thing in m0_serve: returns a copy of argv (NULL-terminated,
- * never freed: the process uses it to its end), or argv itself when memory
- * is short (titles are then left alone). */
+/* First thing in m0_serve: returns a copy of argv (NULL-terminated, never
+ * freed: the process uses it to its end), or argv itself when it is not the
+ * process's own or memory is short (titles are then left alone). */
 char **m0__title_init(int argc, char **argv);
 /* "m0: <app> <role>" as the command line, and comm the binary's name. */
 void m0__title_set(const char *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -12,7 +12,8 @@ signalled by name or after its pid was reused), `free_port`, `free_ports`
 and `port_map` (ports for a server told its port), `SPPeer` and
 `sp_hello` (a push0 peer on an actor's mailbox), `private_dir` (a run
 directory), `write_json` (a topology file), `run` and `m0pub` (a
-binary to completion, bounded), `Failures` (checks collected, exit 1 if any
+binary to completion, bounded), `doctor_url` (where the doctor puts an
+app actor), `Failures` (checks collected, exit 1 if any
 failed).
 """
 import argparse
@@ -417,6 +418,19 @@ def run(app, *args, env=None, timeout=10.0):
         e.update(env)
     p = subprocess.run([os.path.join(BIN, app)] + list(args), capture_output=True, env=e, timeout=timeout)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def doctor_url(path, name, rd, app="host_check"):
+    """Where `APP --doctor --topology PATH --run-dir RD` says app actor
+    `name` listens (<run-dir> filled in with rd): (url or None, exit code,
+    stdout, stderr)."""
+    rc, out, err = run(app, "--doctor", "--topology", path, "--run-dir", rd)
+    try:
+        url = next(a["url"] for a in json.loads(out.strip().splitlines()[-1])["topology"]["app_actors"]
+                   if a["name"] == name)
+    except (ValueError, IndexError, KeyError, StopIteration):
+        return None, rc, out, err
+    return url.replace("<run-dir>", rd), rc, out, err
 
 
 def m0pub(*args, env=None, stdin=None, timeout=10.0):

@@ -89,6 +89,7 @@ import threading
 import time
 import urllib.request
 
+import harness
 from harness import (BIN, Failures, Prefork, Server, alive, children, environ, private_dir, reap, run, wait_for,
                      write_json)
 from rawhttp import Conn, request
@@ -119,14 +120,10 @@ def host(topo=None, *args, app="host_check", rd=None, cls=Server, env=None):
 
 def doctor_url(topo, name, rd, app="host_check"):
     """The url the doctor resolves for app actor `name` (<run-dir> filled in with rd)."""
-    rc, out, err = run(app, "--doctor", "--topology", write_json(topo, TMP, indent=2), "--run-dir", rd)
-    try:
-        d = json.loads(out.strip().splitlines()[-1])
-        url = next(x["url"] for x in d["topology"]["app_actors"] if x["name"] == name)
-    except (ValueError, IndexError, KeyError, StopIteration):
+    url, rc, out, err = harness.doctor_url(write_json(topo, TMP, indent=2), name, rd, app)
+    if url is None:
         F.check(False, f"the doctor names actor {name}'s url (rc {rc}):\n{out[-800:]}\n{err}")
-        return f"ipc://{rd}/actor.{name}.sock"
-    return url.replace("<run-dir>", rd)
+    return url or f"ipc://{rd}/actor.{name}.sock"
 
 
 def metrics(port):

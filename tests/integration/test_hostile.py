@@ -170,7 +170,7 @@ from collections import Counter
 
 import harness
 from harness import (BIN, Failures, Prefork, SPPeer, Server, alive, children, free_port, m0pub, metric, port_map, reap,
-                     run, wait_for)
+                     wait_for)
 from hostile_actor import Pair1, replies, request_ids
 from rawhttp import Conn, request
 from test_streams import Stream, drain_check, hold_each, is_stream_head
@@ -877,12 +877,7 @@ def app_socket(mode, transport):
         route = {"method": "POST", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": ROUTE_MS}
         json.dump({"mode": mode, "loops": loops, "app_actors": [actor], "routes": [route]}, fh)
     url = actor.get("url", f"ipc://{d}/actor.echo.sock")
-    rc, out, err = run("host_check", "--doctor", "--topology", path, "--run-dir", d)
-    try:
-        said = next(a["url"] for a in json.loads(out.strip().splitlines()[-1])["topology"]["app_actors"]
-                    if a["name"] == "echo").replace("<run-dir>", d)
-    except (ValueError, IndexError, KeyError, StopIteration):
-        said = None
+    said, rc, _, err = harness.doctor_url(path, "echo", d)
     F.check(rc == 0 and said == url, f"{label}: the doctor says echo listens at {url} (rc {rc}, {said}):\n{err}")
     with Server("host_check", "--port", "0", "--run-dir", d, "--metrics-path", "/metrics", "--topology", path,
                 env={"M0_HOSTCHECK_PERIOD_MS": str(APP_PERIOD_MS)}) as s:

@@ -28,7 +28,6 @@ Proves:
   docs/wire.md) are 502 too, counted as `batch`. A REPLY to no loop (0xffffffff) is counted
   as `address`, one whose batch head is 4 bytes as `batch`.
 """
-import json
 import os
 import re
 import shutil
@@ -40,6 +39,7 @@ import tempfile
 import time
 import urllib.request
 
+import harness
 from harness import Failures, Prefork, Server, children, m0pub, private_dir, run, wait_for, write_json
 from hostile_actor import Pair1, replies
 from rawhttp import Conn, request
@@ -153,14 +153,10 @@ def pub_stale():
 # ---- a reply's status ----------------------------------------------------------------------------------------------
 
 def doctor_url(topo_path, rd):
-    rc, out, err = run("host_check", "--doctor", "--topology", topo_path, "--run-dir", rd)
-    try:
-        d = json.loads(out.strip().splitlines()[-1])
-        url = next(x["url"] for x in d["topology"]["app_actors"] if x["name"] == "echo")
-    except (ValueError, IndexError, KeyError, StopIteration):
+    url, rc, out, err = harness.doctor_url(topo_path, "echo", rd)
+    if url is None:
         F.check(False, f"the doctor names echo's url (rc {rc}): {out[-400:]} {err[-400:]}")
-        return f"ipc://{rd}/actor.echo.sock"
-    return url.replace("<run-dir>", rd)
+    return url or f"ipc://{rd}/actor.echo.sock"
 
 
 def instances(port):

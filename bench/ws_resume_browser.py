@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/ws_resume_browser.py — a real browser's WebSocket across reloads
-(issue 37.5): headless Chromium (Debian's chromium + chromedriver, driven as
-tests/integration/test_browser_streams.py drives them) runs docs/http.md's
+(issue 37.5): headless Chromium (Debian's chromium + chromedriver, driven
+through tests/integration/webdriver.py) runs docs/http.md's
 resume client (subprotocol m0.events, ?last_event_id=N on each reconnect, 200
 ms after a close) against host_check's GET /ws while this script sends
 SIGHUP RELOADS times, each after the one before has drained. Prints ids
@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,8 +26,8 @@ ap.add_argument("--reloads", type=int, default=10)
 ap.add_argument("--args", default="")
 A, _ = ap.parse_known_args()
 sys.argv = [sys.argv[0], "--bin", A.bin]
-SRC = open(os.path.join(HERE, "..", "tests", "integration", "test_browser_streams.py")).read()
-exec(SRC.split("\ndef browser():")[0])  # Driver, poll, ... (the test's checks run only in browser())
+from harness import Server  # noqa: E402 (harness reads sys.argv's --bin)
+from webdriver import Driver, poll  # noqa: E402
 
 CLIENT = """
 window.__log = []; window.__opens = 0; let last = 0;

@@ -43,7 +43,9 @@ F = Failures()
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY_ECHO = os.path.join(HERE, "..", "..", "python", "echo_actor.py")
 TMP = tempfile.mkdtemp(prefix="m0-reload-ext-")
-SIGNALS = [signal.SIGHUP, signal.SIGHUP, signal.SIGUSR2, signal.SIGHUP]
+# M0_TEST_RELOAD_EXT=N: N signals instead (every third a SIGUSR2), to measure.
+SIGNALS = ([signal.SIGUSR2 if k % 3 == 2 else signal.SIGHUP for k in range(int(os.environ["M0_TEST_RELOAD_EXT"]))]
+           if os.environ.get("M0_TEST_RELOAD_EXT") else [signal.SIGHUP, signal.SIGHUP, signal.SIGUSR2, signal.SIGHUP])
 APP = os.path.join(TMP, "host_check")  # a private copy: a failing binary is renamed over it once
 SERVING = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\)", re.M)
 REFUSED = re.compile(r"^m0: reload: .*this (SIGHUP|SIGUSR2) is refused$", re.M)

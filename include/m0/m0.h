@@ -538,14 +538,15 @@ typedef struct m0_loop_stats {
   uint64_t streams;  /* streams open now */
   uint64_t handoffs; /* connections handed to a sibling since start */
   uint64_t queued;   /* requests waiting for or inside the pool */
-  uint64_t dropped;  /* stream frames dropped (a stream's queue was full) */
+  uint64_t dropped;  /* stream frames dropped (a queue full, a frame late: docs/reference.md, Metrics) */
 } m0_loop_stats;
 int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max);
 
 /* Serves the application until SIGTERM/SIGINT, then drains. Returns the exit
  * code (0, 1, 2, 73 or 78; see docs/reference.md). Reads argv and the M0_
- * environment. The memory of argv's strings becomes the process title
- * ("m0: APP gen 1"): keep no pointer into them from before this call. */
+ * environment. The memory of argv's strings, when argv is main's own, becomes
+ * the process title ("m0: APP gen 1"): keep no pointer into them from before
+ * this call (another array is left alone). */
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv);
 
 /* Embedding: the host inside a larger program, which keeps main and its

@@ -78,6 +78,7 @@ static void loop_go(m0__loop *l) {
   l->first_id = atomic_load(&l->page->head->event_id);
   atomic_store(&m0__loop_line_at(l, l->index)->first_id, l->first_id); /* m0pub checks --id against it */
   l->http.history_from = l->first_id + 1;
+  l->http.ids = &l->page->head->event_id;
   int rv = uv_poll_init(&l->uv, &l->listener, l->listen_fd);
   if (rv != 0) {
     char why[160];

@@ -57,6 +57,7 @@ typedef struct m0__http {
   uint32_t history_max;     /* frames each channel keeps (--stream-history), 0 = none */
   size_t history_bytes_max; /* and bytes (--stream-history-bytes) */
   uint64_t history_from;    /* the first id this loop can have received: before it, a resume is told of a gap */
+  const _Atomic uint64_t *ids; /* the shared event-id counter, or NULL: a resume past it is from another run */
   size_t ws_max_message;    /* --ws-max-message */
   struct m0__ws_deflater *wsz; /* compresses WebSocket messages (permessage-deflate), made at the first */
   struct m0__channel_line *chan_lines; /* the shared page's drops by channel (transport/page.h), or NULL */

@@ -452,14 +452,20 @@ static m0__sframe *sub_held_after(const m0__sub *s, uint64_t at) {
 
 void m0__stream_replay(m0__conn *c) {
   m0__http *h = c->h;
-  uint64_t last = 0;
+  uint64_t last = 0, from = 0;
   bool any = false, gap = false;
+  /* An id past every id given is not one of this host's: the client heard
+   * it from an earlier run (ids begin at 1 again after a restart). Kept,
+   * it would hold back every frame until the counter reached it. */
+  uint64_t given = h->ids ? atomic_load_explicit(h->ids, memory_order_relaxed) : UINT64_MAX;
   for (m0__sub *s = c->subs; s; s = s->cnext) {
     if (!s->replay) continue;
     s->replay = false;
     any = true;
     last = s->after; /* one client, one Last-Event-ID for all its channels */
-    gap = gap || s->after < s->ch->evicted || s->after + 1 < h->history_from;
+    if (s->after > given) s->after = s->resumed = 0;
+    from = s->after;
+    gap = gap || last > given || s->after < s->ch->evicted || s->after + 1 < h->history_from;
   }
   if (!any || c->closing) return;
   if (gap && c->ws && !m0__ws_events(c->ws)) { /* told in band it could not be: closed, as a slow one is */
@@ -475,7 +481,7 @@ void m0__stream_replay(m0__conn *c) {
   }
   /* The held frames after last, every channel's merged in id order (ids
    * are global): a client that leaves halfway resumes from what it had. */
-  for (uint64_t at = last; !c->closing;) {
+  for (uint64_t at = from; !c->closing;) {
     m0__sub *best = NULL;
     m0__sframe *f = NULL;
     for (m0__sub *s = c->subs; s; s = s->cnext) {

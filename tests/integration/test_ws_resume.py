@@ -15,6 +15,10 @@ Proves:
 - a resume past what the history holds (--stream-history 4): the first
   message is `event: m0.gap` with data {"after":L}; a plain socket (no
   m0.events) asking the same is closed with 1013;
+- a resume past every id the host gave (a client of an earlier run: ids
+  begin at 1 again after a restart; 10^12 and 2^64-1): m0.gap {"after":N}
+  first, then this run's frames (before, nothing at all: every frame was
+  held back as one the client already had);
 - the upgrade's query is read whatever the read boundaries: the request
   sent whole, a byte per write, cut at every line end and colon, and in
   random cuts, the first frame is id L+1 (rawhttp's splits);
@@ -96,7 +100,9 @@ def basics():
                 and all(b[0] == a[0] + 1 for a, b in zip(got, got[1:])),
                 f"every message is `id: N` and the beat, ids going up by one ({msgs})")
         last = got[-1][0] if got and got[-1][0] else 0
-        # beats published past it (seen by another socket), then the resume
+        # beats published past it (seen by another socket: a resume past every id given is another run's), then
+        # the resume
+        asyncio.run(read(s.port, 4))
         later, _, _ = asyncio.run(read(s.port, 4, last=last + 3))
         F.check(ids(later)[:1] == [last + 4], f"a socket resumed at {last + 3} starts at {last + 4} ({ids(later)})")
         for how, kw in (("?last_event_id", {"last": last}), ("Last-Event-ID", {"headers": {"Last-Event-ID": str(last)}})):
@@ -144,7 +150,7 @@ def gap():
     with Server("host_check", "--port", "0", "--stream-history", "4", env=PERIOD) as s:
         msgs, _, _ = asyncio.run(read(s.port, 1))
         last = parse(msgs[0])[0] if msgs else 0
-        asyncio.run(read(s.port, 1, last=last + 8))  # 8 more published: the history (4) let them go
+        asyncio.run(read(s.port, 9))  # 9 more published: the history (4) let them go
         res, _, _ = asyncio.run(read(s.port, 3, last=last))
         first = parse(res[0]) if res else (None, None, "")
         F.check(first[1] == "m0.gap" and first[2] == f'{{"after":{last}}}' and first[0] is None
@@ -152,6 +158,17 @@ def gap():
                 f"a resume past the history: m0.gap {{after:{last}}} first, then newer ids ({res})")
         plain, _, code = asyncio.run(read(s.port, 5, last=last, sub=False))
         F.check(code == 1013, f"a plain socket resumed past the history is closed with 1013 ({code}, {plain})")
+        # Ids past every id this host gave: a client of an earlier run (ids begin at 1 again after a
+        # restart). Told m0.gap and given this run's frames, not held silent until the counter reaches them.
+        for past in (10**12, 2**64 - 1):
+            try:
+                res, _, _ = asyncio.run(read(s.port, 3, last=past, timeout=5))
+            except asyncio.TimeoutError:
+                res = ["(nothing within 5 s)"]
+            first = parse(res[0]) if res else (None, None, "")
+            F.check(first[1] == "m0.gap" and first[2] == f'{{"after":{past}}}' and len(res) == 3
+                    and all(i and i < past for i in ids(res[1:])),
+                    f"a resume past every id given ({past}): m0.gap first, then this run's frames ({res})")
 
 
 async def follow(port, log, stop):

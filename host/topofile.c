@@ -582,7 +582,7 @@ static char *topo_read(const char *path, char *why, size_t whylen) {
   return buf;
 }
 
-/* ---- "tls" and "plain_tcp" (docs/topology.md, Links across machines) ---- */
+/* ---- "tls" and "plain_tcp" (docs/topology.md, Links between machines) ---- */
 
 /* A "tls" path: as written when absolute, else joined to the directory of
  * the file (its real path, so the doctor prints a path that means the same

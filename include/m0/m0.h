@@ -459,7 +459,9 @@ void m0_answer_free(m0_answer *a);
 
 /* Runs one instance of `kind` outside the host: dials url (the actor's URL
  * as the host's doctor prints it), makes the state, answers requests until
- * the host says STOP (returns 0) or SIGTERM/SIGINT (returns 0). Returns 78
+ * the host says STOP (returns 0) or SIGTERM/SIGINT (returns 0); the STOP of
+ * a reload is no end: it closes its connection and redials the same URL
+ * (docs/actors.md, Across a reload). Returns 78
  * when make refuses, a tls+tcp:// url has no identity in M0_TLS_*, or the
  * key file M0_ACTOR_SECRET_FILE names is no key; 1 when url cannot be
  * dialed (with the reason on stderr). Over plain tcp:// it answers the

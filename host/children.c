@@ -80,8 +80,11 @@ static int child_spawn(m0__children *ch, child *c) {
   env[k++] = e_parent;
   for (int i = 0; with_tls && i < 3; i++) env[k++] = e_tls[i];
   if (sec) env[k++] = e_secret;
-  char name[80];
-  snprintf(name, sizeof name, "%s.%d", sp->name, c->instance);
+  /* Its command line is the room its title has (host/title.h): the name,
+   * padded so that "m0: APP actor NAME I" fits. */
+  char id[80], name[160];
+  snprintf(id, sizeof id, "%s.%d", sp->name, c->instance);
+  snprintf(name, sizeof name, "%-120s", id);
   char *argv[] = {name, NULL};
   /* A process group of its own: a signal to the host's group (Ctrl-C, a
    * unit's stop) reaches the host, whose drain stops its instances after

@@ -310,6 +310,9 @@ def placements():
                 f"{[(p, e.get(b'M0__ACTOR'), e.get(b'M0__ACTOR_INSTANCE')) for p, e in envs.items()]}")
         F.check(all(os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(os.path.join(BIN, "host_check"))
                     for p in kids), "process: each child is host_check run again")
+        titles = sorted(title(p).rstrip() for p in kids)
+        F.check(titles == [b"m0: host_check actor echo 0", b"m0: host_check actor echo 1"],
+                f"process: ps names each child by its title, whole ({titles})")
         js = get_and_post(s.port, "process")
         F.check([same_echo(j) for j in js] == WANT, f"process: the echo JSON ({js})")
         pids = {j.get("pid") for j in js if j}

@@ -114,6 +114,7 @@ typedef struct m0__service {
    * ask finding no live instance waits for one until this (CLOCK_MONOTONIC
    * ms; 0: never), while the instances move from the old generation. */
   _Atomic int64_t expect_until;
+  bool stable;            /* its URL is the next generation's too (set before it listens): a reload moves its instances */
   bool leaving;           /* handed over: a pipe dialing in is closed (it redials the next generation; under mu) */
   pthread_t binder;       /* listen_later: binds the URL once the old generation released it */
   bool binder_started;

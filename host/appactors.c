@@ -57,6 +57,7 @@ static int app_actors_url(char *out, size_t n, const m0__actor_spec *sp, const m
 static int app_actors_listen(m0__service *s, const m0__actor_spec *sp, const char *url, m0__process *pr,
                              m0_publisher *pub) {
   bool stable = sp->placement == M0__PLACE_EXTERNAL || sp->url[0];
+  s->stable = stable;
   if (pr->reload.generation > 1 && stable) return m0__service_listen_later(s, url, pr->trace, pub);
   return m0__service_listen(s, url, pr->trace, pub);
 }
@@ -202,16 +203,17 @@ void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline) 
     m0__peer_direct(&to, m0__service_slot_id(in->svc, in->slot), &in->inbox);
     m0__send(coord, &to, M0__K_STOP, 0, 0, NULL, 0);
   }
-  /* Handed over: the instances are told the host reloads, and redial
-   * the same URL, which this generation releases once they have left, for
-   * the next one to bind (docs/actors.md, Across a reload). */
+  /* Handed over: the instances at a stable URL are told the host reloads,
+   * and redial it, which this generation releases once they have left, for
+   * the next one to bind (docs/actors.md, Across a reload). A process
+   * actor's at this generation's own URL stop. */
   bool reload = a->reload && a->reload->handed_over;
-  for (int i = 0; i < a->n; i++) m0__service_stop_instances(&a->svcs[i], reload);
+  for (int i = 0; i < a->n; i++) m0__service_stop_instances(&a->svcs[i], reload && a->svcs[i].stable);
   m0__children_stop(a->children, deadline);
   a->children = NULL;
   for (int i = 0; i < a->n; i++) {
     m0__service_await_instances(&a->svcs[i], deadline); /* external ones */
-    if (reload) m0__service_release(&a->svcs[i]);
+    if (reload && a->svcs[i].stable) m0__service_release(&a->svcs[i]);
   }
 }
 

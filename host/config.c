@@ -186,6 +186,7 @@ void m0__config_usage(FILE *out, const char *prog) {
   fprintf(out, "  %-30s %-28s %-18s %s\n", "-h, --help / --version", "", "", "");
   fprintf(out, "\nexit codes: 0 served then drained (or help, version, a passing doctor);\n"
                "  1 failed while starting or serving; 2 a command line that cannot be read;\n"
+               "  73 the pid file cannot be written (--pid-file);\n"
                "  78 a configuration that was read and will not be served.\n");
 }
 

@@ -156,7 +156,7 @@ void m0__accept_on_handoff(m0__loop *l, const m0__msg *m) {
   int32_t fd = -1;
   if (m->len == sizeof fd) memcpy(&fd, m->payload, sizeof fd);
   /* Not closed when refused: a number in a message is not ours to close. */
-  if (!l->share || l->handoff || m->len != sizeof fd || m0__handoff_check(fd, l->listen_fd) != 0) {
+  if (!l->share || l->handoff || m->len != sizeof fd || m0__handoff_check(fd, l->listen_family) != 0) {
     m0__msg_peer(m, peer, sizeof peer);
     accept_refuse(l, peer);
     return;
@@ -171,7 +171,7 @@ void m0__accept_on_handin(uv_poll_t *p, int status, int events) {
   m0__loop *l = p->data;
   int fd;
   while ((fd = m0__handoff_recv(l->handoff[2 * l->index])) >= 0) {
-    if (m0__handoff_check(fd, l->listen_fd) != 0) { /* the kernel's copy: ours to close */
+    if (m0__handoff_check(fd, l->listen_family) != 0) { /* the kernel's copy: ours to close */
       close(fd);
       accept_refuse(l, "a sibling process's hand-off socket");
       continue;

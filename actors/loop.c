@@ -14,6 +14,7 @@
 #include "actors/publisher.h"
 #include "actors/writer.h"
 #include "http/order.h"
+#include "transport/handoff.h"
 
 static void loop_finish(m0__loop *l);
 static void loop_on_frame(m0__loop *l, const m0__msg *m);
@@ -87,6 +88,9 @@ static void loop_go(m0__loop *l) {
     return;
   }
   l->listener.data = l;
+  /* A sibling's hand-off may come after this loop's drain closed the
+   * listener (it chose this loop just before): still checked, and taken. */
+  l->listen_family = m0__handoff_family(l->listen_fd);
   l->listening = true;
   m0__accept_poll(l, true);
   if (l->handoff && uv_poll_init(&l->uv, &l->handin, l->handoff[2 * l->index]) == 0) {

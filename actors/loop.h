@@ -46,6 +46,7 @@ typedef struct m0__loop {
   m0__page *page;
   uint64_t generation; /* its process's (host/reload.h) */
   int listen_fd; /* the loop owns it from start */
+  int listen_family; /* its SO_DOMAIN, kept past its close (m0__handoff_check) */
   uint32_t coord_id;    /* who it reports to: the coordinator of its process */
   const char *coord_url;
   const int *handoff;   /* prefork: [2*loops] datagram sockets (recv, send) */

@@ -65,10 +65,11 @@ static int handoff_sockopt(int fd, int opt) {
   return getsockopt(fd, SOL_SOCKET, opt, &v, &n) == 0 && n == sizeof v ? v : -1;
 }
 
-int m0__handoff_check(int fd, int listener) {
+int m0__handoff_family(int listener) { return handoff_sockopt(listener, SO_DOMAIN); }
+
+int m0__handoff_check(int fd, int family) {
   struct stat st;
-  if (fd < 0 || fd == listener || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return -1;
-  int family = handoff_sockopt(fd, SO_DOMAIN);
-  if (family < 0 || family != handoff_sockopt(listener, SO_DOMAIN)) return -1;
+  if (fd < 0 || family < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return -1;
+  if (handoff_sockopt(fd, SO_DOMAIN) != family) return -1;
   return handoff_sockopt(fd, SO_TYPE) == SOCK_STREAM && handoff_sockopt(fd, SO_ACCEPTCONN) == 0 ? 0 : -1;
 }

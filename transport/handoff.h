@@ -14,11 +14,15 @@ int m0__handoff_make(int *fds, int loops);
 int m0__handoff_send(int sock, int fd);
 /* Receives one descriptor, or -1 (EAGAIN: nothing waiting). */
 int m0__handoff_recv(int sock);
-/* Whether fd, handed over, is a connection that `listener` could have
- * accepted: a socket (fstat) of the listener's family (SO_DOMAIN), a
- * stream (SO_TYPE), not listening itself (SO_ACCEPTCONN), and not the
- * listener. 0, or -1: never adopted (a number from a message may name
- * any descriptor of the process: the page file, a mailbox, the listener). */
-int m0__handoff_check(int fd, int listener);
+/* The listener's family (SO_DOMAIN), or -1: taken once it listens, so
+ * that a hand-off that comes after the listener closed (in the drain) is
+ * still checked against it. */
+int m0__handoff_family(int listener);
+/* Whether fd, handed over, is a connection a listener of `family` could
+ * have accepted: a socket (fstat) of that family (SO_DOMAIN), a stream
+ * (SO_TYPE), not listening itself (SO_ACCEPTCONN: so not the listener).
+ * 0, or -1: never adopted (a number from a message may name any
+ * descriptor of the process: the page file, a mailbox, the listener). */
+int m0__handoff_check(int fd, int family);
 
 #endif

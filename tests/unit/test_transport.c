@@ -806,6 +806,40 @@ static void test_handoff_make_fails(void **st) {
   for (int fd = 0; fd < 64; fd++) assert_int_equal(fd_open(fd), before[fd]);
 }
 
+/* A hand-off is checked against the listener's family as it was when the
+ * loop began to listen: one that comes after the drain closed the listener
+ * (a sibling chose this loop just before) is still a connection to take,
+ * and a number that names no connection (the listener, a file) never is. */
+static void test_handoff_check(void **st) {
+  char err[256] = "";
+  int port = -1;
+  int lf = m0__listen("127.0.0.1", 0, 16, &port, err, sizeof err);
+  assert_true(lf >= 0);
+  int family = m0__handoff_family(lf);
+  assert_int_equal(family, AF_INET);
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(connect(c, (struct sockaddr *)&to, sizeof to), 0);
+  int fd = -1;
+  for (int i = 0; i < 1000 && fd < 0; i++) {
+    fd = accept(lf, NULL, NULL);
+    if (fd < 0) usleep(1000); /* the listener is non-blocking: the kernel's handshake, bounded */
+  }
+  assert_true(fd >= 0);
+  assert_int_equal(m0__handoff_check(fd, family), 0);
+  assert_int_equal(m0__handoff_check(lf, family), -1); /* listening */
+  assert_int_equal(m0__handoff_check(fd, AF_INET6), -1);
+  assert_int_equal(m0__handoff_check(fd, -1), -1); /* no family known */
+  int file = open("/dev/null", O_RDONLY);
+  assert_int_equal(m0__handoff_check(file, family), -1);
+  close(lf); /* the drain closed the listener: the connection is still one of its family */
+  assert_int_equal(m0__handoff_check(fd, family), 0);
+  close(file);
+  close(fd);
+  close(c);
+}
+
 /* ---- topology.c ---- */
 
 static void test_topology_refusals(void **st) {
@@ -855,7 +889,8 @@ int main(void) {
       cmocka_unit_test(test_rundir_given),      cmocka_unit_test(test_rundir_private),
       cmocka_unit_test(test_page_create_attach), cmocka_unit_test(test_page_rows), cmocka_unit_test(test_page_refusals),
       cmocka_unit_test(test_page_cannot_size),  cmocka_unit_test(test_handoff),
-      cmocka_unit_test(test_handoff_make_fails), cmocka_unit_test(test_topology_refusals),
+      cmocka_unit_test(test_handoff_make_fails), cmocka_unit_test(test_handoff_check),
+      cmocka_unit_test(test_topology_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include "actors/publisher.h"
 #include "actors/writer.h"
 #include "http/order.h"
+#include "http/stream.h"
 #include "transport/handoff.h"
 
 static void loop_finish(m0__loop *l);
@@ -143,7 +144,7 @@ static void loop_finish(m0__loop *l) {
   uv_close((uv_handle_t *)&l->order_due, NULL);
   uv_close((uv_handle_t *)&l->pass_begin, NULL);
   uv_close((uv_handle_t *)&l->pass_end, NULL);
-  if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
+  if (l->handoff && l->handin.data) uv_close((uv_handle_t *)&l->handin, NULL); /* paused too (m0__accept_on_handin) */
 }
 
 /* A request this loop answered itself: a record when tracing (actors/trace.h). */
@@ -228,6 +229,19 @@ static void loop_order(m0__loop *l, bool all) {
   if (due >= 0 && !l->finished) uv_timer_start(&l->order_due, loop_on_order_due, (uint64_t)due, 0);
 }
 
+/* This generation's producer took the ids from its predecessor's
+ * (actors/producer.c): those up to hole_until went to the old generation's
+ * loops alone, so this loop's streams are told (before the frame that
+ * brought the news, which its producer numbered after it wrote them). */
+static void loop_hole(m0__loop *l) {
+  m0__host_figures *hf = l->page->figures;
+  if (atomic_load_explicit(&hf->hole_gen, memory_order_acquire) != l->generation) return;
+  uint64_t until = atomic_load(&hf->hole_until);
+  if (until <= l->hole_seen || until <= l->first_id) return;
+  l->hole_seen = until;
+  m0__stream_hole(&l->http, l->first_id, until);
+}
+
 /* A frame from the bus (the producer, a handler, m0pub): to this loop's
  * streams on its channel. */
 static void loop_on_frame(m0__loop *l, const m0__msg *m) {
@@ -287,6 +301,7 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
   }
   if (!old) written_mark(l, id);
   l->frames++;
+  loop_hole(l);
   uint64_t dropped = m0__order_frame(&l->order, &l->http, channel, chlen, id, frame, flen);
   if (dropped) loop_dropped(l, dropped);
 }

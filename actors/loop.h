@@ -104,6 +104,7 @@ typedef struct m0__loop {
   uint64_t frames;
   uint64_t first_id; /* the shared counter when this loop began serving */
   uint64_t last_id;  /* the highest frame id written to this loop's streams */
+  uint64_t hole_seen; /* the page's hole_until this loop told its streams of (actors/loop.c, loop_hole) */
   /* Which of the ids in (last_id - M0__WRITTEN_WINDOW, last_id] were written:
    * a frame is never written twice (actors/loop.c, loop_on_frame). */
   uint64_t written[M0__WRITTEN_WINDOW / 64];

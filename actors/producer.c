@@ -7,8 +7,29 @@
 #include <unistd.h>
 
 #include "base/errors.h"
+#include "transport/page.h"
 
+/* Design notes (ids across a reload)
+ * - Two generations serve side by side for a moment: the next one's loops
+ *   and producer start while the old one's still run. Were both producers
+ *   to step, each would take ids from the one counter for frames that only
+ *   its own generation's loops get: a client on the new generation would
+ *   miss the old one's ids and never be told (a hole in the ids is no loss
+ *   in itself: ids are global across channels).
+ * - So the ids are held by one generation's producer at a time (the page's
+ *   id_lease): taken by a compare-and-swap from 0 after GO, let go when the
+ *   producer stops (its drain's STOP, a failed step). The next generation's
+ *   producer waits for it, answering STOP, at most lease_ms (the drain's
+ *   bound) plus a second; past that it takes the ids anyway and says so.
+ * - When it takes them from a predecessor, the ids up to the counter then
+ *   (hole_until) were numbered for the old generation's loops, after this
+ *   generation's loops began: they tell their streams that frames may be
+ *   missing up to there and take a resume below it as a gap
+ *   (actors/loop.c, loop_hole). hole_until is written before hole_gen, and
+ *   read after it.
+ */
 #define PRODUCER_SLICE_MS 50
+#define PRODUCER_LEASE_POLL_MS 5
 
 static int64_t producer_now_ns(void) {
   struct timespec ts;
@@ -25,6 +46,35 @@ static int producer_wait(m0__actor *mbox, int64_t ms) {
   int kind = m.env.kind;
   m0__msg_free(&m);
   return kind;
+}
+
+/* The hold on the ids, once no other generation's producer has it.
+ * false: STOP came first. */
+static bool producer_take_ids(m0__producer_run *r) {
+  m0__host_figures *hf = r->pub->page->figures;
+  int64_t until = producer_now_ns() / 1000000 + r->lease_ms + 1000;
+  uint64_t held = 0;
+  while (!atomic_compare_exchange_strong(&hf->id_lease, &held, r->generation) && held != r->generation) {
+    if (producer_now_ns() / 1000000 >= until) {
+      fprintf(stderr, "m0: the producer of generation %llu did not let the ids go within %ld ms; generation "
+                      "%llu's takes them\n", (unsigned long long)held, r->lease_ms + 1000,
+              (unsigned long long)r->generation);
+      atomic_store(&hf->id_lease, r->generation);
+      break;
+    }
+    if (producer_wait(&r->self, PRODUCER_LEASE_POLL_MS) == M0__K_STOP) return false;
+    held = 0;
+  }
+  if (r->generation > 1) {
+    atomic_store(&hf->hole_until, atomic_load(&r->pub->page->head->event_id));
+    atomic_store_explicit(&hf->hole_gen, r->generation, memory_order_release);
+  }
+  return true;
+}
+
+static void producer_let_go(m0__producer_run *r) {
+  uint64_t mine = r->generation;
+  atomic_compare_exchange_strong(&r->pub->page->figures->id_lease, &mine, 0);
 }
 
 static void producer_run(m0__handle *h) {
@@ -48,6 +98,7 @@ static void producer_run(m0__handle *h) {
   int kind;
   while ((kind = producer_wait(self, 1000)) != M0__K_GO)
     if (kind == M0__K_STOP) goto done;
+  if (!producer_take_ids(r)) goto done;
   int64_t next = producer_now_ns();
   for (;;) {
     int64_t now = producer_now_ns();
@@ -63,6 +114,7 @@ static void producer_run(m0__handle *h) {
     if (wait < 0) {
       fprintf(stderr, "m0: producer: step failed (returned %lld); the producer stops, serving goes on\n",
               (long long)wait);
+      producer_let_go(r);
       while (producer_wait(self, PRODUCER_SLICE_MS) != M0__K_STOP) {}
       break;
     }
@@ -73,6 +125,7 @@ static void producer_run(m0__handle *h) {
     if (producer_wait(self, 0) == M0__K_STOP) break;
   }
 done:
+  producer_let_go(r); /* before STOPPED: the drain goes on knowing the next generation may number */
   if (r->def->free) r->def->free(state);
   m0__tell(self, coord, M0__K_STOPPED, NULL, 0);
 out:;

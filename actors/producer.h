@@ -2,7 +2,9 @@
  * producer state, waits at the barrier, then steps on a fixed-rate schedule
  * (a late step moves the schedule to now; missed steps are not replayed). It
  * sleeps by waiting on its mailbox at most 50 ms at a time, so a STOP ends a
- * long period at once. A failing step stops the producer alone. */
+ * long period at once. A failing step stops the producer alone. Across a
+ * reload one producer at a time numbers frames: a generation's waits at GO
+ * for its predecessor's to let the ids go (actors/producer.c). */
 #ifndef M0_ACTORS_PRODUCER_H
 #define M0_ACTORS_PRODUCER_H
 
@@ -24,6 +26,8 @@ typedef struct m0__producer_run {
   const char *coord_url;
   m0__actor self;
   m0__peer coord;
+  uint64_t generation; /* its process's (host/reload.h): the hold on the ids it takes (actors/producer.c) */
+  long lease_ms;       /* how long it waits for its predecessor's producer to let the ids go */
 } m0__producer_run;
 
 /* The producer kind (actors/handle.h): open listens at its mailbox, run is

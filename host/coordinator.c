@@ -607,6 +607,8 @@ static int coord_start(coord *c) {
     c->prod.url = pd->url;
     c->prod.coord_id = c->self.id;
     c->prod.coord_url = c->self.url;
+    c->prod.generation = pr->reload.generation;
+    c->prod.lease_ms = c->drain_ms;
     if (m0__handle_open(&c->prod.h) != 0) {
       m0__say_cannot("cannot start the producer");
       return M0__ETRANSPORT;

@@ -409,6 +409,8 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
     s->prod.pub = &s->pub;
     s->prod.coord_id = s->self.id;
     s->prod.coord_url = s->self.url;
+    s->prod.generation = s->proc.reload.generation;
+    s->prod.lease_ms = s->drain_ms;
     if (m0__handle_open(&s->prod.h) != 0 || m0__peer_open(&s->prod_peer, pd->id, pd->url, 1000) != 0 ||
         m0__handle_start(&s->prod.h) != 0)
       return M0__ETRANSPORT;

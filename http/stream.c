@@ -497,6 +497,20 @@ void m0__stream_replay(m0__conn *c) {
   }
 }
 
+void m0__stream_hole(m0__http *h, uint64_t from, uint64_t until) {
+  if (h->history_from < until + 1) h->history_from = until + 1;
+  for (uint32_t b = 0; h->chans && b < CHAN_BUCKETS; b++)
+    for (m0__chan *ch = h->chans[b]; ch; ch = ch->next)
+      for (m0__sub *s = ch->subs; s; s = s->next) {
+        /* A plain WebSocket carries no ids: nothing it could be told. */
+        if (s->c->closing || !sub_ids(s) || s->after >= until) continue;
+        uint64_t lo = (s->after > from ? s->after : from) + 1;
+        s->lost += (uint32_t)(until - lo + 1);
+        if (!s->lost_first || lo < s->lost_first) s->lost_first = lo;
+        if (until > s->lost_last) s->lost_last = until;
+      }
+}
+
 void m0__stream_caught_up(m0__conn *c) {
   for (m0__sub *s = c->subs; s && !c->closing; s = s->cnext) /* a write may close c, freeing its subs */
     if (s->lost && sub_ids(s) && !sub_tell(s, 0)) return;

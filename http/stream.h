@@ -94,6 +94,11 @@ void m0__stream_close_all(m0__http *h);
  * (clients come back, to the next generation after a reload), then the
  * close. For the streams open when the drain begins and one begun after. */
 void m0__stream_goodbye(m0__conn *c);
+/* The ids in (from, until] were numbered for another generation's loops
+ * after this loop began (actors/loop.c, loop_hole): every stream that has
+ * no id at or past until is told they may be missing (m0.gap, before its
+ * next frame), and a resume below until is a gap. */
+void m0__stream_hole(m0__http *h, uint64_t from, uint64_t until);
 /* Frees every channel and its history (m0__http_fini). */
 void m0__stream_fini(m0__http *h);
 

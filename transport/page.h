@@ -160,7 +160,15 @@ typedef struct m0__channel_line {
  *   count, zeroed when the loop starts. */
 typedef struct m0__host_figures {
   _Atomic uint64_t deferred_late; /* deferred answers given after their 504 (dropped) */
-  uint64_t pad_[7];
+  /* Not counters: the producer's hold on the id counter across generations
+   * (actors/producer.c): the generation whose producer numbers frames (0:
+   * none), and the ids a generation's producer found taken when it took the
+   * hold from another (hole_until, written before hole_gen), which its loops
+   * tell their streams of (actors/loop.c, loop_hole). */
+  _Atomic uint64_t id_lease;
+  _Atomic uint64_t hole_gen;
+  _Atomic uint64_t hole_until;
+  uint64_t pad_[4];
 } m0__host_figures;
 
 /* One application actor's requests (asks from any loop of any process). */

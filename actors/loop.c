@@ -144,7 +144,7 @@ static void loop_finish(m0__loop *l) {
   uv_close((uv_handle_t *)&l->order_due, NULL);
   uv_close((uv_handle_t *)&l->pass_begin, NULL);
   uv_close((uv_handle_t *)&l->pass_end, NULL);
-  if (l->handoff && l->handin.data) uv_close((uv_handle_t *)&l->handin, NULL); /* paused too (m0__accept_on_handin) */
+  if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
 }
 
 /* A request this loop answered itself: a record when tracing (actors/trace.h). */

@@ -25,6 +25,7 @@ typedef struct ask {
   m0__conn *conn;
   uint64_t deadline;
   uint64_t wait_until; /* parked (slot -1): answered 503 past this with no instance come */
+  nng_msg *held;       /* parked: its REQUEST, a batch of this one request (NULL otherwise) */
   uint64_t t0_ns; /* taken: its actor's latency counts from here (http/latency.h) */
   uint16_t mlen, plen;
   char method[16], path[ASK_PATH];
@@ -56,11 +57,10 @@ struct m0__asks {
   uint64_t tick_ms;
   bool tick_open, ticking;
   int local; /* this loop's index among the process's loops: the id's top bits */
-  /* [nservices]: requests waiting for an instance of an actor whose
+  /* [nservices]: how many requests wait for an instance of an actor whose
    * instances are moving to this generation (actors/service.h,
-   * expect_until), as the REQUEST they go out in once one is live; its
-   * entries have slot -1. */
-  nng_msg **parked;
+   * expect_until): entries with slot -1, each holding its request encoded,
+   * appended to a live instance's batch once there is one. */
   int *nparked;
 };
 
@@ -89,7 +89,6 @@ static ask *ask_find(m0__asks *a, uint64_t id, int *idx) {
 }
 
 static void tick_start(m0__loop *l);
-static void asks_parked_drop(m0__asks *a, int si);
 
 /* The table grows by doubling up to cap (a loop's connections, each with at
  * most one request waiting): most loops never wait on anything. */
@@ -154,6 +153,8 @@ static void ask_release(m0__asks *a, int i) {
   e->conn = NULL;
   free(e->extra);
   e->extra = NULL;
+  if (e->held) nng_msg_free(e->held); /* parked, answered before an instance came */
+  e->held = NULL;
   e->next = a->free_head;
   a->free_head = i;
   a->nused--;
@@ -165,7 +166,7 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
                       size_t blen) {
   m0__asks *a = l->asks;
   ask *e = &a->tab[i];
-  if (e->svc >= 0 && e->slot < 0 && --a->nparked[e->svc] == 0) asks_parked_drop(a, e->svc);
+  if (e->svc >= 0 && e->slot < 0) a->nparked[e->svc]--;
   if (e->svc >= 0 && e->slot >= 0) {
     m0__slot *sl = &l->services[e->svc]->slots[e->slot];
     if (atomic_load(&sl->gen) == e->slot_gen && atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
@@ -203,13 +204,6 @@ static int64_t asks_clock_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Actor si's parked REQUEST freed once nothing waits in it any more. */
-static void asks_parked_drop(m0__asks *a, int si) {
-  if (a->nparked[si] > 0 || !a->parked[si]) return;
-  nng_msg_free(a->parked[si]);
-  a->parked[si] = NULL;
-}
-
 /* src's records after dst's (both batches: actors/wire.h). */
 static int asks_batch_append(nng_msg *dst, nng_msg *src) {
   uint32_t n = m0__wire_batch_count(src), have = m0__wire_batch_count(dst);
@@ -232,30 +226,30 @@ static void asks_unpark(m0__loop *l, int si) {
   int k = m0__service_pick(s, &full, &gen);
   if (k < 0) return;
   ask_batch *b = &a->batches[si * M0__SLOTS + k];
-  if (!b->msg) {
-    b->msg = a->parked[si];
-    a->filled[a->nfilled++] = si * M0__SLOTS + k;
-  } else if (asks_batch_append(b->msg, a->parked[si]) != 0) {
-    return; /* next pass, once that batch went */
-  } else {
-    nng_msg_free(a->parked[si]);
-  }
-  a->parked[si] = NULL;
   for (int i = a->used_head; i >= 0; i = a->tab[i].next) {
     ask *e = &a->tab[i];
     if (e->svc != si || e->slot >= 0) continue;
+    if (!b->msg) {
+      b->msg = e->held;
+      a->filled[a->nfilled++] = si * M0__SLOTS + k;
+    } else if (asks_batch_append(b->msg, e->held) != 0) {
+      return; /* the rest next pass, once that batch went */
+    } else {
+      nng_msg_free(e->held);
+    }
+    e->held = NULL;
     e->slot = (int16_t)k;
     e->slot_gen = gen;
     if (e->deadline > b->deadline) b->deadline = e->deadline;
     atomic_fetch_add(&s->slots[k].inflight, 1);
+    a->nparked[si]--;
   }
-  a->nparked[si] = 0;
 }
 
 static void asks_unpark_all(m0__loop *l) {
   m0__asks *a = l->asks;
-  for (int si = 0; a->parked && si < l->nservices; si++)
-    if (a->parked[si] && a->nparked[si] > 0) asks_unpark(l, si);
+  for (int si = 0; a->nparked && si < l->nservices; si++)
+    if (a->nparked[si] > 0) asks_unpark(l, si);
 }
 
 /* A request to actor si, which has no live instance but expects them until
@@ -266,17 +260,14 @@ static int asks_park(m0__loop *l, m0__conn *c, const m0_request *req, m0_respons
   m0__asks *a = l->asks;
   int i = ask_take(l, c, res, si, timeout_ms);
   if (i < 0) return -1;
-  a->tab[i].slot = -1;
-  a->nparked[si]++;
-  if ((!a->parked[si] && m0__wire_batch_new(&a->parked[si], 4096) != 0) ||
-      m0__wire_request_add(a->parked[si], ask_id(a, i), req) != 0) {
-    a->nparked[si]--;
+  ask *e = &a->tab[i];
+  if (m0__wire_batch_new(&e->held, 512 + req->body.n) != 0 || m0__wire_request_add(e->held, ask_id(a, i), req) != 0) {
     ask_release(a, i);
-    asks_parked_drop(a, si);
     m0__respond_status(res, 503, NULL);
     return -1;
   }
-  ask *e = &a->tab[i];
+  e->slot = -1;
+  a->nparked[si]++;
   int64_t left = until - asks_clock_ms();
   uint64_t now = uv_now(&l->uv);
   e->wait_until = left > 0 && now + (uint64_t)left < e->deadline ? now + (uint64_t)left : e->deadline;
@@ -576,9 +567,8 @@ int m0__asks_open(m0__loop *l) {
   a->batches = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->batches);
   a->route_svc = calloc(l->app->nroutes ? l->app->nroutes : 1, sizeof *a->route_svc);
   a->filled = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->filled);
-  a->parked = calloc(l->nservices ? (size_t)l->nservices : 1, sizeof *a->parked);
   a->nparked = calloc(l->nservices ? (size_t)l->nservices : 1, sizeof *a->nparked);
-  if (!a->batches || !a->route_svc || !a->filled || !a->parked || !a->nparked) return M0__ENOMEM;
+  if (!a->batches || !a->route_svc || !a->filled || !a->nparked) return M0__ENOMEM;
   a->local = l->nservices ? l->index - l->services[0]->loop_base : 0;
   /* A respawned loop's start afresh, and rows of actors its bank's last
    * generation had (two reloads ago, gone) with them. */
@@ -620,10 +610,10 @@ void m0__asks_free(m0__loop *l) {
     if (a->batches[k].msg) nng_msg_free(a->batches[k].msg);
     m0__trace_ids_free(&a->batches[k].others);
   }
-  for (int i = 0; i < a->len; i++) free(a->tab[i].extra); /* of entries still waiting at the close */
-  for (int si = 0; a->parked && si < l->nservices; si++)
-    if (a->parked[si]) nng_msg_free(a->parked[si]);
-  free(a->parked);
+  for (int i = 0; i < a->len; i++) { /* entries still waiting at the close */
+    free(a->tab[i].extra);
+    if (a->tab[i].held) nng_msg_free(a->tab[i].held);
+  }
   free(a->nparked);
   free(a->tab);
   free(a->batches);

@@ -50,6 +50,7 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import urllib.parse
 
@@ -441,6 +442,8 @@ NNG_FLAG_NONBLOCK = 2
 NNG_ETIMEDOUT = 5
 NNG_ECLOSED = 7
 NNG_PIPE_EV_ADD_POST = 1
+NNG_PIPE_EV_REM_POST = 2
+REJOIN_S = 2.0  # a reload's STOP, and no connection since this long: the socket is made again
 NNG_OPT_TLS_CA_FILE = b"tls-ca-file"
 NNG_OPT_TLS_CERT_KEY_FILE = b"tls-cert-key-file"  # the certificate and its key in one file
 NNG_OPT_TLS_AUTH_MODE = b"tls-authmode"
@@ -683,10 +686,38 @@ def _run(url, receive, instance, on_connect, tls, secret):
         _say(instance, "nng_pair1_open: %s" % _err(rv))
         return 1
     connected = threading.Event()
+    pipes = [0]  # connections up now (nng's pipe events)
 
     @_PIPE_CB
     def on_pipe(pipe, ev, arg):
-        connected.set()
+        if ev == NNG_PIPE_EV_ADD_POST:
+            pipes[0] += 1
+            connected.set()
+        else:
+            pipes[0] -= 1
+
+    def options(s):
+        lib.nng_pipe_notify(s, NNG_PIPE_EV_ADD_POST, on_pipe, None)
+        lib.nng_pipe_notify(s, NNG_PIPE_EV_REM_POST, on_pipe, None)
+        lib.m0_set_ms(s, b"recv-timeout", RECV_TIMEOUT_MS)
+        lib.m0_set_ms(s, b"send-timeout", SEND_TIMEOUT_MS)
+        # Redialed soon after a reload closes the connection (docs/wire.md).
+        lib.m0_set_ms(s, b"reconnect-time-min", 10)
+        lib.m0_set_ms(s, b"reconnect-time-max", 100)
+
+    def reopen():
+        """No connection REJOIN_S after a reload's STOP: nng 1.5.2's dialer
+        now and then stops redialing, so the socket is made again and
+        dialed. The new socket, or None (the old one kept)."""
+        fresh = _Socket()
+        if lib.nng_pair1_open(ctypes.byref(fresh)) != 0:
+            return None
+        pipes[0] = 0
+        options(fresh)
+        if _dial(lib, fresh, url, NNG_FLAG_NONBLOCK, tls)[0] != 0:
+            lib.m0_close(fresh)
+            return None
+        return fresh
 
     stopping = []
     old = {}
@@ -695,12 +726,7 @@ def _run(url, receive, instance, on_connect, tls, secret):
         stopping.append(signum)
 
     try:
-        lib.nng_pipe_notify(sock, NNG_PIPE_EV_ADD_POST, on_pipe, None)
-        lib.m0_set_ms(sock, b"recv-timeout", RECV_TIMEOUT_MS)
-        lib.m0_set_ms(sock, b"send-timeout", SEND_TIMEOUT_MS)
-        # Redialed soon after a reload closes the connection (docs/wire.md).
-        lib.m0_set_ms(sock, b"reconnect-time-min", 10)
-        lib.m0_set_ms(sock, b"reconnect-time-max", 100)
+        options(sock)
         rv, what = _dial(lib, sock, url, 0, tls)
         if rv == 0:
             connected.set()
@@ -723,7 +749,19 @@ def _run(url, receive, instance, on_connect, tls, secret):
         said_no_secret = False
         seq = 0
         nmsg = ctypes.c_void_p()
+        moving = None  # a reload's STOP came then, and no connection has lasted since
         while not stopping:
+            # One up 0.3 s after it is the next generation's (the old one
+            # closes a redial at once).
+            if moving is not None and pipes[0] > 0 and time.monotonic() - moving >= 0.3:
+                moving = None
+            if moving is not None and time.monotonic() - moving >= REJOIN_S:
+                _say(instance, "no connection %.0f s after the reload; dialing %s again" % (REJOIN_S, url))
+                fresh = reopen()
+                if fresh is not None:
+                    _close_bounded(lib, sock, instance)
+                    sock = fresh
+                moving = time.monotonic()
             if not announced and connected.is_set():
                 announced = True
                 if on_connect:
@@ -751,6 +789,7 @@ def _run(url, receive, instance, on_connect, tls, secret):
             if env.kind == KIND_STOP and payload == b"\x01":
                 _say(instance, "the host reloads; redialing %s" % url)
                 lib.nng_pipe_close(pipe)  # nng's dialer dials again
+                moving = time.monotonic()
                 continue
             if env.kind == KIND_STOP:
                 return 0
@@ -778,11 +817,15 @@ def _run(url, receive, instance, on_connect, tls, secret):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        # nng 1.5.2's close of this dialer now and then hangs right after the
-        # host's STOP (as the C instance's did): closed on a thread, waited
-        # for 100 ms, then left behind (the process is about to exit).
-        closer = threading.Thread(target=lib.m0_close, args=(sock,), daemon=True)
-        closer.start()
-        closer.join(0.1)
-        if closer.is_alive():
-            _say(instance, "nng did not close the socket within 100 ms (nng 1.5.2's close hang); leaving it")
+        _close_bounded(lib, sock, instance)
+
+
+def _close_bounded(lib, sock, instance):
+    # nng 1.5.2's close of this dialer now and then hangs right after the
+    # host's STOP (as the C instance's did): closed on a thread, waited
+    # for 100 ms, then left behind (the process is about to exit).
+    closer = threading.Thread(target=lib.m0_close, args=(sock,), daemon=True)
+    closer.start()
+    closer.join(0.1)
+    if closer.is_alive():
+        _say(instance, "nng did not close the socket within 100 ms (nng 1.5.2's close hang); leaving it")

@@ -27,7 +27,9 @@
  *   word, which every generation uses.
  * - Each generation's ipc sockets are its own: <run-dir>/g<N> for N > 1
  *   (both generations listen at once), the page and the outside publishers'
- *   view (the page's generation word) are shared.
+ *   view (the page's generation word) are shared. An actor's stable URL
+ *   (external, or fixed by the file) is the exception: the next generation
+ *   binds it once the old one released it (host/appactors.c).
  * - A SIGTERM during a reload drains both generations within the one bound:
  *   the next generation is sent SIGTERM and waited for.
  * - The pid stays: generation 1, once it has handed over and drained,

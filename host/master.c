@@ -33,8 +33,29 @@ typedef struct master {
   long drain_ms;
 } master;
 
+static int master_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+/* A child's exit, reaped here, or by the generation that spawned it, still
+ * its parent then (REAPED=): a supervisor's waitpid(-1) takes its
+ * successor's exit when a stop ends that one first. */
+static void master_exited(master *m, pid_t w, int st) {
+  for (size_t i = 0; w != m->current && i < sizeof m->past / sizeof m->past[0]; i++)
+    if (m->past[i] == w)
+      fprintf(stderr, "m0: master: the generation that served before (pid %d) %s %d\n", (int)w,
+              WIFEXITED(st) ? "exited" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+  if (w != m->current || m->done) return;
+  m->done = true;
+  m->code = master_code(st);
+  if (!m->stopping) {
+    fprintf(stderr, "m0: master: the serving generation (pid %d) %s %d; exiting %d\n", (int)w,
+            WIFEXITED(st) ? "exited" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), m->code);
+    m->deadline = m0__now_ms() + m->drain_ms + MASTER_GRACE_MS;
+  }
+}
+
 /* Every datagram waiting on the channel: MAINPID=<pid> names the serving
- * generation; the other lines go to systemd from this pid. */
+ * generation, REAPED=<pid>,<wait status> is a child's exit its parent took;
+ * the other lines go to systemd from this pid. */
 static void master_read_chan(master *m) {
   char buf[512];
   ssize_t n;
@@ -43,6 +64,12 @@ static void master_read_chan(master *m) {
     char fwd[512] = "";
     size_t used = 0;
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+      if (!strncmp(line, "REAPED=", 7)) { /* the generation that spawned it reaped it: its exit */
+        long pid = 0;
+        int st = 0;
+        if (sscanf(line + 7, "%ld,%d", &pid, &st) == 2) master_exited(m, (pid_t)pid, st);
+        continue;
+      }
       if (!strncmp(line, "MAINPID=", 8)) {
         pid_t now = (pid_t)atol(line + 8);
         if (now != m->current) {
@@ -59,29 +86,13 @@ static void master_read_chan(master *m) {
   }
 }
 
-static int master_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
-
 /* Every child that has exited: the serving generation's exit ends the
  * master; the others (a drained generation, an orphan) are only reaped. */
 static void master_reap(master *m) {
   master_read_chan(m); /* a successor's word comes before its predecessor's exit */
   int st;
   pid_t w;
-  while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
-    for (size_t i = 0; w != m->current && i < sizeof m->past / sizeof m->past[0]; i++)
-      if (m->past[i] == w)
-        fprintf(stderr, "m0: master: the generation that served before (pid %d) %s %d\n", (int)w,
-                WIFEXITED(st) ? "exited" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    if (w != m->current || m->done) continue;
-    m->done = true;
-    m->code = master_code(st);
-    if (!m->stopping) {
-      fprintf(stderr, "m0: master: the serving generation (pid %d) %s %d; exiting %d\n", (int)w,
-              WIFEXITED(st) ? "exited" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
-              m->code);
-      m->deadline = m0__now_ms() + m->drain_ms + MASTER_GRACE_MS;
-    }
-  }
+  while ((w = waitpid(-1, &st, WNOHANG)) > 0) master_exited(m, w, st);
 }
 
 static void master_signal(master *m, int sig) {

@@ -37,6 +37,7 @@ static pid_t reload_succ;
 static bool reload_stopping;
 static long reload_drain_ms;
 static int reload_succ_status = -1; /* its wait status when this process reaped it (a supervisor's waitpid(-1)) */
+static int reload_chan_fd = -1;      /* a later generation's end of the master channel: that status goes there */
 
 void m0__reload_remember(const m0_app *app, int argc, char **argv) {
   const char *exe = getenv("M0__EXE"); /* the first generation's path */
@@ -370,10 +371,15 @@ bool m0__reload_next(m0__process *p) {
     r->succ_pid = pid;
     r->succ_fd = r->next_fd; /* open until this process ends: the successor's "still draining" */
     r->next_fd = -1;
+    /* Its child until this process exits: a supervisor's waitpid(-1) may
+     * reap it first (a stop while this one drains), and its exit status is
+     * then the master's only through this process (m0__reload_exit). */
+    reload_succ = pid;
     if (r->master_fd >= 0) { /* generation 1: the master, at its end */
       reload_master_fd = r->master_fd;
-      reload_succ = pid;
       reload_drain_ms = M0__CFG(p->cfg, drain_timeout_ms);
+    } else {
+      reload_chan_fd = r->chan_fd;
     }
     fprintf(stderr, "m0: reload: generation %llu serving (pid %d); generation %llu draining\n", gen + 1, (int)pid,
             gen);
@@ -574,6 +580,11 @@ bool m0__reload_hold(void) {
 }
 
 void m0__reload_exit(int code) {
+  if (reload_master_fd < 0 && reload_chan_fd >= 0 && reload_succ > 0 && reload_succ_status >= 0) {
+    char v[64]; /* the serving generation's exit, which only this process saw: to the master */
+    int n = snprintf(v, sizeof v, "REAPED=%ld,%d", (long)reload_succ, reload_succ_status);
+    if (send(reload_chan_fd, v, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) { /* the master is gone: so is the host */ }
+  }
   if (reload_master_fd < 0 || reload_succ <= 0) {
     m0__reload_pidfile_remove(reload_pidfile);
     return;

@@ -26,6 +26,13 @@
    SIGUSR2, and it is named with its pid (`has not served within`, then
    `sending it SIGKILL`, then `stopped ... generation 1 keeps serving`),
    gone; generation 1 answers on, and a SIGHUP then starts generation 2.
+4. A stop while the predecessor still drains (--workers 2): after one
+   SIGHUP (the master is there), a /slow?ms=2500 in flight on generation 2,
+   a second SIGHUP, and SIGTERM to the top pid once generation 3 serves:
+   generation 3 drains first and generation 2, its parent still, reaps it
+   (the supervisor's waitpid(-1)) and tells the master (REAPED=): the
+   master exits 0 within the drain's bound, pid file removed, nothing left
+   (before, it never heard of generation 3's exit and polled for ever).
 """
 import os
 import re
@@ -317,7 +324,42 @@ def hanging(tmp):
         reap((descendants(s.proc.pid) if s.proc else set()) | ({hang} if hang else set()))
 
 
+def stop_in_overlap(tmp):
+    pidfile = os.path.join(tmp, "overlap.pid")
+    s = Server("host_check", "--port", "0", "--workers", "2", "--drain-timeout-ms", "4000", "--pid-file", pidfile)
+    slow = None
+    try:
+        s.start()
+        top = s.proc.pid
+        os.kill(top, signal.SIGHUP)
+        F.check(serving(s, 2) is not None and drained(s, top, 2), f"overlap: generation 2 serves\n{s.stderr()}")
+        slow = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        slow.sendall(b"GET /slow?ms=2500 HTTP/1.1\r\nHost: t\r\n\r\n")  # keeps generation 2 draining
+        os.kill(top, signal.SIGHUP)
+        F.check(serving(s, 3) is not None, f"overlap: generation 3 serves\n{s.stderr()[-1500:]}")
+        left = descendants(top)
+        rc = s.stop(signal.SIGTERM, timeout=4 + 5 + 5)
+        F.check(rc == 0, f"overlap: SIGTERM while generation 2 drains: exit 0 within the bound (got {rc})\n"
+                f"{s.stderr()[-1500:]}")
+        F.check(not os.path.exists(pidfile), "overlap: the pid file is removed")
+        F.check(wait_for(lambda: not [p for p in left if alive(p)], 5), "overlap: nothing is left")
+        slow.settimeout(5)
+        try:
+            answer = slow.recv(4096)
+        except OSError:
+            answer = b""
+        F.check(answer.startswith(b"HTTP/1.1 200"), f"overlap: the request in flight is answered ({answer[:40]!r})")
+        print(f"overlap: stopped while generation 2 drained: exit {rc}", flush=True)
+    finally:
+        if slow:
+            slow.close()
+        s.kill()
+        reap(descendants(s.proc.pid) if s.proc else set())
+
+
 namespaces()
+with tempfile.TemporaryDirectory(prefix="m0-reload-overlap-") as d:
+    stop_in_overlap(d)
 with tempfile.TemporaryDirectory(prefix="m0-reload-pid-") as d:
     by_path(d)
 with tempfile.TemporaryDirectory(prefix="m0-reload-hang-") as d:

@@ -275,9 +275,12 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
     if (dropped) loop_dropped(l, dropped);
     return;
   }
-  if (id <= l->first_id) {
+  if (id <= l->born_id) {
     /* From the host's own processes, old news (above); from a publisher on
-     * this machine (m0pub --id), a refusal it is told of. */
+     * this machine (m0pub --id), a refusal it is told of. Not first_id: the
+     * producer numbers from the barrier's GO on, so a frame numbered before
+     * this loop's own GO may reach it after (a reload's next generation
+     * under --workers: dropped here, untold). */
     if (m->origin == M0__ORIGIN_LOCAL) {
       m0__msg_peer(m, peer, sizeof peer);
       m0__refused(l->self.id, M0__REFUSE_STALE, M0__K_FRAME, peer);
@@ -445,6 +448,7 @@ static void loop_run(m0__handle *h) {
   l->pass_begin.data = l->pass_end.data = l;
   uv_check_start(&l->pass_begin, loop_on_pass_begin);
   if (l->share) uv_prepare_start(&l->pass_end, m0__accept_on_pass_end);
+  l->born_id = atomic_load(&l->page->head->event_id);
   m0__tell(&l->self, &l->coord, M0__K_READY, NULL, 0);
   uv_run(&l->uv, UV_RUN_DEFAULT);
   if (!l->finished) {

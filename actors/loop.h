@@ -103,6 +103,7 @@ typedef struct m0__loop {
   bool fd_starved; /* an accept ran out of descriptors: the listener waits for a close or the next sweep */
   uint64_t frames;
   uint64_t first_id; /* the shared counter when this loop began serving */
+  uint64_t born_id;  /* the shared counter when it said READY: a frame at or below it was a predecessor's */
   uint64_t last_id;  /* the highest frame id written to this loop's streams */
   uint64_t hole_seen; /* the page's hole_until this loop told its streams of (actors/loop.c, loop_hole) */
   /* Which of the ids in (last_id - M0__WRITTEN_WINDOW, last_id] were written:

@@ -195,6 +195,13 @@ static int coord_drain(coord *c, int64_t deadline) {
   c->deadline = deadline;
   m0__app_actors_drain(&c->aa); /* no spawned instance restarted from now on */
   if (c->bus_open) m0__bus_stop(&c->bus); /* the loops stop: no more fleet frames */
+  /* The producer first: it takes no id once it reads STOP, and lets the
+   * next generation's producer number (actors/producer.c), so fewer of its
+   * frames reach loops already ending their streams. */
+  if (c->has_producer && !c->prod_done) {
+    if (coord_stop(c, &c->prod.h, &c->prod_peer)) waiting++;
+    else c->prod_done = true;
+  }
   /* A worker in the host's drain: every loop drains and ends its streams, so
    * a frame is moot (as the supervisor hangs up at once). Hung up on now,
    * while the siblings' mailboxes are still there: closed after a sibling
@@ -213,10 +220,6 @@ static int coord_drain(coord *c, int64_t deadline) {
     else c->loop_done[i] = true;
   }
   for (int i = 0; i < p->here; i++) loops_left += !c->loop_done[i];
-  if (c->has_producer && !c->prod_done) {
-    if (coord_stop(c, &c->prod.h, &c->prod_peer)) waiting++;
-    else c->prod_done = true;
-  }
   while (waiting > 0) {
     /* Once every loop has drained no request is inside an application
      * actor: they stop now, not when the producer is done too (they were

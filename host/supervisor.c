@@ -300,13 +300,16 @@ static int sup_drain(sup *s) {
   s->draining = true;
   m0__app_actors_drain(&s->aa); /* no spawned instance restarted from now on */
   if (s->bus_open) m0__bus_stop(&s->bus); /* the loops stop: no more fleet frames */
+  /* The producer first: it takes no id once it reads this, and lets the
+   * next generation's producer number (actors/producer.c), so fewer of its
+   * frames go to loops already ending their streams. */
+  if (s->has_producer && !s->prod_done && !m0__handle_exited(&s->prod.h))
+    m0__tell(&s->self, &s->prod_peer, M0__K_STOP, NULL, 0);
   sup_kill_all(s, SIGTERM);
   /* Draining loops end their streams, so a frame for them is moot, and their
    * mailboxes are about to close: hung up on now rather than redialed until
    * each worker is reaped. */
   for (int i = 0; i < s->n; i++) sup_hang_up(s, i);
-  if (s->has_producer && !s->prod_done && !m0__handle_exited(&s->prod.h))
-    m0__tell(&s->self, &s->prod_peer, M0__K_STOP, NULL, 0);
   bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
   for (int i = 0; was_alive && i < s->n; i++) was_alive[i] = s->w[i].alive;
   int64_t bound = m0__now_ms() + s->drain_ms, deadline = bound + SUP_GRACE_MS;

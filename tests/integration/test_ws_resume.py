@@ -68,6 +68,11 @@ def parse(text):
     return fid, ev, "\n".join(data)
 
 
+# websockets 14 (Debian 13's) connects with its new client, which names the
+# extra request headers additional_headers; 10 (Debian 12's) extra_headers.
+HEADERS_KW = "additional_headers" if int(websockets.__version__.split(".")[0]) >= 14 else "extra_headers"
+
+
 def url(port, last=None):
     return f"ws://127.0.0.1:{port}/ws" + (f"?last_event_id={last}" if last is not None else "")
 
@@ -76,7 +81,7 @@ async def read(port, n, last=None, headers=None, sub=True, timeout=10):
     """n messages of a socket (fewer if it closes): ([text], subprotocol, close code or None)."""
     out, code = [], None
     async with websockets.connect(url(port, last), subprotocols=["m0.events"] if sub else None,
-                                  extra_headers=headers or {}, open_timeout=timeout) as ws:
+                                  open_timeout=timeout, **{HEADERS_KW: headers or {}}) as ws:
         proto = ws.subprotocol
         try:
             while len(out) < n:

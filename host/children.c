@@ -50,11 +50,15 @@ static int pidfd_of(pid_t pid) {
 #if defined(__SANITIZE_THREAD__)
   /* ThreadSanitizer does not see a raw system call make a descriptor: the
    * number, once a connection a loop accepted and closed, still looked
-   * like that connection to it, and this thread's close a race with the
-   * accept. A duplicate is made where it sees it. */
-  int seen = fd >= 0 ? dup(fd) : -1; /* dup, not fcntl: its interceptor is dup's */
-  if (seen >= 0) fcntl(seen, F_SETFD, FD_CLOEXEC);
-  if (fd >= 0) close(fd);
+   * like that connection to it, and this thread's close (or dup) a race
+   * with the accept. So a number is made where it sees it (open), and the
+   * pidfd moved onto it and its own number closed by raw calls it ignores. */
+  int seen = fd >= 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+  if (seen >= 0 && syscall(SYS_dup3, fd, seen, O_CLOEXEC) < 0) {
+    close(seen);
+    seen = -1;
+  }
+  if (fd >= 0) syscall(SYS_close, fd);
   fd = seen;
 #endif
   return fd;

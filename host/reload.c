@@ -234,6 +234,30 @@ static void reload_notify(m0__process *p, const char *state) {
   }
 }
 
+/* Spawns path with reload_argv and env: exactly the descriptors in
+ * inherit (those >= 0) are inherited (dup2 onto itself clears
+ * close-on-exec), no signal blocked, the host's handled ones at default. */
+static int spawn_inheriting(pid_t *pid, const char *path, const int *inherit, int n, char **env) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  for (int j = 0; j < n; j++)
+    if (inherit[j] >= 0) posix_spawn_file_actions_adddup2(&fa, inherit[j], inherit[j]);
+  sigset_t none, def;
+  sigemptyset(&none);
+  sigemptyset(&def);
+  int sigs[] = {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGUSR2, SIGCHLD};
+  for (size_t j = 0; j < sizeof sigs / sizeof sigs[0]; j++) sigaddset(&def, sigs[j]);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int rv = posix_spawn(pid, path, &fa, &at, reload_argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  return rv;
+}
+
 /* posix_spawn of path with this process's argv and environment
  * (reload_env, less NOTIFY_SOCKET: a next generation speaks to the
  * master), M0__UPGRADE, M0__RUN_DIR and M0__EXE. */
@@ -247,25 +271,8 @@ static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pi
   char *extra[] = {up, dirv, exev, NULL};
   char **env = reload_env(extra, false);
   if (!env) return ENOMEM;
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&at);
-  /* dup2 onto itself clears close-on-exec: exactly these are inherited. */
   int inherit[5] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd};
-  for (int j = 0; j < 5; j++)
-    if (inherit[j] >= 0) posix_spawn_file_actions_adddup2(&fa, inherit[j], inherit[j]);
-  sigset_t none, def;
-  sigemptyset(&none);
-  sigemptyset(&def);
-  int sigs[] = {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGUSR2, SIGCHLD};
-  for (size_t j = 0; j < sizeof sigs / sizeof sigs[0]; j++) sigaddset(&def, sigs[j]);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &def);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  int rv = posix_spawn(pid, path, &fa, &at, reload_argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
+  int rv = spawn_inheriting(pid, path, inherit, 5, env);
   free(env);
   return rv;
 }
@@ -615,23 +622,8 @@ pid_t m0__reload_spawn_first(int chan) {
   char *extra[] = {chv, exev, NULL};
   char **env = reload_env(extra, false);
   if (!env) return -1;
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&at);
-  posix_spawn_file_actions_adddup2(&fa, chan, chan); /* clears close-on-exec */
-  sigset_t none, def;
-  sigemptyset(&none);
-  sigemptyset(&def);
-  int sigs[] = {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGUSR2, SIGCHLD};
-  for (size_t j = 0; j < sizeof sigs / sizeof sigs[0]; j++) sigaddset(&def, sigs[j]);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &def);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid;
-  int rv = posix_spawn(&pid, "/proc/self/exe", &fa, &at, reload_argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
+  int rv = spawn_inheriting(&pid, "/proc/self/exe", &chan, 1, env);
   free(env);
   if (rv != 0) {
     errno = rv;

@@ -42,7 +42,8 @@
  *   M0_HOSTCHECK_FAIL_GATE=FILE    a late make above fails once FILE exists (up
  *                                  to 60 s) instead of after 300 ms
  *   M0_HOSTCHECK_SLOW_SAYS=1  /slow says "host_check: /slow N ms begins on loop
- *                             W thread T" on stderr before it spins
+ *                             W thread T" on stderr before it spins, and
+ *                             "host_check: /slow N ms ends" after
  *   M0_HOSTCHECK_STEP_SAYS=1  each producer step says "host_check: step N begins"
  *                             on stderr before it spins or publishes
  *   M0_HOSTCHECK_NEEDS_POOL=1 /slow is flagged M0_NEEDS_POOL (it blocks): served
@@ -159,6 +160,7 @@ static void view_slow(void *state, const m0_request *req, m0_response *res) {
     fprintf(stderr, "host_check: /slow %ld ms begins on loop %d thread %d\n", ms, h->worker, h->thread);
   }
   spin_ms(ms);
+  if (env_is("M0_HOSTCHECK_SLOW_SAYS", "1")) fprintf(stderr, "host_check: /slow %ld ms ends\n", ms);
   m0_respondf(res, 200, "application/json", "{\"ms\":%ld}", ms);
 }
 

@@ -26,7 +26,7 @@ typedef struct ask {
   uint64_t deadline;
   uint64_t wait_until; /* parked (slot -1): answered 503 past this with no instance come */
   nng_msg *held;       /* parked: its REQUEST, a batch of this one request (NULL otherwise) */
-  uint64_t t0_ns; /* taken: its actor's latency counts from here (http/latency.h) */
+  uint64_t t0_ns; /* taken: its actor's latency counts from here (base/latency.h) */
   uint16_t mlen, plen;
   char method[16], path[ASK_PATH];
   uint64_t trace_hi, trace_lo; /* the request's own trace id, for its log line */

@@ -230,7 +230,7 @@ static int metrics_route_row(const m0__page *page, const m0_app *app, size_t r) 
   return row;
 }
 
-/* By route, every loop of the host summed from the page (http/latency.h) at
+/* By route, every loop of the host summed from the page (base/latency.h) at
  * the route's row: latency, and answers by status class; the last for
  * requests no route answered. A route without a row has neither. */
 static void metrics_routes(m0__buf *b, const m0__page *page, const m0_app *app) {

@@ -5,7 +5,7 @@
  * and a counter never goes back between scrapes: every loop's line, the
  * bus's refusals, the supervisor's respawns, answers by route and status
  * class, request latency by route and by application actor
- * (http/latency.h), WebSocket messages and closes. nng's own statistics are
+ * (base/latency.h), WebSocket messages and closes. nng's own statistics are
  * the answering process's (labelled so): its sockets are its own. */
 #ifndef M0_HOST_METRICS_H
 #define M0_HOST_METRICS_H

@@ -14,7 +14,7 @@
 #include <uv.h>
 
 #include "http/date.h"
-#include "http/latency.h"
+#include "base/latency.h"
 #include "http/parse.h"
 #include "http/proxies.h"
 #include "http/response.h"
@@ -64,7 +64,7 @@ typedef struct m0__http {
   m0__http_stats stats;
   /* [app->nroutes + 1] request latency and status classes by route, the
    * last for requests no route answered: the loop's rows on the shared page
-   * (http/latency.h; a route's row is its own, NULL when it has none:
+   * (base/latency.h; a route's row is its own, NULL when it has none:
    * transport/page.h, m0__page_rows), or NULL. */
   m0__latency **latency;
   struct m0__loop_figures *figures; /* the loop's figures on the shared page (WebSocket counts), or NULL */

@@ -39,7 +39,7 @@ struct m0__conn {
   uint64_t deadline;
   conn_phase phase;
   uint32_t nreq;
-  int route;      /* the request's route (its latency row: http/latency.h); app->nroutes: none */
+  int route;      /* the request's route (its latency row: base/latency.h); app->nroutes: none */
   uint64_t t0_ns; /* when it was parsed */
   bool writing, close_after, closing, paused, linger, continued;
   bool waiting;           /* a request is with the pool: parse nothing more */

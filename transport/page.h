@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "http/latency.h"
+#include "base/latency.h"
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
 #define M0__PAGE_VERSION 9

@@ -17,8 +17,8 @@
  *   whole host. An actor's histogram is one per actor on the page (its
  *   requests cost a message each way; the loops share it).
  * - Two clock reads per request (CLOCK_MONOTONIC, vDSO: ~20 ns each). */
-#ifndef M0_HTTP_LATENCY_H
-#define M0_HTTP_LATENCY_H
+#ifndef M0_BASE_LATENCY_H
+#define M0_BASE_LATENCY_H
 
 #include <stdatomic.h>
 #include <stddef.h>

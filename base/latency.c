@@ -1,4 +1,4 @@
-#include "http/latency.h"
+#include "base/latency.h"
 
 #include <time.h>
 

@@ -1,0 +1,153 @@
+"""The structural rules of ARCHITECTURE.md, checked on the source tree (no
+binary runs; --bin and --out are accepted for the suite's runner):
+
+- layers: a file includes only from its own folder or a folder below it, in
+  the order LAYERS gives (http/ knows no actor; the host's kinds are above
+  the runtime, the bus and the application actors; config/ and host/ on top);
+- no circle: no two files (a .c and its .h are one file here) include each
+  other, directly or through others;
+- no product file over 600 lines;
+- no function of cyclomatic complexity 25 or more, or longer than 100 lines
+  (pmccabe, a Debian package `./dev setup` installs), outside EXEMPT;
+- the URL schemes nng dials (inproc, ipc, tcp, tls+tcp) are spelled in
+  transport/ alone, so a new transport is one folder's change.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Failures  # noqa: E402
+
+F = Failures()
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# Lowest first. A folder not in the tree is skipped.
+LAYERS = ["base", "transport", "http", "runtime", "bus", "service", "actors", "config", "host"]
+MAX_LINES = 600
+MAX_CYCLOMATIC = 25
+MAX_FUNCTION_LINES = 100
+# Functions whose branches are a table by nature: file:function -> why.
+EXEMPT = {}
+SCHEME = re.compile(r'"[^"\n]*\b(inproc|ipc|tcp|tls\+tcp)://')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([a-z0-9_]+)\.h"', re.M)
+
+
+def sources():
+    for folder in LAYERS:
+        d = os.path.join(ROOT, folder)
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            if name.endswith((".c", ".h")):
+                yield folder, os.path.join(folder, name)
+
+
+def read(rel):
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+        return f.read()
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def node(rel):
+    return os.path.splitext(rel)[0]
+
+
+def check_layers_and_lines(files):
+    rank = {f: i for i, f in enumerate(LAYERS)}
+    graph = {}
+    for folder, rel in files:
+        text = read(rel)
+        n = text.count("\n")
+        F.check(n <= MAX_LINES, f"{rel}: {n} lines, over {MAX_LINES}: split it by what it holds")
+        edges = graph.setdefault(node(rel), set())
+        for inc_folder, inc_name in INCLUDE.findall(text):
+            target = f"{inc_folder}/{inc_name}"
+            if inc_folder not in rank:
+                continue
+            F.check(rank[inc_folder] <= rank[folder],
+                    f"{rel} includes {target}.h from {inc_folder}/, a layer above {folder}/ (order: {' < '.join(LAYERS)})")
+            if target != node(rel):
+                edges.add(target)
+    return graph
+
+
+def circles(graph):
+    """Tarjan's strongly connected components of more than one file."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def check_functions(files):
+    if not shutil.which("pmccabe"):
+        F.check(False, "pmccabe is not installed (Debian package pmccabe; ./dev setup installs it)")
+        return
+    paths = [os.path.join(ROOT, rel) for _, rel in files if rel.endswith(".c")]
+    out = subprocess.run(["pmccabe", *paths], capture_output=True, text=True, timeout=120).stdout
+    seen = 0
+    for line in out.splitlines():
+        cols = line.split("\t")
+        if len(cols) < 6:
+            continue
+        seen += 1
+        cyclomatic, length = int(cols[0]), int(cols[4])
+        where = cols[5]  # path(line): name
+        rel = os.path.relpath(where.split("(")[0], ROOT)
+        name = where.split(": ", 1)[-1]
+        if f"{rel}:{name}" in EXEMPT:
+            continue
+        F.check(cyclomatic < MAX_CYCLOMATIC and length <= MAX_FUNCTION_LINES,
+                f"{os.path.relpath(where, ROOT)}: cyclomatic {cyclomatic}, {length} lines "
+                f"(at most {MAX_CYCLOMATIC - 1} and {MAX_FUNCTION_LINES}): make its branches a table or split it")
+    F.check(seen > 100, f"pmccabe measured {seen} functions: the product has hundreds")
+
+
+def check_schemes(files):
+    for folder, rel in files:
+        if folder == "transport":
+            continue
+        for i, line in enumerate(strip_comments(read(rel)).splitlines(), 1):
+            m = SCHEME.search(line)
+            F.check(not m, f"{rel}:{i}: the scheme {m.group(1) if m else ''}:// is spelled outside transport/: "
+                           f"ask transport/ (transport/topology.h) instead")
+
+
+files = list(sources())
+F.check(len(files) > 50, f"found {len(files)} product files under {ROOT}")
+graph = check_layers_and_lines(files)
+for comp in circles(graph):
+    F.check(False, f"include circle: {' <-> '.join(comp)}: move what they share into a file both include")
+check_functions(files)
+check_schemes(files)
+F.done()

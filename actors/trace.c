@@ -313,90 +313,169 @@ static void trace_one(m0__tracer *t, int dir, const m0__env *e, size_t bytes) {
   if (keep) m0__recent_put(rec); /* for the observer's page (actors/recent.h) */
 }
 
-/* ---- control ---- */
+/* ---- control ----
+ * A control is read member by member through ctl_members (one entry per
+ * member a control may hold), into a trace_ctl, then applied under the
+ * mutex (ctl_apply): a refused control changes nothing. */
 
-#define CONTROL_FAIL(...)                                                                                        \
-  do {                                                                                                           \
-    snprintf(why, whylen, __VA_ARGS__);                                                                          \
-    goto out;                                                                                                    \
-  } while (0)
+typedef struct trace_ctl {
+  json_t *on; /* NULL: not named */
+  const char *to;
+  int nactors, requests; /* -1: not named */
+  uint32_t kinds;
+  bool has_kinds;
+  char actors[M0__TRACE_ACTORS][49];
+  char *why;
+  size_t whylen;
+} trace_ctl;
+
+/* Each returns false with why written: the control is refused. */
+static bool ctl_on(trace_ctl *c, json_t *v) {
+  c->on = v;
+  if (json_is_boolean(v)) return true;
+  snprintf(c->why, c->whylen, "\"on\" is true or false");
+  return false;
+}
+
+static bool ctl_to(trace_ctl *c, json_t *v) {
+  const char *u = json_string_value(v), *bad = u && m0__url_is_nng(u) ? m0__url_undialable(u) : "not an nng URL";
+  if (!u || strlen(u) >= M0__URL_MAX || bad) {
+    snprintf(c->why, c->whylen, "\"to\" cannot be dialed: %s", u ? bad : "not a string");
+    return false;
+  }
+  c->to = u;
+  return true;
+}
+
+static bool ctl_actors(trace_ctl *c, json_t *v) {
+  if (!json_is_array(v) || json_array_size(v) > M0__TRACE_ACTORS) {
+    snprintf(c->why, c->whylen, "\"actors\" is a list of at most %d actor names", M0__TRACE_ACTORS);
+    return false;
+  }
+  size_t i;
+  json_t *a;
+  json_array_foreach(v, i, a) {
+    const char *n = json_string_value(a);
+    if (!n || strlen(n) >= sizeof c->actors[0] || !m0__actor_name_known(n)) {
+      snprintf(c->why, c->whylen,
+               "\"actors\": %.60s is no actor's name (loop.0, pool, pool.0.1, coordinator, an application actor's)",
+               n ? n : "a non-string");
+      return false;
+    }
+    snprintf(c->actors[i], sizeof c->actors[i], "%s", n);
+  }
+  c->nactors = (int)json_array_size(v);
+  return true;
+}
+
+/* A kind's number by its name ("http": 0, a request served on a loop), or
+ * M0__KIND_COUNT_ when n names none. */
+static int ctl_kind(const char *n) {
+  if (n && !strcmp(n, "http")) return 0;
+  int k = 1;
+  while (k < M0__KIND_COUNT_ && (!n || strcmp(n, m0__kind_name(k)))) k++;
+  return k;
+}
+
+static bool ctl_kinds(trace_ctl *c, json_t *v) {
+  size_t i;
+  json_t *a;
+  if (!json_is_array(v)) {
+    snprintf(c->why, c->whylen, "\"kinds\" is a list of kinds (job, result...)");
+    return false;
+  }
+  json_array_foreach(v, i, a) {
+    const char *n = json_string_value(a);
+    int k = ctl_kind(n);
+    if (k == M0__KIND_COUNT_) {
+      snprintf(c->why, c->whylen, "\"kinds\": %.40s is no kind", n ? n : "a non-string");
+      return false;
+    }
+    c->kinds |= 1u << k;
+  }
+  if (!json_array_size(v)) c->kinds = UINT32_MAX; /* []: every kind */
+  c->has_kinds = true;
+  return true;
+}
+
+static bool ctl_requests(trace_ctl *c, json_t *v) {
+  static const char *const names[] = {[REQUESTS_NONE] = "none", [REQUESTS_SAMPLED] = "sampled",
+                                      [REQUESTS_ALL] = "all"};
+  const char *w = json_string_value(v);
+  for (int r = 0; w && r < (int)(sizeof names / sizeof names[0]); r++)
+    if (!strcmp(w, names[r])) {
+      c->requests = r;
+      return true;
+    }
+  snprintf(c->why, c->whylen, "\"requests\" is \"sampled\", \"all\" or \"none\"");
+  return false;
+}
+
+static const struct {
+  const char *name;
+  bool (*read)(trace_ctl *c, json_t *v);
+} ctl_members[] = {
+    {"on", ctl_on}, {"to", ctl_to}, {"actors", ctl_actors}, {"kinds", ctl_kinds}, {"requests", ctl_requests},
+};
+
+static bool ctl_read(trace_ctl *c, json_t *root) {
+  const char *key;
+  json_t *v;
+  if (!json_is_object(root)) {
+    snprintf(c->why, c->whylen, "a trace control is a JSON object");
+    return false;
+  }
+  json_object_foreach(root, key, v) {
+    size_t i = 0;
+    while (i < sizeof ctl_members / sizeof ctl_members[0] && strcmp(key, ctl_members[i].name)) i++;
+    if (i == sizeof ctl_members / sizeof ctl_members[0]) {
+      snprintf(c->why, c->whylen, "unknown member \"%.40s\" (on, to, actors, kinds, requests)", key);
+      return false;
+    }
+    if (!ctl_members[i].read(c, v)) return false;
+  }
+  return true;
+}
+
+/* Under t->mu: the control read, made the tracer's; false (why written)
+ * when its sink cannot be, with nothing changed. */
+static bool ctl_apply(m0__tracer *t, const trace_ctl *c) {
+  bool on = json_is_true(c->on);
+  if (c->to && t->out) {
+    snprintf(c->why, c->whylen, "this host traces to stderr (--trace -): its records cannot go to %.100s", c->to);
+    return false;
+  }
+  if (on && !c->to && !t->out && !t->url[0]) {
+    snprintf(c->why, c->whylen, "nowhere to send the records: a control that switches tracing on names \"to\"");
+    return false;
+  }
+  if (c->to && trace_dial(t, c->to) != 0) {
+    snprintf(c->why, c->whylen, "\"to\" cannot be dialed: %.100s", c->to);
+    return false;
+  }
+  if (c->nactors >= 0) {
+    memcpy(t->actors, c->actors, sizeof c->actors);
+    t->nactors = c->nactors;
+  }
+  if (c->has_kinds) atomic_store(&t->kinds, c->kinds);
+  if (c->requests >= 0) atomic_store(&t->requests, c->requests);
+  if (c->on) trace_switch(t, on);
+  if (c->on && !on && t->nng) trace_forget(t);
+  return true;
+}
 
 int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, size_t whylen) {
   json_error_t jerr;
-  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr), *v;
-  int rc = M0__EINVALID, nactors = -1, requests = -1;
-  uint32_t kinds = 0;
-  bool has_kinds = false;
-  char actors[M0__TRACE_ACTORS][49];
-  const char *key, *to = NULL;
-  if (!json_is_object(root)) CONTROL_FAIL("a trace control is a JSON object");
-  json_object_foreach(root, key, v) {
-    if (!strcmp(key, "on")) {
-      if (!json_is_boolean(v)) CONTROL_FAIL("\"on\" is true or false");
-    } else if (!strcmp(key, "to")) {
-      const char *u = json_string_value(v), *bad = u && m0__url_is_nng(u) ? m0__url_undialable(u) : "not an nng URL";
-      if (!u || strlen(u) >= M0__URL_MAX || bad) CONTROL_FAIL("\"to\" cannot be dialed: %s", u ? bad : "not a string");
-      to = u;
-    } else if (!strcmp(key, "actors")) {
-      if (!json_is_array(v) || json_array_size(v) > M0__TRACE_ACTORS)
-        CONTROL_FAIL("\"actors\" is a list of at most %d actor names", M0__TRACE_ACTORS);
-      size_t i;
-      json_t *a;
-      json_array_foreach(v, i, a) {
-        const char *n = json_string_value(a);
-        if (!n || strlen(n) >= sizeof actors[0] || !m0__actor_name_known(n))
-          CONTROL_FAIL("\"actors\": %.60s is no actor's name (loop.0, pool, pool.0.1, coordinator, an application "
-                       "actor's)", n ? n : "a non-string");
-        snprintf(actors[i], sizeof actors[i], "%s", n);
-      }
-      nactors = (int)json_array_size(v);
-    } else if (!strcmp(key, "kinds")) {
-      size_t i;
-      json_t *a;
-      if (!json_is_array(v)) CONTROL_FAIL("\"kinds\" is a list of kinds (job, result...)");
-      json_array_foreach(v, i, a) {
-        const char *n = json_string_value(a);
-        int k = n && !strcmp(n, "http") ? 0 : 1;
-        while (k && k < M0__KIND_COUNT_ && (!n || strcmp(n, m0__kind_name(k)))) k++;
-        if (k == M0__KIND_COUNT_) CONTROL_FAIL("\"kinds\": %.40s is no kind", n ? n : "a non-string");
-        kinds |= 1u << k;
-      }
-      has_kinds = json_array_size(v) > 0;
-      if (!has_kinds) kinds = UINT32_MAX, has_kinds = true;
-    } else if (!strcmp(key, "requests")) {
-      const char *w = json_string_value(v);
-      requests = !w ? -1 : !strcmp(w, "none") ? REQUESTS_NONE : !strcmp(w, "sampled") ? REQUESTS_SAMPLED
-                          : !strcmp(w, "all")  ? REQUESTS_ALL : -1;
-      if (requests < 0) CONTROL_FAIL("\"requests\" is \"sampled\", \"all\" or \"none\"");
-    } else CONTROL_FAIL("unknown member \"%.40s\" (on, to, actors, kinds, requests)", key);
-  }
-  json_t *on = json_object_get(root, "on");
-  pthread_mutex_lock(&t->mu);
-  if (to && t->out) {
+  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+  trace_ctl c = {.nactors = -1, .requests = -1, .why = why, .whylen = whylen};
+  bool ok = ctl_read(&c, root);
+  if (ok) {
+    pthread_mutex_lock(&t->mu);
+    ok = ctl_apply(t, &c);
     pthread_mutex_unlock(&t->mu);
-    CONTROL_FAIL("this host traces to stderr (--trace -): its records cannot go to %.100s", to);
   }
-  if (json_is_true(on) && !to && !t->out && !t->url[0]) {
-    pthread_mutex_unlock(&t->mu);
-    CONTROL_FAIL("nowhere to send the records: a control that switches tracing on names \"to\"");
-  }
-  if (to && trace_dial(t, to) != 0) {
-    pthread_mutex_unlock(&t->mu);
-    CONTROL_FAIL("\"to\" cannot be dialed: %.100s", to);
-  }
-  if (nactors >= 0) {
-    memcpy(t->actors, actors, sizeof actors);
-    t->nactors = nactors;
-  }
-  if (has_kinds) atomic_store(&t->kinds, kinds);
-  if (requests >= 0) atomic_store(&t->requests, requests);
-  if (on) trace_switch(t, json_is_true(on));
-  if (on && !json_is_true(on) && t->nng) trace_forget(t);
-  pthread_mutex_unlock(&t->mu);
-  rc = 0;
-out:
   json_decref(root);
-  return rc;
+  return ok ? 0 : M0__EINVALID;
 }
 
 void m0__trace_on_control(m0__tracer *t, uint32_t self, const m0__msg *m) {
@@ -407,72 +486,4 @@ void m0__trace_on_control(m0__tracer *t, uint32_t self, const m0__msg *m) {
   m0__actor_name(self, me, sizeof me);
   m0__refused(self, M0__REFUSE_CONTROL, M0__K_TRACE, peer);
   fprintf(stderr, "m0: %s: trace control from %s refused: %s\n", me, peer, why);
-}
-
-int m0__trace_decode(const uint8_t in[M0__TRACE_RECORD], m0__trace_rec *r) {
-  uint32_t dir = m0__le_get32(in + M0__ENV_HEADER + 8);
-  uint8_t head[M0__ENV_HEADER];
-  memcpy(head, in, sizeof head);
-  if (dir == M0__TRACE_SERVE) { /* no message's: kind 0, read as an envelope of a real kind */
-    if (m0__le_get16(head + 4) != 0) return M0__EBADMSG;
-    m0__le_put16(head + 4, M0__K_READY);
-  }
-  if (dir > M0__TRACE_SERVE || m0__env_read_header(head, &r->e, &r->bytes) != 0) return M0__EBADMSG;
-  if (dir == M0__TRACE_SERVE) r->e.kind = 0;
-  r->t_ns = m0__le_get64(in + M0__ENV_HEADER);
-  r->recv = dir == M0__TRACE_RECV;
-  r->served = dir == M0__TRACE_SERVE;
-  r->pid = m0__le_get32(in + M0__ENV_HEADER + 12);
-  r->tid = m0__le_get32(in + M0__ENV_HEADER + 16);
-  r->process = m0__le_get32(in + M0__ENV_HEADER + 20);
-  return 0;
-}
-
-/* The line is built by hand, not by snprintf: m0trace formats every record
- * of a busy host (~27,000 a second on the pool lane at 16 connections), and
- * snprintf took ~9,000 instructions a record there (callgrind). */
-static char *put_str(char *o, const char *s) {
-  while (*s) *o++ = *s++;
-  return o;
-}
-static char *put_hex64(char *o, uint64_t v) {
-  for (int i = 15; i >= 0; i--) *o++ = "0123456789abcdef"[(v >> (4 * i)) & 15];
-  return o;
-}
-
-const char *m0__trace_kind_name(const m0__trace_rec *r) { return r->served ? "http" : m0__kind_name(r->e.kind); }
-
-size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen) {
-  char line[400], from[64], to[64]; /* the longest line is ~330 bytes */
-  m0__actor_name(r->e.from, from, sizeof from);
-  m0__actor_name(r->e.to, to, sizeof to);
-  char *o = m0__put_uint(put_str(line, "{\"t\":"), r->t_ns / 1000000000u);
-  char *dot = o; /* nanoseconds, zero-padded to nine digits: 1xxxxxxxxx, its 1 made the dot */
-  o = m0__put_uint(o, 1000000000u + r->t_ns % 1000000000u);
-  *dot = '.';
-  o = put_str(put_str(o, ",\"dir\":\""), r->served ? "serve" : r->recv ? "recv" : "send");
-  o = put_str(put_str(o, "\",\"from\":\""), from);
-  o = put_str(put_str(o, "\",\"to\":\""), to);
-  o = put_str(put_str(o, "\",\"kind\":\""), m0__trace_kind_name(r));
-  o = m0__put_uint(put_str(o, "\",\"seq\":"), r->e.seq);
-  o = m0__put_uint(put_str(o, ",\"bytes\":"), r->bytes);
-  o = put_hex64(put_hex64(put_str(o, ",\"trace\":\""), r->e.trace_hi), r->e.trace_lo);
-  char proc[32];
-  m0__trace_process_name(r->process, proc, sizeof proc);
-  o = put_str(put_str(o, "\",\"process\":\""), proc);
-  o = m0__put_uint(put_str(o, "\",\"pid\":"), r->pid);
-  o = m0__put_uint(put_str(o, ",\"tid\":"), r->tid);
-  o = put_str(o, "}\n");
-  size_t n = (size_t)(o - line);
-  if (outlen == 0) return 0;
-  if (n > outlen - 1) n = outlen - 1;
-  memcpy(out, line, n);
-  out[n] = 0;
-  return n;
-}
-
-void m0__trace_process_name(uint32_t process, char *out, size_t outlen) {
-  if (process == M0__TRACE_HOST) snprintf(out, outlen, "host");
-  else if (process == M0__TRACE_SUPERVISOR) snprintf(out, outlen, "supervisor");
-  else snprintf(out, outlen, "worker.%u", (unsigned)(process - M0__TRACE_WORKER));
 }

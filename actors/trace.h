@@ -14,15 +14,12 @@
 #include <stdint.h>
 
 #include "actors/envelope.h"
+#include "actors/recent.h" /* the record: its bytes and its line */
 
 typedef struct m0__tracer m0__tracer;
 
 /* How many tracers of this process are on: the hook's one branch. */
 extern atomic_uint m0__trace_live;
-
-/* Which process a record comes from: the host (single, threads, embedded),
- * the prefork supervisor, or worker i (M0__TRACE_WORKER + i). */
-enum { M0__TRACE_HOST = 0, M0__TRACE_SUPERVISOR = 1, M0__TRACE_WORKER = 2 };
 
 /* A tracer for this process (`process`: whose records, above). dest "-"
  * writes JSON lines to stderr; an nng URL sends binary records, batched (one
@@ -92,34 +89,7 @@ int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, s
 struct m0__msg;
 void m0__trace_on_control(m0__tracer *t, uint32_t self, const struct m0__msg *m);
 
-/* A record on the wire: the message's own envelope header (its length field
- * holding the payload bytes), then the time in nanoseconds since the epoch
- * (u64), the direction (0 send, 1 recv, 2 serve: m0__trace_served, whose
- * kind field is 0), the process's pid, the thread's
- * id (gettid) and the process (M0__TRACE_HOST...), each a u32, all
- * little-endian. */
-#define M0__TRACE_RECORD (M0__ENV_HEADER + 24)
 /* A filter names at most this many actors. */
 #define M0__TRACE_ACTORS 16
-
-typedef struct m0__trace_rec {
-  m0__env e;
-  uint32_t bytes;
-  uint64_t t_ns;
-  bool recv, served; /* neither: a send */
-  uint32_t pid, tid, process;
-} m0__trace_rec;
-/* 0, or M0__EBADMSG when the bytes are not a record. */
-enum { M0__TRACE_SEND = 0, M0__TRACE_RECV = 1, M0__TRACE_SERVE = 2 };
-int m0__trace_decode(const uint8_t in[M0__TRACE_RECORD], m0__trace_rec *r);
-/* The record as one JSON line ending in a newline: {"t","dir","from","to",
- * "kind","seq","bytes","trace","process","pid","tid"}. Returns its length
- * (truncated to outlen-1). */
-size_t m0__trace_format(const m0__trace_rec *r, char *out, size_t outlen);
-/* A record's kind as printed: the message kind's name, "http" for a
- * request served on a loop. */
-const char *m0__trace_kind_name(const m0__trace_rec *r);
-/* "host", "supervisor", "worker.3". */
-void m0__trace_process_name(uint32_t process, char *out, size_t outlen);
 
 #endif

@@ -183,7 +183,9 @@ int m0__relay_init(m0__relay *r, m0__service *svc, char (*doors)[M0__URL_MAX], i
   memcpy(r->doors, doors, (size_t)nworkers * sizeof *r->doors);
   for (int i = 0; i < M0__SLOTS * nworkers; i++) r->legs[i].fd = -1, r->legs[i].r = r;
   if (gethostname(r->host, sizeof r->host - 1) != 0) snprintf(r->host, sizeof r->host, "localhost");
-  svc->relay = r;
+  svc->relay_wake = m0__relay_wake;
+  svc->relay_reply = m0__relay_reply;
+  svc->relay = r; /* before svc listens: its threads read the three after */
   return 0;
 }
 

@@ -1,8 +1,6 @@
 #include "actors/service.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
-#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -10,7 +8,6 @@
 #include "actors/admit.h"
 #include "actors/edges.h"
 #include "actors/publisher.h"
-#include "actors/relay.h"
 #include "base/errors.h"
 #include "base/num.h"
 
@@ -81,7 +78,7 @@ int m0__service_pick(m0__service *s, bool *full, uint32_t *gen) {
 
 static void slot_take(m0__service *s, int k, unsigned p);
 
-static int64_t service_now_ms(void) {
+int64_t m0__service_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -103,7 +100,7 @@ static struct m0__proving *proving_new(m0__service *s, unsigned p) {
   if (!pv || !(pv->n = m0__proof_challenge(pv->challenge, s->name))) return NULL;
   pv->pipe = p;
   pv->added = pv->sent = false;
-  pv->deadline = service_now_ms() + M0__PROOF_MS;
+  pv->deadline = m0__service_now_ms() + M0__PROOF_MS;
   return pv;
 }
 
@@ -120,7 +117,7 @@ static void dial_refused(m0__service *s, nng_pipe p, int reason, int kind) {
 /* The gate: sends each added pipe its challenge (a HELLO, unsealed: an
  * instance may be any program) and closes those whose time ran out. Its
  * own thread, not nng's pipe callbacks, which must not send. */
-static void *service_gate(void *arg) {
+void *m0__service_gate(void *arg) {
   m0__service *s = arg;
   pthread_mutex_lock(&s->mu);
   while (!s->gate_stop) {
@@ -131,7 +128,7 @@ static void *service_gate(void *arg) {
     } send[M0__SLOTS];
     unsigned late[M0__SLOTS];
     int nsend = 0, nlate = 0;
-    int64_t now = service_now_ms(), next = now + 1000;
+    int64_t now = m0__service_now_ms(), next = now + 1000;
     for (int u = 0; u < M0__SLOTS; u++) {
       struct m0__proving *pv = &s->proving[u];
       if (!pv->pipe) continue;
@@ -205,7 +202,7 @@ static void proof_taken(m0__service *s, const m0__msg *m) {
   if (k >= 0) slot_take(s, k, (unsigned)nng_pipe_id(p));
   pthread_mutex_unlock(&s->mu);
   if (k >= 0) {
-    if (s->relay) m0__relay_wake(s->relay);
+    if (s->relay) s->relay_wake(s->relay);
     return;
   }
   dial_refused(s, p, ok ? M0__REFUSE_INSTANCES : M0__REFUSE_PROOF, ok ? 0 : M0__K_HELLO);
@@ -255,61 +252,64 @@ static void slot_take(m0__service *s, int k, unsigned p) {
   if (k >= atomic_load(&s->used)) atomic_store_explicit(&s->used, k + 1, memory_order_release);
 }
 
-static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
-  m0__service *s = arg;
-  pthread_mutex_lock(&s->mu);
-  if (ev == NNG_PIPE_EV_ADD_PRE && s->door) { /* a leg: no slot until the relay says which (door_intro) */
+/* ADD_PRE (under mu), what becomes of pipe p: */
+enum { PIPE_KEPT, PIPE_CLOSE, PIPE_REFUSE };
+
+static int pipe_added(m0__service *s, unsigned p) {
+  if (s->door) { /* a leg: no slot until the relay says which (door_intro) */
     int u = 0;
     while (u < M0__SLOTS && s->unmet[u]) u++;
-    if (u == M0__SLOTS) {
-      pthread_mutex_unlock(&s->mu);
-      nng_pipe_close(p);
-      return;
-    }
-    s->unmet[u] = (unsigned)nng_pipe_id(p);
-  } else if (ev == NNG_PIPE_EV_ADD_PRE && s->leaving) { /* an instance that redialed too soon: again, elsewhere */
-    pthread_mutex_unlock(&s->mu);
-    nng_pipe_close(p);
-    return;
-  } else if (ev == NNG_PIPE_EV_ADD_PRE) {
-    m0__slot *free_slot = NULL;
-    for (int k = 0; !free_slot && k < s->nslots; k++)
-      if (atomic_load(&s->slots[k].pipe) == 0) free_slot = &s->slots[k];
-    struct m0__proving *pv = s->secret && free_slot ? proving_new(s, (unsigned)nng_pipe_id(p)) : NULL;
-    if (!free_slot || (s->secret && !pv)) {
-      pthread_mutex_unlock(&s->mu);
-      dial_refused(s, p, M0__REFUSE_INSTANCES, 0);
-      return;
-    }
-    if (!s->secret) slot_take(s, (int)(free_slot - s->slots), (unsigned)nng_pipe_id(p));
-  } else if (ev == NNG_PIPE_EV_ADD_POST && s->secret) {
+    if (u == M0__SLOTS) return PIPE_CLOSE;
+    s->unmet[u] = p;
+    return PIPE_KEPT;
+  }
+  if (s->leaving) return PIPE_CLOSE; /* an instance that redialed too soon: again, elsewhere */
+  m0__slot *free_slot = NULL;
+  for (int k = 0; !free_slot && k < s->nslots; k++)
+    if (atomic_load(&s->slots[k].pipe) == 0) free_slot = &s->slots[k];
+  struct m0__proving *pv = s->secret && free_slot ? proving_new(s, p) : NULL;
+  if (!free_slot || (s->secret && !pv)) return PIPE_REFUSE;
+  if (!s->secret) slot_take(s, (int)(free_slot - s->slots), p);
+  return PIPE_KEPT;
+}
+
+/* REM_POST (under mu): pipe p's proof, introduction or slot let go. */
+static void pipe_removed(m0__service *s, nng_pipe p) {
+  struct m0__proving *pv = s->secret ? proving_of(s, (unsigned)nng_pipe_id(p)) : NULL;
+  if (pv) pv->pipe = 0;
+  for (int u = 0; s->door && u < M0__SLOTS; u++)
+    if (s->unmet[u] == (unsigned)nng_pipe_id(p)) s->unmet[u] = 0;
+  m0__slot *sl = slot_of_pipe(s, p);
+  if (!sl) return;
+  /* Not live first, then a new generation: a loop that reads the new
+   * generation also sees the slot gone. The loops' ticks answer 502 for
+   * what was with it; its in-flight count starts again from 0. */
+  atomic_store_explicit(&sl->live, 0, memory_order_release);
+  atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
+  atomic_store(&sl->pipe, 0);
+  atomic_store(&sl->inflight, 0); /* a loop gives nothing back to a slot of another generation */
+  sl->where[0] = 0;
+  pthread_cond_broadcast(&s->left);
+}
+
+void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  m0__service *s = arg;
+  int fate = PIPE_KEPT;
+  pthread_mutex_lock(&s->mu);
+  if (ev == NNG_PIPE_EV_ADD_PRE) fate = pipe_added(s, (unsigned)nng_pipe_id(p));
+  else if (ev == NNG_PIPE_EV_ADD_POST && s->secret) {
     struct m0__proving *pv = proving_of(s, (unsigned)nng_pipe_id(p));
     if (pv) {
       pv->added = true;
       pthread_cond_signal(&s->gate_cv);
     }
-  } else if (ev == NNG_PIPE_EV_REM_POST) {
-    struct m0__proving *pv = s->secret ? proving_of(s, (unsigned)nng_pipe_id(p)) : NULL;
-    if (pv) pv->pipe = 0;
-    for (int u = 0; s->door && u < M0__SLOTS; u++)
-      if (s->unmet[u] == (unsigned)nng_pipe_id(p)) s->unmet[u] = 0;
-    m0__slot *sl = slot_of_pipe(s, p);
-    if (sl) {
-      /* Not live first, then a new generation: a loop that reads the new
-       * generation also sees the slot gone. The loops' ticks answer 502 for
-       * what was with it; its in-flight count starts again from 0. */
-      atomic_store_explicit(&sl->live, 0, memory_order_release);
-      atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
-      atomic_store(&sl->pipe, 0);
-      atomic_store(&sl->inflight, 0); /* a loop gives nothing back to a slot of another generation */
-      sl->where[0] = 0;
-      pthread_cond_broadcast(&s->left);
-    }
-  }
+  } else if (ev == NNG_PIPE_EV_REM_POST) pipe_removed(s, p);
   pthread_mutex_unlock(&s->mu);
+  if (fate == PIPE_CLOSE) nng_pipe_close(p);
+  else if (fate == PIPE_REFUSE) dial_refused(s, p, M0__REFUSE_INSTANCES, 0);
   /* At ADD_POST, once nng has added the pipe: a request the relay sends it
    * at once finds it. */
-  if (s->relay && (ev == NNG_PIPE_EV_ADD_POST || ev == NNG_PIPE_EV_REM_POST)) m0__relay_wake(s->relay);
+  if (s->relay && (ev == NNG_PIPE_EV_ADD_POST || ev == NNG_PIPE_EV_REM_POST)) s->relay_wake(s->relay);
 }
 
 /* A frame from an instance: numbered here, from the shared counter, and
@@ -393,7 +393,7 @@ static void service_refused(m0__service *s, int reason, const m0__msg *m) {
 /* The reply thread: each REPLY stamped with its slot and handed to its
  * loop; each PUBLISH put on the bus; at a worker's door, each leg's
  * introduction. */
-static void *service_rx(void *arg) {
+void *m0__service_rx(void *arg) {
   m0__service *s = arg;
   for (;;) {
     m0__msg m;
@@ -438,7 +438,7 @@ static void *service_rx(void *arg) {
     }
     m0__le_put32((uint8_t *)nng_msg_body(m.nmsg) + 8, m0__service_slot_id(s, k)); /* the envelope's from */
     if (s->relay) { /* to the worker whose loop asked; its door counts the edge */
-      if (m0__relay_reply(s->relay, m.env.to, m.nmsg) == 0) m.nmsg = NULL;
+      if (s->relay_reply(s->relay, m.env.to, m.nmsg) == 0) m.nmsg = NULL;
       else service_refused(s, M0__REFUSE_ADDRESS, &m); /* to no worker's loop the relay reaches */
     } else if (m0__inbox_put(to, m.nmsg) == 0) {
       m.nmsg = NULL;
@@ -457,103 +457,20 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
   snprintf(s->url, sizeof s->url, "%s", url);
   /* The pipe events from before it listens: an instance (a leg, at a
    * respawned worker's door) that dialed at once had its pipe unheard. */
-  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), url, trace, on_pipe,
+  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), url, trace, m0__service_on_pipe,
                           s) != 0) {
     fprintf(stderr, "m0: actor %s cannot listen at %s\n", s->name, url);
     return M0__ETRANSPORT;
   }
-  if (pthread_create(&s->rx, NULL, service_rx, s) != 0) {
+  if (pthread_create(&s->rx, NULL, m0__service_rx, s) != 0) {
     m0__actor_close(&s->self);
     return M0__ENOMEM;
   }
   s->rx_started = true;
   if (s->secret && !s->door) {
-    if (pthread_create(&s->gate, NULL, service_gate, s) != 0) return M0__ENOMEM; /* closed by m0__service_close */
+    if (pthread_create(&s->gate, NULL, m0__service_gate, s) != 0) return M0__ENOMEM; /* closed by m0__service_close */
     s->gate_started = true;
   }
-  return 0;
-}
-
-/* ---- a next generation's listen (m0__service_listen_later) ---- */
-
-#define SERVICE_STALE_MS 500
-
-/* Whether a unix socket listens at path (/proc/net/unix: flags
- * __SO_ACCEPTCON, state 01). Not by connecting to it: a connection closed
- * before its SP greeting stops nng 1.5.2's ipc listener from accepting
- * (no later dial got in, 3 of 3). */
-static bool service_path_listened(const char *path) {
-  FILE *f = fopen("/proc/net/unix", "re");
-  if (!f) return true; /* cannot tell: wait for the path to go */
-  char line[4096 + 128];
-  size_t n = strlen(path);
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f)) {
-    unsigned long flags = 0;
-    unsigned st = 0;
-    int at = 0;
-    if (sscanf(line, "%*s %*s %*s %lx %*s %x %*s %n", &flags, &st, &at) < 2 || !at) continue;
-    size_t len = strcspn(line + at, "\n");
-    found = (flags & 0x10000) && st == 1 && len == n && !memcmp(line + at, path, n);
-  }
-  fclose(f);
-  return found;
-}
-
-/* An ipc path the old generation's listener has let go of: gone, or there
- * with no listener for SERVICE_STALE_MS (one that died without its
- * unlink). Between the old listener's shutdown and its unlink a bind over
- * the path would lose it to that unlink. */
-static bool service_path_free(const char *path, int64_t *stale_since) {
-  struct stat st;
-  if (lstat(path, &st) != 0) return errno == ENOENT;
-  bool stale = !service_path_listened(path);
-  int64_t now = service_now_ms();
-  if (!stale) *stale_since = 0;
-  else if (!*stale_since) *stale_since = now;
-  return stale && now - *stale_since >= SERVICE_STALE_MS;
-}
-
-/* Binds the URL once free, then starts the threads that need a peer (the
- * reply thread, the gate): created here, after the listen, so what the
- * listen sets on the mailbox is theirs to read. */
-static void *service_binder(void *arg) {
-  m0__service *s = arg;
-  const char *path = !strncmp(s->url, "ipc://", 6) ? s->url + 6 : NULL;
-  int64_t end = service_now_ms() + M0__REBIND_MS, stale = 0;
-  bool bound = false;
-  while (!bound && !atomic_load(&s->binder_stop) && service_now_ms() < end) {
-    if (!path || service_path_free(path, &stale)) bound = m0__actor_listen_also(&s->self, s->url) == 0;
-    if (!bound) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
-  }
-  if (!bound) {
-    atomic_store(&s->expect_until, 0);
-    if (!atomic_load(&s->binder_stop))
-      fprintf(stderr, "m0: actor %s: %s was not released by the previous generation within %d s; its instances "
-                      "cannot reach this one\n", s->name, s->url, M0__REBIND_MS / 1000);
-    return NULL;
-  }
-  atomic_store(&s->expect_until, service_now_ms() + M0__REJOIN_MS);
-  if (pthread_create(&s->rx, NULL, service_rx, s) == 0) s->rx_started = true;
-  if (s->secret && pthread_create(&s->gate, NULL, service_gate, s) == 0) s->gate_started = true;
-  return NULL;
-}
-
-int m0__service_listen_later(m0__service *s, const char *url, m0__tracer *trace, m0_publisher *pub) {
-  s->connected = true;
-  s->pub = pub;
-  s->nslots = M0__SLOTS;
-  snprintf(s->url, sizeof s->url, "%s", url);
-  char wait[96]; /* the socket's first URL, this process's own, until the real one binds */
-  snprintf(wait, sizeof wait, "inproc://m0.actor.%d.later", s->index);
-  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), wait, trace,
-                          on_pipe, s) != 0) {
-    fprintf(stderr, "m0: actor %s cannot open its socket\n", s->name);
-    return M0__ETRANSPORT;
-  }
-  atomic_store(&s->expect_until, INT64_MAX);
-  if (pthread_create(&s->binder, NULL, service_binder, s) != 0) return M0__ENOMEM; /* closed by m0__service_close */
-  s->binder_started = true;
   return 0;
 }
 

@@ -93,8 +93,12 @@ typedef struct m0__service {
   m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
   /* Under --workers (actors/relay.h): in the supervisor, the relay its
    * REPLYs go to (it has no loops); in a worker, door is set: its
-   * connections are the relay's legs, whose instances it never stops. */
+   * connections are the relay's legs, whose instances it never stops.
+   * m0__relay_init sets the relay and its two entries the service calls
+   * (m0__relay_wake, m0__relay_reply), so the service includes no relay. */
   struct m0__relay *relay;
+  void (*relay_wake)(struct m0__relay *r);
+  int (*relay_reply)(struct m0__relay *r, uint32_t to, nng_msg *m);
   bool door;
   unsigned unmet[M0__SLOTS]; /* a door: legs connected, not yet introduced (their pipes; under mu) */
   /* Instances that must prove themselves (set before m0__service_listen;
@@ -177,6 +181,13 @@ int m0__service_live(m0__service *s);
  * from it, so its requests are answered 502 (read after, a request picked
  * just as its instance left could wait for its 504). */
 int m0__service_pick(m0__service *s, bool *full, uint32_t *gen);
+/* service.c's own, for actors/rebind.c (a next generation's listen):
+ * the socket's pipe events, the reply thread, the gate's thread, and the
+ * clock of the deadlines (CLOCK_MONOTONIC ms). */
+void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg);
+void *m0__service_rx(void *arg);
+void *m0__service_gate(void *arg);
+int64_t m0__service_now_ms(void);
 /* Slot k's connection (connected instances). */
 static inline nng_pipe m0__slot_pipe(const m0__slot *sl) {
   nng_pipe p = NNG_PIPE_INITIALIZER;

@@ -184,10 +184,10 @@ void m0__config_usage(FILE *out, const char *prog) {
   fprintf(out, "  %-30s %-28s %-18s %s\n", "--doctor", "", "",
           "print the resolved configuration as JSON, bind nothing");
   fprintf(out, "  %-30s %-28s %-18s %s\n", "-h, --help / --version", "", "", "");
-  fprintf(out, "\nexit codes: 0 served then drained (or help, version, a passing doctor);\n"
-               "  1 failed while starting or serving; 2 a command line that cannot be read;\n"
-               "  73 the pid file cannot be written (--pid-file);\n"
-               "  78 a configuration that was read and will not be served.\n");
+  fprintf(out, "\nexit codes:\n");
+#define M0__EXIT_USAGE(code, meaning) fprintf(out, "  %-3d %s\n", code, meaning);
+  M0__EXIT_CODES(M0__EXIT_USAGE)
+#undef M0__EXIT_USAGE
 }
 
 bool m0_config_get(const m0_config *cfg, const char *name, long *out) {

@@ -69,6 +69,16 @@
   X(trusted_proxies, "trusted-proxies", "M0_TRUSTED_PROXIES", STR, "", 0, 0,                     \
     "proxies whose Forwarded / X-Forwarded-For names the client (addr or addr/bits, commas)")
 
+/* X(code, meaning): the exit codes of every binary built on m0_serve, as
+ * --help prints them and docs/reference.md lists them (generated from here by
+ * tests/docs/optdoc.c; base/errors.h's m0__exit_code makes 1 and 78). */
+#define M0__EXIT_CODES(X)                                                                         \
+  X(0, "served, then drained (or --help, --version, a doctor whose checks pass)")                \
+  X(1, "failed while starting or serving")                                                       \
+  X(2, "a command line that cannot be read")                                                     \
+  X(73, "the pid file cannot be written (--pid-file)")                                           \
+  X(78, "a configuration that was read and will not be served")
+
 enum m0__opt {
 #define M0__OPT_ENUM(id, ...) M0__O_##id,
   M0__OPTIONS(M0__OPT_ENUM)

@@ -1,6 +1,9 @@
 /* The publisher: frames to every loop on the bus (actors/publisher.h), the
  * shared counter their ids come from, and the same publisher attached from
- * another program (m0pub) through the run directory. */
+ * another program (m0pub) through the run directory. m0_publish and
+ * m0_publisher_attach, which choose between it and the fleet's bus, are in
+ * actors/publish.c: the bus fans out through this publisher, so this file
+ * does not know the bus. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +12,6 @@
 #include <unistd.h>
 
 #include "actors/publisher.h"
-#include "actors/bus.h"
 #include "base/errors.h"
 
 int m0__publisher_open(m0_publisher *pub, const m0__topology *t, m0__page *page, m0__tracer *trace,
@@ -61,25 +63,6 @@ void m0__publisher_link(m0_publisher *pub, nng_socket link, uint32_t sender) {
   pub->linked = true;
   pub->link = link;
   pub->self.id = sender;
-}
-
-/* To the host as PUBLISH: the FRAME payload with id 0 (the host numbers
- * it). pair1 hands it to the link's queue or refuses it at once. */
-static bool publish_link(m0_publisher *pub, const char *channel, const void *frame, size_t len) {
-  size_t cl = strlen(channel);
-  nng_msg *m;
-  if (m0__msg_new(&m, 10 + cl + len) != 0) return false;
-  bool ok = m0__frame_encode(m, 0, channel, cl, frame, len) == 0;
-  if (ok) {
-    m0__env e = {.kind = M0__K_PUBLISH, .from = pub->self.id, .to = M0__ACTOR_ID(M0__ROLE_APP, 0xfff)};
-    pthread_mutex_lock(&pub->mu);
-    e.seq = ++pub->self.seq;
-    m0__env_write(nng_msg_body(m), &e, (uint32_t)m0__msg_payload_len(m));
-    ok = nng_sendmsg(pub->link, m, 0) == 0;
-    pthread_mutex_unlock(&pub->mu);
-  }
-  if (!ok) nng_msg_free(m);
-  return ok;
 }
 
 /* The directory of the generation serving now (host/reload.h): after a
@@ -142,37 +125,6 @@ int m0__publisher_tell(m0_publisher *pub, int kind, const void *payload, size_t 
   return told;
 }
 
-m0_publisher *m0_publisher_attach(const char *run_dir, char *err, size_t errlen) {
-  m0_publisher *pub = m0__publisher_attach_loops(run_dir, err, errlen);
-  if (!pub) return NULL;
-  m0__page *page = pub->page;
-  /* The host's bus, as its bridge wrote it on the page: m0pub's frames go
-   * to the fleet too. */
-  if (atomic_load(&page->bus->configured)) {
-    m0__bus *bus = calloc(1, sizeof *bus);
-    if (!bus || m0__bus_open(bus, page->bus->url, page->bus->subject, page, pub, false, err, errlen) != 0) {
-      free(bus);
-      m0_publisher_detach(pub);
-      return NULL;
-    }
-    pub->bus = bus;
-  }
-  return pub;
-}
-
-void m0_publisher_detach(m0_publisher *pub) {
-  if (!pub) return;
-  m0__page *page = pub->page;
-  if (pub->bus) {
-    m0__bus_close(pub->bus);
-    free(pub->bus);
-  }
-  m0__publisher_close(pub);
-  m0__page_close(page);
-  free(page);
-  free(pub);
-}
-
 int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max) {
   int n = (int)pub->page->head->loops;
   for (int i = 0; i < n && i < max; i++) {
@@ -181,28 +133,6 @@ int m0_stats(m0_publisher *pub, m0_loop_stats *out, int max) {
                              atomic_load(&ln->handoffs), atomic_load(&ln->queued), atomic_load(&ln->dropped)};
   }
   return n;
-}
-
-bool m0_publish(m0_publisher *pub, const char *channel, uint64_t id, const void *frame, size_t len) {
-  if (!m0__channel_ok(channel) || !m0__frame_ok(frame, len)) {
-    atomic_fetch_add(&pub->refused, 1);
-    if (pub->page) atomic_fetch_add(&pub->page->head->refused, 1);
-    return false;
-  }
-  if (pub->linked) {
-    bool ok = publish_link(pub, channel, frame, len);
-    atomic_fetch_add(ok ? &pub->published : &pub->refused, 1);
-    return ok;
-  }
-  /* The id is the fleet stream's, not the caller's (actors/bus.h). */
-  if (pub->bus) {
-    bool ok = m0__bus_publish(pub->bus, pub, channel, strlen(channel), frame, len);
-    if (ok) atomic_fetch_add(&pub->published, 1);
-    return ok;
-  }
-  bool ok = m0__publisher_fanout(pub, channel, strlen(channel), id, frame, len);
-  if (ok) atomic_fetch_add(&pub->published, 1);
-  return ok;
 }
 
 bool m0__publisher_fanout(m0_publisher *pub, const char *channel, size_t cl, uint64_t id, const void *frame,

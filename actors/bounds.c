@@ -20,7 +20,7 @@
 #include "actors/envelope.h"
 #include "base/errors.h"
 #include "base/ids.h"
-#include "http/response.h"
+#include "base/limits.h"
 
 #define BOUNDS_PORTS 4 /* listeners per mailbox (its URL and m0__actor_listen_also's) */
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/limits.h"
 #include "http/date.h"
 #include "http/outq.h"
 #include "m0/m0.h"
@@ -89,12 +90,10 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
 /* Whether the application added a header of that name (case-insensitive). */
 bool m0__response_has_header(const m0_response *res, const char *name);
 const char *m0__status_reason(int status);
-#define M0__CHANNEL_MAX 64
 /* A channel name a stream or a publisher may use. */
 bool m0__channel_ok(const char *channel);
 bool m0__channel_ok_n(const char *channel, size_t n); /* the same, of n bytes that need no NUL */
-/* What a frame may hold: event lines without the id, at most M0__FRAME_MAX. */
-#define M0__FRAME_MAX (64u * 1024u)
+/* What a frame may hold (M0__FRAME_MAX, base/limits.h). */
 bool m0__frame_ok(const void *frame, size_t len);
 
 /* The host's own stream of its actor graph (m0_respond_graph asked with

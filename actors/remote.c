@@ -191,17 +191,17 @@ static void remote_options(nng_socket sock, atomic_int *pipes) {
 
 /* No connection REMOTE_REJOIN_MS after a reload's STOP: nng 1.5.2's dialer
  * now and then stops redialing (about 1 move in 900, seen in both the C and
- * the Python runner), so the socket is made again and dialed. 0, or -1
- * (the old one kept). */
+ * the Python runner), so the socket is made again and dialed. 0, or
+ * M0__ETRANSPORT (the old one kept). */
 static int remote_reopen(nng_socket *sock, int *rfd, const char *url, atomic_int *pipes, m0_publisher *pub) {
   nng_socket fresh;
-  if (nng_pair1_open(&fresh) != 0) return -1;
+  if (nng_pair1_open(&fresh) != 0) return M0__ETRANSPORT;
   atomic_store(pipes, 0); /* the old socket's are gone with it */
   remote_options(fresh, pipes);
   int fd;
   if (m0__link_dial(fresh, url, NNG_FLAG_NONBLOCK) != 0 || nng_socket_get_int(fresh, NNG_OPT_RECVFD, &fd) != 0) {
     m0__socket_close(fresh);
-    return -1;
+    return M0__ETRANSPORT;
   }
   nng_socket old = *sock;
   pthread_mutex_lock(&pub->mu);
@@ -223,128 +223,165 @@ static void signals_restore(int sfd, const sigset_t *old) {
   pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
-  if (!kind || !kind->receive || !url) return 1;
-  sigset_t stops, old;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGTERM);
-  sigaddset(&stops, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stops, &old);
-  int sfd = signalfd(-1, &stops, SFD_CLOEXEC | SFD_NONBLOCK);
+/* One instance's run (m0_actor_run): its socket, its stop signals, its
+ * secret and publisher, and where a reload's move stands. */
+typedef struct remote_run {
+  const m0_actor_kind *kind;
+  const char *url;
+  int instance;
+  sigset_t old; /* the thread's mask before the stop signals were blocked */
+  int sfd, rfd;
   nng_socket sock;
-  int rfd;
-  if (sfd < 0 || nng_pair1_open(&sock) != 0) {
-    fprintf(stderr, "m0: actor %s: cannot open a pair1 socket\n", kind->name);
-    if (sfd >= 0) signals_restore(sfd, &old);
-    else pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return 1;
-  }
-  atomic_int pipes = 0;
-  remote_options(sock, &pipes);
-  /* tls+tcp://: this program's identity is M0_TLS_CERT, M0_TLS_KEY and
-   * M0_TLS_CA (an outside program has no topology file; a spawned one is
-   * given the host's), loaded after the mask above (nng's TLS starts its
-   * threads). */
-  char terr[1200];
-  if (m0__link_encrypted(url) && m0__links_tls_env(terr, sizeof terr) != 0) {
-    fprintf(stderr, "m0: actor %s cannot dial %s: %s\n", kind->name, url, terr);
-    m0__socket_close(sock);
-    signals_restore(sfd, &old);
-    return 78;
-  }
+  atomic_int pipes;
   m0__secret sec;
-  if (remote_secret(kind->name, &sec) != 0) {
-    m0__socket_close(sock);
-    signals_restore(sfd, &old);
-    return 78;
-  }
-  bool said_no_secret = false;
-  int rv = m0__link_dial(sock, url, 0);
-  if (rv != 0) rv = m0__link_dial(sock, url, NNG_FLAG_NONBLOCK); /* not up yet: redialed in the background */
-  if (rv != 0 || nng_socket_get_int(sock, NNG_OPT_RECVFD, &rfd) != 0) {
-    fprintf(stderr, "m0: actor %s cannot dial %s: %s\n", kind->name, url, nng_strerror(rv ? rv : NNG_EINVAL));
-    m0__socket_close(sock);
-    signals_restore(sfd, &old);
-    return 1;
-  }
-
-  char err[512] = "";
-  /* Frames this instance publishes go to the host, which numbers them. */
+  bool said_no_secret;
   m0_publisher pub;
-  m0__publisher_link(&pub, sock, M0__ACTOR_ID(M0__ROLE_APP, instance & 0xfff));
-  m0_actor_ctx ctx = {.actor = kind->name, .instance = instance, .instances = 0, .config = NULL, .publisher = &pub};
-  void *state = NULL;
-  if (kind->make && !(state = kind->make(&ctx, err, sizeof err))) {
-    fprintf(stderr, "m0: actor %s: %s\n", kind->name, err[0] ? err : "make failed");
-    m0__socket_close(sock);
-    m0__publisher_close(&pub);
-    signals_restore(sfd, &old);
-    return 78;
-  }
-  uint64_t seq = 0;
-  nng_msg *m;
+  void *state;
+  uint64_t seq;
   /* A reload's STOP came then, and no connection has lasted since (0:
    * none). One up 300 ms after it is the next generation's (the old one
    * closes a redial at once, and this one's own close is done by then). */
-  int64_t moving = 0;
-  bool idle;
-  for (;;) {
-    m = remote_next(sock, rfd, sfd, moving ? 250 : -1, &idle);
-    if (moving && atomic_load(&pipes) > 0 && remote_now_ms() - moving >= 300) moving = 0;
-    if (moving && remote_now_ms() - moving >= REMOTE_REJOIN_MS) {
-      fprintf(stderr, "m0: actor %s: no connection %d ms after the reload; dialing %s again\n", kind->name,
-              REMOTE_REJOIN_MS, url);
-      if (remote_reopen(&sock, &rfd, url, &pipes, &pub) != 0)
-        fprintf(stderr, "m0: actor %s: cannot make a socket to dial again; the old one redials on\n", kind->name);
-      moving = remote_now_ms();
+  int64_t moving;
+} remote_run;
+
+/* The socket opened, its identity loaded and dialed: 0, or the exit code
+ * (said on stderr; the socket and the signals given back). */
+static int remote_dial(remote_run *r) {
+  const char *name = r->kind->name;
+  char terr[1200];
+  int code = 0, rv = 0;
+  remote_options(r->sock, &r->pipes);
+  /* tls+tcp://: this program's identity is M0_TLS_CERT, M0_TLS_KEY and
+   * M0_TLS_CA (an outside program has no topology file; a spawned one is
+   * given the host's), loaded after the mask (nng's TLS starts its
+   * threads). */
+  if (m0__link_encrypted(r->url) && m0__links_tls_env(terr, sizeof terr) != 0) {
+    fprintf(stderr, "m0: actor %s cannot dial %s: %s\n", name, r->url, terr);
+    code = 78;
+  } else if (remote_secret(name, &r->sec) != 0) {
+    code = 78;
+  } else {
+    rv = m0__link_dial(r->sock, r->url, 0);
+    if (rv != 0) rv = m0__link_dial(r->sock, r->url, NNG_FLAG_NONBLOCK); /* not up yet: redialed in the background */
+    if (rv != 0 || nng_socket_get_int(r->sock, NNG_OPT_RECVFD, &r->rfd) != 0) {
+      fprintf(stderr, "m0: actor %s cannot dial %s: %s\n", name, r->url, nng_strerror(rv ? rv : NNG_EINVAL));
+      code = 1;
     }
-    if (!m && idle) continue;
-    if (!m) break;
-    m0__env e;
-    const uint8_t *payload;
-    size_t len;
-    if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &e, &payload, &len) != 0) {
-      fprintf(stderr, "m0: actor %s: dropped a malformed message\n", kind->name);
-      nng_msg_free(m);
-      continue;
-    }
-    if (e.kind == M0__K_STOP && len == 1 && payload[0] == 1) {
-      /* The host reloads (docs/wire.md): this connection closed, the
-       * dialer redials the same URL, where the next generation listens. */
-      fprintf(stderr, "m0: actor %s: the host reloads; redialing %s\n", kind->name, url);
-      nng_pipe_close(nng_msg_get_pipe(m));
-      nng_msg_free(m);
-      moving = remote_now_ms();
-      continue;
-    }
-    if (e.kind == M0__K_STOP) {
-      nng_msg_free(m);
-      break;
-    }
-    if (e.kind == M0__K_HELLO) {
-      remote_prove(kind->name, &sec, sock, &e, payload, len, &said_no_secret);
-      nng_msg_free(m);
-      continue;
-    }
-    nng_msg *out;
-    if (e.kind != M0__K_REQUEST || m0__wire_batch_new(&out, (len < (1u << 20) ? len : (1u << 20)) + 256) != 0) {
-      nng_msg_free(m);
-      continue;
-    }
-    m0__msg req = {.env = e, .payload = payload, .len = len};
-    if (m0__instance_answer(kind, state, &req, out, NULL, NULL, NULL) < 0)
-      fprintf(stderr, "m0: actor %s: a malformed request batch\n", kind->name);
-    /* The answer goes back to whoever asked: from and to swapped. */
-    m0__env r = {.kind = M0__K_REPLY, .from = e.to, .to = e.from, .seq = ++seq, .trace_hi = e.trace_hi,
-                 .trace_lo = e.trace_lo};
-    m0__env_write(nng_msg_body(out), &r, (uint32_t)(nng_msg_len(out) - M0__ENV_HEADER));
-    nng_msg_free(m);
-    if (nng_sendmsg(sock, out, 0) != 0) nng_msg_free(out);
   }
-  if (kind->free && state) kind->free(state);
-  close_bounded(sock);
-  m0__publisher_close(&pub);
-  signals_restore(sfd, &old);
-  memset(&sec, 0, sizeof sec);
+  if (code) {
+    m0__socket_close(r->sock);
+    signals_restore(r->sfd, &r->old);
+  }
+  return code;
+}
+
+/* The stop signals taken as a descriptor, the socket opened, dialed, and
+ * the kind's make run: 0, or the exit code (everything given back). */
+static int remote_begin(remote_run *r) {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stops, &r->old);
+  r->sfd = signalfd(-1, &stops, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (r->sfd < 0 || nng_pair1_open(&r->sock) != 0) {
+    fprintf(stderr, "m0: actor %s: cannot open a pair1 socket\n", r->kind->name);
+    if (r->sfd >= 0) signals_restore(r->sfd, &r->old);
+    else pthread_sigmask(SIG_SETMASK, &r->old, NULL);
+    return 1;
+  }
+  int code = remote_dial(r);
+  if (code) return code;
+  char err[512] = "";
+  /* Frames this instance publishes go to the host, which numbers them. */
+  m0__publisher_link(&r->pub, r->sock, M0__ACTOR_ID(M0__ROLE_APP, r->instance & 0xfff));
+  m0_actor_ctx ctx = {.actor = r->kind->name, .instance = r->instance, .instances = 0, .config = NULL,
+                      .publisher = &r->pub};
+  if (r->kind->make && !(r->state = r->kind->make(&ctx, err, sizeof err))) {
+    fprintf(stderr, "m0: actor %s: %s\n", r->kind->name, err[0] ? err : "make failed");
+    m0__socket_close(r->sock);
+    m0__publisher_close(&r->pub);
+    signals_restore(r->sfd, &r->old);
+    return 78;
+  }
   return 0;
+}
+
+/* A REQUEST batch answered by the kind, the REPLY sent back to whoever
+ * asked (from and to swapped). */
+static void remote_answer(remote_run *r, const m0__env *e, const uint8_t *payload, size_t len) {
+  nng_msg *out;
+  if (m0__wire_batch_new(&out, (len < (1u << 20) ? len : (1u << 20)) + 256) != 0) return;
+  m0__msg req = {.env = *e, .payload = payload, .len = len};
+  if (m0__instance_answer(r->kind, r->state, &req, out, NULL, NULL, NULL) < 0)
+    fprintf(stderr, "m0: actor %s: a malformed request batch\n", r->kind->name);
+  m0__env rep = {.kind = M0__K_REPLY, .from = e->to, .to = e->from, .seq = ++r->seq, .trace_hi = e->trace_hi,
+                 .trace_lo = e->trace_lo};
+  m0__env_write(nng_msg_body(out), &rep, (uint32_t)(nng_msg_len(out) - M0__ENV_HEADER));
+  if (nng_sendmsg(r->sock, out, 0) != 0) nng_msg_free(out);
+}
+
+/* One message from the host, taken and freed: false when it is the STOP
+ * that ends the run. */
+static bool remote_take(remote_run *r, nng_msg *m) {
+  const char *name = r->kind->name;
+  m0__env e;
+  const uint8_t *payload;
+  size_t len;
+  bool go_on = true;
+  if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &e, &payload, &len) != 0) {
+    fprintf(stderr, "m0: actor %s: dropped a malformed message\n", name);
+  } else if (e.kind == M0__K_STOP && len == 1 && payload[0] == 1) {
+    /* The host reloads (docs/wire.md): this connection closed, the
+     * dialer redials the same URL, where the next generation listens. */
+    fprintf(stderr, "m0: actor %s: the host reloads; redialing %s\n", name, r->url);
+    nng_pipe_close(nng_msg_get_pipe(m));
+    r->moving = remote_now_ms();
+  } else if (e.kind == M0__K_STOP) {
+    go_on = false;
+  } else if (e.kind == M0__K_HELLO) {
+    remote_prove(name, &r->sec, r->sock, &e, payload, len, &r->said_no_secret);
+  } else if (e.kind == M0__K_REQUEST) {
+    remote_answer(r, &e, payload, len);
+  }
+  nng_msg_free(m);
+  return go_on;
+}
+
+/* During a reload's move: the connection that lasted ends it, and none
+ * REMOTE_REJOIN_MS after the STOP makes the socket again. */
+static void remote_move(remote_run *r) {
+  if (atomic_load(&r->pipes) > 0 && remote_now_ms() - r->moving >= 300) r->moving = 0;
+  if (!r->moving || remote_now_ms() - r->moving < REMOTE_REJOIN_MS) return;
+  fprintf(stderr, "m0: actor %s: no connection %d ms after the reload; dialing %s again\n", r->kind->name,
+          REMOTE_REJOIN_MS, r->url);
+  if (remote_reopen(&r->sock, &r->rfd, r->url, &r->pipes, &r->pub) != 0)
+    fprintf(stderr, "m0: actor %s: cannot make a socket to dial again; the old one redials on\n", r->kind->name);
+  r->moving = remote_now_ms();
+}
+
+int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
+  if (!kind || !kind->receive || !url) return 1;
+  remote_run *r = calloc(1, sizeof *r);
+  if (!r) return 1;
+  r->kind = kind;
+  r->url = url;
+  r->instance = instance;
+  int code = remote_begin(r);
+  for (bool go_on = !code; go_on;) {
+    bool idle;
+    nng_msg *m = remote_next(r->sock, r->rfd, r->sfd, r->moving ? 250 : -1, &idle);
+    if (r->moving) remote_move(r);
+    if (m) go_on = remote_take(r, m);
+    else go_on = idle;
+  }
+  if (!code) {
+    if (kind->free && r->state) kind->free(r->state);
+    close_bounded(r->sock);
+    m0__publisher_close(&r->pub);
+    signals_restore(r->sfd, &r->old);
+  }
+  memset(&r->sec, 0, sizeof r->sec);
+  free(r);
+  return code;
 }

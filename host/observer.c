@@ -137,120 +137,155 @@ static void count_edges(json_t *edges, json_t *nodes, const counts *cn, json_t *
   json_decref(waits);
 }
 
-char *m0__observer_graph(const m0__loop *l, const char *process) {
-  const m0__topology *t = l->topo;
-  bool prefork = t->mode == M0__MODE_PREFORK;
-  char host[256] = "localhost", name[64], proc[32], other[64];
-  gethostname(host, sizeof host - 1);
-  refusals rf = {0};
-  m0__refusals_each(refusal_add, &rf);
-  json_t *nodes = json_array(), *edges = json_array(), *outside = json_object(); /* names of instances outside */
-  bool has_producer = false;
-  for (int a = 0; a < t->nactors; a++) {
-    const m0__actor_desc *d = &t->actors[a];
+/* What a graph is drawn from: the loop's topology and page, this
+ * process's name, this machine's, and the refusals counted so far. */
+typedef struct graph {
+  const m0__loop *l;
+  const m0__topology *t;
+  bool prefork, has_producer;
+  const char *process;
+  char host[256];
+  refusals rf;
+  json_t *nodes, *edges, *outside; /* outside: names of instances outside the host */
+} graph;
+
+/* A node per actor of the topology, with a loop's figures from the page. */
+static void graph_actors(graph *g) {
+  char name[64], proc[32];
+  for (int a = 0; a < g->t->nactors; a++) {
+    const m0__actor_desc *d = &g->t->actors[a];
     int role = M0__ACTOR_ROLE(d->id), idx = M0__ACTOR_INDEX(d->id);
     m0__actor_name(d->id, name, sizeof name);
-    process_of(t, role, idx, proc, sizeof proc);
+    process_of(g->t, role, idx, proc, sizeof proc);
     json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "name", name, "role", m0__role_name(role), "process",
                           proc, "thread", role == M0__ROLE_COORD || role == M0__ROLE_WORKER ? "main" : name,
-                          "machine", host, "url", d->url, "refused", refused(&rf, d->id));
-    if (role == M0__ROLE_PRODUCER) has_producer = true;
-    if (role == M0__ROLE_LOOP && idx < (int)l->page->head->loops) {
-      const m0__loop_line *ln = &l->page->lines[idx];
+                          "machine", g->host, "url", d->url, "refused", refused(&g->rf, d->id));
+    if (role == M0__ROLE_PRODUCER) g->has_producer = true;
+    if (role == M0__ROLE_LOOP && idx < (int)g->l->page->head->loops) {
+      const m0__loop_line *ln = &g->l->page->lines[idx];
       json_object_set_new(n, "requests", json_integer((json_int_t)atomic_load(&ln->requests)));
       json_object_set_new(n, "open", json_integer((json_int_t)atomic_load(&ln->open)));
       json_object_set_new(n, "streams", json_integer((json_int_t)atomic_load(&ln->streams)));
       json_object_set_new(n, "handoffs", json_integer((json_int_t)atomic_load(&ln->handoffs)));
       json_object_set_new(n, "queued", json_integer((json_int_t)atomic_load(&ln->queued)));
     }
-    json_array_append_new(nodes, n);
+    json_array_append_new(g->nodes, n);
   }
-  /* The kinds each pair exchanges (ARCHITECTURE.md, the table of kinds). */
-  for (int i = 0; i < t->loops; i++) {
-    char loop[32], boss[32];
-    snprintf(loop, sizeof loop, "loop.%d", i);
-    if (prefork) snprintf(boss, sizeof boss, "worker.%d", i);
-    else snprintf(boss, sizeof boss, "coordinator");
-    edge(edges, boss, loop, "go stop");
-    edge(edges, loop, boss, "ready failed stopped died leaving");
-    if (has_producer) edge(edges, "producer", loop, "frame");
-    for (int j = 0; j < t->pool; j++) {
-      char pool[40];
-      snprintf(pool, sizeof pool, "pool.%d.%d", i, j);
-      edge(edges, loop, pool, "job stop");
-      edge(edges, pool, loop, "result");
-      edge(edges, pool, boss, "ready failed died");
+}
+
+/* Loop i's edges: to and from its boss, the producer, its pool threads
+ * and (one process) its siblings. */
+static void graph_loop_edges(graph *g, int i) {
+  char loop[32], boss[32], other[64];
+  snprintf(loop, sizeof loop, "loop.%d", i);
+  if (g->prefork) snprintf(boss, sizeof boss, "worker.%d", i);
+  else snprintf(boss, sizeof boss, "coordinator");
+  edge(g->edges, boss, loop, "go stop");
+  edge(g->edges, loop, boss, "ready failed stopped died leaving");
+  if (g->has_producer) edge(g->edges, "producer", loop, "frame");
+  for (int j = 0; j < g->t->pool; j++) {
+    char pool[40];
+    snprintf(pool, sizeof pool, "pool.%d.%d", i, j);
+    edge(g->edges, loop, pool, "job stop");
+    edge(g->edges, pool, loop, "result");
+    edge(g->edges, pool, boss, "ready failed died");
+  }
+  /* accept sharing: siblings of one process */
+  for (int k = 0; !g->prefork && k < g->t->loops; k++)
+    if (k != i) {
+      snprintf(other, sizeof other, "loop.%d", k);
+      edge(g->edges, loop, other, "handoff");
     }
-    /* accept sharing: siblings of one process */
-    for (int k = 0; !prefork && k < t->loops; k++)
-      if (k != i) {
-        snprintf(other, sizeof other, "loop.%d", k);
-        edge(edges, loop, other, "handoff");
-      }
-  }
-  if (prefork)
-    for (int w = 0; w < t->loops; w++) {
+}
+
+/* The kinds each pair exchanges (ARCHITECTURE.md, the table of kinds). */
+static void graph_edges(graph *g) {
+  char other[64];
+  for (int i = 0; i < g->t->loops; i++) graph_loop_edges(g, i);
+  if (g->prefork)
+    for (int w = 0; w < g->t->loops; w++) {
       snprintf(other, sizeof other, "worker.%d", w);
-      edge(edges, "coordinator", other, "go");
-      edge(edges, other, "coordinator", "ready");
+      edge(g->edges, "coordinator", other, "go");
+      edge(g->edges, other, "coordinator", "ready");
     }
-  if (has_producer) {
-    edge(edges, "coordinator", "producer", "go stop");
-    edge(edges, "producer", "coordinator", "ready failed stopped");
+  if (g->has_producer) {
+    edge(g->edges, "coordinator", "producer", "go stop");
+    edge(g->edges, "producer", "coordinator", "ready failed stopped");
   }
-  /* Application actors: this process's view of them. */
-  for (int si = 0; si < l->nservices; si++) {
-    m0__service *s = l->services[si];
+}
+
+/* Slot k of application actor s, live: its node and edges. */
+static void graph_instance(graph *g, m0__service *s, int k) {
+  char inst[64], where[256], other[64];
+  m0__actor_name(m0__service_slot_id(s, k), inst, sizeof inst);
+  if (s->door) { /* a relay's leg: where the relay said its instance dialed from */
+    pthread_mutex_lock(&s->mu);
+    snprintf(where, sizeof where, "%s", s->slots[k].where[0] ? s->slots[k].where : g->host);
+    pthread_mutex_unlock(&s->mu);
+  } else if (s->connected) {
+    m0__pipe_where(atomic_load(&s->slots[k].pipe), g->host, where, sizeof where);
+  }
+  if (s->connected) json_object_set_new(g->outside, inst, json_true());
+  json_array_append_new(g->nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role",
+                                            "instance", "actor", s->name, "process",
+                                            s->connected ? "connected" : g->process, "thread",
+                                            s->connected ? "" : inst, "machine", s->connected ? where : g->host,
+                                            "in_flight", atomic_load(&s->slots[k].inflight), "placement",
+                                            s->connected ? "connected" : "thread"));
+  for (int i = 0; i < g->t->loops; i++) {
+    snprintf(other, sizeof other, "loop.%d", i);
+    edge(g->edges, other, inst, "request");
+    edge(g->edges, inst, other, "reply");
+  }
+  if (s->connected) edge(g->edges, inst, s->name, "publish");
+  else edge(g->edges, inst, g->prefork ? g->process : "coordinator", "ready failed"); /* its process's coordinator */
+}
+
+/* Application actors: this process's view of them. */
+static void graph_services(graph *g) {
+  for (int si = 0; si < g->l->nservices; si++) {
+    m0__service *s = g->l->services[si];
     int live = 0, inflight = 0;
     for (int k = 0; k < s->nslots; k++) {
       if (!atomic_load(&s->slots[k].live)) continue;
       live++;
       inflight += atomic_load(&s->slots[k].inflight);
-      char inst[64], where[256];
-      m0__actor_name(m0__service_slot_id(s, k), inst, sizeof inst);
-      if (s->door) { /* a relay's leg: where the relay said its instance dialed from */
-        pthread_mutex_lock(&s->mu);
-        snprintf(where, sizeof where, "%s", s->slots[k].where[0] ? s->slots[k].where : host);
-        pthread_mutex_unlock(&s->mu);
-      } else if (s->connected) {
-        m0__pipe_where(atomic_load(&s->slots[k].pipe), host, where, sizeof where);
-      }
-      if (s->connected) json_object_set_new(outside, inst, json_true());
-      json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role",
-                                             "instance", "actor", s->name, "process",
-                                             s->connected ? "connected" : process, "thread",
-                                             s->connected ? "" : inst, "machine", s->connected ? where : host,
-                                             "in_flight", atomic_load(&s->slots[k].inflight), "placement",
-                                             s->connected ? "connected" : "thread"));
-      for (int i = 0; i < t->loops; i++) {
-        snprintf(other, sizeof other, "loop.%d", i);
-        edge(edges, other, inst, "request");
-        edge(edges, inst, other, "reply");
-      }
-      if (s->connected) edge(edges, inst, s->name, "publish");
-      else edge(edges, inst, prefork ? process : "coordinator", "ready failed"); /* its process's coordinator */
+      graph_instance(g, s, k);
     }
-    json_array_append_new(nodes,
+    json_array_append_new(g->nodes,
                           json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "name", s->name, "role", "app",
-                                    "process", process, "placement", s->connected ? "connected" : "thread", "url",
+                                    "process", g->process, "placement", s->connected ? "connected" : "thread", "url",
                                     s->connected ? s->url : "", "instances", live, "in_flight", inflight, "restarts",
                                     (json_int_t)atomic_load(s->restarts), "refused",
-                                    refused(&rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)))));
+                                    refused(&g->rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)))));
   }
+}
+
+char *m0__observer_graph(const m0__loop *l, const char *process) {
+  graph *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  *g = (graph){.l = l, .t = l->topo, .prefork = l->topo->mode == M0__MODE_PREFORK, .process = process,
+               .host = "localhost", .nodes = json_array(), .edges = json_array(), .outside = json_object()};
+  gethostname(g->host, sizeof g->host - 1);
+  m0__refusals_each(refusal_add, &g->rf);
+  graph_actors(g);
+  graph_edges(g);
+  graph_services(g);
   /* What the page counted on each edge (actors/edges.h). */
   counts *cn = calloc(1, sizeof *cn); /* 61 KiB: not on the loop's stack */
   if (cn) m0__edges_each(count_add, cn);
-  draw_seen(edges, nodes, cn);
-  count_edges(edges, nodes, cn, outside);
+  draw_seen(g->edges, g->nodes, cn);
+  count_edges(g->edges, g->nodes, cn, g->outside);
   free(cn);
-  json_decref(outside);
+  json_decref(g->outside);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   json_t *root = json_pack("{s:I, s:s, s:s, s:s, s:o, s:o}", "t",
-                           (json_int_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, "mode", m0__mode_name(t->mode),
-                           "machine", host, "process", process, "nodes", nodes, "edges", edges);
+                           (json_int_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, "mode", m0__mode_name(g->t->mode),
+                           "machine", g->host, "process", process, "nodes", g->nodes, "edges", g->edges);
   char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
   json_decref(root);
+  free(g);
   return text;
 }
 

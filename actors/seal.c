@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/admit.h"
 #include "base/errors.h"
 #include "base/num.h"
 

@@ -131,48 +131,56 @@ static void cookie_put(cookie_out *o, const char *s, size_t n) {
 
 static void cookie_puts(cookie_out *o, const char *s) { cookie_put(o, s, strlen(s)); }
 
+/* Whether a cookie named name (nn bytes) may carry attributes a. What a
+ * browser would drop silently (RFC 6265bis section 4.1.3, the prefixes
+ * matched without case as its user agents do; section 5.4.7, SameSite=None
+ * only with Secure) is refused here, where it can be seen. */
+static bool cookie_attrs_ok(const char *name, size_t nn, const m0_cookie_attrs *a) {
+  if ((a->path && !cookie_path_ok(a->path)) || (a->domain && !cookie_domain_ok(a->domain))) return false;
+  if ((a->has_max_age && a->max_age < 0) || a->expires < 0 || a->expires > COOKIE_EXPIRES_MAX) return false;
+  if ((unsigned)a->same_site > M0_SAME_SITE_STRICT) return false;
+  if (a->same_site == M0_SAME_SITE_NONE && !a->secure) return false;
+  if (nn >= 9 && strncasecmp(name, "__Secure-", 9) == 0 && !a->secure) return false;
+  return !(nn >= 7 && strncasecmp(name, "__Host-", 7) == 0 &&
+           (!a->secure || a->domain || !a->path || strcmp(a->path, "/") != 0));
+}
+
+/* "; Path=...; Domain=...; Max-Age=...; Expires=...; Secure; HttpOnly;
+ * SameSite=...", each when set. */
+static void cookie_put_attrs(cookie_out *o, const m0_cookie_attrs *a) {
+  static const char *const same_site[] = {NULL, "; SameSite=None", "; SameSite=Lax", "; SameSite=Strict"};
+  char num[48];
+  if (a->path) {
+    cookie_puts(o, "; Path=");
+    cookie_puts(o, a->path);
+  }
+  if (a->domain) {
+    cookie_puts(o, "; Domain=");
+    cookie_puts(o, a->domain);
+  }
+  if (a->has_max_age) {
+    cookie_puts(o, "; Max-Age=");
+    cookie_put(o, num, (size_t)(m0__put_uint(num, (uint64_t)a->max_age) - num));
+  }
+  if (a->expires) {
+    cookie_puts(o, "; Expires=");
+    cookie_put(o, num, (size_t)(m0__imf_fixdate(num, a->expires) - num));
+  }
+  if (a->secure) cookie_puts(o, "; Secure");
+  if (a->http_only) cookie_puts(o, "; HttpOnly");
+  if (a->same_site) cookie_puts(o, same_site[a->same_site]);
+}
+
 long m0_cookie_format(char *out, size_t cap, const char *name, const char *value, const m0_cookie_attrs *attrs) {
   static const m0_cookie_attrs none;
   const m0_cookie_attrs *a = attrs ? attrs : &none;
   size_t nn = strlen(name), vn = strlen(value);
-  if (!cap || !m0__cookie_token(name, nn) || !cookie_value_ok(value, vn)) return -1;
-  if ((a->path && !cookie_path_ok(a->path)) || (a->domain && !cookie_domain_ok(a->domain))) return -1;
-  if ((a->has_max_age && a->max_age < 0) || a->expires < 0 || a->expires > COOKIE_EXPIRES_MAX) return -1;
-  if ((unsigned)a->same_site > M0_SAME_SITE_STRICT) return -1;
-  /* What a browser would drop silently (RFC 6265bis section 4.1.3, the
-   * prefixes matched without case as its user agents do; section 5.4.7,
-   * SameSite=None only with Secure), refused here where it can be seen. */
-  if (a->same_site == M0_SAME_SITE_NONE && !a->secure) return -1;
-  if (nn >= 9 && strncasecmp(name, "__Secure-", 9) == 0 && !a->secure) return -1;
-  if (nn >= 7 && strncasecmp(name, "__Host-", 7) == 0 &&
-      (!a->secure || a->domain || !a->path || strcmp(a->path, "/") != 0))
-    return -1;
-
+  if (!cap || !m0__cookie_token(name, nn) || !cookie_value_ok(value, vn) || !cookie_attrs_ok(name, nn, a)) return -1;
   cookie_out o = {out, out + cap - 1, false};
   cookie_put(&o, name, nn);
   cookie_put(&o, "=", 1);
   cookie_put(&o, value, vn);
-  if (a->path) {
-    cookie_puts(&o, "; Path=");
-    cookie_puts(&o, a->path);
-  }
-  if (a->domain) {
-    cookie_puts(&o, "; Domain=");
-    cookie_puts(&o, a->domain);
-  }
-  char num[48];
-  if (a->has_max_age) {
-    cookie_puts(&o, "; Max-Age=");
-    cookie_put(&o, num, (size_t)(m0__put_uint(num, (uint64_t)a->max_age) - num));
-  }
-  if (a->expires) {
-    cookie_puts(&o, "; Expires=");
-    cookie_put(&o, num, (size_t)(m0__imf_fixdate(num, a->expires) - num));
-  }
-  if (a->secure) cookie_puts(&o, "; Secure");
-  if (a->http_only) cookie_puts(&o, "; HttpOnly");
-  static const char *const same_site[] = {NULL, "; SameSite=None", "; SameSite=Lax", "; SameSite=Strict"};
-  if (a->same_site) cookie_puts(&o, same_site[a->same_site]);
+  cookie_put_attrs(&o, a);
   if (o.full) return -1;
   *o.p = 0;
   return (long)(o.p - out);

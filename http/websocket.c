@@ -44,6 +44,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/errors.h"
 #include "http/conn_state.h"
 #include "http/fields.h"
 #include "http/response.h"
@@ -352,32 +353,39 @@ static bool ws_offers_events(const m0_request *req) {
   return false;
 }
 
-m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
-  if (!res || res->done) return NULL;
-  const m0_request *req = res->req;
+/* Whether the request can be upgraded here (accept set), else answered:
+ * 409 on a pool thread, 400 for no WebSocket handshake, 426 for another
+ * version. */
+static bool ws_upgradable(m0_response *res, const m0_request *req, char accept[29]) {
   if (!res->ws_begin || !req) {
     fprintf(stderr, "m0: a WebSocket was begun on a pool thread; answered 409 (upgrade on the loop: an "
                     "M0_ON_LOOP route)\n");
     m0__respond_status(res, 409, NULL);
-    return NULL;
+    return false;
   }
   m0_str key = m0_request_header(req, "Sec-WebSocket-Key");
   m0_str version = m0_request_header(req, "Sec-WebSocket-Version");
-  char accept[29];
   bool get = req->method.n == 3 && memcmp(req->method.p, "GET", 3) == 0;
   if (!get || req->version_minor < 1 || !has_token(m0_request_header(req, "Upgrade"), "websocket") ||
       !has_token(m0_request_header(req, "Connection"), "upgrade") || m0__ws_accept(key.p, key.n, accept) != 0) {
     res->close = true;
     m0__respond_status(res, 400, NULL);
-    return NULL;
+    return false;
   }
   if (version.n != 2 || memcmp(version.p, "13", 2) != 0) {
     m0_response_header(res, "Sec-WebSocket-Version", "13");
     m0__respond_status(res, 426, NULL);
-    return NULL;
+    return false;
   }
-  /* permessage-deflate, when offered: every Sec-WebSocket-Extensions value. */
-  char offer[2048], ext[256] = "";
+  return true;
+}
+
+/* What the client offered: permessage-deflate (every
+ * Sec-WebSocket-Extensions value; true when accepted, ext its answer), the
+ * subprotocol m0.events (when the application chose none of its own), a
+ * Last-Event-ID. */
+static bool ws_offered(m0_response *res, const m0_request *req, m0__ws_offer *got, char *ext, size_t extcap) {
+  char offer[2048];
   size_t ol = 0;
   for (size_t i = 0; i < req->nheaders; i++) {
     const m0_header *x = &req->headers[i];
@@ -387,12 +395,15 @@ m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
     memcpy(offer + ol, x->value.p, x->value.n);
     ol += x->value.n;
   }
-  m0__ws_offer got = {0};
-  bool deflate = ol && m0__ws_pmd_negotiate(offer, ol, &got.pmd, ext, sizeof ext);
-  /* The subprotocol m0.events, when the client offers it and the
-   * application chose none of its own. */
-  got.events = !m0__response_has_header(res, "Sec-WebSocket-Protocol") && ws_offers_events(req);
-  got.has_last = m0__last_event_id(req, &got.last);
+  bool deflate = ol && m0__ws_pmd_negotiate(offer, ol, &got->pmd, ext, extcap);
+  got->events = !m0__response_has_header(res, "Sec-WebSocket-Protocol") && ws_offers_events(req);
+  got->has_last = m0__last_event_id(req, &got->last);
+  return deflate;
+}
+
+/* The 101 queued, with the application's headers: 0, or M0__ENOMEM (or
+ * M0__ETOOBIG: the head does not fit), nothing queued. */
+static int ws_head(m0_response *res, const char *accept, bool deflate, const char *ext, bool events) {
   char head[512];
   size_t dlen;
   const char *date = m0__date_line(res->date, &dlen);
@@ -400,17 +411,29 @@ m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
                    "HTTP/1.1 101 Switching Protocols\r\nServer: m0\r\n%.*sUpgrade: websocket\r\nConnection: Upgrade\r\n"
                    "Sec-WebSocket-Accept: %s\r\n%s%s%s%s",
                    (int)dlen, date, accept, deflate ? "Sec-WebSocket-Extensions: " : "", deflate ? ext : "",
-                   deflate ? "\r\n" : "", got.events ? "Sec-WebSocket-Protocol: " M0__WS_EVENTS "\r\n" : "");
+                   deflate ? "\r\n" : "", events ? "Sec-WebSocket-Protocol: " M0__WS_EVENTS "\r\n" : "");
+  if (n < 0 || (size_t)n >= sizeof head) return M0__ETOOBIG;
   /* One append: a head half-queued cannot be taken back. */
   m0__buf all = {0};
-  if (n < 0 || (size_t)n >= sizeof head || m0__buf_append(&all, head, (size_t)n) ||
-      m0__buf_append(&all, res->extra, res->extra_len) || m0__buf_append(&all, "\r\n", 2) ||
-      m0__outq_append(res->out, all.p, all.len) != 0) {
-    m0__buf_free(&all);
+  int rv = m0__buf_append(&all, head, (size_t)n) || m0__buf_append(&all, res->extra, res->extra_len) ||
+                   m0__buf_append(&all, "\r\n", 2) || m0__outq_append(res->out, all.p, all.len) != 0
+               ? M0__ENOMEM
+               : 0;
+  m0__buf_free(&all);
+  return rv;
+}
+
+m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
+  if (!res || res->done) return NULL;
+  const m0_request *req = res->req;
+  char accept[29], ext[256] = "";
+  if (!ws_upgradable(res, req, accept)) return NULL;
+  m0__ws_offer got = {0};
+  bool deflate = ws_offered(res, req, &got, ext, sizeof ext);
+  if (ws_head(res, accept, deflate, ext, got.events) != 0) {
     m0__respond_status(res, 500, NULL);
     return NULL;
   }
-  m0__buf_free(&all);
   res->done = true;
   res->status = 101;
   m0_ws *ws = res->ws_begin(res->stream_ctx, handlers, deflate, &got);

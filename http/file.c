@@ -62,31 +62,36 @@ static bool read_u64(const char *p, const char *end, uint64_t *out) {
   return true;
 }
 
-/* "bytes=a-b", "bytes=a-", "bytes=-n" against a file of `size` bytes.
- * 1 and [*from, *to] inclusive; 0 when the header is to be ignored (not
- * one range the host reads); -1 when it cannot be satisfied (416). */
+/* What a Range header asks of a file: */
+enum {
+  RANGE_WHOLE,         /* nothing the host reads (not one range): the whole file */
+  RANGE_ONE,           /* [*from, *to], inclusive */
+  RANGE_UNSATISFIABLE, /* 416 */
+};
+
+/* "bytes=a-b", "bytes=a-", "bytes=-n" against a file of `size` bytes. */
 static int range_of(m0_str r, uint64_t size, uint64_t *from, uint64_t *to) {
-  if (r.n < 7 || strncasecmp(r.p, "bytes=", 6) != 0 || memchr(r.p, ',', r.n)) return 0;
+  if (r.n < 7 || strncasecmp(r.p, "bytes=", 6) != 0 || memchr(r.p, ',', r.n)) return RANGE_WHOLE;
   const char *p = r.p + 6, *end = r.p + r.n;
   while (p < end && *p == ' ') p++;
   while (end > p && end[-1] == ' ') end--;
   const char *dash = memchr(p, '-', (size_t)(end - p));
-  if (!dash) return 0;
+  if (!dash) return RANGE_WHOLE;
   uint64_t a, b;
   if (dash == p) { /* the last n bytes */
-    if (!read_u64(dash + 1, end, &b)) return 0;
-    if (b == 0 || size == 0) return -1;
+    if (!read_u64(dash + 1, end, &b)) return RANGE_WHOLE;
+    if (b == 0 || size == 0) return RANGE_UNSATISFIABLE;
     *from = b >= size ? 0 : size - b;
     *to = size - 1;
-    return 1;
+    return RANGE_ONE;
   }
-  if (!read_u64(p, dash, &a)) return 0;
+  if (!read_u64(p, dash, &a)) return RANGE_WHOLE;
   if (dash + 1 == end) b = UINT64_MAX;
-  else if (!read_u64(dash + 1, end, &b) || b < a) return 0;
-  if (a >= size) return -1;
+  else if (!read_u64(dash + 1, end, &b) || b < a) return RANGE_WHOLE;
+  if (a >= size) return RANGE_UNSATISFIABLE;
   *from = a;
   *to = b >= size ? size - 1 : b;
-  return 1;
+  return RANGE_ONE;
 }
 
 int m0_respond_fd(m0_response *res, int status, const char *content_type, int fd, uint64_t offset, uint64_t len) {
@@ -95,68 +100,82 @@ int m0_respond_fd(m0_response *res, int status, const char *content_type, int fd
   return m0__respond_body(res, status, content_type, &b);
 }
 
+/* The regular file at path, opened into *fd with its status in *st; false
+ * with errno set (EISDIR for a directory, EINVAL for another non-file). */
+static bool file_open(const char *path, int *fd, struct stat *st) {
+  *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (*fd < 0) return false;
+  int e = 0;
+  if (fstat(*fd, st) != 0) e = errno;
+  else if (!S_ISREG(st->st_mode)) e = S_ISDIR(st->st_mode) ? EISDIR : EINVAL;
+  if (!e) return true;
+  close(*fd);
+  errno = e;
+  return false;
+}
+
+/* The file's validators, as headers and as text (etag, modified). */
+typedef struct file_tags {
+  char etag[48], modified[32];
+  size_t etag_n;
+} file_tags;
+
+/* Whether a GET or HEAD's copy is the file's version (If-None-Match,
+ * else If-Modified-Since): a 304. */
+static bool file_fresh(const m0_request *req, const struct stat *st, const file_tags *t) {
+  m0_str inm = m0_request_header(req, "If-None-Match"), ims = m0_request_header(req, "If-Modified-Since");
+  int64_t since;
+  bool fresh = inm.p ? etag_listed(inm, t->etag, t->etag_n)
+                     : ims.p && m0__imf_parse(ims.p, ims.n, &since) && (int64_t)st->st_mtime <= since;
+  return fresh;
+}
+
+/* A GET's Range, when its If-Range (if any) names this version. */
+static int file_range(const m0_request *req, uint64_t size, const file_tags *t, uint64_t *from, uint64_t *to) {
+  m0_str range = m0_request_header(req, "Range"), if_range = m0_request_header(req, "If-Range");
+  if (!range.p) return RANGE_WHOLE;
+  if (if_range.p && !trimmed_is(if_range, t->etag, t->etag_n) && !trimmed_is(if_range, t->modified, 29))
+    return RANGE_WHOLE; /* the client's copy is another version: the whole file */
+  return range_of(range, size, from, to);
+}
+
 int m0_respond_file(m0_response *res, const char *content_type, const char *path) {
+  int fd;
+  struct stat st;
   if (!res || res->done || !path) {
     errno = EINVAL;
     return -1;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return -1;
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  uint64_t size = (uint64_t)st.st_size;
-  char etag[48], modified[32];
-  int tn = snprintf(etag, sizeof etag, "\"%llx-%llx\"", (unsigned long long)st.st_mtime, (unsigned long long)size);
-  *m0__imf_fixdate(modified, (int64_t)st.st_mtime) = 0;
-  m0__response_header_n(res, "ETag", 4, etag, (size_t)tn);
-  m0__response_header_n(res, "Last-Modified", 13, modified, 29);
+  if (!file_open(path, &fd, &st)) return -1;
+  uint64_t size = (uint64_t)st.st_size, from = 0, to = 0;
+  file_tags t;
+  t.etag_n = (size_t)snprintf(t.etag, sizeof t.etag, "\"%llx-%llx\"", (unsigned long long)st.st_mtime,
+                              (unsigned long long)size);
+  *m0__imf_fixdate(t.modified, (int64_t)st.st_mtime) = 0;
+  m0__response_header_n(res, "ETag", 4, t.etag, t.etag_n);
+  m0__response_header_n(res, "Last-Modified", 13, t.modified, 29);
   const m0_request *req = res->req;
   bool get = req && req->method.n == 3 && memcmp(req->method.p, "GET", 3) == 0;
   bool head = req && req->method.n == 4 && memcmp(req->method.p, "HEAD", 4) == 0;
-  if (get || head) {
-    m0_str inm = m0_request_header(req, "If-None-Match"), ims = m0_request_header(req, "If-Modified-Since");
-    int64_t since;
-    bool fresh = inm.p ? etag_listed(inm, etag, (size_t)tn)
-                       : ims.p && m0__imf_parse(ims.p, ims.n, &since) && (int64_t)st.st_mtime <= since;
-    if (fresh) {
-      close(fd);
-      return m0_respond(res, 304, NULL, NULL, 0, M0_BODY_STATIC);
-    }
+  if ((get || head) && file_fresh(req, &st, &t)) {
+    close(fd);
+    return m0_respond(res, 304, NULL, NULL, 0, M0_BODY_STATIC);
   }
   m0__response_header_n(res, "Accept-Ranges", 13, "bytes", 5);
-  m0_str range = get ? m0_request_header(req, "Range") : (m0_str){NULL, 0};
-  m0_str if_range = get ? m0_request_header(req, "If-Range") : (m0_str){NULL, 0};
-  if (range.p && if_range.p && !trimmed_is(if_range, etag, (size_t)tn) && !trimmed_is(if_range, modified, 29))
-    range.p = NULL; /* the client's copy is another version: the whole file */
-  uint64_t from = 0, to = 0;
-  int r = range.p ? range_of(range, size, &from, &to) : 0;
-  if (r < 0) {
+  int r = get ? file_range(req, size, &t, &from, &to) : RANGE_WHOLE;
+  char cr[80];
+  if (r == RANGE_UNSATISFIABLE) {
     close(fd);
-    char cr[48];
     int n = snprintf(cr, sizeof cr, "bytes */%llu", (unsigned long long)size);
     m0__response_header_n(res, "Content-Range", 13, cr, (size_t)n);
     m0__respond_status(res, 416, NULL);
-    return 0;
-  }
-  if (r > 0) {
-    char cr[80];
+  } else if (r == RANGE_ONE) {
     int n = snprintf(cr, sizeof cr, "bytes %llu-%llu/%llu", (unsigned long long)from, (unsigned long long)to,
                      (unsigned long long)size);
     m0__response_header_n(res, "Content-Range", 13, cr, (size_t)n);
     m0_respond_fd(res, 206, content_type, fd, from, to - from + 1);
-    return 0;
+  } else {
+    m0_respond_fd(res, 200, content_type, fd, 0, size); /* answered, a 500 for a bad content type included */
   }
-  m0_respond_fd(res, 200, content_type, fd, 0, size); /* answered, a 500 for a bad content type included */
   return 0;
 }

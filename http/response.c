@@ -194,37 +194,25 @@ static void body_drop(const m0__body *b) {
   if (b->fd >= 0) close(b->fd);
 }
 
-int m0__respond_body(m0_response *res, int status, const char *content_type, const m0__body *b) {
-  size_t len = b->len;
-  if (!res || res->done) {
-    body_drop(b);
-    return -1;
-  }
-  /* A status that is not a final one (1xx would leave the client waiting
-   * for the real answer), or a Content-Type that would not fit or would
-   * split the head, is the view's mistake: said on stderr and answered 500,
-   * never written as given or dropped unsaid. */
-  size_t ctn = content_type ? strlen(content_type) : 0;
+/* A status that is not a final one (1xx would leave the client waiting
+ * for the real answer), or a Content-Type that would not fit or would
+ * split the head, is the view's mistake: said on stderr and answered 500,
+ * never written as given or dropped unsaid. true: it was one. */
+static bool respond_refused(m0_response *res, int status, const char *content_type, size_t ctn) {
   bool bad_status = status < 200 || status > 599;
-  if (bad_status || ctn >= 128 ||
-      (content_type && !m0__field_value_ok(content_type, ctn))) {
-    if (bad_status) fprintf(stderr, "m0: refused a response with the status %d (a final status: 200..599); answered 500\n", status);
-    else fprintf(stderr, "m0: refused a response whose Content-Type (%zu bytes) is 128 bytes or more or holds a "
-                         "control byte (a CR or LF); answered 500\n", ctn);
-    m0__respond_status(res, 500, NULL);
-    body_drop(b);
-    return -1;
-  }
-  res->done = true;
-  res->status = status;
-  /* RFC 9110: 204 and 304 carry no content and (204) no Content-Length;
-   * 205 carries none and says so with Content-Length: 0 (section 15.3.6);
-   * a HEAD answer has the length of what GET would send, without it. A body
-   * given with 204, 205 or 304 is not sent. */
-  bool no_length = status == 204 || status == 304 || b->framing != M0__BODY_LENGTH;
-  if (status == 204 || status == 304 || status == 205) len = 0;
-  res->body_len = len;
-  char head[M0__HEAD_MAX];
+  if (!bad_status && ctn < 128 && (!content_type || m0__field_value_ok(content_type, ctn))) return false;
+  if (bad_status) fprintf(stderr, "m0: refused a response with the status %d (a final status: 200..599); answered 500\n", status);
+  else fprintf(stderr, "m0: refused a response whose Content-Type (%zu bytes) is 128 bytes or more or holds a "
+                       "control byte (a CR or LF); answered 500\n", ctn);
+  m0__respond_status(res, 500, NULL);
+  return true;
+}
+
+/* The head into head (M0__HEAD_MAX bytes): its length. RFC 9110: 204 and
+ * 304 carry no Content-Length; a body not framed by length says how. */
+static size_t respond_head(const m0_response *res, char *head, int status, const char *content_type, size_t ctn,
+                           size_t len, int framing) {
+  bool no_length = status == 204 || status == 304 || framing != M0__BODY_LENGTH;
   char *p = PUT_LIT(head, "HTTP/1.1 ");
   p = m0__put_uint(p, (size_t)status);
   *p++ = ' ';
@@ -238,7 +226,7 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
     p = PUT_LIT(p, "Content-Length: ");
     p = m0__put_uint(p, len);
     p = PUT_LIT(p, "\r\n");
-  } else if (b->framing == M0__BODY_CHUNKED) {
+  } else if (framing == M0__BODY_CHUNKED) {
     p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
   }
   if (content_type) {
@@ -250,7 +238,26 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
   else if (res->version_minor == 0) p = PUT_LIT(p, "Connection: keep-alive\r\n");
   p = resp_put(p, res->extra, res->extra_len);
   p = PUT_LIT(p, "\r\n");
-  int rv = m0__outq_append(res->out, head, (size_t)(p - head));
+  return (size_t)(p - head);
+}
+
+int m0__respond_body(m0_response *res, int status, const char *content_type, const m0__body *b) {
+  size_t len = b->len;
+  size_t ctn = content_type ? strlen(content_type) : 0;
+  if (!res || res->done || respond_refused(res, status, content_type, ctn)) {
+    body_drop(b);
+    return -1;
+  }
+  res->done = true;
+  res->status = status;
+  /* RFC 9110: 204 and 304 carry no content and (204) no Content-Length;
+   * 205 carries none and says so with Content-Length: 0 (section 15.3.6);
+   * a HEAD answer has the length of what GET would send, without it. A body
+   * given with 204, 205 or 304 is not sent. */
+  if (status == 204 || status == 304 || status == 205) len = 0;
+  res->body_len = len;
+  char head[M0__HEAD_MAX];
+  int rv = m0__outq_append(res->out, head, respond_head(res, head, status, content_type, ctn, len, b->framing));
   bool send = rv == 0 && len && !res->head;
   if (!send) {
     body_drop(b);

@@ -204,27 +204,24 @@ static bool ask_answered(const m0__msg *m, uint64_t id, uint32_t from, const m0_
   return true;
 }
 
-int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out) {
-  m0__instance *in = asking;
-  if (!out) return -1;
-  memset(out, 0, sizeof *out);
-  if (!in || !actor || !req) return -1;
-  m0__service *t = NULL;
-  for (int i = 0; !t && i < in->svc->nall; i++)
-    if (!strcmp(in->svc->all[i]->name, actor)) t = in->svc->all[i];
-  bool full;
-  uint32_t gen;
-  int k = t ? m0__service_pick(t, &full, &gen) : -1;
-  if (k < 0) return -1;
-  uint64_t id = (ASK_ID_TOP << 48) | (++in->ask_seq & 0xffffffffffffull);
+/* The service of the actor named `actor`, or NULL. */
+static m0__service *ask_target(const m0__instance *in, const char *actor) {
+  for (int i = 0; i < in->svc->nall; i++)
+    if (!strcmp(in->svc->all[i]->name, actor)) return in->svc->all[i];
+  return NULL;
+}
+
+/* The request (its path parameters left out) sent as ask `id` to slot k
+ * of t, counted in flight: false when it was not (nothing counted). */
+static bool ask_send(m0__instance *in, m0__service *t, int k, uint64_t id, const m0_request *req) {
   m0_request q = *req;
   q.params = NULL;
   q.nparams = 0;
   nng_msg *m;
-  if (m0__wire_batch_new(&m, 256) != 0) return -1;
+  if (m0__wire_batch_new(&m, 256) != 0) return false;
   if (m0__wire_request_add(m, id, &q) != 0) {
     nng_msg_free(m);
-    return -1;
+    return false;
   }
   m0__peer to;
   m0__slot *sl = &t->slots[k];
@@ -236,8 +233,17 @@ int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_ans
     nng_msg_free(m);
     atomic_fetch_sub(&sl->inflight, 1);
     atomic_fetch_sub(&t->st->asking, 1);
-    return -1;
+    return false;
   }
+  return true;
+}
+
+/* Waits up to timeout_ms for ask id's REPLY from slot k of t (generation
+ * gen), keeping what else comes for later; its count in flight given back.
+ * m0_ask's return. */
+static int ask_wait(m0__instance *in, m0__service *t, int k, uint32_t gen, uint64_t id, unsigned timeout_ms,
+                    m0_answer *out) {
+  m0__slot *sl = &t->slots[k];
   int rv = -1;
   int64_t deadline = now_ms() + (timeout_ms ? timeout_ms : 1000);
   for (;;) {
@@ -259,6 +265,21 @@ int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_ans
   if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
   atomic_fetch_sub(&t->st->asking, 1);
   return rv;
+}
+
+int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out) {
+  m0__instance *in = asking;
+  if (!out) return -1;
+  memset(out, 0, sizeof *out);
+  if (!in || !actor || !req) return -1;
+  m0__service *t = ask_target(in, actor);
+  bool full;
+  uint32_t gen;
+  int k = t ? m0__service_pick(t, &full, &gen) : -1;
+  if (k < 0) return -1;
+  uint64_t id = (ASK_ID_TOP << 48) | (++in->ask_seq & 0xffffffffffffull);
+  if (!ask_send(in, t, k, id, req)) return -1;
+  return ask_wait(in, t, k, gen, id, timeout_ms, out);
 }
 
 void m0_answer_free(m0_answer *a) {

@@ -116,15 +116,6 @@ static m0__chan *chan_find(m0__http *h, const char *p, size_t n, bool make) {
   return ch;
 }
 
-static void sframe_release(void *arg) {
-  m0__sframe *f = arg;
-  if (--f->refs) return;
-  free(f->wse);
-  free(f->ws);
-  free(f->wsz);
-  free(f);
-}
-
 /* ---- subscribers ------------------------------------------------------ */
 
 void m0__stream_enlist(m0__conn *c) {
@@ -199,7 +190,7 @@ static bool stream_push(m0__conn *c, const void *p, size_t n, m0__sframe *owner)
   int rv;
   if (owner) {
     owner->refs++;
-    rv = m0__outq_hold(q, p, n, sframe_release, owner);
+    rv = m0__outq_hold(q, p, n, m0__sframe_release, owner);
   } else {
     rv = m0__outq_append(q, p, n);
   }
@@ -209,74 +200,7 @@ static bool stream_push(m0__conn *c, const void *p, size_t n, m0__sframe *owner)
   return true;
 }
 
-/* ---- frames ------------------------------------------------------------ */
-
-/* The frame's data field, as EventSource gives it (event.data): the value of
- * every "data" line, joined by "\n". false when it has none. */
-static bool frame_data(const char *f, size_t n, m0__buf *out) {
-  bool any = false;
-  size_t i = 0;
-  while (i < n) {
-    const char *nl = memchr(f + i, '\n', n - i);
-    size_t end = nl ? (size_t)(nl - f) : n;
-    if (end - i >= 4 && memcmp(f + i, "data", 4) == 0 && (end - i == 4 || f[i + 4] == ':')) {
-      size_t v = i + 4 + (end - i > 4);
-      if (v < end && f[v] == ' ') v++;
-      if ((any && m0__buf_append(out, "\n", 1)) || m0__buf_append(out, f + v, end - v)) return any;
-      any = true;
-    }
-    i = end + 1;
-  }
-  return any;
-}
-
-/* The WebSocket form of a frame, made once (compressed: a second form). */
-static bool sframe_ws(m0__http *h, m0__sframe *f, bool z) {
-  if (f->ws_none) return false;
-  if (z ? f->wsz != NULL : f->ws != NULL) return true;
-  const char *lines = f->sse + (f->id ? strcspn(f->sse, "\n") + 1 : 0);
-  size_t ln = f->sse_len - 2 - (size_t)(lines - f->sse);
-  m0__buf data = {0}, packed = {0};
-  if (!frame_data(lines, ln, &data)) {
-    f->ws_none = true;
-    m0__buf_free(&data);
-    return false;
-  }
-  const m0__buf *body = &data;
-  if (z) {
-    if (!h->wsz) h->wsz = m0__ws_deflater_new();
-    if (!h->wsz || m0__ws_deflate(h->wsz, (const uint8_t *)data.p, data.len, &packed) != 0) {
-      m0__buf_free(&data);
-      m0__buf_free(&packed);
-      return false;
-    }
-    body = &packed;
-  }
-  char *m = malloc(M0__WS_HEADER_MAX + body->len);
-  if (m) {
-    size_t hl = m0__ws_frame_header((uint8_t *)m, M0__WS_TEXT, true, z, body->len);
-    if (body->len) memcpy(m + hl, body->p, body->len);
-    if (z) f->wsz = m, f->wsz_len = (uint32_t)(hl + body->len);
-    else f->ws = m, f->ws_len = (uint32_t)(hl + body->len);
-  }
-  m0__buf_free(&data);
-  m0__buf_free(&packed);
-  return m != NULL;
-}
-
-/* The frame as an m0.events WebSocket message: a text frame carrying the
- * SSE event without its blank line, made once (never compressed). */
-static bool sframe_wse(m0__sframe *f) {
-  if (f->wse) return true;
-  size_t n = f->sse_len - 2;
-  char *m = malloc(M0__WS_HEADER_MAX + n);
-  if (!m) return false;
-  size_t hl = m0__ws_frame_header((uint8_t *)m, M0__WS_TEXT, true, false, n);
-  memcpy(m + hl, f->sse, n);
-  f->wse = m;
-  f->wse_len = (uint32_t)(hl + n);
-  return true;
-}
+/* ---- frames (their WebSocket forms: http/sframe.c) ------------------------ */
 
 /* Whether the subscriber sees ids and is told of losses in band: a stream,
  * or a WebSocket that agreed to m0.events. */
@@ -317,12 +241,12 @@ static bool sub_push(m0__http *h, m0__sub *s, m0__sframe *f) {
   if (f->id && f->id <= s->resumed) return true; /* the client had it before it resumed here */
   if (!sub_ids(s)) {
     bool z = m0__ws_deflating(c->ws);
-    if (!sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
+    if (!m0__sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
     return z ? stream_push(c, f->wsz, f->wsz_len, f) : stream_push(c, f->ws, f->ws_len, f);
   }
   if (s->lost && !sub_tell(s, f->sse_len)) return false;
   if (c->closing) return true;
-  if (c->ws ? !sframe_wse(f) || !stream_push(c, f->wse, f->wse_len, f) : !stream_push(c, f->sse, f->sse_len, f))
+  if (c->ws ? !m0__sframe_wse(f) || !stream_push(c, f->wse, f->wse_len, f) : !stream_push(c, f->sse, f->sse_len, f))
     return false;
   if (!c->closing && f->id) s->after = f->id;
   return true;
@@ -395,7 +319,7 @@ static void history_add(m0__http *h, m0__chan *ch, m0__sframe *f) {
     ch->hcount--;
     ch->hbytes -= old->sse_len;
     if (old->id > ch->evicted) ch->evicted = old->id;
-    sframe_release(old);
+    m0__sframe_release(old);
   }
   if (f->sse_len > h->history_bytes_max) { /* alone it passes the bound: not kept */
     if (f->id > ch->evicted) ch->evicted = f->id;
@@ -433,7 +357,7 @@ uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64
     }
   }
   if (keep) history_add(h, ch, f);
-  sframe_release(f);
+  m0__sframe_release(f);
   h->stats.frames_dropped += dropped;
   return dropped;
 }
@@ -591,7 +515,7 @@ void m0__stream_fini(m0__http *h) {
     while (h->chans[b]) {
       m0__chan *ch = h->chans[b];
       h->chans[b] = ch->next;
-      for (uint32_t i = 0; i < ch->hcount; i++) sframe_release(ch->hist[(ch->hhead + i) % ch->hcap]);
+      for (uint32_t i = 0; i < ch->hcount; i++) m0__sframe_release(ch->hist[(ch->hhead + i) % ch->hcap]);
       free(ch->hist);
       free(ch);
     }

@@ -38,6 +38,14 @@ typedef struct m0__sframe {
   char sse[];    /* "id: N\n" + the frame's lines + "\n\n" */
 } m0__sframe;
 
+/* A frame's WebSocket forms (http/sframe.c), each made once: the text
+ * message of its data (z: compressed with the loop's deflater), false when
+ * it has no data field or memory ran out; the m0.events message. */
+bool m0__sframe_ws(m0__http *h, m0__sframe *f, bool z);
+bool m0__sframe_wse(m0__sframe *f);
+/* One holder lets the frame go; the last frees it (m0__outq_hold's release). */
+void m0__sframe_release(void *arg);
+
 /* A connection's place in one channel. */
 typedef struct m0__sub {
   struct m0__sub *next, *prev; /* in the channel */

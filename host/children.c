@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +14,8 @@
 #include <unistd.h>
 
 #include "host/process.h"
+#include "host/spawn.h"
 #include "transport/links.h"
-
-extern char **environ;
 
 typedef struct child {
   int actor, instance;
@@ -85,19 +83,15 @@ static int child_spawn(m0__children *ch, child *c) {
   const m0__secret *sec = ch->svcs[c->actor].secret;
   char e_secret[sizeof "M0__ACTOR_SECRET=" + M0__SECRET_MAX];
   if (sec) snprintf(e_secret, sizeof e_secret, "M0__ACTOR_SECRET=%.*s", (int)sec->len, (const char *)sec->key);
-  size_t n = 0;
-  while (environ[n]) n++;
-  char **env = calloc(n + 9, sizeof *env);
-  if (!env) return -1;
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "M0__", 4) && strncmp(environ[i], "M0_TLS_", 7)) env[k++] = environ[i];
-  env[k++] = e_actor;
-  env[k++] = e_inst;
-  env[k++] = e_url;
-  env[k++] = e_parent;
-  for (int i = 0; with_tls && i < 3; i++) env[k++] = e_tls[i];
-  if (sec) env[k++] = e_secret;
+  char *extra[9];
+  int k = 0;
+  extra[k++] = e_actor;
+  extra[k++] = e_inst;
+  extra[k++] = e_url;
+  extra[k++] = e_parent;
+  for (int i = 0; with_tls && i < 3; i++) extra[k++] = e_tls[i];
+  if (sec) extra[k++] = e_secret;
+  extra[k] = NULL;
   /* Its command line is the room its title has (host/title.h): the name,
    * padded so that "m0: APP actor NAME I" fits. */
   char id[80], name[160];
@@ -107,14 +101,9 @@ static int child_spawn(m0__children *ch, child *c) {
   /* A process group of its own: a signal to the host's group (Ctrl-C, a
    * unit's stop) reaches the host, whose drain stops its instances after
    * their requests are answered, not the instances at once. */
-  posix_spawnattr_t at;
-  posix_spawnattr_init(&at);
-  posix_spawnattr_setpgroup(&at, 0);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  m0__spawn_spec spec = {.argv = argv, .extra = extra, .drop_tls = true, .own_group = true};
   pid_t pid;
-  int rv = posix_spawn(&pid, "/proc/self/exe", NULL, &at, argv, env);
-  posix_spawnattr_destroy(&at);
-  free(env);
+  int rv = m0__spawn(&spec, &pid);
   if (sec) memset(e_secret, 0, sizeof e_secret);
   if (rv != 0) {
     fprintf(stderr, "m0: cannot spawn instance %d of actor %s: %s\n", c->instance, sp->name, strerror(rv));

@@ -7,7 +7,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 
 #include "host/process.h"
 #include "host/signals.h"
+#include "host/spawn.h"
 #include "transport/systemd.h"
 
 extern char **environ;
@@ -116,26 +116,6 @@ int m0__reload_inherit(m0__process *p) {
   return 1;
 }
 
-/* The environment a child of this process gets: this one's, less m0's
- * private variables and systemd's activation (the listener is passed in
- * M0__UPGRADE), plus extra (NULL-terminated). NOTIFY_SOCKET is kept for the
- * next generation (it says MAINPID= and READY=1), not for the doctor. */
-static char **reload_env(char *const *extra, bool notify) {
-  size_t ne = 0, nx = 0;
-  while (environ[ne]) ne++;
-  while (extra[nx]) nx++;
-  char **env = calloc(ne + nx + 1, sizeof *env);
-  if (!env) return NULL;
-  size_t k = 0;
-  for (size_t e = 0; e < ne; e++)
-    if (strncmp(environ[e], "M0__", 4) != 0 &&
-        (!m0__sd_private(environ[e]) || (notify && !strncmp(environ[e], "NOTIFY_SOCKET=", 14))))
-      env[k++] = environ[e];
-  for (size_t x = 0; x < nx; x++) env[k++] = extra[x];
-  env[k] = NULL;
-  return env;
-}
-
 /* The doctor of this binary with this argv and environment: the same
  * ordered checks in a process of their own, so nothing of them (a TLS
  * identity loaded, nng's threads) touches the serving one. Its JSON, or
@@ -143,24 +123,20 @@ static char **reload_env(char *const *extra, bool notify) {
 static json_t *reload_doctor(unsigned long long gen) {
   int argc = reload_argc;
   char **argv = calloc((size_t)argc + 2, sizeof *argv);
-  char *none[] = {NULL};
-  char **env = reload_env(none, false);
   int out[2] = {-1, -1};
   json_t *j = NULL;
-  if (!argv || !env || pipe2(out, O_CLOEXEC) != 0) {
+  if (!argv || pipe2(out, O_CLOEXEC) != 0) {
     fprintf(stderr, "m0: reload refused: cannot run the checks (%s); generation %llu keeps serving\n",
             strerror(errno), gen);
     goto out;
   }
   for (int i = 0; i < argc; i++) argv[i] = reload_argv[i];
   argv[argc] = "--doctor";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  /* Its JSON on the pipe; its lines on stderr nowhere (ours says why). */
+  m0__spawn_fd fds[] = {{out[1], 1}, {M0__SPAWN_DEVNULL, 2}};
+  m0__spawn_spec spec = {.argv = argv, .fds = fds, .nfds = 2};
   pid_t pid;
-  int rv = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, env);
-  posix_spawn_file_actions_destroy(&fa);
+  int rv = m0__spawn(&spec, &pid);
   close(out[1]);
   out[1] = -1;
   if (rv != 0) {
@@ -185,7 +161,6 @@ out:
   if (out[0] >= 0) close(out[0]);
   if (out[1] >= 0) close(out[1]);
   free(argv);
-  free(env);
   return j;
 }
 
@@ -234,33 +209,20 @@ static void reload_notify(m0__process *p, const char *state) {
   }
 }
 
-/* Spawns path with reload_argv and env: exactly the descriptors in
- * inherit (those >= 0) are inherited (dup2 onto itself clears
- * close-on-exec), no signal blocked, the host's handled ones at default. */
-static int spawn_inheriting(pid_t *pid, const char *path, const int *inherit, int n, char **env) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&at);
-  for (int j = 0; j < n; j++)
-    if (inherit[j] >= 0) posix_spawn_file_actions_adddup2(&fa, inherit[j], inherit[j]);
-  sigset_t none, def;
-  sigemptyset(&none);
-  sigemptyset(&def);
-  int sigs[] = {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGUSR2, SIGCHLD};
-  for (size_t j = 0; j < sizeof sigs / sizeof sigs[0]; j++) sigaddset(&def, sigs[j]);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &def);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  int rv = posix_spawn(pid, path, &fa, &at, reload_argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  return rv;
+/* Spawns path with reload_argv, this environment (host/spawn.h's filter)
+ * and extra: exactly the descriptors in inherit (those >= 0) are inherited
+ * at their numbers, no signal blocked, the host's handled ones at default. */
+static int spawn_inheriting(pid_t *pid, const char *path, const int *inherit, int n, char *const *extra) {
+  m0__spawn_fd fds[5];
+  for (int j = 0; j < n && j < 5; j++) fds[j] = (m0__spawn_fd){inherit[j], inherit[j]};
+  m0__spawn_spec spec = {.path = path, .argv = reload_argv, .extra = extra, .fds = fds, .nfds = n < 5 ? n : 5,
+                         .reset_signals = true};
+  return m0__spawn(&spec, pid);
 }
 
 /* posix_spawn of path with this process's argv and environment
- * (reload_env, less NOTIFY_SOCKET: a next generation speaks to the
- * master), M0__UPGRADE, M0__RUN_DIR and M0__EXE. */
+ * (host/spawn.h's filter, which drops NOTIFY_SOCKET: a next generation
+ * speaks to the master), M0__UPGRADE, M0__RUN_DIR and M0__EXE. */
 static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pid) {
   char up[160], dirv[PATH_MAX + 16], exev[PATH_MAX + 16];
   snprintf(up, sizeof up, "M0__UPGRADE=%d,%d,%d,%d,%ld,%llu,%d,%d", p->listen_fd, p->page.fd, p->page.app_fd,
@@ -269,12 +231,8 @@ static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pi
   snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", p->rundir.path);
   snprintf(exev, sizeof exev, "M0__EXE=%s", reload_exe);
   char *extra[] = {up, dirv, exev, NULL};
-  char **env = reload_env(extra, false);
-  if (!env) return ENOMEM;
   int inherit[5] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd};
-  int rv = spawn_inheriting(pid, path, inherit, 5, env);
-  free(env);
-  return rv;
+  return spawn_inheriting(pid, path, inherit, 5, extra);
 }
 
 void m0__reload_ask(m0__process *p, int sig, bool serving) {
@@ -620,11 +578,8 @@ pid_t m0__reload_spawn_first(int chan) {
   snprintf(chv, sizeof chv, "M0__CHAN=%d", chan);
   snprintf(exev, sizeof exev, "M0__EXE=%s", reload_exe);
   char *extra[] = {chv, exev, NULL};
-  char **env = reload_env(extra, false);
-  if (!env) return -1;
   pid_t pid;
-  int rv = spawn_inheriting(&pid, "/proc/self/exe", &chan, 1, env);
-  free(env);
+  int rv = spawn_inheriting(&pid, "/proc/self/exe", &chan, 1, extra);
   if (rv != 0) {
     errno = rv;
     return -1;

@@ -32,7 +32,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +46,7 @@
 #include "base/errors.h"
 #include "actors/producer.h"
 #include "host/signals.h"
+#include "host/spawn.h"
 #include "host/title.h"
 #include "actors/trace.h"
 #include "host/appactors.h"
@@ -57,7 +57,6 @@
 #include "transport/systemd.h"
 #include "transport/topology.h"
 
-extern char **environ;
 
 /* How long past the drain's bound a worker may take to be gone: the
  * forwarded SIGTERM reaches it a moment after the supervisor's, and a worker
@@ -139,44 +138,18 @@ static int sup_spawn(sup *s, int i) {
   snprintf(supv, sizeof supv, "M0__SUPERVISOR=%d", (int)getpid());
   snprintf(gen, sizeof gen, "M0__GENERATION=%llu", (unsigned long long)s->proc.reload.generation);
   m0__family_env(cookie);
-  size_t ne = 0;
-  while (environ[ne]) ne++;
-  char **env = calloc(ne + 7, sizeof *env);
-  if (!env) return -1;
-  size_t k = 0;
-  for (size_t e = 0; e < ne; e++)
-    if (strncmp(environ[e], "M0__", 4) != 0 && !m0__sd_private(environ[e])) env[k++] = environ[e];
-  env[k++] = fds;
-  env[k++] = idx;
-  env[k++] = dirv;
-  env[k++] = supv;
-  env[k++] = cookie;
-  env[k++] = gen;
-  env[k] = NULL;
-
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&at);
-  /* dup2 onto itself clears close-on-exec: exactly these are inherited. */
-  int inherit[3] = {s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd};
-  for (int j = 0; j < 3; j++)
-    if (inherit[j] >= 0) posix_spawn_file_actions_adddup2(&fa, inherit[j], inherit[j]);
-  for (int j = 0; j < 2 * s->n; j++) posix_spawn_file_actions_adddup2(&fa, s->handoff[j], s->handoff[j]);
-  sigset_t none, def;
-  sigemptyset(&none);
-  sigemptyset(&def);
-  sigaddset(&def, SIGTERM);
-  sigaddset(&def, SIGINT);
-  sigaddset(&def, SIGPIPE);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &def);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char *extra[] = {fds, idx, dirv, supv, cookie, gen, NULL};
+  /* Exactly these are inherited, at their numbers (M0__FDS says them). */
+  m0__spawn_fd *inherit = calloc((size_t)(3 + 2 * s->n), sizeof *inherit);
+  if (!inherit) return -1;
+  int ni = 0;
+  int own[3] = {s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd};
+  for (int j = 0; j < 3; j++) inherit[ni++] = (m0__spawn_fd){own[j], own[j]};
+  for (int j = 0; j < 2 * s->n; j++) inherit[ni++] = (m0__spawn_fd){s->handoff[j], s->handoff[j]};
+  m0__spawn_spec spec = {.argv = s->argv, .extra = extra, .fds = inherit, .nfds = ni, .reset_signals = true};
   pid_t pid;
-  int rv = posix_spawn(&pid, "/proc/self/exe", &fa, &at, s->argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  free(env);
+  int rv = m0__spawn(&spec, &pid);
+  free(inherit);
   if (rv != 0) {
     fprintf(stderr, "m0: cannot spawn worker %d: %s\n", i, strerror(rv));
     return -1;

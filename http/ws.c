@@ -304,6 +304,85 @@ static void pmd_skip(pmd_rd *r) {
   }
 }
 
+/* The parameters an offer may hold (RFC 7692 section 7.1), each at most
+ * once: whether it takes a value (window bits, 8..15). */
+enum { PMD_NO_VALUE, PMD_VALUE, PMD_MAY_VALUE };
+enum { PMD_SNC, PMD_CNC, PMD_SMWB, PMD_CMWB, PMD_PARAMS };
+static const struct {
+  const char *name;
+  int value;
+} pmd_params[PMD_PARAMS] = {
+    [PMD_SNC] = {"server_no_context_takeover", PMD_NO_VALUE},
+    [PMD_CNC] = {"client_no_context_takeover", PMD_NO_VALUE},
+    [PMD_SMWB] = {"server_max_window_bits", PMD_VALUE},
+    [PMD_CMWB] = {"client_max_window_bits", PMD_MAY_VALUE},
+};
+
+/* What one offer said: each parameter seen, and its bits (-1: no value). */
+typedef struct pmd_offer {
+  bool seen[PMD_PARAMS];
+  int bits[PMD_PARAMS];
+} pmd_offer;
+
+/* One parameter, after its ';': false declines the offer. */
+static bool pmd_param(pmd_rd *r, pmd_offer *o) {
+  pmd_ows(r);
+  const char *pn;
+  size_t pnn = pmd_token(r, &pn);
+  pmd_ows(r);
+  bool has_v = false;
+  char v[8];
+  size_t vn = 0;
+  if (r->p < r->end && *r->p == '=') {
+    r->p++;
+    pmd_ows(r);
+    if (!pmd_value(r, v, sizeof v, &vn)) return false;
+    has_v = true;
+  }
+  if (!pnn) return false;
+  for (int i = 0; i < PMD_PARAMS; i++) {
+    if (!pmd_is(pn, pnn, pmd_params[i].name)) continue;
+    if (o->seen[i]) return false;
+    o->seen[i] = true;
+    int want = pmd_params[i].value;
+    if (!has_v) return want != PMD_VALUE;
+    if (want == PMD_NO_VALUE) return false;
+    return (o->bits[i] = pmd_bits(v, vn)) >= 0;
+  }
+  return false; /* section 7: an unknown parameter declines the offer */
+}
+
+/* The parameters of a permessage-deflate offer, up to its end (',' or the
+ * header's): false declines it. */
+static bool pmd_offer_read(pmd_rd *r, pmd_offer *o) {
+  for (;;) {
+    pmd_ows(r);
+    if (r->p == r->end || *r->p == ',') return true;
+    if (*r->p != ';') return false;
+    r->p++;
+    if (!pmd_param(r, o)) return false;
+  }
+}
+
+/* The offer accepted: out set, the response's value written. */
+static bool pmd_accept(const pmd_offer *o, m0__ws_pmd_params *out, char *resp, size_t cap) {
+  int smwb = o->bits[PMD_SMWB], cmwb = o->bits[PMD_CMWB];
+  out->client_no_context = o->seen[PMD_CNC];
+  out->client_bits = cmwb > 0 ? cmwb : 15;
+  out->server_bits = smwb > 0 ? smwb : 15;
+  /* Section 7.1.2.1: an accepted server_max_window_bits is echoed;
+   * section 7.1.2.2: client_max_window_bits only when offered. */
+  char tmp[160];
+  int len = snprintf(tmp, sizeof tmp, "permessage-deflate; server_no_context_takeover%s",
+                     o->seen[PMD_CNC] ? "; client_no_context_takeover" : "");
+  if (o->seen[PMD_SMWB]) len += snprintf(tmp + len, sizeof tmp - (size_t)len, "; server_max_window_bits=%d", smwb);
+  if (o->seen[PMD_CMWB])
+    len += snprintf(tmp + len, sizeof tmp - (size_t)len, "; client_max_window_bits=%d", out->client_bits);
+  if ((size_t)len >= cap) return false;
+  memcpy(resp, tmp, (size_t)len + 1);
+  return true;
+}
+
 bool m0__ws_pmd_negotiate(const char *offer, size_t n, m0__ws_pmd_params *out, char *resp, size_t cap) {
   pmd_rd r = {offer, offer + n};
   if (cap) resp[0] = 0;
@@ -311,60 +390,8 @@ bool m0__ws_pmd_negotiate(const char *offer, size_t n, m0__ws_pmd_params *out, c
     pmd_ows(&r);
     const char *name;
     size_t nn = pmd_token(&r, &name);
-    bool ours = pmd_is(name, nn, "permessage-deflate"), ok = nn > 0;
-    /* what this offer said; -1 for a parameter it did not name */
-    bool seen_snc = false, seen_cnc = false, seen_smwb = false, seen_cmwb = false;
-    int smwb = -1, cmwb = -1;
-    while (ok && ours) {
-      pmd_ows(&r);
-      if (r.p == r.end || *r.p == ',') break;
-      if (*r.p != ';') { ok = false; break; }
-      r.p++;
-      pmd_ows(&r);
-      const char *pn;
-      size_t pnn = pmd_token(&r, &pn);
-      pmd_ows(&r);
-      bool has_v = false;
-      char v[8];
-      size_t vn = 0;
-      if (r.p < r.end && *r.p == '=') {
-        r.p++;
-        pmd_ows(&r);
-        if (!pmd_value(&r, v, sizeof v, &vn)) { ok = false; break; }
-        has_v = true;
-      }
-      if (!pnn) { ok = false; break; }
-      if (pmd_is(pn, pnn, "server_no_context_takeover")) {
-        if (seen_snc || has_v) ok = false;
-        seen_snc = true;
-      } else if (pmd_is(pn, pnn, "client_no_context_takeover")) {
-        if (seen_cnc || has_v) ok = false;
-        seen_cnc = true;
-      } else if (pmd_is(pn, pnn, "server_max_window_bits")) {
-        if (seen_smwb || !has_v || (smwb = pmd_bits(v, vn)) < 0) ok = false;
-        seen_smwb = true;
-      } else if (pmd_is(pn, pnn, "client_max_window_bits")) {
-        if (seen_cmwb || (has_v && (cmwb = pmd_bits(v, vn)) < 0)) ok = false;
-        seen_cmwb = true;
-      } else {
-        ok = false; /* section 7: an unknown parameter declines the offer */
-      }
-    }
-    if (ok && ours) {
-      out->client_no_context = seen_cnc;
-      out->client_bits = cmwb > 0 ? cmwb : 15;
-      out->server_bits = smwb > 0 ? smwb : 15;
-      /* Section 7.1.2.1: an accepted server_max_window_bits is echoed;
-       * section 7.1.2.2: client_max_window_bits only when offered. */
-      char tmp[160];
-      int len = snprintf(tmp, sizeof tmp, "permessage-deflate; server_no_context_takeover%s",
-                         seen_cnc ? "; client_no_context_takeover" : "");
-      if (seen_smwb) len += snprintf(tmp + len, sizeof tmp - (size_t)len, "; server_max_window_bits=%d", smwb);
-      if (seen_cmwb) len += snprintf(tmp + len, sizeof tmp - (size_t)len, "; client_max_window_bits=%d", out->client_bits);
-      if ((size_t)len >= cap) return false;
-      memcpy(resp, tmp, (size_t)len + 1);
-      return true;
-    }
+    pmd_offer o = {.bits = {-1, -1, -1, -1}};
+    if (nn > 0 && pmd_is(name, nn, "permessage-deflate") && pmd_offer_read(&r, &o)) return pmd_accept(&o, out, resp, cap);
     pmd_skip(&r);
   }
   return false;
@@ -401,40 +428,46 @@ void m0__ws_inflater_free(m0__ws_inflater *z) {
   free(z);
 }
 
+/* Inflates what z->s holds as input into out until it is all read: 0, an
+ * error (as m0__ws_inflate's), with *made the bytes made so far and *ended
+ * set when a final block ended the stream. */
+static int pmd_inflate_part(m0__ws_inflater *z, m0__buf *out, size_t *made, size_t max, bool *ended) {
+  for (;;) {
+    /* Room for one byte past max, so going past it is seen at once (and
+     * never none: zlib given no room makes no progress). */
+    size_t room = *made < max ? max - *made + 1 : 1;
+    if (room > 16384) room = 16384;
+    if (m0__buf_reserve(out, room)) return M0__ENOMEM;
+    z->s.next_out = (Bytef *)out->p + out->len;
+    z->s.avail_out = (uInt)room;
+    int zr = inflate(&z->s, Z_SYNC_FLUSH);
+    size_t got = room - z->s.avail_out;
+    out->len += got;
+    *made += got;
+    if (*made > max) return -M0__WS_TOO_BIG;
+    if (zr == Z_STREAM_END) {
+      /* A final block (BFINAL) ends the stream; what follows it is
+       * ignored (RFC 7692 section 7.2.3.4's example pads it with a 00). */
+      *ended = true;
+      return 0;
+    }
+    if (zr == Z_MEM_ERROR) return M0__ENOMEM;
+    if (zr != Z_OK && zr != Z_BUF_ERROR) return -M0__WS_PROTOCOL;
+    if (z->s.avail_in == 0 && z->s.avail_out > 0) return 0; /* all read, nothing pending */
+    if (zr == Z_BUF_ERROR && z->s.avail_out > 0) return -M0__WS_PROTOCOL;
+  }
+}
+
 int m0__ws_inflate(m0__ws_inflater *z, const uint8_t *in, size_t n, m0__buf *out, size_t max) {
   size_t start = out->len, made = 0;
-  int rv = 0;
+  int rv = n > UINT32_MAX ? -M0__WS_TOO_BIG : 0;
   bool ended = false;
   /* Two inputs: the message, then the 00 00 ff ff its sender took off
    * (RFC 7692 section 7.2.2). */
   for (int part = 0; part < 2 && !ended && !rv; part++) {
     z->s.next_in = (Bytef *)(part ? pmd_tail : in);
     z->s.avail_in = (uInt)(part ? sizeof pmd_tail : n);
-    if (!part && n > UINT32_MAX) { rv = -M0__WS_TOO_BIG; break; }
-    for (;;) {
-      /* Room for one byte past max, so going past it is seen at once (and
-       * never none: zlib given no room makes no progress). */
-      size_t room = made < max ? max - made + 1 : 1;
-      if (room > 16384) room = 16384;
-      if (m0__buf_reserve(out, room)) { rv = M0__ENOMEM; break; }
-      z->s.next_out = (Bytef *)out->p + out->len;
-      z->s.avail_out = (uInt)room;
-      int zr = inflate(&z->s, Z_SYNC_FLUSH);
-      size_t got = room - z->s.avail_out;
-      out->len += got;
-      made += got;
-      if (made > max) { rv = -M0__WS_TOO_BIG; break; }
-      if (zr == Z_STREAM_END) {
-        /* A final block (BFINAL) ends the stream; what follows it is
-         * ignored (RFC 7692 section 7.2.3.4's example pads it with a 00). */
-        ended = true;
-        break;
-      }
-      if (zr == Z_MEM_ERROR) { rv = M0__ENOMEM; break; }
-      if (zr != Z_OK && zr != Z_BUF_ERROR) { rv = -M0__WS_PROTOCOL; break; }
-      if (z->s.avail_in == 0 && z->s.avail_out > 0) break; /* all read, nothing pending */
-      if (zr == Z_BUF_ERROR && z->s.avail_out > 0) { rv = -M0__WS_PROTOCOL; break; }
-    }
+    rv = pmd_inflate_part(z, out, &made, max, &ended);
   }
   /* After an error the connection closes; the stream is reset anyway so a
    * caller that goes on does not inflate from a broken state. A stream

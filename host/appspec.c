@@ -12,6 +12,7 @@
 
 #include "base/errors.h"
 #include "host/config.h"
+#include "host/topokeys.h"
 
 const char *m0__placement_name(m0__placement p) {
   switch (p) {
@@ -67,15 +68,9 @@ static int decl_nomem(m0__app_decl *d, char *why, size_t whylen, const char *wha
   return M0__ENOMEM;
 }
 
-int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, char *why,
-                      size_t whylen) {
-  memset(d, 0, sizeof *d);
-  if (why && whylen) why[0] = 0;
+/* The program's kinds: each named, once, and able to receive. */
+static int decl_kinds(m0__app_decl *d, const m0_app *app, char *why, size_t whylen) {
   size_t nkinds = app->actors ? app->nactors : 0;
-  size_t nroutes = app->routes ? app->nroutes : 0;
-  int nfile = cfg ? cfg->napp_actors : 0, nfroutes = cfg ? cfg->nfile_routes : 0;
-
-  /* The program's kinds: each named, once, and able to receive. */
   if (!app->actors && app->nactors)
     return decl_refuse(d, why, whylen, "m0_app.nactors is %zu but m0_app.actors is NULL: set both, or neither",
                        app->nactors);
@@ -96,37 +91,42 @@ int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config
       return decl_refuse(d, why, whylen, "m0_app.actors[%zu] (\"%s\") has no receive: set its receive function", i,
                          k->name);
   }
+  return 0;
+}
 
-  /* The actors: the program's kinds in order, each placed by the file's
-   * entry of its name (or by default), then the file's others. */
-  size_t total = nkinds;
+/* An actor of the program the file does not name: on a thread, one
+ * instance, the schema's defaults (host/topokeys.c). */
+static void decl_default(m0__actor_spec *s, const char *name) {
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->placement = M0__PLACE_THREAD;
+  s->instances = (int)m0__topo_default("app_actors", "instances");
+  s->restart_intensity = (int)m0__topo_default("app_actors.restart", "intensity");
+  s->restart_period_ms = m0__topo_default("app_actors.restart", "period_ms");
+  s->queue = (int)m0__topo_default("app_actors", "queue");
+}
+
+/* The actors: the program's kinds in order, each placed by the file's
+ * entry of its name (or by default), then the file's others. A thread or a
+ * process runs this program's kind: without one, only another program can. */
+static int decl_actors(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, char *why, size_t whylen) {
+  size_t nkinds = app->actors ? app->nactors : 0, total = nkinds;
+  int nfile = cfg ? cfg->napp_actors : 0;
   for (int f = 0; f < nfile; f++) {
     size_t i = 0;
     while (i < nkinds && strcmp(app->actors[i].name, cfg->app_actors[f].name)) i++;
-    if (i == nkinds) total++;
+    total += i == nkinds;
   }
   if (total > M0__ACTORS_MAX)
     return decl_refuse(d, why, whylen,
                        "the program and app_actors declare %zu actors, more than %d: declare at most %d actor kinds "
                        "and app_actors entries together",
                        total, M0__ACTORS_MAX, M0__ACTORS_MAX);
-  if (total) {
-    d->actors = calloc(total, sizeof *d->actors);
-    d->kinds = calloc(total, sizeof *d->kinds);
-    if (!d->actors || !d->kinds) return decl_nomem(d, why, whylen, "the actors");
-  }
+  if (total && (!(d->actors = calloc(total, sizeof *d->actors)) || !(d->kinds = calloc(total, sizeof *d->kinds))))
+    return decl_nomem(d, why, whylen, "the actors");
   for (size_t i = 0; i < nkinds; i++) {
-    m0__actor_spec *s = &d->actors[d->nactors];
     int f = file_actor(cfg, app->actors[i].name);
-    if (f >= 0) *s = cfg->app_actors[f];
-    else {
-      snprintf(s->name, sizeof s->name, "%s", app->actors[i].name);
-      s->placement = M0__PLACE_THREAD;
-      s->instances = 1;
-      s->restart_intensity = 5;
-      s->restart_period_ms = 10000;
-      s->queue = 1024;
-    }
+    if (f >= 0) d->actors[d->nactors] = cfg->app_actors[f];
+    else decl_default(&d->actors[d->nactors], app->actors[i].name);
     d->kinds[d->nactors++] = &app->actors[i];
   }
   for (int f = 0; f < nfile; f++) {
@@ -134,9 +134,6 @@ int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config
     d->actors[d->nactors] = cfg->app_actors[f];
     d->kinds[d->nactors++] = NULL;
   }
-
-  /* A thread or a process runs this program's kind: without one, only
-   * another program can. */
   for (int i = 0; i < d->nactors; i++) {
     const m0__actor_spec *s = &d->actors[i];
     if (!d->kinds[i] && s->placement != M0__PLACE_EXTERNAL)
@@ -145,17 +142,21 @@ int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config
                          "place it \"external\" (other programs run it), or fix the name",
                          s->name, s->placement == M0__PLACE_PROCESS ? "process" : "thread", s->name);
   }
+  return 0;
+}
 
-  /* The routes: the program's, with a file route of the same method and
-   * pattern in its place, then the file's others. */
-  size_t cap = nroutes;
+/* The routes: the program's, with a file route of the same method and
+ * pattern in its place, then the file's others. */
+static int decl_routes(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, char *why, size_t whylen) {
+  size_t nroutes = app->routes ? app->nroutes : 0, cap = nroutes;
+  int nfroutes = cfg ? cfg->nfile_routes : 0;
   for (int r = 0; r < nfroutes; r++) {
     size_t i = 0;
     while (i < nroutes && !same_route(&app->routes[i], &cfg->file_routes[r])) i++;
-    if (i == nroutes) cap++;
+    cap += i == nroutes;
   }
   if (cap && !(d->routes = calloc(cap, sizeof *d->routes))) return decl_nomem(d, why, whylen, "the routes");
-  if (nfroutes && !(d->route_strs = calloc((size_t)nfroutes, sizeof *d->route_strs)))
+  if (nfroutes > 0 && !(d->route_strs = calloc((size_t)nfroutes, sizeof *d->route_strs)))
     return decl_nomem(d, why, whylen, "the routes");
   for (size_t i = 0; i < nroutes; i++) d->routes[d->nroutes++] = app->routes[i];
   for (int r = 0; r < nfroutes; r++) {
@@ -174,6 +175,12 @@ int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config
     if (i < nroutes) d->routes[i] = nr;
     else d->routes[d->nroutes++] = nr;
   }
+  return 0;
+}
+
+/* Every route, the program's and the file's: one of view and actor, and
+ * an actor someone declares. */
+static int decl_check_routes(m0__app_decl *d, char *why, size_t whylen) {
   for (size_t i = 0; i < d->nroutes; i++) {
     const m0_route *rt = &d->routes[i];
     const char *m = str_or(rt->method, "(no method)"), *p = str_or(rt->pattern, "(no pattern)");
@@ -193,8 +200,18 @@ int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config
                          "it to app_actors with placement external, or fix the name",
                          m, p, rt->actor);
   }
-
   return 0;
+}
+
+int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, char *why,
+                      size_t whylen) {
+  memset(d, 0, sizeof *d);
+  if (why && whylen) why[0] = 0;
+  int rc = decl_kinds(d, app, why, whylen);
+  if (rc == 0) rc = decl_actors(d, app, cfg, why, whylen);
+  if (rc == 0) rc = decl_routes(d, app, cfg, why, whylen);
+  if (rc == 0) rc = decl_check_routes(d, why, whylen);
+  return rc;
 }
 
 void m0__app_decl_free(m0__app_decl *d) {

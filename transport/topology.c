@@ -198,3 +198,20 @@ const char *m0__url_undialable(const char *url) {
   return why;
 }
 
+
+static const char *const topology_prefixes[] = {"", "inproc://", "ipc://", "tcp://", "tls+tcp://"};
+
+m0__url_kind m0__url_kind_of(const char *url) {
+  for (int k = M0__URL_INPROC; url && k <= M0__URL_TLS_TCP; k++)
+    if (!strncmp(url, topology_prefixes[k], strlen(topology_prefixes[k]))) return (m0__url_kind)k;
+  return M0__URL_OTHER;
+}
+
+const char *m0__url_prefix(m0__url_kind k) {
+  return k >= M0__URL_OTHER && k <= M0__URL_TLS_TCP ? topology_prefixes[k] : "";
+}
+
+bool m0__url_in_transport(const char *url, const char *transport) {
+  size_t n = strlen(transport);
+  return !strncmp(url, transport, n) && !strncmp(url + n, "://", 3);
+}

@@ -78,4 +78,14 @@ const char *m0__scheme_name(m0__scheme s);
 bool m0__url_is_nng(const char *s);
 const char *m0__url_undialable(const char *url);
 
+/* A URL's scheme, for code outside transport/ that must judge or name one
+ * (a topology file's checks): the schemes are spelled here alone. */
+typedef enum m0__url_kind { M0__URL_OTHER, M0__URL_INPROC, M0__URL_IPC, M0__URL_TCP, M0__URL_TLS_TCP } m0__url_kind;
+m0__url_kind m0__url_kind_of(const char *url);
+/* "inproc://", "ipc://", "tcp://", "tls+tcp://" ("" for M0__URL_OTHER). */
+const char *m0__url_prefix(m0__url_kind k);
+/* Whether url (non-NULL) is in the transport a topology file names
+ * ("inproc", "ipc", "tcp", "tls+tcp"): it begins "<transport>://". */
+bool m0__url_in_transport(const char *url, const char *transport);
+
 #endif

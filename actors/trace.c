@@ -14,8 +14,6 @@
 
 #include <jansson.h>
 
-#include "actors/actor.h"
-#include "actors/admit.h"
 #include "actors/kinds.h"
 #include "actors/recent.h"
 #include "base/errors.h"
@@ -476,14 +474,4 @@ int m0__tracer_control(m0__tracer *t, const void *json, size_t len, char *why, s
   }
   json_decref(root);
   return ok ? 0 : M0__EINVALID;
-}
-
-void m0__trace_on_control(m0__tracer *t, uint32_t self, const m0__msg *m) {
-  char why[256], peer[96], me[48];
-  if (t && m0__tracer_control(t, m->payload, m->len, why, sizeof why) == 0) return;
-  if (!t) snprintf(why, sizeof why, "this process has no tracer");
-  m0__msg_peer(m, peer, sizeof peer);
-  m0__actor_name(self, me, sizeof me);
-  m0__refused(self, M0__REFUSE_CONTROL, M0__K_TRACE, peer);
-  fprintf(stderr, "m0: %s: trace control from %s refused: %s\n", me, peer, why);
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "actors/admit.h"
+#include "actors/loop_end.h"
 #include "base/errors.h"
 #include "transport/handoff.h"
 

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "actors/loop.h"
+#include "actors/loop_state.h"
 
 /* Polls the listener (on) or leaves new connections in the backlog. A no-op
  * before GO, after STOP, and (on) while recycling. */

@@ -319,7 +319,7 @@ static void tick_start(m0__loop *l) {
 
 /* ---- routes served by actors ---- */
 
-static int asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, m0_response *res) {
+int m0__asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, m0_response *res) {
   m0__loop *l = h->owner;
   m0__asks *a = l->asks;
   int si = a->route_svc[route - l->app->routes];
@@ -505,7 +505,7 @@ struct m0_deferred {
   char store[DEFER_STORE];
 };
 
-static m0_deferred *asks_defer(m0__http *h, m0__conn *c, m0_response *res, unsigned timeout_ms) {
+m0_deferred *m0__asks_defer_view(m0__http *h, m0__conn *c, m0_response *res, unsigned timeout_ms) {
   m0__loop *l = h->owner;
   m0_deferred *d = calloc(1, sizeof *d);
   if (!d) return NULL;
@@ -587,9 +587,6 @@ int m0__asks_open(m0__loop *l) {
   if (uv_timer_init(&l->uv, &a->tick) != 0) return M0__ENOMEM;
   a->tick.data = l;
   a->tick_open = true;
-  l->http.to_actor = asks_to_actor;
-  l->http.defer_view = asks_defer;
-  m0__writers_open(l); /* the other answers that come later: responses in pieces */
   return 0;
 }
 

@@ -22,9 +22,9 @@
 #ifndef M0_ACTORS_ASKS_H
 #define M0_ACTORS_ASKS_H
 
-#include "actors/loop.h"
+#include "actors/loop_state.h"
 
-/* Installs the http hooks (to_actor, defer_view). 0 or M0__ENOMEM. */
+/* The table of asks. 0 or M0__ENOMEM. */
 int m0__asks_open(m0__loop *l);
 /* Closes the tick (the loop is ending: the drain saw to it that nothing waits). */
 void m0__asks_close(m0__loop *l);
@@ -34,5 +34,9 @@ void m0__asks_free(m0__loop *l);
 void m0__asks_flush(m0__loop *l);
 /* A REPLY from an instance or an ANSWER from a deferred view. */
 void m0__asks_on_answer(m0__loop *l, const m0__msg *m);
+/* The loop's ops->to_actor and ops->defer_view (actors/loop_http.c,
+ * http/conn.h says what each returns). */
+int m0__asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, m0_response *res);
+m0_deferred *m0__asks_defer_view(m0__http *h, m0__conn *c, m0_response *res, unsigned timeout_ms);
 
 #endif

@@ -16,9 +16,7 @@
 
 #include "base/errors.h"
 
-/* Takes a request for the pool: into the batch of the pool thread with the
- * least waiting, preferring one with no batch in flight. */
-static int lane_defer(m0__http *h, m0__conn *c, const m0_request *req, int route, const m0_response *res) {
+int m0__lane_defer(m0__http *h, m0__conn *c, const m0_request *req, int route, const m0_response *res) {
   m0__loop *l = h->owner;
   int best = 0;
   for (int j = 1; j < l->npool; j++) {
@@ -84,7 +82,6 @@ int m0__lane_open(m0__loop *l) {
     const m0__actor_desc *d = m0__topology_find(l->topo, M0__ACTOR_ID(M0__ROLE_POOL, M0__POOL_INDEX(l->index, j)));
     m0__peer_direct(&l->pool[j], d->id, &l->pool_threads[j].inbox);
   }
-  l->http.defer = lane_defer;
   return 0;
 }
 

@@ -19,13 +19,16 @@
 #ifndef M0_ACTORS_LANE_H
 #define M0_ACTORS_LANE_H
 
-#include "actors/loop.h"
+#include "actors/loop_state.h"
 
-/* The pool threads' peers (their direct inboxes) and the batches; installs
- * the http defer hook. 0 or M0__ENOMEM; on an error, m0__lane_close still
- * cleans up. */
+/* The pool threads' peers (their direct inboxes) and the batches. 0 or
+ * M0__ENOMEM; on an error, m0__lane_close still cleans up. */
 int m0__lane_open(m0__loop *l);
 void m0__lane_close(m0__loop *l);
+/* The loop's ops->defer (actors/loop_http.c; asked only when the loop has
+ * a pool): a request into the batch of the pool thread with the least
+ * waiting, preferring one with no batch in flight. 0, or M0__ENOMEM. */
+int m0__lane_defer(m0__http *h, m0__conn *c, const m0_request *req, int route, const m0_response *res);
 /* Sends each filled batch whose thread has none in flight; publishes the
  * loop's queued count. Once per loop pass. */
 void m0__lane_flush(m0__loop *l);

@@ -11,28 +11,16 @@
 #include "actors/admit.h"
 #include "actors/asks.h"
 #include "actors/lane.h"
+#include "actors/loop_end.h"
+#include "actors/loop_http.h"
 #include "actors/publisher.h"
 #include "actors/writer.h"
 #include "http/order.h"
 #include "http/stream.h"
 #include "transport/handoff.h"
 
-static void loop_finish(m0__loop *l);
 static void loop_on_frame(m0__loop *l, const m0__msg *m);
 static void loop_order(m0__loop *l, bool all);
-
-static void loop_on_closed(m0__http *h) {
-  m0__loop *l = h->owner;
-  atomic_fetch_sub(&m0__loop_line_at(l, l->index)->open, 1);
-  if (!l->stopping && h->nconns < l->ctx.capacity) m0__accept_poll(l, true);
-  m0__loop_maybe_finish(l);
-}
-
-void m0__loop_maybe_finish(m0__loop *l) {
-  if (!l->stopping || l->http.nconns) return;
-  if (atomic_load(&m0__loop_line_at(l, l->index)->pending) && !l->grace_over) return;
-  loop_finish(l);
-}
 
 static void loop_on_sweep(uv_timer_t *t) {
   m0__loop *l = t->data;
@@ -124,34 +112,6 @@ static void loop_stop(m0__loop *l) {
     uv_timer_start(&l->sweep, loop_on_sweep, l->http.drain_fresh_ms + 1, uv_timer_get_repeat(&l->sweep));
   else l->grace_over = true;
   m0__loop_maybe_finish(l);
-}
-
-/* Everything is answered and closed: report and let uv_run return. */
-static void loop_finish(m0__loop *l) {
-  if (l->finished) return;
-  l->finished = true;
-  m0__loop_stats st = {l->http.stats.requests, l->http.stats.accepted, l->http.stats.errors_4xx,
-                       l->http.stats.timeouts, l->frames, l->handed, l->adopted};
-  atomic_store(&l->h.said_stopped, true);
-  m0__tell(&l->self, &l->coord, M0__K_STOPPED, &st, sizeof st);
-  uv_poll_stop(&l->mail);
-  uv_close((uv_handle_t *)&l->mail, NULL);
-  if (l->outside.open) uv_close((uv_handle_t *)&l->outside_mail, NULL);
-  if (l->inbox.ready) uv_close((uv_handle_t *)&l->lane, NULL);
-  m0__asks_close(l);
-  uv_timer_stop(&l->sweep);
-  uv_close((uv_handle_t *)&l->sweep, NULL);
-  uv_close((uv_handle_t *)&l->order_due, NULL);
-  uv_close((uv_handle_t *)&l->pass_begin, NULL);
-  uv_close((uv_handle_t *)&l->pass_end, NULL);
-  if (l->handoff && uv_is_active((uv_handle_t *)&l->handin)) uv_close((uv_handle_t *)&l->handin, NULL);
-}
-
-/* A request this loop answered itself: a record when tracing (actors/trace.h). */
-static void loop_served(m0__http *h, const m0_request *req, uint8_t trace_flags, int status, size_t bytes) {
-  if (!atomic_load_explicit(&m0__trace_live, memory_order_relaxed)) return;
-  m0__loop *l = h->owner;
-  m0__trace_served(l->trace, l->self.id, req->trace_hi, req->trace_lo, trace_flags, h->stats.requests, bytes);
 }
 
 /* The mailbox's descriptor, the outside mailbox's and the direct lane's
@@ -335,7 +295,8 @@ static void loop_why(m0__loop *l, char *err, size_t n, const char *step, const c
  * step failed and why. */
 static int loop_open_handles(m0__loop *l, char *err, size_t n) {
   int fd, ofd, rv;
-  if ((rv = m0__http_init(&l->http)) != 0) return loop_why(l, err, n, "its buffers", m0__strerror(rv)), -1;
+  if ((rv = m0__http_init(&l->http, &l->uv, &l->http_cfg, &m0__loop_http_ops, l)) != 0)
+    return loop_why(l, err, n, "its buffers", m0__strerror(rv)), -1;
   if ((rv = m0__actor_recv_fd(&l->self, &fd)) != 0)
     return loop_why(l, err, n, "its mailbox's descriptor", m0__strerror(rv)), -1;
   if ((rv = uv_poll_init(&l->uv, &l->mail, fd)) != 0) return loop_why(l, err, n, "its mailbox's poll", uv_strerror(rv)), -1;
@@ -409,19 +370,14 @@ static void loop_run(m0__handle *h) {
     goto out;
   }
   uv_ready = true;
-  l->http.uv = &l->uv;
-  l->http.app = l->app;
-  l->http.state = l->state;
-  l->http.worker = l->index;
-  l->http.owner = l;
-  l->http.served = loop_served;
-  /* Its figures on the shared page, whatever process runs it (transport/page.h). */
-  l->http.figures = &l->page->loop_figures[l->index];
-  l->http.latency = loop_route_rows(l);
-  l->http.on_closed = loop_on_closed;
+  /* The server's own: the state made here, and its figures on the shared
+   * page, whatever process runs it (transport/page.h). */
+  l->http_cfg.state = l->state;
+  l->http_cfg.figures = &l->page->loop_figures[l->index];
+  l->http_cfg.latency = loop_route_rows(l);
+  if (l->share) l->http_cfg.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;
+  l->http_cfg.chan_lines = l->page->channels;
   l->nloops = l->topo->loops;
-  if (l->share) l->http.busy_since = &m0__loop_line_at(l, l->index)->pass_start_ms;
-  l->http.chan_lines = l->page->channels;
   if (loop_open_handles(l, err, sizeof err) != 0) {
     snprintf(l->why, sizeof l->why, "%s", err);
     m0__tell(&l->self, &l->coord, M0__K_DIED, err, strlen(err));
@@ -462,7 +418,7 @@ out:
     uv_walk(&l->uv, loop_close_left, NULL);
     uv_run(&l->uv, UV_RUN_NOWAIT);
     uv_loop_close(&l->uv);
-    free(l->http.latency);
+    free(l->http_cfg.latency);
     m0__http_fini(&l->http);
     m0__order_free(l->order);
     l->order = NULL;
@@ -496,6 +452,56 @@ static int loop_open(m0__handle *h) {
     return M0__ETRANSPORT;
   }
   return 0;
+}
+
+/* The sweep runs often enough to honour the shortest timeout to ~25 %,
+ * and under a supervisor's heartbeat (beat_ms) an idle loop must turn, and
+ * so beat, well within its timeout: at 1000 ms a quiet loop's
+ * once-a-second sweep let the supervisor kill idle workers. */
+static uint64_t loop_sweep_ms(const m0__http_config *h, uint64_t beat_ms) {
+  uint64_t shortest = h->header_timeout_ms;
+  if (h->heartbeat_ms && h->heartbeat_ms < shortest) shortest = h->heartbeat_ms;
+  if (h->body_timeout_ms < shortest) shortest = h->body_timeout_ms;
+  if (h->keepalive_timeout_ms < shortest) shortest = h->keepalive_timeout_ms;
+  uint64_t every = shortest / 4 < 10 ? 10 : shortest / 4 > 1000 ? 1000 : shortest / 4;
+  if (beat_ms && beat_ms < every) every = beat_ms;
+  return every;
+}
+
+int m0__loop_init(m0__loop *l, const m0__loop_config *cfg, m0__exits *exits) {
+  if (m0__inbox_init(&l->inbox) != 0) return M0__ENOMEM;
+  m0__handle_init(&l->h, &m0__loop_kind, exits);
+  l->index = cfg->index;
+  l->topo = cfg->topo;
+  l->app = cfg->app;
+  l->trace = cfg->trace;
+  l->page = cfg->page;
+  l->generation = cfg->generation;
+  l->listen_fd = cfg->listen_fd;
+  l->coord_id = cfg->coord_id;
+  l->coord_url = cfg->coord_url;
+  l->handoff = cfg->handoff;
+  l->run_dir = cfg->run_dir;
+  l->ctx = cfg->ctx;
+  l->recycle_at = cfg->recycle_at;
+  l->share = cfg->share;
+  l->fds_needed = cfg->fds_needed;
+  l->npool = cfg->npool;
+  l->pool_threads = cfg->pool_threads;
+  l->host_metrics = cfg->metrics;
+  l->host_graph = cfg->graph;
+  l->http_cfg = cfg->http;
+  l->http_cfg.app = cfg->app;
+  l->http_cfg.worker = cfg->index;
+  l->http_cfg.pool = cfg->npool > 0;
+  if (!cfg->metrics) l->http_cfg.metrics_path = NULL;
+  l->sweep_ms = loop_sweep_ms(&cfg->http, cfg->beat_ms);
+  return 0;
+}
+
+void m0__loop_actors(m0__loop *l, struct m0__service **services, int n) {
+  l->services = services;
+  l->nservices = n;
 }
 
 const m0__actor_kind m0__loop_kind = {"loop", loop_open, loop_run, loop_hang_up, loop_release};

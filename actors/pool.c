@@ -449,3 +449,20 @@ static int pool_open(m0__handle *h) {
 }
 
 const m0__actor_kind m0__pool_kind = {"pool", pool_open, pool_run, pool_hang_up, pool_release};
+
+int m0__pool_init(m0__pool_thread *t, const m0__pool_config *cfg, m0__exits *exits) {
+  if (m0__inbox_init(&t->inbox) != 0) return M0__ENOMEM;
+  m0__handle_init(&t->h, &m0__pool_kind, exits);
+  t->loop = cfg->loop;
+  t->index = cfg->index;
+  t->topo = cfg->topo;
+  t->app = cfg->app;
+  t->trace = cfg->trace;
+  t->coord_id = cfg->coord_id;
+  t->coord_url = cfg->coord_url;
+  t->ctx = cfg->ctx;
+  t->ctx.worker = cfg->loop;
+  t->ctx.thread = cfg->index;
+  t->loop_inbox = cfg->loop_inbox;
+  return 0;
+}

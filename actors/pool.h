@@ -66,6 +66,23 @@ typedef struct m0__pool_thread {
   m0__inbox *loop_inbox; /* and RESULT to it */
 } m0__pool_thread;
 
+/* A pool thread's whole set-up, filled by its coordinator. */
+typedef struct m0__pool_config {
+  int loop, index; /* pool.loop.index */
+  const m0__topology *topo;
+  const m0_app *app;
+  m0__tracer *trace;
+  uint32_t coord_id; /* who it reports to */
+  const char *coord_url;
+  m0_ctx ctx;              /* its views' context (worker and thread are its own) */
+  m0__inbox *loop_inbox;   /* its loop's: RESULT goes there */
+} m0__pool_config;
+
+/* Sets the thread up from cfg (copied), its inbox included, and ties it to
+ * exits; opening and starting it are m0__handle_open and m0__handle_start.
+ * 0, or M0__ENOMEM (no inbox: nothing to undo). */
+int m0__pool_init(m0__pool_thread *t, const m0__pool_config *cfg, m0__exits *exits);
+
 /* The pool thread kind (actors/handle.h): open listens at its mailbox (a
  * tcp address another program holds is the start's failure, named), run is
  * its thread (make, READY or FAILED, JOBs until STOP), hang_up closes its

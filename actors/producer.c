@@ -147,3 +147,15 @@ static int producer_open(m0__handle *h) {
 }
 
 const m0__actor_kind m0__producer_kind = {"producer", producer_open, producer_run, producer_hang_up, producer_release};
+
+void m0__producer_init(m0__producer_run *r, const m0__producer_config *cfg, m0__exits *exits) {
+  m0__handle_init(&r->h, &m0__producer_kind, exits);
+  r->def = cfg->def;
+  r->ctx = cfg->ctx;
+  r->pub = cfg->pub;
+  r->url = cfg->url;
+  r->coord_id = cfg->coord_id;
+  r->coord_url = cfg->coord_url;
+  r->generation = cfg->generation;
+  r->lease_ms = cfg->lease_ms;
+}

@@ -30,6 +30,22 @@ typedef struct m0__producer_run {
   long lease_ms;       /* how long it waits for its predecessor's producer to let the ids go */
 } m0__producer_run;
 
+/* The producer's whole set-up, filled by its coordinator. */
+typedef struct m0__producer_config {
+  const m0_producer *def;
+  m0_ctx ctx;
+  m0_publisher *pub;
+  const char *url; /* its mailbox */
+  uint32_t coord_id;
+  const char *coord_url;
+  uint64_t generation; /* its process's (host/reload.h) */
+  long lease_ms;       /* how long it waits for its predecessor's producer to let the ids go */
+} m0__producer_config;
+
+/* Sets the producer up from cfg (copied) and ties it to exits; opening and
+ * starting it are m0__handle_open and m0__handle_start. */
+void m0__producer_init(m0__producer_run *r, const m0__producer_config *cfg, m0__exits *exits);
+
 /* The producer kind (actors/handle.h): open listens at its mailbox, run is
  * its thread (make, READY or FAILED, wait for GO, steps until STOP, STOPPED),
  * hang_up closes its peer to the coordinator, release its mailbox. */

@@ -58,8 +58,8 @@ static nng_msg *writer_msg(m0_writer *w, const void *p, size_t n, bool end);
 
 /* ---- the loop's side ---- */
 
-static m0_writer *writer_begin(m0__http *h, m0__conn *c, m0_response *res, int status, const char *content_type,
-                               void (*on_gone)(void *arg), void *arg) {
+m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int status, const char *content_type,
+                            void (*on_gone)(void *arg), void *arg) {
   m0__loop *l = h->owner;
   if (status < 200 || status > 599 || status == 204 || status == 205 || status == 304) {
     fprintf(stderr, "m0: refused a writer with the status %d (one with a body: 200..599 but 204, 205, 304); "
@@ -103,7 +103,7 @@ static m0_writer *writer_begin(m0__http *h, m0__conn *c, m0_response *res, int s
 
 /* The connection is closing (the client went, a write failed, the loop
  * ends): the writer is gone, once. */
-static void writer_gone(m0__http *h, m0__conn *c) {
+void m0__writer_gone(m0__http *h, m0__conn *c) {
   m0_writer *w = c->writer;
   c->writer = NULL;
   c->waiting = false; /* nothing will come back for it: its memory goes with the close */
@@ -123,7 +123,7 @@ static void writer_gone(m0__http *h, m0__conn *c) {
 }
 
 /* The socket took bytes: a writer waiting for room may go on. */
-static void writer_progress(m0__http *h, m0__conn *c) {
+void m0__writer_progress(m0__http *h, m0__conn *c) {
   m0_writer *w = c->writer;
   pthread_mutex_lock(&w->mu);
   w->in_conn = m0__conn_queued(c);
@@ -169,12 +169,6 @@ void m0__writer_on_chunk(m0__loop *l, const m0__msg *m) {
   }
   writer_unlink(l, w);
   writer_unref(w); /* the loop's */
-}
-
-void m0__writers_open(m0__loop *l) {
-  l->http.writer_begin = writer_begin;
-  l->http.writer_gone = writer_gone;
-  l->http.writer_progress = writer_progress;
 }
 
 void m0__writers_free(m0__loop *l) {

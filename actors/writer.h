@@ -27,13 +27,18 @@
 #ifndef M0_ACTORS_WRITER_H
 #define M0_ACTORS_WRITER_H
 
-#include "actors/loop.h"
+#include "actors/loop_state.h"
 
 #define M0__WRITER_HIGH (8u << 20)
 #define M0__WRITER_LOW (64u << 10)
 
-/* Installs the http hooks (writer_begin, writer_gone, writer_progress). */
-void m0__writers_open(m0__loop *l);
+/* The loop's ops (actors/loop_http.c, http/conn.h): a writer's head is
+ * written and the writer returned; its connection closed before its end;
+ * its socket took bytes. */
+m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int status, const char *content_type,
+                            void (*on_gone)(void *arg), void *arg);
+void m0__writer_gone(m0__http *h, m0__conn *c);
+void m0__writer_progress(m0__http *h, m0__conn *c);
 /* A CHUNK: a piece, or the end, of a writer's response. */
 void m0__writer_on_chunk(m0__loop *l, const m0__msg *m);
 /* After the loop's thread is joined: the loop lets go of every writer left. */

@@ -423,15 +423,13 @@ static const char *coord_process(const m0__loop *l, char *out, size_t n) {
 }
 
 /* /metrics, answered on the loop from the shared page (host/metrics.c). */
-static void coord_on_metrics(m0__http *h, m0_response *res) {
-  m0__loop *l = h->owner;
+static void coord_on_metrics(m0__loop *l, m0_response *res) {
   char process[24];
   m0__metrics_respond(l->page, coord_process(l, process, sizeof process), l->app, l->services, l->nservices, res);
 }
 
 /* m0_respond_graph, answered on the loop (host/observer.c). */
-static char *coord_on_graph(m0__http *h, const char *records_of) {
-  m0__loop *l = h->owner;
+static char *coord_on_graph(m0__loop *l, const char *records_of) {
   char process[24];
   if (records_of) return m0__observer_records(records_of);
   return m0__observer_graph(l, coord_process(l, process, sizeof process));
@@ -439,8 +437,8 @@ static char *coord_on_graph(m0__http *h, const char *records_of) {
 
 /* What a loop takes from the configuration: the loop itself never reads it
  * (actors/ knows no configuration, only these values). */
-static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
-  m0__http *h = &l->http;
+static void coord_loop_settings(m0__loop_config *lc, const m0_config *c, int loops) {
+  m0__http_config *h = &lc->http;
   h->lim = (m0__parse_limits){(size_t)M0__CFG(c, max_header_bytes), (size_t)M0__CFG(c, max_uri_bytes),
                               (size_t)M0__CFG(c, max_body_bytes)};
   h->header_timeout_ms = (uint64_t)M0__CFG(c, header_timeout_ms);
@@ -461,22 +459,122 @@ static void coord_loop_settings(m0__loop *l, const m0_config *c, int loops) {
   h->ws_max_message = (size_t)M0__CFG(c, ws_max_message);
   if (M0__CFGS(c, metrics_path)[0]) {
     h->metrics_path = M0__CFGS(c, metrics_path);
-    h->metrics = coord_on_metrics;
+    lc->metrics = coord_on_metrics;
   }
-  h->graph = coord_on_graph;
-  l->share = loops > 1 && M0__CFG(c, accept_share) != 0;
-  /* The sweep runs often enough to honour the shortest timeout to ~25 %. */
-  uint64_t shortest = h->header_timeout_ms;
-  if (h->heartbeat_ms && h->heartbeat_ms < shortest) shortest = h->heartbeat_ms;
-  if (h->body_timeout_ms < shortest) shortest = h->body_timeout_ms;
-  if (h->keepalive_timeout_ms < shortest) shortest = h->keepalive_timeout_ms;
-  uint64_t every = shortest / 4 < 10 ? 10 : shortest / 4 > 1000 ? 1000 : shortest / 4;
+  lc->graph = coord_on_graph;
+  lc->share = loops > 1 && M0__CFG(c, accept_share) != 0;
   /* Under the heartbeat (--worker-timeout-ms, 1000 or more) an idle loop
-   * must turn, and so beat, well within the timeout: at 1000 ms a quiet
-   * loop's once-a-second sweep let the supervisor kill idle workers. */
-  uint64_t beat_every = (uint64_t)M0__CFG(c, worker_timeout_ms) / 4;
-  if (beat_every && beat_every < every) every = beat_every;
-  l->sweep_ms = every;
+   * must turn, and so beat, well within the timeout (actors/loop.c). */
+  lc->beat_ms = (uint64_t)M0__CFG(c, worker_timeout_ms) / 4;
+}
+
+/* This process's loops, each set up (its inbox made) and its mailbox open. */
+static int coord_start_loops(coord *c, const m0_ctx *base) {
+  m0__proc *p = c->p;
+  m0__process *pr = c->proc;
+  const m0_config *cfg = c->cfg;
+  /* A worker's recycling count (--max-requests), drawn once: its loop stops
+   * accepting at it and says LEAVING, and the coordinator drains it. */
+  long max_req = pr->mode == M0__MODE_PREFORK ? M0__CFG(cfg, max_requests) : 0;
+  if (max_req > 0 && M0__CFG(cfg, max_requests_jitter) > 0) {
+    srand((unsigned)getpid() ^ (unsigned)m0__now_ms());
+    max_req += rand() % (M0__CFG(cfg, max_requests_jitter) + 1);
+  }
+  m0__loop_config lc = {.topo = &pr->topo, .app = pr->app, .trace = pr->trace, .page = &pr->page,
+                        .generation = pr->reload.generation, .coord_id = c->self.id, .coord_url = c->self.url,
+                        .handoff = p->handoff, .run_dir = pr->sockdir, /* its outside publishers' socket is this generation's */
+                        .ctx = *base, .recycle_at = (uint64_t)max_req, .npool = c->npool,
+                        .fds_needed = m0__fds_needed(cfg, &pr->decl)}; /* said by a loop that runs out of them */
+  coord_loop_settings(&lc, cfg, pr->loops);
+  for (int i = 0; i < p->here; i++) {
+    int idx = p->first + i;
+    m0__loop *l = &c->loops[i];
+    lc.index = lc.ctx.worker = idx;
+    lc.pool_threads = &c->pools[i * c->npool];
+    lc.listen_fd = i == 0 ? pr->listen_fd : fcntl(pr->listen_fd, F_DUPFD_CLOEXEC, 0);
+    if (m0__loop_init(l, &lc, &pr->exits) != 0) {
+      if (i > 0 && lc.listen_fd >= 0) close(lc.listen_fd);
+      m0__say_cannot("cannot make loop %d's inbox", idx);
+      return M0__ENOMEM;
+    }
+    c->handles[c->nhandles++] = &l->h;
+    const m0__actor_desc *d = m0__topology_find(&pr->topo, M0__ACTOR_ID(M0__ROLE_LOOP, idx));
+    if (m0__handle_open(&l->h) != 0 || m0__peer_open(&c->loop_peers[i], d->id, d->url, (int)c->drain_ms) != 0 ||
+        m0__publisher_connect(&c->pub, idx) != 0) {
+      m0__say_cannot("cannot open loop %d", idx);
+      return M0__ETRANSPORT;
+    }
+  }
+  return 0;
+}
+
+/* The pool threads behind this process's loops: their inboxes take JOB and
+ * STOP from their loop, whose inbox takes their RESULTs (actors/inbox.h). */
+static int coord_start_pools(coord *c, const m0_ctx *base) {
+  m0__process *pr = c->proc;
+  m0__pool_config pc = {.topo = &pr->topo, .app = pr->app, .trace = pr->trace, .coord_id = c->self.id,
+                        .coord_url = c->self.url, .ctx = *base};
+  for (int i = 0; i < c->p->here; i++)
+    for (int j = 0; j < c->npool; j++) {
+      m0__pool_thread *t = &c->pools[i * c->npool + j];
+      pc.loop = c->p->first + i;
+      pc.index = j;
+      pc.loop_inbox = &c->loops[i].inbox;
+      if (m0__pool_init(t, &pc, &pr->exits) != 0) {
+        m0__say_cannot("cannot make pool thread %d.%d's inbox", pc.loop, j);
+        return M0__ENOMEM;
+      }
+      c->handles[c->nhandles++] = &t->h;
+      if (m0__handle_open(&t->h) != 0) {
+        m0__say_cannot("cannot start pool thread %d.%d", t->loop, j);
+        return M0__ETRANSPORT;
+      }
+    }
+  return 0;
+}
+
+/* The producer (p->producer, wanted here), its mailbox open and reached. */
+static int coord_start_producer(coord *c, const m0_ctx *base, const m0__actor_desc *pd) {
+  m0__process *pr = c->proc;
+  m0__producer_config pc = {.def = c->p->producer, .ctx = *base, .pub = &c->pub, .url = pd->url,
+                            .coord_id = c->self.id, .coord_url = c->self.url,
+                            .generation = pr->reload.generation, .lease_ms = c->drain_ms};
+  m0__producer_init(&c->prod, &pc, &pr->exits);
+  c->handles[c->nhandles++] = &c->prod.h;
+  if (m0__handle_open(&c->prod.h) != 0) {
+    m0__say_cannot("cannot start the producer");
+    return M0__ETRANSPORT;
+  }
+  if (m0__peer_open(&c->prod_peer, pd->id, pd->url, (int)c->drain_ms) != 0) {
+    m0__say_cannot("cannot reach the producer's mailbox");
+    return M0__ETRANSPORT;
+  }
+  return 0;
+}
+
+/* The publisher, and the bus's link when there is one. */
+static int coord_start_publisher(coord *c, const m0__actor_desc *pd) {
+  m0__process *pr = c->proc;
+  const m0_config *cfg = c->cfg;
+  if (m0__publisher_open(&c->pub, &pr->topo, &pr->page, pr->trace,
+                         pr->mode == M0__MODE_PREFORK ? c->self.id : pd->id) != 0) {
+    m0__say_cannot("cannot open the publisher");
+    return M0__ENOMEM;
+  }
+  c->pub_open = true;
+  if (cfg->bus_url[0]) {
+    /* Every process that publishes has its link; the one that holds the
+     * producer is the bridge (under prefork the supervisor, not a worker). */
+    char err[512];
+    if (m0__bus_open(&c->bus, cfg->bus_url, cfg->bus_subject, &pr->page, &c->pub, pr->mode != M0__MODE_PREFORK, err,
+                     sizeof err) != 0) {
+      m0__say_cannot("%s", err);
+      return M0__ETRANSPORT;
+    }
+    c->bus_open = true;
+    c->pub.bus = &c->bus;
+  }
+  return 0;
 }
 
 static int coord_start(coord *c) {
@@ -501,126 +599,19 @@ static int coord_start(coord *c) {
                  .capacity = (int)M0__CFG(cfg, max_connections), .page = pr->page.app,
                  .page_slots = pr->page.head->app_slots, .config = cfg, .publisher = &c->pub};
   const m0__actor_desc *pd = m0__topology_find(&pr->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
-  if (m0__publisher_open(&c->pub, &pr->topo, &pr->page, pr->trace,
-                         pr->mode == M0__MODE_PREFORK ? c->self.id : pd->id) != 0) {
-    m0__say_cannot("cannot open the publisher");
-    return M0__ENOMEM;
-  }
-  c->pub_open = true;
-  if (cfg->bus_url[0]) {
-    /* Every process that publishes has its link; the one that holds the
-     * producer is the bridge (under prefork the supervisor, not a worker). */
-    char err[512];
-    if (m0__bus_open(&c->bus, cfg->bus_url, cfg->bus_subject, &pr->page, &c->pub, pr->mode != M0__MODE_PREFORK, err,
-                     sizeof err) != 0) {
-      m0__say_cannot("%s", err);
-      return M0__ETRANSPORT;
-    }
-    c->bus_open = true;
-    c->pub.bus = &c->bus;
-  }
+  int rv = coord_start_publisher(c, pd);
+  if (rv != 0) return rv;
   c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
   /* Each loop and its pool threads, always in one process, talk through
-   * direct inboxes (actors/inbox.h), made here before any of them starts.
-   * A loop's inbox also takes its actors' replies and deferred answers. */
-  for (int i = 0; i < p->here; i++) {
-    if (m0__inbox_init(&c->loops[i].inbox) != 0) {
-      m0__say_cannot("cannot make loop %d's inbox", p->first + i);
-      return M0__ENOMEM;
-    }
-    for (int j = 0; j < c->npool; j++) {
-      if (m0__inbox_init(&c->pools[i * c->npool + j].inbox) != 0) {
-        m0__say_cannot("cannot make pool thread %d.%d's inbox", p->first + i, j);
-        return M0__ENOMEM;
-      }
-      c->pools[i * c->npool + j].loop_inbox = &c->loops[i].inbox;
-    }
-  }
-  /* A worker's recycling count (--max-requests), drawn once: its loop stops
-   * accepting at it and says LEAVING, and the coordinator drains it. */
-  long max_req = pr->mode == M0__MODE_PREFORK ? M0__CFG(cfg, max_requests) : 0;
-  long fds_needed = m0__fds_needed(cfg, &pr->decl); /* said by a loop that runs out of them */
-  if (max_req > 0 && M0__CFG(cfg, max_requests_jitter) > 0) {
-    srand((unsigned)getpid() ^ (unsigned)m0__now_ms());
-    max_req += rand() % (M0__CFG(cfg, max_requests_jitter) + 1);
-  }
-  for (int i = 0; i < p->here; i++) {
-    int idx = p->first + i;
-    m0__loop *l = &c->loops[i];
-    m0__handle_init(&l->h, &m0__loop_kind, &pr->exits);
-    c->handles[c->nhandles++] = &l->h;
-    l->recycle_at = (uint64_t)max_req;
-    l->fds_needed = fds_needed;
-    l->index = idx;
-    l->topo = &pr->topo;
-    l->app = pr->app;
-    l->trace = pr->trace;
-    l->page = &pr->page;
-    l->generation = pr->reload.generation;
-    l->coord_id = c->self.id;
-    l->coord_url = c->self.url;
-    l->handoff = p->handoff;
-    l->run_dir = pr->sockdir; /* its outside publishers' socket is this generation's */
-    l->npool = c->npool;
-    l->pool_threads = &c->pools[i * c->npool];
-    l->listen_fd = i == 0 ? pr->listen_fd : fcntl(pr->listen_fd, F_DUPFD_CLOEXEC, 0);
-    l->ctx = base;
-    l->ctx.worker = idx;
-    coord_loop_settings(l, cfg, pr->loops);
-    const m0__actor_desc *d = m0__topology_find(&pr->topo, M0__ACTOR_ID(M0__ROLE_LOOP, idx));
-    if (m0__handle_open(&l->h) != 0 || m0__peer_open(&c->loop_peers[i], d->id, d->url, (int)c->drain_ms) != 0 ||
-        m0__publisher_connect(&c->pub, idx) != 0) {
-      m0__say_cannot("cannot open loop %d", idx);
-      return M0__ETRANSPORT;
-    }
-  }
-  int rv = m0__app_actors_open(&c->aa, pr, &pr->decl, &c->loops[0].inbox, sizeof *c->loops, p->here, p->first,
-                               c->self.id, c->self.url, &c->pub, c->handles, &c->nhandles);
+   * direct inboxes (actors/inbox.h), made before any of them starts. A
+   * loop's inbox also takes its actors' replies and deferred answers. */
+  if ((rv = coord_start_loops(c, &base)) != 0) return rv;
+  rv = m0__app_actors_open(&c->aa, pr, &pr->decl, &c->loops[0].inbox, sizeof *c->loops, p->here, p->first,
+                           c->self.id, c->self.url, &c->pub, c->handles, &c->nhandles);
   if (rv != 0) return rv;
-  for (int i = 0; i < p->here; i++) {
-    c->loops[i].services = c->aa.svc_ptrs;
-    c->loops[i].nservices = c->aa.n;
-  }
-  for (int i = 0; i < p->here; i++)
-    for (int j = 0; j < c->npool; j++) {
-      m0__pool_thread *t = &c->pools[i * c->npool + j];
-      m0__handle_init(&t->h, &m0__pool_kind, &pr->exits);
-      c->handles[c->nhandles++] = &t->h;
-      t->loop = p->first + i;
-      t->index = j;
-      t->topo = &pr->topo;
-      t->app = pr->app;
-      t->trace = pr->trace;
-      t->coord_id = c->self.id;
-      t->coord_url = c->self.url;
-      t->ctx = base;
-      t->ctx.worker = t->loop;
-      t->ctx.thread = j;
-      if (m0__handle_open(&t->h) != 0) {
-        m0__say_cannot("cannot start pool thread %d.%d", t->loop, j);
-        return M0__ETRANSPORT;
-      }
-    }
-  if (c->has_producer) {
-    m0__handle_init(&c->prod.h, &m0__producer_kind, &pr->exits);
-    c->handles[c->nhandles++] = &c->prod.h;
-    c->prod.def = p->producer;
-    c->prod.ctx = base;
-    c->prod.pub = &c->pub;
-    c->prod.url = pd->url;
-    c->prod.coord_id = c->self.id;
-    c->prod.coord_url = c->self.url;
-    c->prod.generation = pr->reload.generation;
-    c->prod.lease_ms = c->drain_ms;
-    if (m0__handle_open(&c->prod.h) != 0) {
-      m0__say_cannot("cannot start the producer");
-      return M0__ETRANSPORT;
-    }
-    if (m0__peer_open(&c->prod_peer, pd->id, pd->url, (int)c->drain_ms) != 0) {
-      m0__say_cannot("cannot reach the producer's mailbox");
-      return M0__ETRANSPORT;
-    }
-  }
+  for (int i = 0; i < p->here; i++) m0__loop_actors(&c->loops[i], c->aa.svc_ptrs, c->aa.n);
+  if ((rv = coord_start_pools(c, &base)) != 0) return rv;
+  if (c->has_producer && (rv = coord_start_producer(c, &base, pd)) != 0) return rv;
   /* Every mailbox here is open before any thread starts. */
   for (int k = 0; k < c->nhandles; k++)
     if (m0__handle_start(c->handles[k]) != 0) {

@@ -1,6 +1,8 @@
 /* The connection state machine of the per-loop server: accept, read, parse,
  * answer (on the loop or through the pool), write, time out, close, drain.
- * Streams are in http/stream.c, the access log in http/accesslog.c.
+ * A parsed request's way to its answer (and every way out of http/: the
+ * loop's ops table) is in http/dispatch.c, the writing in http/write.c,
+ * streams in http/stream.c, the access log in http/accesslog.c.
  *
  * Design notes
  * - Everything here runs on one loop's thread. A connection is touched by no
@@ -14,11 +16,8 @@
  *   Pipelined responses therefore go out in order, and all responses of one
  *   read leave in one write. A request with the pool (waiting) stops the
  *   parsing until its answer comes back (m0__http_complete).
- * - Output: responses are built in the loop's shared scratch queue and
- *   written at the end of the callback (m0__conn_flush); only what the socket
- *   does not take is moved to the connection. At most one uv_write in
- *   flight: responses made while it flies go to the second queue, written
- *   when the first completes. A client that does not read stops being read
+ * - Output (http/write.c): built in the loop's shared scratch queue, written
+ *   at the end of the callback. A client that does not read stops being read
  *   from (backpressure) once its queue passes CONN_OUT_HIGH.
  * - Timeouts are deadlines checked by one sweep timer per loop, so a request
  *   costs a store, not a timer restart. Each deadline is set once, when its
@@ -29,14 +28,11 @@
  */
 #include "http/conn.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
-#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include "base/errors.h"
@@ -55,8 +51,6 @@
  * fresh connections' grace; one idle longer is closed at once. */
 #define CONN_DRAIN_RECENT_MS 100
 
-static void conn_close(m0__conn *c);
-static void wpoll_on_close(uv_handle_t *h);
 static void conn_process(m0__conn *c, char *buf, size_t len);
 static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -73,7 +67,7 @@ static void conn_release(m0__conn *c) {
   free(c);
   h->nconns--;
   h->stats.closed++;
-  if (h->on_closed) h->on_closed(h);
+  if (h->ops->closed) h->ops->closed(h);
 }
 
 static void conn_on_close(uv_handle_t *handle) {
@@ -82,7 +76,7 @@ static void conn_on_close(uv_handle_t *handle) {
   else conn_release(c);
 }
 
-static void conn_close(m0__conn *c) {
+void m0__conn_close(m0__conn *c) {
   if (c->closing) return;
   c->closing = true;
   m0__http *h = c->h;
@@ -91,11 +85,8 @@ static void conn_close(m0__conn *c) {
   if (c->prev) c->prev->next = c->next;
   else h->conns = c->next;
   if (c->next) c->next->prev = c->prev;
-  if (c->writer) h->writer_gone(h, c); /* its writer stops here, and says so to the application */
-  if (c->wp) { /* a file piece was waiting for the socket */
-    uv_close((uv_handle_t *)&c->wp->poll, wpoll_on_close);
-    c->wp = NULL;
-  }
+  if (c->writer) h->ops->writer_gone(h, c); /* its writer stops here, and says so to the application */
+  m0__conn_write_close(c); /* a file piece may be waiting for the socket */
   uv_close((uv_handle_t *)&c->tcp, conn_on_close);
 }
 
@@ -105,405 +96,41 @@ static void conn_close(m0__conn *c) {
 static void conn_on_shutdown(uv_shutdown_t *req, int status) {
   m0__conn *c = req->data;
   free(req);
-  if (status < 0) conn_close(c);
+  if (status < 0) m0__conn_close(c);
 }
 
 /* The last response is written: close now, or linger after an error so the
  * client reads our answer instead of a reset. */
-static void conn_finish(m0__conn *c) {
+void m0__conn_finish(m0__conn *c) {
   if (c->closing) return;
   if (!c->linger || c->phase == PHASE_LINGER) {
-    conn_close(c);
+    m0__conn_close(c);
     return;
   }
   c->phase = PHASE_LINGER;
   c->deadline = uv_now(c->h->uv) + CONN_LINGER_MS;
   uv_shutdown_t *req = malloc(sizeof *req);
   if (!req) {
-    conn_close(c);
+    m0__conn_close(c);
     return;
   }
   req->data = c;
   if (uv_shutdown(req, (uv_stream_t *)&c->tcp, conn_on_shutdown) != 0) {
     free(req);
-    conn_close(c);
+    m0__conn_close(c);
   }
-}
-
-/* ---- output ---------------------------------------------------------- */
-
-static void conn_on_write(uv_write_t *req, int status);
-static void conn_pump(m0__conn *c);
-
-static void conn_write(m0__conn *c, int qi) {
-  c->qi = qi;
-  c->qskip = 0;
-  c->writing = true;
-  conn_pump(c);
-}
-
-/* q[qi] is written (status 0) or cannot be (status < 0): the next queue, or
- * the connection goes on. */
-static void conn_written(m0__conn *c, int status) {
-  c->writing = false;
-  m0__outq_clear(&c->q[c->qi]);
-  if (c->closing) return;
-  if (c->writer && status == 0) c->h->writer_progress(c->h, c);
-  if (status < 0) {
-    conn_close(c);
-    return;
-  }
-  int other = 1 - c->qi;
-  if (m0__outq_bytes(&c->q[other])) {
-    conn_write(c, other);
-    return;
-  }
-  /* The client caught up: give the queues back, it may idle for long. */
-  m0__outq_free(&c->q[0]);
-  m0__outq_free(&c->q[1]);
-  if (c->subs && !c->close_after) {
-    m0__stream_caught_up(c); /* a slow subscriber is told what it lost (http/stream.c) */
-    if (c->closing || c->writing) return;
-  }
-  if (c->close_after && !c->waiting) {
-    conn_finish(c);
-    return;
-  }
-  if (c->paused) {
-    c->paused = false;
-    conn_process(c, c->in, c->in_len);
-    if (!c->closing && !c->paused && !c->close_after && !c->waiting)
-      uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
-    m0__conn_flush(c);
-  }
-}
-
-/* The socket takes more: a file piece goes on. */
-static void conn_on_writable(uv_poll_t *poll, int status, int events) {
-  m0__conn *c = poll->data;
-  uv_poll_stop(poll);
-  if (status < 0) conn_written(c, status);
-  else conn_pump(c);
-}
-
-static void wpoll_on_close(uv_handle_t *h) {
-  m0__wpoll *wp = (m0__wpoll *)h;
-  close(wp->fd);
-  free(wp);
-}
-
-/* Waits until the socket takes more. libuv watches one handle per
- * descriptor, and the connection's tcp handle has this one: the poll
- * watches a duplicate (epoll reports the same socket through it). */
-static int conn_wait_writable(m0__conn *c) {
-  if (!c->wp) {
-    int fd = -1;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return -1;
-    m0__wpoll *wp = calloc(1, sizeof *wp);
-    if (!wp || uv_poll_init(c->h->uv, &wp->poll, fd) != 0) {
-      free(wp);
-      close(fd);
-      return -1;
-    }
-    wp->fd = fd;
-    wp->poll.data = c;
-    c->wp = wp;
-  }
-  return uv_poll_start(&c->wp->poll, UV_WRITABLE, conn_on_writable);
-}
-
-/* Writes q[qi] from c->qskip on: what is in memory by uv_write, a file
- * piece by sendfile(2) straight from the page cache, in queue order. Each
- * step that moves bytes also moves an idle connection's deadline: a client
- * that reads is not idle, one that stops is closed by the sweep. */
-#define CONN_SENDFILE_TURN (4u << 20) /* a file's bytes per loop turn: its other connections wait no longer */
-
-static void conn_pump(m0__conn *c) {
-  m0__outq *q = &c->q[c->qi];
-  size_t sent = 0;
-  for (;;) {
-    uv_buf_t iov[2 * M0__OUT_REFS + 1];
-    int n = m0__outq_iov(q, c->qskip, iov);
-    if (n > 0) {
-      c->wbytes = 0;
-      for (int i = 0; i < n; i++) c->wbytes += iov[i].len;
-      c->wreq.data = c;
-      if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, conn_on_write) != 0) conn_written(c, -1);
-      return;
-    }
-    int fd, sock;
-    uint64_t off;
-    size_t left;
-    if (!m0__outq_file_at(q, c->qskip, &fd, &off, &left)) {
-      conn_written(c, 0);
-      return;
-    }
-    if (uv_fileno((uv_handle_t *)&c->tcp, &sock) != 0) {
-      conn_written(c, -1);
-      return;
-    }
-    off_t at = (off_t)off;
-    ssize_t w = sendfile(sock, fd, &at, left < CONN_SENDFILE_TURN ? left : CONN_SENDFILE_TURN);
-    if (w > 0) {
-      c->qskip += (size_t)w;
-      if (c->phase == PHASE_IDLE) c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
-      if ((sent += (size_t)w) < CONN_SENDFILE_TURN) continue;
-      /* A fast reader of a large file: the rest at the loop's next turn
-       * (the socket is writable, so the poll fires at once). */
-      if (conn_wait_writable(c) == 0) return;
-      continue;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EAGAIN && conn_wait_writable(c) == 0) return; /* the socket is full: on writable */
-    /* An error, or 0: the file is shorter than its length said (truncated
-     * while it was sent). The response cannot be whole: close. */
-    conn_written(c, -1);
-    return;
-  }
-}
-
-static void conn_on_write(uv_write_t *req, int status) {
-  m0__conn *c = req->data;
-  if (status < 0 || c->closing) {
-    conn_written(c, status < 0 ? status : 0);
-    return;
-  }
-  c->qskip += c->wbytes;
-  if (c->phase == PHASE_IDLE) c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
-  conn_pump(c);
-}
-
-/* Writes what this callback put in the scratch queue: directly when the
- * socket takes it all (the common case: no copy, no request object), else
- * the rest is moved to the connection and written asynchronously. */
-static void conn_send(m0__conn *c, m0__outq *s);
-
-void m0__conn_flush(m0__conn *c) {
-  if (c->writing && !c->closing) return; /* the scratch is empty: the target was the queue behind the write */
-  conn_send(c, &c->h->scratch);
-}
-
-void m0__conn_send(m0__conn *c, m0__outq *q) {
-  if (c->writing && !c->closing) {
-    if (m0__outq_move_tail(&c->q[1 - c->qi], q, 0) != 0) conn_close(c);
-    m0__outq_clear(q);
-    return;
-  }
-  conn_send(c, q);
-}
-
-static void conn_send(m0__conn *c, m0__outq *s) {
-  size_t total = m0__outq_bytes(s);
-  if (c->closing) {
-    m0__outq_clear(s);
-    return;
-  }
-  if (!total) {
-    if (c->close_after && !c->waiting) conn_finish(c);
-    return;
-  }
-  uv_buf_t iov[2 * M0__OUT_REFS + 1];
-  int n = m0__outq_iov(s, 0, iov); /* up to a file piece: conn_pump sends that */
-  int w = n ? uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n) : 0;
-  if (w == UV_EAGAIN || w == UV_ENOSYS) w = 0;
-  if (w < 0) {
-    m0__outq_clear(s);
-    conn_close(c);
-    return;
-  }
-  if ((size_t)w == total) {
-    m0__outq_clear(s);
-    if (c->close_after && !c->waiting) conn_finish(c);
-    return;
-  }
-  int rv = m0__outq_move_tail(&c->q[0], s, (size_t)w);
-  m0__outq_clear(s);
-  if (rv) {
-    conn_close(c);
-    return;
-  }
-  conn_write(c, 0);
 }
 
 /* ---- requests -------------------------------------------------------- */
 
-/* The request went to the pool: read and parse nothing more until it comes
- * back, so answers leave in order. */
-static void conn_wait(m0__conn *c, bool last) {
-  c->waiting = true;
-  c->close_on_complete = last;
-  c->phase = PHASE_WAIT;
-  uv_read_stop((uv_stream_t *)&c->tcp);
-}
-
-static m0_deferred *conn_defer_begin(void *ctx, m0_response *res, unsigned timeout_ms) {
-  m0__conn *c = ctx;
-  return c->h->defer_view(c->h, c, res, timeout_ms);
-}
-
-static m0_writer *conn_writer_begin(void *ctx, m0_response *res, int status, const char *content_type,
-                                    void (*on_gone)(void *arg), void *arg) {
-  m0__conn *c = ctx;
-  m0_writer *w = c->h->writer_begin(c->h, c, res, status, content_type, on_gone, arg);
-  if (w && c->h->latency && c->h->latency[c->route])
-    m0__latency_status(c->h->latency[c->route], status); /* its head is written */
-  return w;
-}
-
 /* The request's answer is begun: its latency and status class (status < 0:
  * counted already, a writer's at its head), by its route. */
-static void conn_latency(m0__conn *c, int status) {
+void m0__conn_latency(m0__conn *c, int status) {
   m0__http *h = c->h;
   m0__latency *row = h->latency ? h->latency[c->route] : NULL;
   if (!row) return;
   m0__latency_add(row, m0__latency_now_ns() - c->t0_ns);
   if (status >= 0) m0__latency_status(row, status);
-}
-
-static char *conn_graph(void *ctx, const char *records_of) {
-  m0__conn *c = ctx;
-  return c->h->graph(c->h, records_of);
-}
-
-/* Answers the request the parser just completed, into the target queue. */
-static void conn_dispatch(m0__conn *c, const char *buf) {
-  m0__http *h = c->h;
-  m0__parser *p = &c->p;
-  c->t0_ns = m0__latency_now_ns();
-  c->route = (int)h->app->nroutes;
-  m0_request req;
-  memset(&req, 0, sizeof req);
-  req.method = (m0_str){buf + p->method.off, p->method.len};
-  req.target = (m0_str){buf + p->url.off, p->url.len};
-  const char *q = memchr(req.target.p, '?', req.target.n);
-  req.path = (m0_str){req.target.p, q ? (size_t)(q - req.target.p) : req.target.n};
-  req.query = q ? (m0_str){q + 1, req.target.n - req.path.n - 1} : (m0_str){q, 0};
-  req.version_minor = p->version_minor;
-  for (int i = 0; i < p->nheaders; i++) {
-    h->hdrs[i].name = (m0_str){buf + p->hs->name[i].off, p->hs->name[i].len};
-    h->hdrs[i].value = (m0_str){buf + p->hs->value[i].off, p->hs->value[i].len};
-  }
-  req.headers = h->hdrs;
-  req.nheaders = (size_t)p->nheaders;
-  req.body = (m0_str){p->body.p, p->body.len};
-  req.trace_hi = p->trace_hi;
-  req.trace_lo = p->trace_lo;
-  req.peer = c->peer;
-  req.peer_port = c->peer_port;
-  char client[M0__ADDR_TEXT];
-  req.client = c->peer;
-  if (h->proxies.n) { /* only behind proxies the operator named: the headers are anyone's words otherwise */
-    m0__client_addr(&h->proxies, c->peer, &req, client);
-    req.client = client;
-  }
-
-  c->nreq++;
-  /* Draining for the next generation, requests pipelined behind this one
-   * (their bytes are here) are answered too, the last saying close. */
-  bool last = !p->keep_alive || (h->draining && !(h->handover && c->more_in)) || c->close_after ||
-              (h->max_keepalive_requests > 0 && c->nreq >= (uint64_t)h->max_keepalive_requests);
-  m0_response res;
-  m0__response_init(&res, m0__conn_target(c), &h->date, p->version_minor, p->is_head, last);
-  res.stream_begin = m0__stream_begin;
-  res.stream_write = m0__stream_write;
-  res.ws_begin = m0__ws_begin;
-  res.stream_ctx = c;
-  if (h->defer_view) res.defer_begin = conn_defer_begin;
-  if (h->writer_begin) res.writer_begin = conn_writer_begin;
-  if (h->graph) res.graph = conn_graph;
-  res.req = &req;
-  /* A request that brought a traceparent is answered with it (every path:
-   * the pool and an application actor take res.extra with the request), so
-   * the client can find its request by id in m0trace and the access log. m0
-   * makes no span of its own: the parent id and flags are the client's. */
-  if (p->trace_hi || p->trace_lo) {
-    char tp[56];
-    snprintf(tp, sizeof tp, "00-%016llx%016llx-%016llx-%02x", (unsigned long long)p->trace_hi,
-             (unsigned long long)p->trace_lo, (unsigned long long)p->trace_parent, p->trace_flags);
-    m0_response_header(&res, "traceparent", tp);
-  }
-
-  const m0_app *app = h->app;
-  m0__current_trace = (m0__trace_id){p->trace_hi, p->trace_lo};
-  /* A dot-segment ("." or "..", %2E spelled too) is refused before anything
-   * routes the path: the router matches req->path raw, and a view that
-   * joined it to a directory would climb out (docs/http.md, The path). */
-  if (m0__path_dot_segment(req.path)) {
-    res.close = true; /* a refusal, as the parser's are */
-    m0__respond_status(&res, 400, NULL);
-  } else if (h->metrics && req.path.n == strlen(h->metrics_path) && !memcmp(req.path.p, h->metrics_path, req.path.n)) {
-    h->metrics(h, &res);
-  } else if (!(app->before_request && app->before_request(h->state, &req, &res))) {
-    if (app->routes && p->asterisk) {
-      /* OPTIONS * asks about the server, not a resource (RFC 9110 9.3.7): no route is "*" */
-      m0__respond_status(&res, 204, NULL);
-    } else if (app->routes) {
-      m0__match m;
-      m0__views_match(app->routes, app->nroutes, req.method, req.path, &m);
-      if (m.kind == M0__VIEW_FOUND) {
-        req.params = m.params;
-        req.nparams = m.nparams;
-        c->route = (int)(m.route - app->routes);
-        if (m.route->actor) {
-          if (h->to_actor && h->to_actor(h, c, &req, m.route, &res) == 0) {
-            m0__current_trace = (m0__trace_id){0, 0};
-            conn_wait(c, last);
-            return;
-          }
-          if (!res.done) m0__respond_status(&res, 503, NULL);
-        } else if (h->defer && !(m.route->flags & M0_ON_LOOP) &&
-                   h->defer(h, c, &req, (int)(m.route - app->routes), &res) == 0) {
-          m0__current_trace = (m0__trace_id){0, 0};
-          conn_wait(c, last);
-          return;
-        } else if (m.route->flags & M0_NEEDS_POOL) {
-          /* It blocks: the pool could not take it (no memory for its batch),
-           * and on the loop it would hold every connection of the loop. */
-          m0_response_header(&res, "Retry-After", "1");
-          m0__respond_status(&res, 503, NULL);
-        } else {
-          m.route->view(h->state, &req, &res);
-        }
-      } else if (m.kind == M0__VIEW_NOT_FOUND) {
-        m0__respond_status(&res, 404, NULL);
-      } else {
-        m0__respond_status(&res, m.kind == M0__VIEW_OPTIONS ? 204 : 405, m.allow);
-      }
-    } else if (h->defer && h->defer(h, c, &req, -1, &res) == 0) {
-      m0__current_trace = (m0__trace_id){0, 0};
-      conn_wait(c, last);
-      return;
-    } else {
-      app->handle(h->state, &req, &res);
-    }
-  }
-  m0__current_trace = (m0__trace_id){0, 0};
-  if (res.deferred) { /* m0_defer or a writer: answered later (m0__http_answer, m0__http_resume) */
-    conn_wait(c, last || res.close); /* res.close: a writer to HTTP/1.0 ends with the close */
-    return;
-  }
-  if (!res.done) {
-    fprintf(stderr, "m0: loop %d: the view for %.*s %.*s returned without answering; sent 500\n",
-            h->worker, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
-    m0__respond_status(&res, 500, NULL);
-  }
-  h->stats.requests++;
-  conn_latency(c, res.status);
-  if (h->access_log)
-    m0__access_log_line(h->worker, req.method, req.path, res.status, res.head ? 0 : res.body_len, p->trace_hi,
-                        p->trace_lo, NULL);
-  if (h->served) h->served(h, &req, p->trace_flags, res.status, res.head ? 0 : res.body_len);
-  if (c->stream) {
-    m0__stream_replay(c); /* Last-Event-ID's frames, behind the view's own (http/stream.c) */
-    if (c->closing) return;
-  }
-  if (c->ws) { /* a WebSocket outlives the request count; at the drain it goes with 1001 */
-    if (h->draining) m0__ws_goodbye(c->ws, 1001, "the server is going away");
-  } else if (c->stream && h->draining) {
-    m0__stream_goodbye(c); /* begun as the drain did: told like the streams open then */
-  } else if (last || res.close) {
-    c->close_after = true; /* res.close: a refusal (a dot-segment) */
-  }
 }
 
 /* Answers a request that cannot be read, then closes. */
@@ -552,7 +179,7 @@ static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
     if (n > c->in_cap) {
       char *nb = realloc(c->in, n + CONN_ROOM);
       if (!nb) {
-        conn_close(c);
+        m0__conn_close(c);
         return;
       }
       c->in = nb;
@@ -570,9 +197,52 @@ static void conn_keep(m0__conn *c, char *buf, size_t len, size_t off) {
   c->parse_off = !started ? 0 : off < len ? off - from : n;
 }
 
+/* A request is answered: the connection idles until the next, unless it
+ * became a stream, or its answers pile up. false when parsing stops here. */
+static bool conn_next(m0__conn *c) {
+  m0__http *h = c->h;
+  c->phase = PHASE_IDLE;
+  if (c->stream) {
+    c->deadline = UINT64_MAX; /* a stream has no timeout; the heartbeat finds dead peers */
+    return false;
+  }
+  c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
+  /* The answers of one read collect in the scratch while nothing is in
+   * flight: past the mark, write them now, so the rest waits in q[0] and
+   * what follows counts against the mark below (else one read of pipelined
+   * requests could queue any amount). A queue whose reference slots are
+   * all taken counts as full too: the next body would be copied (a file
+   * piece read into memory). */
+  if (!c->writing && (m0__outq_bytes(&h->scratch) > CONN_OUT_HIGH || h->scratch.nrefs == M0__OUT_REFS)) {
+    m0__conn_flush(c);
+    if (c->closing) return false;
+  }
+  if (m0__conn_queued(c) > CONN_OUT_HIGH || (c->writing && c->q[1 - c->qi].nrefs == M0__OUT_REFS)) {
+    /* The client is not reading its answers: stop reading its requests. */
+    c->paused = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->deadline = uv_now(h->uv) + h->body_timeout_ms;
+    return false;
+  }
+  return true;
+}
+
+/* Deadlines follow the phase of a request begun; each is set once, when
+ * its phase begins. */
+static void conn_deadline(m0__conn *c) {
+  m0__http *h = c->h;
+  if (c->close_after || c->waiting || m0__parser_idle(&c->p)) return;
+  if (!c->p.headers_done && c->phase != PHASE_HEAD) {
+    if (c->phase != PHASE_FRESH) c->deadline = uv_now(h->uv) + h->header_timeout_ms;
+    c->phase = PHASE_HEAD;
+  } else if (c->p.headers_done && c->phase != PHASE_BODY) {
+    c->phase = PHASE_BODY;
+    c->deadline = uv_now(h->uv) + h->body_timeout_ms;
+  }
+}
+
 /* Parses and answers every whole request in buf[c->parse_off, len). */
 static void conn_process(m0__conn *c, char *buf, size_t len) {
-  m0__http *h = c->h;
   size_t off = c->parse_off;
   while (!c->close_after && !c->closing && !c->waiting && !c->stream) {
     if (m0__parser_idle(&c->p)) c->req_start = off;
@@ -591,46 +261,20 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
       break;
     }
     c->more_in = off < len;
-    conn_dispatch(c, buf);
+    m0__conn_dispatch(c, buf);
     m0__parser_next(&c->p);
     c->continued = false;
-    if (c->waiting) break;
-    if (c->stream) {
-      c->phase = PHASE_IDLE;
-      c->deadline = UINT64_MAX; /* a stream has no timeout; the heartbeat finds dead peers */
-      break;
-    }
-    c->phase = PHASE_IDLE;
-    c->deadline = uv_now(h->uv) + h->keepalive_timeout_ms;
-    /* The answers of one read collect in the scratch while nothing is in
-     * flight: past the mark, write them now, so the rest waits in q[0] and
-     * what follows counts against the mark below (else one read of pipelined
-     * requests could queue any amount). A queue whose reference slots are
-     * all taken counts as full too: the next body would be copied (a file
-     * piece read into memory). */
-    if (!c->writing && (m0__outq_bytes(&h->scratch) > CONN_OUT_HIGH || h->scratch.nrefs == M0__OUT_REFS)) {
-      m0__conn_flush(c);
-      if (c->closing) break;
-    }
-    if (m0__conn_queued(c) > CONN_OUT_HIGH || (c->writing && c->q[1 - c->qi].nrefs == M0__OUT_REFS)) {
-      /* The client is not reading its answers: stop reading its requests. */
-      c->paused = true;
-      uv_read_stop((uv_stream_t *)&c->tcp);
-      c->deadline = uv_now(h->uv) + h->body_timeout_ms;
-      break;
-    }
+    if (c->waiting || !conn_next(c)) break;
   }
-  /* Deadlines follow the phase; each is set once, when the phase begins. */
-  if (!c->close_after && !c->waiting && !m0__parser_idle(&c->p)) {
-    if (!c->p.headers_done && c->phase != PHASE_HEAD) {
-      if (c->phase != PHASE_FRESH) c->deadline = uv_now(h->uv) + h->header_timeout_ms;
-      c->phase = PHASE_HEAD;
-    } else if (c->p.headers_done && c->phase != PHASE_BODY) {
-      c->phase = PHASE_BODY;
-      c->deadline = uv_now(h->uv) + h->body_timeout_ms;
-    }
-  }
+  conn_deadline(c);
   conn_keep(c, buf, len, off);
+}
+
+void m0__conn_unpause(m0__conn *c) {
+  c->paused = false;
+  conn_process(c, c->in, c->in_len);
+  if (!c->closing && !c->paused && !c->close_after && !c->waiting)
+    uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
 }
 
 /* ---- reading --------------------------------------------------------- */
@@ -665,7 +309,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
      * Close once what is queued is written. */
     if (nread == UV_EOF && m0__parser_idle(&c->p) && (c->writing || c->waiting) && !c->linger)
       c->close_on_complete = c->close_after = true;
-    else conn_close(c);
+    else m0__conn_close(c);
     return;
   }
   if (c->phase == PHASE_LINGER || c->close_after) return; /* discarding */
@@ -686,7 +330,35 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
 
 /* ---- the server ------------------------------------------------------ */
 
-int m0__http_init(m0__http *h) {
+/* A server given no table: every seam absent (http/conn.h). */
+static const m0__http_ops conn_no_ops;
+
+int m0__http_init(m0__http *h, uv_loop_t *uv, const m0__http_config *cfg, const m0__http_ops *ops, void *owner) {
+  h->uv = uv;
+  h->ops = ops ? ops : &conn_no_ops;
+  h->owner = owner;
+  h->app = cfg->app;
+  h->state = cfg->state;
+  h->worker = cfg->worker;
+  h->lim = cfg->lim;
+  h->header_timeout_ms = cfg->header_timeout_ms;
+  h->body_timeout_ms = cfg->body_timeout_ms;
+  h->keepalive_timeout_ms = cfg->keepalive_timeout_ms;
+  h->drain_fresh_ms = cfg->drain_fresh_ms;
+  h->max_keepalive_requests = cfg->max_keepalive_requests;
+  h->heartbeat_ms = cfg->heartbeat_ms;
+  h->access_log = cfg->access_log;
+  h->pool = cfg->pool && h->ops->defer;
+  h->metrics_path = cfg->metrics_path && cfg->metrics_path[0] && h->ops->metrics ? cfg->metrics_path : NULL;
+  h->metrics_len = h->metrics_path ? strlen(h->metrics_path) : 0;
+  h->proxies = cfg->proxies;
+  h->history_max = cfg->history_max;
+  h->history_bytes_max = cfg->history_bytes_max;
+  h->ws_max_message = cfg->ws_max_message;
+  h->busy_since = cfg->busy_since;
+  h->chan_lines = cfg->chan_lines;
+  h->latency = cfg->latency;
+  h->figures = cfg->figures;
   h->rbuf = malloc(M0__RBUF_SIZE);
   memset(&h->scratch, 0, sizeof h->scratch);
   memset(&h->spans, 0, sizeof h->spans);
@@ -758,9 +430,10 @@ int m0__http_adopt(m0__http *h, int fd) {
 
 /* The connection's answer is in its target queue (or could not be): the
  * connection goes on with what came while it waited. */
-static void conn_answered(m0__http *h, m0__conn *c, bool ok) {
+void m0__conn_answered(m0__conn *c, bool ok) {
+  m0__http *h = c->h;
   if (!ok) {
-    conn_close(c);
+    m0__conn_close(c);
     return;
   }
   if (c->close_on_complete || h->draining) c->close_after = true;
@@ -781,7 +454,7 @@ static void conn_answered(m0__http *h, m0__conn *c, bool ok) {
 
 /* Whether a waiting connection can still take its answer (a zombie's memory
  * is released here: nobody else holds it now). */
-static bool conn_unwait(m0__conn *c, int status) {
+bool m0__conn_unwait(m0__conn *c, int status) {
   c->waiting = false;
   if (c->zombie) {
     conn_release(c);
@@ -789,64 +462,11 @@ static bool conn_unwait(m0__conn *c, int status) {
   }
   if (c->closing) return false;
   c->h->stats.requests++;
-  conn_latency(c, status);
+  m0__conn_latency(c, status);
   return true;
 }
 
-/* A pool's answer's status, from its status line (0: none there). */
-static int conn_status_of(const char *resp, size_t n) {
-  if (n < 12 || memcmp(resp, "HTTP/1.", 7) != 0) return 0;
-  return (resp[9] - '0') * 100 + (resp[10] - '0') * 10 + (resp[11] - '0');
-}
-
-void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int fd, uint64_t off, uint64_t flen) {
-  if (!conn_unwait(c, conn_status_of(resp, n))) {
-    if (fd >= 0) close(fd);
-    return;
-  }
-  m0__outq *q = m0__conn_target(c);
-  bool ok = m0__outq_append(q, resp, n) == 0;
-  if (fd >= 0) {
-    if (ok) ok = m0__outq_file(q, fd, off, (size_t)flen) == 0; /* the queue owns fd from here */
-    else close(fd);
-  }
-  conn_answered(h, c, ok);
-}
-
-long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status) {
-  *status = a->status;
-  if (!conn_unwait(c, a->status)) return -1;
-  m0_response res;
-  m0__response_init(&res, m0__conn_target(c), &h->date, a->version_minor, a->head, a->close);
-  if (a->extra_len && a->extra_len <= sizeof res.extra) { /* lines m0_response_header checked on the loop */
-    memcpy(res.extra, a->extra, a->extra_len);
-    res.extra_len = a->extra_len;
-  }
-  bool ok = true;
-  for (size_t i = 0; ok && i < a->nhdrs; i++) {
-    const m0_header *x = &a->hdrs[i];
-    /* Content-Type is m0_respond's to write. */
-    if (x->name.n == 12 && strncasecmp(x->name.p, "content-type", 12) == 0) continue;
-    ok = m0__response_header_n(&res, x->name.p, x->name.n, x->value.p, x->value.n) == 0;
-  }
-  char ctype[128] = "";
-  for (size_t i = 0; i < a->nhdrs; i++)
-    if (a->hdrs[i].name.n == 12 && strncasecmp(a->hdrs[i].name.p, "content-type", 12) == 0) {
-      if (a->hdrs[i].value.n >= sizeof ctype) ok = false; /* m0_respond's limit: not dropped, refused */
-      else snprintf(ctype, sizeof ctype, "%.*s", (int)a->hdrs[i].value.n, a->hdrs[i].value.p);
-    }
-  if (ok) ok = m0_respond(&res, a->status, ctype[0] ? ctype : NULL, a->body, a->blen, M0_BODY_COPY) == 0;
-  if (!ok && !res.done) m0__respond_status(&res, 502, NULL); /* headers over the block's limit */
-  *status = res.status;
-  conn_answered(h, c, true);
-  return res.head ? 0 : (long)res.body_len;
-}
-
-void m0__http_resume(m0__http *h, m0__conn *c) {
-  if (conn_unwait(c, -1)) conn_answered(h, c, true);
-}
-
-void m0__http_abort(m0__http *h, m0__conn *c) { conn_close(c); }
+void m0__http_abort(m0__http *h, m0__conn *c) { m0__conn_close(c); }
 
 void m0__http_sweep(m0__http *h) {
   uint64_t now = uv_now(h->uv);
@@ -861,7 +481,7 @@ void m0__http_sweep(m0__http *h) {
       conn_error(c, c->in, 408, c->phase == PHASE_HEAD ? "header timeout" : "body timeout");
       m0__conn_flush(c);
     } else {
-      conn_close(c); /* idle keep-alive, silent fresh connection, linger over, stuck writer */
+      m0__conn_close(c); /* idle keep-alive, silent fresh connection, linger over, stuck writer */
     }
   }
 }
@@ -898,7 +518,7 @@ void m0__http_drain(m0__http *h, bool handover) {
        * nginx's old workers do): kept for one more request, a browser's
        * retry would land on this generation and be closed again; closed, its
        * next request opens a connection to whichever generation listens. */
-      conn_close(c);
+      m0__conn_close(c);
     } else {
       c->close_after = c->close_after || c->writing; /* else: Connection: close on its answer */
     }

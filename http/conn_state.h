@@ -64,6 +64,30 @@ static inline size_t m0__conn_queued(const m0__conn *c) {
   return m0__outq_bytes(&c->q[0]) + m0__outq_bytes(&c->q[1]);
 }
 
+/* The connection's request just parsed (its spans into buf): answered into
+ * the target queue, or sent away (http/dispatch.c). */
+void m0__conn_dispatch(m0__conn *c, const char *buf);
+/* The request's answer is begun: its latency and status class (status < 0:
+ * counted already, a writer's at its head), by its route. */
+void m0__conn_latency(m0__conn *c, int status);
+/* A waiting connection's answer came: whether it can still take it (a
+ * zombie's memory is released here: nobody else holds it now). */
+bool m0__conn_unwait(m0__conn *c, int status);
+/* The connection's answer is in its target queue (ok), or could not be
+ * (closed): it goes on with what came while it waited. */
+void m0__conn_answered(m0__conn *c, bool ok);
+
+/* Closes the connection (its memory goes in the close callback, or, when
+ * its request is away, with the answer). */
+void m0__conn_close(m0__conn *c);
+/* The last response is written: close now, or linger after an error. */
+void m0__conn_finish(m0__conn *c);
+/* A paused connection's client caught up: what it sent meanwhile is parsed,
+ * and reading goes on. */
+void m0__conn_unpause(m0__conn *c);
+/* Closes the poll a file piece waits on (http/write.c), if any. */
+void m0__conn_write_close(m0__conn *c);
+
 /* Writes what is in the scratch queue now (see http/conn.c). Call it before
  * the callback that filled the scratch returns: the next connection reuses it. */
 void m0__conn_flush(m0__conn *c);

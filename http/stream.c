@@ -471,11 +471,11 @@ int m0__stream_write(void *ctx, const void *frame, size_t len) {
 }
 
 void m0__stream_graph(m0__http *h, uint64_t now) {
-  if (!h->graph || now < h->graph_next_ms) return;
+  if (!h->ops->graph || now < h->graph_next_ms) return;
   m0__chan *ch = chan_find(h, M0__GRAPH_CHANNEL, sizeof M0__GRAPH_CHANNEL - 1, false);
   if (!ch || !ch->subs) return;
   h->graph_next_ms = now + 900; /* the sweep runs at least once a second: this is the next one at most */
-  char *json = h->graph(h, NULL);
+  char *json = h->ops->graph(h, NULL);
   size_t n;
   char *ev = json ? m0__graph_event(json, &n) : NULL;
   if (ev) m0__http_publish(h, M0__GRAPH_CHANNEL, sizeof M0__GRAPH_CHANNEL - 1, 0, ev, n); /* unnumbered: no history */

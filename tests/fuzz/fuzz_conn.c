@@ -48,13 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uv_loop_init(&loop);
   m0__http h;
   memset(&h, 0, sizeof h);
-  h.uv = &loop;
-  h.app = &fz_app;
-  h.lim = (m0__parse_limits){1024, 256, 2048};
-  h.header_timeout_ms = h.body_timeout_ms = h.keepalive_timeout_ms = 1000;
-  h.max_keepalive_requests = 8;
-  h.on_closed = fz_closed;
-  m0__http_init(&h);
+  static const m0__http_ops fz_ops = {.closed = fz_closed};
+  m0__http_config cfg = {.app = &fz_app, .lim = {1024, 256, 2048}, .header_timeout_ms = 1000,
+                         .body_timeout_ms = 1000, .keepalive_timeout_ms = 1000, .max_keepalive_requests = 8};
+  m0__http_init(&h, &loop, &cfg, &fz_ops, NULL);
   /* libuv takes an AF_UNIX stream as a tcp handle's descriptor fine. */
   if (m0__http_adopt(&h, sv[0]) != 0) {
     close(sv[1]);

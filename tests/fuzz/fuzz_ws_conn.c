@@ -529,18 +529,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!f) abort();
   f->fd = sv[1];
   f->budget = 1u << 20;
-  f->h.uv = &loop;
-  f->h.app = &fz_app;
-  f->h.state = f;
-  f->h.lim = (m0__parse_limits){1024, 256, 2048};
-  f->h.header_timeout_ms = f->h.body_timeout_ms = f->h.keepalive_timeout_ms = 1000;
-  f->h.max_keepalive_requests = 8;
-  f->h.heartbeat_ms = 1;
-  f->h.history_max = 4;
-  f->h.history_bytes_max = 1024;
-  f->h.ws_max_message = FZ_MAX_MESSAGE;
-  f->h.on_closed = fz_closed;
-  m0__http_init(&f->h);
+  static const m0__http_ops fz_ops = {.closed = fz_closed};
+  m0__http_config cfg = {.app = &fz_app, .state = f, .lim = {1024, 256, 2048}, .header_timeout_ms = 1000,
+                         .body_timeout_ms = 1000, .keepalive_timeout_ms = 1000, .max_keepalive_requests = 8,
+                         .heartbeat_ms = 1, .history_max = 4, .history_bytes_max = 1024,
+                         .ws_max_message = FZ_MAX_MESSAGE};
+  m0__http_init(&f->h, &loop, &cfg, &fz_ops, NULL);
   if (m0__http_adopt(&f->h, sv[0]) == 0) {
     fz_in in = {data, size, 0};
     f->hs = fz_byte(&in);

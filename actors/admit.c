@@ -128,11 +128,28 @@ static m0__refusal_line local_lines[M0__PAGE_REFUSAL_LINES];
 static m0__refusal_line *lines = local_lines;
 static int nlines = M0__PAGE_REFUSAL_LINES;
 
-void m0__refusals_attach(m0__refusal_line *l, int n) {
-  if (l && n > 0) {
+/* The hosts of this process that count here (host/process.c). The tables
+ * are keyed by actor id, which two hosts of one process share, so they are
+ * the process's: the first host's page holds them until every host left. */
+static pthread_mutex_t users_mu = PTHREAD_MUTEX_INITIALIZER;
+static int users;
+
+bool m0__refusals_attach(m0__refusal_line *l, int n) {
+  pthread_mutex_lock(&users_mu);
+  bool first = users++ == 0;
+  if (first && l && n > 0) {
     lines = l;
     nlines = n;
   }
+  pthread_mutex_unlock(&users_mu);
+  return first;
+}
+
+bool m0__refusals_release(void) {
+  pthread_mutex_lock(&users_mu);
+  bool last = users > 0 && --users == 0;
+  pthread_mutex_unlock(&users_mu);
+  return last;
 }
 
 /* The actor's line: found, or taken (a compare-and-swap on a free one, so

@@ -86,10 +86,15 @@ const char *m0__refusal_name(int reason);
 int m0__admit(uint32_t self, const m0__env *e, int origin);
 
 /* Where refusals are counted: the shared page's table (transport/page.h),
- * set once by the process before its actors start. Without one (a unit
- * test, an outside program) they are counted in this process only. */
+ * set by a host before its actors start. Without one (a unit test, an
+ * outside program) they are counted in this process only. The tables are
+ * the process's (keyed by actor id): of two hosts in one process the first
+ * one's page holds them; true when this attach was that first one. Each
+ * attach is paired with a release, true when it was the last host: until
+ * then the first host's page stays mapped (host/process.c). */
 typedef struct m0__refusal_line m0__refusal_line;
-void m0__refusals_attach(m0__refusal_line *lines, int nlines);
+bool m0__refusals_attach(m0__refusal_line *lines, int nlines);
+bool m0__refusals_release(void);
 /* Counts one refusal by actor `self` and, at most once per actor and peer
  * every M0__REFUSAL_LOG_MS, says so on stderr, naming the peer (a refused
  * dial, PROOF or INSTANCES: once per actor and reason, whatever the peer). */

@@ -62,11 +62,88 @@ static int app_actors_listen(m0__service *s, const m0__actor_spec *sp, const cha
   return m0__service_listen(s, url, pr->trace, pub);
 }
 
+/* What every thread-placed instance is opened with. */
+typedef struct app_open_ctx {
+  uint32_t coord_id;
+  const char *coord_url;
+  m0_publisher *pub;
+  m0__handle **handles;
+  int *nhandles;
+} app_open_ctx;
+
 int m0__app_actors_handles(const m0__app_decl *decl) {
   int n = 0;
   for (int i = 0; i < decl->nactors; i++)
     if (decl->actors[i].placement == M0__PLACE_THREAD) n += decl->actors[i].instances;
   return n;
+}
+
+/* Under --workers, actor sp's door in worker `first`: its instances are
+ * the supervisor's, reached through the relay's legs (actors/relay.h). */
+static int app_actors_door(m0__service *s, const m0__actor_spec *sp, char *url, size_t n, m0__process *pr, int first,
+                           m0_publisher *pub) {
+  s->door = true;
+  if (m0__topology_door_url(url, n, pr->sockdir, sp->name, first) != 0) {
+    fprintf(stderr, "m0: actor %s: its door's URL is too long\n", sp->name);
+    return M0__ETOOBIG;
+  }
+  int rv = m0__service_listen(s, url, pr->trace, pub);
+  if (rv != 0) return rv;
+  /* Its instances reach it once the supervisor has bound their URL
+   * after the previous generation's drain: asks wait for them. */
+  if (pr->reload.generation > 1) atomic_store(&s->expect_until, m0__now_ms() + 5 * M0__REJOIN_MS);
+  return 0;
+}
+
+/* Actor i placed on threads: its instances, each a handle of this
+ * process with a mailbox in the host's inproc namespace. */
+static int app_actors_instances(m0__app_actors *a, int i, const m0__app_decl *decl, m0__process *pr,
+                                const app_open_ctx *o) {
+  const m0__actor_spec *sp = &decl->actors[i];
+  m0__service *s = &a->svcs[i];
+  s->nslots = sp->instances;
+  atomic_store(&s->used, sp->instances);
+  for (int k = 0; k < sp->instances; k++) {
+    m0__instance *in = &a->inst[a->ninst++];
+    m0__handle_init(&in->h, &m0__instance_kind, &pr->exits);
+    in->kind = decl->kinds[i];
+    in->svc = s;
+    in->slot = k;
+    in->ctx = (m0_actor_ctx){.actor = sp->name, .instance = k, .instances = sp->instances, .config = pr->cfg,
+                             .publisher = o->pub};
+    in->trace = pr->trace;
+    in->coord_id = o->coord_id;
+    in->coord_url = o->coord_url;
+    if (m0__inbox_init(&in->inbox) != 0 ||
+        m0__topology_instance_url(in->url, sizeof in->url, pr->inproc_ns, sp->name, k) != 0 ||
+        m0__handle_open(&in->h) != 0)
+      return M0__ETRANSPORT;
+    o->handles[(*o->nhandles)++] = &in->h;
+  }
+  return 0;
+}
+
+/* Actor i: its door (a worker), its listener (placed process or
+ * external) or its instances (thread). */
+static int app_actors_one(m0__app_actors *a, int i, const m0__app_decl *decl, m0__process *pr, int first,
+                          const app_open_ctx *o) {
+  const m0__actor_spec *sp = &decl->actors[i];
+  m0__service *s = &a->svcs[i];
+  if (sp->placement == M0__PLACE_PROCESS && pr->stop_fd >= 0) {
+    /* A spawned instance is this program run again, and an embedding
+     * program's main is its own, not m0_serve's. */
+    fprintf(stderr, "m0: actor %s is placed process, which an embedded host cannot spawn: place it external "
+                    "(the program runs m0_actor_run) or thread\n", sp->name);
+    return M0__ECONFIG;
+  }
+  if (sp->placement == M0__PLACE_THREAD) return app_actors_instances(a, i, decl, pr, o);
+  if (pr->mode == M0__MODE_PREFORK) return app_actors_door(s, sp, a->urls[i], sizeof a->urls[i], pr, first, o->pub);
+  if (app_actors_url(a->urls[i], sizeof a->urls[i], sp, pr) != 0) {
+    fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
+    return M0__ETOOBIG;
+  }
+  int rv = app_actors_proof(a, i, sp, a->urls[i]);
+  return rv != 0 ? rv : app_actors_listen(s, sp, a->urls[i], pr, o->pub);
 }
 
 int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, m0__inbox *loop_inboxes,
@@ -81,71 +158,24 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
   a->loop_inbox = calloc((size_t)here, sizeof *a->loop_inbox);
   int nthreads = m0__app_actors_handles(decl);
   a->inst = calloc(nthreads ? (size_t)nthreads : 1, sizeof *a->inst);
-  char(*urls)[M0__URL_MAX] = a->urls = calloc((size_t)a->n, sizeof *urls);
-  if (!a->svcs || !a->svc_ptrs || !a->loop_inbox || !a->inst || !urls) return M0__ENOMEM;
+  a->urls = calloc((size_t)a->n, sizeof *a->urls);
+  if (!a->svcs || !a->svc_ptrs || !a->loop_inbox || !a->inst || !a->urls) return M0__ENOMEM;
   for (int i = 0; i < here; i++) a->loop_inbox[i] = (m0__inbox *)((char *)loop_inboxes + (size_t)i * inbox_stride);
+  const app_open_ctx o = {coord_id, coord_url, pub, handles, nhandles};
   for (int i = 0; i < a->n; i++) {
     const m0__actor_spec *sp = &decl->actors[i];
-    m0__service *s = &a->svcs[i];
-    a->svc_ptrs[i] = s;
-    m0__service_init(s, i, sp->name, sp->queue, a->loop_inbox, here, first);
-    app_actors_rows(s, pr);
-    if (sp->placement == M0__PLACE_PROCESS && pr->stop_fd >= 0) {
-      /* A spawned instance is this program run again, and an embedding
-       * program's main is its own, not m0_serve's. */
-      fprintf(stderr, "m0: actor %s is placed process, which an embedded host cannot spawn: place it external "
-                      "(the program runs m0_actor_run) or thread\n", sp->name);
-      return M0__ECONFIG;
-    }
-    if (sp->placement != M0__PLACE_THREAD && pr->mode == M0__MODE_PREFORK) {
-      /* A worker: its instances are the supervisor's, reached through the
-       * relay's legs at this worker's door (actors/relay.h). */
-      s->door = true;
-      if (m0__topology_door_url(urls[i], sizeof urls[i], pr->sockdir, sp->name, first) != 0) {
-        fprintf(stderr, "m0: actor %s: its door's URL is too long\n", sp->name);
-        return M0__ETOOBIG;
-      }
-      int rv = m0__service_listen(s, urls[i], pr->trace, pub);
-      if (rv != 0) return rv;
-      /* Its instances reach it once the supervisor has bound their URL
-       * after the previous generation's drain: asks wait for them. */
-      if (pr->reload.generation > 1) atomic_store(&s->expect_until, m0__now_ms() + 5 * M0__REJOIN_MS);
-      continue;
-    }
-    if (sp->placement != M0__PLACE_THREAD) {
-      if (app_actors_url(urls[i], sizeof urls[i], sp, pr) != 0) {
-        fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
-        return M0__ETOOBIG;
-      }
-      int rv = app_actors_proof(a, i, sp, urls[i]);
-      if (rv != 0 || (rv = app_actors_listen(s, sp, urls[i], pr, pub)) != 0) return rv;
-      continue;
-    }
-    s->nslots = sp->instances;
-    atomic_store(&s->used, sp->instances);
-    for (int k = 0; k < sp->instances; k++) {
-      m0__instance *in = &a->inst[a->ninst++];
-      m0__handle_init(&in->h, &m0__instance_kind, &pr->exits);
-      in->kind = decl->kinds[i];
-      in->svc = s;
-      in->slot = k;
-      in->ctx = (m0_actor_ctx){.actor = sp->name, .instance = k, .instances = sp->instances, .config = pr->cfg,
-                               .publisher = pub};
-      in->trace = pr->trace;
-      in->coord_id = coord_id;
-      in->coord_url = coord_url;
-      if (m0__inbox_init(&in->inbox) != 0 ||
-          m0__topology_instance_url(in->url, sizeof in->url, sp->name, k) != 0 || m0__handle_open(&in->h) != 0)
-        return M0__ETRANSPORT;
-      handles[(*nhandles)++] = &in->h;
-    }
+    a->svc_ptrs[i] = &a->svcs[i];
+    m0__service_init(&a->svcs[i], i, sp->name, sp->queue, a->loop_inbox, here, first);
+    app_actors_rows(&a->svcs[i], pr);
+    int rv = app_actors_one(a, i, decl, pr, first, &o);
+    if (rv != 0) return rv;
   }
   for (int i = 0; i < a->n; i++) { /* replies to an asking instance find its inbox */
     a->svcs[i].all = a->svc_ptrs;
     a->svcs[i].nall = a->n;
   }
   bool none = true;
-  if (pr->mode != M0__MODE_PREFORK) a->children = m0__children_start(decl, a->svcs, urls, &none);
+  if (pr->mode != M0__MODE_PREFORK) a->children = m0__children_start(decl, a->svcs, a->urls, &none);
   if (!a->children && !none) return M0__ENOMEM;
   return 0;
 }

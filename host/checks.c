@@ -135,25 +135,6 @@ static void check_environment(const m0_config *cfg, const m0_app *app, m0__check
            n > M0__UNKNOWN_MAX ? ", ..." : "");
 }
 
-/* Whether a tcp:// URL's host is this machine's loopback: 127.0.0.0/8,
- * ::1 (or an IPv4-mapped 127.x) or localhost. */
-static bool url_loopback(const char *url) {
-  nng_url *u;
-  if (nng_url_parse(&u, url) != 0) return false;
-  char host[256];
-  const char *h = u->u_hostname ? u->u_hostname : "";
-  size_t n = strlen(h);
-  if (n >= 2 && h[0] == '[' && h[n - 1] == ']') snprintf(host, sizeof host, "%.*s", (int)(n - 2), h + 1);
-  else snprintf(host, sizeof host, "%s", h);
-  nng_url_free(u);
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
-  return !strcasecmp(host, "localhost");
-}
-
 static bool plain_allowed(const m0_config *cfg, const char *url) {
   for (int i = 0; i < cfg->nplain_tcp; i++)
     if (!strcmp(cfg->plain_tcp[i], url)) return true;
@@ -179,13 +160,13 @@ static bool check_app_proofs(const m0_config *cfg, m0__check *c, const char *fil
       }
       continue;
     }
-    if (s->placement == M0__PLACE_EXTERNAL && !strncmp(s->url, "tcp://", 6) && !s->trusted_network) {
+    if (s->placement == M0__PLACE_EXTERNAL && m0__url_kind_of(s->url) == M0__URL_TCP && !s->trusted_network) {
       CHECK_FAIL(c, "topology file %.600s: app_actors[%d] (%s) has the URL %s, plain tcp with nothing that proves who "
                  "dials it (any program that reaches it, on loopback any local user, would become an instance and "
                  "read its requests)", file, i, s->name, s->url);
       CHECK_FIX(c, "give it \"secret\": a key file (mode 600) whose secret its instances prove they hold "
-                "(M0_ACTOR_SECRET_FILE), or use tls+tcp://, or, if only trusted programs reach that network, set "
-                "\"trusted_network\": true");
+                "(M0_ACTOR_SECRET_FILE), or use %s, or, if only trusted programs reach that network, set "
+                "\"trusted_network\": true", m0__url_prefix(M0__URL_TLS_TCP));
       return false;
     }
   }
@@ -200,7 +181,7 @@ static void check_links(const m0_config *cfg, m0__check *c) {
   const char *bad = NULL;
   char where[160] = "";
   for (int i = 0; !bad && i < cfg->ntopo_urls; i++)
-    if (!strncmp(cfg->topo_urls[i], "tcp://", 6) && !url_loopback(cfg->topo_urls[i]) &&
+    if (m0__url_kind_of(cfg->topo_urls[i]) == M0__URL_TCP && !m0__url_loopback(cfg->topo_urls[i]) &&
         !plain_allowed(cfg, cfg->topo_urls[i])) {
       bad = cfg->topo_urls[i];
       /* The file lists every actor in the topology's order: its name. */
@@ -214,7 +195,7 @@ static void check_links(const m0_config *cfg, m0__check *c) {
     }
   for (int i = 0; !bad && i < cfg->napp_actors; i++) {
     const char *u = cfg->app_actors[i].url;
-    if (!strncmp(u, "tcp://", 6) && !url_loopback(u) && !plain_allowed(cfg, u)) {
+    if (m0__url_kind_of(u) == M0__URL_TCP && !m0__url_loopback(u) && !plain_allowed(cfg, u)) {
       bad = u;
       snprintf(where, sizeof where, "app_actors[%d] (%s)", i, cfg->app_actors[i].name);
     }
@@ -222,8 +203,8 @@ static void check_links(const m0_config *cfg, m0__check *c) {
   if (bad) {
     CHECK_FAIL(c, "topology file %.600s: %s has the URL %s, plain tcp to a host that is not loopback (unencrypted, "
                "and nothing checks who dials it)", file, where, bad);
-    CHECK_FIX(c, "use tls+tcp:// (\"transport\": \"tls+tcp\") with \"tls\": {\"cert\", \"key\", \"ca\"}, or list "
-              "\"%s\" in \"plain_tcp\" to allow it in the clear", bad);
+    CHECK_FIX(c, "use %s (\"transport\": \"tls+tcp\") with \"tls\": {\"cert\", \"key\", \"ca\"}, or list "
+              "\"%s\" in \"plain_tcp\" to allow it in the clear", m0__url_prefix(M0__URL_TLS_TCP), bad);
     return;
   }
   if (!check_app_proofs(cfg, c, file)) return;
@@ -360,10 +341,12 @@ static void check_trace(const m0_config *cfg, const m0_app *app, m0__check *c) {
   const char *why = url ? m0__url_undialable(t) : NULL;
   if (t[0] && strcmp(t, "-") != 0 && !url) {
     CHECK_FAIL(c, "trace destination %s is neither - nor an nng URL", t);
-    CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace ipc:///path, tcp://host:port");
+    CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace %s/path, %shost:port", m0__url_prefix(M0__URL_IPC),
+              m0__url_prefix(M0__URL_TCP));
   } else if (why) {
     CHECK_FAIL(c, "trace destination %s cannot be dialed: %s", t, why);
-    CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace ipc:///path, tcp://host:port");
+    CHECK_FIX(c, "use --trace - (JSON lines on stderr) or --trace %s/path, %shost:port", m0__url_prefix(M0__URL_IPC),
+              m0__url_prefix(M0__URL_TCP));
   }
 #ifdef M0_NO_TRACE_HOOK
   else if (t[0]) {
@@ -490,6 +473,12 @@ long m0__fds_needed(const m0_config *cfg, const m0__app_decl *decl) {
   return fds_for(M0__CFG(cfg, workers), M0__CFG(cfg, threads), b > 0 ? b : 0, &a, &who);
 }
 
+/* A tcp:// or tls+tcp:// URL: a link that holds descriptors per peer. */
+static bool checks_over_tcp(const char *url) {
+  m0__url_kind k = m0__url_kind_of(url);
+  return k == M0__URL_TCP || k == M0__URL_TLS_TCP;
+}
+
 /* The descriptors the topology's tcp and tls+tcp mailboxes could hold
  * (actors/bounds.h): each host mailbox its pipes and connections still
  * greeting, each application actor's socket its instance slots and those.
@@ -500,13 +489,13 @@ long m0__fds_needed(const m0_config *cfg, const m0__app_decl *decl) {
 static void check_link_descriptors(const m0_config *cfg, const m0_app *app, m0__check *c, long have, long left) {
   long links = 0;
   for (int i = 0; i < cfg->ntopo_urls; i++)
-    if (!strncmp(cfg->topo_urls[i], "tcp://", 6) || !strncmp(cfg->topo_urls[i], "tls+tcp://", 10))
+    if (checks_over_tcp(cfg->topo_urls[i]))
       links += M0__MAILBOX_PIPES + M0__HANDSHAKES_MAX;
   m0__app_decl d;
   char why[M0__STR_MAX + 256];
   if (m0__app_decl_make(&d, app, cfg, why, sizeof why) == 0) {
     for (int i = 0; i < d.nactors; i++)
-      if (!strncmp(d.actors[i].url, "tcp://", 6) || !strncmp(d.actors[i].url, "tls+tcp://", 10))
+      if (checks_over_tcp(d.actors[i].url))
         links += M0__SLOTS + M0__HANDSHAKES_MAX;
     m0__app_decl_free(&d);
   }

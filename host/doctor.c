@@ -21,22 +21,18 @@
 
 int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail);
 
-int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail) {
-  int code = first_fail >= 0 ? 78 : 0;
-  json_t *root = json_object();
-  json_object_set_new(root, "m0", json_integer(1));
-  json_object_set_new(root, "ok", json_boolean(code == 0));
-  json_object_set_new(root, "exit", json_integer(code));
-
+/* Where it was built and with what. */
+static json_t *doctor_build(void) {
   struct utsname u;
   uname(&u);
   char llv[32];
   snprintf(llv, sizeof llv, "%d.%d.%d", LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR, LLHTTP_VERSION_PATCH);
-  json_object_set_new(root, "build",
-                      json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "os", u.sysname, "arch", u.machine, "m0",
-                                M0_VERSION_STRING, "nng", nng_version(), "libuv", uv_version_string(),
-                                "llhttp", llv));
+  return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "os", u.sysname, "arch", u.machine, "m0", M0_VERSION_STRING,
+                   "nng", nng_version(), "libuv", uv_version_string(), "llhttp", llv);
+}
 
+/* Every option's value and where it came from. */
+static void doctor_config(json_t *root, const m0_config *cfg) {
   json_t *conf = json_object(), *src = json_object();
   for (int i = 0; i < M0__O_COUNT_; i++) {
     const m0__value *v = &cfg->v[i];
@@ -45,19 +41,21 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   }
   json_object_set_new(root, "config", conf);
   json_object_set_new(root, "sources", src);
+}
 
-  m0__process pd; /* what serving would make of this configuration (host/process.c) */
-  m0__process_describe(&pd, app, cfg);
+/* What serving would make of this configuration: the mode, the loops and
+ * every actor of the topology with its URL (each one's link in links). */
+static json_t *doctor_topology(const m0_config *cfg, const m0__check *checks, const m0__process *pd, json_t *links) {
   json_t *topo = json_object();
-  json_object_set_new(topo, "mode", json_string(m0__mode_name(pd.mode)));
-  json_object_set_new(topo, "loops", json_integer(pd.loops));
-  json_object_set_new(topo, "handler_threads", json_integer(pd.pool));
+  json_object_set_new(topo, "mode", json_string(m0__mode_name(pd->mode)));
+  json_object_set_new(topo, "loops", json_integer(pd->loops));
+  json_object_set_new(topo, "handler_threads", json_integer(pd->pool));
   json_object_set_new(topo, "connections_per_loop", json_integer(M0__CFG(cfg, max_connections)));
   json_object_set_new(topo, "accept_sharing", json_boolean(M0__CFG(cfg, accept_share) != 0));
   json_object_set_new(topo, "transport",
                       json_string(cfg->topo_tls_transport
                                       ? "tls+tcp"
-                                      : m0__scheme_name(m0__topology_scheme(pd.mode, cfg->topo_transport))));
+                                      : m0__scheme_name(m0__topology_scheme(pd->mode, cfg->topo_transport))));
   /* The file's identity, paths only (resolved: a relative one against the
    * file's directory), and the plain tcp it allows: read back the same. */
   if (cfg->tls_cert[0])
@@ -72,15 +70,14 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   if (cfg->bus_url[0])
     json_object_set_new(topo, "bus", json_pack("{s:s, s:s}", "nats", cfg->bus_url, "subject", cfg->bus_subject));
   /* Every link an actor listens at, and whether it is encrypted. */
-  json_t *links = json_array();
   json_t *actors = json_array();
   m0__topology t;
   const char *dir = M0__CFGS(cfg, run_dir)[0] ? M0__CFGS(cfg, run_dir) : NULL;
   /* Beyond M0__TOPO_MAX ids collide, and beyond M0__TOPO_THREADS_MAX in all
    * the list would be millions long: no actors listed. A description only
    * (no run directory, no pid): the file's URLs keep their placeholders. */
-  if (pd.loops <= M0__TOPO_MAX && pd.pool <= M0__TOPO_MAX && checks[M0__C_blocking_threads_count].ok &&
-      m0__topology_describe(&t, pd.mode, pd.loops, pd.pool, cfg->topo_transport, (const char(*)[256])cfg->topo_urls,
+  if (pd->loops <= M0__TOPO_MAX && pd->pool <= M0__TOPO_MAX && checks[M0__C_blocking_threads_count].ok &&
+      m0__topology_describe(&t, pd->mode, pd->loops, pd->pool, cfg->topo_transport, (const char(*)[256])cfg->topo_urls,
                             cfg->ntopo_urls, dir) == 0) {
     for (int k = 0; k < t.nactors; k++) {
       json_array_append_new(actors, json_pack("{s:s, s:s}", "name", t.actors[k].name, "url", t.actors[k].url));
@@ -90,6 +87,10 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
     m0__topology_free(&t);
   }
   json_object_set_new(topo, "actors", actors);
+  return topo;
+}
+
+static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg, const m0_app *app) {
   /* The application's actors and the routes they serve, as resolved: the
    * schema of the file's "app_actors" and "routes" (docs/topology.md), so
    * this object saved and read back prints itself. Placement alone does not
@@ -132,16 +133,18 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   }
   json_object_set_new(topo, "app_actors", app_actors);
   json_object_set_new(topo, "routes", aroutes);
-  json_object_set_new(root, "topology", topo);
-  json_object_set_new(root, "links", links);
+}
 
+static json_t *doctor_application(const m0_app *app, int loops) {
   /* max_threads resolved against max_workers, and -1 for any number: an
    * app's own -1 ("any") printed as the resolution's 0 read as a limit. */
   int max_threads = m0__app_max_threads(app);
-  json_object_set_new(root, "application",
-                      json_pack("{s:s, s:i, s:i, s:I}", "name", app->name ? app->name : "", "max_workers",
-                                app->max_workers, "max_threads", max_threads > 0 ? max_threads : -1, "page_slots",
-                                (json_int_t)(app->page_slots ? app->page_slots(pd.loops) : 0)));
+  return json_pack("{s:s, s:i, s:i, s:I}", "name", app->name ? app->name : "", "max_workers", app->max_workers,
+                   "max_threads", max_threads > 0 ? max_threads : -1, "page_slots",
+                   (json_int_t)(app->page_slots ? app->page_slots(loops) : 0));
+}
+
+static json_t *doctor_unknown(const m0_app *app) {
   /* The M0_ variables m0 does not read (a typo such as M0_THREAD): names
    * only, never values. */
   char names[M0__UNKNOWN_MAX][64];
@@ -153,8 +156,10 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
     if (near) json_object_set_new(o, "did_you_mean", json_string(near));
     json_array_append_new(unknown, o);
   }
-  json_object_set_new(root, "unknown_variables", unknown);
+  return unknown;
+}
 
+static json_t *doctor_running(const m0_config *cfg) {
   /* A host already serving in the run directory named (--run-dir,
    * M0_RUN_DIR, as its own processes have it): its generation and reloads
    * (host/reload.h), read from its shared page; null when none serves there. */
@@ -168,7 +173,10 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
                         "last_reload_unix_ms", (json_int_t)atomic_load(&pg.head->reloaded_ms));
     m0__page_close(&pg);
   }
-  json_object_set_new(root, "running", running);
+  return running;
+}
+
+static json_t *doctor_checks(const m0__check *checks) {
   json_t *arr = json_array();
   for (int i = 0; i < M0__CHECK_COUNT; i++) {
     json_t *o = json_pack("{s:s, s:b, s:s}", "name", checks[i].name, "ok", checks[i].ok, "detail", checks[i].detail);
@@ -178,7 +186,28 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
     }
     json_array_append_new(arr, o);
   }
-  json_object_set_new(root, "checks", arr);
+  return arr;
+}
+
+int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks, int first_fail) {
+  int code = first_fail >= 0 ? 78 : 0;
+  json_t *root = json_object();
+  json_object_set_new(root, "m0", json_integer(1));
+  json_object_set_new(root, "ok", json_boolean(code == 0));
+  json_object_set_new(root, "exit", json_integer(code));
+  json_object_set_new(root, "build", doctor_build());
+  doctor_config(root, cfg);
+  m0__process pd; /* what serving would make of this configuration (host/process.c) */
+  m0__process_describe(&pd, app, cfg);
+  json_t *links = json_array();
+  json_t *topo = doctor_topology(cfg, checks, &pd, links);
+  doctor_app_actors(topo, links, cfg, app);
+  json_object_set_new(root, "topology", topo);
+  json_object_set_new(root, "links", links);
+  json_object_set_new(root, "application", doctor_application(app, pd.loops));
+  json_object_set_new(root, "unknown_variables", doctor_unknown(app));
+  json_object_set_new(root, "running", doctor_running(cfg));
+  json_object_set_new(root, "checks", doctor_checks(checks));
   char *s = json_dumps(root, JSON_COMPACT);
   printf("%s\n", s);
   free(s);

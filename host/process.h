@@ -65,11 +65,13 @@ typedef struct m0__process {
   bool said_serving;   /* the banner was said: a next generation that never served leaves the run directory be */
   m0__page page;
   m0__topology topo;
+  char inproc_ns[48]; /* this host's inproc namespace, m0-<pid>.<host> (transport/topology.h) */
   m0__tracer *trace;
   int listen_fd, port;
   int sigfd;
   m0__exits exits;
   bool page_made, topo_made;
+  bool tables_user, tables_owner; /* counts into the process's tables; they are on this page (actors/admit.h) */
 } m0__process;
 
 /* What a configuration makes of this process: mode (single, threads,

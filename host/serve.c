@@ -93,6 +93,46 @@ static void serve_warn_unknown(const m0_app *app) {
   if (n > M0__UNKNOWN_MAX) fprintf(stderr, "m0: warning: and %d more M0_ variables m0 does not read\n", n - M0__UNKNOWN_MAX);
 }
 
+/* The top process of a host that passed its checks: socket activation,
+ * the pid file, then the supervisor (--workers) or the coordinator. */
+static int serve_top(const m0_app *app, const m0_producer *producer, m0_config *cfg, char **argv) {
+  /* Access-log lines leave one at a time, not at exit. */
+  if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
+  char sd_err[512];
+  int sd_fd = m0__sd_listen_fd(sd_err, sizeof sd_err); /* socket activation, instead of binding */
+  if (sd_fd == -2) {
+    fprintf(stderr, "m0: %s\n", sd_err);
+    return 78;
+  }
+  if (!getenv("M0__UPGRADE") && !getenv("M0__CHAN") && m0__reload_pidfile_write(M0__CFGS(cfg, pid_file)) != 0)
+    return 73; /* EX_CANTCREAT: generation 1 writes it; the pid stays (host/master.h) */
+  if (M0__CFG(cfg, workers) > 1) return m0__exit_code(m0__supervise(app, producer, cfg, argv, sd_fd));
+  m0__proc p = {.producer = producer};
+  m0__process_describe(&p.proc, app, cfg);
+  p.proc.inherit_listen = sd_fd;
+  p.here = p.proc.loops;
+  if (m0__reload_inherit(&p.proc) < 0) return 1;
+  m0__title_set(app->name, "gen %llu", (unsigned long long)p.proc.reload.generation);
+  return m0__exit_code(m0__coord_run(&p));
+}
+
+/* The checks, then the doctor's JSON, the first failure (78), or serving. */
+static int serve_checked(const m0_app *app, const m0_producer *producer, m0_config *cfg, char **argv) {
+  m0__check checks[M0__CHECK_COUNT];
+  int first = m0__checks_run(cfg, app, checks);
+  if (cfg->doctor) return m0__doctor(cfg, app, checks, first);
+  if (first >= 0) {
+    fprintf(stderr, "m0: %s (%s)\n", checks[first].detail, checks[first].fix);
+    return 78;
+  }
+  serve_warn_unknown(app);
+  for (int i = 0; i < M0__CHECK_COUNT; i++) /* a check that passed with a warning (host/checks.h) */
+    if (checks[i].fix[0]) fprintf(stderr, "m0: warning: %s (%s)\n", checks[i].detail, checks[i].fix);
+  int rc = serve_top(app, producer, cfg, argv);
+  m0__reload_exit(rc); /* generation 1 that handed over: the master, from here */
+  return rc;
+}
+
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
   argv = m0__title_init(argc, argv); /* a copy: the original is where titles go */
   if (getenv("M0__ACTOR")) return serve_actor(app, getenv("M0__ACTOR"));
@@ -119,42 +159,7 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
   } else if (getpid() == 1 && !cfg->doctor && !getenv("M0__UPGRADE") && !getenv("M0__CHAN")) {
     rc = m0__master_first(app, cfg); /* a container's init: the master from the start (host/master.h) */
   } else {
-    m0__check checks[M0__CHECK_COUNT];
-    int first = m0__checks_run(cfg, app, checks);
-    if (cfg->doctor) {
-      rc = m0__doctor(cfg, app, checks, first);
-    } else if (first >= 0) {
-      fprintf(stderr, "m0: %s (%s)\n", checks[first].detail, checks[first].fix);
-      rc = 78;
-    } else {
-      serve_warn_unknown(app);
-      for (int i = 0; i < M0__CHECK_COUNT; i++) /* a check that passed with a warning (host/checks.h) */
-        if (checks[i].fix[0]) fprintf(stderr, "m0: warning: %s (%s)\n", checks[i].detail, checks[i].fix);
-      /* Access-log lines leave one at a time, not at exit. */
-      if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
-      char sd_err[512];
-      int sd_fd = m0__sd_listen_fd(sd_err, sizeof sd_err); /* socket activation, instead of binding */
-      if (sd_fd == -2) {
-        fprintf(stderr, "m0: %s\n", sd_err);
-        rc = 78;
-      } else if (!getenv("M0__UPGRADE") && !getenv("M0__CHAN") &&
-                 m0__reload_pidfile_write(M0__CFGS(cfg, pid_file)) != 0) {
-        rc = 73; /* EX_CANTCREAT: generation 1 writes it; the pid stays (host/master.h) */
-      } else if (M0__CFG(cfg, workers) > 1) {
-        rc = m0__exit_code(m0__supervise(app, producer, cfg, argv, sd_fd));
-      } else {
-        m0__proc p = {.producer = producer};
-        m0__process_describe(&p.proc, app, cfg);
-        p.proc.inherit_listen = sd_fd;
-        p.here = p.proc.loops;
-        rc = m0__reload_inherit(&p.proc) < 0 ? 1 : 0;
-        if (rc == 0) {
-          m0__title_set(app->name, "gen %llu", (unsigned long long)p.proc.reload.generation);
-          rc = m0__exit_code(m0__coord_run(&p));
-        }
-      }
-      m0__reload_exit(rc); /* generation 1 that handed over: the master, from here */
-    }
+    rc = serve_checked(app, producer, cfg, argv);
   }
   m0__config_fini(cfg);
   free(cfg);

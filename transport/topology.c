@@ -1,10 +1,12 @@
 #include "transport/topology.h"
 
+#include <arpa/inet.h>
 #include <nng/nng.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/errors.h"
@@ -214,4 +216,21 @@ const char *m0__url_prefix(m0__url_kind k) {
 bool m0__url_in_transport(const char *url, const char *transport) {
   size_t n = strlen(transport);
   return !strncmp(url, transport, n) && !strncmp(url + n, "://", 3);
+}
+
+bool m0__url_loopback(const char *url) {
+  nng_url *u;
+  if (nng_url_parse(&u, url) != 0) return false;
+  char host[256];
+  const char *h = u->u_hostname ? u->u_hostname : "";
+  size_t n = strlen(h);
+  if (n >= 2 && h[0] == '[' && h[n - 1] == ']') snprintf(host, sizeof host, "%.*s", (int)(n - 2), h + 1);
+  else snprintf(host, sizeof host, "%s", h);
+  nng_url_free(u);
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  return !strcasecmp(host, "localhost");
 }

@@ -87,5 +87,8 @@ const char *m0__url_prefix(m0__url_kind k);
 /* Whether url (non-NULL) is in the transport a topology file names
  * ("inproc", "ipc", "tcp", "tls+tcp"): it begins "<transport>://". */
 bool m0__url_in_transport(const char *url, const char *transport);
+/* Whether a tcp:// URL's host is this machine's loopback: 127.0.0.0/8,
+ * ::1 (or an IPv4-mapped 127.x) or localhost. */
+bool m0__url_loopback(const char *url);
 
 #endif

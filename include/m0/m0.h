@@ -13,6 +13,22 @@
  * called on the thread that received it (the loop, or the pool thread that
  * runs the view), before the view returns. m0_publish and m0_next_id are safe
  * from any thread of the process.
+ *
+ * Failure, one convention for the whole API (each function below says only
+ * when it fails, and what happened anyway):
+ * - a function that acts returns int: 0, or -1 when it was refused, and
+ *   then nothing was done unless its comment says so (a 500 answered, a
+ *   body freed); the few that reach the system (m0_respond_file, the
+ *   m0_writer_ functions) also set errno;
+ * - a question returns bool: false is "no", "absent" or "refused"
+ *   (m0_request_query, m0_publish, m0_config_get);
+ * - a function that writes into a buffer returns the length written, or -1
+ *   (m0_decode, m0_cookie_format); one that counts returns the count;
+ * - a function that makes something returns it, or NULL (with the reason in
+ *   err when it takes one);
+ * - the host's edges return a process exit code, 0, 1, 2, 73 or 78
+ *   (m0_serve, m0_host_start's *code, m0_host_stop, m0_actor_run;
+ *   docs/reference.md).
  */
 #ifndef M0_M0_H
 #define M0_M0_H

@@ -120,11 +120,12 @@ m0__scheme m0__topology_scheme(m0__mode mode, const char *file_transport) {
  * describe: placeholders for what only a running host knows (<pid>, and
  * <run-dir> when none was given), the file's URLs as written. */
 static int topology_plan(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
-                         const char (*file_urls)[256], int nfile, const char *run_dir, bool describe) {
+                         const char (*file_urls)[256], int nfile, const char *run_dir, const char *ns, bool describe) {
   m0__scheme scheme = m0__topology_scheme(mode, file_transport);
   char where[4096];
   if (scheme == M0__SCHEME_IPC) snprintf(where, sizeof where, "%s", run_dir ? run_dir : "<run-dir>");
   else if (describe) snprintf(where, sizeof where, "m0-<pid>");
+  else if (ns) snprintf(where, sizeof where, "%s", ns);
   else snprintf(where, sizeof where, "m0-%d", (int)getpid());
   /* A tcp topology needs the file's addresses; the others can be built. */
   int rv = m0__topology_build(t, mode, loops, pool, scheme == M0__SCHEME_TCP ? M0__SCHEME_INPROC : scheme, where);
@@ -141,13 +142,13 @@ static int topology_plan(m0__topology *t, m0__mode mode, int loops, int pool, co
 }
 
 int m0__topology_make(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
-                      const char (*file_urls)[256], int nfile, const char *run_dir) {
-  return topology_plan(t, mode, loops, pool, file_transport, file_urls, nfile, run_dir, false);
+                      const char (*file_urls)[256], int nfile, const char *run_dir, const char *ns) {
+  return topology_plan(t, mode, loops, pool, file_transport, file_urls, nfile, run_dir, ns, false);
 }
 
 int m0__topology_describe(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
                           const char (*file_urls)[256], int nfile, const char *run_dir) {
-  return topology_plan(t, mode, loops, pool, file_transport, file_urls, nfile, run_dir, true);
+  return topology_plan(t, mode, loops, pool, file_transport, file_urls, nfile, run_dir, NULL, true);
 }
 
 int m0__topology_outside_url(char *out, size_t n, const char *run_dir, int loop) {
@@ -170,8 +171,8 @@ int m0__topology_door_url(char *out, size_t n, const char *run_dir, const char *
   return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
 }
 
-int m0__topology_instance_url(char *out, size_t n, const char *name, int k) {
-  int w = snprintf(out, n, "inproc://m0-%d/actor.%s.%d", (int)getpid(), name, k);
+int m0__topology_instance_url(char *out, size_t n, const char *ns, const char *name, int k) {
+  int w = snprintf(out, n, "inproc://%s/actor.%s.%d", ns, name, k);
   return w > 0 && (size_t)w < n ? 0 : M0__ETOOBIG;
 }
 

@@ -36,11 +36,12 @@ typedef struct m0__topology {
  * under prefork. */
 m0__scheme m0__topology_scheme(m0__mode mode, const char *file_transport);
 /* A host's whole topology: built for the mode's scheme (ipc in run_dir,
- * inproc in this process's namespace), then the file's URLs in place of the
+ * inproc in the host's namespace ns, e.g. m0-<pid>.<host>: two hosts of
+ * one process do not meet; NULL: m0-<pid>), then the file's URLs in place of the
  * built ones when it gave one per actor (<pid> and <run-dir> filled in).
  * Returns 0 or an m0__err. */
 int m0__topology_make(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
-                      const char (*file_urls)[256], int nfile, const char *run_dir);
+                      const char (*file_urls)[256], int nfile, const char *run_dir, const char *ns);
 /* The same as a description (the doctor): <pid> left as a placeholder, and
  * <run-dir> too when run_dir is NULL; the file's URLs as the file wrote them. */
 int m0__topology_describe(m0__topology *t, m0__mode mode, int loops, int pool, const char *file_transport,
@@ -57,9 +58,9 @@ int m0__topology_app_url(char *out, size_t n, const char *file_url, const char *
 /* Under --workers, where worker `worker` listens for the relay's legs of
  * such an actor (actors/relay.h): ipc://<run-dir>/actor.<name>.w<worker>.sock. */
 int m0__topology_door_url(char *out, size_t n, const char *run_dir, const char *name, int worker);
-/* The mailbox of instance k of an actor placed on a thread (inproc, in this
- * process: the loops reach it through its direct inbox). */
-int m0__topology_instance_url(char *out, size_t n, const char *name, int k);
+/* The mailbox of instance k of an actor placed on a thread (inproc, in the
+ * host's namespace ns: the loops reach it through its direct inbox). */
+int m0__topology_instance_url(char *out, size_t n, const char *ns, const char *name, int k);
 /* Builds the actors and their URLs. `where` is the inproc namespace (inproc),
  * the run directory (ipc) or "host:firstport" (tcp). Returns 0 or an m0__err. */
 int m0__topology_build(m0__topology *t, m0__mode mode, int loops, int pool, m0__scheme scheme,

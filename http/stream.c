@@ -69,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "http/conn_state.h"
 #include "http/websocket.h"
 #include "http/ws.h"
@@ -148,8 +149,9 @@ int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n) {
   for (m0__sub *s = c->subs; s; s = s->cnext)
     if (s->ch->nlen == n && memcmp(s->ch->name, channel, n) == 0) return 1;
   m0__chan *ch = chan_find(c->h, channel, n, true);
-  m0__sub *s = ch ? calloc(1, sizeof *s) : NULL;
-  if (!s) return -1;
+  if (!ch) return M0__ETOOBIG; /* or out of memory: chan_find does not tell */
+  m0__sub *s = calloc(1, sizeof *s);
+  if (!s) return M0__ENOMEM;
   s->ch = ch;
   s->c = c;
   s->next = ch->subs;

@@ -82,7 +82,7 @@ int m0__stream_write(void *ctx, const void *frame, size_t len);
  * deadline, the heartbeat, the drain's goodbye. */
 void m0__stream_enlist(m0__conn *c);
 /* Subscribes c to channel (a WebSocket may hold several). 0, 1 when it
- * already was, -1 (no memory or too many channels). */
+ * already was, M0__ETOOBIG (too many channels on the loop) or M0__ENOMEM. */
 int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n);
 /* The same for a client that said where it was (has_last: a WebSocket's
  * last_event_id): the frames after last still held are to come once the

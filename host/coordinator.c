@@ -36,37 +36,26 @@
 #include "host/metrics.h"
 #include "host/observer.h"
 #include "host/signals.h"
-#include "transport/systemd.h"
+#include "host/top.h"
 
 typedef struct coord {
+  /* The process, mailbox, publisher, bus, producer and application actors
+   * every top actor hosts (host/top.h), as c->pub or c->top.pub alike. */
+  M0__TOP_GROUP;
   m0__proc *p;
-  m0__process *proc;
   const m0_config *cfg;
-  long drain_ms;
-  m0__actor self;
   m0__peer up; /* a worker's supervisor */
   m0__loop *loops; /* [here] */
   m0__peer *loop_peers;
   int npool;
   m0__pool_thread *pools; /* [here * npool] */
-  m0_publisher pub;
-  bool pub_open;
-  m0__bus bus; /* the fleet's (actors/bus.h), when the topology names one */
-  bool bus_open;
-  bool has_producer;
-  m0__producer_run prod;
-  m0__peer prod_peer;
   bool *loop_done; /* said STOPPED (or died), counted */
-  bool prod_done;
   bool stuck; /* someone was named for missing the drain's bound */
   bool recycling; /* a worker leaving at its request count: its siblings serve on */
   int64_t deadline; /* the drain's bound, once a drain began (0 before) */
-  bool actors_stopped; /* the application's actors were told to stop */
   bool starting;       /* in the barrier: a thread's end before READY is a failure */
-  bool serving;        /* between the banner and the drain: a reload may start (host/reload.h) */
   m0__handle **handles; /* every actor here, for the waits and the close */
   int nhandles;
-  m0__app_actors aa; /* the application's actors here (host/appactors.h) */
 } coord;
 
 /* A loop whose thread ended without saying STOPPED died. */
@@ -94,14 +83,11 @@ static m0__handle *coord_ended_starting(coord *c) {
  * actor's end that is not a death is taken and the wait goes on). */
 static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
   for (;;) {
-    int w = m0__process_wait(c->proc, &c->self, deadline, m);
+    int w = m0__top_wait(&c->top, deadline, m);
     if (w == M0__WAIT_MSG) return 1;
     if (w == M0__WAIT_STOP) return 2;
     if (w == M0__WAIT_TIMEOUT) return 0;
     if (w == M0__WAIT_EXIT && (coord_dead(c) >= 0 || (c->starting && coord_ended_starting(c)))) return 3;
-    if (w == M0__WAIT_RELOAD) m0__reload_ask(c->proc, c->proc->reload_sig, c->serving);
-    /* The next generation serves: this one drains, as on SIGTERM. */
-    if (w == M0__WAIT_NEXT && m0__reload_next(c->proc) && c->serving) return 2;
   }
 }
 
@@ -109,21 +95,6 @@ static int coord_wait(coord *c, int64_t deadline, m0__msg *m) {
  * end within milliseconds: waited for this long so their threads are
  * joined, not left behind, and not named for a bound they were never given. */
 #define COORD_ACTOR_GRACE_MS 50
-
-static bool coord_actors_exited(coord *c) {
-  for (int k = 0; k < c->aa.ninst; k++)
-    if (!m0__handle_exited(&c->aa.inst[k].h)) return false;
-  return true;
-}
-
-static void coord_wait_actors(coord *c, int64_t until) {
-  while (!coord_actors_exited(c)) {
-    m0__msg m;
-    int w = m0__process_wait(c->proc, &c->self, until, &m);
-    if (w == M0__WAIT_MSG) m0__msg_free(&m);
-    if (w == M0__WAIT_TIMEOUT) return;
-  }
-}
 
 static bool coord_all_exited(coord *c) {
   for (int k = 0; k < c->nhandles; k++)
@@ -168,14 +139,6 @@ static bool coord_stop(coord *c, m0__handle *h, m0__peer *to) {
   return m0__send(&c->self, to, M0__K_STOP, 0, 0, NULL, 0) == 0;
 }
 
-/* The application's actors, told once (host/appactors.h): spawned instances
- * are waited for within the bound. */
-static void coord_stop_actors(coord *c, int64_t deadline) {
-  if (c->actors_stopped) return;
-  c->actors_stopped = true;
-  m0__app_actors_stop(&c->aa, &c->self, deadline);
-}
-
 /* A worker's loops have drained or been named: what is left (its pool
  * threads, actors, teardown) ends by itself, within bounds of its own. The
  * supervisor waits for it rather than killing a worker that is only slow to
@@ -186,22 +149,10 @@ static void coord_ended(coord *c) {
     atomic_store(&c->proc->page.lines[c->p->first].ended, (uint64_t)getpid());
 }
 
-/* STOP to every loop and the producer; every STOPPED within the bound; then
- * the pool threads' ends within what is left of it. Returns 0, or
- * M0__ESTUCK when someone did not finish (named on stderr). */
-static int coord_drain(coord *c, int64_t deadline) {
-  const m0__proc *p = c->p;
-  int waiting = 0, loops_left = 0;
-  c->deadline = deadline;
-  m0__app_actors_drain(&c->aa); /* no spawned instance restarted from now on */
-  if (c->bus_open) m0__bus_stop(&c->bus); /* the loops stop: no more fleet frames */
-  /* The producer first: it takes no id once it reads STOP, and lets the
-   * next generation's producer number (actors/producer.c), so fewer of its
-   * frames reach loops already ending their streams. */
-  if (c->has_producer && !c->prod_done) {
-    if (coord_stop(c, &c->prod.h, &c->prod_peer)) waiting++;
-    else c->prod_done = true;
-  }
+/* The drain's STOPs: the producer first (host/top.h), then every loop not
+ * done. Returns how many STOPPED (or FAILED) to wait for. */
+static int coord_drain_tell(coord *c) {
+  int waiting = m0__top_drain_begin(&c->top) ? 1 : 0;
   /* A worker in the host's drain: every loop drains and ends its streams, so
    * a frame is moot (as the supervisor hangs up at once). Hung up on now,
    * while the siblings' mailboxes are still there: closed after a sibling
@@ -209,7 +160,7 @@ static int coord_drain(coord *c, int64_t deadline) {
    * second with two CPU hogs beside it, past the supervisor's grace. */
   bool whole = c->proc->mode == M0__MODE_PREFORK && !c->recycling;
   for (int i = 0; c->pub_open && whole && i < c->pub.nloops; i++) m0__publisher_disconnect(&c->pub, i);
-  for (int i = 0; i < p->here; i++) {
+  for (int i = 0; i < c->p->here; i++) {
     if (c->loop_done[i]) continue;
     /* Before STOP: the loop takes no connection from now on, even one whose
      * wake it handles before its mailbox's (actors/accept.c). A flag of this
@@ -219,80 +170,111 @@ static int coord_drain(coord *c, int64_t deadline) {
     if (coord_stop(c, &c->loops[i].h, &c->loop_peers[i])) waiting++;
     else c->loop_done[i] = true;
   }
-  for (int i = 0; i < p->here; i++) loops_left += !c->loop_done[i];
+  return waiting;
+}
+
+/* Loop i is over (STOPPED, FAILED, or its thread ended): counted once.
+ * Returns 1 when it was not yet. */
+static int coord_loop_over(coord *c, int i) {
+  if (c->loop_done[i]) return 0;
+  c->loop_done[i] = true;
+  return 1;
+}
+
+/* A message during the drain: returns how many of those waited for it
+ * ends (0 or 1). */
+static int coord_drain_take(coord *c, const m0__msg *m) {
+  int role = M0__ACTOR_ROLE(m->env.from), idx = M0__ACTOR_INDEX(m->env.from) - c->p->first;
+  bool mine = idx >= 0 && idx < c->p->here;
+  /* A FAILED now is a make that was still running when the drain began:
+   * that actor has nothing to drain and will say nothing more. */
+  bool over = m->env.kind == M0__K_STOPPED || m->env.kind == M0__K_FAILED;
+  if (over && role == M0__ROLE_LOOP && mine && coord_loop_over(c, idx)) {
+    if (m->env.kind == M0__K_STOPPED) coord_log_stats(c->p->first + idx, m);
+    return 1;
+  }
+  if (over && role == M0__ROLE_PRODUCER && !c->prod_done) {
+    c->prod_done = true;
+    return 1;
+  }
+  if (m->env.kind == M0__K_STOPPED && role == M0__ROLE_LOOP && !mine) coord_unexpected(c, m);
+  return 0;
+}
+
+static int coord_loops_left(coord *c) {
+  int n = 0;
+  for (int i = 0; i < c->p->here; i++) n += !c->loop_done[i];
+  return n;
+}
+
+/* Every STOPPED (or a loop's end) until the deadline. */
+static void coord_drain_wait(coord *c, int waiting, int64_t deadline) {
   while (waiting > 0) {
     /* Once every loop has drained no request is inside an application
      * actor: they stop now, not when the producer is done too (they were
      * told at the bound, and named for not stopping within it). */
-    if (!loops_left) coord_stop_actors(c, deadline);
+    if (!coord_loops_left(c)) m0__top_stop_actors(&c->top, deadline);
     m0__msg m;
     int w = coord_wait(c, deadline, &m);
     if (w == 0) break;
-    if (w == 2) {
-      fprintf(stderr, "m0: already draining; the bound is %ld ms\n", c->drain_ms);
-      continue;
-    }
+    if (w == 2) fprintf(stderr, "m0: already draining; the bound is %ld ms\n", c->drain_ms);
     if (w == 3) { /* ended without STOPPED: nothing more will come from it */
       int i = coord_dead(c);
-      fprintf(stderr, "m0: loop.%d ended during the drain\n", p->first + i);
-      if (!c->loop_done[i]) waiting--, loops_left--;
-      c->loop_done[i] = true;
+      fprintf(stderr, "m0: loop.%d ended during the drain\n", c->p->first + i);
+      waiting -= coord_loop_over(c, i);
       atomic_store(&c->loops[i].h.said_stopped, true); /* counted once */
-      continue;
     }
-    int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from) - p->first;
-    /* A FAILED now is a make that was still running when the drain began:
-     * that actor has nothing to drain and will say nothing more. */
-    bool over = m.env.kind == M0__K_STOPPED || m.env.kind == M0__K_FAILED;
-    if (over && role == M0__ROLE_LOOP && idx >= 0 && idx < p->here && !c->loop_done[idx]) {
-      c->loop_done[idx] = true;
-      waiting--;
-      loops_left--;
-      if (m.env.kind == M0__K_STOPPED) coord_log_stats(p->first + idx, &m);
-    } else if (over && role == M0__ROLE_PRODUCER && !c->prod_done) {
-      c->prod_done = true;
-      waiting--;
-    } else if (m.env.kind == M0__K_STOPPED && role == M0__ROLE_LOOP && (idx < 0 || idx >= p->here)) {
-      coord_unexpected(c, &m);
-    }
+    if (w != 1) continue;
+    waiting -= coord_drain_take(c, &m);
     m0__msg_free(&m);
   }
-  int rc = 0;
-  for (int i = 0; i < p->here; i++)
-    if (!c->loop_done[i]) {
-      fprintf(stderr, "m0: loop.%d did not finish its drain within %ld ms; exiting anyway\n", p->first + i,
-              c->drain_ms);
-      rc = M0__ESTUCK;
-    }
-  coord_ended(c);
-  if (c->has_producer && !c->prod_done) {
-    fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", c->drain_ms,
-            atomic_load(&c->prod.h.in_app) ? " (it is inside its step)" : "");
-    rc = M0__ESTUCK;
-  }
-  /* No request is inside an application actor now (the loops drained):
-   * they stop, and the processes spawned for them are waited for within the
-   * bound. The pools: their loops sent them STOP on the way out. */
-  coord_stop_actors(c, deadline);
-  coord_wait_exits(c, deadline);
-  coord_wait_actors(c, m0__now_ms() + COORD_ACTOR_GRACE_MS);
-  for (int k = 0; k < p->here * c->npool; k++) {
+}
+
+/* Each pool thread still running past the bound; returns how many. */
+static int coord_name_pools(coord *c) {
+  int n = 0;
+  for (int k = 0; k < c->p->here * c->npool; k++) {
     m0__pool_thread *t = &c->pools[k];
     if (m0__handle_exited(&t->h)) continue;
-    rc = M0__ESTUCK;
+    n++;
     /* A thread whose loop missed the bound (named above) was never told
      * to stop: it is named only if it is inside a view itself. */
     if (!c->loop_done[k / c->npool] && !atomic_load(&t->h.in_app)) continue;
     fprintf(stderr, "m0: pool.%d.%d did not stop within %ld ms%s; exiting anyway\n", t->loop, t->index,
             c->drain_ms, atomic_load(&t->h.in_app) ? " (it is inside a view)" : "");
   }
-  for (int k = 0; k < c->aa.ninst; k++) {
-    m0__instance *in = &c->aa.inst[k];
-    if (m0__handle_exited(&in->h)) continue;
-    rc = M0__ESTUCK;
-    fprintf(stderr, "m0: actor %s.%d did not stop within %ld ms%s; exiting anyway\n", in->svc->name, in->slot,
-            c->drain_ms, atomic_load(&in->h.in_app) ? " (it is inside its receive)" : "");
-  }
+  return n;
+}
+
+/* Whoever missed the bound, named; the rest waited for. 0 or M0__ESTUCK. */
+static int coord_drain_name(coord *c, int64_t deadline) {
+  int rc = 0;
+  for (int i = 0; i < c->p->here; i++)
+    if (!c->loop_done[i]) {
+      fprintf(stderr, "m0: loop.%d did not finish its drain within %ld ms; exiting anyway\n", c->p->first + i,
+              c->drain_ms);
+      rc = M0__ESTUCK;
+    }
+  coord_ended(c);
+  if (m0__top_name_producer(&c->top)) rc = M0__ESTUCK;
+  /* No request is inside an application actor now (the loops drained):
+   * they stop, and the processes spawned for them are waited for within the
+   * bound. The pools: their loops sent them STOP on the way out. */
+  m0__top_stop_actors(&c->top, deadline);
+  coord_wait_exits(c, deadline);
+  m0__top_wait_actors(&c->top, m0__now_ms() + COORD_ACTOR_GRACE_MS);
+  if (coord_name_pools(c) > 0) rc = M0__ESTUCK;
+  if (m0__top_name_actors(&c->top) > 0) rc = M0__ESTUCK;
+  return rc;
+}
+
+/* STOP to every loop and the producer; every STOPPED within the bound; then
+ * the pool threads' ends within what is left of it. Returns 0, or
+ * M0__ESTUCK when someone did not finish (named on stderr). */
+static int coord_drain(coord *c, int64_t deadline) {
+  c->deadline = deadline;
+  coord_drain_wait(c, coord_drain_tell(c), deadline);
+  int rc = coord_drain_name(c, deadline);
   c->stuck = rc != 0;
   /* Nothing here publishes any more. Hung up on now, the loops of other
    * workers (draining too, or not) are not redialed if they close first;
@@ -305,23 +287,16 @@ static int coord_drain(coord *c, int64_t deadline) {
 }
 
 /* Closes every actor when every thread has ended (the coordinator's own
- * peers first: every peer before any mailbox); otherwise only joins those
- * that ended, since one is still inside the application. Returns whether
- * all were closed. */
+ * peers first: every peer before any mailbox; then host/top.h's order);
+ * otherwise only joins those that ended, since one is still inside the
+ * application. Returns whether all were closed. */
 static bool coord_close(coord *c) {
-  bool clean = coord_all_exited(c);
-  if (clean) {
+  if (coord_all_exited(c)) {
     for (int i = 0; c->loop_peers && i < c->p->here; i++) m0__peer_close(&c->loop_peers[i]);
-    m0__peer_close(&c->prod_peer);
     m0__peer_close(&c->up);
-    if (c->bus_open) m0__bus_close(&c->bus); /* before the publisher its callbacks fan out through */
-    c->bus_open = false;
-    if (c->pub_open) m0__publisher_close(&c->pub);
   }
-  m0__handles_close(c->handles, c->nhandles, NULL);
-  if (!clean) return false;
-  m0__actor_close(&c->self);
-  m0__app_actors_close(&c->aa); /* its reply threads put into the loops' inboxes */
+  if (!m0__top_close(&c->top, c->handles, c->nhandles)) return false;
+  /* (The application's actors are closed: their reply threads put into the loops' inboxes.) */
   for (int i = 0; c->loops && i < c->p->here; i++) m0__inbox_fini(&c->loops[i].inbox);
   for (int k = 0; c->pools && k < c->p->here * c->npool; k++) m0__inbox_fini(&c->pools[k].inbox);
   return true;
@@ -341,14 +316,78 @@ static void coord_ready_up(coord *c) {
   m0__send(&c->self, &c->up, M0__K_READY, 0, 0, NULL, 0); /* a lost one is said again (coord_barrier) */
 }
 
-/* Waits for every READY (the barrier), then GO. Returns 1 to go on
- * serving, or 0 / a negative m0__err to end with. */
-static int coord_barrier_wait(coord *c);
-
 /* A start that ends: the drain's waits see threads end as they should. */
 static int coord_drain_starting(coord *c) {
   c->starting = false;
   return coord_drain(c, m0__now_ms() + c->drain_ms);
+}
+
+/* A thread ended while starting: its reason said (its DIED may still be on
+ * its way: the reason it kept is said now). */
+static void coord_say_ended_starting(coord *c) {
+  int i = coord_dead(c);
+  if (i < 0) fprintf(stderr, "m0: a %s thread ended while starting, before its READY\n", coord_ended_starting(c)->kind->name);
+  else if (c->loops[i].why[0]) fprintf(stderr, "m0: %s\n", c->loops[i].why);
+  else fprintf(stderr, "m0: loop.%d ended while starting\n", c->p->first + i);
+}
+
+/* A message at the barrier: READY counted (a worker's last one goes up),
+ * GO from the supervisor taken. 0 to go on, or the m0__err a FAILED or
+ * DIED ends the start with (said). */
+static int coord_barrier_take(coord *c, const m0__msg *m, int *ready, bool *go) {
+  int kind = m->env.kind;
+  if (kind == M0__K_READY && ++*ready == c->nhandles && c->proc->mode == M0__MODE_PREFORK) coord_ready_up(c);
+  if (kind == M0__K_GO) *go = true;
+  if (kind != M0__K_FAILED && kind != M0__K_DIED) return 0;
+  fprintf(stderr, "m0: %.*s\n", (int)m->len, (const char *)m->payload);
+  return kind == M0__K_FAILED ? M0__EMAKE : M0__EDIED;
+}
+
+/* GO to this process's loops and producer; a worker's publisher reaches the
+ * other workers' loops too: their mailboxes are open once GO came (the
+ * supervisor waited for every READY). 1, or M0__ETRANSPORT (said). */
+static int coord_go(coord *c) {
+  for (int i = 0; c->proc->mode == M0__MODE_PREFORK && i < c->proc->loops; i++)
+    if ((i < c->p->first || i >= c->p->first + c->p->here) && m0__publisher_connect(&c->pub, i) != 0)
+      fprintf(stderr, "m0: worker %d cannot reach loop %d\n", c->p->first, i);
+  for (int i = 0; i < c->p->here; i++)
+    if (m0__send(&c->self, &c->loop_peers[i], M0__K_GO, 0, 0, NULL, 0) != 0) {
+      m0__say_cannot("cannot reach loop %d", c->p->first + i);
+      return M0__ETRANSPORT;
+    }
+  if (c->has_producer) m0__send(&c->self, &c->prod_peer, M0__K_GO, 0, 0, NULL, 0);
+  return 1;
+}
+
+/* Waits for every READY (the barrier) and, in a worker, the supervisor's
+ * GO; then GO. 1 to go on serving, or 0 / a negative m0__err to end with. */
+static int coord_barrier_wait(coord *c) {
+  int want = c->nhandles, ready = 0, rc = 0;
+  bool up = c->proc->mode == M0__MODE_PREFORK; /* a worker: READY up, GO down (coord_ready_up) */
+  bool go = !up;
+  while (rc == 0 && (ready < want || !go)) {
+    m0__msg m;
+    /* A worker says READY again every half second until GO comes: a message
+     * to a process that just replaced a dead one can be lost in the
+     * reconnect, and a worker that waits forever serves nothing. */
+    bool again = up && ready == want;
+    int w = coord_wait(c, again ? m0__now_ms() + 500 : INT64_MAX, &m);
+    if (w == 0 && again) coord_ready_up(c);
+    if (w == 2) {
+      fprintf(stderr, "m0: stopped while starting\n");
+      return coord_drain_starting(c);
+    }
+    if (w == 3) {
+      coord_say_ended_starting(c);
+      rc = M0__EDIED;
+    }
+    if (w != 1) continue;
+    rc = coord_barrier_take(c, &m, &ready, &go);
+    m0__msg_free(&m);
+  }
+  if (rc == 0) rc = coord_go(c);
+  if (rc < 0) coord_drain_starting(c);
+  return rc;
 }
 
 static int coord_barrier(coord *c) {
@@ -356,62 +395,6 @@ static int coord_barrier(coord *c) {
   int rc = coord_barrier_wait(c);
   c->starting = false;
   return rc;
-}
-
-static int coord_barrier_wait(coord *c) {
-  int want = c->nhandles, ready = 0;
-  bool up = c->proc->mode == M0__MODE_PREFORK; /* a worker: READY up, GO down (coord_ready_up) */
-  bool up_go = !up;
-  while (ready < want || !up_go) {
-    m0__msg m;
-    /* A worker says READY again every half second until GO comes: a message
-     * to a process that just replaced a dead one can be lost in the
-     * reconnect, and a worker that waits forever serves nothing. */
-    int w = coord_wait(c, up && ready == want ? m0__now_ms() + 500 : INT64_MAX, &m);
-    if (w == 0 && up && ready == want) {
-      coord_ready_up(c);
-      continue;
-    }
-    if (w == 2) {
-      fprintf(stderr, "m0: stopped while starting\n");
-      return coord_drain_starting(c);
-    }
-    if (w == 3) {
-      int i = coord_dead(c);
-      /* Its DIED may still be on its way: the reason it kept is said now. */
-      if (i < 0) fprintf(stderr, "m0: a %s thread ended while starting, before its READY\n", coord_ended_starting(c)->kind->name);
-      else if (c->loops[i].why[0]) fprintf(stderr, "m0: %s\n", c->loops[i].why);
-      else fprintf(stderr, "m0: loop.%d ended while starting\n", c->p->first + i);
-      coord_drain_starting(c);
-      return M0__EDIED;
-    }
-    if (w != 1) continue;
-    int kind = m.env.kind;
-    if (kind == M0__K_READY) {
-      if (++ready == want && up) coord_ready_up(c);
-    } else if (kind == M0__K_GO) {
-      up_go = true;
-    } else if (kind == M0__K_FAILED || kind == M0__K_DIED) {
-      fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
-      m0__msg_free(&m);
-      coord_drain_starting(c);
-      return kind == M0__K_FAILED ? M0__EMAKE : M0__EDIED;
-    }
-    m0__msg_free(&m);
-  }
-  /* A worker's publisher reaches the other workers' loops too; their
-   * mailboxes are open once GO came (the supervisor waited for every READY). */
-  for (int i = 0; up && i < c->proc->loops; i++)
-    if ((i < c->p->first || i >= c->p->first + c->p->here) && m0__publisher_connect(&c->pub, i) != 0)
-      fprintf(stderr, "m0: worker %d cannot reach loop %d\n", c->p->first, i);
-  for (int i = 0; i < c->p->here; i++)
-    if (m0__send(&c->self, &c->loop_peers[i], M0__K_GO, 0, 0, NULL, 0) != 0) {
-      m0__say_cannot("cannot reach loop %d", c->p->first + i);
-      coord_drain_starting(c);
-      return M0__ETRANSPORT;
-    }
-  if (c->has_producer) m0__send(&c->self, &c->prod_peer, M0__K_GO, 0, 0, NULL, 0);
-  return 1;
 }
 
 /* The label of the process a loop is in: under prefork each worker answers
@@ -621,6 +604,8 @@ static int coord_start(coord *c) {
   return 0;
 }
 
+static int coord_drain_fn(void *c, int64_t bound) { return coord_drain(c, bound); }
+
 static int coord_serve(coord *c) {
   m0__proc *p = c->p;
   int rc;
@@ -663,17 +648,8 @@ static int coord_serve(coord *c) {
       break; /* the drain, then exit 0: the supervisor starts a fresh one */
     }
   }
-  c->serving = false;
-  bool worker = c->proc->mode == M0__MODE_PREFORK;
-  fprintf(stderr, "m0: %s draining (bound %ld ms)\n", worker ? "worker" : "host", c->drain_ms);
-  /* (Handed over, the service goes on: its next generation is systemd's main pid.) */
-  if (!worker && c->proc->stop_fd < 0 && !c->proc->reload.handed_over) m0__sd_notify("STOPPING=1");
-  int64_t bound = m0__now_ms() + c->drain_ms;
-  m0__reload_stop_next(c->proc); /* a SIGTERM during a reload: both generations drain */
-  rc = coord_drain(c, bound);
-  m0__reload_wait_next(c->proc, bound);
-  if (rc == 0 && !worker) fprintf(stderr, "m0: drained, exit 0\n");
-  return rc;
+  return m0__top_serve_end(&c->top, c->proc->mode == M0__MODE_PREFORK ? "worker draining" : "host draining",
+                           coord_drain_fn, c);
 }
 
 int m0__coord_run(m0__proc *p) {
@@ -691,10 +667,9 @@ int m0__coord_run(m0__proc *p) {
    * bound is the bound), unless one was named stuck (it will not come out).
    * A start that failed before any drain allows them the bound. */
   if (!c->stuck) coord_wait_exits(c, c->deadline ? c->deadline : m0__now_ms() + c->drain_ms);
+  m0__top_guard_arm(&c->top, rc);
   bool clean = coord_close(c);
-  m0__process_teardown(c->proc, clean);
-  if (!clean && c->proc->stop_fd < 0) /* a thread is still inside the application: do not wait for it */
-    m0__exit_now(m0__exit_code(rc ? rc : M0__ESTUCK));
+  m0__top_end(&c->top, clean, rc); /* not clean and not embedded: exits here */
   if (!clean) { /* embedded: the stuck thread may still touch its loop; that memory is left to it */
     free(c);
     return rc ? rc : M0__ESTUCK;

@@ -48,6 +48,7 @@
 #include "host/signals.h"
 #include "host/spawn.h"
 #include "host/title.h"
+#include "host/top.h"
 #include "actors/trace.h"
 #include "host/appactors.h"
 #include "transport/handoff.h"
@@ -77,26 +78,20 @@ typedef struct sup_worker {
 
 typedef struct sup {
   m0__process proc; /* run directory, page, topology, listener, signals, exits, tracer */
+  /* Its mailbox, the publisher, the fleet's bridge (the bus), the producer
+   * and the process and external actors, relayed to every worker
+   * (actors/relay.h): host/top.h; top.proc is &proc. */
+  m0__top top;
   const m0_app *app;
   const m0_config *cfg;
   char **argv;
   int n;
   sup_worker *w;
-  long drain_ms;
-  m0__actor self;
   m0__peer *wpeers;
   int *handoff; /* [2n] */
-  m0_publisher pub;
-  m0__bus bus; /* the fleet's bridge (actors/bus.h), when the topology names one */
-  m0__app_actors aa; /* process and external actors: their URLs, relayed to every worker (actors/relay.h) */
-  bool bus_open;
-  bool pub_open, has_producer, prod_done;
-  m0__producer_run prod;
-  m0__peer prod_peer;
   int64_t *deaths; /* the last budget+1 death times */
   long ndeaths;
   bool draining;
-  bool serving; /* after GO, before the drain: a reload may start (host/reload.h) */
 } sup;
 
 /* A worker's line on the page starts clean (but for pending): a stale load would skew accept
@@ -180,7 +175,7 @@ static bool sup_budget_spent(sup *s, int64_t now) {
  * m0__peer_open). sup_go dials them again. */
 static void sup_hang_up(sup *s, int i) {
   m0__peer_close(&s->wpeers[i]);
-  if (s->pub_open) m0__publisher_disconnect(&s->pub, i);
+  if (s->top.pub_open) m0__publisher_disconnect(&s->top.pub, i);
 }
 
 /* Reaps the dead. Returns 1 to go on, or the m0__err to stop with. */
@@ -249,10 +244,7 @@ static int sup_wait(sup *s, m0__msg *m, int64_t until) {
    * only reason to wake on time. */
   long every = timeout > 0 ? (timeout / 4 > 0 ? timeout / 4 : 1) : -1;
   int64_t deadline = s->draining ? until : every < 0 ? INT64_MAX : m0__now_ms() + every;
-  int w = m0__process_wait(&s->proc, s->self.open ? &s->self : NULL, deadline, m);
-  if (w == M0__WAIT_RELOAD) m0__reload_ask(&s->proc, s->proc.reload_sig, s->serving);
-  /* The next generation serves: this one drains, as on SIGTERM. */
-  if (w == M0__WAIT_NEXT && m0__reload_next(&s->proc) && s->serving) return 2;
+  int w = m0__top_wait(&s->top, deadline, m);
   return w == M0__WAIT_MSG ? 1 : w == M0__WAIT_STOP ? 2 : 0;
 }
 
@@ -266,33 +258,41 @@ static int sup_kill_stuck(sup *s, int i) {
   return M0__ESTUCK;
 }
 
-/* SIGTERM to every worker, STOP to the producer; every exit within the bound
- * (the workers: plus SUP_GRACE_MS, and SUP_TEARDOWN_MS more for one whose
- * drain is over). Returns 0 or an m0__err. */
-static int sup_drain(sup *s) {
+/* The drain's first steps: STOP to the producer (host/top.h), SIGTERM to
+ * every worker, and the workers' peers hung up on. Returns which workers
+ * were alive (NULL when out of memory: none is then said to have died). */
+static bool *sup_drain_begin(sup *s) {
   s->draining = true;
-  m0__app_actors_drain(&s->aa); /* no spawned instance restarted from now on */
-  if (s->bus_open) m0__bus_stop(&s->bus); /* the loops stop: no more fleet frames */
-  /* The producer first: it takes no id once it reads this, and lets the
-   * next generation's producer number (actors/producer.c), so fewer of its
-   * frames go to loops already ending their streams. */
-  if (s->has_producer && !s->prod_done && !m0__handle_exited(&s->prod.h))
-    m0__tell(&s->self, &s->prod_peer, M0__K_STOP, NULL, 0);
+  m0__top_drain_begin(&s->top);
   sup_kill_all(s, SIGTERM);
   /* Draining loops end their streams, so a frame for them is moot, and their
    * mailboxes are about to close: hung up on now rather than redialed until
    * each worker is reaped. */
   for (int i = 0; i < s->n; i++) sup_hang_up(s, i);
   bool *was_alive = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_alive);
-  for (int i = 0; was_alive && i < s->n; i++) was_alive[i] = s->w[i].alive;
-  int64_t bound = m0__now_ms() + s->drain_ms, deadline = bound + SUP_GRACE_MS;
+  for (int i = 0; i < s->n; i++) {
+    if (was_alive) was_alive[i] = s->w[i].alive;
+    s->w[i].killed = false;
+  }
+  return was_alive;
+}
+
+static bool sup_any_alive(sup *s) {
+  for (int i = 0; i < s->n; i++)
+    if (s->w[i].alive) return true;
+  return false;
+}
+
+/* Every exit until the bound (the workers: plus SUP_GRACE_MS, and
+ * SUP_TEARDOWN_MS more for one whose drain is over). 0, or M0__ESTUCK when
+ * a worker was killed. */
+static int sup_drain_wait(sup *s, int64_t bound) {
+  int64_t deadline = bound + SUP_GRACE_MS;
   int rc = 0;
-  for (int i = 0; i < s->n; i++) s->w[i].killed = false;
   for (;;) {
     sup_reap(s);
-    bool alive = false;
-    for (int i = 0; i < s->n; i++) alive |= s->w[i].alive;
-    bool prod = s->has_producer && !m0__handle_exited(&s->prod.h);
+    bool alive = sup_any_alive(s);
+    bool prod = s->top.has_producer && !m0__handle_exited(&s->top.prod.h);
     int64_t now = m0__now_ms();
     /* The producer is this process's own thread: its bound has no grace. */
     if ((!alive && (!prod || now >= bound)) || now >= deadline + SUP_TEARDOWN_MS) break;
@@ -304,33 +304,53 @@ static int sup_drain(sup *s) {
     int64_t until = !alive ? bound : now < deadline ? deadline : deadline + SUP_TEARDOWN_MS;
     if (sup_wait(s, &m, until) == 1) m0__msg_free(&m);
   }
+  return rc;
+}
+
+/* Worker i, alive when the drain began, ended by it: did it end clean? A
+ * worker killed by the forwarded SIGTERM itself was still starting, before
+ * its handler: it had nothing in flight. That is a clean stop. */
+static bool sup_clean_end(const sup_worker *w) {
+  if (w->killed) return true;
+  if (WIFSIGNALED(w->status)) return WTERMSIG(w->status) == SIGTERM;
+  return WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0;
+}
+
+/* After the wait: a worker still alive killed, one that ended badly named.
+ * Returns 0 or an m0__err. */
+static int sup_drain_story(sup *s, const bool *was_alive) {
+  int rc = 0;
   for (int i = 0; i < s->n; i++) {
-    if (s->w[i].alive) {
-      rc = sup_kill_stuck(s, i);
-    } else if (was_alive && was_alive[i] && !s->w[i].killed &&
-               !(WIFSIGNALED(s->w[i].status) && WTERMSIG(s->w[i].status) == SIGTERM) &&
-               (!WIFEXITED(s->w[i].status) || WEXITSTATUS(s->w[i].status) != 0)) {
-      /* (A worker killed by the forwarded SIGTERM itself was still starting,
-       * before its handler: it had nothing in flight. That is a clean stop.) */
-      if (WIFSIGNALED(s->w[i].status))
-        fprintf(stderr, "m0: worker %d (pid %d) died of signal %d during the drain\n", i, s->w[i].pid,
-                WTERMSIG(s->w[i].status));
-      else
-        fprintf(stderr, "m0: worker %d (pid %d) exited %d from its drain\n", i, s->w[i].pid,
-                WEXITSTATUS(s->w[i].status));
-      rc = M0__EDIED;
-    }
-  }
-  free(was_alive);
-  /* Every worker is gone, so no request is with an instance: they stop now. */
-  m0__app_actors_stop(&s->aa, &s->self, deadline);
-  if (s->has_producer && !m0__handle_exited(&s->prod.h)) {
-    fprintf(stderr, "m0: the producer did not stop within %ld ms%s; exiting anyway\n", s->drain_ms,
-            atomic_load(&s->prod.h.in_app) ? " (it is inside its step)" : "");
-    rc = M0__ESTUCK;
+    sup_worker *w = &s->w[i];
+    if (w->alive) rc = sup_kill_stuck(s, i);
+    if (w->alive || !was_alive || !was_alive[i] || sup_clean_end(w)) continue;
+    if (WIFSIGNALED(w->status))
+      fprintf(stderr, "m0: worker %d (pid %d) died of signal %d during the drain\n", i, w->pid, WTERMSIG(w->status));
+    else fprintf(stderr, "m0: worker %d (pid %d) exited %d from its drain\n", i, w->pid, WEXITSTATUS(w->status));
+    rc = M0__EDIED;
   }
   return rc;
 }
+
+/* SIGTERM to every worker, STOP to the producer; every exit within the
+ * bound (sup_drain_wait). Returns 0 or an m0__err. */
+static int sup_drain(sup *s, int64_t bound) {
+  bool *was_alive = sup_drain_begin(s);
+  int waited = sup_drain_wait(s, bound);
+  int rc = sup_drain_story(s, was_alive);
+  if (rc == 0) rc = waited;
+  free(was_alive);
+  /* Every worker is gone, so no request is with an instance: they stop now. */
+  m0__top_stop_actors(&s->top, bound + SUP_GRACE_MS);
+  s->top.prod_done = m0__handle_exited(&s->top.prod.h);
+  if (m0__top_name_producer(&s->top)) rc = M0__ESTUCK;
+  return rc;
+}
+
+static int sup_drain_fn(void *s, int64_t bound) { return sup_drain(s, bound); }
+
+/* A start that ends: the drain within the bound from now. */
+static int sup_drain_now(sup *s) { return sup_drain(s, m0__now_ms() + s->top.drain_ms); }
 
 /* What a worker inherits or needs before it exists: the process's set-up
  * (run directory, page, topology, listener, signal pipe: a SIGTERM from now
@@ -350,47 +370,20 @@ static int sup_setup(sup *s) {
  * says READY, ~10 ms after its spawn; the publisher dials no loop yet
  * (sup_go does, at each READY). */
 static int sup_setup_actors(sup *s, const m0_producer *producer) {
-  const m0_config *cfg = s->cfg;
   m0__process_trace(&s->proc, M0__TRACE_SUPERVISOR);
-  const m0__actor_desc *me = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
-  if (m0__actor_open(&s->self, me->id, me->url, s->proc.trace) != 0) {
-    fprintf(stderr, "m0: cannot open the supervisor's mailbox at %s\n", me->url);
-    return M0__ETRANSPORT;
-  }
-  m0_ctx base = {.worker = 0, .workers = s->n, .thread = -1, .threaded = false,
-                 .capacity = (int)M0__CFG(cfg, max_connections), .page = s->proc.page.app,
-                 .page_slots = s->proc.page.head->app_slots, .config = cfg, .publisher = &s->pub};
   const m0__actor_desc *pd = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
-  if (m0__publisher_open(&s->pub, &s->proc.topo, &s->proc.page, s->proc.trace, pd->id) != 0) {
-    fprintf(stderr, "m0: cannot open the publisher\n");
-    return M0__ENOMEM;
-  }
-  s->pub_open = true;
-  if (cfg->bus_url[0]) { /* the bridge: this publisher reaches every worker's loop */
-    char err[512];
-    if (m0__bus_open(&s->bus, cfg->bus_url, cfg->bus_subject, &s->proc.page, &s->pub, true, err, sizeof err) != 0) {
-      fprintf(stderr, "m0: %s\n", err);
-      return M0__ETRANSPORT;
-    }
-    s->bus_open = true;
-    s->pub.bus = &s->bus;
-  }
-  int rv = m0__app_actors_front(&s->aa, &s->proc, &s->proc.decl, s->n, &s->pub);
+  int rv = m0__top_open_self(&s->top, M0__ACTOR_ID(M0__ROLE_COORD, 0), "supervisor");
+  /* The bridge, when there is a bus: this publisher reaches every worker's loop. */
+  if (rv == 0) rv = m0__top_open_publisher(&s->top, pd->id, true);
+  if (rv == 0) rv = m0__app_actors_front(&s->top.aa, &s->proc, &s->proc.decl, s->n, &s->top.pub);
   if (rv != 0) return rv;
-  s->has_producer = producer && (!producer->wanted || producer->wanted(&base));
-  if (s->has_producer) {
-    s->prod.url = pd->url;
-    s->prod.def = producer;
-    s->prod.ctx = base;
-    s->prod.pub = &s->pub;
-    s->prod.coord_id = s->self.id;
-    s->prod.coord_url = s->self.url;
-    s->prod.generation = s->proc.reload.generation;
-    s->prod.lease_ms = s->drain_ms;
-    if (m0__handle_open(&s->prod.h) != 0 || m0__peer_open(&s->prod_peer, pd->id, pd->url, 1000) != 0 ||
-        m0__handle_start(&s->prod.h) != 0)
-      return M0__ETRANSPORT;
-  }
+  m0_ctx base = {.worker = 0, .workers = s->n, .thread = -1, .threaded = false,
+                 .capacity = (int)M0__CFG(s->cfg, max_connections), .page = s->proc.page.app,
+                 .page_slots = s->proc.page.head->app_slots, .config = s->cfg, .publisher = &s->top.pub};
+  if (m0__top_producer(&s->top, producer, &base) &&
+      (m0__handle_open(&s->top.prod.h) != 0 || m0__peer_open(&s->top.prod_peer, pd->id, pd->url, 1000) != 0 ||
+       m0__handle_start(&s->top.prod.h) != 0))
+    return M0__ETRANSPORT;
   return 0;
 }
 
@@ -401,104 +394,128 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
 static void sup_go(sup *s, int i) {
   const m0__actor_desc *d = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_WORKER, i));
   m0__peer_close(&s->wpeers[i]);
-  if (m0__publisher_connect(&s->pub, i) != 0) fprintf(stderr, "m0: cannot reach loop %d\n", i);
+  if (m0__publisher_connect(&s->top.pub, i) != 0) fprintf(stderr, "m0: cannot reach loop %d\n", i);
   if (m0__peer_open(&s->wpeers[i], d->id, d->url, 1000) != 0 ||
-      m0__send(&s->self, &s->wpeers[i], M0__K_GO, 0, 0, NULL, 0) != 0)
+      m0__send(&s->top.self, &s->wpeers[i], M0__K_GO, 0, 0, NULL, 0) != 0)
     fprintf(stderr, "m0: cannot send GO to worker %d at %s\n", i, d->url);
 }
 
 /* The workers are spawned first and the supervisor's own nng setup runs
  * while they start: a worker takes ~12 ms to exec and build its loop, and the
  * supervisor's actors, publisher and producer (nng's threads among them)
- * took as long again before it (bench/run_lifecycle, --workers 2). */
-static int sup_serve(sup *s, const m0_producer *producer) {
-  int rc;
-  if ((rc = sup_setup(s)) != 0) return rc;
+ * took as long again before it (bench/run_lifecycle, --workers 2). 0, or an
+ * m0__err (what started is drained). */
+static int sup_start(sup *s, const m0_producer *producer) {
+  int rc = sup_setup(s);
+  if (rc != 0) return rc;
   for (int i = 0; i < s->n; i++)
     if (sup_spawn(s, i) != 0) {
-      sup_drain(s);
+      sup_drain_now(s);
       return M0__EDIED;
     }
-  if ((rc = sup_setup_actors(s, producer)) != 0) {
-    sup_drain(s);
-    return rc;
+  if ((rc = sup_setup_actors(s, producer)) != 0) sup_drain_now(s);
+  return rc;
+}
+
+/* A message at the barrier: 1 for a worker's first READY or the
+ * producer's, M0__EMAKE for a FAILED (said), else 0. */
+static int sup_barrier_take(sup *s, const m0__msg *m, bool *was_ready) {
+  int role = M0__ACTOR_ROLE(m->env.from), idx = M0__ACTOR_INDEX(m->env.from);
+  if (m->env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n && !was_ready[idx]) {
+    was_ready[idx] = true;
+    return 1;
   }
-  /* The barrier: every worker and the producer READY, then GO to all. */
-  int want = s->n + (s->has_producer ? 1 : 0), ready = 0;
-  bool *was_ready = calloc((size_t)s->n, sizeof *was_ready);
-  while (ready < want) {
+  if (m->env.kind == M0__K_READY && role == M0__ROLE_PRODUCER) return 1;
+  if (m->env.kind != M0__K_FAILED) return 0;
+  fprintf(stderr, "m0: %.*s\n", (int)m->len, (const char *)m->payload);
+  return M0__EMAKE;
+}
+
+/* The barrier open: GO to every worker and the producer; serving. */
+static void sup_go_all(sup *s) {
+  for (int i = 0; i < s->n; i++) sup_go(s, i);
+  if (s->top.has_producer) m0__send(&s->top.self, &s->top.prod_peer, M0__K_GO, 0, 0, NULL, 0);
+  if (s->top.bus_open) m0__bus_start(&s->top.bus); /* the publisher reaches every worker's loop now */
+  m0__process_banner(&s->proc, 0, s->n);
+  s->top.serving = true;
+}
+
+/* The barrier: every worker and the producer READY, then GO to all. 1 to
+ * serve, or 0 / an m0__err to end with (drained). */
+static int sup_barrier(sup *s) {
+  int want = s->n + (s->top.has_producer ? 1 : 0), ready = 0, rc = 1;
+  bool *was_ready = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof *was_ready);
+  if (!was_ready) rc = M0__ENOMEM;
+  while (rc == 1 && ready < want) {
     m0__msg m;
     int w = sup_wait(s, &m, INT64_MAX);
     if (w == 2) {
       fprintf(stderr, "m0: stopped while starting\n");
       free(was_ready);
-      return sup_drain(s);
+      return sup_drain_now(s);
     }
-    if ((rc = sup_reap(s)) <= 0) { /* a death ends the start: a message that came with it is moot */
-      if (w == 1) m0__msg_free(&m);
-      free(was_ready);
-      sup_drain(s);
-      return rc;
-    }
-    if (w != 1) continue;
-    int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from);
-    if (m.env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n && !was_ready[idx]) {
-      was_ready[idx] = true;
-      ready++;
-    } else if (m.env.kind == M0__K_READY && role == M0__ROLE_PRODUCER) {
-      ready++;
-    } else if (m.env.kind == M0__K_FAILED) {
-      fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
-      m0__msg_free(&m);
-      free(was_ready);
-      sup_drain(s);
-      return M0__EMAKE;
-    }
-    m0__msg_free(&m);
+    rc = sup_reap(s); /* a death ends the start: a message that came with it is moot */
+    int got = rc == 1 && w == 1 ? sup_barrier_take(s, &m, was_ready) : 0;
+    if (got < 0) rc = got;
+    else ready += got;
+    if (w == 1) m0__msg_free(&m);
   }
   free(was_ready);
-  for (int i = 0; i < s->n; i++) sup_go(s, i);
-  if (s->has_producer) m0__send(&s->self, &s->prod_peer, M0__K_GO, 0, 0, NULL, 0);
-  if (s->bus_open) m0__bus_start(&s->bus); /* the publisher reaches every worker's loop now */
-  m0__process_banner(&s->proc, 0, s->n);
-  s->serving = true;
+  if (rc <= 0) {
+    sup_drain_now(s);
+    return rc;
+  }
+  sup_go_all(s);
+  return 1;
+}
+
+/* A message while serving: a respawned worker's READY (no barrier to wait
+ * for) answered with GO, a FAILED said, a trace control taken. */
+static void sup_take(sup *s, const m0__msg *m) {
+  int role = M0__ACTOR_ROLE(m->env.from), idx = M0__ACTOR_INDEX(m->env.from);
+  if (m->env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n) {
+    /* A READY repeated (the first GO was lost) is answered again; GO is idempotent. */
+    sup_go(s, idx);
+    if (s->w[idx].died_ms) {
+      fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
+              s->w[idx].pid, (long long)(m0__now_ms() - s->w[idx].died_ms));
+      s->w[idx].died_ms = 0;
+    }
+  } else if (m->env.kind == M0__K_FAILED) {
+    fprintf(stderr, "m0: %.*s\n", (int)m->len, (const char *)m->payload);
+  } else if (m->env.kind == M0__K_TRACE) {
+    m0__trace_on_control(s->proc.trace, s->top.self.id, m); /* m0trace --run-dir: this process's tracer */
+  }
+}
+
+/* Serving until a stop (1), or a death that ends the host (its m0__err:
+ * the rest drained). */
+static int sup_serving(sup *s) {
   for (;;) {
     m0__msg m;
     int w = sup_wait(s, &m, INT64_MAX);
-    if (w == 2) break;
+    if (w == 2) return 1;
     sup_check_beats(s);
-    if ((rc = sup_reap(s)) <= 0) {
+    int rc = sup_reap(s);
+    if (rc <= 0) {
       if (w == 1) m0__msg_free(&m);
-      sup_drain(s);
+      sup_drain_now(s);
       return rc;
     }
     if (w != 1) continue;
-    int role = M0__ACTOR_ROLE(m.env.from), idx = M0__ACTOR_INDEX(m.env.from);
-    if (m.env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n) {
-      /* A respawned worker: no barrier to wait for. A READY repeated (the
-       * first GO was lost) is answered again; GO is idempotent. */
-      sup_go(s, idx);
-      if (s->w[idx].died_ms) {
-        fprintf(stderr, "m0: worker %d respawned (pid %d), serving %lld ms after its predecessor died\n", idx,
-                s->w[idx].pid, (long long)(m0__now_ms() - s->w[idx].died_ms));
-        s->w[idx].died_ms = 0;
-      }
-    } else if (m.env.kind == M0__K_FAILED) {
-      fprintf(stderr, "m0: %.*s\n", (int)m.len, (const char *)m.payload);
-    } else if (m.env.kind == M0__K_TRACE) {
-      m0__trace_on_control(s->proc.trace, s->self.id, &m); /* m0trace --run-dir: this process's tracer */
-    }
+    sup_take(s, &m);
     m0__msg_free(&m);
   }
-  s->serving = false;
-  fprintf(stderr, "m0: supervisor draining %d workers (bound %ld ms)\n", s->n, s->drain_ms);
-  if (!s->proc.reload.handed_over) m0__sd_notify("STOPPING=1"); /* else the service goes on in the next */
-  int64_t bound = m0__now_ms() + s->drain_ms;
-  m0__reload_stop_next(&s->proc); /* a SIGTERM during a reload: both generations drain */
-  rc = sup_drain(s);
-  m0__reload_wait_next(&s->proc, bound);
-  if (rc == 0) fprintf(stderr, "m0: drained, exit 0\n");
-  return rc;
+}
+
+static int sup_serve(sup *s, const m0_producer *producer) {
+  int rc = sup_start(s, producer);
+  if (rc == 0) rc = sup_barrier(s);
+  if (rc == 1) rc = sup_serving(s);
+  if (rc != 1) return rc;
+  char what[64];
+  snprintf(what, sizeof what, "supervisor draining %d workers", s->n);
+  return m0__top_serve_end(&s->top, what, sup_drain_fn, s);
 }
 
 int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, char **argv,
@@ -516,29 +533,21 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
   s->cfg = cfg;
   s->argv = argv;
   s->n = s->proc.loops;
-  s->drain_ms = M0__CFG(cfg, drain_timeout_ms);
-  m0__handle_init(&s->prod.h, &m0__producer_kind, &s->proc.exits);
+  s->top.proc = &s->proc;
+  s->top.drain_ms = M0__CFG(cfg, drain_timeout_ms);
+  m0__handle_init(&s->top.prod.h, &m0__producer_kind, &s->proc.exits);
   s->w = calloc((size_t)s->n, sizeof *s->w);
   s->wpeers = calloc((size_t)s->n, sizeof *s->wpeers);
   s->handoff = calloc((size_t)(2 * s->n), sizeof *s->handoff);
   s->deaths = calloc((size_t)M0__CFG(cfg, respawn_budget) + 1, sizeof *s->deaths);
   for (int k = 0; s->handoff && k < 2 * s->n; k++) s->handoff[k] = -1; /* none made yet */
   int rc = (!s->w || !s->wpeers || !s->handoff || !s->deaths) ? M0__ENOMEM : sup_serve(s, producer);
-  bool clean = m0__handle_exited(&s->prod.h);
-  if (clean) {
-    /* Every peer before any mailbox (actors/handle.h). */
+  m0__top_guard_arm(&s->top, rc); /* the close and the teardown are bounded from here (host/top.h) */
+  m0__handle *prod = &s->top.prod.h;
+  if (m0__handle_exited(prod)) /* every peer before any mailbox (actors/handle.h) */
     for (int i = 0; s->wpeers && i < s->n; i++) m0__peer_close(&s->wpeers[i]);
-    m0__peer_close(&s->prod_peer);
-    if (s->bus_open) m0__bus_close(&s->bus); /* before the publisher its callbacks fan out through */
-    s->bus_open = false;
-    m0__app_actors_close(&s->aa); /* before the publisher their PUBLISH frames go through */
-    if (s->pub_open) m0__publisher_close(&s->pub);
-    m0__handle *prod = &s->prod.h;
-    m0__handles_close(&prod, 1, NULL);
-    m0__actor_close(&s->self);
-  }
-  m0__process_teardown(&s->proc, clean);
-  if (!clean) m0__exit_now(m0__exit_code(rc ? rc : M0__ESTUCK));
+  bool clean = m0__top_close(&s->top, &prod, 1);
+  m0__top_end(&s->top, clean, rc); /* not clean (the producer inside its step): exits here */
   if (s->proc.listen_fd >= 0) close(s->proc.listen_fd);
   for (int k = 0; s->handoff && k < 2 * s->n; k++)
     if (s->handoff[k] >= 0) close(s->handoff[k]);

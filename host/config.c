@@ -185,7 +185,7 @@ void m0__config_usage(FILE *out, const char *prog) {
           "print the resolved configuration as JSON, bind nothing");
   fprintf(out, "  %-30s %-28s %-18s %s\n", "-h, --help / --version", "", "", "");
   fprintf(out, "\nexit codes:\n");
-#define M0__EXIT_USAGE(code, meaning) fprintf(out, "  %-3d %s\n", code, meaning);
+#define M0__EXIT_USAGE(code, meaning) fprintf(out, "  %d %s\n", code, meaning);
   M0__EXIT_CODES(M0__EXIT_USAGE)
 #undef M0__EXIT_USAGE
 }

@@ -278,8 +278,8 @@ static int recv_mailbox(m0__actor *self, nng_msg **m, int flags) {
  * mailbox's receive descriptor, bounded by the mailbox's receive timeout:
  * nng cannot wait on both, and a timed nng receive arms a timer whose expiry
  * costs nng 1.5.2's expire thread up to a millisecond of spinning (it takes
- * only deadlines strictly in the past: see ARCHITECTURE.md, "nng's timers
- * and redials"). */
+ * only deadlines strictly in the past: see ARCHITECTURE.md, Messages, and
+ * bench/RESULTS.md, "The measurements behind ARCHITECTURE.md"). */
 static int recv_any(m0__actor *self, nng_msg **m, bool wait, bool *from_inbox) {
   if (self->inbox && (*m = m0__inbox_take(self->inbox))) return *from_inbox = true, 0;
   if (!wait) return recv_mailbox(self, m, NNG_FLAG_NONBLOCK);

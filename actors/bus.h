@@ -1,5 +1,5 @@
 /* The fleet's bus: frames shared by every host of a fleet through one NATS
- * subject, numbered by one JetStream stream (ARCHITECTURE.md, A fleet).
+ * subject, numbered by one JetStream stream (docs/behaviour.md, A fleet).
  *
  * Every process that publishes opens one (outbound): m0_publish then sends
  * the frame to the subject instead of to the loops. The process that holds

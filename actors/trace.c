@@ -38,7 +38,7 @@
  *   TRACE_FLUSH_MS after it was written (by a thread of the tracer's own,
  *   asleep on a condition variable: an nng sleep aio's every expiry cost
  *   nng 1.5.2's expire thread up to a millisecond of spinning, 2 % of a CPU
- *   at 20 ticks a second; ARCHITECTURE.md, "nng's timers and redials").
+ *   at 20 ticks a second; bench/RESULTS.md, "nng timers").
  *   One nng message per record cost the pool lane a third of its throughput
  *   (bench/run_trace); a batch costs one send per ~480 records.
  * - Never waiting: a batch that cannot be queued at once (nobody listening

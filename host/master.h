@@ -1,7 +1,7 @@
 /* The master: the host's top process once it has handed over to a next
  * generation, so the pid a supervisor knows (PID 1 of a container, the
  * --pid-file, systemd's main pid) stays the serving host's for its whole
- * life (ARCHITECTURE.md, "One pid for the host's whole life").
+ * life (docs/behaviour.md, "One pid for the host's whole life").
  *
  * Generation 1 is the top process and serves, as before any reload. At its
  * first hand-over it drains as every generation does, and then, instead of

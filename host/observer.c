@@ -198,7 +198,7 @@ static void graph_loop_edges(graph *g, int i) {
     }
 }
 
-/* The kinds each pair exchanges (ARCHITECTURE.md, the table of kinds). */
+/* The kinds each pair exchanges (ARCHITECTURE.md, the table of actors). */
 static void graph_edges(graph *g) {
   char other[64];
   for (int i = 0; i < g->t->loops; i++) graph_loop_edges(g, i);

@@ -1,5 +1,5 @@
 """The fleet's bus when its NATS server fails (actors/bus.c, design notes;
-ARCHITECTURE.md, A fleet): unreachable at the start, stopped (slow: it
+docs/behaviour.md, A fleet): unreachable at the start, stopped (slow: it
 answers nothing), and killed with its store wiped at random moments while
 both hosts publish.
 

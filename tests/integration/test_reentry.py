@@ -1,5 +1,5 @@
-"""Answers that re-enter the loop's own bookkeeping (ARCHITECTURE.md, Closing
-under a callback: the one rule).
+"""Answers that re-enter the loop's own bookkeeping (ARCHITECTURE.md, The loop:
+closing never frees).
 
 An answer given on the loop goes on with what the connection sent meanwhile:
 the next pipelined request is parsed and dispatched inside the answer. When

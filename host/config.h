@@ -34,6 +34,8 @@
     "the one bound of drain, pool join and producer join")                                       \
   X(reload_timeout_ms, "reload-timeout-ms", "M0_RELOAD_TIMEOUT_MS", INT, "30000", 1, 3600000,     \
     "a next generation not serving within this is stopped; the old one serves on")                \
+  X(reload_keep_ms, "reload-keep-ms", "M0_RELOAD_KEEP_MS", INT, "0", 0, 86400000,                 \
+    "after a reload the old binary and configuration are kept this long; SIGUSR1 brings them back (0 = off)") \
   X(max_connections, "max-connections", "M0_MAX_CONNECTIONS", INT, "1024", 1, 1000000,           \
     "connections per loop; beyond, new ones wait in the backlog")                                \
   X(header_timeout_ms, "header-timeout-ms", "M0_HEADER_TIMEOUT_MS", INT, "10000", 1, 3600000,    \

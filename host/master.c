@@ -23,7 +23,7 @@
 
 typedef struct master {
   int chan;      /* the master channel: generations say here which one serves */
-  int sigfd;     /* TERM, INT, HUP, USR2, CHLD */
+  int sigfd;     /* TERM, INT, HUP, USR2, USR1, CHLD */
   pid_t current; /* the serving generation */
   pid_t past[8];  /* generations that served before it: their exits are said */
   bool stopping;
@@ -101,7 +101,7 @@ static void master_signal(master *m, int sig) {
     return;
   }
   master_read_chan(m); /* forward to the one that serves now */
-  if (sig == SIGHUP || sig == SIGUSR2) {
+  if (sig == SIGHUP || sig == SIGUSR2 || sig == SIGUSR1) {
     if (!m->stopping && !m->done) kill(m->current, sig);
     return;
   }
@@ -152,7 +152,7 @@ int m0__master_run(const m0_app *app) {
   /* Blocked since before the exec (m0__reload_exit): none was lost. */
   sigset_t set;
   sigemptyset(&set);
-  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
+  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGUSR1, SIGCHLD};
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
   sigprocmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
@@ -194,7 +194,7 @@ int m0__master_first(const m0_app *app, const m0_config *cfg) {
   }
   sigset_t set;
   sigemptyset(&set);
-  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
+  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGUSR1, SIGCHLD};
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
   sigprocmask(SIG_BLOCK, &set, NULL); /* from now on for the signalfd; generation 1 gets none blocked */
   pid_t pid = m0__reload_spawn_first(sv[1]);

@@ -8,8 +8,9 @@
  * exiting, execs itself as the master (host/reload.h, m0__reload_exit):
  * the same pid, nothing of generation 1 left (no thread, no nng, no page
  * mapped). The master
- * - forwards SIGHUP and SIGUSR2 to the serving generation, and SIGTERM and
- *   SIGINT (and sends systemd STOPPING=1);
+ * - forwards SIGHUP, SIGUSR2 and SIGUSR1 (a rollback: host/rollback.h) to
+ *   the serving generation, and SIGTERM and SIGINT (and sends systemd
+ *   STOPPING=1);
  * - learns which generation serves from the master channel: a datagram
  *   socket whose other end every generation after the first holds; a
  *   generation that serves says "MAINPID=<its pid>\nREADY=1" there before

@@ -218,13 +218,13 @@ static int process_signalled(m0__process *p) {
    * signal is meant for the generation that serves now. */
   if (p->reload.handed_over && !p->inherit_dir) {
     m0__reload_forward(p, sig);
-    sig &= ~(M0__SIG_HUP | M0__SIG_USR2);
+    sig &= ~(M0__SIG_HUP | M0__SIG_USR2 | M0__SIG_USR1);
   }
   if (sig & M0__SIG_STOP) return M0__WAIT_STOP;
   /* Only the top process reloads; a reload that came with a death
    * is answered at the next wait, once the supervisor has reaped. */
-  if ((sig & (M0__SIG_HUP | M0__SIG_USR2)) && !p->inherit_dir) {
-    p->reload_sig = sig & M0__SIG_USR2 ? M0__SIG_USR2 : M0__SIG_HUP;
+  if ((sig & (M0__SIG_HUP | M0__SIG_USR2 | M0__SIG_USR1)) && !p->inherit_dir) {
+    p->reload_sig = sig & M0__SIG_USR2 ? M0__SIG_USR2 : sig & M0__SIG_HUP ? M0__SIG_HUP : M0__SIG_USR1;
     if (!(sig & M0__SIG_CHILD)) return M0__WAIT_RELOAD;
     p->reload_pending = true;
   }

@@ -60,7 +60,7 @@ typedef struct m0__process {
   m0__rundir rundir;
   m0__rundir sockets; /* generation N > 1: its own ipc sockets, in <run-dir>/gN */
   const char *sockdir; /* where this generation's ipc sockets are: rundir.path, or sockets.path */
-  int reload_sig;      /* after M0__WAIT_RELOAD: M0__SIG_HUP or M0__SIG_USR2 */
+  int reload_sig;      /* after M0__WAIT_RELOAD: M0__SIG_HUP, M0__SIG_USR2 or M0__SIG_USR1 */
   bool reload_pending; /* one came with SIGCHLD: M0__WAIT_RELOAD at the next wait */
   bool said_serving;   /* the banner was said: a next generation that never served leaves the run directory be */
   m0__page page;

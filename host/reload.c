@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "host/process.h"
+#include "host/rollback.h"
 #include "host/signals.h"
 #include "host/spawn.h"
 #include "transport/systemd.h"
@@ -66,7 +67,9 @@ static bool reload_running(pid_t pid) {
   return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
 }
 
-static const char *sig_name(int sig) { return sig == M0__SIG_HUP ? "SIGHUP" : "SIGUSR2"; }
+static const char *sig_name(int sig) {
+  return sig == M0__SIG_HUP ? "SIGHUP" : sig == M0__SIG_USR1 ? "SIGUSR1" : "SIGUSR2";
+}
 
 static void cloexec(int fd) {
   if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -84,6 +87,7 @@ int m0__reload_inherit(m0__process *p) {
     }
     unsetenv("M0__CHAN");
   }
+  m0__rollback_start(p); /* what the predecessor kept for a rollback (host/rollback.h) */
   if (!v) return 0;
   int lfd, pfd, afd, rfd, made, chan;
   long prev;
@@ -213,26 +217,32 @@ static void reload_notify(m0__process *p, const char *state) {
  * and extra: exactly the descriptors in inherit (those >= 0) are inherited
  * at their numbers, no signal blocked, the host's handled ones at default. */
 static int spawn_inheriting(pid_t *pid, const char *path, const int *inherit, int n, char *const *extra) {
-  m0__spawn_fd fds[5];
-  for (int j = 0; j < n && j < 5; j++) fds[j] = (m0__spawn_fd){inherit[j], inherit[j]};
-  m0__spawn_spec spec = {.path = path, .argv = reload_argv, .extra = extra, .fds = fds, .nfds = n < 5 ? n : 5,
+  m0__spawn_fd fds[8]; /* a next generation's five, and a rollback's three (host/rollback.h) */
+  for (int j = 0; j < n && j < 8; j++) fds[j] = (m0__spawn_fd){inherit[j], inherit[j]};
+  m0__spawn_spec spec = {.path = path, .argv = reload_argv, .extra = extra, .fds = fds, .nfds = n < 8 ? n : 8,
                          .reset_signals = true};
   return m0__spawn(&spec, pid);
 }
 
 /* posix_spawn of path with this process's argv and environment
  * (host/spawn.h's filter, which drops NOTIFY_SOCKET: a next generation
- * speaks to the master), M0__UPGRADE, M0__RUN_DIR and M0__EXE. */
-static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pid) {
+ * speaks to the master), M0__UPGRADE, M0__RUN_DIR and M0__EXE, and what it keeps for a
+ * rollback (host/rollback.h; back: it is one). */
+static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pid, bool back) {
   char up[160], dirv[PATH_MAX + 16], exev[PATH_MAX + 16];
   snprintf(up, sizeof up, "M0__UPGRADE=%d,%d,%d,%d,%ld,%llu,%d,%d", p->listen_fd, p->page.fd, p->page.app_fd,
            ready_w, (long)getpid(), (unsigned long long)p->reload.generation + 1,
            p->reload.generation > 1 ? p->upgrade_dir_made : p->rundir.made, p->reload.chan_fd);
   snprintf(dirv, sizeof dirv, "M0__RUN_DIR=%s", p->rundir.path);
   snprintf(exev, sizeof exev, "M0__EXE=%s", reload_exe);
-  char *extra[] = {up, dirv, exev, NULL};
-  int inherit[5] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd};
-  return spawn_inheriting(pid, path, inherit, 5, extra);
+  m0__rollback_pass keep;
+  m0__rollback_pass_make(p, &keep, back);
+  char *extra[] = {up, dirv, exev, keep.env[0], keep.env[1], keep.env[2], NULL};
+  int inherit[8] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd};
+  for (int j = 0; j < keep.nfds; j++) inherit[5 + j] = keep.fds[j];
+  int rv = spawn_inheriting(pid, path, inherit, 5 + keep.nfds, extra);
+  m0__rollback_passed(&keep);
+  return rv;
 }
 
 void m0__reload_ask(m0__process *p, int sig, bool serving) {
@@ -259,6 +269,11 @@ void m0__reload_ask(m0__process *p, int sig, bool serving) {
     r->prev_fd = -1;
   }
   r->prev_pid = 0;
+  /* SIGUSR1: the kept generation's copy, whose configuration passed when it
+   * served (it checks itself again at its start, as every generation). */
+  char kept[64];
+  const char *back = sig == M0__SIG_USR1 ? m0__rollback_path(p, kept, sizeof kept) : NULL;
+  if (sig == M0__SIG_USR1 && !back) return;
   if (sig == M0__SIG_HUP && !reload_config_ok(p)) return;
   if (r->chan_fd < 0) { /* generation 1's first reload: the channel its master will read */
     int sv[2];
@@ -271,14 +286,14 @@ void m0__reload_ask(m0__process *p, int sig, bool serving) {
     r->chan_fd = sv[1];
   }
   /* SIGUSR2: the file this binary was started from, as it is now. */
-  const char *path = sig == M0__SIG_HUP || !reload_exe[0] ? "/proc/self/exe" : reload_exe;
+  const char *path = back ? back : sig == M0__SIG_HUP || !reload_exe[0] ? "/proc/self/exe" : reload_exe;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     fprintf(stderr, "m0: reload: cannot make a pipe: %s; generation %llu keeps serving\n", strerror(errno), gen);
     return;
   }
   pid_t pid;
-  int rv = reload_spawn(p, path, fds[1], &pid);
+  int rv = reload_spawn(p, path, fds[1], &pid, back != NULL);
   close(fds[1]);
   if (rv != 0) {
     close(fds[0]);
@@ -291,8 +306,12 @@ void m0__reload_ask(m0__process *p, int sig, bool serving) {
   r->next_reaped = false;
   r->next_stopping = false;
   r->next_deadline = m0__now_ms() + M0__CFG(p->cfg, reload_timeout_ms);
-  fprintf(stderr, "m0: reload: generation %llu starting (pid %d, %s)\n", gen + 1, (int)pid,
-          sig == M0__SIG_HUP ? reload_exe : path);
+  if (back)
+    fprintf(stderr, "m0: reload: generation %llu starting (pid %d, generation %llu's binary and configuration: "
+                    "SIGUSR1, a rollback)\n", gen + 1, (int)pid, (unsigned long long)r->keep.gen);
+  else
+    fprintf(stderr, "m0: reload: generation %llu starting (pid %d, %s)\n", gen + 1, (int)pid,
+            sig == M0__SIG_HUP ? reload_exe : path);
   reload_notify(p, "RELOADING=1");
 }
 
@@ -348,6 +367,7 @@ bool m0__reload_next(m0__process *p) {
     }
     fprintf(stderr, "m0: reload: generation %llu serving (pid %d); generation %llu draining\n", gen + 1, (int)pid,
             gen);
+    m0__rollback_handed(p);
     return true;
   }
   close(r->next_fd);
@@ -384,6 +404,7 @@ void m0__reload_serving(m0__process *p) {
     char b = 'R';
     if (write(r->prev_fd, &b, 1) != 1) { /* the predecessor is gone: nothing to tell */ }
   }
+  m0__rollback_serving(p); /* the window of what it keeps begins */
 }
 
 void m0__reload_stop_next(m0__process *p) {
@@ -429,8 +450,13 @@ void m0__reload_wait_next(m0__process *p, int64_t deadline) {
   r->next_pid = 0;
 }
 
-int64_t m0__reload_deadline(const m0__process *p) {
+static int64_t reload_next_deadline(const m0__process *p) {
   return p->reload.next_pid && p->reload.next_fd >= 0 ? p->reload.next_deadline : INT64_MAX;
+}
+
+int64_t m0__reload_deadline(const m0__process *p) {
+  int64_t next = reload_next_deadline(p), keep = m0__rollback_deadline(p); /* and the rollback window's */
+  return keep < next ? keep : next;
 }
 
 /* Its exit, after SIGKILL (or found reaped): said, and this generation
@@ -455,6 +481,7 @@ static void reload_overdue_end(m0__process *p) {
 
 void m0__reload_overdue(m0__process *p) {
   m0__reload *r = &p->reload;
+  m0__rollback_overdue(p);
   if (!r->next_pid || r->next_fd < 0 || m0__now_ms() < r->next_deadline) return;
   unsigned long long gen = (unsigned long long)r->generation + 1;
   if (!r->next_stopping) {
@@ -489,6 +516,7 @@ void m0__reload_forward(m0__process *p, int sig) {
   }
   if (sig & M0__SIG_HUP) kill(p->reload.succ_pid, SIGHUP);
   if (sig & M0__SIG_USR2) kill(p->reload.succ_pid, SIGUSR2);
+  if (sig & M0__SIG_USR1) kill(p->reload.succ_pid, SIGUSR1);
 }
 
 int m0__reload_pidfile_write(const char *path) {
@@ -525,7 +553,7 @@ void m0__reload_pidfile_remove(const char *path) {
  * signal) is sent on now. */
 static void reload_hold(sigset_t *set) {
   sigemptyset(set);
-  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGCHLD};
+  int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR2, SIGUSR1, SIGCHLD};
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(set, sigs[i]);
   sigprocmask(SIG_BLOCK, set, NULL);
   int late = m0__signals_take();
@@ -535,6 +563,7 @@ static void reload_hold(sigset_t *set) {
   }
   if (late & M0__SIG_HUP) kill(reload_succ, SIGHUP);
   if (late & M0__SIG_USR2) kill(reload_succ, SIGUSR2);
+  if (late & M0__SIG_USR1) kill(reload_succ, SIGUSR1);
 }
 
 bool m0__reload_hold(void) {

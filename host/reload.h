@@ -41,6 +41,9 @@
  * - A next generation that has not served within --reload-timeout-ms is
  *   stopped (SIGTERM, then SIGKILL past the drain's bound) and named; this
  *   one serves on and a later SIGHUP may start another.
+ * - With --reload-keep-ms the serving generation keeps its predecessor's
+ *   binary and configuration, and SIGUSR1 starts a next generation from
+ *   them: a reload like the others (host/rollback.h).
  */
 #ifndef M0_HOST_RELOAD_H
 #define M0_HOST_RELOAD_H
@@ -50,6 +53,7 @@
 #include <sys/types.h>
 
 #include "host/config.h"
+#include "host/rollback.h"
 
 struct m0__process;
 
@@ -72,6 +76,7 @@ typedef struct m0__reload {
   /* the master channel (host/master.h): generation 1 holds both ends,
    * every later generation chan_fd only; -1: none yet */
   int chan_fd, master_fd;
+  m0__keep keep; /* the rollback window (host/rollback.h) */
 } m0__reload;
 
 /* At m0_serve's start, before anything: the binary's path as it is now (a
@@ -83,9 +88,10 @@ void m0__reload_remember(const m0_app *app, int argc, char **argv);
  * p (listener, page, run directory, generation). 0: none passed; 1: taken;
  * -1: malformed (said). */
 int m0__reload_inherit(struct m0__process *p);
-/* A SIGHUP or SIGUSR2 (M0__SIG_HUP/_USR2) reached the top process: starts
- * the next generation, or says in one line why not (not serving: starting
- * or draining; a reload in progress; a configuration refused). */
+/* A SIGHUP, SIGUSR2 or SIGUSR1 (M0__SIG_HUP/_USR2/_USR1: a rollback)
+ * reached the top process: starts the next generation, or says in one line
+ * why not (not serving: starting or draining; a reload in progress; a
+ * configuration refused; nothing kept). */
 void m0__reload_ask(struct m0__process *p, int sig, bool serving);
 /* next_fd is readable: true when the next generation serves (the caller
  * drains and exits 0: handed_over is set); false when it ended before it

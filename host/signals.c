@@ -30,6 +30,7 @@ int m0__signals_install(bool children) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
   sigaction(SIGUSR2, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
   if (children) {
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigaction(SIGCHLD, &sa, NULL);
@@ -42,7 +43,11 @@ int m0__signals_take(void) {
   unsigned char b;
   int bits = 0;
   while (read(signals_pipe[0], &b, 1) == 1)
-    bits |= b == SIGCHLD ? M0__SIG_CHILD : b == SIGHUP ? M0__SIG_HUP : b == SIGUSR2 ? M0__SIG_USR2 : M0__SIG_STOP;
+    bits |= b == SIGCHLD  ? M0__SIG_CHILD
+            : b == SIGHUP ? M0__SIG_HUP
+            : b == SIGUSR2 ? M0__SIG_USR2
+            : b == SIGUSR1 ? M0__SIG_USR1
+                           : M0__SIG_STOP;
   return bits;
 }
 
@@ -52,6 +57,7 @@ void m0__signals_restore(void) {
   signal(SIGCHLD, SIG_DFL);
   signal(SIGHUP, SIG_DFL);
   signal(SIGUSR2, SIG_DFL);
+  signal(SIGUSR1, SIG_DFL);
   if (signals_pipe[0] >= 0) close(signals_pipe[0]);
   if (signals_pipe[1] >= 0) close(signals_pipe[1]);
   signals_pipe[0] = signals_pipe[1] = -1;

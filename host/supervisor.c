@@ -133,11 +133,16 @@ static int sup_spawn(sup *s, int i) {
   snprintf(supv, sizeof supv, "M0__SUPERVISOR=%d", (int)getpid());
   snprintf(gen, sizeof gen, "M0__GENERATION=%llu", (unsigned long long)s->proc.reload.generation);
   m0__family_env(cookie);
-  char *extra[] = {fds, idx, dirv, supv, cookie, gen, NULL};
+  /* A rollback's topology text goes on to the workers (host/rollback.h). */
+  char topo[48] = "";
+  int topo_fd = getenv("M0__TOPOLOGY_FD") ? s->proc.reload.keep.own_topo_fd : -1;
+  if (topo_fd >= 0) snprintf(topo, sizeof topo, "M0__TOPOLOGY_FD=%d", topo_fd);
+  char *extra[] = {fds, idx, dirv, supv, cookie, gen, topo_fd >= 0 ? topo : NULL, NULL};
   /* Exactly these are inherited, at their numbers (M0__FDS says them). */
-  m0__spawn_fd *inherit = calloc((size_t)(3 + 2 * s->n), sizeof *inherit);
+  m0__spawn_fd *inherit = calloc((size_t)(4 + 2 * s->n), sizeof *inherit);
   if (!inherit) return -1;
   int ni = 0;
+  inherit[ni++] = (m0__spawn_fd){topo_fd, topo_fd}; /* < 0: skipped */
   int own[3] = {s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd};
   for (int j = 0; j < 3; j++) inherit[ni++] = (m0__spawn_fd){own[j], own[j]};
   for (int j = 0; j < 2 * s->n; j++) inherit[ni++] = (m0__spawn_fd){s->handoff[j], s->handoff[j]};

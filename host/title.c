@@ -52,7 +52,9 @@ void m0__title_set(const char *app, const char *fmt, ...) {
     char *d = strstr(exe, " (deleted)"); /* a binary renamed over since */
     if (d) *d = 0;
     const char *base = strrchr(exe, '/');
-    prctl(PR_SET_NAME, base ? base + 1 : exe, 0, 0, 0);
+    base = base ? base + 1 : exe;
+    if (!strncmp(base, "memfd:", 6)) base += 6; /* a rollback's copy (host/rollback.h), named as the binary */
+    prctl(PR_SET_NAME, base, 0, 0, 0);
   }
   if (!title_area || title_len < 2) return;
   char role[256];

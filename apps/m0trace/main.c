@@ -310,8 +310,8 @@ int main(int argc, char **argv) {
   }
   /* Waiting is a poll() on the receive descriptor, 100 ms at a time (to see
    * a signal or the end of --seconds): an nng receive timeout that expires
-   * spins nng 1.5.2's expire thread for up to a millisecond (ARCHITECTURE.md,
-   * "nng's timers and redials"). */
+   * spins nng 1.5.2's expire thread for up to a millisecond (bench/RESULTS.md,
+   * "nng timers"). */
   int rfd;
   if ((rv = nng_socket_get_int(s, NNG_OPT_RECVFD, &rfd)) != 0) {
     fprintf(stderr, "m0trace: cannot wait on %s: %s\n", url, nng_strerror(rv));

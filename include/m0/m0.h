@@ -572,7 +572,14 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
  * variables), the same checks run, and --workers above 1 is refused (a host
  * inside a program does not spawn processes). Returns once every loop serves;
  * on refusal NULL, *code the exit code serving would have returned (2 or 78,
- * or 1) and the reason in err. Thread safety: call from any one thread. */
+ * or 1) and the reason in err. Thread safety: call from any one thread.
+ * Several hosts may serve side by side in one process, each with its own
+ * listener, run directory and addresses. What stays one per process: the
+ * signals and the master (m0_serve's, never an embedded host's), a
+ * topology file's TLS identity (a host naming another once a link used the
+ * first is refused),
+ * the process title, and the refusal, edge and recent-trace counters
+ * (/metrics, the observer), shown on the first running host's page. */
 typedef struct m0_host m0_host;
 m0_host *m0_host_start(const m0_app *app, const m0_producer *producer, int argc, char **argv, int *code, char *err,
                        size_t errlen);

@@ -577,9 +577,9 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
  * listener, run directory and addresses. What stays one per process: the
  * signals and the master (m0_serve's, never an embedded host's), a
  * topology file's TLS identity (a host naming another once a link used the
- * first is refused),
- * the process title, and the refusal, edge and recent-trace counters
- * (/metrics, the observer), shown on the first running host's page. */
+ * first is refused), the process title, and the refusal, edge and
+ * recent-trace counters (/metrics, the observer): on the page of the host
+ * that started first, until the last one stops. */
 typedef struct m0_host m0_host;
 m0_host *m0_host_start(const m0_app *app, const m0_producer *producer, int argc, char **argv, int *code, char *err,
                        size_t errlen);

@@ -31,7 +31,8 @@ static int reload_argc;
 static char **reload_argv;
 /* The top process's end (m0__reload_exit, which m0__exit_now calls too):
  * the --pid-file it wrote, and after a hand-over, the master channel's end
- * and the generation that serves. */
+ * and the generation that serves. One per process: this process becomes
+ * the master; m0_serve's alone, an embedded host never reloads. */
 static char reload_pidfile[PATH_MAX];
 static int reload_master_fd = -1;
 static pid_t reload_succ;

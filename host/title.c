@@ -12,7 +12,8 @@
 
 
 /* The area the kernel shows as /proc/PID/cmdline: argv's strings,
- * contiguous as execve laid them out; NULL: titles off. */
+ * contiguous as execve laid them out; NULL: titles off. One per process,
+ * as the cmdline is (include/m0/m0.h says which state is). */
 static char *title_area;
 static size_t title_len;
 /* The copy, reachable for the process's life (LeakSanitizer). */

@@ -110,6 +110,9 @@ void m0__reload_wait_next(struct m0__process *p, int64_t deadline);
  * names it on stderr with its pid, and this generation serves on. */
 int64_t m0__reload_deadline(const struct m0__process *p);
 void m0__reload_overdue(struct m0__process *p);
+/* To systemd (READY=1, RELOADING=1...): generation 1 says it itself, a
+ * later one on the master channel (host/master.h). */
+void m0__reload_notify(struct m0__process *p, const char *state);
 /* After the hand-over, a signal that reached this process (the pid a
  * supervisor knows) is meant for the serving generation: sent on. */
 void m0__reload_forward(struct m0__process *p, int sig);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "actors/admit.h"
+#include "actors/deferred.h"
 #include "actors/service.h"
 #include "actors/wire.h"
 #include "actors/writer.h"
@@ -435,22 +436,63 @@ static bool asks_status_passes(int status) {
   return m0__status_reason(status)[0] != 0;
 }
 
-void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
-  m0__asks *a = l->asks;
-  if (!a) return;
-  m0__service *s = NULL;
-  int si = -1, k = -1;
-  if (m->env.kind == M0__K_REPLY) {
-    int idx = M0__ACTOR_INDEX(m->env.from);
-    si = idx >> 12;
-    k = idx & 0xfff;
-    if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || si >= l->nservices || k >= l->services[si]->nslots) {
-      asks_refused(NULL, l->self.id, M0__REFUSE_ADDRESS, m);
-      return;
-    }
-    s = l->services[si];
-    a->batches[si * M0__SLOTS + k].out = false;
+/* Where a REPLY came from: actor si's instance k (*s), or nothing for an
+ * ANSWER (a deferred view's). false when a REPLY names no instance of this
+ * loop's actors (refused). */
+static bool asks_reply_from(m0__loop *l, const m0__msg *m, m0__service **s, int *si, int *k) {
+  *s = NULL;
+  *si = *k = -1;
+  if (m->env.kind != M0__K_REPLY) return true;
+  int idx = M0__ACTOR_INDEX(m->env.from);
+  *si = idx >> 12;
+  *k = idx & 0xfff;
+  if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || *si >= l->nservices || *k >= l->services[*si]->nslots) {
+    asks_refused(NULL, l->self.id, M0__REFUSE_ADDRESS, m);
+    return false;
   }
+  *s = l->services[*si];
+  l->asks->batches[*si * M0__SLOTS + *k].out = false;
+  return true;
+}
+
+/* One record of a REPLY or an ANSWER (rv < 0: it does not decode, a status
+ * below 200 or above 599 among them), from instance k of s (NULL: a
+ * deferred view's). */
+static void asks_reply_one(m0__loop *l, const m0__msg *m, m0__service *s, int si, int k, int rv,
+                           const m0__wire_reply *rep) {
+  int i;
+  ask *e = rep->id_read ? ask_find(l->asks, rep->id, &i) : NULL;
+  if (e && e->svc != si) e = NULL; /* an actor's reply to a deferred view's id, or the other way round */
+  /* A reply names only a request in flight with the instance it came
+   * from: another instance's, or its predecessor's on that slot, is not
+   * its to answer. */
+  if (e && s && (e->slot != k || e->slot_gen != atomic_load(&s->slots[k].gen))) e = NULL;
+  if (!e) {
+    if (s) atomic_fetch_add(rep->id_read ? &s->st->unknown : &s->st->refused, 1); /* no id: bytes past the last */
+    else atomic_fetch_add(&l->page->figures->deferred_late, 1);
+    if (s) asks_refused(s, l->self.id, M0__REFUSE_REPLY, m);
+  } else if (rv < 0) {
+    if (s) atomic_fetch_add(&s->st->bad_reply, 1);
+    if (s) asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
+    ask_fail(l, i, 502);
+  } else if (s && !asks_status_passes(rep->status)) {
+    atomic_fetch_add(&s->st->bad_reply, 1);
+    asks_refused(s, l->self.id, M0__REFUSE_STATUS, m);
+    ask_fail(l, i, 502);
+  } else {
+    if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (e->trace_hi || e->trace_lo) &&
+        (e->trace_hi != m->env.trace_hi || e->trace_lo != m->env.trace_lo)) /* a batch's other request */
+      m0__trace_request(l->trace, true, &m->env, m->len, e->trace_hi, e->trace_lo);
+    /* Its headers may still not be writable as they are (502, counted so). */
+    bool ok = ask_answer(l, i, rep->status, rep->hdrs, rep->nhdrs, rep->body.p, rep->body.n) == rep->status;
+    if (s) atomic_fetch_add(ok ? &s->st->ok : &s->st->bad_reply, 1);
+  }
+}
+
+void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
+  m0__service *s;
+  int si, k;
+  if (!l->asks || !asks_reply_from(l, m, &s, &si, &k)) return;
   m0__wire_rd r;
   static _Thread_local m0__wire_reply rep;
   if (m0__wire_open(&r, m->payload, m->len) != 0) {
@@ -458,102 +500,28 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
     asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
     return;
   }
-  int rv, i;
+  int rv;
   while ((rv = m0__wire_next_reply(&r, &rep)) != 0) {
-    ask *e = rep.id_read ? ask_find(a, rep.id, &i) : NULL;
-    if (e && e->svc != si) e = NULL; /* an actor's reply to a deferred view's id, or the other way round */
-    /* A reply names only a request in flight with the instance it came
-     * from: another instance's, or its predecessor's on that slot, is not
-     * its to answer. */
-    if (e && s && (e->slot != k || e->slot_gen != atomic_load(&s->slots[k].gen))) e = NULL;
-    if (!e) {
-      if (s) atomic_fetch_add(rep.id_read ? &s->st->unknown : &s->st->refused, 1); /* no id: bytes past the last */
-      else atomic_fetch_add(&l->page->figures->deferred_late, 1);
-      if (s) asks_refused(s, l->self.id, M0__REFUSE_REPLY, m);
-    } else if (rv < 0) { /* a record that does not decode (a status below 200 or above 599 among them) */
-      if (s) atomic_fetch_add(&s->st->bad_reply, 1);
-      if (s) asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
-      ask_fail(l, i, 502);
-    } else if (s && !asks_status_passes(rep.status)) {
-      atomic_fetch_add(&s->st->bad_reply, 1);
-      asks_refused(s, l->self.id, M0__REFUSE_STATUS, m);
-      ask_fail(l, i, 502);
-    } else {
-      if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (e->trace_hi || e->trace_lo) &&
-          (e->trace_hi != m->env.trace_hi || e->trace_lo != m->env.trace_lo)) /* a batch's other request */
-        m0__trace_request(l->trace, true, &m->env, m->len, e->trace_hi, e->trace_lo);
-      /* Its headers may still not be writable as they are (502, counted so). */
-      bool ok = ask_answer(l, i, rep.status, rep.hdrs, rep.nhdrs, rep.body.p, rep.body.n) == rep.status;
-      if (s) atomic_fetch_add(ok ? &s->st->ok : &s->st->bad_reply, 1);
-    }
+    asks_reply_one(l, m, s, si, k, rv, &rep);
     if (rv < 0) break; /* the rest of the batch cannot be read: its requests time out */
   }
 }
 
-/* ---- deferred views ---- */
-
-#define DEFER_STORE 4096
-#define DEFER_HEADERS 32
-
-struct m0_deferred {
-  m0__inbox *inbox;
-  uint32_t loop_id;
-  uint64_t id;
-  m0__tracer *trace;
-  m0__header_block hb;              /* over hdrs and store */
-  m0_header hdrs[DEFER_HEADERS + 1]; /* and room for the content type */
-  char store[DEFER_STORE];
-};
+/* ---- deferred views (their handle: actors/deferred.c) ---- */
 
 m0_deferred *m0__asks_defer_view(m0__http *h, m0__conn *c, m0_response *res, unsigned timeout_ms) {
   m0__loop *l = h->owner;
-  m0_deferred *d = calloc(1, sizeof *d);
+  m0_deferred *d = m0__deferred_new(&l->inbox, l->self.id, l->trace);
   if (!d) return NULL;
   int i = ask_take(l, c, res, -1, timeout_ms ? timeout_ms : DEFERRED_TIMEOUT_MS);
   if (i < 0) {
     free(d);
     return NULL;
   }
-  d->hb = (m0__header_block){d->hdrs, 0, DEFER_HEADERS, d->store, 0, DEFER_STORE};
-  d->inbox = &l->inbox;
-  d->loop_id = l->self.id;
-  d->id = ask_id(l->asks, i);
-  d->trace = l->trace;
+  m0__deferred_for(d, ask_id(l->asks, i));
   res->deferred = true;
   res->done = true; /* the view answers no more through res */
   return d;
-}
-
-int m0_deferred_header(m0_deferred *d, const char *name, const char *value) {
-  if (!d || !name || !value) return -1;
-  return m0__header_block_add(&d->hb, name, strlen(name), value, strlen(value));
-}
-
-int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, const void *body, size_t len) {
-  if (!d) return -1;
-  int rv = -1;
-  bool bad = status < 200 || status > 599 || (len && !body) ||
-             (content_type && !m0__wire_header_ok("Content-Type", 12, content_type, strlen(content_type)));
-  if (bad) { /* refused, and answered 500 so the request does not wait for its 504 */
-    status = 500;
-    content_type = NULL;
-    body = NULL;
-    len = 0;
-    d->hb.n = 0;
-  }
-  if (content_type) d->hdrs[d->hb.n++] = (m0_header){{"Content-Type", 12}, {content_type, strlen(content_type)}};
-  nng_msg *m;
-  if (m0__wire_batch_new(&m, len + 256) == 0) {
-    if (m0__wire_reply_add(m, d->id, status, d->hdrs, d->hb.n, body, len) == 0) {
-      m0__actor self = {.id = M0__ACTOR_ID(M0__ROLE_EXTERNAL, 0), .trace = d->trace};
-      m0__peer to;
-      m0__peer_direct(&to, d->loop_id, d->inbox);
-      rv = m0__send_msg(&self, &to, M0__K_ANSWER, 0, 0, m);
-    }
-    if (rv != 0) nng_msg_free(m);
-  }
-  free(d);
-  return bad ? -1 : rv == 0 ? 0 : -1;
 }
 
 /* ---- open and close ---- */

@@ -153,105 +153,115 @@ int m0__result_each(const uint8_t *p, size_t n, void (*fn)(void *arg, const m0__
 #define POOL_MAX_HEADERS 100
 #define POOL_MAX_PARAMS 8
 
-/* One request of the JOB m: decoded, its view run, its answer appended to
- * out. While tracing, a request whose id is not the JOB's gets its own
- * record as it is taken up, and its id goes into part (the RESULT's). */
-static int pool_run_one(m0__pool_thread *t, void *state, const m0__msg *m, rd *r, nng_msg *out, m0__outq *resp,
-                        m0__date *date, m0__trace_ids *part) {
-  const uint8_t *hp = rd_take(r, sizeof(job_head));
-  if (!hp) return M0__EBADMSG;
+/* One request of a JOB, decoded: its spans point into the message. */
+typedef struct pool_req {
   job_head h;
-  memcpy(&h, hp, sizeof h);
   m0_request req;
-  memset(&req, 0, sizeof req);
   m0_header hdrs[POOL_MAX_HEADERS];
   m0_str params[POOL_MAX_PARAMS];
-  if (h.nheaders > POOL_MAX_HEADERS || h.nparams > POOL_MAX_PARAMS || h.path_len > h.target) return M0__EBADMSG;
-  req.method = (m0_str){(const char *)rd_take(r, h.method), h.method};
-  req.target = (m0_str){(const char *)rd_take(r, h.target), h.target};
-  for (int i = 0; i < h.nheaders; i++) {
+  const uint8_t *extra; /* h.extra bytes of headers before_request added, or NULL */
+  char peer[M0__ADDR_TEXT], client[M0__ADDR_TEXT];
+} pool_req;
+
+/* The request's headers and its route's parameters. 0 or M0__EBADMSG. */
+static int pool_decode_lists(rd *r, pool_req *q) {
+  for (int i = 0; i < q->h.nheaders; i++) {
     const uint8_t *nv = rd_take(r, 8);
     if (!nv) return M0__EBADMSG;
     uint32_t l[2];
     memcpy(l, nv, 8);
-    hdrs[i].name = (m0_str){(const char *)rd_take(r, l[0]), l[0]};
-    hdrs[i].value = (m0_str){(const char *)rd_take(r, l[1]), l[1]};
+    q->hdrs[i].name = (m0_str){(const char *)rd_take(r, l[0]), l[0]};
+    q->hdrs[i].value = (m0_str){(const char *)rd_take(r, l[1]), l[1]};
   }
-  for (int i = 0; i < h.nparams; i++) {
+  for (int i = 0; i < q->h.nparams; i++) {
     const uint8_t *ol = rd_take(r, 8);
     if (!ol) return M0__EBADMSG;
     uint32_t v[2];
     memcpy(v, ol, 8);
-    if ((uint64_t)v[0] + v[1] > h.target) return M0__EBADMSG;
-    params[i] = (m0_str){req.target.p + v[0], v[1]};
+    if ((uint64_t)v[0] + v[1] > q->h.target) return M0__EBADMSG;
+    q->params[i] = (m0_str){q->req.target.p + v[0], v[1]};
   }
-  req.body = (m0_str){(const char *)rd_take(r, h.body), h.body};
-  const uint8_t *extra = h.extra <= M0__EXTRA_HEADERS ? rd_take(r, h.extra) : NULL;
-  const uint8_t *pa = rd_take(r, h.peer), *ca = rd_take(r, h.client);
-  if (r->bad || (h.extra && !extra) || h.peer >= M0__ADDR_TEXT || h.client >= M0__ADDR_TEXT) return M0__EBADMSG;
-  char peer[M0__ADDR_TEXT], client[M0__ADDR_TEXT];
-  if (h.peer) memcpy(peer, pa, h.peer);
-  peer[h.peer] = 0;
-  if (h.client) memcpy(client, ca, h.client);
-  client[h.client] = 0;
-  req.path = (m0_str){req.target.p, h.path_len};
-  req.query = h.path_len < h.target ? (m0_str){req.target.p + h.path_len + 1, h.target - h.path_len - 1}
-                                    : (m0_str){NULL, 0};
-  req.version_minor = h.version_minor;
-  req.headers = hdrs;
-  req.nheaders = h.nheaders;
-  req.params = params;
-  req.nparams = h.nparams;
-  req.trace_hi = h.trace_hi;
-  req.trace_lo = h.trace_lo;
-  req.peer = peer;
-  req.peer_port = h.peer_port;
-  req.client = client;
-  if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (h.trace_hi || h.trace_lo) &&
-      (h.trace_hi != m->env.trace_hi || h.trace_lo != m->env.trace_lo)) {
-    m0__trace_request(t->trace, true, &m->env, m->len, h.trace_hi, h.trace_lo);
-    (void)m0__trace_ids_add(part, m->env.trace_hi, m->env.trace_lo, h.trace_hi, h.trace_lo);
-  }
+  return 0;
+}
 
-  m0__outq_clear(resp);
-  m0_response res;
-  m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
-  res.req = &req; /* m0_respond_file reads its conditions */
-  if (h.extra) memcpy(res.extra, extra, h.extra); /* before_request's, checked when added */
-  res.extra_len = h.extra;
+/* The next request record of a JOB. 0 or M0__EBADMSG. */
+static int pool_decode(rd *r, pool_req *q) {
+  const uint8_t *hp = rd_take(r, sizeof(job_head));
+  if (!hp) return M0__EBADMSG;
+  job_head *h = &q->h;
+  memcpy(h, hp, sizeof *h);
+  m0_request *req = &q->req;
+  memset(req, 0, sizeof *req);
+  if (h->nheaders > POOL_MAX_HEADERS || h->nparams > POOL_MAX_PARAMS || h->path_len > h->target) return M0__EBADMSG;
+  req->method = (m0_str){(const char *)rd_take(r, h->method), h->method};
+  req->target = (m0_str){(const char *)rd_take(r, h->target), h->target};
+  if (pool_decode_lists(r, q) != 0) return M0__EBADMSG;
+  req->body = (m0_str){(const char *)rd_take(r, h->body), h->body};
+  q->extra = h->extra <= M0__EXTRA_HEADERS ? rd_take(r, h->extra) : NULL;
+  const uint8_t *pa = rd_take(r, h->peer), *ca = rd_take(r, h->client);
+  if (r->bad || (h->extra && !q->extra) || h->peer >= M0__ADDR_TEXT || h->client >= M0__ADDR_TEXT) return M0__EBADMSG;
+  if (h->peer) memcpy(q->peer, pa, h->peer);
+  q->peer[h->peer] = 0;
+  if (h->client) memcpy(q->client, ca, h->client);
+  q->client[h->client] = 0;
+  req->path = (m0_str){req->target.p, h->path_len};
+  req->query = h->path_len < h->target ? (m0_str){req->target.p + h->path_len + 1, h->target - h->path_len - 1}
+                                       : (m0_str){NULL, 0};
+  req->version_minor = h->version_minor;
+  req->headers = q->hdrs;
+  req->nheaders = h->nheaders;
+  req->params = q->params;
+  req->nparams = h->nparams;
+  req->trace_hi = h->trace_hi;
+  req->trace_lo = h->trace_lo;
+  req->peer = q->peer;
+  req->peer_port = h->peer_port;
+  req->client = q->client;
+  return 0;
+}
+
+/* Runs the request's view (or the application's handler) into res. */
+static void pool_view(m0__pool_thread *t, void *state, const pool_req *q, m0_response *res) {
   const m0_app *app = t->app;
+  const job_head *h = &q->h;
   atomic_store(&t->h.in_app, true);
-  m0__current_trace = (m0__trace_id){h.trace_hi, h.trace_lo};
-  if (h.route >= 0 && (size_t)h.route < app->nroutes) app->routes[h.route].view(state, &req, &res);
-  else if (h.route < 0 && app->handle) app->handle(state, &req, &res);
+  m0__current_trace = (m0__trace_id){h->trace_hi, h->trace_lo};
+  if (h->route >= 0 && (size_t)h->route < app->nroutes) app->routes[h->route].view(state, &q->req, res);
+  else if (h->route < 0 && app->handle) app->handle(state, &q->req, res);
   m0__current_trace = (m0__trace_id){0, 0};
   atomic_store(&t->h.in_app, false);
-  if (!res.done) {
+  if (!res->done) {
     fprintf(stderr, "m0: pool.%d.%d: the view for %.*s %.*s returned without answering; sent 500\n", t->loop,
-            t->index, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p);
-    m0__respond_status(&res, 500, NULL);
+            t->index, (int)q->req.method.n, q->req.method.p, (int)q->req.path.n, q->req.path.p);
+    m0__respond_status(res, 500, NULL);
   }
-  /* Logged here, where the request still is: the loop gets bytes only. */
-  if (t->access_log)
-    m0__access_log_line(t->loop, req.method, req.path, res.status, res.head ? 0 : res.body_len, h.trace_hi,
-                        h.trace_lo, NULL);
-  /* The answer as one piece: references (static and owned bodies) are
-   * copied here; a file piece (always the end of its response) travels as
-   * its descriptor, which the loop then owns. */
-  uv_buf_t iov[2 * M0__OUT_REFS + 1];
-  int k = m0__outq_iov(resp, 0, iov);
+}
+
+/* The bytes in resp up to a file piece: iov[*k], their length returned. */
+static size_t pool_iov(m0__outq *resp, uv_buf_t *iov, int *k) {
+  *k = m0__outq_iov(resp, 0, iov);
   size_t len = 0;
-  for (int i = 0; i < k; i++) len += iov[i].len;
+  for (int i = 0; i < *k; i++) len += iov[i].len;
+  return len;
+}
+
+/* The answer in resp as one piece of out: references (static and owned
+ * bodies) are copied here; a file piece (always the end of its response)
+ * travels as its descriptor, which the loop then owns. 0 or M0__ENOMEM. */
+static int pool_append(m0__pool_thread *t, const pool_req *q, m0__outq *resp, m0__date *date, nng_msg *out) {
+  const job_head *h = &q->h;
+  uv_buf_t iov[2 * M0__OUT_REFS + 1];
+  int k;
+  size_t len = pool_iov(resp, iov, &k);
   if (len > RESULT_ANSWER_MAX) { /* no message could carry it back */
     fprintf(stderr, "m0: pool.%d.%d: the answer to %.*s %.*s is %zu bytes, more than a pool thread hands back "
                     "(16 MiB); answered 500 (answer it from the loop, or as a file: m0_respond_file)\n",
-            t->loop, t->index, (int)req.method.n, req.method.p, (int)req.path.n, req.path.p, len);
+            t->loop, t->index, (int)q->req.method.n, q->req.method.p, (int)q->req.path.n, q->req.path.p, len);
     m0__outq_clear(resp);
-    m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
+    m0_response res;
+    m0__response_init(&res, resp, date, h->version_minor, h->head, h->close);
     m0__respond_status(&res, 500, NULL);
-    k = m0__outq_iov(resp, 0, iov);
-    len = 0;
-    for (int i = 0; i < k; i++) len += iov[i].len;
+    len = pool_iov(resp, iov, &k);
   }
   int fd = -1;
   uint64_t off = 0;
@@ -268,16 +278,43 @@ static int pool_run_one(m0__pool_thread *t, void *state, const m0__msg *m, rd *r
   int32_t fd32 = fd;
   uint64_t flen64 = flen;
   uint32_t len32 = (uint32_t)len;
-  at = put(at, &h.conn, 8);
+  at = put(at, &h->conn, 8);
   at = put(at, &len32, 4);
   at = put(at, &fd32, 4);
   at = put(at, &off, 8);
   at = put(at, &flen64, 8);
-  at = put(at, &h.trace_hi, 8);
-  at = put(at, &h.trace_lo, 8);
+  at = put(at, &h->trace_hi, 8);
+  at = put(at, &h->trace_lo, 8);
   for (int i = 0; i < k; i++) at = put(at, iov[i].base, iov[i].len);
   m0__outq_clear(resp); /* an owned body is freed now, not at the next job */
   return 0;
+}
+
+/* One request of the JOB m: decoded, its view run, its answer appended to
+ * out. While tracing, a request whose id is not the JOB's gets its own
+ * record as it is taken up, and its id goes into part (the RESULT's). */
+static int pool_run_one(m0__pool_thread *t, void *state, const m0__msg *m, rd *r, nng_msg *out, m0__outq *resp,
+                        m0__date *date, m0__trace_ids *part) {
+  pool_req q;
+  if (pool_decode(r, &q) != 0) return M0__EBADMSG;
+  const job_head h = q.h;
+  if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (h.trace_hi || h.trace_lo) &&
+      (h.trace_hi != m->env.trace_hi || h.trace_lo != m->env.trace_lo)) {
+    m0__trace_request(t->trace, true, &m->env, m->len, h.trace_hi, h.trace_lo);
+    (void)m0__trace_ids_add(part, m->env.trace_hi, m->env.trace_lo, h.trace_hi, h.trace_lo);
+  }
+  m0__outq_clear(resp);
+  m0_response res;
+  m0__response_init(&res, resp, date, h.version_minor, h.head, h.close);
+  res.req = &q.req; /* m0_respond_file reads its conditions */
+  if (h.extra) memcpy(res.extra, q.extra, h.extra); /* before_request's, checked when added */
+  res.extra_len = h.extra;
+  pool_view(t, state, &q, &res);
+  /* Logged here, where the request still is: the loop gets bytes only. */
+  if (t->access_log)
+    m0__access_log_line(t->loop, q.req.method, q.req.path, res.status, res.head ? 0 : res.body_len, h.trace_hi,
+                        h.trace_lo, NULL);
+  return pool_append(t, &q, resp, date, out);
 }
 
 /* A RESULT (a part of one) for the JOB m: the envelope carries the JOB's
@@ -328,17 +365,87 @@ static uint64_t pool_maybe_yield(m0__pool_thread *t, uint64_t since_ns, uint32_t
   return now;
 }
 
+/* What a pool thread keeps from one JOB to the next. */
+typedef struct pool_work {
+  void *state;          /* its application's (make) */
+  m0__outq resp;        /* an answer being built */
+  m0__trace_ids others; /* while tracing: the ids of the RESULT's other requests */
+  m0__date date;
+  uint64_t cpu_mark;    /* this thread's CPU when its last batch ended; 0 before the first */
+} pool_work;
+
+/* A RESULT being built: its count first, filled in when it goes. 0, or -1
+ * said. */
+static int pool_result_new(m0__pool_thread *t, nng_msg **out) {
+  uint32_t zero = 0;
+  if (m0__msg_new(out, 4096) == 0 && m0__msg_append(*out, &zero, 4) == 0) return 0;
+  fprintf(stderr, "m0: pool.%d.%d: out of memory for a result\n", t->loop, t->index);
+  if (*out) nng_msg_free(*out);
+  return -1;
+}
+
+static void pool_result_send(m0__pool_thread *t, const m0__msg *m, nng_msg *out, m0__trace_ids *part) {
+  if (pool_send_result(t, &t->self, &t->loopp, m, out, part) != 0) {
+    fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
+    nng_msg_free(out);
+  }
+}
+
+/* A JOB: each request answered into the RESULT that carries them back, in
+ * parts when it grows past RESULT_SPLIT. */
+static void pool_job(m0__pool_thread *t, pool_work *w, const m0__msg *m) {
+  rd r = {m->payload, m->payload + m->len, false};
+  const uint8_t *c = rd_take(&r, 4);
+  uint32_t count = 0;
+  if (c) memcpy(&count, c, 4);
+  /* The RESULT is built in the message that carries it back. */
+  nng_msg *out;
+  uint32_t done = 0, sent = 0; /* answers in this RESULT, and in the parts sent before it */
+  if (pool_result_new(t, &out) != 0) return;
+  for (uint32_t i = 0; i < count; i++) {
+    if (done && m0__msg_payload_len(out) > RESULT_SPLIT) { /* these go back now; the rest follow */
+      uint32_t part = done | RESULT_MORE;
+      memcpy(m0__msg_payload(out), &part, 4);
+      nng_msg *next;
+      if (pool_result_new(t, &next) != 0) break;
+      pool_result_send(t, m, out, &w->others);
+      out = next;
+      sent += done;
+      done = 0;
+    }
+    if (pool_run_one(t, w->state, m, &r, out, &w->resp, &w->date, &w->others) != 0) {
+      fprintf(stderr, "m0: pool.%d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, sent + done, count);
+      break;
+    }
+    done++;
+  }
+  memcpy(m0__msg_payload(out), &done, 4);
+  if (!t->yields) w->cpu_mark = pool_maybe_yield(t, w->cpu_mark, sent + done);
+  pool_result_send(t, m, out, &w->others);
+}
+
+/* JOBs until STOP (or the inbox ends). */
+static void pool_serve(m0__pool_thread *t, pool_work *w) {
+  for (;;) {
+    m0__msg m;
+    int rv = m0__recv(&t->self, &m, M0__RECV_WAIT);
+    if (rv == M0__EBADMSG || rv == M0__ETIMEDOUT) continue;
+    if (rv != 0) break;
+    bool stop = m.env.kind == M0__K_STOP;
+    if (m.env.kind == M0__K_JOB) pool_job(t, w, &m);
+    m0__msg_free(&m);
+    if (stop) break;
+  }
+}
+
 static void pool_run(m0__handle *h) {
   m0__pool_thread *t = (m0__pool_thread *)h;
   const m0__actor_desc *lo = m0__topology_find(t->topo, M0__ACTOR_ID(M0__ROLE_LOOP, t->loop));
   m0__actor *self = &t->self;
   m0__peer *coord = &t->coord, *loop = &t->loopp;
   char err[512] = "";
-  void *state = NULL;
+  pool_work w = {0};
   bool made = false;
-  m0__outq resp = {0};
-  m0__trace_ids others = {0}; /* while tracing: the ids of the RESULT's other requests */
-  m0__date date = {0};
   if (m0__peer_open(coord, t->coord_id, t->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: pool.%d.%d cannot reach its coordinator at %s\n", t->loop, t->index, t->coord_url);
     goto out;
@@ -346,8 +453,8 @@ static void pool_run(m0__handle *h) {
   self->inbox = &t->inbox; /* the loop's JOB and STOP */
   m0__peer_direct(loop, lo->id, t->loop_inbox);
   if (t->app->make) {
-    state = t->app->make(&t->ctx, err, sizeof err);
-    if (!state) {
+    w.state = t->app->make(&t->ctx, err, sizeof err);
+    if (!w.state) {
       if (!err[0]) snprintf(err, sizeof err, "%s: make failed on pool thread %d.%d", t->app->name, t->loop, t->index);
       atomic_store(&t->h.said_stopped, true);
       m0__tell(self, coord, M0__K_FAILED, err, strlen(err));
@@ -358,72 +465,12 @@ static void pool_run(m0__handle *h) {
   long alog = 0;
   t->access_log = t->ctx.config && m0_config_get(t->ctx.config, "access-log", &alog) && alog;
   m0__tell(self, coord, M0__K_READY, NULL, 0);
-  uint64_t cpu_mark = 0; /* this thread's CPU when its last batch ended; 0 before the first */
-  for (;;) {
-    m0__msg m;
-    int rv = m0__recv(self, &m, M0__RECV_WAIT);
-    if (rv == M0__EBADMSG) continue;
-    if (rv == M0__ETIMEDOUT) continue;
-    if (rv != 0) break;
-    if (m.env.kind == M0__K_STOP) {
-      m0__msg_free(&m);
-      break;
-    }
-    if (m.env.kind != M0__K_JOB) {
-      m0__msg_free(&m);
-      continue;
-    }
-    rd r = {m.payload, m.payload + m.len, false};
-    const uint8_t *c = rd_take(&r, 4);
-    uint32_t count = 0;
-    if (c) memcpy(&count, c, 4);
-    /* The RESULT is built in the message that carries it back. */
-    nng_msg *out;
-    uint32_t done = 0, sent = 0; /* answers in this RESULT, and in the parts sent before it */
-    if (m0__msg_new(&out, 4096) != 0 || m0__msg_append(out, &done, 4) != 0) {
-      fprintf(stderr, "m0: pool.%d.%d: out of memory for a result\n", t->loop, t->index);
-      if (out) nng_msg_free(out);
-      m0__msg_free(&m);
-      continue;
-    }
-    for (uint32_t i = 0; i < count; i++) {
-      if (done && m0__msg_payload_len(out) > RESULT_SPLIT) { /* these go back now; the rest follow */
-        uint32_t part = done | RESULT_MORE;
-        memcpy(m0__msg_payload(out), &part, 4);
-        nng_msg *next;
-        uint32_t zero = 0;
-        if (m0__msg_new(&next, 4096) != 0 || m0__msg_append(next, &zero, 4) != 0) {
-          fprintf(stderr, "m0: pool.%d.%d: out of memory for a result\n", t->loop, t->index);
-          if (next) nng_msg_free(next);
-          break;
-        }
-        if (pool_send_result(t, self, loop, &m, out, &others) != 0) {
-          fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
-          nng_msg_free(out);
-        }
-        out = next;
-        sent += done;
-        done = 0;
-      }
-      if (pool_run_one(t, state, &m, &r, out, &resp, &date, &others) != 0) {
-        fprintf(stderr, "m0: pool.%d.%d: a malformed job; %u of %u answered\n", t->loop, t->index, sent + done, count);
-        break;
-      }
-      done++;
-    }
-    memcpy(m0__msg_payload(out), &done, 4);
-    if (!t->yields) cpu_mark = pool_maybe_yield(t, cpu_mark, sent + done);
-    if (pool_send_result(t, self, loop, &m, out, &others) != 0) {
-      fprintf(stderr, "m0: pool.%d.%d: cannot return a result to loop %d\n", t->loop, t->index, t->loop);
-      nng_msg_free(out);
-    }
-    m0__msg_free(&m);
-  }
+  pool_serve(t, &w);
   atomic_store(&t->h.said_stopped, true);
 out:
-  if (made && t->app->free && state) t->app->free(state);
-  m0__outq_free(&resp);
-  m0__trace_ids_free(&others);
+  if (made && t->app->free && w.state) t->app->free(w.state);
+  m0__outq_free(&w.resp);
+  m0__trace_ids_free(&w.others);
 }
 
 static void pool_hang_up(m0__handle *h) { /* after the join: actors/handle.h */

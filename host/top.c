@@ -41,15 +41,9 @@ bool m0__top_producer(m0__top *t, const m0_producer *def, const m0_ctx *base) {
   t->has_producer = def && (!def->wanted || def->wanted(base));
   if (!t->has_producer) return false;
   const m0__actor_desc *pd = m0__topology_find(&pr->topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
-  m0__handle_init(&t->prod.h, &m0__producer_kind, &pr->exits);
-  t->prod.def = def;
-  t->prod.ctx = *base;
-  t->prod.pub = &t->pub;
-  t->prod.url = pd->url;
-  t->prod.coord_id = t->self.id;
-  t->prod.coord_url = t->self.url;
-  t->prod.generation = pr->reload.generation;
-  t->prod.lease_ms = t->drain_ms;
+  m0__producer_config pc = {.def = def, .ctx = *base, .pub = &t->pub, .url = pd->url, .coord_id = t->self.id,
+                            .coord_url = t->self.url, .generation = pr->reload.generation, .lease_ms = t->drain_ms};
+  m0__producer_init(&t->prod, &pc, &pr->exits);
   return true;
 }
 

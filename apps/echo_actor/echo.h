@@ -6,7 +6,7 @@
  * channel from the instance (wherever it runs: the host numbers the frame),
  * and the answer says "published":true or false. `x-sleep-ms: N` (at most
  * 10000) waits N ms before answering: a request held in flight.
- * M0_ECHO_STOP_MS=N makes instance 0 take N ms to stop (echo_free).
+ * M0_ECHO_STOP_MS=N makes instance 0 say when it is made and take N ms to stop (echo_free).
  * And the kind `silent`, which never replies (its routes answer 504). */
 #ifndef M0_APPS_ECHO_H
 #define M0_APPS_ECHO_H
@@ -29,6 +29,8 @@ static void *echo_make(const m0_actor_ctx *ctx, char *err, size_t errlen) {
   else {
     s->instance = ctx->instance;
     s->pub = ctx->publisher;
+    const char *ms = getenv("M0_ECHO_STOP_MS"); /* the stop a test watches: say its instance is made */
+    if (ms && s->instance == 0) fprintf(stderr, "echo: instance 0 (pid %d) made\n", (int)getpid());
   }
   return s;
 }

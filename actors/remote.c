@@ -95,30 +95,43 @@ typedef struct closing {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool done;
+  bool left; /* the waiter gave up: the close's thread frees it */
 } closing;
+
+static void closing_free(closing *c) {
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  free(c);
+}
 
 static void *close_thread(void *arg) {
   closing *c = arg;
   m0__socket_close(c->sock);
   pthread_mutex_lock(&c->mu);
   c->done = true;
+  bool left = c->left;
   pthread_cond_signal(&c->cv);
   pthread_mutex_unlock(&c->mu);
+  if (left) closing_free(c);
   return NULL;
 }
 
 static void close_bounded(nng_socket sock) {
-  static closing c; /* outlives a close that does not come back */
-  c.sock = sock;
-  c.done = false;
-  pthread_mutex_init(&c.mu, NULL);
+  closing *c = calloc(1, sizeof *c); /* each close its own: two instances of one program close at once */
+  if (!c) {
+    m0__socket_close(sock);
+    return;
+  }
+  c->sock = sock;
+  pthread_mutex_init(&c->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&c.cv, &ca);
+  pthread_cond_init(&c->cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_t t;
-  if (pthread_create(&t, NULL, close_thread, &c) != 0) {
+  if (pthread_create(&t, NULL, close_thread, c) != 0) {
+    closing_free(c);
     m0__socket_close(sock);
     return;
   }
@@ -129,13 +142,16 @@ static void close_bounded(nng_socket sock) {
     until.tv_sec++;
     until.tv_nsec -= 1000000000L;
   }
-  pthread_mutex_lock(&c.mu);
-  while (!c.done && pthread_cond_timedwait(&c.cv, &c.mu, &until) == 0) {
+  pthread_mutex_lock(&c->mu);
+  while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0) {
   }
-  bool done = c.done;
-  pthread_mutex_unlock(&c.mu);
-  if (done) pthread_join(t, NULL);
-  else {
+  bool done = c->done;
+  c->left = !done;
+  pthread_mutex_unlock(&c->mu);
+  if (done) {
+    pthread_join(t, NULL);
+    closing_free(c);
+  } else {
     pthread_detach(t);
     fprintf(stderr, "m0: nng did not close an actor's socket within 100 ms (nng 1.5.2's close hang); leaving it\n");
   }
@@ -362,11 +378,11 @@ static void remote_move(remote_run *r) {
 
 int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   if (!kind || !kind->receive || !url) return 1;
-  remote_run *r = calloc(1, sizeof *r);
-  if (!r) return 1;
-  r->kind = kind;
-  r->url = url;
-  r->instance = instance;
+  /* On this stack, as its socket's pipe callbacks hold &run.pipes: a
+   * socket whose close nng 1.5.2 leaves hanging (close_bounded) keeps
+   * pointing into memory that was never freed, only returned from. */
+  remote_run run = {.kind = kind, .url = url, .instance = instance};
+  remote_run *r = &run;
   int code = remote_begin(r);
   for (bool go_on = !code; go_on;) {
     bool idle;
@@ -382,6 +398,5 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
     signals_restore(r->sfd, &r->old);
   }
   memset(&r->sec, 0, sizeof r->sec);
-  free(r);
   return code;
 }

@@ -378,9 +378,8 @@ static void remote_move(remote_run *r) {
 
 int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   if (!kind || !kind->receive || !url) return 1;
-  /* On this stack, as its socket's pipe callbacks hold &run.pipes: a
-   * socket whose close nng 1.5.2 leaves hanging (close_bounded) keeps
-   * pointing into memory that was never freed, only returned from. */
+  /* On this stack, as it was before it became a struct: the socket's pipe
+   * callbacks hold &run.pipes until the socket is closed. */
   remote_run run = {.kind = kind, .url = url, .instance = instance};
   remote_run *r = &run;
   int code = remote_begin(r);

@@ -46,9 +46,7 @@
 #include <stdint.h>
 
 #include "actors/envelope.h"
-#include "actors/seal.h"
-
-enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL = 2, M0__ORIGIN_OUTSIDE = 3 };
+#include "actors/seal.h" /* and enum m0__origin */
 
 /* The one list of reasons a message is refused (the `reason` label of
  * m0_refused_total). A reason's number is its place here. */

@@ -80,6 +80,10 @@ bool m0__family_known(void);
 /* Seals the message msg (its header and payload, n bytes, the header's
  * flags already SEALED) into out. Thread safety: any thread. */
 void m0__family_seal(const uint8_t *msg, size_t n, uint8_t out[M0__SEAL_LEN]);
+/* Where a message comes from (actors/admit.h: the admission table's
+ * columns); a seal proves the first two. */
+enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL = 2, M0__ORIGIN_OUTSIDE = 3 };
+
 /* The origin a seal proves for msg (n bytes before the seal): SELF (this
  * pid), FAMILY, or -1 (not this key's, or not this message's). Thread
  * safety: any thread. */

@@ -57,9 +57,16 @@ def read(rel):
         return f.read()
 
 
+TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?\*/|//[^\n]*', re.S)
+
+
 def strip_comments(text):
-    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
-    return re.sub(r"//[^\n]*", "", text)
+    """The text with its comments blanked (lines kept), strings untouched:
+    a // inside a string ("tcp://") is not a comment."""
+    def blank(m):
+        t = m.group(0)
+        return t if t[0] in "\"'" else "\n" * t.count("\n")
+    return TOKENS.sub(blank, text)
 
 
 def node(rel):

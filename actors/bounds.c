@@ -21,6 +21,7 @@
 #include "base/errors.h"
 #include "base/ids.h"
 #include "base/limits.h"
+#include "transport/topology.h"
 
 #define BOUNDS_PORTS 4 /* listeners per mailbox (its URL and m0__actor_listen_also's) */
 
@@ -323,7 +324,8 @@ static void *bounds_reap(void *arg) {
 
 /* A tcp or tls+tcp url's port (host order), or 0. */
 static uint16_t bounds_url_port(const char *url) {
-  if (strncmp(url, "tcp://", 6) != 0 && strncmp(url, "tls+tcp://", 10) != 0) return 0;
+  m0__url_kind k = m0__url_kind_of(url);
+  if (k != M0__URL_TCP && k != M0__URL_TLS_TCP) return 0;
   const char *colon = strrchr(url, ':');
   long v = colon ? strtol(colon + 1, NULL, 10) : 0;
   return v > 0 && v < 65536 ? (uint16_t)v : 0;

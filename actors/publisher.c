@@ -113,7 +113,7 @@ bool m0__publisher_coordinator(m0_publisher *pub, const char *run_dir, m0__peer 
   snprintf(path, sizeof path, "%s/coordinator.sock", dir);
   struct stat sb;
   if (stat(path, &sb) != 0 || !S_ISSOCK(sb.st_mode)) return false;
-  if ((size_t)snprintf(url, sizeof url, "ipc://%s", path) >= sizeof url) return false;
+  if ((size_t)snprintf(url, sizeof url, "%s%s", m0__url_prefix(M0__URL_IPC), path) >= sizeof url) return false;
   return m0__peer_open(p, M0__ACTOR_ID(M0__ROLE_COORD, 0), url, 1000) == 0;
 }
 

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "base/errors.h"
+#include "transport/topology.h"
 
 #define SERVICE_STALE_MS 500
 
@@ -55,7 +56,8 @@ static bool service_path_free(const char *path, int64_t *stale_since) {
  * listen sets on the mailbox is theirs to read. */
 static void *service_binder(void *arg) {
   m0__service *s = arg;
-  const char *path = !strncmp(s->url, "ipc://", 6) ? s->url + 6 : NULL;
+  const char *ipc = m0__url_prefix(M0__URL_IPC);
+  const char *path = m0__url_kind_of(s->url) == M0__URL_IPC ? s->url + strlen(ipc) : NULL;
   int64_t end = m0__service_now_ms() + M0__REBIND_MS, stale = 0;
   bool bound = false;
   while (!bound && !atomic_load(&s->binder_stop) && m0__service_now_ms() < end) {
@@ -81,7 +83,7 @@ int m0__service_listen_later(m0__service *s, const char *url, m0__tracer *trace,
   s->nslots = M0__SLOTS;
   snprintf(s->url, sizeof s->url, "%s", url);
   char wait[96]; /* the socket's first URL, this process's own, until the real one binds */
-  snprintf(wait, sizeof wait, "inproc://m0.actor.%d.later", s->index);
+  snprintf(wait, sizeof wait, "%sm0.actor.%d.later", m0__url_prefix(M0__URL_INPROC), s->index);
   if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), wait, trace,
                           m0__service_on_pipe, s) != 0) {
     fprintf(stderr, "m0: actor %s cannot open its socket\n", s->name);

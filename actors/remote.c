@@ -48,6 +48,7 @@
 #include "base/nng_compat.h"
 #include "m0/m0.h"
 #include "transport/links.h"
+#include "transport/topology.h"
 
 #define REMOTE_REJOIN_MS 2000
 
@@ -183,8 +184,8 @@ static void remote_prove(const char *actor, const m0__secret *sec, nng_socket so
   if (!sec->len) {
     if (!*said)
       fprintf(stderr, "m0: actor %s: the host asks this instance to prove it holds the actor's secret, and it has "
-                      "none (give its key file in M0_ACTOR_SECRET_FILE, or dial a tls+tcp:// or ipc:// URL)\n",
-              actor);
+                      "none (give its key file in M0_ACTOR_SECRET_FILE, or dial a %s or %s URL)\n",
+              actor, m0__url_prefix(M0__URL_TLS_TCP), m0__url_prefix(M0__URL_IPC));
     *said = true;
     return;
   }

@@ -145,8 +145,8 @@ static void *top_guard_main(void *arg) {
   }
   /* The mutex stays held: the main thread, out of its close, waits here
    * (m0__top_end) rather than tear down beside this thread. */
-  fprintf(stderr, "m0: the teardown did not finish within %d ms of the drain's end (it is inside nng's close); "
-                  "exiting without it\n", M0__TOP_TEARDOWN_MS);
+  fprintf(stderr, "m0: the close and the teardown did not finish within %d ms of the drain's end; exiting "
+                  "without them\n", M0__TOP_TEARDOWN_MS);
   if (!g->tearing) m0__process_teardown(t->proc, false); /* the run directory, the signals */
   m0__exit_now(g->code);
 }

@@ -457,8 +457,8 @@ int m0__service_listen(m0__service *s, const char *url, m0__tracer *trace, m0_pu
   snprintf(s->url, sizeof s->url, "%s", url);
   /* The pipe events from before it listens: an instance (a leg, at a
    * respawned worker's door) that dialed at once had its pipe unheard. */
-  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), url, trace, m0__service_on_pipe,
-                          s) != 0) {
+  if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), url, trace,
+                          m0__service_on_pipe, s) != 0) {
     fprintf(stderr, "m0: actor %s cannot listen at %s\n", s->name, url);
     return M0__ETRANSPORT;
   }

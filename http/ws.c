@@ -391,7 +391,8 @@ bool m0__ws_pmd_negotiate(const char *offer, size_t n, m0__ws_pmd_params *out, c
     const char *name;
     size_t nn = pmd_token(&r, &name);
     pmd_offer o = {.bits = {-1, -1, -1, -1}};
-    if (nn > 0 && pmd_is(name, nn, "permessage-deflate") && pmd_offer_read(&r, &o)) return pmd_accept(&o, out, resp, cap);
+    if (nn > 0 && pmd_is(name, nn, "permessage-deflate") && pmd_offer_read(&r, &o))
+      return pmd_accept(&o, out, resp, cap);
     pmd_skip(&r);
   }
   return false;

@@ -82,8 +82,9 @@ int m0__service_listen_later(m0__service *s, const char *url, m0__tracer *trace,
   s->pub = pub;
   s->nslots = M0__SLOTS;
   snprintf(s->url, sizeof s->url, "%s", url);
-  char wait[96]; /* the socket's first URL, this process's own, until the real one binds */
-  snprintf(wait, sizeof wait, "%sm0.actor.%d.later", m0__url_prefix(M0__URL_INPROC), s->index);
+  char wait[96]; /* the socket's first URL, this service's own, until the real one binds */
+  snprintf(wait, sizeof wait, "%sm0.actor.%d.%llx.later", m0__url_prefix(M0__URL_INPROC), s->index,
+           (unsigned long long)(uintptr_t)s);
   if (m0__actor_open_poly(&s->self, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)), wait, trace,
                           m0__service_on_pipe, s) != 0) {
     fprintf(stderr, "m0: actor %s cannot open its socket\n", s->name);

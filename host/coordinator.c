@@ -268,11 +268,7 @@ static int coord_start_pools(coord *c, const m0_ctx *base) {
 
 /* The producer (p->producer, wanted here), its mailbox open and reached. */
 static int coord_start_producer(coord *c, const m0_ctx *base, const m0__actor_desc *pd) {
-  m0__process *pr = c->proc;
-  m0__producer_config pc = {.def = c->p->producer, .ctx = *base, .pub = &c->pub, .url = pd->url,
-                            .coord_id = c->self.id, .coord_url = c->self.url,
-                            .generation = pr->reload.generation, .lease_ms = c->drain_ms};
-  m0__producer_init(&c->prod, &pc, &pr->exits);
+  m0__top_producer(&c->top, c->p->producer, base); /* as the supervisor's (host/top.h) */
   c->handles[c->nhandles++] = &c->prod.h;
   if (m0__handle_open(&c->prod.h) != 0) {
     m0__say_cannot("cannot start the producer");
@@ -287,27 +283,10 @@ static int coord_start_producer(coord *c, const m0_ctx *base, const m0__actor_de
 
 /* The publisher, and the bus's link when there is one. */
 static int coord_start_publisher(coord *c, const m0__actor_desc *pd) {
-  m0__process *pr = c->proc;
-  const m0_config *cfg = c->cfg;
-  if (m0__publisher_open(&c->pub, &pr->topo, &pr->page, pr->trace,
-                         pr->mode == M0__MODE_PREFORK ? c->self.id : pd->id) != 0) {
-    m0__say_cannot("cannot open the publisher");
-    return M0__ENOMEM;
-  }
-  c->pub_open = true;
-  if (cfg->bus_url[0]) {
-    /* Every process that publishes has its link; the one that holds the
-     * producer is the bridge (under prefork the supervisor, not a worker). */
-    char err[512];
-    if (m0__bus_open(&c->bus, cfg->bus_url, cfg->bus_subject, &pr->page, &c->pub, pr->mode != M0__MODE_PREFORK, err,
-                     sizeof err) != 0) {
-      m0__say_cannot("%s", err);
-      return M0__ETRANSPORT;
-    }
-    c->bus_open = true;
-    c->pub.bus = &c->bus;
-  }
-  return 0;
+  /* Every process that publishes has its link; the one that holds the
+   * producer is the bridge (under prefork the supervisor, not a worker). */
+  bool worker = c->proc->mode == M0__MODE_PREFORK;
+  return m0__top_open_publisher(&c->top, worker ? c->self.id : pd->id, !worker);
 }
 
 static int coord_start(coord *c) {
@@ -323,11 +302,7 @@ static int coord_start(coord *c) {
   /* A worker's coordinator is worker.i; the supervisor is the coordinator. */
   uint32_t me_id = pr->mode == M0__MODE_PREFORK ? M0__ACTOR_ID(M0__ROLE_WORKER, p->first)
                                                  : M0__ACTOR_ID(M0__ROLE_COORD, 0);
-  const m0__actor_desc *me = m0__topology_find(&pr->topo, me_id);
-  if (!me || m0__actor_open(&c->self, me->id, me->url, pr->trace) != 0) {
-    m0__say_cannot("cannot open the coordinator's mailbox at %s", me ? me->url : "(no address)");
-    return M0__ETRANSPORT;
-  }
+  if (m0__top_open_self(&c->top, me_id, "coordinator") != 0) return M0__ETRANSPORT;
   m0_ctx base = {.worker = 0, .workers = pr->loops, .thread = -1, .threaded = pr->mode == M0__MODE_THREADS,
                  .capacity = (int)M0__CFG(cfg, max_connections), .page = pr->page.app,
                  .page_slots = pr->page.head->app_slots, .config = cfg, .publisher = &c->pub};

@@ -1,8 +1,9 @@
 /* The host is a value: two m0_host_start in one process serve side by
  * side (each its own port-0 listener, its own inproc addresses, its own
- * run directory and shared page), each answers with its own application,
- * and either stops first while the other serves on. Before, the second start failed: "cannot open
- * the coordinator's mailbox at inproc://m0-<pid>/coordinator". */
+ * run directory and shared page), each answers with its own application
+ * and its own application actor of the same name, and either stops first
+ * while the other serves on. Before, the second start failed: "cannot
+ * open the coordinator's mailbox at inproc://m0-<pid>/coordinator". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,10 +28,19 @@ static void view_b(void *st, const m0_request *req, m0_response *res) {
 static void view_b_pool(void *st, const m0_request *req, m0_response *res) {
   m0_respond(res, 200, "text/plain", "pool-b", 6, M0_BODY_STATIC);
 }
-static const m0_route routes_a[] = {{"GET", "/who", view_a, M0_ON_LOOP}, {"GET", "/pool", view_a, M0_NEEDS_POOL}};
-static const m0_route routes_b[] = {{"GET", "/who", view_b, M0_ON_LOOP}, {"GET", "/pool", view_b_pool, M0_NEEDS_POOL}};
-static const m0_app app_a = {.name = "host-a", .routes = routes_a, .nroutes = 2};
-static const m0_app app_b = {.name = "host-b", .routes = routes_b, .nroutes = 2};
+/* An application actor of the same name in both, on a thread of each. */
+static void receive_a(void *st, const m0_request *req, m0_reply *rep) { m0_reply_send(rep, 200, "text/plain", "actor-a", 7); }
+static void receive_b(void *st, const m0_request *req, m0_reply *rep) { m0_reply_send(rep, 200, "text/plain", "actor-b", 7); }
+static const m0_actor_kind kind_a[] = {{.name = "who", .receive = receive_a}};
+static const m0_actor_kind kind_b[] = {{.name = "who", .receive = receive_b}};
+static const m0_route routes_a[] = {{"GET", "/who", view_a, M0_ON_LOOP},
+                                    {"GET", "/pool", view_a, M0_NEEDS_POOL},
+                                    {"GET", "/actor", NULL, 0, "who"}};
+static const m0_route routes_b[] = {{"GET", "/who", view_b, M0_ON_LOOP},
+                                    {"GET", "/pool", view_b_pool, M0_NEEDS_POOL},
+                                    {"GET", "/actor", NULL, 0, "who"}};
+static const m0_app app_a = {.name = "host-a", .routes = routes_a, .nroutes = 3, .actors = kind_a, .nactors = 1};
+static const m0_app app_b = {.name = "host-b", .routes = routes_b, .nroutes = 3, .actors = kind_b, .nactors = 1};
 
 /* GET path on port: its body when the status is 200, else "" (bounded by
  * a 10 s receive timeout). */
@@ -78,6 +88,8 @@ static void test_side_by_side(void **st) {
     assert_string_equal(get(m0_host_port(b), "/who", buf, sizeof buf), "host-b");
     assert_string_equal(get(m0_host_port(a), "/pool", buf, sizeof buf), "host-a");
     assert_string_equal(get(m0_host_port(b), "/pool", buf, sizeof buf), "pool-b");
+    assert_string_equal(get(m0_host_port(a), "/actor", buf, sizeof buf), "actor-a");
+    assert_string_equal(get(m0_host_port(b), "/actor", buf, sizeof buf), "actor-b");
   }
   /* The later one stops first: the first serves on (its counters, the
    * process's tables on its page, never the stopped one's page). */

@@ -7,8 +7,9 @@
 
 #include "actors/loop.h"
 #include "actors/pool.h"
-#include "host/coordinator.h"
 #include "host/top.h"
+
+typedef struct m0__proc m0__proc; /* host/coordinator.h, which includes nothing of this */
 
 typedef struct coord {
   /* The process, mailbox, publisher, bus, producer and application actors

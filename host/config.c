@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include "base/text.h"
-#include "host/topofile.h"
 #include "transport/listen.h"
 
 #include <ctype.h>
@@ -86,7 +85,7 @@ static int config_find_flag(const char *name, size_t n) {
   return -1;
 }
 
-int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen) {
+int m0__config_parse(m0_config *cfg, int argc, char **argv, char *why, size_t whylen) {
   memset(cfg, 0, sizeof *cfg);
   cfg->env_error_opt = -1;
   for (int i = 0; i < M0__O_COUNT_; i++) config_set(cfg, i, config_specs[i].def, M0__SRC_DEFAULT);
@@ -149,7 +148,6 @@ int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t why
       return 2;
     }
   }
-  m0__topofile_apply(cfg);
   return 0;
 }
 

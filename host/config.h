@@ -140,9 +140,10 @@ struct m0_config {
 #define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)
 #define M0__CFGS(cfg, id) ((cfg)->v[M0__O_##id].str)
 
-/* Resolves defaults, then the environment, then argv. Returns 0, or 2 with a
+/* Resolves defaults, then the environment, then argv (the topology file
+ * comes after: m0__config_load in host/topofile.h). Returns 0, or 2 with a
  * reason in `why` for a command line that cannot be read. */
-int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen);
+int m0__config_parse(m0_config *cfg, int argc, char **argv, char *why, size_t whylen);
 void m0__config_fini(m0_config *cfg);
 void m0__config_usage(FILE *out, const char *prog);
 const char *m0__source_name(enum m0__source s);

@@ -13,6 +13,7 @@
 
 #include "host/checks.h"
 #include "host/config.h"
+#include "host/topofile.h"
 #include "base/errors.h"
 #include "host/coordinator.h"
 

@@ -13,6 +13,7 @@
 #include "base/errors.h"
 #include "host/checks.h"
 #include "host/config.h"
+#include "host/topofile.h"
 #include "host/coordinator.h"
 #include "host/master.h"
 #include "host/reload.h"

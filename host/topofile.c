@@ -420,6 +420,12 @@ static bool topo_walk(topo_file *f) {
   return true;
 }
 
+int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen) {
+  int rc = m0__config_parse(cfg, argc, argv, why, whylen);
+  if (rc == 0) m0__topofile_apply(cfg);
+  return rc;
+}
+
 void m0__topofile_apply(m0_config *cfg) {
   const char *path = M0__CFGS(cfg, topology);
   if (!path[0]) return;

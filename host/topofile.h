@@ -36,4 +36,10 @@
 /* Applies the file named by cfg's topology option, if any. */
 void m0__topofile_apply(m0_config *cfg);
 
+/* The whole configuration: m0__config_parse (defaults, the environment,
+ * argv), then the topology file for what neither set. Returns 0, or 2 with
+ * a reason in `why` for a command line that cannot be read; a file that
+ * cannot be read is kept for the `topology` check. */
+int m0__config_load(m0_config *cfg, int argc, char **argv, char *why, size_t whylen);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "host/appspec.h"
 #include "host/config.h"
+#include "host/topofile.h"
 #include "host/topokeys.h"
 
 static void check(bool ok) {

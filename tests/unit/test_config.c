@@ -26,6 +26,7 @@
 #include "host/appspec.h"
 #include "host/checks.h"
 #include "host/config.h"
+#include "host/topofile.h"
 #include "actors/trace.h"
 #include "transport/page.h"
 

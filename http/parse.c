@@ -255,25 +255,30 @@ static inline bool parse_host_char(char c) { return host_chars[(unsigned char)c]
  * characters above and %XX, not empty (an http URI's host never is), or
  * "[" an IPv6 or IPvFuture literal "]"; a port of digits. So no userinfo
  * ("@"), no path ("/"), no space. */
-static bool parse_authority_ok(const char *s, size_t n) {
-  size_t i = 0;
-  if (n && s[0] == '[') {
-    bool future = n > 1 && (s[1] | 0x20) == 'v', colon = false;
-    for (i = 1; i < n && s[i] != ']'; i++) {
-      colon |= s[i] == ':';
-      if (!(future ? parse_host_char(s[i]) || s[i] == ':' : parse_hexdig(s[i]) || s[i] == ':' || s[i] == '.'))
-        return false;
-    }
-    if (i == n || !(future || colon)) return false;
-    i++;
-  } else {
-    while (i < n && s[i] != ':') {
-      if (s[i] == '%' ? i + 2 >= n || !parse_hexdig(s[i + 1]) || !parse_hexdig(s[i + 2]) : !parse_host_char(s[i]))
-        return false;
-      i += s[i] == '%' ? 3 : 1;
-    }
-    if (i == 0) return false;
+static size_t parse_ip_literal(const char *s, size_t n) { /* past "[...]", or 0 */
+  bool future = n > 1 && (s[1] | 0x20) == 'v', colon = false;
+  size_t i;
+  for (i = 1; i < n && s[i] != ']'; i++) {
+    colon |= s[i] == ':';
+    if (!(future ? parse_host_char(s[i]) || s[i] == ':' : parse_hexdig(s[i]) || s[i] == ':' || s[i] == '.'))
+      return 0;
   }
+  return i == n || !(future || colon) ? 0 : i + 1;
+}
+
+static size_t parse_reg_name(const char *s, size_t n) { /* its end, or 0 (none) */
+  size_t i = 0;
+  while (i < n && s[i] != ':') {
+    if (s[i] == '%' ? i + 2 >= n || !parse_hexdig(s[i + 1]) || !parse_hexdig(s[i + 2]) : !parse_host_char(s[i]))
+      return 0;
+    i += s[i] == '%' ? 3 : 1;
+  }
+  return i;
+}
+
+static bool parse_authority_ok(const char *s, size_t n) {
+  size_t i = n && s[0] == '[' ? parse_ip_literal(s, n) : parse_reg_name(s, n);
+  if (i == 0) return false;
   if (i < n && s[i++] != ':') return false;
   for (; i < n; i++)
     if (s[i] < '0' || s[i] > '9') return false;

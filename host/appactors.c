@@ -23,7 +23,7 @@ static void app_actors_rows(m0__service *s, m0__process *pr) {
  * its key file's secret, or a fresh one for the instances spawned here. 0
  * or M0__ECONFIG (said on stderr; the doctor's links check says it first). */
 static int app_actors_proof(m0__app_actors *a, int i, const m0__actor_spec *sp, const char *url) {
-  bool plain = !strncmp(url, "tcp://", 6);
+  bool plain = m0__url_kind_of(url) == M0__URL_TCP;
   if (!sp->secret_file[0] && (!plain || sp->trusted_network)) return 0;
   if (!a->secrets && !(a->secrets = calloc((size_t)a->n, sizeof *a->secrets))) return M0__ENOMEM;
   m0__secret *sec = &a->secrets[i];
@@ -35,7 +35,8 @@ static int app_actors_proof(m0__app_actors *a, int i, const m0__actor_spec *sp, 
     }
   } else if (sp->placement != M0__PLACE_PROCESS || m0__secret_make(sec) != 0) {
     fprintf(stderr, "m0: actor %s: its instances dial plain tcp at %s, and nothing proves who they are (give it "
-                    "\"secret\", use tls+tcp://, or set \"trusted_network\": true)\n", sp->name, url);
+                    "\"secret\", use %s, or set \"trusted_network\": true)\n", sp->name, url,
+            m0__url_prefix(M0__URL_TLS_TCP));
     return M0__ECONFIG;
   }
   a->svcs[i].secret = sec;

@@ -190,15 +190,15 @@ void m0__writers_free(m0__loop *l) {
 
 m0_writer *m0_respond_writer(m0_response *res, int status, const char *content_type, void (*on_gone)(void *arg),
                              void *arg) {
-  if (!res || res->done || res->deferred || !res->writer_begin) {
-    if (res && !res->done && !res->writer_begin) {
+  if (!res || res->done || res->deferred || !res->ops || !res->ops->writer_begin) {
+    if (res && !res->done && (!res->ops || !res->ops->writer_begin)) {
       fprintf(stderr, "m0: a writer was begun on a pool thread; answered 409 (begin writers on the loop: an "
                       "M0_ON_LOOP route, and write from any thread)\n");
       m0__respond_status(res, 409, NULL);
     }
     return NULL;
   }
-  return res->writer_begin(res->stream_ctx, res, status, content_type, on_gone, arg);
+  return res->ops->writer_begin(res->ops_ctx, res, status, content_type, on_gone, arg);
 }
 
 /* A CHUNK message for w: a piece, or the end. */

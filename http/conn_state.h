@@ -67,6 +67,8 @@ static inline size_t m0__conn_queued(const m0__conn *c) {
 /* The connection's request just parsed (its spans into buf): answered into
  * the target queue, or sent away (http/dispatch.c). */
 void m0__conn_dispatch(m0__conn *c, const char *buf);
+/* The response's table for a server with these ops (http/dispatch.c). */
+const m0__response_ops *m0__conn_res_ops(const m0__http_ops *ops);
 /* The request's answer is begun: its latency and status class (status < 0:
  * counted already, a writer's at its head), by its route. */
 void m0__conn_latency(m0__conn *c, int status);

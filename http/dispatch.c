@@ -8,6 +8,8 @@
  *   gave at its init (actors/loop_http.c): defer (a pool), to_actor (an
  *   application actor), defer_view and writer_begin (through the response's
  *   own table, dispatch_res_ops), metrics, graph, served.
+ * - A view's answer reaches the loop's seams through that response table:
+ *   one pointer per request, chosen at the server's init.
  * - A request that left waits (conn_wait): its connection parses nothing
  *   more until its answer comes back, so pipelined answers keep their order.
  * Everything here runs on the connection's loop.
@@ -45,6 +47,16 @@ static m0_writer *dispatch_writer_begin(void *ctx, m0_response *res, int status,
 static char *dispatch_graph(void *ctx, const char *records_of) {
   m0__conn *c = ctx;
   return c->h->ops->graph(c->h, records_of);
+}
+
+/* A loop's (every seam there), and a server's given none (a harness's). */
+static const m0__response_ops dispatch_res_ops = {m0__stream_begin, m0__stream_write, m0__ws_begin,
+                                                  dispatch_defer_begin, dispatch_writer_begin, dispatch_graph};
+static const m0__response_ops dispatch_res_streams = {m0__stream_begin, m0__stream_write, m0__ws_begin,
+                                                      NULL, NULL, NULL};
+
+const m0__response_ops *m0__conn_res_ops(const m0__http_ops *ops) {
+  return ops->defer_view && ops->writer_begin && ops->graph ? &dispatch_res_ops : &dispatch_res_streams;
 }
 
 /* ---- the request ------------------------------------------------------- */
@@ -97,13 +109,8 @@ static void dispatch_response(m0__conn *c, m0_request *req, m0_response *res, bo
   m0__http *h = c->h;
   const m0__parser *p = &c->p;
   m0__response_init(res, m0__conn_target(c), &h->date, p->version_minor, p->is_head, last);
-  res->stream_begin = m0__stream_begin;
-  res->stream_write = m0__stream_write;
-  res->ws_begin = m0__ws_begin;
-  res->stream_ctx = c;
-  if (h->ops->defer_view) res->defer_begin = dispatch_defer_begin;
-  if (h->ops->writer_begin) res->writer_begin = dispatch_writer_begin;
-  if (h->ops->graph) res->graph = dispatch_graph;
+  res->ops = h->res_ops;
+  res->ops_ctx = c;
   res->req = req;
   if (p->trace_hi || p->trace_lo) {
     char tp[56];

@@ -91,13 +91,9 @@ void m0__response_init(m0_response *r, m0__outq *out, m0__date *date, int versio
   r->status = 0;
   r->body_len = 0;
   r->extra_len = 0;
-  r->stream_begin = NULL;
-  r->ws_begin = NULL;
-  r->stream_write = NULL;
+  r->ops = NULL;
+  r->ops_ctx = NULL;
   r->streaming = false;
-  r->defer_begin = NULL;
-  r->writer_begin = NULL;
-  r->stream_ctx = NULL;
   r->req = NULL;
   r->deferred = false;
 }
@@ -330,8 +326,8 @@ bool m0__frame_ok(const void *frame, size_t len) {
 }
 
 m0_deferred *m0_defer(m0_response *res, unsigned timeout_ms) {
-  if (!res || res->done || res->deferred || !res->defer_begin) return NULL;
-  return res->defer_begin(res->stream_ctx, res, timeout_ms);
+  if (!res || res->done || res->deferred || !res->ops || !res->ops->defer_begin) return NULL;
+  return res->ops->defer_begin(res->ops_ctx, res, timeout_ms);
 }
 
 static int respond_stream(m0_response *res, const char *channel);
@@ -374,14 +370,14 @@ static bool graph_streamed(const m0_request *req) {
 
 int m0_respond_graph(m0_response *res) {
   if (res->done) return -1;
-  if (!res->graph) {
+  if (!res->ops || !res->ops->graph) {
     fprintf(stderr, "m0: the actor graph was asked for on a pool thread; answered 409 (an M0_ON_LOOP route)\n");
     m0__respond_status(res, 409, NULL);
     return -1;
   }
   char who[64];
   bool records = graph_records_of(res->req, who, sizeof who);
-  char *json = res->graph(res->stream_ctx, records ? who : NULL);
+  char *json = res->ops->graph(res->ops_ctx, records ? who : NULL);
   if (!json) {
     m0__respond_status(res, 503, NULL);
     return -1;
@@ -424,7 +420,7 @@ bool m0__last_event_id(const m0_request *req, uint64_t *last) {
 int m0_respond_stream(m0_response *res, const char *channel) {
   if (res->done) return -1;
   char shown[160]; /* the application's name for it, which may be a client's bytes: said escaped (base/text.h) */
-  if (!res->stream_begin) {
+  if (!res->ops || !res->ops->stream_begin) {
     fprintf(stderr, "m0: a stream on %s was begun on a pool thread; answered 409 (open streams on the loop: "
                     "an M0_ON_LOOP route)\n", channel ? m0__escape(shown, sizeof shown, channel) : "?");
     m0__respond_status(res, 409, NULL);
@@ -458,14 +454,14 @@ static int respond_stream(m0_response *res, const char *channel) {
   if (res->head) return 0;
   uint64_t last = 0;
   bool has_last = res->req && m0__last_event_id(res->req, &last);
-  if (res->stream_begin(res->stream_ctx, channel, has_last, last) != 0) return -1;
+  if (res->ops->stream_begin(res->ops_ctx, channel, has_last, last) != 0) return -1;
   res->streaming = true;
   return 0;
 }
 
 int m0_stream_write(m0_response *res, const void *frame, size_t len) {
   if (!res || !res->streaming || !m0__frame_ok(frame, len)) return -1;
-  return res->stream_write(res->stream_ctx, frame, len);
+  return res->ops->stream_write(res->ops_ctx, frame, len);
 }
 
 void m0__respond_status(m0_response *r, int status, const char *allow) {

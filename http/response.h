@@ -17,6 +17,26 @@
  * like): 8 KiB, nginx's large header buffer. */
 #define M0__EXTRA_HEADERS 8192
 
+/* What a view's answer may do on the loop beyond its bytes (http/dispatch.c
+ * holds the one table; ctx is the connection). A NULL entry: not here. */
+typedef struct m0__response_ops {
+  /* Turns the connection into a stream (m0_respond_stream), then writes to
+   * it (m0_stream_write). */
+  int (*stream_begin)(void *ctx, const char *channel, bool has_last, uint64_t last);
+  int (*stream_write)(void *ctx, const void *frame, size_t len);
+  /* The upgrade to a WebSocket (http/websocket.c): the 101 is in out. */
+  m0_ws *(*ws_begin)(void *ctx, const m0_ws_handlers *hd, bool deflate, const void *pmd);
+  /* Take the answer out of the view (m0_defer, m0_respond_writer;
+   * `deferred` once one did). */
+  m0_deferred *(*defer_begin)(void *ctx, m0_response *res, unsigned timeout_ms);
+  m0_writer *(*writer_begin)(void *ctx, m0_response *res, int status, const char *content_type,
+                             void (*on_gone)(void *arg), void *arg);
+  /* m0_respond_graph: the host's actor graph as JSON, or (records_of not
+   * NULL) that actor's recent trace records (host/observer.h); malloc'd,
+   * NULL when out of memory. */
+  char *(*graph)(void *ctx, const char *records_of);
+} m0__response_ops;
+
 struct m0_response {
   m0__outq *out;
   m0__date *date;
@@ -26,20 +46,9 @@ struct m0_response {
   bool done;
   int status;
   size_t body_len;
-  /* Set on the loop only: turns the connection into a stream, or takes the
-   * answer out of the view (m0_defer; `deferred` once it did). */
-  int (*stream_begin)(void *ctx, const char *channel, bool has_last, uint64_t last);
-  /* The upgrade to a WebSocket (http/websocket.c): the 101 is in out. */
-  int (*stream_write)(void *ctx, const void *frame, size_t len); /* m0_stream_write */
-  m0_ws *(*ws_begin)(void *ctx, const m0_ws_handlers *hd, bool deflate, const void *pmd);
-  m0_deferred *(*defer_begin)(void *ctx, m0_response *res, unsigned timeout_ms);
-  m0_writer *(*writer_begin)(void *ctx, m0_response *res, int status, const char *content_type,
-                             void (*on_gone)(void *arg), void *arg);
-  /* m0_respond_graph: the host's actor graph as JSON, or (records_of not
-   * NULL) that actor's recent trace records (host/observer.h); malloc'd,
-   * NULL when out of memory. */
-  char *(*graph)(void *ctx, const char *records_of);
-  void *stream_ctx;
+  /* Set on the loop only (NULL on a pool thread): its seams, and their ctx. */
+  const m0__response_ops *ops;
+  void *ops_ctx;
   const m0_request *req; /* the request being answered (for a deferred answer's log line) */
   bool deferred;
   bool streaming; /* m0_respond_stream turned it into a stream: m0_stream_write may add to it */

@@ -357,7 +357,7 @@ static bool ws_offers_events(const m0_request *req) {
  * 409 on a pool thread, 400 for no WebSocket handshake, 426 for another
  * version. */
 static bool ws_upgradable(m0_response *res, const m0_request *req, char accept[29]) {
-  if (!res->ws_begin || !req) {
+  if (!res->ops || !res->ops->ws_begin || !req) {
     fprintf(stderr, "m0: a WebSocket was begun on a pool thread; answered 409 (upgrade on the loop: an "
                     "M0_ON_LOOP route)\n");
     m0__respond_status(res, 409, NULL);
@@ -436,7 +436,7 @@ m0_ws *m0_respond_websocket(m0_response *res, const m0_ws_handlers *handlers) {
   }
   res->done = true;
   res->status = 101;
-  m0_ws *ws = res->ws_begin(res->stream_ctx, handlers, deflate, &got);
+  m0_ws *ws = res->ops->ws_begin(res->ops_ctx, handlers, deflate, &got);
   if (!ws) res->close = true; /* no memory: the 101 went, and the connection closes */
   return ws;
 }

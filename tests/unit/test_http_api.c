@@ -560,13 +560,14 @@ static int stream_begin(void *ctx, const char *channel, bool has_last, uint64_t 
   snprintf(began_on, sizeof began_on, "%s", channel);
   return *(int *)ctx;
 }
+static const m0__response_ops stream_ops = {.stream_begin = stream_begin};
 
 static void test_respond_stream(void **st) {
   int rv_begin = 0;
   resp x;
   resp_init(&x, 1, false, false);
-  x.r.stream_begin = stream_begin;
-  x.r.stream_ctx = &rv_begin;
+  x.r.ops = &stream_ops;
+  x.r.ops_ctx = &rv_begin;
   m0_response_header(&x.r, "X-Worker", "3");
   began_on[0] = 0;
   assert_int_equal(m0_respond_stream(&x.r, "beats"), 0);
@@ -578,8 +579,8 @@ static void test_respond_stream(void **st) {
                   "X-Worker: 3\r\n\r\n");
   /* HEAD: the stream's headers, no stream, and the connection stays (a HEAD has no body) */
   resp_init(&x, 1, true, false);
-  x.r.stream_begin = stream_begin;
-  x.r.stream_ctx = &rv_begin;
+  x.r.ops = &stream_ops;
+  x.r.ops_ctx = &rv_begin;
   began_on[0] = 0;
   assert_int_equal(m0_respond_stream(&x.r, "beats"), 0);
   assert_string_equal(began_on, "");
@@ -588,8 +589,8 @@ static void test_respond_stream(void **st) {
   /* what the loop's stream_begin refuses is returned */
   rv_begin = -1;
   resp_init(&x, 1, false, false);
-  x.r.stream_begin = stream_begin;
-  x.r.stream_ctx = &rv_begin;
+  x.r.ops = &stream_ops;
+  x.r.ops_ctx = &rv_begin;
   assert_int_equal(m0_respond_stream(&x.r, "beats"), -1);
   m0__outq_free(&x.q);
   /* on a pool thread (no stream_begin): 409 */
@@ -607,8 +608,8 @@ static void test_respond_stream(void **st) {
   const char *bad[] = {NULL, "", "m0.closing", "two words", "tab\there", "del\x7f", c65};
   for (int i = 0; i < 7; i++) {
     resp_init(&x, 1, false, false);
-    x.r.stream_begin = stream_begin;
-    x.r.stream_ctx = &rv_begin;
+    x.r.ops = &stream_ops;
+    x.r.ops_ctx = &rv_begin;
     assert_int_equal(m0_respond_stream(&x.r, bad[i]), -1);
     assert_int_equal(x.r.status, 500);
     assert_false(m0__channel_ok(bad[i]));

@@ -5,7 +5,7 @@
 #ifndef M0_HTTP_CONN_STATE_H
 #define M0_HTTP_CONN_STATE_H
 
-#include "http/conn.h"
+#include "http/server.h"
 #include "http/proxies.h"
 
 typedef enum conn_phase {

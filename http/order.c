@@ -19,6 +19,7 @@
  *   everything before the goodbye.
  */
 #include "http/order.h"
+#include "http/stream.h"
 
 #include <stdlib.h>
 #include <string.h>

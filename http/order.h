@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "http/conn.h"
+#include "http/server.h"
 
 /* How long a frame waits for the ids below it that were taken before it
  * and are still on their way (another publisher's path into the loop). */

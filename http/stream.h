@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "http/conn.h"
+#include "http/server.h"
 
 /* A subscriber's queue cap: a frame that would take what waits behind its
  * socket past this is dropped for that subscriber alone, counted by
@@ -21,6 +21,11 @@
 #define M0__CHANNELS_MAX 1024
 
 typedef struct m0__chan m0__chan;
+
+/* Writes one event to every stream on the channel: "id: N\n" + frame +
+ * "\n\n". Returns how many streams dropped it (their queue was full). */
+uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64_t id, const void *frame,
+                          size_t flen);
 
 /* One published frame on one loop, encoded once per framing and written to
  * every subscriber from these bytes (m0__outq_hold): refcounted by the

@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "http/conn.h"
+#include "http/server.h"
 #include "http/ws.h"
 
 /* The subprotocol whose messages are SSE events with their ids. */

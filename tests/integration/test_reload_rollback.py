@@ -36,7 +36,8 @@ F = Failures()
 UNSHARE = shutil.which("unshare")
 NS = ["--pid", "--fork", "--mount-proc"]
 SERVING = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\)", re.M)
-REFUSED = re.compile(r"^m0: reload: generation \d+ is still (draining|starting).*this SIG\w+ is refused$", re.M)
+REFUSED = re.compile(r"^m0: reload: generation \d+ is (still draining|still starting|not serving).*this SIG\w+ is "
+                     r"refused$", re.M)
 WITH = {"routes": [{"method": "GET", "pattern": "/which", "actor": "echo"}]}
 
 
@@ -177,29 +178,35 @@ def back_and_forth(mode, args, pid1):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def refused(s, text, timeout=10):
+    """SIGUSR1 to the host until text is on its stderr (one sent while the
+    host is not serving yet is refused with another line: sent again)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s.signal(signal.SIGUSR1)
+        if wait_for(lambda: text in s.stderr(), 0.5):
+            return True
+    return False
+
+
 def window():
     s = Server("host_check", "--port", "0", "--threads", "2", "--reload-keep-ms", "1500")
     try:
         s.start()
-        s.signal(signal.SIGUSR1)
-        F.check(wait_for(lambda: "m0: rollback: no earlier generation is kept; this SIGUSR1 is refused; generation 1 "
-                                 "serves on" in s.stderr(), 10), f"[window] SIGUSR1 before a reload: refused\n"
-                                                                 f"{s.stderr()[-1500:]}")
+        F.check(refused(s, "m0: rollback: no earlier generation is kept; this SIGUSR1 is refused; generation 1 "
+                           "serves on"), f"[window] SIGUSR1 before a reload: refused\n{s.stderr()[-1500:]}")
         F.check(reload(s, s.proc.pid, signal.SIGHUP, 2), f"[window] SIGHUP: generation 2 serves\n{s.stderr()[-1500:]}")
         dropped = "m0: rollback: generation 1's binary and configuration dropped after 1500 ms (--reload-keep-ms)"
         F.check(wait_for(lambda: dropped in s.stderr(), 20), f"[window] the line '{dropped}'\n{s.stderr()[-1500:]}")
-        s.signal(signal.SIGUSR1)
-        refused = "m0: rollback: generation 1 was dropped after 1500 ms (--reload-keep-ms); this SIGUSR1 is refused"
-        F.check(wait_for(lambda: refused in s.stderr(), 10), f"[window] SIGUSR1 after it: '{refused}'\n"
-                                                             f"{s.stderr()[-1500:]}")
+        gone = "m0: rollback: generation 1 was dropped after 1500 ms (--reload-keep-ms); this SIGUSR1 is refused"
+        F.check(refused(s, gone), f"[window] SIGUSR1 after it: '{gone}'\n{s.stderr()[-1500:]}")
         F.check(get(s.port, "/health")[0] == 200 and s.proc.poll() is None, "[window] the host serves on")
         F.check(s.stop(timeout=20) == 0, "[window] SIGTERM: exit 0")
     finally:
         s.kill()
     with Server("host_check", "--port", "0") as s:
-        s.signal(signal.SIGUSR1)
-        F.check(wait_for(lambda: "m0: rollback: nothing is kept (--reload-keep-ms is 0); this SIGUSR1 is refused"
-                         in s.stderr(), 10), f"[off] SIGUSR1 without the window: refused\n{s.stderr()[-1500:]}")
+        F.check(refused(s, "m0: rollback: nothing is kept (--reload-keep-ms is 0); this SIGUSR1 is refused"),
+                f"[off] SIGUSR1 without the window: refused\n{s.stderr()[-1500:]}")
         F.check(get(s.port, "/health")[0] == 200 and s.proc.poll() is None, "[off] the host serves on")
         F.check(s.stop(timeout=20) == 0, "[off] SIGTERM: exit 0")
     print("[window] dropped after 1500 ms, SIGUSR1 refused before and after, and without the window", flush=True)

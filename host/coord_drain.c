@@ -16,6 +16,7 @@
 #include "actors/admit.h"
 #include "base/errors.h"
 #include "host/coordinator.h"
+#include "host/life.h"
 
 /* A loop whose thread ended without saying STOPPED died. */
 int m0__coord_dead(coord *c) {

@@ -30,6 +30,7 @@
 #include "base/errors.h"
 #include "host/appactors.h"
 #include "host/checks.h"
+#include "host/life.h"
 #include "host/metrics.h"
 #include "host/observer.h"
 #include "host/signals.h"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "host/process.h"
+#include "host/reload.h"
 #include "host/title.h"
 #include "transport/systemd.h"
 

@@ -30,7 +30,7 @@
 #include "actors/trace.h"
 #include "host/appspec.h"
 #include "host/config.h"
-#include "host/reload.h"
+#include "host/reload_state.h"
 #include "transport/page.h"
 #include "transport/rundir.h"
 #include "transport/topology.h"
@@ -87,33 +87,11 @@ int m0__process_setup(m0__process *p);
  * records they are (M0__TRACE_HOST, _SUPERVISOR, _WORKER + i). */
 void m0__process_trace(m0__process *p, uint32_t process);
 
-enum {
-  M0__WAIT_TIMEOUT = 0,
-  M0__WAIT_MSG = 1,
-  M0__WAIT_STOP = 2,
-  M0__WAIT_EXIT = 3,
-  M0__WAIT_CHILD = 4,
-  M0__WAIT_RELOAD = 5, /* the top process: SIGHUP or SIGUSR2 (reload_sig); m0__reload_ask */
-  M0__WAIT_NEXT = 6,   /* the next generation's pipe: m0__reload_next */
-};
-/* Waits until deadline (CLOCK_MONOTONIC ms; INT64_MAX: no deadline) for a
- * message on self's mailbox (M0__WAIT_MSG, the message in m, the caller's
- * to free), a stop (M0__WAIT_STOP: SIGTERM, SIGINT, or the embedded stop), a
- * thread's end (M0__WAIT_EXIT: look at the handles), a child's
- * (M0__WAIT_CHILD, the supervisor), a reload asked (M0__WAIT_RELOAD) or
- * the next generation's word (M0__WAIT_NEXT); a worker ignores reloads. self NULL: no mailbox yet. A malformed
- * message is dropped and said. */
-int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg *m);
 int64_t m0__now_ms(void);
 /* "m0: <what>" on stderr, and when the process is out of descriptors, the
  * limit and how many are open (base/errors.h, m0__fds_spent): the reason
  * nng's and libuv's failures leave out. */
 void m0__say_cannot(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* "m0: <app> listening on http://host:port (...)", and READY=1 to systemd
- * when this is the process's top; a worker says only that it serves. */
-void m0__process_banner(m0__process *p, int first, int here);
-/* After every actor of the process is closed (clean) or given up on. */
-void m0__process_teardown(m0__process *p, bool clean);
 
 #endif

@@ -53,31 +53,10 @@
 #include <sys/types.h>
 
 #include "host/config.h"
-#include "host/rollback.h"
+#include "host/reload_state.h"
 
 struct m0__process;
 
-typedef struct m0__reload {
-  uint64_t generation; /* this process's: 1, or its predecessor's + 1 */
-  /* as the next generation */
-  int prev_fd;    /* to the predecessor: one byte once this one serves, then closed; -1 none */
-  pid_t prev_pid; /* the predecessor, until it has exited */
-  /* with a next generation starting */
-  pid_t next_pid; /* 0: none */
-  int next_fd;    /* the pipe's read end: a byte when it serves, EOF when it ended first */
-  int next_status;
-  bool next_reaped;
-  bool handed_over; /* the next generation serves: this one drains and leaves the run directory to it */
-  int64_t next_deadline; /* it must serve by then (--reload-timeout-ms), or be stopped; INT64_MAX: none */
-  bool next_stopping;    /* past it: sent SIGTERM, SIGKILL at next_deadline */
-  /* after the hand-over */
-  pid_t succ_pid; /* the generation that serves now: a signal that reaches this one goes on to it */
-  int succ_fd;    /* the pipe's read end, open until this process ends: its successor sees it close */
-  /* the master channel (host/master.h): generation 1 holds both ends,
-   * every later generation chan_fd only; -1: none yet */
-  int chan_fd, master_fd;
-  m0__keep keep; /* the rollback window (host/rollback.h) */
-} m0__reload;
 
 /* At m0_serve's start, before anything: the binary's path as it is now (a
  * file renamed over it later is what SIGUSR2 runs; a next generation is
@@ -137,5 +116,11 @@ pid_t m0__reload_spawn_first(int chan);
 /* The supervisor's waitpid(-1) took pid: true when it was the next
  * generation (its status is kept for m0__reload_next). */
 bool m0__reload_reaped(struct m0__process *p, pid_t pid, int status);
+
+/* Ends the process now, without atexit handlers or waiting for threads: for
+ * a drain that missed its bound while a thread is still inside the
+ * application. Flushes stdio first (and, in a coverage build, gcov's
+ * counters, which only a normal exit writes). */
+_Noreturn void m0__exit_now(int code);
 
 #endif

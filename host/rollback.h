@@ -37,15 +37,6 @@
 
 struct m0__process;
 
-typedef struct m0__keep {
-  uint64_t gen;     /* the generation kept; 0: none */
-  int exe_fd;       /* its executable (a memfd copy) */
-  int topo_fd;      /* its topology text (a memfd), -1: it read none */
-  int64_t deadline; /* CLOCK_MONOTONIC ms: dropped then; INT64_MAX until this one serves */
-  uint64_t dropped; /* the last one dropped by its window, for the refusal's line */
-  int own_topo_fd;  /* this generation's own topology text, for its successor to keep; -1: none */
-  uint64_t back_to; /* this generation was started by a rollback to this generation (0: no) */
-} m0__keep;
 
 /* The top process at its start (m0__reload_inherit): what its predecessor
  * passed (M0__KEEP, M0__ROLLBACK), and a copy of its own topology text

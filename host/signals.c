@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host/reload.h"
 
 /* The one piece of process-wide state: a signal handler has no argument. */
 static int signals_pipe[2] = {-1, -1};
@@ -63,15 +62,3 @@ void m0__signals_restore(void) {
   signals_pipe[0] = signals_pipe[1] = -1;
 }
 
-#ifdef M0_COVERAGE
-void __gcov_dump(void);
-#endif
-
-_Noreturn void m0__exit_now(int code) {
-  fflush(NULL);
-  m0__reload_exit(code); /* generation 1 that handed over goes on as the master */
-#ifdef M0_COVERAGE
-  __gcov_dump();
-#endif
-  _exit(code);
-}

@@ -21,10 +21,5 @@ int m0__signals_install(bool children);
 /* Reads what is pending; returns M0__SIG_ bits. */
 int m0__signals_take(void);
 void m0__signals_restore(void);
-/* Ends the process now, without atexit handlers or waiting for threads: for
- * a drain that missed its bound while a thread is still inside the
- * application. Flushes stdio first (and, in a coverage build, gcov's
- * counters, which only a normal exit writes). */
-_Noreturn void m0__exit_now(int code);
 
 #endif

@@ -25,6 +25,8 @@
  */
 #include "host/supervisor.h"
 
+#include "host/life.h"
+#include "host/reload.h"
 #include "host/process.h"
 
 #include <errno.h>

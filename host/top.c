@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include "base/errors.h"
+#include "host/life.h"
+#include "host/reload.h"
 #include "host/signals.h"
 #include "transport/systemd.h"
 

@@ -23,7 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "actors/admit.h"
+#include "runtime/admit.h"
 #include "actors/loop_end.h"
 #include "base/errors.h"
 #include "transport/handoff.h"
@@ -147,7 +147,7 @@ static void accept_on_listen(uv_poll_t *p, int status, int events) {
 }
 
 /* A hand-off this loop cannot have been sent: named and counted
- * (actors/admit.h), its descriptor never adopted. */
+ * (runtime/admit.h), its descriptor never adopted. */
 static void accept_refuse(m0__loop *l, const char *from) {
   m0__refused(l->self.id, M0__REFUSE_UNEXPECTED, M0__K_HANDOFF, from);
 }

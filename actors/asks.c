@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/admit.h"
+#include "runtime/admit.h"
 #include "actors/deferred.h"
-#include "actors/service.h"
-#include "actors/wire.h"
+#include "service/service.h"
+#include "service/wire.h"
 #include "actors/writer.h"
 #include "base/errors.h"
 #include "http/accesslog.h"
@@ -43,7 +43,7 @@ typedef struct ask_batch {
   uint64_t deadline;     /* the latest of the batch's requests' */
   uint64_t out_deadline; /* the sent one's: past it, its REPLY is not waited for */
   uint64_t trace_hi, trace_lo; /* the first traced request's: the REQUEST carries it */
-  m0__trace_ids others;        /* while tracing: the other requests' ids (actors/trace.h) */
+  m0__trace_ids others;        /* while tracing: the other requests' ids (runtime/trace.h) */
 } ask_batch;
 
 typedef struct m0__asks m0__asks;
@@ -59,7 +59,7 @@ struct m0__asks {
   bool tick_open, ticking;
   int local; /* this loop's index among the process's loops: the id's top bits */
   /* [nservices]: how many requests wait for an instance of an actor whose
-   * instances are moving to this generation (actors/service.h,
+   * instances are moving to this generation (service/service.h,
    * expect_until): entries with slot -1, each holding its request encoded,
    * appended to a live instance's batch once there is one. */
   int *nparked;
@@ -205,7 +205,7 @@ static int64_t asks_clock_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* src's records after dst's (both batches: actors/wire.h). */
+/* src's records after dst's (both batches: service/wire.h). */
 static int asks_batch_append(nng_msg *dst, nng_msg *src) {
   uint32_t n = m0__wire_batch_count(src), have = m0__wire_batch_count(dst);
   size_t len = m0__msg_payload_len(src) - M0__WIRE_BATCH_HEAD;

@@ -15,7 +15,7 @@
  *   10 ms, running only while something waits) answers 504 past a deadline
  *   and 502 for what was with an instance that left.
  * - Every answer the host gives itself (502, 503, 504) and every reply is
- *   counted per actor (actors/service.h) and written to the access log.
+ *   counted per actor (service/service.h) and written to the access log.
  * Everything here runs on the loop's thread except m0_deferred_respond,
  * which only builds a message and puts it in the loop's inbox.
  */

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/actor.h"
-#include "actors/wire.h"
+#include "runtime/actor.h"
+#include "service/wire.h"
 
 #define DEFER_STORE 4096
 #define DEFER_HEADERS 32

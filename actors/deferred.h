@@ -5,8 +5,8 @@
 #ifndef M0_ACTORS_DEFERRED_H
 #define M0_ACTORS_DEFERRED_H
 
-#include "actors/inbox.h"
-#include "actors/trace.h"
+#include "runtime/inbox.h"
+#include "runtime/trace.h"
 #include "m0/m0.h"
 
 /* A handle whose answer goes to loop_id's inbox; NULL when out of memory.

@@ -57,7 +57,7 @@ static void lane_on_answer(void *arg, const m0__result *r) {
   m0__loop *l = lr->l;
   const m0__env *e = &lr->m->env;
   if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (r->trace_hi || r->trace_lo) &&
-      (r->trace_hi != e->trace_hi || r->trace_lo != e->trace_lo)) /* a batch's other request (actors/trace.h) */
+      (r->trace_hi != e->trace_hi || r->trace_lo != e->trace_lo)) /* a batch's other request (runtime/trace.h) */
     m0__trace_request(l->trace, true, e, lr->m->len, r->trace_hi, r->trace_lo);
   l->answered++;
   m0__http_complete(&l->http, r->conn, r->resp, r->len, r->fd, r->off, r->flen);

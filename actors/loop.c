@@ -1,5 +1,5 @@
 #include "actors/loop.h"
-#include "actors/trace.h"
+#include "runtime/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,12 +8,12 @@
 
 #include "base/errors.h"
 #include "actors/accept.h"
-#include "actors/admit.h"
+#include "runtime/admit.h"
 #include "actors/asks.h"
 #include "actors/lane.h"
 #include "actors/loop_end.h"
 #include "actors/loop_http.h"
-#include "actors/publisher.h"
+#include "bus/publisher.h"
 #include "actors/writer.h"
 #include "http/order.h"
 #include "http/stream.h"
@@ -123,7 +123,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
   m0__msg m;
   int rv;
   while (!l->finished && (rv = m0__recv(box, &m, how)) != M0__ETIMEDOUT) {
-    if (rv == M0__EBADMSG) continue; /* refused, counted and named (actors/admit.h) */
+    if (rv == M0__EBADMSG) continue; /* refused, counted and named (runtime/admit.h) */
     if (rv != 0) break;
     switch (m.env.kind) {
     case M0__K_GO: loop_go(l); break;
@@ -143,7 +143,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     case M0__K_CHUNK: m0__writer_on_chunk(l, &m); break;
     case M0__K_HANDOFF: m0__accept_on_handoff(l, &m); break;
     case M0__K_TRACE: m0__trace_on_control(l->trace, l->self.id, &m); break; /* every loop shares it */
-    default: { /* admitted (actors/admit.c) yet no kind a loop takes: the table and this switch disagree */
+    default: { /* admitted (runtime/admit.c) yet no kind a loop takes: the table and this switch disagree */
       char peer[96];
       m0__msg_peer(&m, peer, sizeof peer);
       m0__refused(l->self.id, M0__REFUSE_KIND, m.env.kind, peer);
@@ -220,7 +220,7 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
    * (a worker that died): old news, and a new stream must never see ids go
    * backwards. */
   /* Id 0 is a frame the fleet's bridge delivers unnumbered while its link
-   * is down (actors/bus.c): written without an id and kept out of the
+   * is down (bus/bus.c): written without an id and kept out of the
    * histories, so ids stay the fleet's. Only the host's own processes and
    * publishers on this machine (m0pub, which may number frames too) may
    * send one; from the network it is refused. */
@@ -429,7 +429,7 @@ out:
   if (l->listen_fd >= 0) close(l->listen_fd);
 }
 
-/* After the join (actors/handle.h on why not before). */
+/* After the join (runtime/handle.h on why not before). */
 static void loop_hang_up(m0__handle *h) {
   m0__loop *l = (m0__loop *)h;
   m0__accept_close(l);

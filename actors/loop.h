@@ -39,7 +39,7 @@ typedef struct m0__loop_config {
   m0_ctx ctx;
   uint64_t recycle_at; /* prefork: requests after which it takes no more connections (0 = never) */
   bool share;          /* accept sharing with its siblings */
-  long fds_needed;     /* what this topology needs to start (host/checks.h), said when a start runs out */
+  long fds_needed;     /* what this topology needs to start (config/checks.h), said when a start runs out */
   int npool;           /* pool threads behind this loop */
   m0__pool_thread *pool_threads; /* [npool], m0__pool_init'ed: JOB and STOP go to their inboxes */
   /* The server's limits, timeouts and streams' bounds (app, state, worker
@@ -56,15 +56,15 @@ typedef struct m0__loop_config {
 } m0__loop_config;
 
 /* Sets the loop up from cfg (copied), its inbox included, and ties it to
- * exits (actors/handle.h); opening and starting it are m0__handle_open and
+ * exits (runtime/handle.h); opening and starting it are m0__handle_open and
  * m0__handle_start. Before its thread starts. 0, or M0__ENOMEM (no inbox:
  * nothing to undo). */
 int m0__loop_init(m0__loop *l, const m0__loop_config *cfg, m0__exits *exits);
-/* The application's actors the loop sends to (actors/service.h), opened
+/* The application's actors the loop sends to (service/service.h), opened
  * after the loops' inboxes: before its thread starts. */
 void m0__loop_actors(m0__loop *l, struct m0__service **services, int n);
 
-/* The loop kind (actors/handle.h): open listens at the loop's mailbox (and,
+/* The loop kind (runtime/handle.h): open listens at the loop's mailbox (and,
  * on inproc or tcp, at its outside address in the run directory), run is its
  * thread (make, READY or FAILED, wait for GO, serve, drain, STOPPED),
  * hang_up closes its peers (siblings, pool, coordinator), release its

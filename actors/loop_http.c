@@ -9,10 +9,10 @@
 #include "actors/asks.h"
 #include "actors/lane.h"
 #include "actors/loop_end.h"
-#include "actors/trace.h"
+#include "runtime/trace.h"
 #include "actors/writer.h"
 
-/* A request this loop answered itself: a record when tracing (actors/trace.h). */
+/* A request this loop answered itself: a record when tracing (runtime/trace.h). */
 static void loop_served(m0__http *h, const m0_request *req, uint8_t trace_flags, int status, size_t bytes) {
   if (!atomic_load_explicit(&m0__trace_live, memory_order_relaxed)) return;
   m0__loop *l = h->owner;
@@ -47,7 +47,7 @@ const m0__http_ops m0__loop_http_ops = {
     .writer_gone = m0__writer_gone,
     .writer_progress = m0__writer_progress,
     .metrics = loop_metrics,                 /* host/metrics.c, through the loop's config */
-    .served = loop_served,                   /* the tracer: actors/trace.c */
+    .served = loop_served,                   /* the tracer: runtime/trace.c */
     .graph = loop_graph,                     /* host/observer.c, through the loop's config */
     .closed = loop_on_closed,                /* accept (actors/accept.c) and the drain (actors/loop_end.c) */
 };

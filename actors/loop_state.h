@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "actors/actor.h"
-#include "actors/handle.h"
+#include "runtime/actor.h"
+#include "runtime/handle.h"
 #include "actors/pool.h"
 #include "http/conn.h"
 #include "transport/page.h"
@@ -28,7 +28,7 @@ typedef struct m0__loop_stats {
 
 typedef struct m0__loop m0__loop;
 struct m0__loop {
-  m0__handle h; /* first: the loop is driven through it (actors/handle.h) */
+  m0__handle h; /* first: the loop is driven through it (runtime/handle.h) */
   /* from its m0__loop_config (m0__loop_init), before start */
   int index;
   const m0__topology *topo;
@@ -46,7 +46,7 @@ struct m0__loop {
   uint64_t recycle_at; /* prefork: requests after which it takes no more connections (0 = never) */
   bool share;          /* accept sharing with its siblings */
   uint64_t sweep_ms;   /* the period of its timeout sweep (and of an idle loop's beat), made by m0__loop_init */
-  long fds_needed;     /* what this topology needs to start (host/checks.h), said when a start runs out */
+  long fds_needed;     /* what this topology needs to start (config/checks.h), said when a start runs out */
   /* Why the loop could not start, kept as well as told (DIED): the
    * coordinator can see the thread's end before the message, and reads this
    * once the thread has ended. */
@@ -73,7 +73,7 @@ struct m0__loop {
   /* Under inproc and tcp topologies, the loop's address for publishers on
    * this machine (m0pub): loop.i.sock in the run directory, a mailbox of its
    * own so that what comes through it is known to come from this machine
-   * (actors/admit.h). Under ipc the loop's own mailbox is that address. */
+   * (runtime/admit.h). Under ipc the loop's own mailbox is that address. */
   m0__actor outside;
   uv_poll_t outside_mail;
   m0__peer coord;
@@ -88,7 +88,7 @@ struct m0__loop {
   m0__peer *pool;     /* [npool] */
   m0__batch *batches; /* [npool]: the batch being filled for each */
   uint64_t queued, answered;
-  struct m0__service **services; /* the application's actors (actors/service.h): m0__loop_actors */
+  struct m0__service **services; /* the application's actors (service/service.h): m0__loop_actors */
   int nservices;
   struct m0__asks *asks;         /* requests waiting on an actor or a deferred view (actors/asks.h) */
   void *state;

@@ -473,7 +473,7 @@ out:
   m0__trace_ids_free(&w.others);
 }
 
-static void pool_hang_up(m0__handle *h) { /* after the join: actors/handle.h */
+static void pool_hang_up(m0__handle *h) { /* after the join: runtime/handle.h */
   m0__pool_thread *t = (m0__pool_thread *)h;
   m0__peer_close(&t->loopp);
   m0__peer_close(&t->coord);

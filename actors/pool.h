@@ -12,7 +12,7 @@
  *   pool, so pipelined answers stay in order without sequence numbers, and
  *   its memory outlives a client that leaves meanwhile (http/conn.h).
  * - A loop and its pool threads are always in one process, so the JOB,
- *   RESULT and STOP between them go through direct inboxes (actors/actor.h):
+ *   RESULT and STOP between them go through direct inboxes (runtime/actor.h):
  *   the same messages, one wake per batch each way, no nng task threads.
  *   The coordinator makes the inboxes before either end starts and frees
  *   them after both are joined.
@@ -42,14 +42,14 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "actors/actor.h"
-#include "actors/handle.h"
-#include "actors/trace.h"
+#include "runtime/actor.h"
+#include "runtime/handle.h"
+#include "runtime/trace.h"
 #include "m0/m0.h"
 #include "transport/topology.h"
 
 typedef struct m0__pool_thread {
-  m0__handle h; /* first: driven through it (actors/handle.h) */
+  m0__handle h; /* first: driven through it (runtime/handle.h) */
   int loop, index;
   const m0__topology *topo;
   const m0_app *app;
@@ -83,7 +83,7 @@ typedef struct m0__pool_config {
  * 0, or M0__ENOMEM (no inbox: nothing to undo). */
 int m0__pool_init(m0__pool_thread *t, const m0__pool_config *cfg, m0__exits *exits);
 
-/* The pool thread kind (actors/handle.h): open listens at its mailbox (a
+/* The pool thread kind (runtime/handle.h): open listens at its mailbox (a
  * tcp address another program holds is the start's failure, named), run is
  * its thread (make, READY or FAILED, JOBs until STOP), hang_up closes its
  * peers, release its mailbox. h.in_app is set while inside a view. */
@@ -95,7 +95,7 @@ typedef struct m0__batch {
   uint32_t count;
   bool inflight;
   uint64_t trace_hi, trace_lo; /* the first traced request's: the JOB carries it */
-  m0__trace_ids others;        /* while tracing: the other requests' ids (actors/trace.h) */
+  m0__trace_ids others;        /* while tracing: the other requests' ids (runtime/trace.h) */
 } m0__batch;
 
 /* Appends one request to a batch, with what the loop already knows of its

@@ -136,7 +136,7 @@ static void producer_hang_up(m0__handle *h) { m0__peer_close(&((m0__producer_run
 static void producer_release(m0__handle *h) { m0__actor_close(&((m0__producer_run *)h)->self); }
 
 /* The mailbox opens before the thread, so the coordinator dials it once
- * this returns (actors/actor.c, m0__peer_open). */
+ * this returns (runtime/actor.c, m0__peer_open). */
 static int producer_open(m0__handle *h) {
   m0__producer_run *r = (m0__producer_run *)h;
   if (m0__actor_open(&r->self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, r->pub->self.trace) != 0) {

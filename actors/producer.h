@@ -12,12 +12,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "actors/handle.h"
-#include "actors/publisher.h"
+#include "runtime/handle.h"
+#include "bus/publisher.h"
 #include "transport/topology.h"
 
 typedef struct m0__producer_run {
-  m0__handle h; /* first: driven through it (actors/handle.h); h.in_app: inside its step */
+  m0__handle h; /* first: driven through it (runtime/handle.h); h.in_app: inside its step */
   const m0_producer *def;
   m0_ctx ctx;
   m0_publisher *pub;
@@ -46,7 +46,7 @@ typedef struct m0__producer_config {
  * starting it are m0__handle_open and m0__handle_start. */
 void m0__producer_init(m0__producer_run *r, const m0__producer_config *cfg, m0__exits *exits);
 
-/* The producer kind (actors/handle.h): open listens at its mailbox, run is
+/* The producer kind (runtime/handle.h): open listens at its mailbox, run is
  * its thread (make, READY or FAILED, wait for GO, steps until STOP, STOPPED),
  * hang_up closes its peer to the coordinator, release its mailbox. */
 extern const m0__actor_kind m0__producer_kind;

@@ -7,7 +7,7 @@
  *   when the loop itself ends): a piece still in the inbox always finds its
  *   writer.
  * - Pieces travel as CHUNK messages through the loop's direct inbox (they
- *   carry the writer's address, so no pipe may bring one: actors/admit.h)
+ *   carry the writer's address, so no pipe may bring one: runtime/admit.h)
  *   and are framed on the loop (chunked, or as they are to an HTTP/1.0
  *   client, which the end then closes). Order is the inbox's: one thread
  *   writes at a time.

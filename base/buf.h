@@ -3,7 +3,7 @@
  * is amortised O(1); memory is kept on clear (a loop's scratch buffer is
  * reused by every response) and returned by free.
  * A message on the bus is not one of these: it is built in the nng message
- * that is sent (actors/actor.h, m0__msg_new), never copied into one. */
+ * that is sent (runtime/actor.h, m0__msg_new), never copied into one. */
 #ifndef M0_BASE_BUF_H
 #define M0_BASE_BUF_H
 

@@ -3,8 +3,8 @@
  * value with a line break or another control byte must not end it early
  * and write a forged "m0: ..." line after it (OWASP: encode output for its
  * context). A value that holds one is refused where it is read (every
- * variable and flag: host/config.c; every string of the topology file:
- * host/topofile.c), and the refusal shows it escaped; so no later line
+ * variable and flag: config/options.c; every string of the topology file:
+ * config/topofile.c), and the refusal shows it escaped; so no later line
  * can carry one. */
 #ifndef M0_BASE_TEXT_H
 #define M0_BASE_TEXT_H

@@ -1,4 +1,4 @@
-/* bench/seal_floor.c — what the family's seal (actors/seal.h) costs a
+/* bench/seal_floor.c — what the family's seal (runtime/seal.h) costs a
  * message on the one send/receive pair every actor uses, run by
  * bench/run_seal.
  *
@@ -33,8 +33,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "actors/actor.h"
-#include "actors/admit.h"
+#include "runtime/actor.h"
+#include "runtime/admit.h"
 #include "base/ids.h"
 
 /* Issue 36's budget: the seal may cost the bus at most 3 %. */

@@ -6,7 +6,7 @@
 
 #include "base/errors.h"
 #include "host/children.h"
-#include "actors/relay.h"
+#include "service/relay.h"
 #include "transport/topology.h"
 
 /* Actor s's counts on the page: the row its name keys (transport/page.h), not
@@ -18,7 +18,7 @@ static void app_actors_rows(m0__service *s, m0__process *pr) {
   s->st = &pr->page.actors[s->row];         /* and its requests, whoever asks */
 }
 
-/* What actor i's instances must prove at url (actors/proof.h), set on its
+/* What actor i's instances must prove at url (runtime/proof.h), set on its
  * service before it listens: nothing (ipc, tls+tcp, a trusted network),
  * its key file's secret, or a fresh one for the instances spawned here. 0
  * or M0__ECONFIG (said on stderr; the doctor's links check says it first). */
@@ -53,7 +53,7 @@ static int app_actors_url(char *out, size_t n, const m0__actor_spec *sp, const m
 }
 
 /* Listens at url: at once in the first generation, else once the previous
- * generation has released a stable URL (actors/service.h); asks wait for
+ * generation has released a stable URL (service/service.h); asks wait for
  * the instances moving over meanwhile. */
 static int app_actors_listen(m0__service *s, const m0__actor_spec *sp, const char *url, m0__process *pr,
                              m0_publisher *pub) {
@@ -80,7 +80,7 @@ int m0__app_actors_handles(const m0__app_decl *decl) {
 }
 
 /* Under --workers, actor sp's door in worker `first`: its instances are
- * the supervisor's, reached through the relay's legs (actors/relay.h). */
+ * the supervisor's, reached through the relay's legs (service/relay.h). */
 static int app_actors_door(m0__service *s, const m0__actor_spec *sp, char *url, size_t n, m0__process *pr, int first,
                            m0_publisher *pub) {
   s->door = true;

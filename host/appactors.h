@@ -1,5 +1,5 @@
-/* The application's actors in one process (host/appspec.h declares them):
- * a service per actor (actors/service.h), a thread instance handle per
+/* The application's actors in one process (config/appspec.h declares them):
+ * a service per actor (service/service.h), a thread instance handle per
  * instance placed `thread`, the listening socket of each actor whose
  * instances dial in (`process`, `external`), and the supervisor of the
  * processes spawned for `process` actors (host/children.h).
@@ -11,7 +11,7 @@
  *   FAILED make is exit 78 like a loop's.
  * - An actor whose instances dial plain tcp (unless the file trusts its
  *   network), or that names a key file, asks each to prove it holds the
- *   secret (actors/proof.h): the key file's, or one drawn here for the
+ *   secret (runtime/proof.h): the key file's, or one drawn here for the
  *   process instances this host spawns (handed over in their environment).
  * - Stopped after every loop has drained (no request is inside an actor
  *   then): STOP to each thread instance and each connected instance, then
@@ -21,9 +21,9 @@
 #ifndef M0_HOST_APPACTORS_H
 #define M0_HOST_APPACTORS_H
 
-#include "actors/instance.h"
-#include "actors/service.h"
-#include "host/appspec.h"
+#include "service/instance.h"
+#include "service/service.h"
+#include "config/appspec.h"
 #include "host/process.h"
 
 typedef struct m0__children m0__children;
@@ -54,7 +54,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
                         m0_publisher *pub, m0__handle **handles, int *nhandles);
 /* The supervisor's side under --workers: each process or external actor
  * listens at its URL, its instances relayed to every worker's door
- * (actors/relay.h), and process instances are spawned here, once for the
+ * (service/relay.h), and process instances are spawned here, once for the
  * host (a worker's m0__app_actors_open listens at its door instead and
  * spawns none). Stopped and closed as above. 0 or a negative m0__err. */
 int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, int nworkers,

@@ -78,7 +78,7 @@ static int child_spawn(m0__children *ch, child *c) {
   bool with_tls = m0__link_encrypted(ch->urls[c->actor]) && m0__links_tls_files(&tls[0], &tls[1], &tls[2]);
   static const char *const tls_vars[3] = {"M0_TLS_CERT", "M0_TLS_KEY", "M0_TLS_CA"};
   for (int i = 0; with_tls && i < 3; i++) snprintf(e_tls[i], sizeof e_tls[i], "%s=%s", tls_vars[i], tls[i]);
-  /* Its proof's secret (actors/proof.h), in its environment (readable by
+  /* Its proof's secret (runtime/proof.h), in its environment (readable by
    * this user alone, in /proc), never on its command line. */
   const m0__secret *sec = ch->svcs[c->actor].secret;
   char e_secret[sizeof "M0__ACTOR_SECRET=" + M0__SECRET_MAX];

@@ -26,8 +26,8 @@
 
 #include <stdint.h>
 
-#include "actors/service.h"
-#include "host/appspec.h"
+#include "service/service.h"
+#include "config/appspec.h"
 
 typedef struct m0__children m0__children;
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/admit.h"
+#include "runtime/admit.h"
 #include "base/errors.h"
 #include "host/coordinator.h"
 #include "host/life.h"
@@ -85,7 +85,7 @@ static void coord_log_stats(int idx, const m0__msg *m) {
 }
 
 /* A STOPPED from no actor told to stop (the seal's replay refusal is the
- * first line: actors/seal.h): named and counted, never taken. */
+ * first line: runtime/seal.h): named and counted, never taken. */
 void m0__coord_unexpected(coord *c, const m0__msg *m) {
   char peer[96];
   m0__msg_peer(m, peer, sizeof peer);

@@ -22,14 +22,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/admit.h"
-#include "actors/bus.h"
+#include "runtime/admit.h"
+#include "bus/bus.h"
 #include "actors/loop.h"
 #include "actors/pool.h"
 #include "actors/producer.h"
 #include "base/errors.h"
 #include "host/appactors.h"
-#include "host/checks.h"
+#include "config/checks.h"
 #include "host/life.h"
 #include "host/metrics.h"
 #include "host/observer.h"
@@ -55,7 +55,7 @@ static bool coord_close(coord *c) {
 
 /* READY to the supervisor. Its mailbox is dialed now, not at setup: the
  * supervisor opens it while this worker starts, and a dial made before it
- * was open would be retried at a cost (actors/actor.c, m0__peer_open). */
+ * was open would be retried at a cost (runtime/actor.c, m0__peer_open). */
 static void coord_ready_up(coord *c) {
   if (!c->up.open) {
     const m0__actor_desc *sup = m0__topology_find(&c->proc->topo, M0__ACTOR_ID(M0__ROLE_COORD, 0));
@@ -243,7 +243,7 @@ static int coord_start_loops(coord *c, const m0_ctx *base) {
 }
 
 /* The pool threads behind this process's loops: their inboxes take JOB and
- * STOP from their loop, whose inbox takes their RESULTs (actors/inbox.h). */
+ * STOP from their loop, whose inbox takes their RESULTs (runtime/inbox.h). */
 static int coord_start_pools(coord *c, const m0_ctx *base) {
   m0__process *pr = c->proc;
   m0__pool_config pc = {.topo = &pr->topo, .app = pr->app, .trace = pr->trace, .coord_id = c->self.id,
@@ -312,7 +312,7 @@ static int coord_start(coord *c) {
   if (rv != 0) return rv;
   c->has_producer = p->producer && (!p->producer->wanted || p->producer->wanted(&base));
   /* Each loop and its pool threads, always in one process, talk through
-   * direct inboxes (actors/inbox.h), made before any of them starts. A
+   * direct inboxes (runtime/inbox.h), made before any of them starts. A
    * loop's inbox also takes its actors' replies and deferred answers. */
   if ((rv = coord_start_loops(c, &base)) != 0) return rv;
   rv = m0__app_actors_open(&c->aa, pr, &pr->decl, &c->loops[0].inbox, sizeof *c->loops, p->here, p->first,

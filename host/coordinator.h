@@ -1,6 +1,6 @@
 /* The coordinator: the top actor of one process that runs loops (single,
  * threads, a prefork worker, the embedded host). It starts its loops, their
- * pool threads and the producer when it lives here (actors/handle.h), opens
+ * pool threads and the producer when it lives here (runtime/handle.h), opens
  * the barrier, and owns the drain. Under prefork each worker runs one,
  * reporting to the supervisor (host/supervisor.c). */
 #ifndef M0_HOST_COORDINATOR_H

@@ -11,9 +11,9 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "host/appspec.h"
-#include "host/checks.h"
-#include "host/config.h"
+#include "config/appspec.h"
+#include "config/checks.h"
+#include "config/options.h"
 #include "host/process.h"
 #include "transport/links.h"
 #include "transport/page.h"
@@ -66,7 +66,7 @@ static json_t *doctor_topology(const m0_config *cfg, const m0__check *checks, co
     for (int i = 0; i < cfg->nplain_tcp; i++) json_array_append_new(pl, json_string(cfg->plain_tcp[i]));
     json_object_set_new(topo, "plain_tcp", pl);
   }
-  /* The fleet's bus (actors/bus.h), as the file wrote it. */
+  /* The fleet's bus (bus/bus.h), as the file wrote it. */
   if (cfg->bus_url[0])
     json_object_set_new(topo, "bus", json_pack("{s:s, s:s}", "nats", cfg->bus_url, "subject", cfg->bus_subject));
   /* Every link an actor listens at, and whether it is encrypted. */

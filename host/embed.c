@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host/checks.h"
-#include "host/config.h"
-#include "host/topofile.h"
+#include "config/checks.h"
+#include "config/options.h"
+#include "config/topofile.h"
 #include "base/errors.h"
 #include "host/coordinator.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/admit.h"
+#include "runtime/admit.h"
 #include "base/errors.h"
 #include "host/reload.h"
 #include "host/rollback.h"
@@ -60,7 +60,7 @@ int m0__process_wait(m0__process *p, m0__actor *self, int64_t deadline, m0__msg 
     if (fd >= 0) {
       int rv = m0__recv(self, m, M0__RECV_NOWAIT);
       if (rv == 0) return M0__WAIT_MSG;
-      if (rv == M0__EBADMSG) continue; /* refused, counted and named (actors/admit.h) */
+      if (rv == M0__EBADMSG) continue; /* refused, counted and named (runtime/admit.h) */
     }
     struct pollfd pf[4] = {
         {p->sigfd, POLLIN, 0}, {p->exits.fd, POLLIN, 0}, {fd, POLLIN, 0}, {p->reload.next_fd, POLLIN, 0}};

@@ -29,7 +29,7 @@
 #ifndef M0_HOST_MASTER_H
 #define M0_HOST_MASTER_H
 
-#include "host/config.h"
+#include "config/options.h"
 
 /* m0_serve's entry when M0__MASTER is set (m0__reload_exit writes it):
  * returns the exit code. */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/admit.h"
+#include "runtime/admit.h"
 #include "actors/asks.h"
 #include "base/buf.h"
 
@@ -153,7 +153,7 @@ static void metrics_refusal(void *arg, uint32_t actor, int reason, uint64_t n) {
                  (unsigned long long)n);
 }
 
-/* The fleet's bus (actors/bus.h), from the page: only when the host has one. */
+/* The fleet's bus (bus/bus.h), from the page: only when the host has one. */
 static void metrics_bus(m0__buf *b, const m0__page *page) {
   const m0__bus_line *l = page->bus;
   if (!l || !atomic_load(&l->configured)) return;
@@ -345,7 +345,7 @@ void m0__metrics_respond(const m0__page *page, const char *process, const m0_app
   metrics_actors(&b, page, services, nservices);
   metrics_routes(&b, page, app);
   metrics_actor_latency(&b, services, nservices);
-  m0__buf_printf(&b, "# HELP m0_refused_total Messages a mailbox refused (actors/admit.h), by actor and reason, "
+  m0__buf_printf(&b, "# HELP m0_refused_total Messages a mailbox refused (runtime/admit.h), by actor and reason, "
                      "in every process of the host.\n# TYPE m0_refused_total counter\n");
   m0__refusals_each(metrics_refusal, &b);
   m0__buf_printf(&b, "# HELP m0_deferred_late_total Deferred answers given after the host had answered 504 "

@@ -10,7 +10,7 @@
 #ifndef M0_HOST_METRICS_H
 #define M0_HOST_METRICS_H
 
-#include "actors/service.h"
+#include "service/service.h"
 #include "http/response.h"
 #include "transport/page.h"
 

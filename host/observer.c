@@ -7,11 +7,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/admit.h"
-#include "actors/edges.h"
-#include "actors/kinds.h"
-#include "actors/recent.h"
-#include "actors/service.h"
+#include "runtime/admit.h"
+#include "runtime/edges.h"
+#include "runtime/kinds.h"
+#include "runtime/recent.h"
+#include "service/service.h"
 #include "base/ids.h"
 
 /* Where actor `name` (of role `role`, index `idx`) lives: its process. */
@@ -22,7 +22,7 @@ static void process_of(const m0__topology *t, int role, int idx, char *out, size
   else snprintf(out, n, "worker.%d", idx);
 }
 
-/* The messages counted on each edge (actors/edges.h), by names: an
+/* The messages counted on each edge (runtime/edges.h), by names: an
  * instance's name repeats in each worker, and its counts add up. */
 typedef struct counts {
   char from[M0__PAGE_EDGE_LINES][48], to[M0__PAGE_EDGE_LINES][48];
@@ -271,7 +271,7 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
   graph_actors(g);
   graph_edges(g);
   graph_services(g);
-  /* What the page counted on each edge (actors/edges.h). */
+  /* What the page counted on each edge (runtime/edges.h). */
   counts *cn = calloc(1, sizeof *cn); /* 61 KiB: not on the loop's stack */
   if (cn) m0__edges_each(count_add, cn);
   draw_seen(g->edges, g->nodes, cn);

@@ -15,7 +15,7 @@
  * instance's asks, m0_ask: no rule says whom it asks), as seen, with the
  * kinds counted on them. Figures: a loop's from the shared page (every
  * process's); an actor's refusals, and what waits for it on each edge
- * (sent, not yet taken: actors/edges.h), from the page; an application
+ * (sent, not yet taken: runtime/edges.h), from the page; an application
  * actor's instances, in flight and restarts are this process's (under
  * --workers, of the worker that answered).
  *
@@ -35,7 +35,7 @@
 /* l's host's graph as JSON (malloc'd, or NULL); process is this
  * process's label. */
 char *m0__observer_graph(const m0__loop *l, const char *process);
-/* The recent trace records (actors/recent.h) of the actor named `actor`
+/* The recent trace records (runtime/recent.h) of the actor named `actor`
  * (from or to it; an application actor's: of any of its instances), the
  * last M0__OBSERVER_RECORDS, oldest first, as JSON (malloc'd, or NULL):
  *   {"actor": name, "records": [m0trace's record objects]} */

@@ -11,9 +11,9 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "actors/admit.h"
-#include "actors/edges.h"
-#include "actors/recent.h"
+#include "runtime/admit.h"
+#include "runtime/edges.h"
+#include "runtime/recent.h"
 #include "base/errors.h"
 #include "host/signals.h"
 #include "transport/links.h"
@@ -132,13 +132,13 @@ static int process_page(m0__process *p) {
    * counts start clean (a worker's line is cleared by its supervisor). */
   if (p->reload.generation > 1 && !p->inherit_dir) memset(p->page.lines, 0, (size_t)p->loops * sizeof *p->page.lines);
   /* The refusal, edge and recent-trace tables are the process's: the
-   * first host's page holds them (actors/admit.h). */
+   * first host's page holds them (runtime/admit.h). */
   p->tables_user = true;
   if ((p->tables_owner = m0__refusals_attach(p->page.refusals, M0__PAGE_REFUSAL_LINES))) {
     m0__edges_attach(p->page.edges, M0__PAGE_EDGE_LINES);
     m0__recent_attach(p->page.traces);
   }
-  /* The family's cookie (actors/admit.h): a worker's is its supervisor's. */
+  /* The family's cookie (runtime/admit.h): a worker's is its supervisor's. */
   if (p->inherit_dir ? m0__family_inherit(getenv("M0__COOKIE")) != 0
                      : !m0__family_known() && m0__family_make() != 0) {
     fprintf(stderr, p->inherit_dir ? "m0: a worker was started without the host's cookie (M0__COOKIE)\n"

@@ -13,7 +13,7 @@
  *   owns none of them: it neither makes nor removes them.
  * - The wait: a top actor waits in ONE poll on its mailbox, the signal pipe
  *   (or an embedded host's stop pipe) and the exit descriptor its actors'
- *   threads write when they end (actors/handle.h). Nothing is polled on a
+ *   threads write when they end (runtime/handle.h). Nothing is polled on a
  *   timer to find out that something happened.
  * - Teardown runs after the actors are closed (their peers and mailboxes);
  *   with a thread still inside the application, only what no thread can
@@ -25,11 +25,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "actors/actor.h"
-#include "actors/handle.h"
-#include "actors/trace.h"
-#include "host/appspec.h"
-#include "host/config.h"
+#include "runtime/actor.h"
+#include "runtime/handle.h"
+#include "runtime/trace.h"
+#include "config/appspec.h"
+#include "config/options.h"
 #include "host/reload_state.h"
 #include "transport/page.h"
 #include "transport/rundir.h"
@@ -54,7 +54,7 @@ typedef struct m0__process {
   bool upgrade_dir_made;
   m0__reload reload;
   /* what set-up makes */
-  m0__app_decl decl; /* the application's actors and every route (host/appspec.h) */
+  m0__app_decl decl; /* the application's actors and every route (config/appspec.h) */
   m0_app served;     /* the application as served: its routes are decl's */
   bool decl_made;
   m0__rundir rundir;
@@ -71,7 +71,7 @@ typedef struct m0__process {
   int sigfd;
   m0__exits exits;
   bool page_made, topo_made;
-  bool tables_user, tables_owner; /* counts into the process's tables; they are on this page (actors/admit.h) */
+  bool tables_user, tables_owner; /* counts into the process's tables; they are on this page (runtime/admit.h) */
 } m0__process;
 
 /* What a configuration makes of this process: mode (single, threads,
@@ -83,7 +83,7 @@ void m0__process_describe(m0__process *p, const m0_app *app, const m0_config *cf
  * with its one line on stderr. */
 int m0__process_setup(m0__process *p);
 /* Opens this process's tracer: to where --trace names, or off when it is
- * empty (m0trace can switch it on: actors/trace.h). `process` is whose
+ * empty (m0trace can switch it on: runtime/trace.h). `process` is whose
  * records they are (M0__TRACE_HOST, _SUPERVISOR, _WORKER + i). */
 void m0__process_trace(m0__process *p, uint32_t process);
 

@@ -52,7 +52,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "host/config.h"
+#include "config/options.h"
 #include "host/reload_state.h"
 
 struct m0__process;

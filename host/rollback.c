@@ -40,7 +40,7 @@ static int rollback_copy(const char *path, const char *name) {
 static long keep_ms(const m0__process *p) { return M0__CFG(p->cfg, reload_keep_ms); }
 
 /* M0__KEEP=exe fd,topology fd (-1: none),generation; M0__ROLLBACK=generation;
- * M0__TOPOLOGY_FD=fd (the text this generation read: host/topofile.c; left
+ * M0__TOPOLOGY_FD=fd (the text this generation read: config/topofile.c; left
  * in the environment for the workers, whose spawn passes it on). */
 void m0__rollback_start(m0__process *p) {
   m0__keep *k = &p->reload.keep;

@@ -11,9 +11,9 @@
 #include <uv.h>
 
 #include "base/errors.h"
-#include "host/checks.h"
-#include "host/config.h"
-#include "host/topofile.h"
+#include "config/checks.h"
+#include "config/options.h"
+#include "config/topofile.h"
 #include "host/coordinator.h"
 #include "host/master.h"
 #include "host/reload.h"
@@ -127,7 +127,7 @@ static int serve_checked(const m0_app *app, const m0_producer *producer, m0_conf
     return 78;
   }
   serve_warn_unknown(app);
-  for (int i = 0; i < M0__CHECK_COUNT; i++) /* a check that passed with a warning (host/checks.h) */
+  for (int i = 0; i < M0__CHECK_COUNT; i++) /* a check that passed with a warning (config/checks.h) */
     if (checks[i].fix[0]) fprintf(stderr, "m0: warning: %s (%s)\n", checks[i].detail, checks[i].fix);
   int rc = serve_top(app, producer, cfg, argv);
   m0__reload_exit(rc); /* generation 1 that handed over: the master, from here */

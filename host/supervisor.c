@@ -41,17 +41,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/actor.h"
-#include "actors/admit.h"
-#include "actors/bus.h"
-#include "actors/edges.h"
+#include "runtime/actor.h"
+#include "runtime/admit.h"
+#include "bus/bus.h"
+#include "runtime/edges.h"
 #include "base/errors.h"
 #include "actors/producer.h"
 #include "host/signals.h"
 #include "host/spawn.h"
 #include "host/title.h"
 #include "host/top.h"
-#include "actors/trace.h"
+#include "runtime/trace.h"
 #include "host/appactors.h"
 #include "transport/handoff.h"
 #include "transport/listen.h"
@@ -82,7 +82,7 @@ typedef struct sup {
   m0__process proc; /* run directory, page, topology, listener, signals, exits, tracer */
   /* Its mailbox, the publisher, the fleet's bridge (the bus), the producer
    * and the process and external actors, relayed to every worker
-   * (actors/relay.h): host/top.h; top.proc is &proc. */
+   * (service/relay.h): host/top.h; top.proc is &proc. */
   m0__top top;
   const m0_app *app;
   const m0_config *cfg;
@@ -178,7 +178,7 @@ static bool sup_budget_spent(sup *s, int64_t now) {
 
 /* A dead worker's mailbox and loop are gone: the supervisor's peers to them
  * are closed rather than left redialing until a successor listens (each
- * attempt costs CPU the successor needs to start: actors/actor.c,
+ * attempt costs CPU the successor needs to start: runtime/actor.c,
  * m0__peer_open). sup_go dials them again. */
 static void sup_hang_up(sup *s, int i) {
   m0__peer_close(&s->wpeers[i]);
@@ -395,7 +395,7 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
 }
 
 /* GO to worker i, which said READY, so its mailbox and its loop's are
- * open: both are dialed now, never before (actors/actor.c, m0__peer_open),
+ * open: both are dialed now, never before (runtime/actor.c, m0__peer_open),
  * and hung up on when the worker dies (sup_hang_up). A new worker (a
  * respawn) gets new peers. */
 static void sup_go(sup *s, int i) {
@@ -551,7 +551,7 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
   int rc = (!s->w || !s->wpeers || !s->handoff || !s->deaths) ? M0__ENOMEM : sup_serve(s, producer);
   m0__top_guard_arm(&s->top, rc); /* the close and the teardown are bounded from here (host/top.h) */
   m0__handle *prod = &s->top.prod.h;
-  if (m0__handle_exited(prod)) /* every peer before any mailbox (actors/handle.h) */
+  if (m0__handle_exited(prod)) /* every peer before any mailbox (runtime/handle.h) */
     for (int i = 0; s->wpeers && i < s->n; i++) m0__peer_close(&s->wpeers[i]);
   bool clean = m0__top_close(&s->top, &prod, 1);
   m0__top_end(&s->top, clean, rc); /* not clean (the producer inside its step): exits here */

@@ -2,7 +2,7 @@
 #ifndef M0_HOST_SUPERVISOR_H
 #define M0_HOST_SUPERVISOR_H
 
-#include "host/config.h"
+#include "config/options.h"
 
 /* Spawns --workers processes and keeps them alive until SIGTERM/SIGINT.
  * listen_fd: systemd's listener, or -1 to bind. Returns 0 or a negative

@@ -8,7 +8,7 @@
  * waited for); the close in its order; the teardown, bounded.
  *
  * Design notes
- * - The close's order (actors/handle.h): every peer before any mailbox; the
+ * - The close's order (runtime/handle.h): every peer before any mailbox; the
  *   bus before the publisher its callbacks fan out through; the supervisor's
  *   relays (it has no thread instance) before the publisher their PUBLISH
  *   frames go through; a process's thread instances after the handles are
@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "actors/bus.h"
+#include "bus/bus.h"
 #include "actors/producer.h"
 #include "host/appactors.h"
 #include "host/process.h"
@@ -56,7 +56,7 @@ typedef struct m0__top_guard {
   m0__actor self;                                                                            \
   m0_publisher pub;                                                                          \
   bool pub_open;                                                                             \
-  m0__bus bus; /* the fleet's (actors/bus.h), when the topology names one */                 \
+  m0__bus bus; /* the fleet's (bus/bus.h), when the topology names one */                 \
   bool bus_open;                                                                             \
   bool has_producer;                                                                         \
   bool prod_done; /* said STOPPED (or cannot be told), counted */                            \
@@ -84,7 +84,7 @@ typedef struct m0__top {
 int m0__top_open_self(m0__top *t, uint32_t id, const char *who);
 /* The publisher (frames sent as `sender`) and, when the configuration names
  * one, the bus; `bridge`: this process holds the producer and consumes the
- * fleet's stream (actors/bus.h). 0 or a negative m0__err (said). */
+ * fleet's stream (bus/bus.h). 0 or a negative m0__err (said). */
 int m0__top_open_publisher(m0__top *t, uint32_t sender, bool bridge);
 /* The producer's handle set up (not opened) when the application has one
  * and wants it here; false when not. */

@@ -339,6 +339,7 @@ static const m0__http_ops conn_no_ops;
 int m0__http_init(m0__http *h, uv_loop_t *uv, const m0__http_config *cfg, const m0__http_ops *ops, void *owner) {
   h->uv = uv;
   h->ops = ops ? ops : &conn_no_ops;
+  h->ws_ops = &m0__ws_stream_ops;
   h->res_ops = m0__conn_res_ops(h->ops);
   h->owner = owner;
   h->app = cfg->app;

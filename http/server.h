@@ -108,6 +108,7 @@ typedef struct m0__http {
   uv_loop_t *uv;
   const m0__http_ops *ops; /* never NULL (an empty table when none was given) */
   const m0__response_ops *res_ops; /* what its views' answers may do here (http/dispatch.c) */
+  const struct m0__stream_ws_ops *ws_ops; /* http/websocket.c's, for http/stream.c (m0__ws_stream_ops) */
   void *owner;             /* the loop, for its ops */
   const m0_app *app;
   void *state;

@@ -71,7 +71,6 @@
 
 #include "base/errors.h"
 #include "http/conn_state.h"
-#include "http/websocket.h"
 #include "http/ws.h"
 #include "transport/page.h"
 
@@ -206,7 +205,7 @@ static bool stream_push(m0__conn *c, const void *p, size_t n, m0__sframe *owner)
 
 /* Whether the subscriber sees ids and is told of losses in band: a stream,
  * or a WebSocket that agreed to m0.events. */
-static bool sub_ids(const m0__sub *s) { return !s->c->ws || m0__ws_events(s->c->ws); }
+static bool sub_ids(const m0__sub *s) { return !s->c->ws || s->c->h->ws_ops->events(s->c->ws); }
 
 /* One event of the host's own (ev: its lines, n bytes, no blank line) to c
  * alone, in its framing. */
@@ -242,7 +241,7 @@ static bool sub_push(m0__http *h, m0__sub *s, m0__sframe *f) {
   m0__conn *c = s->c;
   if (f->id && f->id <= s->resumed) return true; /* the client had it before it resumed here */
   if (!sub_ids(s)) {
-    bool z = m0__ws_deflating(c->ws);
+    bool z = h->ws_ops->deflating(c->ws);
     if (!m0__sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
     return z ? stream_push(c, f->wsz, f->wsz_len, f) : stream_push(c, f->ws, f->ws_len, f);
   }
@@ -277,7 +276,7 @@ static void sub_lost(m0__http *h, m0__sub *s, const m0__sframe *f) {
     char why[124];
     snprintf(why, sizeof why, "frames lost from id %llu on channel %.*s", (unsigned long long)f->id, (int)ch->nlen,
              ch->name);
-    m0__ws_goodbye(s->c->ws, M0__STREAM_WS_LOST, why);
+    h->ws_ops->goodbye(s->c->ws, M0__STREAM_WS_LOST, why);
     return;
   }
   sub_mark(s, f->id);
@@ -394,10 +393,10 @@ void m0__stream_replay(m0__conn *c) {
     gap = gap || last > given || s->after < s->ch->evicted || s->after + 1 < h->history_from;
   }
   if (!any || c->closing) return;
-  if (gap && c->ws && !m0__ws_events(c->ws)) { /* told in band it could not be: closed, as a slow one is */
+  if (gap && c->ws && !h->ws_ops->events(c->ws)) { /* told in band it could not be: closed, as a slow one is */
     char why[96];
     snprintf(why, sizeof why, "frames may be missing after id %llu", (unsigned long long)last);
-    m0__ws_goodbye(c->ws, M0__STREAM_WS_LOST, why);
+    h->ws_ops->goodbye(c->ws, M0__STREAM_WS_LOST, why);
     return;
   }
   if (gap) {
@@ -503,7 +502,7 @@ void m0__stream_close_all(m0__http *h) {
     next = c->snext;
     if (c->closing) continue;
     if (c->ws) {
-      m0__ws_goodbye(c->ws, M0__WS_GOING_AWAY, "the server is going away");
+      h->ws_ops->goodbye(c->ws, M0__WS_GOING_AWAY, "the server is going away");
       if (!c->closing) m0__stream_forget(c);
     } else m0__stream_goodbye(c);
   }

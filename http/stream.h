@@ -5,6 +5,7 @@
 #ifndef M0_HTTP_STREAM_H
 #define M0_HTTP_STREAM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "http/server.h"
@@ -21,6 +22,16 @@
 #define M0__CHANNELS_MAX 1024
 
 typedef struct m0__chan m0__chan;
+
+/* What a channel asks of a WebSocket subscriber, given by http/websocket.c
+ * (m0__ws_stream_ops, on m0__http's ws_ops): a WebSocket subscribes to
+ * channels, and a channel closes a WebSocket that lost a frame, so the two
+ * files meet through this table rather than include each other. */
+typedef struct m0__stream_ws_ops {
+  bool (*events)(const struct m0_ws *ws);    /* it agreed to m0.events: frames go as SSE events */
+  bool (*deflating)(const struct m0_ws *ws); /* a channel's compressed frames may go to it */
+  void (*goodbye)(struct m0_ws *ws, int code, const char *reason); /* a close frame, then the close */
+} m0__stream_ws_ops;
 
 /* Writes one event to every stream on the channel: "id: N\n" + frame +
  * "\n\n". Returns how many streams dropped it (their queue was full). */

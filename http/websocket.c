@@ -141,6 +141,8 @@ void m0__ws_goodbye(m0_ws *ws, int code, const char *reason) {
   ws_end(ws);
 }
 
+const m0__stream_ws_ops m0__ws_stream_ops = {m0__ws_events, m0__ws_deflating, m0__ws_goodbye};
+
 int m0_ws_send(m0_ws *ws, int type, const void *data, size_t len) {
   if (!ws || ws->dead || ws->close_sent || ws->c->closing || ws->c->close_after) return -1;
   if (type != M0_WS_TEXT && type != M0_WS_BINARY) return -1;

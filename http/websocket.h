@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "http/server.h"
+#include "http/stream.h"
 #include "http/ws.h"
 
 /* The subprotocol whose messages are SSE events with their ids. */
@@ -44,5 +45,7 @@ bool m0__ws_events(const m0_ws *ws);
 /* The host closes the socket: a close frame with code, then the connection
  * closes once it is written (the drain, 1001). */
 void m0__ws_goodbye(m0_ws *ws, int code, const char *reason);
+/* The three above, for http/stream.c (http/stream.h). */
+extern const m0__stream_ws_ops m0__ws_stream_ops;
 
 #endif

@@ -8,7 +8,7 @@ exactly one REPLY message (a batch of replies, possibly empty). STOP, SIGTERM
 or SIGINT ends it; a STOP that says the host reloads (its payload the one
 byte 1) does not: the connection is closed and nng redials the same URL,
 where the host's next generation listens. docs/wire.md is the byte layout this module implements;
-actors/wire.c is the host's side of it, and every decoder here refuses what
+service/wire.c is the host's side of it, and every decoder here refuses what
 that one refuses (ValueError).
 
     import m0actor
@@ -62,12 +62,12 @@ __all__ = [
     "header_ok", "run", "read_secret", "prove",
 ]
 
-# ---- the layout (docs/wire.md; actors/envelope.h, actors/wire.h) ---------
+# ---- the layout (docs/wire.md; runtime/envelope.h, service/wire.h) ---------
 
 MAGIC = 0x3145306D  # "m0E1" in little-endian bytes
 ENV_HEADER = 44
 MAX_PAYLOAD = 16 << 20
-# Kind numbers: the place in actors/kinds.h's list, READY = 1.
+# Kind numbers: the place in runtime/kinds.h's list, READY = 1.
 KIND_STOP = 4
 KIND_REQUEST = 12
 KIND_REPLY = 13
@@ -99,7 +99,7 @@ _FRAMING = (b"content-length", b"transfer-encoding", b"connection")
 # ---- the envelope -------------------------------------------------------
 
 class Envelope:
-    """The 44-byte header of every message (actors/envelope.h)."""
+    """The 44-byte header of every message (runtime/envelope.h)."""
 
     __slots__ = ("kind", "frm", "to", "seq", "trace_hi", "trace_lo")
 

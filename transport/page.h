@@ -11,13 +11,13 @@
  *                a new one serving beside its draining predecessor never
  *                shares a line with it
  *   then M0__PAGE_REFUSAL_LINES lines: messages refused by each actor of
- *                any process of the host, by reason (actors/admit.h)
+ *                any process of the host, by reason (runtime/admit.h)
  *   then the bus: the fleet's NATS server and subject (written by the top
- *                process, read by m0pub) and its counters (actors/bus.h)
+ *                process, read by m0pub) and its counters (bus/bus.h)
  *   then M0__PAGE_EDGE_LINES lines: the messages sent on each edge (from,
- *                to) by any process of the host (actors/edges.h)
+ *                to) by any process of the host (runtime/edges.h)
  *   then the recent trace records: a ring of M0__PAGE_TRACE_LINES that
- *                every process's tracer writes while on (actors/recent.h)
+ *                every process's tracer writes while on (runtime/recent.h)
  *   then M0__PAGE_APP_ACTORS words: each application actor's restarts of
  *                its spawned instances, counted by whichever process spawns
  *                them (the supervisor under prefork), read by every one
@@ -79,13 +79,13 @@ typedef struct m0__loop_line {
 /* One actor's refusals: the line is taken by storing actor id + 1 (0 is a
  * free line); the last line counts every actor beyond the others. */
 #define M0__PAGE_REFUSAL_LINES 64
-#define M0__PAGE_REFUSAL_REASONS 24 /* room for actors/admit.h's list to grow: at least its length */
+#define M0__PAGE_REFUSAL_REASONS 24 /* room for runtime/admit.h's list to grow: at least its length */
 typedef struct m0__refusal_line {
   _Atomic uint64_t actor;
   _Atomic uint64_t n[M0__PAGE_REFUSAL_REASONS];
 } m0__refusal_line;
 
-/* The fleet's bus (actors/bus.h): zero when the host has none. */
+/* The fleet's bus (bus/bus.h): zero when the host has none. */
 typedef struct m0__bus_line {
   _Atomic uint64_t configured; /* 1 once url and subject are written */
   _Atomic uint64_t connected;  /* the bridge's link to NATS is up now */
@@ -101,7 +101,7 @@ typedef struct m0__bus_line {
 
 /* One edge's messages: the line is taken by storing its key, from << 32 |
  * to (never 0: every actor id has a role); n sent, taken by the receiver,
- * kinds the kinds sent on it (bit k: kind k, actors/kinds.h). */
+ * kinds the kinds sent on it (bit k: kind k, runtime/kinds.h). */
 #define M0__PAGE_EDGE_LINES 512
 typedef struct m0__edge_line {
   _Atomic uint64_t key;
@@ -124,7 +124,7 @@ typedef struct m0__trace_ring {
   m0__trace_line lines[M0__PAGE_TRACE_LINES];
 } m0__trace_ring;
 
-/* Application actors an application has at most (host/appspec.h checks
+/* Application actors an application has at most (config/appspec.h checks
  * its own bound against this). */
 #define M0__PAGE_APP_ACTORS 64
 

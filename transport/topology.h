@@ -56,7 +56,7 @@ int m0__topology_outside_url(char *out, size_t n, const char *run_dir, int loop)
  * placeholder, for the doctor). 0, or M0__ETOOBIG. */
 int m0__topology_app_url(char *out, size_t n, const char *file_url, const char *run_dir, const char *name);
 /* Under --workers, where worker `worker` listens for the relay's legs of
- * such an actor (actors/relay.h): ipc://<run-dir>/actor.<name>.w<worker>.sock. */
+ * such an actor (service/relay.h): ipc://<run-dir>/actor.<name>.w<worker>.sock. */
 int m0__topology_door_url(char *out, size_t n, const char *run_dir, const char *name, int worker);
 /* The mailbox of instance k of an actor placed on a thread (inproc, in the
  * host's namespace ns: the loops reach it through its direct inbox). */

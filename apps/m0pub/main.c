@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/publisher.h"
+#include "bus/publisher.h"
 #include "base/text.h"
 #include "http/response.h"
 #include "transport/page.h"

@@ -4,7 +4,7 @@
  *   m0trace [--run-dir DIR [--requests sampled|all|none]] [--actor NAME]... [--kind KIND]...
  *           [--chrome FILE] [--seconds N] URL
  *
- * Listens at URL (an nng address) for binary records (actors/trace.h): from
+ * Listens at URL (an nng address) for binary records (runtime/trace.h): from
  * a host started with --trace URL, or, with --run-dir DIR, from the running
  * host at DIR, whose tracing m0trace switches on (a TRACE control to each of
  * its loops, and to its coordinator when its mailbox is in DIR: the prefork
@@ -40,13 +40,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "actors/envelope.h"
-#include "actors/kinds.h"
-#include "actors/admit.h"
-#include "actors/publisher.h"
+#include "runtime/envelope.h"
+#include "runtime/kinds.h"
+#include "runtime/admit.h"
+#include "bus/publisher.h"
 #include "base/ids.h"
 #include "base/nng_compat.h"
-#include "actors/trace.h"
+#include "runtime/trace.h"
 #include "transport/page.h"
 
 static volatile sig_atomic_t trace_stop;
@@ -66,7 +66,7 @@ typedef struct filter {
   int nactors, nkinds;
 } filter;
 
-/* As the host's tracer keeps them (actors/trace.h): a name, or a prefix of
+/* As the host's tracer keeps them (runtime/trace.h): a name, or a prefix of
  * whole parts. */
 static bool name_keeps(const char *f, const char *name) {
   size_t n = strlen(f);
@@ -230,7 +230,7 @@ static int write_chrome(const char *path, chrome_trace *c) {
   return rc;
 }
 
-/* The control m0trace sends (actors/trace.h): on, to its own URL, with its
+/* The control m0trace sends (runtime/trace.h): on, to its own URL, with its
  * filters; or off. */
 static char *control_json(bool on, const char *url, const filter *f, const char *requests) {
   json_t *c = json_pack("{s:b}", "on", on);

@@ -30,7 +30,7 @@ ALLOCATOR is malloc, calloc, realloc, strdup, strndup, aligned_alloc,
 nng_alloc, nng_msg_alloc, nng_msg_realloc, or one of this tree's wrappers
 whose only failure is an allocation's: m0__outq_append, m0__outq_ref,
 m0__outq_move_tail (http/outq.c), m0__buf_append, m0__buf_reserve
-(base/buf.h), m0__msg_new, m0__msg_append, m0__msg_extend (actors/actor.h)
+(base/buf.h), m0__msg_new, m0__msg_append, m0__msg_extend (runtime/actor.h)
 and m0__batch_add (actors/pool.c).
 """
 import argparse

@@ -1,5 +1,5 @@
 /* m0_optdoc: prints docs/reference.md's generated blocks from the lists
- * `--help` prints, host/config.h's M0__OPTIONS and M0__EXIT_CODES, so the
+ * `--help` prints, config/options.h's M0__OPTIONS and M0__EXIT_CODES, so the
  * page and `--help` cannot differ (tests/integration/test_docs.py compares
  * the page with this output; `test_docs.py --write` rewrites the page).
  *
@@ -7,7 +7,7 @@
  *   m0_optdoc exits   the table of exit codes
  *
  * "accepted" is m0__config_accepts, the words a refusal uses. */
-#include "host/config.h"
+#include "config/options.h"
 
 #include <stdio.h>
 #include <string.h>

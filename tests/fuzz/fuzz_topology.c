@@ -1,5 +1,5 @@
-/* libFuzzer: topology files (host/topofile.c, the schema's table in
- * host/topokeys.c, docs/topology.md). The input is the file. Checked: a
+/* libFuzzer: topology files (config/topofile.c, the schema's table in
+ * config/topokeys.c, docs/topology.md). The input is the file. Checked: a
  * refused file leaves one line naming the file (and, past jansson, a line
  * and column) and applies nothing; an accepted one applies only what the
  * table allows (names, placements, instances, queues and timeouts in their
@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host/appspec.h"
-#include "host/config.h"
-#include "host/topofile.h"
-#include "host/topokeys.h"
+#include "config/appspec.h"
+#include "config/options.h"
+#include "config/topofile.h"
+#include "config/topokeys.h"
 
 static void check(bool ok) {
   if (!ok) abort();

@@ -1,5 +1,5 @@
-/* libFuzzer: the wire of application actors (actors/wire.c) and the envelope
- * (actors/envelope.c), which read what any program on the other end of an
+/* libFuzzer: the wire of application actors (service/wire.c) and the envelope
+ * (runtime/envelope.c), which read what any program on the other end of an
  * actor's socket sends. The input is read as a whole message (m0__env_read),
  * then as a REQUEST batch and as a REPLY batch; when it is a message, its
  * payload is read as both batches too. Every record read must lie inside the
@@ -8,19 +8,19 @@
  * (m0__wire_request_add, m0__wire_reply_add) into a new batch, which must
  * hold the same bytes as the input's records and read back to the same
  * fields. A message is also put to every mailbox's accept list from every
- * origin (actors/admit.h) and its payload read as a frame. Any crash, leak,
+ * origin (runtime/admit.h) and its payload read as a frame. Any crash, leak,
  * undefined behaviour or abort is a finding. */
 #include <nng/nng.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/actor.h"
-#include "actors/admit.h"
-#include "actors/publisher.h"
+#include "runtime/actor.h"
+#include "runtime/admit.h"
+#include "bus/publisher.h"
 #include "http/response.h"
-#include "actors/envelope.h"
-#include "actors/wire.h"
+#include "runtime/envelope.h"
+#include "service/wire.h"
 #include "base/errors.h"
 
 static const uint8_t *lo, *hi; /* the bytes being read */

@@ -10,7 +10,7 @@ given as an instance, with their ids).
     p.close()
 
 `request_ids(payload)` reads a REQUEST batch's record ids: wire_actor.py's,
-written from actors/wire.h alone.
+written from service/wire.h alone.
 """
 import ctypes
 import struct

@@ -23,7 +23,7 @@ Proves:
   /actor/silent is 503 with Retry-After: 1 at once, and once the first is
   answered the route takes a request again (504, not 503); an external actor
   with no instance connected is 503 without Retry-After. A wire_actor.py instance (this folder: the
-  wire spoken from actors/wire.h alone) that takes requests and never
+  wire spoken from service/wire.h alone) that takes requests and never
   answers, SIGKILLed with 3 in flight: all 3 are 502 before their 5 s
   timeout, and the route is 503 after; one that answers status 99 (a reply
   that does not decode) gives 502 at once, twice.
@@ -59,7 +59,7 @@ Proves:
 - Modes: under --threads 2 /actor/echo answers on connections of both loops
   (pid the host's); under --workers 2 on thread placement it answers with a
   worker's pid.
-- Under --workers 2, process and external actors (actors/relay.h): an
+- Under --workers 2, process and external actors (service/relay.h): an
   external echo_actor dials the one URL the doctor names and answers
   connections of both workers; a worker SIGKILLed and respawned is relayed
   to the same instance again; the drain stops it (exit 0). Two process

@@ -1,4 +1,4 @@
-"""The fleet's bus when its NATS server fails (actors/bus.c, design notes;
+"""The fleet's bus when its NATS server fails (bus/bus.c, design notes;
 docs/behaviour.md, A fleet): unreachable at the start, stopped (slow: it
 answers nothing), and killed with its store wiped at random moments while
 both hosts publish.

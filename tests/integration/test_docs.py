@@ -1,16 +1,16 @@
 """The docs can be trusted where a program can check them (issue 38).
 
 Proves: docs/reference.md's flag and exit-code tables are exactly what
-bin/m0_optdoc prints from host/config.h's M0__OPTIONS and M0__EXIT_CODES,
+bin/m0_optdoc prints from config/options.h's M0__OPTIONS and M0__EXIT_CODES,
 the lists `--help` prints, so a flag added there and not to the page fails
 here; every flag and variable `host_check --help` prints is on that page;
-every repository path a doc names (`actors/trace.c`, `tests/...py`) exists;
+every repository path a doc names (`runtime/trace.c`, `tests/...py`) exists;
 every link between the docs reaches a file and, with `#anchor`, a heading of
 it; README.md stays within 150 lines and ARCHITECTURE.md within 300.
 
     python3 tests/integration/test_docs.py --bin build/bin --write
 rewrites the generated tables in docs/reference.md (after an option or an
-exit code changed in host/config.h).
+exit code changed in config/options.h).
 """
 import glob
 import os
@@ -58,7 +58,7 @@ def generated_blocks(write):
             diff = [l for l in want if l not in have][:3] + ["(page only) " + l for l in have if l not in want][:3]
             print("\n".join(diff))
         F.check(same, f"docs/reference.md's '{what}' table is m0_optdoc's output "
-                      "(run test_docs.py --write after changing host/config.h)")
+                      "(run test_docs.py --write after changing config/options.h)")
     if write:
         open(REFERENCE, "w").write(text)
         print("rewrote", REFERENCE)

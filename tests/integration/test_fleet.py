@@ -1,4 +1,4 @@
-"""A fleet of hosts sharing one NATS subject (actors/bus.h; docs/behaviour.md,
+"""A fleet of hosts sharing one NATS subject (bus/bus.h; docs/behaviour.md,
 A fleet; docs/topology.md, "bus").
 
 Real binaries: `nats-server -js` on a port of its own choosing (-p -1, read

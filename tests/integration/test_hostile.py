@@ -1,7 +1,7 @@
-"""Hostile peers at every mailbox (issue 19; actors/admit.h, the accept lists).
+"""Hostile peers at every mailbox (issue 19; runtime/admit.h, the accept lists).
 
 Anyone who can reach a mailbox speaks nng's SP protocol to it: this test is
-such a peer, written from actors/envelope.h, kinds.h, admit.h and
+such a peer, written from runtime/envelope.h, kinds.h, admit.h and
 publisher.h alone, framing every message by hand (SP over TCP: an 8-byte
 big-endian length; over a unix socket: a 0x01 byte, then that length), so
 it can send what no nng library would.
@@ -76,7 +76,7 @@ Proves, in every mode and transport:
   5 s drain bound; under single, the loop took over no connection (the
   forged HANDOFFs adopted nothing).
 
-From the network and from this machine the rules differ (actors/admit.h):
+From the network and from this machine the rules differ (runtime/admit.h):
 - over tcp a loop takes no frame and no tracing control at all (every FRAME
   and TRACE is refused as a kind: an instance PUBLISHes and the host numbers
   it; m0trace runs on the host's machine), so a flood of frames
@@ -186,7 +186,7 @@ MAGIC = 0x3145306D  # "m0E1" (M0__ENV_MAGIC)
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo length
 KINDS = ("READY FAILED GO STOP STOPPED DIED LEAVING FRAME HANDOFF JOB RESULT REQUEST REPLY ANSWER PUBLISH CHUNK TRACE "
          "HELLO").split()
-K = {name: i + 1 for i, name in enumerate(KINDS)}  # actors/kinds.h: READY = 1 ... HELLO = 18
+K = {name: i + 1 for i, name in enumerate(KINDS)}  # runtime/kinds.h: READY = 1 ... HELLO = 18
 ROLES = {"coordinator": 1, "loop": 2, "pool": 3, "producer": 4, "external": 5, "worker": 6, "app": 7}
 EXT = (ROLES["external"] << 24) | 4242  # an outside publisher (m0pub is external.<pid>)
 APP = (ROLES["app"] << 24) | 1  # an application actor's instance
@@ -372,7 +372,7 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
                                ("no actor's name", b'{"actors":["nobody"]}'), ("no kind", b'{"kinds":["jobs"]}'),
                                ("an undialable to", b'{"to":"http://x"}'), ("on with nowhere to go", b'{"on":true}')):
             add(f"TRACE with {label}", env(K["TRACE"], EXT, me, control), "control")
-    else:  # within a control mailbox's receive limit (64 KiB: actors/bounds.h); past it nng hangs up, below
+    else:  # within a control mailbox's receive limit (64 KiB: runtime/bounds.h); past it nng hangs up, below
         add("a real 60 KiB STOP", env(K["STOP"], coord, me, b"s" * (60 << 10)), "kind")
     if network and role in ("loop", "coordinator"):
         def from_network(label, msg, why):
@@ -667,12 +667,12 @@ def attack(mode, transport):
 # ---- an application actor's own socket ---------------------------------------------------------------------------
 
 ECHO_INDEX = 0  # echo is host_check's first actor kind (the doctor lists it first)
-SOCKET_ID = (ROLES["app"] << 24) | (ECHO_INDEX << 12) | 0xFFF  # the actor's own socket (actors/service.c)
+SOCKET_ID = (ROLES["app"] << 24) | (ECHO_INDEX << 12) | 0xFFF  # the actor's own socket (service/service.c)
 HELD_MS = 1500  # x-sleep-ms: the request echo_actor holds while the attack runs
 ROUTE_MS = 5000  # POST /actor/echo's timeout: the held request and the whole attack fit in it
 APP_PERIOD_MS = 100  # the producer's beats: the streams stay busy, every id on them
 GENS, PLACES = 48, 4  # the plausible ids forged, per loop: entry generations 1..GENS x table places 0..PLACES-1
-ASK_TOP = 0xFFFF << 48  # the top 16 bits of an m0_ask's id (actors/instance.c)
+ASK_TOP = 0xFFFF << 48  # the top 16 bits of an m0_ask's id (service/instance.c)
 ROUNDS_MIN, ATTACK_S = 2, 2.5  # the battery is sent again and again while the legitimate traffic runs
 ACTOR_RE = re.compile(r'^(m0_actor_[a-z_]+)\{actor="echo"(?:,(?:outcome|reason)="([a-z_]+)")?\} (\d+)$', re.M)
 
@@ -1065,9 +1065,9 @@ def app_socket(mode, transport):
 def stolen_ask(s, hostile, echo, label):
     """An ask is answered only by the instance it went to: a REPLY whose `to`
     is a thread instance's slot goes into that instance's inbox (the way
-    back for an m0_ask: actors/service.c), and m0_ask takes it only from the
+    back for an m0_ask: service/service.c), and m0_ask takes it only from the
     slot it asked, while that slot holds the instance it asked
-    (actors/instance.c). An ask's id is 0xffff << 48 | its number, from 1:
+    (service/instance.c). An ask's id is 0xffff << 48 | its number, from 1:
     the hostile instance names the first eight."""
     relay = (ROLES["app"] << 24) | (2 << 12)  # relay.0: host_check's third actor kind, on a thread
     sample = 'm0_refused_total{actor="relay.0",reason="reply"}'

@@ -1,4 +1,4 @@
-"""Instances prove who they are (actors/proof.h; docs/wire.md, Proving who
+"""Instances prove who they are (runtime/proof.h; docs/wire.md, Proving who
 you are; docs/topology.md, Instances prove who they are): over plain tcp,
 loopback included, an application actor's instance is admitted only once it
 answers its actor's challenge with HMAC-SHA256 of the secret.

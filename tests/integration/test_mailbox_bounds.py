@@ -1,4 +1,4 @@
-"""What a peer can make a mailbox hold (actors/bounds.h; ARCHITECTURE.md,
+"""What a peer can make a mailbox hold (runtime/bounds.h; ARCHITECTURE.md,
 Admission): issue 36's first two attacks, from outside, with nothing but
 sockets.
 

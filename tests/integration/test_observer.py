@@ -254,7 +254,7 @@ def recent_records(label, port):
         return [r for r in recs if r["trace"] == TRACE_ID and r["kind"] in ("request", "reply")]
 
     # m0trace printed the traced request's records; each is put in the ring
-    # right after it is batched for m0trace (actors/trace.c): bounded wait.
+    # right after it is batched for m0trace (runtime/trace.c): bounded wait.
     wait_for(lambda: traced(records("echo")[2]), 5)
     st, d, recs, mine = records("echo")
     F.check(st == 200 and d.get("actor") == "echo" and recs and mine and len(recs) <= 40,
@@ -395,7 +395,7 @@ def waiting(label, s):
 def external(mode, machine):
     """An external echo_actor over tcp, under --threads 2 (it dials the host)
     or --workers 2 (it dials the supervisor, which relays it to both
-    workers: actors/relay.h); machine is where the graph says it is."""
+    workers: service/relay.h); machine is where the graph says it is."""
     label = f"dashboard {mode} 2 --blocking-threads 2, echo external (echo_actor over tcp)"
     run = os.path.join(TMP, "run-external" + mode)
     os.mkdir(run, 0o700)
@@ -438,7 +438,7 @@ if __name__ == "__main__":
         prefork()
         external("--threads", "127.0.0.1")
         # A worker sees the relay's leg; the relay's introduction says where
-        # the instance dialed from (actors/relay.h).
+        # the instance dialed from (service/relay.h).
         external("--workers", "127.0.0.1")
     finally:
         shutil.rmtree(TMP, ignore_errors=True)

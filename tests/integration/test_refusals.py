@@ -49,8 +49,8 @@ F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-refusals-")
 HERE = os.path.dirname(os.path.abspath(__file__))
 FORGED = "m0: forged"
-ENV = struct.Struct("<IHHIIQQQI")  # actors/envelope.h: magic kind flags from to seq trace_hi trace_lo length
-MAGIC, KIND_REPLY = 0x3145306D, 13  # "m0E1"; actors/kinds.h
+ENV = struct.Struct("<IHHIIQQQI")  # runtime/envelope.h: magic kind flags from to seq trace_hi trace_lo length
+MAGIC, KIND_REPLY = 0x3145306D, 13  # "m0E1"; runtime/kinds.h
 APP, LOOP0 = 7 << 24, 2 << 24  # base/ids.h: an application actor's instance, loop.0
 
 

@@ -1,5 +1,5 @@
 """The family's seal proves its message and is never taken twice
-(actors/seal.h; docs/wire.md, The seal), and a handed-over descriptor is
+(runtime/seal.h; docs/wire.md, The seal), and a handed-over descriptor is
 checked before a loop adopts it (transport/handoff.h).
 
 An attacker as the issue's: root on this machine, reading loopback. With a
@@ -46,8 +46,8 @@ from harness import Failures, Prefork, SPPeer, Server, children, get, listens, p
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-seal-")
-MAGIC = b"m0E1"  # 0x3145306d, little-endian (actors/envelope.h)
-K_GO, K_STOP = 3, 4  # actors/kinds.h
+MAGIC = b"m0E1"  # 0x3145306d, little-endian (runtime/envelope.h)
+K_GO, K_STOP = 3, 4  # runtime/kinds.h
 LOOP0 = 2 << 24
 SINGLE = ["coordinator", "producer", "loop.0"]
 PREFORK = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"]

@@ -27,7 +27,7 @@ Proves:
   loop's first id) and `m0pub --id LOW` (below it) exit 1, print nothing
   and name the respawned loop (m0pub reads each loop's first id on the
   page); the survivor refuses both, because from outside the host an id
-  must come after the last its loop wrote (C; actors/admit.h), and counts
+  must come after the last its loop wrote (C; runtime/admit.h), and counts
   them (`m0_refused_total{actor="loop.1",reason="frame_id"}` = 2: so they did
   go out on the bus), the respawned loop counts them as `stale` (2);
   neither stream receives them.

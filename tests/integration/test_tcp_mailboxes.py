@@ -55,7 +55,7 @@ TMP = tempfile.mkdtemp(prefix="m0-tcpmb-")
 SINGLE = ["coordinator", "producer", "loop.0"]
 PREFORK = ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1"]
 MAGIC = 0x3145306D  # "m0E1"
-K_JOB, K_RESULT = 10, 11  # actors/envelope.h
+K_JOB, K_RESULT = 10, 11  # runtime/envelope.h
 
 
 def topology(names, mode, loops, ports, pool=0):
@@ -112,7 +112,7 @@ def tagged(tag):
 
 
 def envelope(kind, frm, to, payload=b""):
-    # magic, kind, flags, from, to, seq, trace hi/lo, length (actors/envelope.h)
+    # magic, kind, flags, from, to, seq, trace hi/lo, length (runtime/envelope.h)
     return struct.pack("<IHHIIQQQI", MAGIC, kind, 0, frm, to, 1, 0, 0, len(payload)) + payload
 
 

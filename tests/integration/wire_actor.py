@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A misbehaving external instance of an application actor, for
 test_actors: it dials URL with an nng pair1 socket (the system's
-libnng.so.1 through ctypes) and speaks the wire of actors/wire.h and
-actors/envelope.h itself, written from those headers alone (not on
+libnng.so.1 through ctypes) and speaks the wire of service/wire.h and
+runtime/envelope.h itself, written from those headers alone (not on
 python/m0actor.py, so a mistake shared by that module and the host cannot
 hide here).
 
@@ -38,7 +38,7 @@ import struct
 import sys
 
 MAGIC = 0x3145306D  # "m0E1" little-endian (M0__ENV_MAGIC)
-KIND_STOP, KIND_REQUEST, KIND_REPLY, KIND_PUBLISH = 4, 12, 13, 15  # actors/kinds.h, READY = 1
+KIND_STOP, KIND_REQUEST, KIND_REPLY, KIND_PUBLISH = 4, 12, 13, 15  # runtime/kinds.h, READY = 1
 LOOP0 = 2 << 24  # base/ids.h: loop.0
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo payload-length
 BATCH = struct.Struct("<HHI")  # version (1) flags (0) count

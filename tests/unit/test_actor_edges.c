@@ -1,4 +1,4 @@
-/* The runtime's refusals, as a caller of actors/actor.c and
+/* The runtime's refusals, as a caller of runtime/actor.c and
  * actors/producer.c sees them: a mailbox or peer on an address nng cannot
  * use (or one already taken), a payload over the envelope's bound, a send to
  * a mailbox nobody listens on (bounded, ETIMEDOUT) or on a closed peer, a
@@ -24,11 +24,11 @@
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>
 
-#include "actors/actor.h"
-#include "actors/admit.h"
+#include "runtime/actor.h"
+#include "runtime/admit.h"
 #include "base/errors.h"
 #include "actors/producer.h"
-#include "actors/publisher.h"
+#include "bus/publisher.h"
 #include "transport/page.h"
 #include "transport/rundir.h"
 

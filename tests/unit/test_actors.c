@@ -17,13 +17,13 @@
 #include <poll.h>
 #include <pthread.h>
 
-#include "actors/actor.h"
-#include "actors/admit.h"
-#include "actors/edges.h"
-#include "actors/recent.h"
-#include "actors/trace.h"
+#include "runtime/actor.h"
+#include "runtime/admit.h"
+#include "runtime/edges.h"
+#include "runtime/recent.h"
+#include "runtime/trace.h"
 #include "actors/producer.h"
-#include "actors/publisher.h"
+#include "bus/publisher.h"
 #include "transport/page.h"
 #include "base/errors.h"
 #include "transport/rundir.h"
@@ -387,7 +387,7 @@ static void test_publisher_connect(void **st) {
   page_done(&d, &pg);
 }
 
-/* The recent records (actors/recent.h): a tracer's kept records, in order;
+/* The recent records (runtime/recent.h): a tracer's kept records, in order;
  * past the ring's size the oldest go; a line being written is skipped. */
 typedef struct seen_recs {
   uint64_t seq[M0__PAGE_TRACE_LINES + 8];
@@ -446,7 +446,7 @@ static void test_recent_ring(void **st) {
   free(s);
 }
 
-/* Messages per edge (actors/edges.h): sent and taken, whichever counts
+/* Messages per edge (runtime/edges.h): sent and taken, whichever counts
  * first; a dead receiver's untaken ones settled. */
 typedef struct edge_seen {
   uint64_t n, taken, kinds;
@@ -491,7 +491,7 @@ int main(void) {
                                      cmocka_unit_test(test_publisher_connect), cmocka_unit_test(test_recent_ring),
                                      cmocka_unit_test(test_edges_waiting)};
   /* As in a host: its own actors seal what they send through sockets
-   * (actors/admit.h), so an ipc pipe between two of them is this process. */
+   * (runtime/admit.h), so an ipc pipe between two of them is this process. */
   if (m0__family_make() != 0) return 1;
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

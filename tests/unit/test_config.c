@@ -1,11 +1,11 @@
 /* The configuration as its readers rely on it (docs/reference.md: Reading the
  * command line, Flags and variables, Checks, The doctor; docs/topology.md):
  * m0__config_load's flags, variables and their refusals; every check of
- * host/checks.c refusing what it should and passing what it should; the
+ * config/checks.c refusing what it should and passing what it should; the
  * topology file reader's refusals, each naming the file, the line and the
  * key; a file's "app_actors" and "routes" (every refusal at the offending
  * key's line and column) and their merge with a program's actor kinds and
- * routes (host/appspec.c, the `actors` check); the doctor's JSON and its
+ * routes (config/appspec.c, the `actors` check); the doctor's JSON and its
  * round trip; m0_serve's exit codes without a server. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,11 +23,11 @@
 #include <unistd.h>
 
 #include "base/errors.h"
-#include "host/appspec.h"
-#include "host/checks.h"
-#include "host/config.h"
-#include "host/topofile.h"
-#include "actors/trace.h"
+#include "config/appspec.h"
+#include "config/checks.h"
+#include "config/options.h"
+#include "config/topofile.h"
+#include "runtime/trace.h"
 #include "transport/page.h"
 
 extern char **environ;
@@ -1448,7 +1448,7 @@ static void test_app_decl_refusals(void **st) {
   cfg_done(c);
 
   /* prefork serves process and external placements too (the supervisor's
-   * relay, actors/relay.h): nothing to refuse */
+   * relay, service/relay.h): nothing to refuse */
   th[1] = spec("far", M0__PLACE_EXTERNAL);
   c = cfg_with(th, 2, NULL, 0);
   assert_int_equal(m0__app_decl_make(&d, &fake_app, c, why, sizeof why), 0);

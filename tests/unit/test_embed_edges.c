@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/publisher.h"
+#include "bus/publisher.h"
 #include "m0/m0.h"
 #include "transport/page.h"
 

@@ -21,7 +21,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>
 
-#include "actors/actor.h"
+#include "runtime/actor.h"
 #include "base/errors.h"
 #include "actors/pool.h"
 #include "http/response.h"

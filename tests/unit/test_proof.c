@@ -1,4 +1,4 @@
-/* actors/proof.h: the challenge's form, the proof of docs/wire.md's worked
+/* runtime/proof.h: the challenge's form, the proof of docs/wire.md's worked
  * check, and what a key file must be. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "actors/proof.h"
+#include "runtime/proof.h"
 
 static void test_worked_check(void **st) {
   (void)st;

@@ -1,4 +1,4 @@
-/* host/topokeys.c against docs/topology.md: the schema's table and its
+/* config/topokeys.c against docs/topology.md: the schema's table and its
  * prose cannot disagree. Every key of the file, of an app_actors entry and
  * of a routes entry is a row of the docs' "| key |" table of its section,
  * with its range (min–max) and default; the keys of "actors", "tls", "bus"
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host/topokeys.h"
+#include "config/topokeys.h"
 
 #define ROWS_MAX 64
 
@@ -138,7 +138,7 @@ static void every_documented_key_known(void **state) {
   assert_true(n >= 20);
   for (int i = 0; i < n; i++) {
     if (!m0__topo_key_find(rows[i].in, rows[i].key))
-      fail_msg("docs/topology.md documents the key %s%s%s, which host/topokeys.c does not have", rows[i].in,
+      fail_msg("docs/topology.md documents the key %s%s%s, which config/topokeys.c does not have", rows[i].in,
                rows[i].in[0] ? "." : "", rows[i].key);
   }
   for (size_t j = 0; j < sizeof nested / sizeof nested[0]; j++) {
@@ -151,7 +151,7 @@ static void every_documented_key_known(void **state) {
         char key[48];
         snprintf(key, sizeof key, "%.*s", (int)(e - q - 1), q + 1);
         if (!m0__topo_key_find(nested[j].in, key))
-          fail_msg("docs/topology.md's %s row names the key \"%s\", which host/topokeys.c does not have",
+          fail_msg("docs/topology.md's %s row names the key \"%s\", which config/topokeys.c does not have",
                    nested[j].parent, key);
       }
       q = e;

@@ -1,5 +1,5 @@
 /* What crosses between actors and what a watcher reads of it: the envelope
- * refusing every malformed header (actors/envelope.h), kind and actor names,
+ * refusing every malformed header (runtime/envelope.h), kind and actor names,
  * the error texts, trace records (batches of whole records, records nobody
  * took counted and reported, the JSON line and its truncation), and the
  * signal pipe (docs/reference.md, Tracing; ARCHITECTURE.md). */
@@ -22,14 +22,14 @@
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/pull.h>
 
-#include "actors/actor.h"
-#include "actors/envelope.h"
+#include "runtime/actor.h"
+#include "runtime/envelope.h"
 #include "base/errors.h"
-#include "actors/kinds.h"
+#include "runtime/kinds.h"
 #include "base/nng_compat.h"
 #include "host/signals.h"
-#include "actors/trace.h"
-#include "actors/wire.h"
+#include "runtime/trace.h"
+#include "service/wire.h"
 
 static bool has(const char *hay, const char *needle) {
   if (!strstr(hay, needle)) {
@@ -582,7 +582,7 @@ static void test_signals(void **st) {
   alarm(0);
 }
 
-/* ---- the wire of application actors (actors/wire.h, docs/wire.md) ---- */
+/* ---- the wire of application actors (service/wire.h, docs/wire.md) ---- */
 
 #define STR(x) ((m0_str){x, sizeof(x) - 1})
 

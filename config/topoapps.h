@@ -1,0 +1,17 @@
+/* A topology file's "app_actors" and "routes" read into the application's
+ * declaration (config/appspec.h), for config/topofile.c. */
+#ifndef M0_CONFIG_TOPOAPPS_H
+#define M0_CONFIG_TOPOAPPS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "config/appspec.h"
+#include "config/options.h"
+
+/* Each into *out (*n entries, the caller frees *out). false: refused, the
+ * line in cfg->topology_error. tls: the file has "tls". */
+bool m0__topo_app_actors(m0_config *cfg, const char *text, json_t *list, bool tls, m0__actor_spec **out, int *n);
+bool m0__topo_routes(m0_config *cfg, const char *text, json_t *list, m0__route_spec **out, int *n);
+
+#endif

@@ -1,0 +1,68 @@
+/* An application actor's instance: the application's kind (make, receive,
+ * free) answering REQUEST batches with REPLY batches. The same core answers
+ * a batch wherever the instance runs: on a thread of the host (the kind
+ * here, m0__instance_kind), in a process the host spawned, or in any program
+ * that calls m0_actor_run (service/remote.c).
+ *
+ * Design notes
+ * - A thread instance is a handle (runtime/handle.h) like a pool thread: its
+ *   make runs on its own thread and it says READY or FAILED to its
+ *   coordinator; it takes REQUEST and STOP from its direct inbox (loops put
+ *   them there) and puts each REPLY in the inbox of the loop that asked.
+ * - One REPLY per REQUEST, even when receive answered none of the batch
+ *   (count 0): the loop sends that instance its next batch only then.
+ * - STOP comes from the coordinator once every loop has drained, so no
+ *   request is with an instance when it leaves.
+ * - m0_ask sends one REQUEST from the asking instance (its id in `from`, so
+ *   the reply comes to its inbox) and waits on its own mailbox and inbox;
+ *   anything else that comes meanwhile is kept, in order, and served after
+ *   its receive returns. An ask id has all 16 top bits set, which no loop's
+ *   has (a loop's id names the loop there), so a late answer to an ask is
+ *   never taken for a loop's.
+ */
+#ifndef M0_SERVICE_INSTANCE_H
+#define M0_SERVICE_INSTANCE_H
+
+#include <stdatomic.h>
+
+#include "runtime/actor.h"
+#include "runtime/handle.h"
+#include "service/service.h"
+#include "runtime/trace.h"
+#include "m0/m0.h"
+
+typedef struct m0__instance {
+  m0__handle h; /* first: driven through it */
+  const m0_actor_kind *kind;
+  m0__service *svc;
+  int slot;
+  m0_actor_ctx ctx;
+  m0__tracer *trace;
+  uint32_t coord_id;
+  const char *coord_url;
+  char url[M0__URL_MAX]; /* its mailbox (inproc): what an embedding program could reach */
+  m0__actor self;
+  m0__peer coord;
+  m0__inbox inbox; /* REQUEST and STOP from the loops and the coordinator */
+  void *state;
+  /* m0_ask: what came while this instance waited for its answer, taken
+   * before anything new; and the ids of its asks. */
+  nng_msg **stash;
+  int nstash, capstash;
+  uint64_t ask_seq;
+} m0__instance;
+
+extern const m0__actor_kind m0__instance_kind;
+
+/* Answers one REQUEST payload into out (a batch begun by
+ * m0__wire_batch_new): each record decoded, given to receive, its reply (if
+ * any) appended. in_app (may be NULL) is set while inside receive. Returns
+ * the records answered, or M0__EBADMSG when the batch does not decode (what
+ * was answered before stays in out). While tracing (trace, with m the
+ * REQUEST), a request whose id is not the envelope's gets its own record as
+ * it is taken up and its id goes into others, for the REPLY
+ * (runtime/trace.h); trace NULL: an instance outside the host, untraced. */
+int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out, atomic_bool *in_app,
+                        m0__tracer *trace, m0__trace_ids *others);
+
+#endif

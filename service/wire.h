@@ -1,0 +1,105 @@
+/* The wire of application actors: what a loop sends an instance (REQUEST)
+ * and what comes back (REPLY), as explicit little-endian bytes with a
+ * version and a length before every variable field — no native struct, no
+ * pointer — because an instance may be any program in any language on the
+ * other end of an nng pair1 socket. docs/wire.md is the same layout for
+ * someone writing an instance from that page alone.
+ *
+ *   batch:   u16 version (1)  u16 flags (0)  u32 count   then count records
+ *   request: u64 id  u64 trace_hi  u64 trace_lo
+ *            u32 method  u32 target  u32 path (a prefix of target)  u32 body
+ *            u16 nheaders  u8 nparams  u8 version_minor  u32 reserved (0)
+ *            method, target, each header (u32 name, u32 value, name, value),
+ *            each path parameter (u32 len, bytes), body
+ *   reply:   u64 id  u16 status  u16 nheaders  u32 body
+ *            each header (u32 name, u32 value, name, value), body
+ *
+ * Design notes
+ * - A request is named by its id alone: the loop keeps what the id stands
+ *   for (the connection, the deadline), so nothing an instance sends can
+ *   point into the host. An unknown or late id is dropped and counted.
+ * - Every decoder checks every length against what is left of the payload
+ *   and every count against its limit before it reads; a reply whose
+ *   record does not decode answers that request 502 when its id could be
+ *   read (the rest of that batch is lost and times out: 504).
+ * - A reply is also checked for what the host will write: a final status
+ *   (200..599), header names that are tokens, values without CR, LF or NUL,
+ *   and no framing header (Content-Length, Transfer-Encoding, Connection:
+ *   the host frames the response).
+ */
+#ifndef M0_SERVICE_WIRE_H
+#define M0_SERVICE_WIRE_H
+
+#include <nng/nng.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "m0/m0.h"
+
+#define M0__WIRE_VERSION 1
+#define M0__WIRE_BATCH_HEAD 8
+#define M0__WIRE_MAX_COUNT 65536 /* records in one batch */
+#define M0__WIRE_MAX_HEADERS 100 /* headers in one request or reply */
+#define M0__WIRE_MAX_PARAMS 8    /* path parameters in one request */
+
+/* Starts a batch: a message (m0__msg_new) with the batch head. 0 or M0__ENOMEM. */
+int m0__wire_batch_new(nng_msg **m, size_t reserve);
+/* Appends one record and counts it in the head. 0, or M0__ENOMEM /
+ * M0__ETOOBIG (the message is unchanged). */
+int m0__wire_request_add(nng_msg *m, uint64_t id, const m0_request *req);
+int m0__wire_reply_add(nng_msg *m, uint64_t id, int status, const m0_header *hdrs, size_t nhdrs, const void *body,
+                       size_t blen);
+/* Records in a batch being built. */
+uint32_t m0__wire_batch_count(nng_msg *m);
+
+/* A reader over one batch's payload. */
+typedef struct m0__wire_rd {
+  const uint8_t *p, *end;
+  uint32_t left; /* records not read yet */
+} m0__wire_rd;
+
+/* Reads the head: 0 (r ready, its count in r->left) or M0__EBADMSG (short,
+ * another version, flags set, a count over the limit). */
+int m0__wire_open(m0__wire_rd *r, const uint8_t *payload, size_t len);
+
+typedef struct m0__wire_request {
+  uint64_t id;
+  m0_request req; /* its pointers are into the payload, and into hdrs/params */
+  m0_header hdrs[M0__WIRE_MAX_HEADERS];
+  m0_str params[M0__WIRE_MAX_PARAMS];
+} m0__wire_request;
+
+typedef struct m0__wire_reply {
+  uint64_t id;
+  bool id_read; /* the record did not decode, but its id did */
+  int status;
+  const m0_header *hdrs;
+  size_t nhdrs;
+  m0_header hdr_store[M0__WIRE_MAX_HEADERS];
+  m0_str body;
+} m0__wire_reply;
+
+/* The next record: 1 (out filled), 0 (no more), or M0__EBADMSG (the batch
+ * is bad from here; a reply's out->id_read says whether its id is known). */
+int m0__wire_next_request(m0__wire_rd *r, m0__wire_request *out);
+int m0__wire_next_reply(m0__wire_rd *r, m0__wire_reply *out);
+
+/* Whether a header an application or an instance adds may go out as it is:
+ * http/fields.h's rules (a token name the host does not write itself, a
+ * value with no control byte but HTAB). */
+bool m0__wire_header_ok(const char *name, size_t nlen, const char *value, size_t vlen);
+
+/* The headers of an answer being written (m0_reply_header,
+ * m0_deferred_header): each checked by m0__wire_header_ok and copied into
+ * the block's own store. */
+typedef struct m0__header_block {
+  m0_header *hdrs;
+  size_t n, max;
+  char *store;
+  size_t used, cap;
+} m0__header_block;
+/* 0, or -1 (refused by the check, or no room: nothing added). */
+int m0__header_block_add(m0__header_block *b, const char *name, size_t nl, const char *value, size_t vl);
+
+#endif

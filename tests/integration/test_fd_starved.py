@@ -34,7 +34,9 @@ def get_health(c):
 
 
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-s = Server("host_check", "--port", "0")
+# The clients send nothing: the header timeout would close them (10 s by
+# default) and end the episode early on a slow machine, so it is long here.
+s = Server("host_check", "--port", "0", "--header-timeout-ms", "120000")
 resource.setrlimit(resource.RLIMIT_NOFILE, (48, hard))  # inherited by the host only: restored below
 try:
     s.start()

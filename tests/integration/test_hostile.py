@@ -198,8 +198,11 @@ NAMES = {
     "prefork": ["coordinator", "producer", "worker.0", "worker.1", "loop.0", "loop.1", "pool.0.0", "pool.1.0"],
 }
 LOOPS = {"single": 1, "threads": 2, "prefork": 2}
-LINE_RE = re.compile(r"^m0: (\S+) refused a (\S+) message from (.+) \((malformed|seal|kind|address|frame|frame_id|reply|batch): ",
-                     re.M)
+# Every reason a refusal line may give: the one list (runtime/admit.h's
+# M0__REFUSALS), read from the source so a new reason is a documented one.
+with open(os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "admit.h")) as _f:
+    REASONS = re.findall(r'^\s*X\([A-Z_]+, "([a-z_]+)"\)', _f.read(), re.M)
+LINE_RE = re.compile(r"^m0: (\S+) refused a (\S+) message from (.+) \((" + "|".join(REASONS) + r"): ", re.M)
 
 
 def actor_id(name):
@@ -651,7 +654,8 @@ def attack(mode, transport):
                 f"({sorted({a for a, _p in used} - {a for a, _p in named})})")
         F.check(all(n <= bound for n in per.values()),
                 f"{label}: at most {bound} line(s) per actor and peer in {elapsed:.1f} s ({dict(per)})")
-        F.check(len(lines) == err.count(" refused a "), f"{label}: every refusal line has the documented form")
+        F.check(len(lines) == err.count(" refused a "), f"{label}: every refusal line has the documented form "
+                f"({[x for x in err.splitlines() if ' refused a ' in x and not LINE_RE.match(x)][:4]})")
         F.check("dropped a malformed message" not in err and "unexpected" not in err,
                 f"{label}: no line per malformed message, no `unexpected` message:\n{err[-800:]}")
         # the drain

@@ -40,7 +40,8 @@
  *   M0_HOSTCHECK_POOL_MAKE_FAILS=late pool thread 1.0's make fails alone, 300 ms late
  *   M0_HOSTCHECK_PRODUCER_FAILS=late the producer's make fails, 300 ms late
  *   M0_HOSTCHECK_FAIL_GATE=FILE    a late make above fails once FILE exists (up
- *                                  to 60 s) instead of after 300 ms
+ *                                  to 60 s) instead of after 300 ms, and says
+ *                                  "host_check: a make waits for the gate"
  *   M0_HOSTCHECK_SLOW_SAYS=1  /slow says "host_check: /slow N ms begins on loop
  *                             W thread T" on stderr before it spins, and
  *                             "host_check: /slow N ms ends" after
@@ -88,6 +89,7 @@ static bool env_is(const char *name, const char *value) {
  * file that exists (so a test fails it once the others are READY), else 300 ms. */
 static void late(void) {
   const char *gate = getenv("M0_HOSTCHECK_FAIL_GATE");
+  if (gate && *gate) fprintf(stderr, "host_check: a make waits for the gate\n"); /* its process is up */
   for (int i = 0; gate && *gate && i < 6000 && access(gate, F_OK) != 0; i++) usleep(10 * 1000);
   if (!gate || !*gate) usleep(300 * 1000);
 }

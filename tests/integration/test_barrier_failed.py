@@ -93,7 +93,11 @@ def stopped_while_starting(label, args, ready, coordinators):
     proc, lsock, port, errf = activated("host_check", args + ["--trace", "-", "--drain-timeout-ms", "30000"], env=env)
     probe = None
     try:
-        ok = wait_for(lambda: ready <= ready_at_coordinator(read_log(errf)) or proc.poll() is not None, 20, step=0.02)
+        # READY from the others, and loop 1's make waiting: its process is up,
+        # its signals taken (a worker still starting ends at SIGTERM unheard).
+        ok = wait_for(lambda: (ready <= ready_at_coordinator(read_log(errf))
+                               and "host_check: a make waits for the gate" in read_log(errf))
+                      or proc.poll() is not None, 20, step=0.02)
         SEEN.update(harness.children(proc.pid))
         F.check(ok and proc.poll() is None, f"{label}: READY from {sorted(ready)} while loop 1's make waits:\n"
                                             f"{read_log(errf)[-2000:]}")

@@ -19,14 +19,14 @@ const char *m0__role_name(int role) {
   static const char *const roles[] = {[M0__ROLE_COORD] = "coordinator", [M0__ROLE_LOOP] = "loop",
                                       [M0__ROLE_POOL] = "pool", [M0__ROLE_PRODUCER] = "producer",
                                       [M0__ROLE_EXTERNAL] = "external", [M0__ROLE_WORKER] = "worker",
-                                      [M0__ROLE_APP] = "app"};
-  return role >= M0__ROLE_COORD && role <= M0__ROLE_APP ? roles[role] : "?";
+                                      [M0__ROLE_APP] = "app", [M0__ROLE_CALLER] = "caller"};
+  return role >= M0__ROLE_COORD && role <= M0__ROLE_LAST_ ? roles[role] : "?";
 }
 
 void m0__actor_name(uint32_t id, char *out, size_t outlen) {
   int role = M0__ACTOR_ROLE(id);
   unsigned idx = (unsigned)M0__ACTOR_INDEX(id);
-  if (role < M0__ROLE_COORD || role > M0__ROLE_APP) {
+  if (role < M0__ROLE_COORD || role > M0__ROLE_LAST_) {
     snprintf(out, outlen, "actor.%08x", (unsigned)id);
     return;
   }
@@ -56,7 +56,7 @@ void m0__actor_name(uint32_t id, char *out, size_t outlen) {
 bool m0__actor_name_known(const char *name) {
   size_t w = strcspn(name, ".");
   bool known = false;
-  for (int r = M0__ROLE_COORD; r <= M0__ROLE_APP && !known; r++)
+  for (int r = M0__ROLE_COORD; r <= M0__ROLE_LAST_ && !known; r++)
     known = strlen(m0__role_name(r)) == w && !strncmp(m0__role_name(r), name, w);
   for (int i = 0; i < APP_NAMES && !known; i++) known = app_names[i][0] && strlen(app_names[i]) == w && !strncmp(app_names[i], name, w);
   if (!known) return false;

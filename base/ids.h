@@ -11,7 +11,11 @@
 #define M0__URL_MAX 256 /* an actor's URL, NUL included */
 
 enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__ROLE_PRODUCER = 4,
-                M0__ROLE_EXTERNAL = 5, M0__ROLE_WORKER = 6, M0__ROLE_APP = 7 };
+                M0__ROLE_EXTERNAL = 5, M0__ROLE_WORKER = 6, M0__ROLE_APP = 7,
+                /* any thread of a host sending or calling an application
+                 * actor (service/post.h): "caller.<n>" */
+                M0__ROLE_CALLER = 8,
+                M0__ROLE_LAST_ = M0__ROLE_CALLER };
 #define M0__ACTOR_ID(role, index) (((uint32_t)(role) << 24) | ((uint32_t)(index) & 0xffffffu))
 #define M0__ACTOR_ROLE(id) ((int)((id) >> 24))
 #define M0__ACTOR_INDEX(id) ((int)((id) & 0xffffffu))

@@ -1,6 +1,6 @@
 /* The one list of message kinds actors exchange. The payload of each is
  * described beside it; ARCHITECTURE.md draws who sends which to whom. A
- * kind's number is its place in this list (READY = 1 … HELLO = 18): the
+ * kind's number is its place in this list (READY = 1 … RETURN = 20): the
  * numbers are on the wire (docs/wire.md), so a kind is only ever appended. */
 #ifndef M0_RUNTIME_KINDS_H
 #define M0_RUNTIME_KINDS_H
@@ -23,7 +23,9 @@
   X(PUBLISH, "publish") /* app actor instance -> its actor: a frame for the bus */ \
   X(CHUNK, "chunk")     /* any thread -> loop: a piece of a writer's response (actors/writer.h) */ \
   X(TRACE, "trace")     /* m0trace (this machine) -> loop: switch this process's tracing. payload: JSON (runtime/trace.h) */ \
-  X(HELLO, "hello")     /* app actor socket -> instance: a challenge (nonce, context); back: the proof (runtime/proof.h) */
+  X(HELLO, "hello")     /* app actor socket -> instance: a challenge (nonce, context); back: the proof (runtime/proof.h) */ \
+  X(MESSAGE, "message") /* a caller or an instance -> app actor instance: a send or a call (service/wire.h) */ \
+  X(RETURN, "return")   /* app actor instance -> its caller: a call's answer (service/wire.h) */
 
 enum m0__kind {
   M0__KIND_NONE_ = 0,

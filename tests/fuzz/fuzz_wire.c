@@ -180,7 +180,7 @@ static void batches(const uint8_t *p, size_t n) {
  * that carries a descriptor, a pointer or a stop. Then the payload as a
  * frame, as a loop and an actor's socket read it. */
 static void admission(const m0__env *e, const uint8_t *payload, size_t len) {
-  for (int role = 0; role <= M0__ROLE_APP + 1; role++)
+  for (int role = 0; role <= M0__ROLE_LAST_ + 1; role++)
     for (int origin = M0__ORIGIN_SELF; origin <= M0__ORIGIN_OUTSIDE; origin++) {
       int r = m0__admit(M0__ACTOR_ID(role, 0), e, origin);
       if (r < 0 || r >= M0__REFUSE_COUNT_) abort();

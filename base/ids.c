@@ -19,7 +19,8 @@ const char *m0__role_name(int role) {
   static const char *const roles[] = {[M0__ROLE_COORD] = "coordinator", [M0__ROLE_LOOP] = "loop",
                                       [M0__ROLE_POOL] = "pool", [M0__ROLE_PRODUCER] = "producer",
                                       [M0__ROLE_EXTERNAL] = "external", [M0__ROLE_WORKER] = "worker",
-                                      [M0__ROLE_APP] = "app", [M0__ROLE_CALLER] = "caller"};
+                                      [M0__ROLE_APP] = "app", [M0__ROLE_CALLER] = "caller",
+                                      [M0__ROLE_RELAYED] = "relayed"};
   return role >= M0__ROLE_COORD && role <= M0__ROLE_LAST_ ? roles[role] : "?";
 }
 

@@ -97,8 +97,9 @@ static const rule rules[] = {
     {ROLE_SOCKET, M0__K_READY, F, R(M0__ROLE_COORD)},
     /* an instance: requests and STOP from the host (a thread instance's
      * from this process; a spawned or outside one's from the host it
-     * dialed), and the answers to its own asks */
-    {M0__ROLE_APP, M0__K_REQUEST, S | L | O, R(M0__ROLE_LOOP) | ANY_APP},
+     * dialed), and the answers to its own asks; under --workers a
+     * worker's asker as the relay names it (service/relay.h) */
+    {M0__ROLE_APP, M0__K_REQUEST, S | L | O, R(M0__ROLE_LOOP) | R(M0__ROLE_RELAYED) | ANY_APP},
     {M0__ROLE_APP, M0__K_STOP, S | L | O, HOST_TOP | R(M0__ROLE_LOOP) | ANY_APP},
     {M0__ROLE_APP, M0__K_HELLO, S | L | O, ANY_APP},
     {M0__ROLE_APP, M0__K_REPLY, S, ANY_APP},

@@ -8,7 +8,10 @@ ephemeral port, find the port in its log, stop it by pid, bound every wait.
 The helpers every test shares, defined here once: `Prefork` (a Server under
 --workers that takes its workers down with it), `wait_for` (a bounded poll),
 `children`, `alive`, `ours`, `reap` and `environ` (pids from /proc, so nothing is
-signalled by name or after its pid was reused), `free_port`, `free_ports`
+signalled by name or after its pid was reused), `pid_namespace_refused`,
+`in_pid_namespace`, `ns_init` and `nspid` (a host as PID 1 of a new PID
+namespace, as in a container), `HealthLoad` (GET /health under a reload),
+`free_port`, `free_ports`
 and `port_map` (ports for a server told its port), `SPPeer` and
 `sp_hello` (a push0 peer on an actor's mailbox), `private_dir` (a run
 directory), `write_json` (a topology file), `run` and `m0pub` (a
@@ -22,6 +25,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 from signal import SIGTERM
 import socket
@@ -29,6 +33,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 _parser = argparse.ArgumentParser()
@@ -409,6 +414,76 @@ def descendants(pid):
                 out.add(c)
                 todo.append(c)
     return out
+
+
+PID_NS = ["--pid", "--fork", "--mount-proc"]
+
+
+def pid_namespace_refused():
+    """Why `unshare --pid --fork --mount-proc` cannot run here (not installed,
+    could not run, not permitted), or None when it can: a test that needs a
+    PID namespace says SKIP with this reason."""
+    unshare = shutil.which("unshare")
+    if not unshare:
+        return "unshare is not installed"
+    try:
+        probe = subprocess.run([unshare, *PID_NS, "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unshare could not run: {e}"
+    if probe.returncode != 0:
+        return (f"unshare {' '.join(PID_NS)} is not permitted here (exit {probe.returncode}): "
+                f"{probe.stderr.decode(errors='replace').strip()}")
+    return None
+
+
+def in_pid_namespace(*cmd):
+    """The argv that runs cmd as PID 1 of a new PID namespace with its own
+    /proc (the unshare process waits for it and passes its exit code on)."""
+    return [shutil.which("unshare") or "unshare", *PID_NS, *cmd]
+
+
+def ns_init(unshare_pid, timeout=5):
+    """The namespace's init (PID 1 inside) as seen from here: the unshare
+    process's child, or None if none came within timeout."""
+    return wait_for(lambda: next(iter(children(unshare_pid)), None), timeout)
+
+
+def nspid(pid):
+    """pid in every namespace, outermost first (the NSpid line of its
+    status); [] once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(x) for x in line.split()[1:]]
+    except OSError:
+        pass
+    return []
+
+
+class HealthLoad(threading.Thread):
+    """GET /health on a fresh connection, one after another, until stopped:
+    how many answered 200 (ok), and every other status or error (failed)."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.port, self.ok, self.failed, self.halt = port, 0, [], threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            try:
+                st, _ = get(self.port, "/health", timeout=10)
+                if st == 200:
+                    self.ok += 1
+                else:
+                    self.failed.append(st)
+            except Exception as e:  # noqa: BLE001 - every failure is counted
+                self.failed.append(repr(e))
+            time.sleep(0.005)
+
+    def stop(self):
+        self.halt.set()
+        self.join(15)
 
 
 def run(app, *args, env=None, timeout=10.0):

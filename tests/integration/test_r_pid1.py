@@ -23,62 +23,28 @@ its child. Proves, in single, --threads 2 and --workers 2 (each ~2 s):
 """
 import os
 import re
-import shutil
 import signal
-import subprocess
 import sys
 import time
 
-from harness import BIN, Failures, Server, children, wait_for
+from harness import BIN, Failures, Server, children, in_pid_namespace, ns_init, nspid, pid_namespace_refused, wait_for
 from rawhttp import Conn, request
 
 F = Failures()
-UNSHARE = shutil.which("unshare")
-NS = ["--pid", "--fork", "--mount-proc"]
-
-
-def nspid(pid):
-    """The pid in every namespace, outermost first (NSpid line of status)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("NSpid:"):
-                    return [int(x) for x in line.split()[1:]]
-    except OSError:
-        pass
-    return []
-
-
-def skip(why):
-    print(f"SKIP: {why}")
+WHY = pid_namespace_refused()
+if WHY:
+    print(f"SKIP: {WHY}")
     sys.exit(0)
-
-
-if not UNSHARE:
-    skip("unshare is not installed")
-try:
-    probe = subprocess.run([UNSHARE] + NS + ["true"], capture_output=True, timeout=10)
-except (OSError, subprocess.TimeoutExpired) as e:
-    skip(f"unshare {' '.join(NS)} could not run: {e}")
-if probe.returncode != 0:
-    skip(f"unshare {' '.join(NS)} is not permitted here (exit {probe.returncode}): "
-         f"{probe.stderr.decode(errors='replace').strip()}")
 
 
 def mode_run(mode, args):
     t0 = time.monotonic()
-    s = Server(UNSHARE, *NS, os.path.join(BIN, "host_check"), "--port", "0", *args,
+    s = Server(*in_pid_namespace(os.path.join(BIN, "host_check"), "--port", "0", *args),
                env={"M0_HOSTCHECK_SLOW_SAYS": "1"})
     init = None
     try:
         s.start()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            kids = children(s.proc.pid)
-            if kids:
-                init = next(iter(kids))
-                break
-            time.sleep(0.02)
+        init = ns_init(s.proc.pid)
         F.check(init is not None, f"[{mode}] the unshare process has a child (the namespace's init)")
         if init is None:
             return

@@ -41,16 +41,12 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
-import threading
-import time
 
-from harness import BIN, Failures, Server, alive, children, descendants, get, reap, wait_for
+from harness import (BIN, Failures, HealthLoad, Server, alive, children, descendants, in_pid_namespace, ns_init,
+                     get, pid_namespace_refused, reap, wait_for)
 
 F = Failures()
-UNSHARE = shutil.which("unshare")
-NS = ["--pid", "--fork", "--mount-proc"]
 SERVING = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\)", re.M)
 PAST = re.compile(r"^m0: master: the generation that served before \(pid \d+\) exited 0$", re.M)
 STARTING = re.compile(r"^m0: reload: generation (\d+) starting \(pid (\d+), (.*)\)$", re.M)
@@ -70,31 +66,6 @@ def comm(pid):
             return f.read().strip()
     except OSError:
         return ""
-
-
-class Load(threading.Thread):
-    """GET /health on a fresh connection, one after another, until stopped:
-    how many answered 200, and what failed."""
-
-    def __init__(self, port):
-        super().__init__(daemon=True)
-        self.port, self.ok, self.failed, self.halt = port, 0, [], threading.Event()
-
-    def run(self):
-        while not self.halt.is_set():
-            try:
-                st, _ = get(self.port, "/health", timeout=10)
-                if st == 200:
-                    self.ok += 1
-                else:
-                    self.failed.append(st)
-            except Exception as e:  # noqa: BLE001 - every failure is counted
-                self.failed.append(repr(e))
-            time.sleep(0.005)
-
-    def stop(self):
-        self.halt.set()
-        self.join(15)
 
 
 def serving(s, gen, timeout=20):
@@ -134,16 +105,16 @@ def reaps(mode, init):
 
 
 def container(mode, args):
-    s = Server(UNSHARE, *NS, os.path.join(BIN, "host_check"), "--port", "0", *args)
+    s = Server(*in_pid_namespace(os.path.join(BIN, "host_check"), "--port", "0", *args))
     left = set()
     try:
         s.start()
-        init = wait_for(lambda: next(iter(children(s.proc.pid)), None), 5)
+        init = ns_init(s.proc.pid)
         F.check(init is not None, f"[{mode}] the namespace has an init")
         if init is None:
             return
         reaps(mode, init)
-        load = Load(s.port)
+        load = HealthLoad(s.port)
         load.start()
         wait_for(lambda: load.ok > 0, 5)
         gen = 1
@@ -176,16 +147,9 @@ def container(mode, args):
 
 
 def namespaces():
-    if not UNSHARE:
-        print("SKIP (namespaces): unshare is not installed")
-        return
-    try:
-        probe = subprocess.run([UNSHARE] + NS + ["true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        print(f"SKIP (namespaces): unshare could not run: {e}")
-        return
-    if probe.returncode != 0:
-        print(f"SKIP (namespaces): unshare {' '.join(NS)} is not permitted here: {probe.stderr.decode().strip()}")
+    refused = pid_namespace_refused()
+    if refused:
+        print(f"SKIP (namespaces): {refused}")
         return
     for mode, args in (("single", []), ("threads2", ["--threads", "2"]), ("workers2", ["--workers", "2"])):
         container(mode, args)

@@ -25,16 +25,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import tempfile
-import threading
 import time
 
-from harness import BIN, Failures, Server, alive, children, descendants, get, reap, wait_for
+from harness import (BIN, Failures, HealthLoad, Server, alive, descendants, get, in_pid_namespace, ns_init,
+                     pid_namespace_refused, reap, wait_for)
 
 F = Failures()
-UNSHARE = shutil.which("unshare")
-NS = ["--pid", "--fork", "--mount-proc"]
 SERVING = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\)", re.M)
 REFUSED = re.compile(r"^m0: reload: generation \d+ is (still draining|still starting|not serving).*this SIG\w+ is "
                      r"refused$", re.M)
@@ -47,29 +44,6 @@ def sha(path):
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:
         return None
-
-
-class Load(threading.Thread):
-    """GET /health on a fresh connection, one after another, until stopped."""
-
-    def __init__(self, port):
-        super().__init__(daemon=True)
-        self.port, self.ok, self.failed, self.halt = port, 0, [], threading.Event()
-
-    def run(self):
-        while not self.halt.is_set():
-            try:
-                st, _ = get(self.port, "/health", timeout=10)
-                self.ok += st == 200
-                if st != 200:
-                    self.failed.append(st)
-            except Exception as e:  # noqa: BLE001 - every failure is counted
-                self.failed.append(repr(e))
-            time.sleep(0.005)
-
-    def stop(self):
-        self.halt.set()
-        self.join(15)
 
 
 def reload(s, top, sig, gen):
@@ -125,17 +99,17 @@ def back_and_forth(mode, args, pid1):
     one = sha(app)
     cmd = [app, "--port", "0", "--topology", topo, "--reload-keep-ms", "60000", "--pid-file",
            os.path.join(tmp, "pid"), *args]
-    s = Server(UNSHARE, *NS, *cmd) if pid1 else Server(cmd[0], *cmd[1:])
+    s = Server(*in_pid_namespace(*cmd)) if pid1 else Server(cmd[0], *cmd[1:])
     left = set()
     try:
         s.start()
-        top = wait_for(lambda: next(iter(children(s.proc.pid)), None), 5) if pid1 else s.proc.pid
+        top = ns_init(s.proc.pid) if pid1 else s.proc.pid
         F.check(top is not None, f"[{mode}] the top process is there")
         if top is None:
             return
         F.check(wait_for(lambda: which(s.port, s.proc.pid) == (200, one), 10),
                 f"[{mode}] generation 1: /which 200 from the first binary ({which(s.port, s.proc.pid)})")
-        load = Load(s.port)
+        load = HealthLoad(s.port)
         load.start()
         # A new binary (the same program, other bytes) and a file without /which.
         with open(app + ".new", "wb") as f:
@@ -212,23 +186,11 @@ def window():
     print("[window] dropped after 1500 ms, SIGUSR1 refused before and after, and without the window", flush=True)
 
 
-def namespaces_ok():
-    if not UNSHARE:
-        print("SKIP (PID 1): unshare is not installed")
-        return False
-    try:
-        probe = subprocess.run([UNSHARE] + NS + ["true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        print(f"SKIP (PID 1): unshare could not run: {e}")
-        return False
-    if probe.returncode != 0:
-        print(f"SKIP (PID 1): unshare {' '.join(NS)} is not permitted here: {probe.stderr.decode().strip()}")
-        return False
-    return True
-
-
 if __name__ == "__main__":
-    if namespaces_ok():
+    why = pid_namespace_refused()
+    if why:
+        print(f"SKIP (PID 1): {why}")
+    else:
         back_and_forth("pid1", [], True)
     back_and_forth("workers2", ["--workers", "2"], False)
     window()

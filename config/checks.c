@@ -35,31 +35,51 @@ int m0__app_max_threads(const m0_app *app) {
   return app->max_threads ? app->max_threads : app->max_workers;
 }
 
+/* The two ways to serve with more than one loop, as the checks that bound
+ * them name them: --workers counts processes, --threads loops in one. */
+typedef struct check_mode {
+  enum m0__opt opt;
+  const char *name, *set;   /* "workers", "--workers / M0_WORKERS" */
+  const char *unit, *units; /* what a count of it says: "1 worker process" */
+  const char *one, *many;   /* what an application allows: "at most 1 worker" */
+  const char *home;         /* where an application's state lives when it allows one */
+} check_mode;
+
+static const check_mode check_workers = {M0__O_workers, "workers", "--workers / M0_WORKERS", "worker process",
+                                         "worker processes", "worker", "workers", "one process"};
+static const check_mode check_threads = {M0__O_threads, "threads", "--threads / M0_THREADS", "loop", "loops", "loop",
+                                         "loops", "one loop"};
+
+/* The count is 1..M0__TOPO_MAX (a loop's index must fit an actor id). */
+static void check_mode_count(const m0_config *cfg, const check_mode *m, m0__check *c) {
+  long n = cfg->v[m->opt].num;
+  if (n < 1 || n > M0__TOPO_MAX) {
+    CHECK_FAIL(c, "%s is %ld (%s)", m->name, n, m0__source_name(cfg->v[m->opt].source));
+    CHECK_FIX(c, "set %s to a number from 1 to %d", m->set, M0__TOPO_MAX);
+  } else CHECK_OK(c, "%ld %s", n, n == 1 ? m->unit : m->units);
+}
+
+/* The count is at most what the application allows (max, 0: any). */
+static void check_mode_allowed(const m0_config *cfg, const m0_app *app, const check_mode *m, int max, m0__check *c) {
+  long n = cfg->v[m->opt].num;
+  if (max > 0 && n > max) {
+    CHECK_FAIL(c, "%ld %s asked, but %s serves at most %d (its state lives in %s)", n, m->many, app_name(app), max,
+               m->home);
+    CHECK_FIX(c, "set %s to %d or fewer", m->set, max);
+  } else if (max > 0) CHECK_OK(c, "%s allows at most %d %s", app_name(app), max, max == 1 ? m->one : m->many);
+  else CHECK_OK(c, "%s allows any number of %s", app_name(app), m->many);
+}
+
 static void check_workers_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  long w = M0__CFG(cfg, workers);
-  if (w < 1 || w > M0__TOPO_MAX) {
-    CHECK_FAIL(c, "workers is %ld (%s)", w, m0__source_name(cfg->v[M0__O_workers].source));
-    CHECK_FIX(c, "set --workers / M0_WORKERS to a number from 1 to %d", M0__TOPO_MAX);
-  } else CHECK_OK(c, "%ld worker process%s", w, w == 1 ? "" : "es");
+  check_mode_count(cfg, &check_workers, c);
 }
 
 static void check_workers_vs_application(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  long w = M0__CFG(cfg, workers);
-  if (app->max_workers > 0 && w > app->max_workers) {
-    CHECK_FAIL(c, "%ld workers asked, but %s serves at most %d (its state lives in one process)", w,
-               app_name(app), app->max_workers);
-    CHECK_FIX(c, "set --workers / M0_WORKERS to %d or fewer", app->max_workers);
-  } else if (app->max_workers > 0)
-    CHECK_OK(c, "%s allows at most %d worker%s", app_name(app), app->max_workers, app->max_workers == 1 ? "" : "s");
-  else CHECK_OK(c, "%s allows any number of workers", app_name(app));
+  check_mode_allowed(cfg, app, &check_workers, app->max_workers, c);
 }
 
 static void check_threads_count(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  long t = M0__CFG(cfg, threads);
-  if (t < 1 || t > M0__TOPO_MAX) {
-    CHECK_FAIL(c, "threads is %ld (%s)", t, m0__source_name(cfg->v[M0__O_threads].source));
-    CHECK_FIX(c, "set --threads / M0_THREADS to a number from 1 to %d", M0__TOPO_MAX);
-  } else CHECK_OK(c, "%ld loop%s", t, t == 1 ? "" : "s");
+  check_mode_count(cfg, &check_threads, c);
 }
 
 static void check_workers_vs_threads(const m0_config *cfg, const m0_app *app, m0__check *c) {
@@ -73,14 +93,7 @@ static void check_workers_vs_threads(const m0_config *cfg, const m0_app *app, m0
 }
 
 static void check_threads_vs_application(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  long t = M0__CFG(cfg, threads);
-  int max = m0__app_max_threads(app);
-  if (max > 0 && t > max) {
-    CHECK_FAIL(c, "%ld loops asked, but %s serves at most %d (its state lives in one loop)", t,
-               app_name(app), max);
-    CHECK_FIX(c, "set --threads / M0_THREADS to %d or fewer", max);
-  } else if (max > 0) CHECK_OK(c, "%s allows at most %d loop%s", app_name(app), max, max == 1 ? "" : "s");
-  else CHECK_OK(c, "%s allows any number of loops", app_name(app));
+  check_mode_allowed(cfg, app, &check_threads, m0__app_max_threads(app), c);
 }
 
 static void check_blocking_threads_count(const m0_config *cfg, const m0_app *app, m0__check *c) {

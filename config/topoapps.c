@@ -180,8 +180,8 @@ static bool topoapps_own_url(topoapps_list *l, const m0__actor_spec *specs) {
   return true;
 }
 
-static bool topoapps_actor(topoapps_list *l, json_t *e, m0__actor_spec *specs) {
-  m0__actor_spec *s = &specs[l->i];
+static bool topoapps_actor(topoapps_list *l, json_t *e, void *list) {
+  m0__actor_spec *specs = list, *s = &specs[l->i];
   if (!topoapps_entry_form(l, e, "app_actors", "{\"name\": ..., \"placement\": ...}", "") ||
       !topoapps_name(l, e, specs) || !topoapps_placement(l, e, s) ||
       !m0__topo_check_keys(l->cfg, l->text, e, "app_actors", l->p, 1u << s->placement))
@@ -219,21 +219,33 @@ static void *topoapps_alloc(topoapps_list *l, const char *key, size_t n, size_t 
   return v;
 }
 
-bool m0__topo_app_actors(m0_config *cfg, const char *text, json_t *list, bool tls, m0__actor_spec **out, int *n) {
-  topoapps_list l = {cfg, text, tls, 0, ""};
-  size_t na = json_array_size(list);
+/* Reads the file's list `key` entry by entry (entry reads list[l->i] into
+ * the storage's element l->i, and may look at the ones before it): true with
+ * the storage in *out (NULL when the list is empty) and its length in *n, or
+ * false, refused, with nothing kept. */
+static bool topoapps_read(topoapps_list *l, const char *key, json_t *list, size_t size,
+                          bool (*entry)(topoapps_list *, json_t *, void *), void **out, int *n) {
+  size_t len = json_array_size(list);
   bool ok;
-  m0__actor_spec *specs = topoapps_alloc(&l, "app_actors", na, (size_t)m0__topo_key_find("", "app_actors")->max, sizeof *specs, &ok);
-  for (l.i = 0; ok && l.i < na; l.i++) {
-    snprintf(l.p, sizeof l.p, "app_actors[%zu]", l.i);
-    ok = topoapps_actor(&l, json_array_get(list, l.i), specs);
+  void *specs = topoapps_alloc(l, key, len, (size_t)m0__topo_key_find("", key)->max, size, &ok);
+  for (l->i = 0; ok && l->i < len; l->i++) {
+    snprintf(l->p, sizeof l->p, "%s[%zu]", key, l->i);
+    ok = entry(l, json_array_get(list, l->i), specs);
   }
   if (!ok) {
     free(specs);
     return false;
   }
   *out = specs;
-  *n = (int)na;
+  *n = (int)len;
+  return true;
+}
+
+bool m0__topo_app_actors(m0_config *cfg, const char *text, json_t *list, bool tls, m0__actor_spec **out, int *n) {
+  topoapps_list l = {cfg, text, tls, 0, ""};
+  void *specs;
+  if (!topoapps_read(&l, "app_actors", list, sizeof **out, topoapps_actor, &specs, n)) return false;
+  *out = specs;
   return true;
 }
 
@@ -266,8 +278,8 @@ static const char *topoapps_route_str(topoapps_list *l, json_t *e, const char *k
 
 static bool topoapps_pattern_ok(const char *s) { return s && s[0] == '/' && strlen(s) < 256; }
 
-static bool topoapps_route(topoapps_list *l, json_t *e, m0__route_spec *specs) {
-  m0__route_spec *s = &specs[l->i];
+static bool topoapps_route(topoapps_list *l, json_t *e, void *list) {
+  m0__route_spec *specs = list, *s = &specs[l->i];
   const char *m, *pv, *av;
   if (!topoapps_entry_form(l, e, "routes", "{\"method\": ..., \"pattern\": ..., \"actor\": ...}",
                            "; a file's route is served by an actor") ||
@@ -293,18 +305,8 @@ static bool topoapps_route(topoapps_list *l, json_t *e, m0__route_spec *specs) {
 
 bool m0__topo_routes(m0_config *cfg, const char *text, json_t *list, m0__route_spec **out, int *n) {
   topoapps_list l = {cfg, text, false, 0, ""};
-  size_t nr = json_array_size(list);
-  bool ok;
-  m0__route_spec *specs = topoapps_alloc(&l, "routes", nr, (size_t)m0__topo_key_find("", "routes")->max, sizeof *specs, &ok);
-  for (l.i = 0; ok && l.i < nr; l.i++) {
-    snprintf(l.p, sizeof l.p, "routes[%zu]", l.i);
-    ok = topoapps_route(&l, json_array_get(list, l.i), specs);
-  }
-  if (!ok) {
-    free(specs);
-    return false;
-  }
+  void *specs;
+  if (!topoapps_read(&l, "routes", list, sizeof **out, topoapps_route, &specs, n)) return false;
   *out = specs;
-  *n = (int)nr;
   return true;
 }

@@ -51,44 +51,44 @@ static int producer_wait(m0__actor *mbox, int64_t ms) {
 /* The hold on the ids, once no other generation's producer has it.
  * false: STOP came first. */
 static bool producer_take_ids(m0__producer_run *r) {
-  m0__host_figures *hf = r->pub->page->figures;
-  int64_t until = producer_now_ns() / 1000000 + r->lease_ms + 1000;
+  m0__host_figures *hf = r->cfg.pub->page->figures;
+  int64_t until = producer_now_ns() / 1000000 + r->cfg.lease_ms + 1000;
   uint64_t held = 0;
-  while (!atomic_compare_exchange_strong(&hf->id_lease, &held, r->generation) && held != r->generation) {
+  while (!atomic_compare_exchange_strong(&hf->id_lease, &held, r->cfg.generation) && held != r->cfg.generation) {
     if (producer_now_ns() / 1000000 >= until) {
       fprintf(stderr, "m0: the producer of generation %llu did not let the ids go within %ld ms; generation "
-                      "%llu's takes them\n", (unsigned long long)held, r->lease_ms + 1000,
-              (unsigned long long)r->generation);
-      atomic_store(&hf->id_lease, r->generation);
+                      "%llu's takes them\n", (unsigned long long)held, r->cfg.lease_ms + 1000,
+              (unsigned long long)r->cfg.generation);
+      atomic_store(&hf->id_lease, r->cfg.generation);
       break;
     }
     if (producer_wait(&r->self, PRODUCER_LEASE_POLL_MS) == M0__K_STOP) return false;
     held = 0;
   }
-  if (r->generation > 1) {
-    atomic_store(&hf->hole_until, atomic_load(&r->pub->page->head->event_id));
-    atomic_store_explicit(&hf->hole_gen, r->generation, memory_order_release);
+  if (r->cfg.generation > 1) {
+    atomic_store(&hf->hole_until, atomic_load(&r->cfg.pub->page->head->event_id));
+    atomic_store_explicit(&hf->hole_gen, r->cfg.generation, memory_order_release);
   }
   return true;
 }
 
 static void producer_let_go(m0__producer_run *r) {
-  uint64_t mine = r->generation;
-  atomic_compare_exchange_strong(&r->pub->page->figures->id_lease, &mine, 0);
+  uint64_t mine = r->cfg.generation;
+  atomic_compare_exchange_strong(&r->cfg.pub->page->figures->id_lease, &mine, 0);
 }
 
 static void producer_run(m0__handle *h) {
   m0__producer_run *r = (m0__producer_run *)h;
-  m0_publisher *pub = r->pub;
+  m0_publisher *pub = r->cfg.pub;
   m0__peer *coord = &r->coord;
   m0__actor *self = &r->self;
   char err[512] = "";
-  if (m0__peer_open(coord, r->coord_id, r->coord_url, 1000) != 0) {
-    fprintf(stderr, "m0: the producer cannot reach its coordinator at %s\n", r->coord_url);
+  if (m0__peer_open(coord, r->cfg.coord_id, r->cfg.coord_url, 1000) != 0) {
+    fprintf(stderr, "m0: the producer cannot reach its coordinator at %s\n", r->cfg.coord_url);
     return;
   }
-  void *state = r->def->make ? r->def->make(&r->ctx, err, sizeof err) : NULL;
-  if (r->def->make && !state) {
+  void *state = r->cfg.def->make ? r->cfg.def->make(&r->cfg.ctx, err, sizeof err) : NULL;
+  if (r->cfg.def->make && !state) {
     if (!err[0]) snprintf(err, sizeof err, "the producer's make failed");
     atomic_store(&r->h.failed, true);
     m0__tell(self, coord, M0__K_FAILED, err, strlen(err));
@@ -109,7 +109,7 @@ static void producer_run(m0__handle *h) {
       continue;
     }
     atomic_store(&r->h.in_app, true);
-    int64_t wait = r->def->step(state, pub);
+    int64_t wait = r->cfg.def->step(state, pub);
     atomic_store(&r->h.in_app, false);
     if (wait < 0) {
       fprintf(stderr, "m0: producer: step failed (returned %lld); the producer stops, serving goes on\n",
@@ -126,7 +126,7 @@ static void producer_run(m0__handle *h) {
   }
 done:
   producer_let_go(r); /* before STOPPED: the drain goes on knowing the next generation may number */
-  if (r->def->free) r->def->free(state);
+  if (r->cfg.def->free) r->cfg.def->free(state);
   m0__tell(self, coord, M0__K_STOPPED, NULL, 0);
 out:;
 }
@@ -139,8 +139,8 @@ static void producer_release(m0__handle *h) { m0__actor_close(&((m0__producer_ru
  * this returns (runtime/actor.c, m0__peer_open). */
 static int producer_open(m0__handle *h) {
   m0__producer_run *r = (m0__producer_run *)h;
-  if (m0__actor_open(&r->self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->url, r->pub->self.trace) != 0) {
-    fprintf(stderr, "m0: the producer cannot open its mailbox at %s\n", r->url);
+  if (m0__actor_open(&r->self, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0), r->cfg.url, r->cfg.pub->self.trace) != 0) {
+    fprintf(stderr, "m0: the producer cannot open its mailbox at %s\n", r->cfg.url);
     return M0__ETRANSPORT;
   }
   return 0;
@@ -150,12 +150,5 @@ const m0__actor_kind m0__producer_kind = {"producer", producer_open, producer_ru
 
 void m0__producer_init(m0__producer_run *r, const m0__producer_config *cfg, m0__exits *exits) {
   m0__handle_init(&r->h, &m0__producer_kind, exits);
-  r->def = cfg->def;
-  r->ctx = cfg->ctx;
-  r->pub = cfg->pub;
-  r->url = cfg->url;
-  r->coord_id = cfg->coord_id;
-  r->coord_url = cfg->coord_url;
-  r->generation = cfg->generation;
-  r->lease_ms = cfg->lease_ms;
+  r->cfg = *cfg;
 }

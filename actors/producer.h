@@ -16,20 +16,6 @@
 #include "bus/publisher.h"
 #include "transport/topology.h"
 
-typedef struct m0__producer_run {
-  m0__handle h; /* first: driven through it (runtime/handle.h); h.in_app: inside its step */
-  const m0_producer *def;
-  m0_ctx ctx;
-  m0_publisher *pub;
-  const char *url; /* its mailbox */
-  uint32_t coord_id;
-  const char *coord_url;
-  m0__actor self;
-  m0__peer coord;
-  uint64_t generation; /* its process's (host/reload.h): the hold on the ids it takes (actors/producer.c) */
-  long lease_ms;       /* how long it waits for its predecessor's producer to let the ids go */
-} m0__producer_run;
-
 /* The producer's whole set-up, filled by its coordinator. */
 typedef struct m0__producer_config {
   const m0_producer *def;
@@ -38,9 +24,16 @@ typedef struct m0__producer_config {
   const char *url; /* its mailbox */
   uint32_t coord_id;
   const char *coord_url;
-  uint64_t generation; /* its process's (host/reload.h) */
+  uint64_t generation; /* its process's (host/reload.h): the hold on the ids it takes (actors/producer.c) */
   long lease_ms;       /* how long it waits for its predecessor's producer to let the ids go */
 } m0__producer_config;
+
+typedef struct m0__producer_run {
+  m0__handle h; /* first: driven through it (runtime/handle.h); h.in_app: inside its step */
+  m0__producer_config cfg; /* a copy of its set-up (m0__producer_init) */
+  m0__actor self;
+  m0__peer coord;
+} m0__producer_run;
 
 /* Sets the producer up from cfg (copied) and ties it to exits; opening and
  * starting it are m0__handle_open and m0__handle_start. */

@@ -401,8 +401,8 @@ static void test_producer_unreachable(void **st) {
   m0_publisher pub = {0};
   m0__exits ex;
   assert_int_equal(m0__exits_init(&ex), 0);
-  m0__producer_run r = {.def = &def, .pub = &pub, .url = "inproc://edges-producer", .coord_id = COORD,
-                        .coord_url = "bogus://coordinator"};
+  m0__producer_run r = {.cfg = {.def = &def, .pub = &pub, .url = "inproc://edges-producer", .coord_id = COORD,
+                                .coord_url = "bogus://coordinator"}};
   m0__handle_init(&r.h, &m0__producer_kind, &ex);
   assert_true(m0__handle_exited(&r.h)); /* not started: nothing to wait for */
   assert_int_equal(m0__handle_open(&r.h), 0);
@@ -417,8 +417,8 @@ static void test_producer_unreachable(void **st) {
   assert_false(r.self.open); /* released: its mailbox is closed */
   assert_int_equal(m0__handles_close(hs, 1, on_closed), 0); /* closed once */
   assert_int_equal(closed, 1);
-  m0__producer_run bad = {.def = &def, .pub = &pub, .url = "bogus://mailbox", .coord_id = COORD,
-                          .coord_url = "inproc://x"};
+  m0__producer_run bad = {.cfg = {.def = &def, .pub = &pub, .url = "bogus://mailbox", .coord_id = COORD,
+                                  .coord_url = "inproc://x"}};
   m0__handle_init(&bad.h, &m0__producer_kind, &ex);
   assert_int_equal(m0__handle_open(&bad.h), M0__ETRANSPORT);
   assert_false(bad.h.started);

@@ -15,6 +15,20 @@
 #include "base/errors.h"
 #include "base/ids.h"
 #include "base/nng_compat.h"
+#include "base/num.h"
+
+/* The kinds a leg carries to an instance, each with the kind that comes
+ * back for it: the routing below (the book's rewrite of `from`, its
+ * restoring of `to`) is every kind's, so a kind is one line here. */
+static const struct { uint16_t out, back; } relay_kinds[] = {
+    {M0__K_REQUEST, M0__K_REPLY},
+};
+
+static bool relay_carries(int kind, bool back) {
+  for (size_t i = 0; i < sizeof relay_kinds / sizeof *relay_kinds; i++)
+    if ((back ? relay_kinds[i].back : relay_kinds[i].out) == kind) return true;
+  return false;
+}
 
 static m0__relay_leg *leg_of(m0__relay *r, int k, int w) { return &r->legs[k * r->nworkers + w]; }
 
@@ -90,16 +104,81 @@ static void relay_match(m0__relay *r) {
   }
 }
 
-/* A REQUEST batch from a worker, for slot k's instance. */
-static void relay_request(m0__relay *r, int k, nng_msg *m) {
+/* ---- the book: who asked, in which worker (relay.h) ---- */
+
+static uint32_t book_hash(int w, uint32_t from) {
+  uint32_t x = from * 0x9e3779b1u ^ (uint32_t)w * 0x85ebca6bu;
+  return x ^ (x >> 15);
+}
+
+/* Where (w, from) is in the index, or the empty place it would take. */
+static uint32_t *book_place(const m0__relay *r, int w, uint32_t from) {
+  uint32_t mask = 2u * (uint32_t)r->book_cap - 1, i = book_hash(w, from) & mask;
+  for (;; i = (i + 1) & mask) { /* the index is never more than half full */
+    uint32_t row = r->book_index[i];
+    if (!row || (r->book[row - 1].from == from && r->book[row - 1].worker == w)) return &r->book_index[i];
+  }
+}
+
+/* Twice the rows, the index made again. false: at M0__RELAY_BOOK_MAX, or no memory. */
+static bool book_grow(m0__relay *r) {
+  int cap = r->book_cap * 2;
+  if (cap > M0__RELAY_BOOK_MAX) return false;
+  m0__relay_asker *book = realloc(r->book, (size_t)cap * sizeof *book);
+  if (book) r->book = book;
+  uint32_t *index = book ? calloc(2 * (size_t)cap, sizeof *index) : NULL;
+  if (!index) return false;
+  free(r->book_index);
+  r->book_index = index;
+  r->book_cap = cap;
+  for (int row = 0; row < r->nbook; row++) *book_place(r, r->book[row].worker, r->book[row].from) = (uint32_t)row + 1;
+  return true;
+}
+
+/* The row of the asker `from` in worker w, written if new; -1 when the
+ * book is full (its asks wait out their bound, counted as dropped). */
+static int book_row(m0__relay *r, int w, uint32_t from) {
+  uint32_t *at = book_place(r, w, from);
+  if (*at) return (int)*at - 1;
+  if (r->nbook == r->book_cap) {
+    if (!book_grow(r)) return -1;
+    at = book_place(r, w, from);
+  }
+  r->book[r->nbook] = (m0__relay_asker){from, w};
+  *at = (uint32_t)++r->nbook;
+  return r->nbook - 1;
+}
+
+/* The worker a message coming back names in `to`, and `to` as that worker
+ * knows it (a loop is its worker's; relayed.n is the book's row n); -1
+ * for none. */
+static int book_back(const m0__relay *r, uint32_t *to) {
+  int i = M0__ACTOR_INDEX(*to);
+  if (M0__ACTOR_ROLE(*to) == M0__ROLE_LOOP) return i;
+  if (M0__ACTOR_ROLE(*to) != M0__ROLE_RELAYED || i >= r->nbook) return -1;
+  *to = r->book[i].from;
+  return r->book[i].worker;
+}
+
+/* ---- the legs' traffic ---- */
+
+/* A batch from worker w (a REQUEST, or another kind relay_kinds lists),
+ * for slot k's instance. A sender that is not a loop is named by its row
+ * in the book, which says its worker when the answer comes back. */
+static void relay_request(m0__relay *r, int k, int w, nng_msg *m) {
   m0__env e;
   uint32_t len;
+  int row = 0;
   if (nng_msg_len(m) < M0__ENV_HEADER || m0__env_read_header(nng_msg_body(m), &e, &len) != 0 ||
-      e.kind != M0__K_REQUEST || e.flags != 0 || r->leg_pipe[k] == 0) {
+      !relay_carries(e.kind, false) || e.flags != 0 || r->leg_pipe[k] == 0 ||
+      (M0__ACTOR_ROLE(e.from) != M0__ROLE_LOOP && (row = book_row(r, w, e.from)) < 0)) {
     atomic_fetch_add(&r->dropped, 1);
     nng_msg_free(m);
     return;
   }
+  /* Written in place: a door seals nothing it sends an instance. */
+  if (M0__ACTOR_ROLE(e.from) != M0__ROLE_LOOP)
+    m0__le_put32((uint8_t *)nng_msg_body(m) + 8, M0__ACTOR_ID(M0__ROLE_RELAYED, row));
   nng_pipe p = NNG_PIPE_INITIALIZER;
   p.id = r->leg_pipe[k];
   nng_msg_set_pipe(m, p);
@@ -114,11 +193,14 @@ static void relay_request(m0__relay *r, int k, nng_msg *m) {
 }
 
 /* A REPLY from slot k's instance (its `from` stamped by the service), on
- * the leg to the worker its `to` names. */
+ * the leg to the worker its `to` names, with the `to` that worker's asker
+ * gave. */
 static void relay_reply_out(m0__relay *r, nng_msg *m) {
-  const uint8_t *h = nng_msg_body(m);
-  int k = M0__ACTOR_INDEX(m0__le_get32(h + 8)) & 0xfff, w = M0__ACTOR_INDEX(m0__le_get32(h + 12));
-  m0__relay_leg *l = k < M0__SLOTS && w < r->nworkers ? leg_of(r, k, w) : NULL;
+  uint8_t *h = nng_msg_body(m);
+  uint32_t to = m0__le_get32(h + 12);
+  int k = M0__ACTOR_INDEX(m0__le_get32(h + 8)) & 0xfff, w = book_back(r, &to);
+  m0__relay_leg *l = k < M0__SLOTS && w >= 0 && w < r->nworkers ? leg_of(r, k, w) : NULL;
+  if (l) m0__le_put32(h + 12, to);
   if (!l || !l->open || nng_sendmsg(l->sock, m, NNG_FLAG_NONBLOCK) != 0) {
     atomic_fetch_add(&r->dropped, 1);
     nng_msg_free(m);
@@ -158,7 +240,7 @@ static void *relay_thread(void *arg) {
       if (!pf[i].revents) continue;
       m0__relay_leg *l = &r->legs[which[i]];
       while (l->open && nng_recvmsg(l->sock, &m, NNG_FLAG_NONBLOCK) == 0)
-        relay_request(r, which[i] / r->nworkers, m);
+        relay_request(r, which[i] / r->nworkers, which[i] % r->nworkers, m);
     }
   }
   free(pf);
@@ -174,8 +256,11 @@ int m0__relay_init(m0__relay *r, m0__service *svc, char (*doors)[M0__URL_MAX], i
   r->doors = calloc((size_t)nworkers, sizeof *r->doors);
   r->legs = calloc((size_t)(M0__SLOTS * nworkers), sizeof *r->legs);
   r->leg_pipe = calloc(M0__SLOTS, sizeof *r->leg_pipe);
+  r->book_cap = 64;
+  r->book = calloc((size_t)r->book_cap, sizeof *r->book);
+  r->book_index = calloc(2 * (size_t)r->book_cap, sizeof *r->book_index);
   r->inbox_made = m0__inbox_init(&r->replies) == 0;
-  if (!r->doors || !r->legs || !r->leg_pipe || !r->inbox_made ||
+  if (!r->doors || !r->legs || !r->leg_pipe || !r->book || !r->book_index || !r->inbox_made ||
       (r->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
     m0__relay_close(r);
     return M0__ENOMEM;
@@ -196,8 +281,18 @@ int m0__relay_start(m0__relay *r) {
   return 0;
 }
 
+/* Whether `to` may name an asker in a worker: a worker's loop, or a row
+ * of the book (the relay's thread alone reads the book: a row not written
+ * is dropped there). */
+static bool relay_reaches(const m0__relay *r, uint32_t to) {
+  int role = M0__ACTOR_ROLE(to), i = M0__ACTOR_INDEX(to);
+  return (role == M0__ROLE_LOOP && i < r->nworkers) || (role == M0__ROLE_RELAYED && i < M0__RELAY_BOOK_MAX);
+}
+
 int m0__relay_reply(m0__relay *r, uint32_t to, nng_msg *m) {
-  if (M0__ACTOR_ROLE(to) != M0__ROLE_LOOP || M0__ACTOR_INDEX(to) >= r->nworkers) return M0__EINVALID;
+  if (nng_msg_len(m) < M0__ENV_HEADER || !relay_carries(m0__le_get16(nng_msg_body(m) + 4), true) ||
+      !relay_reaches(r, to))
+    return M0__EINVALID;
   return m0__inbox_put(&r->replies, m);
 }
 
@@ -219,7 +314,8 @@ void m0__relay_close(m0__relay *r) {
   unsigned long long dropped = atomic_load(&r->dropped);
   if (dropped)
     fprintf(stderr, "m0: actor %s: the relay dropped %llu messages (a REPLY for no worker or a gone one, or a "
-                    "worker's message that was no REQUEST, or an instance's queue full)\n", r->svc->name, dropped);
+                    "worker's message that was no REQUEST, from an asker past the book's %d, or an instance's "
+                    "queue full)\n", r->svc->name, dropped, M0__RELAY_BOOK_MAX);
   if (r->wake >= 0) close(r->wake);
   r->wake = -1;
   if (r->inbox_made) m0__inbox_fini(&r->replies);
@@ -227,6 +323,11 @@ void m0__relay_close(m0__relay *r) {
   free(r->doors);
   free(r->legs);
   free(r->leg_pipe);
+  free(r->book);
+  free(r->book_index);
+  r->book = NULL;
+  r->book_index = NULL;
+  r->nbook = r->book_cap = 0;
   r->doors = NULL;
   r->legs = NULL;
   r->leg_pipe = NULL;

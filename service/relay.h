@@ -20,9 +20,27 @@
  * - Each direction is checked where it enters: the supervisor's service
  *   (the actor's URL) admits what instances send, as any host's does, and
  *   hands each REPLY here, stamped with its slot, to go back on the leg of
- *   the worker its `to` names (a loop: a worker's loop has the worker's
- *   index); a leg carries only REQUEST batches on to its instance. Anything
- *   else is dropped and counted (m0__relay.dropped).
+ *   the worker its `to` names; a leg carries only REQUEST batches on to its
+ *   instance. Anything else is dropped and counted (m0__relay.dropped).
+ * - Who asked, in which worker. A loop's id says its worker (a worker's
+ *   loop has the worker's index). Any other asker — a thread instance
+ *   (m0_ask), a caller (service/post.h) — has the same id in every worker
+ *   (relay.0 is APP 2.0 in each), so the relay names it to the instance by
+ *   its row in a book of (worker, id): the REQUEST leaves with `from`
+ *   relayed.<row> (base/ids.h), the instance answers to that, and the
+ *   REPLY's `to` is given back its id on the way to that row's worker.
+ *   A table rather than an encoding in the id: a worker and a whole 32-bit
+ *   id do not fit in 24 bits, and a caller's index is the post's to choose.
+ *   Rows are never taken back: askers are a small, fixed set per worker (a
+ *   worker's thread instances and its M0__CALLERS), and a respawned worker
+ *   has the same ones, so an answer after its asker's worker died reaches
+ *   its successor, which refuses it as it would a late one. The book grows
+ *   by doubling to M0__RELAY_BOOK_MAX rows; an asker past it is dropped
+ *   and counted. Only the relay's thread touches the book (no lock): the
+ *   service's reply thread checks a `to` only for its role and range.
+ * - The routing is every kind's: relay.c's relay_kinds lists each kind a
+ *   leg carries with the kind that answers it (REQUEST and REPLY; a kind
+ *   more is one line there).
  * - One thread owns every leg (opens, reads, writes, closes): it wakes on
  *   an eventfd the service writes when an instance comes or goes (it then
  *   makes the legs match the slots), on its inbox of replies, and on each
@@ -58,6 +76,14 @@ typedef struct m0__relay_leg {
   struct m0__relay *r;
 } m0__relay_leg;
 
+/* The rows of the book: at most this many askers, across every worker. */
+#define M0__RELAY_BOOK_MAX 65536
+
+typedef struct m0__relay_asker {
+  uint32_t from; /* its id in its worker */
+  int worker;
+} m0__relay_asker;
+
 typedef struct m0__relay {
   m0__service *svc;            /* the actor's URL: its slots are the instances */
   int nworkers;
@@ -72,7 +98,11 @@ typedef struct m0__relay {
   atomic_bool closing;
   pthread_t thread;
   bool started;
-  atomic_ullong dropped;       /* a REPLY for no worker or a gone leg, a leg's message that is not a REQUEST */
+  m0__relay_asker *book;       /* [book_cap]: row n is relayed.n (the relay's thread alone) */
+  uint32_t *book_index;        /* [2 * book_cap]: open addressing by (worker, from), row + 1 (0: empty) */
+  int nbook, book_cap;
+  atomic_ullong dropped;       /* a REPLY for no worker or a gone leg, a leg's message that is not a REQUEST,
+                                * an asker past the book */
 } m0__relay;
 
 /* Makes the relay of svc (inited, not listening yet: its pipe events wake
@@ -83,7 +113,8 @@ int m0__relay_init(m0__relay *r, m0__service *svc, char (*doors)[M0__URL_MAX], i
 int m0__relay_start(m0__relay *r);
 /* A REPLY from slot k's instance (its envelope's `from` stamped), addressed
  * to `to`: on 0 the message is the relay's; else it is still the caller's
- * (`to` names no worker's loop). Thread safety: any thread. */
+ * (`to` names no worker's loop and no row of the book, or the kind is none
+ * that comes back). Thread safety: any thread. */
 int m0__relay_reply(m0__relay *r, uint32_t to, nng_msg *m);
 /* An instance came or went: the legs are made to match the slots. */
 void m0__relay_wake(m0__relay *r);

@@ -89,7 +89,10 @@ static const rule rules[] = {
     /* an application actor's socket (its instances dial in): replies and
      * frames from its instances */
     {ROLE_SOCKET, M0__K_REPLY, S | L | O, ANY_APP},
-    {ROLE_SOCKET, M0__K_PUBLISH, S | L | O, ANY_APP},
+    /* a frame's `from` is 0 or an instance's id: the host knows the
+     * instance by its pipe (proved: service.c), and one that only publishes
+     * never learns its id (docs/wire.md, PUBLISH) */
+    {ROLE_SOCKET, M0__K_PUBLISH, S | L | O, ANY_APP | R(0)},
     /* an instance's proof, the answer to its socket's challenge (runtime/proof.h) */
     {ROLE_SOCKET, M0__K_HELLO, S | L | O, ANY_APP},
     /* under --workers, a worker's door: the supervisor's relay introduces

@@ -171,10 +171,9 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     int rv = app_actors_one(a, i, decl, pr, first, &o);
     if (rv != 0) return rv;
   }
-  for (int i = 0; i < a->n; i++) { /* replies to an asking instance find its inbox */
-    a->svcs[i].all = a->svc_ptrs;
-    a->svcs[i].nall = a->n;
-  }
+  if (m0__post_init(&a->post, a->svc_ptrs, a->n, pr->trace) != 0) return M0__ENOMEM;
+  a->post_made = true;
+  for (int i = 0; i < a->n; i++) a->svcs[i].post = &a->post; /* a call's answer finds its caller */
   bool none = true;
   if (pr->mode != M0__MODE_PREFORK) a->children = m0__children_start(decl, a->svcs, a->urls, &none);
   if (!a->children && !none) return M0__ENOMEM;
@@ -255,6 +254,7 @@ void m0__app_actors_close(m0__app_actors *a) {
   if (a->secrets) memset(a->secrets, 0, (size_t)a->n * sizeof *a->secrets);
   free(a->secrets);
   for (int k = 0; k < a->ninst; k++) m0__inbox_fini(&a->inst[k].inbox);
+  if (a->post_made) m0__post_fini(&a->post);
   free(a->svcs);
   free(a->svc_ptrs);
   free(a->inst);

@@ -22,6 +22,7 @@
 #define M0_HOST_APPACTORS_H
 
 #include "service/instance.h"
+#include "service/post.h"
 #include "service/service.h"
 #include "config/appspec.h"
 #include "host/process.h"
@@ -40,6 +41,8 @@ typedef struct m0__app_actors {
   struct m0__relay *relays;  /* [n]: the supervisor's (m0__app_actors_front), else NULL */
   m0__secret *secrets;       /* [n]: what each actor's instances prove they hold (len 0: no proof asked) */
   const m0__reload *reload;  /* the process's: at the stop, whether this generation handed over */
+  m0__post post;             /* how any thread of this host sends and calls them (service/post.h) */
+  bool post_made;
 } m0__app_actors;
 
 /* Makes the services and thread instances of decl for this process's

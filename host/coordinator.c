@@ -345,7 +345,8 @@ static int coord_serve(coord *c) {
   if (c->bus_open) m0__bus_start(&c->bus); /* the publisher reaches every loop now */
   m0__process_banner(c->proc, p->first, p->here);
   c->serving = true;
-  if (p->on_ready) p->on_ready(p->ready_arg, c->proc->port, c->proc->rundir.path, &c->pub);
+  if (p->on_ready)
+    p->on_ready(p->ready_arg, c->proc->port, c->proc->rundir.path, &c->pub, c->aa.post_made ? &c->aa.post : NULL);
   /* Serving: until a stop, a loop that dies, or (a recycled worker) its
    * loop leaving at its request count. */
   for (;;) {

@@ -8,6 +8,8 @@
 
 #include "host/process.h"
 
+struct m0__post; /* service/post.h: the host's callers */
+
 typedef struct m0__proc {
   m0__process proc;            /* the process: described by the caller (m0__process_describe) */
   const m0_producer *producer; /* NULL when the producer is not in this process */
@@ -15,7 +17,7 @@ typedef struct m0__proc {
   const int *handoff;          /* prefork: [2*loops] datagram sockets, SCM_RIGHTS */
   /* Embedded (m0_host_start): proc.stop_fd set, no handler installed, the
    * environment left alone, and on_ready called once every loop serves. */
-  void (*on_ready)(void *arg, int port, const char *run_dir, m0_publisher *pub);
+  void (*on_ready)(void *arg, int port, const char *run_dir, m0_publisher *pub, struct m0__post *post);
   void *ready_arg;
 } m0__proc;
 

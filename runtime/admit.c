@@ -89,6 +89,7 @@ static const rule rules[] = {
     /* an application actor's socket (its instances dial in): replies and
      * frames from its instances */
     {ROLE_SOCKET, M0__K_REPLY, S | L | O, ANY_APP},
+    {ROLE_SOCKET, M0__K_RETURN, S | L | O, ANY_APP},
     /* a frame's `from` is 0 or an instance's id: the host knows the
      * instance by its pipe (proved: service.c), and one that only publishes
      * never learns its id (docs/wire.md, PUBLISH) */
@@ -98,14 +99,15 @@ static const rule rules[] = {
     /* under --workers, a worker's door: the supervisor's relay introduces
      * each leg (which instance it carries: service/relay.h) */
     {ROLE_SOCKET, M0__K_READY, F, R(M0__ROLE_COORD)},
-    /* an instance: requests and STOP from the host (a thread instance's
-     * from this process; a spawned or outside one's from the host it
-     * dialed), and the answers to its own asks; under --workers a
-     * worker's asker as the relay names it (service/relay.h) */
-    {M0__ROLE_APP, M0__K_REQUEST, S | L | O, R(M0__ROLE_LOOP) | R(M0__ROLE_RELAYED) | ANY_APP},
+    /* an instance: requests, messages and STOP from the host (a thread
+     * instance's from this process; a spawned or outside one's from the
+     * host it dialed): a loop's requests, a caller's (service/post.h) asks
+     * and messages, and under --workers a worker's asker as the relay
+     * names it (service/relay.h) */
+    {M0__ROLE_APP, M0__K_REQUEST, S | L | O, R(M0__ROLE_LOOP) | R(M0__ROLE_CALLER) | R(M0__ROLE_RELAYED) | ANY_APP},
+    {M0__ROLE_APP, M0__K_MESSAGE, S | L | O, R(M0__ROLE_CALLER) | R(M0__ROLE_RELAYED) | ANY_APP},
     {M0__ROLE_APP, M0__K_STOP, S | L | O, HOST_TOP | R(M0__ROLE_LOOP) | ANY_APP},
     {M0__ROLE_APP, M0__K_HELLO, S | L | O, ANY_APP},
-    {M0__ROLE_APP, M0__K_REPLY, S, ANY_APP},
 };
 
 int m0__admit(uint32_t self, const m0__env *e, int origin) {

@@ -24,9 +24,10 @@
  *   is reachable only by its user (the 0700 run directory); a tls+tcp link
  *   is encrypted; over plain tcp a sealed message can be read, not forged
  *   or replayed.
- * - From LOCAL or OUTSIDE a mailbox takes only a REPLY or PUBLISH at an
- *   application actor's socket (a reply only for a request in flight with
- *   the instance on that pipe: actors/asks.c) and a REQUEST or STOP at an
+ * - From LOCAL or OUTSIDE a mailbox takes only a REPLY, RETURN or PUBLISH
+ *   at an application actor's socket (a reply only for a request in flight
+ *   with the instance on that pipe: actors/asks.c; a return only for a
+ *   caller waiting: service/post.h) and a REQUEST, MESSAGE or STOP at an
  *   instance from the host it dialed; and from LOCAL only, a FRAME at a loop
  *   (m0pub's), whose id must already be taken from the shared counter and
  *   not yet written by that loop (actors/loop.c), and a TRACE at a loop or

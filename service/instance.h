@@ -13,12 +13,12 @@
  *   (count 0): the loop sends that instance its next batch only then.
  * - STOP comes from the coordinator once every loop has drained, so no
  *   request is with an instance when it leaves.
- * - m0_ask sends one REQUEST from the asking instance (its id in `from`, so
- *   the reply comes to its inbox) and waits on its own mailbox and inbox;
- *   anything else that comes meanwhile is kept, in order, and served after
- *   its receive returns. An ask id has all 16 top bits set, which no loop's
- *   has (a loop's id names the loop there), so a late answer to an ask is
- *   never taken for a loop's.
+ * - A MESSAGE (a send or a call: service/post.h) is given to the kind's
+ *   message function; a call's answer (or, when it gave none, a RETURN
+ *   saying so) goes to the caller's inbox. A send is counted in flight at
+ *   its slot until the instance has taken it: the actor's queue bounds it.
+ * - m0_ask, m0_call and m0_send from receive take a caller of the post:
+ *   the instance's own requests wait in its mailbox meanwhile.
  */
 #ifndef M0_SERVICE_INSTANCE_H
 #define M0_SERVICE_INSTANCE_H
@@ -45,11 +45,6 @@ typedef struct m0__instance {
   m0__peer coord;
   m0__inbox inbox; /* REQUEST and STOP from the loops and the coordinator */
   void *state;
-  /* m0_ask: what came while this instance waited for its answer, taken
-   * before anything new; and the ids of its asks. */
-  nng_msg **stash;
-  int nstash, capstash;
-  uint64_t ask_seq;
 } m0__instance;
 
 extern const m0__actor_kind m0__instance_kind;
@@ -62,6 +57,13 @@ extern const m0__actor_kind m0__instance_kind;
  * REQUEST), a request whose id is not the envelope's gets its own record as
  * it is taken up and its id goes into others, for the REPLY
  * (runtime/trace.h); trace NULL: an instance outside the host, untraced. */
+/* Answers one MESSAGE: the kind's message function (when it has one) is
+ * given it; for a call, *ret is its RETURN (the answer, or M0__RETURN_NONE),
+ * the caller's to send; for a send, NULL. 0, or M0__EBADMSG (it does not
+ * decode) or M0__ENOMEM. */
+int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *m, atomic_bool *in_app,
+                         nng_msg **ret);
+
 int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out, atomic_bool *in_app,
                         m0__tracer *trace, m0__trace_ids *others);
 

@@ -338,6 +338,19 @@ static void remote_answer(remote_run *r, const m0__env *e, const uint8_t *payloa
   if (nng_sendmsg(r->sock, out, 0) != 0) nng_msg_free(out);
 }
 
+/* A MESSAGE given to the kind; a call's RETURN sent back to its caller. */
+static void remote_message(remote_run *r, const m0__env *e, const uint8_t *payload, size_t len) {
+  nng_msg *ret;
+  m0__msg msg = {.env = *e, .payload = payload, .len = len};
+  if (m0__instance_message(r->kind, r->state, &msg, NULL, &ret) != 0)
+    fprintf(stderr, "m0: actor %s: a malformed message\n", r->kind->name);
+  if (!ret) return;
+  m0__env out = {.kind = M0__K_RETURN, .from = e->to, .to = e->from, .seq = ++r->seq, .trace_hi = e->trace_hi,
+                 .trace_lo = e->trace_lo};
+  m0__env_write(nng_msg_body(ret), &out, (uint32_t)(nng_msg_len(ret) - M0__ENV_HEADER));
+  if (nng_sendmsg(r->sock, ret, 0) != 0) nng_msg_free(ret);
+}
+
 /* One message from the host, taken and freed: false when it is the STOP
  * that ends the run. */
 static bool remote_take(remote_run *r, nng_msg *m) {
@@ -360,6 +373,8 @@ static bool remote_take(remote_run *r, nng_msg *m) {
     remote_prove(name, &r->sec, r->sock, &e, payload, len, &r->said_no_secret);
   } else if (e.kind == M0__K_REQUEST) {
     remote_answer(r, &e, payload, len);
+  } else if (e.kind == M0__K_MESSAGE) {
+    remote_message(r, &e, payload, len);
   }
   nng_msg_free(m);
   return go_on;

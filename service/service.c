@@ -8,6 +8,7 @@
 #include "runtime/admit.h"
 #include "runtime/edges.h"
 #include "bus/publisher.h"
+#include "service/post.h"
 #include "base/errors.h"
 #include "base/num.h"
 
@@ -43,10 +44,7 @@ m0__inbox *m0__service_reply_inbox(const m0__service *s, uint32_t to) {
     int loop = idx - s->loop_base;
     return loop >= 0 && loop < s->nloops ? s->loop_inbox[loop] : NULL;
   }
-  if (M0__ACTOR_ROLE(to) != M0__ROLE_APP || (idx >> 12) >= s->nall) return NULL;
-  const m0__service *asker = s->all[idx >> 12];
-  int k = idx & 0xfff;
-  return !asker->connected && k < asker->nslots ? asker->slots[k].inbox : NULL;
+  return M0__ACTOR_ROLE(to) == M0__ROLE_CALLER ? m0__post_inbox(s->post, to) : NULL;
 }
 
 int m0__service_live(m0__service *s) {
@@ -390,9 +388,9 @@ static void service_refused(m0__service *s, int reason, const m0__msg *m) {
   m0__refused(s->self.id, reason, m->env.kind, peer);
 }
 
-/* The reply thread: each REPLY stamped with its slot and handed to its
- * loop; each PUBLISH put on the bus; at a worker's door, each leg's
- * introduction. */
+/* The reply thread: each REPLY (or a call's RETURN) stamped with its slot
+ * and handed to its loop or caller; each PUBLISH put on the bus; at a
+ * worker's door, each leg's introduction. */
 void *m0__service_rx(void *arg) {
   m0__service *s = arg;
   for (;;) {
@@ -410,7 +408,7 @@ void *m0__service_rx(void *arg) {
       m0__msg_free(&m);
       continue;
     }
-    if ((m.env.kind == M0__K_PUBLISH || m.env.kind == M0__K_REPLY) && unproved(s, &m)) {
+    if ((m.env.kind == M0__K_PUBLISH || m.env.kind == M0__K_REPLY || m.env.kind == M0__K_RETURN) && unproved(s, &m)) {
       m0__msg_free(&m);
       continue;
     }
@@ -429,7 +427,7 @@ void *m0__service_rx(void *arg) {
     int k = sl ? (int)(sl - s->slots) : -1;
     pthread_mutex_unlock(&s->mu);
     m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m.env.to);
-    if (k < 0 || m.env.kind != M0__K_REPLY || (!to && !s->relay)) {
+    if (k < 0 || (m.env.kind != M0__K_REPLY && m.env.kind != M0__K_RETURN) || (!to && !s->relay)) {
       /* from a pipe no instance holds (a leg not yet introduced), or to no
        * loop of this process */
       service_refused(s, k < 0 ? M0__REFUSE_REPLY : M0__REFUSE_ADDRESS, &m);

@@ -78,8 +78,6 @@ typedef struct m0__service {
   m0__actor self;     /* connected: the pair1 socket, as a mailbox (traced) */
   pthread_t rx;
   bool rx_started;
-  struct m0__service *const *all; /* [nall]: every actor of the process, for replies to an asking instance */
-  int nall;
   m0__inbox **loop_inbox; /* [nloops]: where replies for loop i go */
   int nloops;
   int loop_base;          /* the first loop's index (a worker's loop is its worker's) */
@@ -91,6 +89,7 @@ typedef struct m0__service {
                                * word for this actor (the whole host's, under prefork the supervisor's
                                * count), or st.restarts */
   m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
+  struct m0__post *post;  /* the host's callers (service/post.h): where a RETURN or an ask's REPLY goes */
   /* Under --workers (service/relay.h): in the supervisor, the relay its
    * REPLYs go to (it has no loops); in a worker, door is set: its
    * connections are the relay's legs, whose instances it never stops.
@@ -197,7 +196,7 @@ static inline nng_pipe m0__slot_pipe(const m0__slot *sl) {
 /* The actor id of slot k's instance. */
 uint32_t m0__service_slot_id(const m0__service *s, int k);
 /* The inbox a reply addressed to `to` goes into: a loop's of this service's
- * process, or an asking thread instance's; NULL for anything else. */
+ * process, or a waiting caller's (service/post.h); NULL for anything else. */
 m0__inbox *m0__service_reply_inbox(const m0__service *s, uint32_t to);
 
 #endif

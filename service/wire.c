@@ -216,3 +216,58 @@ int m0__wire_next_reply(m0__wire_rd *r, m0__wire_reply *out) {
   if (!take_str(r, m0__le_get32(f + 12), &out->body)) return M0__EBADMSG;
   return 1;
 }
+
+/* ---- messages and returns (unbatched) ---- */
+
+static int wire_fixed_new(nng_msg **m, const uint8_t *head, size_t hn, const void *name, size_t nn, const void *data,
+                          size_t len) {
+  if (hn + nn + len > M0__ENV_MAX_PAYLOAD) return M0__ETOOBIG;
+  if (m0__msg_new(m, hn + nn + len) != 0) return M0__ENOMEM;
+  uint8_t *at = m0__msg_extend(*m, hn + nn + len);
+  if (!at) {
+    nng_msg_free(*m);
+    *m = NULL;
+    return M0__ENOMEM;
+  }
+  at = put_str(at, head, hn);
+  put_str(put_str(at, name, nn), data, len);
+  return 0;
+}
+
+int m0__wire_message_new(nng_msg **m, uint64_t call, uint32_t type, const char *name, const void *data, size_t len) {
+  size_t nn = name ? strlen(name) : 0;
+  if (nn > M0__WIRE_NAME_MAX) return M0__ETOOBIG;
+  uint8_t head[M0__WIRE_MESSAGE_FIXED];
+  m0__le_put64(head, call);
+  m0__le_put32(head + 8, type);
+  m0__le_put16(head + 12, (uint16_t)nn);
+  return wire_fixed_new(m, head, sizeof head, name, nn, data, len);
+}
+
+int m0__wire_return_new(nng_msg **m, uint64_t call, uint32_t type, uint32_t code, const void *data, size_t len) {
+  uint8_t head[M0__WIRE_RETURN_FIXED];
+  m0__le_put64(head, call);
+  m0__le_put32(head + 8, type);
+  m0__le_put32(head + 12, code);
+  return wire_fixed_new(m, head, sizeof head, NULL, 0, data, len);
+}
+
+int m0__wire_message_read(const uint8_t *payload, size_t len, m0__wire_message *out) {
+  if (len < M0__WIRE_MESSAGE_FIXED) return M0__EBADMSG;
+  size_t nn = m0__le_get16(payload + 12);
+  if (nn > M0__WIRE_NAME_MAX || len - M0__WIRE_MESSAGE_FIXED < nn) return M0__EBADMSG;
+  const uint8_t *at = payload + M0__WIRE_MESSAGE_FIXED;
+  *out = (m0__wire_message){.call = m0__le_get64(payload), .type = m0__le_get32(payload + 8),
+                            .name = {(const char *)at, nn},
+                            .data = {(const char *)at + nn, len - M0__WIRE_MESSAGE_FIXED - nn}};
+  return 0;
+}
+
+int m0__wire_return_read(const uint8_t *payload, size_t len, m0__wire_message *out) {
+  if (len < M0__WIRE_RETURN_FIXED) return M0__EBADMSG;
+  uint32_t code = m0__le_get32(payload + 12);
+  if (code > M0__RETURN_NONE) return M0__EBADMSG;
+  *out = (m0__wire_message){.call = m0__le_get64(payload), .type = m0__le_get32(payload + 8), .code = code,
+                            .data = {(const char *)payload + M0__WIRE_RETURN_FIXED, len - M0__WIRE_RETURN_FIXED}};
+  return 0;
+}

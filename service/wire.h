@@ -14,6 +14,14 @@
  *   reply:   u64 id  u16 status  u16 nheaders  u32 body
  *            each header (u32 name, u32 value, name, value), body
  *
+ * and, unbatched, what a caller sends an actor (MESSAGE) and the answer to
+ * a call (RETURN), the program's own bytes with its own type tag:
+ *
+ *   message: u64 call (0: a send, no answer wanted)  u32 type
+ *            u16 name (the actor addressed: "echo", "echo.2"; 0 bytes when
+ *            the envelope's `to` names it)  name  data (the rest)
+ *   return:  u64 call  u32 type  u32 code (M0__RETURN_*)  data (the rest)
+ *
  * Design notes
  * - A request is named by its id alone: the loop keeps what the id stands
  *   for (the connection, the deadline), so nothing an instance sends can
@@ -84,6 +92,29 @@ typedef struct m0__wire_reply {
  * is bad from here; a reply's out->id_read says whether its id is known). */
 int m0__wire_next_request(m0__wire_rd *r, m0__wire_request *out);
 int m0__wire_next_reply(m0__wire_rd *r, m0__wire_reply *out);
+
+/* A MESSAGE or RETURN (unbatched): the payload is the whole message. */
+#define M0__WIRE_MESSAGE_FIXED 14
+#define M0__WIRE_RETURN_FIXED 16
+#define M0__WIRE_NAME_MAX 64
+enum {
+  M0__RETURN_ANSWERED = 0, /* data is the actor's answer */
+  M0__RETURN_NONE = 1,     /* the actor answered nothing (no message handler, or it sent no answer) */
+};
+typedef struct m0__wire_message {
+  uint64_t call;
+  uint32_t type;
+  uint32_t code; /* a RETURN's */
+  m0_str name;   /* a MESSAGE's */
+  m0_str data;
+} m0__wire_message;
+/* A MESSAGE (m0__msg_new, then the payload): 0, or M0__ENOMEM / M0__ETOOBIG
+ * (a name over M0__WIRE_NAME_MAX, data over the envelope's limit). */
+int m0__wire_message_new(nng_msg **m, uint64_t call, uint32_t type, const char *name, const void *data, size_t len);
+int m0__wire_return_new(nng_msg **m, uint64_t call, uint32_t type, uint32_t code, const void *data, size_t len);
+/* Reads one: 0 (out's strings point into payload) or M0__EBADMSG. */
+int m0__wire_message_read(const uint8_t *payload, size_t len, m0__wire_message *out);
+int m0__wire_return_read(const uint8_t *payload, size_t len, m0__wire_message *out);
 
 /* Whether a header an application or an instance adds may go out as it is:
  * http/fields.h's rules (a token name the host does not write itself, a

@@ -7,6 +7,10 @@
  * and the answer says "published":true or false. `x-sleep-ms: N` (at most
  * 10000) waits N ms before answering: a request held in flight.
  * M0_ECHO_STOP_MS=N makes instance 0 say when it is made and take N ms to stop (echo_free).
+ * Messages (m0_send, m0_call; echo_message): ECHO_MSG_ECHO is answered
+ * ECHO_MSG_ECHOED with {"actor":"echo","pid":P,"instance":I,"data":D};
+ * each ECHO_MSG_COUNT (a send) is counted, and ECHO_MSG_COUNTED answers
+ * {"instance":I,"counted":N}; ECHO_MSG_NONE gets no answer.
  * And the kind `silent`, which never replies (its routes answer 504). */
 #ifndef M0_APPS_ECHO_H
 #define M0_APPS_ECHO_H
@@ -21,7 +25,10 @@
 typedef struct echo_state {
   int instance;
   m0_publisher *pub;
+  long counted; /* ECHO_MSG_COUNT messages taken */
 } echo_state;
+
+enum { ECHO_MSG_ECHO = 1, ECHO_MSG_ECHOED = 2, ECHO_MSG_COUNT = 3, ECHO_MSG_COUNTED = 4, ECHO_MSG_NONE = 5 };
 
 static void *echo_make(const m0_actor_ctx *ctx, char *err, size_t errlen) {
   echo_state *s = calloc(1, sizeof *s);
@@ -91,9 +98,28 @@ static void echo_free(void *state) {
   free(state);
 }
 
+static void echo_message(void *state, uint32_t type, m0_str data, m0_reply *rep) {
+  echo_state *s = state;
+  if (type == ECHO_MSG_COUNT) s->counted++;
+  if (!rep || (type != ECHO_MSG_ECHO && type != ECHO_MSG_COUNTED)) return; /* a send, or ECHO_MSG_NONE */
+  json_t *o = json_object();
+  json_object_set_new(o, "instance", json_integer(s->instance));
+  if (type == ECHO_MSG_COUNTED) json_object_set_new(o, "counted", json_integer(s->counted));
+  else {
+    json_object_set_new(o, "actor", json_string("echo"));
+    json_object_set_new(o, "pid", json_integer(getpid()));
+    json_t *d = json_stringn(data.n ? data.p : "", data.n);
+    json_object_set_new(o, "data", d ? d : json_string("\xef\xbf\xbd"));
+  }
+  char *text = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  if (text) m0_reply_message(rep, type == ECHO_MSG_ECHO ? ECHO_MSG_ECHOED : ECHO_MSG_COUNTED, text, strlen(text));
+  free(text);
+}
+
 static void silent_receive(void *state, const m0_request *req, m0_reply *rep) {}
 
-static const m0_actor_kind echo_kind = {"echo", echo_make, echo_receive, echo_free};
+static const m0_actor_kind echo_kind = {"echo", echo_make, echo_receive, echo_free, echo_message};
 static const m0_actor_kind silent_kind = {"silent", NULL, silent_receive, NULL};
 
 #endif

@@ -28,6 +28,15 @@
  *   GET /deferred?ms=N     on the loop: the view defers its answer and another
  *                          thread gives it N ms later: {"deferred":N};
  *                          &bound=B defers with a bound of B ms (default 30 s)
+ *   GET /msg/call?to=A&type=T&data=D   on the loop, deferred: a thread of
+ *                          its own calls actor A (m0_call: "echo", "echo.1")
+ *                          with message type T (default 1, echo's ECHO) and
+ *                          data D and answers 200 {"type":T2,"answer":<the
+ *                          answer>} (or "answer_text" when it is no JSON),
+ *                          or 502 {"errno":"ENOENT",...} when the call failed
+ *   GET /msg/send?to=A&n=N  that thread sends A N (default 1) ECHO_MSG_COUNT
+ *                          messages (m0_send): {"sent":K} and, when one was
+ *                          refused, "errno"
  * Its producer publishes a beat on channel "beats" every period.
  * Knobs (variables):
  *   M0_HOSTCHECK_PERIOD_MS    beat period (default 100)
@@ -53,8 +62,10 @@
  *                             M0_ON_LOOP | M0_NEEDS_POOL too, which is refused.
  *                             Off by default: the tests run /slow on the loop.
  */
+#include <errno.h>
 #include <m0/m0.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +248,101 @@ static void view_deferred(void *state, const m0_request *req, m0_response *res) 
   pthread_attr_destroy(&at);
 }
 
+/* ---- /msg/call and /msg/send: m0_call and m0_send from a thread of the
+ * application's own (the view defers; the thread answers) ---- */
+
+typedef struct msg_job {
+  m0_deferred *d;
+  char to[64], data[256];
+  long type, n;
+  bool call;
+} msg_job;
+
+static void msg_answer(m0_deferred *d, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void msg_answer(m0_deferred *d, int status, const char *fmt, ...) {
+  char body[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(body, sizeof body, fmt, ap);
+  va_end(ap);
+  m0_deferred_respond(d, status, "application/json", body, n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+}
+
+static const char *msg_errno(int e) {
+  switch (e) {
+  case ENOENT: return "ENOENT";
+  case EHOSTDOWN: return "EHOSTDOWN";
+  case EAGAIN: return "EAGAIN";
+  case ETIMEDOUT: return "ETIMEDOUT";
+  case ENODATA: return "ENODATA";
+  case EMSGSIZE: return "EMSGSIZE";
+  default: return "other";
+  }
+}
+
+static void *msg_thread(void *arg) {
+  msg_job *j = arg;
+  if (j->call) {
+    m0_message a;
+    if (m0_call(NULL, j->to, (uint32_t)j->type, j->data, strlen(j->data), 2000, &a) != 0) {
+      msg_answer(j->d, 502, "{\"errno\":\"%s\"}", msg_errno(errno));
+    } else {
+      bool json = a.data.n && (a.data.p[0] == '{' || a.data.p[0] == '[');
+      msg_answer(j->d, 200, "{\"type\":%u,\"%s\":%s%.*s%s}", (unsigned)a.type, json ? "answer" : "answer_text",
+                 json ? "" : "\"", (int)(a.data.n < 900 ? a.data.n : 900), a.data.p, json ? "" : "\"");
+      m0_message_free(&a);
+    }
+  } else {
+    long k = 0;
+    int why = 0;
+    for (; k < j->n; k++)
+      if (m0_send(NULL, j->to, ECHO_MSG_COUNT, NULL, 0) != 0) {
+        why = errno;
+        break;
+      }
+    if (why) msg_answer(j->d, 200, "{\"sent\":%ld,\"errno\":\"%s\"}", k, msg_errno(why));
+    else msg_answer(j->d, 200, "{\"sent\":%ld}", k);
+  }
+  free(j);
+  return NULL;
+}
+
+static void view_msg(void *state, const m0_request *req, m0_response *res) {
+  msg_job *j = calloc(1, sizeof *j);
+  m0_str to = {0}, data = {0};
+  if (!j) {
+    m0_respondf(res, 500, "application/json", "{\"error\":\"no memory\"}");
+    return;
+  }
+  j->call = req->path.n == 9 && !memcmp(req->path.p, "/msg/call", 9);
+  j->type = ECHO_MSG_ECHO;
+  j->n = 1;
+  if (!m0_request_query(req, "to", &to) || to.n >= sizeof j->to ||
+      (m0_request_query(req, "data", &data) && data.n >= sizeof j->data) ||
+      (m0_request_query(req, "type", &(m0_str){0}) && !m0_request_query_int(req, "type", 0, 1000000, &j->type)) ||
+      (m0_request_query(req, "n", &(m0_str){0}) && !m0_request_query_int(req, "n", 0, 100000, &j->n))) {
+    free(j);
+    m0_respondf(res, 400, "application/json", "{\"error\":\"want to=ACTOR, data (<256 bytes), type, n\"}");
+    return;
+  }
+  memcpy(j->to, to.p, to.n);
+  if (data.n) memcpy(j->data, data.p, data.n);
+  pthread_t t;
+  pthread_attr_t at;
+  if (!(j->d = m0_defer(res, 10000))) {
+    free(j);
+    m0_respondf(res, 500, "application/json", "{\"error\":\"cannot defer\"}");
+    return;
+  }
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &at, msg_thread, j) != 0) {
+    msg_answer(j->d, 503, "{\"error\":\"no thread\"}");
+    free(j);
+  }
+  pthread_attr_destroy(&at);
+}
+
 /* Actor `relay`: asks `echo` (m0_ask, waiting for its reply) and answers
  * {"relay":PID,"echo":<echo's answer>}, with echo's status. */
 static void relay_receive(void *state, const m0_request *req, m0_reply *rep) {
@@ -281,6 +387,8 @@ static const m0_route hc_routes[] = {
     {"GET", "/loop/echo", view_loop_echo, M0_ON_LOOP},
     {"POST", "/loop/echo", view_loop_echo, M0_ON_LOOP},
     {"GET", "/deferred", view_deferred, M0_ON_LOOP},
+    {"GET", "/msg/call", view_msg, M0_ON_LOOP},
+    {"GET", "/msg/send", view_msg, M0_ON_LOOP},
     {"GET", "/graph", view_graph, M0_ON_LOOP},
 };
 

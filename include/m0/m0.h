@@ -56,6 +56,7 @@ typedef struct m0_header {
 
 typedef struct m0_publisher m0_publisher;
 typedef struct m0_config m0_config;
+typedef struct m0_host m0_host; /* a running host (m0_host_start) */
 
 /* What every make() receives. */
 typedef struct m0_ctx {
@@ -442,6 +443,11 @@ typedef struct m0_actor_kind {
    * timeout. req->trace_hi/lo carry the request's trace id. */
   void (*receive)(void *state, const m0_request *req, m0_reply *rep);
   void (*free)(void *state);
+  /* Optional: a message sent to this actor (m0_send: rep is NULL) or a
+   * call (m0_call: answer with m0_reply_message before returning; a call
+   * not answered gets ENODATA at once). data is valid during the call. An
+   * actor without it takes messages and answers none. */
+  void (*message)(void *state, uint32_t type, m0_str data, m0_reply *rep);
 } m0_actor_kind;
 
 /* Adds a header to the reply (copied). Framing headers (Content-Length,
@@ -453,6 +459,37 @@ int m0_reply_header(m0_reply *rep, const char *name, const char *value);
  * receive returns. */
 int m0_reply_send(m0_reply *rep, int status, const char *content_type, const void *body, size_t len);
 
+/* The answer to a call (m0_call): type and data (copied). 0, or -1 (rep
+ * answers a request, not a call; already answered; no memory). Thread
+ * safety: message's thread, before it returns. */
+int m0_reply_message(m0_reply *rep, uint32_t type, const void *data, size_t len);
+
+/* ---- messages: send to an actor, or call it, from any thread -----------
+ * Any thread of a program that runs or embeds a host (main, a view, a pool
+ * thread, a deferred answer's thread, an instance's receive or message)
+ * can send an application actor a message, or call it and wait for its
+ * answer (Erlang's ! and gen_server:call): the program's own bytes with a
+ * type tag of its own, for the kind's `message` function, in any
+ * placement. `actor` names the actor ("echo": one live instance, picked as
+ * a route picks; "echo.2": that instance) of host h; h NULL is the calling
+ * instance's host, or the process's only one. data is copied.
+ * Both return 0, or -1 with errno: ENOENT no such actor or instance (or h
+ * NULL with several hosts, or none); EHOSTDOWN none live; EAGAIN its
+ * instance is at its queue bound (a send counts until a thread instance
+ * took it), its socket did not take the message in time, or 64 calls of
+ * this host wait already; EMSGSIZE data over 16 MiB; ENOMEM. m0_call also:
+ * ETIMEDOUT past timeout_ms (0 = 1000), ENODATA the actor answered nothing.
+ * docs/actors.md, Messages. Thread safety: any thread, while h serves. */
+int m0_send(m0_host *h, const char *actor, uint32_t type, const void *data, size_t len);
+typedef struct m0_message {
+  uint32_t type;
+  m0_str data;
+  void *mem_; /* the host's */
+} m0_message;
+int m0_call(m0_host *h, const char *actor, uint32_t type, const void *data, size_t len, unsigned timeout_ms,
+            m0_message *out);
+void m0_message_free(m0_message *m);
+
 /* What m0_ask brings back: the other actor's reply. Valid until
  * m0_answer_free. */
 typedef struct m0_answer {
@@ -462,14 +499,13 @@ typedef struct m0_answer {
   m0_str body;
   void *mem_; /* the host's */
 } m0_answer;
-/* Asks actor `actor` of this host and waits for its reply (Erlang's
- * gen_server:call): `req` is sent as its request (method, target, path,
- * headers, body, trace id; no path parameters). Up to timeout_ms (0 = 1000).
- * Returns 0 and fills *out (free it with m0_answer_free), or -1: no such
- * actor, no instance live, the wait passed its bound, or not called from a
- * thread instance's receive (the host's threads are the instances that can
- * wait here; one that asks itself waits out its bound). Requests that
- * arrive for the asking instance meanwhile wait for it. */
+/* Asks actor `actor` (named as m0_call names it, of the host m0_call's h
+ * NULL finds) with an HTTP request and waits for its reply: `req` is sent
+ * as its request (method, target, path, headers, body, trace id; no path
+ * parameters) to its receive. Up to timeout_ms (0 = 1000). Returns 0 and
+ * fills *out (free it with m0_answer_free), or -1 with errno as m0_call.
+ * From any thread; an instance that asks itself waits out its bound (its
+ * requests wait for it meanwhile). */
 int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out);
 void m0_answer_free(m0_answer *a);
 
@@ -580,7 +616,6 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
  * first is refused), the process title, and the refusal, edge and
  * recent-trace counters (/metrics, the observer): on the page of the host
  * that started first, until the last one stops. */
-typedef struct m0_host m0_host;
 m0_host *m0_host_start(const m0_app *app, const m0_producer *producer, int argc, char **argv, int *code, char *err,
                        size_t errlen);
 int m0_host_port(const m0_host *h);        /* the bound port (useful with --port 0) */

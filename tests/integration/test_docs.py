@@ -23,7 +23,7 @@ from harness import BIN, Failures
 F = Failures()
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REFERENCE = os.path.join(ROOT, "docs", "reference.md")
-DOCS = ["README.md", "ARCHITECTURE.md", "bench/RESULTS.md"] + sorted(
+DOCS = ["README.md", "ARCHITECTURE.md", "bench/README.md", "bench/RESULTS.md"] + sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
 # Top folders a repository path starts with (and those the planned move makes).
 TOPS = ("base|transport|http|actors|host|apps|python|tests|bench|include|docs|deploy|cmake"

@@ -22,6 +22,7 @@
  * restoring of `to`) is every kind's, so a kind is one line here. */
 static const struct { uint16_t out, back; } relay_kinds[] = {
     {M0__K_REQUEST, M0__K_REPLY},
+    {M0__K_MESSAGE, M0__K_RETURN}, /* a caller's send or call (service/post.h) */
 };
 
 static bool relay_carries(int kind, bool back) {

@@ -8,8 +8,8 @@ ephemeral port, find the port in its log, stop it by pid, bound every wait.
 The helpers every test shares, defined here once: `Prefork` (a Server under
 --workers that takes its workers down with it), `wait_for` (a bounded poll),
 `children`, `alive`, `ours`, `reap` and `environ` (pids from /proc, so nothing is
-signalled by name or after its pid was reused), `pid_namespace_refused`,
-`in_pid_namespace`, `ns_init` and `nspid` (a host as PID 1 of a new PID
+signalled by name or after its pid was reused), `InPidNamespace`,
+`pid_namespace_refused` and `nspid` (a host as PID 1 of a new PID
 namespace, as in a container), `HealthLoad` (GET /health under a reload),
 `free_port`, `free_ports`
 and `port_map` (ports for a server told its port), `SPPeer` and
@@ -149,6 +149,23 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=5)
+
+
+class InPidNamespace(Server):
+    """A Server run as PID 1 of a new PID namespace with its own /proc
+    (`unshare --pid --fork --mount-proc APP ARGS`): proc is the unshare
+    process, which waits for it and passes its exit code on; start() also
+    finds the namespace's init as seen from here (init: the unshare
+    process's child, None if none came within 5 s)."""
+
+    def __init__(self, app, *args, **kw):
+        super().__init__(shutil.which("unshare") or "unshare", *PID_NS, os.path.join(BIN, app), *args, **kw)
+        self.init = None
+
+    def start(self):
+        super().start()
+        self.init = wait_for(lambda: next(iter(children(self.proc.pid)), None), 5)
+        return self
 
 
 class Prefork(Server):
@@ -434,18 +451,6 @@ def pid_namespace_refused():
         return (f"unshare {' '.join(PID_NS)} is not permitted here (exit {probe.returncode}): "
                 f"{probe.stderr.decode(errors='replace').strip()}")
     return None
-
-
-def in_pid_namespace(*cmd):
-    """The argv that runs cmd as PID 1 of a new PID namespace with its own
-    /proc (the unshare process waits for it and passes its exit code on)."""
-    return [shutil.which("unshare") or "unshare", *PID_NS, *cmd]
-
-
-def ns_init(unshare_pid, timeout=5):
-    """The namespace's init (PID 1 inside) as seen from here: the unshare
-    process's child, or None if none came within timeout."""
-    return wait_for(lambda: next(iter(children(unshare_pid)), None), timeout)
 
 
 def nspid(pid):

@@ -27,7 +27,7 @@ import signal
 import sys
 import time
 
-from harness import BIN, Failures, Server, children, in_pid_namespace, ns_init, nspid, pid_namespace_refused, wait_for
+from harness import BIN, Failures, InPidNamespace, children, nspid, pid_namespace_refused, wait_for
 from rawhttp import Conn, request
 
 F = Failures()
@@ -39,12 +39,10 @@ if WHY:
 
 def mode_run(mode, args):
     t0 = time.monotonic()
-    s = Server(*in_pid_namespace(os.path.join(BIN, "host_check"), "--port", "0", *args),
-               env={"M0_HOSTCHECK_SLOW_SAYS": "1"})
+    s = InPidNamespace("host_check", "--port", "0", *args, env={"M0_HOSTCHECK_SLOW_SAYS": "1"})
     init = None
     try:
-        s.start()
-        init = ns_init(s.proc.pid)
+        init = s.start().init
         F.check(init is not None, f"[{mode}] the unshare process has a child (the namespace's init)")
         if init is None:
             return

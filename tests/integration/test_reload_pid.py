@@ -43,8 +43,8 @@ import struct
 import subprocess
 import tempfile
 
-from harness import (BIN, Failures, HealthLoad, Server, alive, children, descendants, in_pid_namespace, ns_init,
-                     get, pid_namespace_refused, reap, wait_for)
+from harness import (BIN, Failures, HealthLoad, InPidNamespace, Server, alive, children, descendants, get,
+                     pid_namespace_refused, reap, wait_for)
 
 F = Failures()
 SERVING = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\)", re.M)
@@ -105,11 +105,10 @@ def reaps(mode, init):
 
 
 def container(mode, args):
-    s = Server(*in_pid_namespace(os.path.join(BIN, "host_check"), "--port", "0", *args))
+    s = InPidNamespace("host_check", "--port", "0", *args)
     left = set()
     try:
-        s.start()
-        init = ns_init(s.proc.pid)
+        init = s.start().init
         F.check(init is not None, f"[{mode}] the namespace has an init")
         if init is None:
             return

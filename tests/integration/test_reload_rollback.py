@@ -28,7 +28,7 @@ import signal
 import tempfile
 import time
 
-from harness import (BIN, Failures, HealthLoad, Server, alive, descendants, get, in_pid_namespace, ns_init,
+from harness import (BIN, Failures, HealthLoad, InPidNamespace, Server, alive, descendants, get,
                      pid_namespace_refused, reap, wait_for)
 
 F = Failures()
@@ -99,11 +99,11 @@ def back_and_forth(mode, args, pid1):
     one = sha(app)
     cmd = [app, "--port", "0", "--topology", topo, "--reload-keep-ms", "60000", "--pid-file",
            os.path.join(tmp, "pid"), *args]
-    s = Server(*in_pid_namespace(*cmd)) if pid1 else Server(cmd[0], *cmd[1:])
+    s = InPidNamespace(*cmd) if pid1 else Server(cmd[0], *cmd[1:])
     left = set()
     try:
         s.start()
-        top = ns_init(s.proc.pid) if pid1 else s.proc.pid
+        top = s.init if pid1 else s.proc.pid
         F.check(top is not None, f"[{mode}] the top process is there")
         if top is None:
             return

@@ -52,7 +52,7 @@ int m0_reply_message(m0_reply *rep, uint32_t type, const void *data, size_t len)
 
 /* ---- answering, wherever the instance runs ---- */
 
-int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *m, atomic_bool *in_app,
+int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *m, atomic_bool *in_app, bool ack,
                          nng_msg **ret) {
   m0__wire_message msg;
   *ret = NULL;
@@ -66,7 +66,7 @@ int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *
     m0__current_trace = (m0__trace_id){0, 0};
     if (in_app) atomic_store(in_app, false);
   }
-  if (!msg.call) return 0;
+  if (!msg.call && !ack) return 0;
   if (!rep.ret && m0__wire_return_new(&rep.ret, msg.call, 0, M0__RETURN_NONE, NULL, 0) != 0) return M0__ENOMEM;
   *ret = rep.ret;
   return 0;
@@ -108,7 +108,7 @@ int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m
 static void instance_message(m0__instance *in, const m0__msg *m) {
   m0__slot *sl = &in->svc->slots[in->slot];
   nng_msg *ret = NULL;
-  if (m0__instance_message(in->kind, in->state, m, &in->h.in_app, &ret) != 0) {
+  if (m0__instance_message(in->kind, in->state, m, &in->h.in_app, false, &ret) != 0) {
     char from[48];
     m0__actor_name(m->env.from, from, sizeof from);
     fprintf(stderr, "m0: %s.%d: a malformed message from %s\n", in->svc->name, in->slot, from);

@@ -59,9 +59,10 @@ extern const m0__actor_kind m0__instance_kind;
  * (runtime/trace.h); trace NULL: an instance outside the host, untraced. */
 /* Answers one MESSAGE: the kind's message function (when it has one) is
  * given it; for a call, *ret is its RETURN (the answer, or M0__RETURN_NONE),
- * the caller's to send; for a send, NULL. 0, or M0__EBADMSG (it does not
- * decode) or M0__ENOMEM. */
-int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *m, atomic_bool *in_app,
+ * the caller's to send; for a send, NULL — or, with ack (an instance on a
+ * connection: docs/wire.md), an empty RETURN of call 0 that frees the
+ * host's window. 0, or M0__EBADMSG (it does not decode) or M0__ENOMEM. */
+int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *m, atomic_bool *in_app, bool ack,
                          nng_msg **ret);
 
 int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out, atomic_bool *in_app,

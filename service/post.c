@@ -133,20 +133,29 @@ static int target_find(const m0__post *p, const char *actor, target *t) {
 }
 
 /* m sent from caller c to t's instance, counted in flight (a call gives
- * its count back when it ends; a thread instance, a send's once taken).
- * 0, or an errno (m is still the caller's). */
-static int target_send(m0__caller *c, const target *t, int kind, m0__trace_id trace, nng_msg *m) {
-  m0__slot *sl = &t->svc->slots[t->k];
+ * its count back when it ends; a thread instance, a send's once taken). A
+ * MESSAGE to a connected instance waits for its window until deadline
+ * (service.h). 0, or an errno (m is still the caller's). */
+static int target_send(m0__caller *c, const target *t, int kind, m0__trace_id trace, nng_msg *m, int64_t deadline) {
+  m0__service *s = t->svc;
+  m0__slot *sl = &s->slots[t->k];
+  bool window = s->connected && kind == M0__K_MESSAGE;
+  if (window && !m0__service_window_take(s, t->k, t->gen, deadline))
+    return atomic_load(&sl->gen) == t->gen ? EAGAIN : EHOSTDOWN;
   m0__peer to;
-  if (t->svc->connected)
-    m0__peer_pipe(&to, m0__service_slot_id(t->svc, t->k), t->svc->self.mailbox, m0__slot_pipe(sl));
-  else m0__peer_direct(&to, m0__service_slot_id(t->svc, t->k), sl->inbox);
+  if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, t->k), s->self.mailbox, m0__slot_pipe(sl));
+  else m0__peer_direct(&to, m0__service_slot_id(s, t->k), sl->inbox);
   atomic_fetch_add(&sl->inflight, 1);
   int rv = m0__send_msg(&c->self, &to, kind, trace.hi, trace.lo, m);
   if (rv == 0) return 0;
   atomic_fetch_sub(&sl->inflight, 1);
+  if (window) m0__service_window_give(s, t->k);
   return rv == M0__ENOMEM ? ENOMEM : EAGAIN; /* the instance's socket did not take it in time */
 }
+
+/* How long a send waits for a connected instance's window: as long as a
+ * loop's send waits for a socket (runtime/actor.h's send timeout). */
+#define POST_SEND_WAIT_MS 100
 
 /* The edge of the post: errno set to err, and the m0__err that says it. */
 static int post_fail(int err) {
@@ -171,7 +180,8 @@ int m0__post_send(m0__post *p, const char *actor, uint32_t type, const void *dat
   nng_msg *m;
   if ((why = m0__wire_message_new(&m, 0, type, NULL, data, len)) != 0) return post_fail(wire_errno(why));
   m0__caller *c = caller_take(p);
-  why = c ? target_send(c, &t, M0__K_MESSAGE, m0__current_trace, m) : EAGAIN;
+  why = c ? target_send(c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS)
+          : EAGAIN;
   if (c) caller_give(p, c);
   if (why == 0) return 0;
   nng_msg_free(m);
@@ -189,9 +199,8 @@ typedef struct waiter {
   void *out;
 } waiter;
 
-/* Waits on c's inbox up to timeout_ms for t's answer to w. 0 or an errno. */
-static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, unsigned timeout_ms) {
-  int64_t deadline = m0__service_now_ms() + (timeout_ms ? timeout_ms : 1000);
+/* Waits on c's inbox until deadline for t's answer to w. 0 or an errno. */
+static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, int64_t deadline) {
   uint32_t from = m0__service_slot_id(t->svc, t->k);
   const m0__slot *sl = &t->svc->slots[t->k];
   for (;;) {
@@ -252,10 +261,11 @@ static int post_call(m0__post *p, const char *actor, int kind, m0__trace_id trac
   }
   atomic_store(&c->call, w->call);
   atomic_fetch_add(&t.svc->st->asking, 1); /* /metrics' in flight, with the loops' (host/metrics.c) */
-  if ((why = target_send(c, &t, kind, trace, m)) != 0) {
+  int64_t deadline = m0__service_now_ms() + (timeout_ms ? timeout_ms : 1000);
+  if ((why = target_send(c, &t, kind, trace, m, deadline)) != 0) {
     nng_msg_free(m);
   } else {
-    why = call_wait(p, c, &t, w, timeout_ms);
+    why = call_wait(p, c, &t, w, deadline);
     m0__slot *sl = &t.svc->slots[t.k];
     if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
   }

@@ -338,11 +338,12 @@ static void remote_answer(remote_run *r, const m0__env *e, const uint8_t *payloa
   if (nng_sendmsg(r->sock, out, 0) != 0) nng_msg_free(out);
 }
 
-/* A MESSAGE given to the kind; a call's RETURN sent back to its caller. */
+/* A MESSAGE given to the kind; its RETURN (a call's answer, a send's
+ * acknowledgement: docs/wire.md) sent back to its caller. */
 static void remote_message(remote_run *r, const m0__env *e, const uint8_t *payload, size_t len) {
   nng_msg *ret;
   m0__msg msg = {.env = *e, .payload = payload, .len = len};
-  if (m0__instance_message(r->kind, r->state, &msg, NULL, &ret) != 0)
+  if (m0__instance_message(r->kind, r->state, &msg, NULL, true, &ret) != 0)
     fprintf(stderr, "m0: actor %s: a malformed message\n", r->kind->name);
   if (!ret) return;
   m0__env out = {.kind = M0__K_RETURN, .from = e->to, .to = e->from, .seq = ++r->seq, .trace_hi = e->trace_hi,

@@ -29,6 +29,7 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->left, &ca);
+  pthread_cond_init(&s->room, &ca);
   pthread_cond_init(&s->gate_cv, &ca);
   pthread_condattr_destroy(&ca);
   m0__app_actor_named(index, name);
@@ -45,6 +46,37 @@ m0__inbox *m0__service_reply_inbox(const m0__service *s, uint32_t to) {
     return loop >= 0 && loop < s->nloops ? s->loop_inbox[loop] : NULL;
   }
   return M0__ACTOR_ROLE(to) == M0__ROLE_CALLER ? m0__post_inbox(s->post, to) : NULL;
+}
+
+bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline) {
+  m0__slot *sl = &s->slots[k];
+  bool taken = false;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    if (atomic_load(&sl->gen) != gen || !atomic_load(&sl->live)) break;
+    if (sl->messages < M0__MESSAGE_WINDOW) {
+      sl->messages++;
+      taken = true;
+      break;
+    }
+    int64_t left = deadline - m0__service_now_ms();
+    if (left <= 0) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += left / 1000;
+    ts.tv_nsec += (left % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&s->room, &s->mu, &ts);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return taken;
+}
+
+void m0__service_window_give(m0__service *s, int k) {
+  pthread_mutex_lock(&s->mu);
+  if (s->slots[k].messages > 0) s->slots[k].messages--;
+  pthread_cond_broadcast(&s->room);
+  pthread_mutex_unlock(&s->mu);
 }
 
 int m0__service_live(m0__service *s) {
@@ -287,7 +319,9 @@ static void pipe_removed(m0__service *s, nng_pipe p) {
   atomic_store(&sl->pipe, 0);
   atomic_store(&sl->inflight, 0); /* a loop gives nothing back to a slot of another generation */
   sl->where[0] = 0;
+  sl->messages = 0;
   pthread_cond_broadcast(&s->left);
+  pthread_cond_broadcast(&s->room); /* a caller waiting for its window learns it went */
 }
 
 void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
@@ -388,6 +422,16 @@ static void service_refused(m0__service *s, int reason, const m0__msg *m) {
   m0__refused(s->self.id, reason, m->env.kind, peer);
 }
 
+/* A RETURN from slot k frees its MESSAGE window (service.h); a send's
+ * (call 0: the instance took it) ends there (taken, freed: true), a
+ * call's goes on to its caller. */
+static bool service_return(m0__service *s, int k, m0__msg *m) {
+  m0__service_window_give(s, k);
+  if (m->len < 8 || m0__le_get64(m->payload) != 0) return false;
+  m0__msg_free(m);
+  return true;
+}
+
 /* The reply thread: each REPLY (or a call's RETURN) stamped with its slot
  * and handed to its loop or caller; each PUBLISH put on the bus; at a
  * worker's door, each leg's introduction. */
@@ -426,6 +470,7 @@ void *m0__service_rx(void *arg) {
     m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m.nmsg));
     int k = sl ? (int)(sl - s->slots) : -1;
     pthread_mutex_unlock(&s->mu);
+    if (k >= 0 && m.env.kind == M0__K_RETURN && !s->relay && service_return(s, k, &m)) continue;
     m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m.env.to);
     if (k < 0 || (m.env.kind != M0__K_REPLY && m.env.kind != M0__K_RETURN) || (!to && !s->relay)) {
       /* from a pipe no instance holds (a leg not yet introduced), or to no
@@ -535,5 +580,6 @@ void m0__service_close(m0__service *s) {
   s->rx_started = false;
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->left);
+  pthread_cond_destroy(&s->room);
   pthread_cond_destroy(&s->gate_cv);
 }

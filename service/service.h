@@ -58,6 +58,7 @@ typedef struct m0__slot {
   atomic_uint pipe;     /* connected instances: its nng pipe's id (0: none); written under mu, read by loops */
   m0__inbox *inbox;     /* thread instances */
   char where[48];       /* a worker's door: where the relayed instance dialed from (under mu; "" unknown) */
+  int messages;         /* connected: MESSAGEs sent and not answered (under mu; m0__service_window_take) */
 } m0__slot;
 
 /* What /metrics says of one actor (all counters since start): its line on
@@ -75,6 +76,7 @@ typedef struct m0__service {
   atomic_int used;    /* slots below this have ever held an instance: what a pick walks */
   pthread_mutex_t mu; /* slot assignment on pipe events */
   pthread_cond_t left; /* an instance's pipe went (for m0__service_await_instances) */
+  pthread_cond_t room; /* a MESSAGE answered, or its instance gone (m0__service_window_take) */
   m0__actor self;     /* connected: the pair1 socket, as a mailbox (traced) */
   pthread_t rx;
   bool rx_started;
@@ -195,6 +197,18 @@ static inline nng_pipe m0__slot_pipe(const m0__slot *sl) {
 }
 /* The actor id of slot k's instance. */
 uint32_t m0__service_slot_id(const m0__service *s, int k);
+/* A connected instance's MESSAGE window: one MESSAGE is with it at a time
+ * (pair1's polyamorous mode drops what does not fit its pipe's short
+ * queue, so the host never has more in it than its loops' requests and one
+ * message), answered by the instance's RETURN (docs/wire.md). take waits
+ * until slot k's window is free, up to deadline (m0__service_now_ms's
+ * clock): true when taken; false at the deadline or when the instance of
+ * generation gen is gone. give: the MESSAGE's RETURN came (or it was not
+ * sent). Thread safety: any thread. */
+#define M0__MESSAGE_WINDOW 1
+bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline);
+void m0__service_window_give(m0__service *s, int k);
+
 /* The inbox a reply addressed to `to` goes into: a loop's of this service's
  * process, or a waiting caller's (service/post.h); NULL for anything else. */
 m0__inbox *m0__service_reply_inbox(const m0__service *s, uint32_t to);

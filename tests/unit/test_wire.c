@@ -121,7 +121,9 @@ static void test_names(void **st) {
       {M0__ACTOR_ID(M0__ROLE_WORKER, 1), "worker.1"},
       {M0__ACTOR_ID(0, 5), "actor.00000005"},   /* a role nobody has */
       {M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(2, 1)), "app.2.1"}, /* an actor nobody named */
-      {M0__ACTOR_ID(8, 1), "actor.08000001"},   /* a role past the last */
+      {M0__ACTOR_ID(M0__ROLE_CALLER, 1), "caller.1"},
+      {M0__ACTOR_ID(M0__ROLE_RELAYED, 3), "relayed.3"},
+      {M0__ACTOR_ID(0x7f, 1), "actor.7f000001"}, /* a role past the last */
       {0xff000000u, "actor.ff000000"},
   };
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
@@ -186,10 +188,10 @@ static void test_trace_format(void **st) {
   assert_string_equal(none, "abc");
   /* an unknown kind and an unknown role still format */
   r.e.kind = 99;
-  r.e.from = M0__ACTOR_ID(9, 2);
+  r.e.from = M0__ACTOR_ID(0x7f, 2);
   r.t_ns = 0;
   m0__trace_format(&r, line, sizeof line);
-  assert_true(has(line, "{\"t\":0.000000000,") && has(line, "\"from\":\"actor.09000002\"") && has(line, "\"kind\":\"?\""));
+  assert_true(has(line, "{\"t\":0.000000000,") && has(line, "\"from\":\"actor.7f000002\"") && has(line, "\"kind\":\"?\""));
   /* a record on the wire: decoded back to the same, or refused */
   uint8_t rec[M0__TRACE_RECORD];
   r = sample();

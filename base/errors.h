@@ -18,7 +18,9 @@
   X(INVALID, "invalid argument")                                   \
   X(DIED, "an actor ended badly")                                  \
   X(STUCK, "not finished within the drain's bound")                \
-  X(CONFIG, "the configuration is refused")
+  X(CONFIG, "the configuration is refused")                        \
+  X(SYSTEM, "a system call failed (errno says which)")             \
+  X(NOTFOUND, "not found")
 
 enum m0__err {
   M0__OK = 0,

@@ -101,7 +101,7 @@ static int serve_top(const m0_app *app, const m0_producer *producer, m0_config *
   if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
   char sd_err[512];
   int sd_fd = m0__sd_listen_fd(sd_err, sizeof sd_err); /* socket activation, instead of binding */
-  if (sd_fd == -2) {
+  if (sd_fd == M0__ECONFIG) {
     fprintf(stderr, "m0: %s\n", sd_err);
     return 78;
   }

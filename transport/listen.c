@@ -1,5 +1,7 @@
 #include "transport/listen.h"
 
+#include "base/errors.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -37,21 +39,21 @@ int m0__listen(const char *host, int port, int backlog, int *bound_port, char *e
   socklen_t len;
   if (!m0__parse_host(host, &ss, &len)) {
     snprintf(err, errlen, "cannot read the address %s", host);
-    return -1;
+    return M0__EINVALID;
   }
   if (ss.ss_family == AF_INET) ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
   else ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     snprintf(err, errlen, "socket: %s", strerror(errno));
-    return -1;
+    return M0__ESYSTEM;
   }
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, backlog) != 0) {
     snprintf(err, errlen, "cannot bind %s port %d: %s", host, port, strerror(errno));
     close(fd);
-    return -1;
+    return M0__EBIND;
   }
   *bound_port = m0__listen_port(fd);
   return fd;
@@ -60,10 +62,10 @@ int m0__listen(const char *host, int port, int backlog, int *bound_port, char *e
 int m0__listen_port(int fd) {
   struct sockaddr_storage got;
   socklen_t glen = sizeof got;
-  if (getsockname(fd, (struct sockaddr *)&got, &glen) != 0) return -1;
+  if (getsockname(fd, (struct sockaddr *)&got, &glen) != 0) return M0__ESYSTEM;
   if (got.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&got)->sin_port);
   if (got.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&got)->sin6_port);
-  return -1;
+  return M0__EINVALID; /* a socket without a port (unix) */
 }
 
 void m0__listen_host(int fd, const char *fallback, char *out, size_t n) {

@@ -9,11 +9,13 @@
 
 /* Reads "127.0.0.1", "localhost", "::", "[::1]"... into ss. No DNS. */
 bool m0__parse_host(const char *host, struct sockaddr_storage *ss, socklen_t *len);
-/* Binds and listens. Returns the descriptor, or -1 with the reason in err.
+/* Binds and listens. Returns the descriptor, or with the reason in err
+ * M0__EINVALID (not an address), M0__ESYSTEM (no socket) or M0__EBIND.
  * *bound_port gets the real port (useful with port 0). */
 int m0__listen(const char *host, int port, int backlog, int *bound_port, char *err, size_t errlen);
 
-/* The port a listening descriptor is bound to, or -1. */
+/* The port a listening descriptor is bound to; M0__ESYSTEM when fd is no
+ * socket, M0__EINVALID when its address has no port. */
 int m0__listen_port(int fd);
 /* The address it is bound to as a URL writes it ("127.0.0.1", "[::1]"), for
  * the listening line: the socket's own, so one handed over by socket

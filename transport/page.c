@@ -1,5 +1,7 @@
 #include "transport/page.h"
 
+#include "base/errors.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -212,16 +214,16 @@ _Atomic uint64_t *m0__page_channel_dropped(m0__channel_line *lines, const char *
 }
 
 /* Key k's row among keys[n] (transport/page.h, m0__page_rows): found, or
- * taken when take; -1 when none. */
+ * taken when take; M0__ENOTFOUND when none. */
 static int page_row(_Atomic uint64_t *keys, uint32_t n, uint64_t k, bool take) {
   for (uint32_t i = 0; i < n; i++) {
     _Atomic uint64_t *key = &keys[(k + i) % n];
     uint64_t have = atomic_load_explicit(key, memory_order_acquire);
-    if (have == 0 && !take) return -1; /* a row is taken before any after it in the walk */
+    if (have == 0 && !take) return M0__ENOTFOUND; /* a row is taken before any after it in the walk */
     if (have == 0 && atomic_compare_exchange_strong(key, &have, k)) return (int)((k + i) % n);
     if (have == k) return (int)((k + i) % n); /* ours, or taken by another for the same key */
   }
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 /* A key with no row: said once (by bit), by whichever process finds so first. */

@@ -282,7 +282,7 @@ _Atomic uint64_t *m0__page_channel_dropped(m0__channel_line *lines, const char *
 
 /* The row that counts route "method pattern" (0 .. M0__PAGE_ROW_NONE - 1),
  * or that counts actor name (0 .. M0__PAGE_APP_ACTORS - 1): found, or taken
- * when take and none has it yet; -1 when it has none (every row taken:
+ * when take and none has it yet; M0__ENOTFOUND when it has none (every row taken:
  * said once on stderr; or not take). Any thread or process. */
 int m0__page_route_row(const m0__page *pg, const char *method, const char *pattern, bool take);
 int m0__page_actor_row(const m0__page *pg, const char *name, bool take);

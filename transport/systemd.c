@@ -1,5 +1,7 @@
 #include "transport/systemd.h"
 
+#include "base/errors.h"
+
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -12,20 +14,20 @@
 
 int m0__sd_notify(const char *state) {
   const char *path = getenv("NOTIFY_SOCKET");
-  if (!path || !path[0]) return -1;
+  if (!path || !path[0]) return M0__ENOTFOUND; /* not under systemd's notify */
   struct sockaddr_un sa;
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   size_t n = strlen(path);
-  if (n >= sizeof sa.sun_path || (path[0] != '/' && path[0] != '@')) return -1;
+  if (n >= sizeof sa.sun_path || (path[0] != '/' && path[0] != '@')) return M0__EINVALID;
   memcpy(sa.sun_path, path, n);
   if (path[0] == '@') sa.sun_path[0] = 0; /* abstract namespace */
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+  if (fd < 0) return M0__ESYSTEM;
   socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
   ssize_t w = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, len);
   close(fd);
-  return w == (ssize_t)strlen(state) ? 0 : -1;
+  return w == (ssize_t)strlen(state) ? 0 : M0__ESYSTEM;
 }
 
 /* What descriptor 3 is, when it is not a listening TCP socket; NULL when it is. */
@@ -51,26 +53,26 @@ static const char *sd_not_listener(int fd) {
 
 int m0__sd_listen_fd(char *err, size_t errlen) {
   const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-  if (!pid || !fds || atol(pid) != (long)getpid()) return -1; /* not for this process */
+  if (!pid || !fds || atol(pid) != (long)getpid()) return M0__ENOTFOUND; /* not for this process */
   char *end;
   long n = strtol(fds, &end, 10);
   if (!fds[0] || *end || n < 0) {
     snprintf(err, errlen, "socket activation: LISTEN_FDS=%s is not a count of descriptors (systemd sets it; "
                           "unset it, or LISTEN_PID, to bind --host and --port)", fds);
-    return -2;
+    return M0__ECONFIG;
   }
-  if (n == 0) return -1;
+  if (n == 0) return M0__ENOTFOUND;
   if (n > 1) {
     snprintf(err, errlen, "socket activation hands over %ld descriptors (LISTEN_FDS=%s), but m0 serves one "
                           "listener, descriptor 3 (give the .socket unit one ListenStream=)", n, fds);
-    return -2;
+    return M0__ECONFIG;
   }
   int fd = 3; /* SD_LISTEN_FDS_START */
   const char *what = sd_not_listener(fd);
   if (what) {
     snprintf(err, errlen, "socket activation: descriptor 3 is %s, where m0 serves a listening TCP "
                           "socket (give the .socket unit a ListenStream= with a port or address:port)", what);
-    return -2;
+    return M0__ECONFIG;
   }
   int fl = fcntl(fd, F_GETFL);
   fcntl(fd, F_SETFL, fl | O_NONBLOCK);

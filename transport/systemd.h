@@ -8,12 +8,13 @@
 
 #include <stddef.h>
 
-/* Sends state to $NOTIFY_SOCKET if set. Returns 0, or -1 (not set, or lost). */
+/* Sends state to $NOTIFY_SOCKET if set. Returns 0, M0__ENOTFOUND (not set),
+ * M0__EINVALID (not a path) or M0__ESYSTEM (lost). */
 int m0__sd_notify(const char *state);
 
-/* The activated listener (made non-blocking and close-on-exec); -1 when this
+/* The activated listener (made non-blocking and close-on-exec); M0__ENOTFOUND when this
  * process is not socket-activated (no LISTEN_PID and LISTEN_FDS, LISTEN_PID
- * another process's, or LISTEN_FDS=0); -2 with the reason in err when it is
+ * another process's, or LISTEN_FDS=0); M0__ECONFIG with the reason in err when it is
  * but cannot be served: LISTEN_FDS not a count or above 1, descriptor 3 not a
  * listening TCP socket. */
 int m0__sd_listen_fd(char *err, size_t errlen);

@@ -104,7 +104,7 @@ static void test_parse_host(void **st) {
 static void test_listen(void **st) {
   char err[256] = "";
   int port = -1;
-  assert_int_equal(m0__listen("example.com", 0, 16, &port, err, sizeof err), -1);
+  assert_int_equal(m0__listen("example.com", 0, 16, &port, err, sizeof err), M0__EINVALID);
   assert_string_equal(err, "cannot read the address example.com");
   int fd = m0__listen("127.0.0.1", 0, 16, &port, err, sizeof err);
   assert_true(fd >= 0);
@@ -115,7 +115,7 @@ static void test_listen(void **st) {
   /* the same port again: in use, named */
   char want[128];
   snprintf(want, sizeof want, "cannot bind 127.0.0.1 port %d: Address already in use", port);
-  assert_int_equal(m0__listen("127.0.0.1", port, 16, &port, err, sizeof err), -1);
+  assert_int_equal(m0__listen("127.0.0.1", port, 16, &port, err, sizeof err), M0__EBIND);
   assert_string_equal(err, want);
   close(fd);
   /* IPv6, where this machine has it */
@@ -139,7 +139,7 @@ static void test_listen(void **st) {
   bool has_it = bind(other, (struct sockaddr *)&tn, sizeof tn) == 0;
   close(other);
   if (!has_it) {
-    assert_int_equal(m0__listen("192.0.2.1", 0, 16, &port, err, sizeof err), -1);
+    assert_int_equal(m0__listen("192.0.2.1", 0, 16, &port, err, sizeof err), M0__EBIND);
     assert_string_equal(err, "cannot bind 192.0.2.1 port 0: Cannot assign requested address");
   } else {
     print_message("skipped: 192.0.2.1 is an address of this machine\n");
@@ -152,7 +152,7 @@ static void test_listen(void **st) {
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
   int rv = m0__listen("127.0.0.1", 0, 16, &port, err, sizeof err);
   setrlimit(RLIMIT_NOFILE, &old);
-  assert_int_equal(rv, -1);
+  assert_int_equal(rv, M0__ESYSTEM);
   assert_string_equal(err, "socket: Too many open files");
 }
 
@@ -181,11 +181,11 @@ static void test_listen_host(void **st) {
 static void test_listen_port(void **st) {
   int p[2];
   assert_int_equal(pipe(p), 0);
-  assert_int_equal(m0__listen_port(p[0]), -1); /* not a socket */
+  assert_int_equal(m0__listen_port(p[0]), M0__ESYSTEM); /* not a socket */
   close(p[0]);
   close(p[1]);
   int u = socket(AF_UNIX, SOCK_STREAM, 0);
-  assert_int_equal(m0__listen_port(u), -1); /* a socket without a port */
+  assert_int_equal(m0__listen_port(u), M0__EINVALID); /* a socket without a port */
   close(u);
 }
 
@@ -211,22 +211,22 @@ static void got_datagram(int s, const char *want) {
 
 static void test_sd_notify(void **st) {
   unsetenv("NOTIFY_SOCKET");
-  assert_int_equal(m0__sd_notify("READY=1"), -1);
+  assert_int_equal(m0__sd_notify("READY=1"), M0__ENOTFOUND);
   setenv("NOTIFY_SOCKET", "", 1);
-  assert_int_equal(m0__sd_notify("READY=1"), -1);
+  assert_int_equal(m0__sd_notify("READY=1"), M0__ENOTFOUND);
   setenv("NOTIFY_SOCKET", "relative/notify", 1);
-  assert_int_equal(m0__sd_notify("READY=1"), -1);
+  assert_int_equal(m0__sd_notify("READY=1"), M0__EINVALID);
   char longp[200];
   memset(longp, 'n', sizeof longp - 1);
   longp[0] = '/';
   longp[sizeof longp - 1] = 0;
   setenv("NOTIFY_SOCKET", longp, 1);
-  assert_int_equal(m0__sd_notify("READY=1"), -1);
+  assert_int_equal(m0__sd_notify("READY=1"), M0__EINVALID);
   char d[64], path[128];
   tmpdir(d, sizeof d);
   snprintf(path, sizeof path, "%s/notify", d);
   setenv("NOTIFY_SOCKET", path, 1);
-  assert_int_equal(m0__sd_notify("READY=1"), -1); /* nobody listens there: lost, said so */
+  assert_int_equal(m0__sd_notify("READY=1"), M0__ESYSTEM); /* nobody listens there: lost, said so */
   int s = dgram_at(path, false);
   assert_int_equal(m0__sd_notify("READY=1"), 0);
   got_datagram(s, "READY=1");
@@ -248,7 +248,7 @@ static void test_sd_notify(void **st) {
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
   int rv = m0__sd_notify("READY=1");
   setrlimit(RLIMIT_NOFILE, &old);
-  assert_int_equal(rv, -1);
+  assert_int_equal(rv, M0__ESYSTEM);
   unsetenv("NOTIFY_SOCKET");
   rm_tree(d);
 }
@@ -289,18 +289,18 @@ static void test_sd_listen_fd(void **st) {
   assert_int_equal(listen(l, 4), 0);
   unsetenv("LISTEN_PID");
   unsetenv("LISTEN_FDS");
-  assert_int_equal(m0__sd_listen_fd(err, sizeof err), -1); /* not activated */
+  assert_int_equal(m0__sd_listen_fd(err, sizeof err), M0__ENOTFOUND); /* not activated */
   assert_int_equal(activated(l, NULL, "1", err, sizeof err), 3);
-  assert_int_equal(activated(l, "1", "1", err, sizeof err), -1);     /* another process's */
-  assert_int_equal(activated(l, "x", "1", err, sizeof err), -1);
-  assert_int_equal(activated(l, NULL, NULL, err, sizeof err), -1);   /* LISTEN_PID alone */
-  assert_int_equal(activated(l, NULL, "0", err, sizeof err), -1);    /* nothing handed over */
-  assert_int_equal(activated(l, NULL, "2", err, sizeof err), -2);
+  assert_int_equal(activated(l, "1", "1", err, sizeof err), M0__ENOTFOUND);     /* another process's */
+  assert_int_equal(activated(l, "x", "1", err, sizeof err), M0__ENOTFOUND);
+  assert_int_equal(activated(l, NULL, NULL, err, sizeof err), M0__ENOTFOUND);   /* LISTEN_PID alone */
+  assert_int_equal(activated(l, NULL, "0", err, sizeof err), M0__ENOTFOUND);    /* nothing handed over */
+  assert_int_equal(activated(l, NULL, "2", err, sizeof err), M0__ECONFIG);
   assert_string_equal(err, "socket activation hands over 2 descriptors (LISTEN_FDS=2), but m0 serves one listener, "
                            "descriptor 3 (give the .socket unit one ListenStream=)");
   const char *not_counts[] = {"abc", "", "-1", "1x"};
   for (size_t i = 0; i < sizeof not_counts / sizeof *not_counts; i++) {
-    assert_int_equal(activated(l, NULL, not_counts[i], err, sizeof err), -2);
+    assert_int_equal(activated(l, NULL, not_counts[i], err, sizeof err), M0__ECONFIG);
     char want[64];
     snprintf(want, sizeof want, "LISTEN_FDS=%s is not a count of descriptors", not_counts[i]);
     assert_contains(err, want);
@@ -308,47 +308,47 @@ static void test_sd_listen_fd(void **st) {
   /* descriptor 3 is not a listener: each said as what it is */
   int p[2];
   assert_int_equal(pipe(p), 0);
-  assert_int_equal(activated(p[0], NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(p[0], NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "socket activation: descriptor 3 is a pipe, where m0 serves a listening TCP socket");
   close(p[0]);
   close(p[1]);
-  assert_int_equal(activated(-1, NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(-1, NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "descriptor 3 is not open");
   int f = open("/dev/null", O_RDONLY);
-  assert_int_equal(activated(f, NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(f, NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "descriptor 3 is not a socket");
   close(f);
   char d[64], path[128];
   tmpdir(d, sizeof d);
   snprintf(path, sizeof path, "%s/file", d);
   f = open(path, O_RDWR | O_CREAT, 0600);
-  assert_int_equal(activated(f, NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(f, NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "descriptor 3 is a regular file");
   close(f);
   rm_tree(d);
   int u = socket(AF_INET, SOCK_DGRAM, 0);
-  assert_int_equal(activated(u, NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(u, NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "descriptor 3 is a datagram (UDP) socket");
   close(u);
   int t = socket(AF_INET, SOCK_STREAM, 0);
-  assert_int_equal(activated(t, NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(t, NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "descriptor 3 is a TCP socket that is not listening");
   close(t);
   int x = socket(AF_UNIX, SOCK_STREAM, 0);
-  assert_int_equal(activated(x, NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(x, NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "descriptor 3 is a unix socket");
   close(x);
   x = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-  assert_int_equal(activated(x, NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(x, NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "descriptor 3 is a unix socket");
   close(x);
   x = socket(AF_NETLINK, SOCK_RAW, 0);
-  assert_int_equal(activated(x, NULL, "1", err, sizeof err), -2);
+  assert_int_equal(activated(x, NULL, "1", err, sizeof err), M0__ECONFIG);
   assert_contains(err, "descriptor 3 is not an IP socket");
   close(x);
   x = socket(AF_INET, SOCK_RAW, IPPROTO_ICMP); /* root only */
   if (x >= 0) {
-    assert_int_equal(activated(x, NULL, "1", err, sizeof err), -2);
+    assert_int_equal(activated(x, NULL, "1", err, sizeof err), M0__ECONFIG);
     assert_contains(err, "descriptor 3 is not a stream socket");
     close(x);
   } else {
@@ -582,7 +582,7 @@ static void test_page_rows(void **st) {
   m0__page pg, other;
   assert_int_equal(m0__page_create(&pg, d, 2, 0, err, sizeof err), 0);
   assert_int_equal(m0__page_attach(&other, d, err, sizeof err), 0);
-  assert_int_equal(m0__page_route_row(&pg, "GET", "/a", false), -1); /* not taken yet */
+  assert_int_equal(m0__page_route_row(&pg, "GET", "/a", false), M0__ENOTFOUND); /* not taken yet */
   int a = m0__page_route_row(&pg, "GET", "/a", true);
   assert_true(a >= 0 && a < M0__PAGE_ROW_NONE);
   assert_int_equal(m0__page_route_row(&pg, "GET", "/a", true), a);
@@ -593,7 +593,7 @@ static void test_page_rows(void **st) {
   int echo = m0__page_actor_row(&pg, "echo", true);
   assert_true(echo >= 0 && echo < M0__PAGE_APP_ACTORS);
   assert_int_equal(m0__page_actor_row(&other, "echo", false), echo);
-  assert_int_equal(m0__page_actor_row(&pg, "/a", false), -1); /* actors' rows are their own */
+  assert_int_equal(m0__page_actor_row(&pg, "/a", false), M0__ENOTFOUND); /* actors' rows are their own */
   /* every route row taken: each key its own row, then none */
   bool used[M0__PAGE_ROW_NONE] = {false};
   used[a] = used[b] = true;
@@ -603,13 +603,13 @@ static void test_page_rows(void **st) {
     assert_true(r >= 0 && r < M0__PAGE_ROW_NONE && !used[r]);
     used[r] = true;
   }
-  assert_int_equal(m0__page_route_row(&pg, "GET", "/one-more", true), -1);
+  assert_int_equal(m0__page_route_row(&pg, "GET", "/one-more", true), M0__ENOTFOUND);
   assert_int_equal(m0__page_route_row(&pg, "GET", "/a", true), a); /* the old ones keep theirs */
   for (int i = 0; i < M0__PAGE_APP_ACTORS - 1; i++) {
     snprintf(name, sizeof name, "actor%d", i);
     assert_true(m0__page_actor_row(&pg, name, true) >= 0);
   }
-  assert_int_equal(m0__page_actor_row(&other, "late", true), -1);
+  assert_int_equal(m0__page_actor_row(&other, "late", true), M0__ENOTFOUND);
   assert_int_equal(m0__page_actor_row(&other, "echo", true), echo);
   m0__page_close(&other);
   m0__page_close(&pg);
@@ -723,13 +723,13 @@ static void test_handoff(void **st) {
   }
   /* nothing waiting */
   errno = 0;
-  assert_int_equal(m0__handoff_recv(hf[0]), -1);
+  assert_int_equal(m0__handoff_recv(hf[0]), M0__ESYSTEM);
   assert_int_equal(errno, EAGAIN);
   /* a descriptor goes across, loop 1's channel apart from loop 0's */
   int p[2];
   assert_int_equal(pipe(p), 0);
   assert_int_equal(m0__handoff_send(hf[3], p[1]), 0);
-  assert_int_equal(m0__handoff_recv(hf[0]), -1); /* not loop 0's */
+  assert_int_equal(m0__handoff_recv(hf[0]), M0__ESYSTEM); /* not loop 0's */
   int got = m0__handoff_recv(hf[2]);
   assert_true(got >= 0 && got != p[1]);
   assert_true(fcntl(got, F_GETFD) & FD_CLOEXEC);
@@ -741,7 +741,7 @@ static void test_handoff(void **st) {
   /* a message without a descriptor is no hand-off, and the next one still is */
   assert_int_equal(send(hf[1], "h", 1, 0), 1);
   assert_int_equal(m0__handoff_send(hf[1], p[1]), 0);
-  assert_int_equal(m0__handoff_recv(hf[0]), -1);
+  assert_int_equal(m0__handoff_recv(hf[0]), M0__EINVALID);
   got = m0__handoff_recv(hf[0]);
   assert_true(got >= 0);
   close(got);
@@ -764,7 +764,7 @@ static void test_handoff(void **st) {
     cm->cmsg_len = CMSG_LEN(sizeof two);
     memcpy(CMSG_DATA(cm), two, sizeof two);
     assert_int_equal(sendmsg(hf[1], &msg, 0), 1);
-    assert_int_equal(m0__handoff_recv(hf[0]), -1);
+    assert_int_equal(m0__handoff_recv(hf[0]), M0__EINVALID);
     for (int fd = 0; fd < 64; fd++) assert_int_equal(fd_open(fd), before[fd]);
   }
   /* credentials, not a descriptor (a receiver with SO_PASSCRED): no hand-off,
@@ -772,19 +772,19 @@ static void test_handoff(void **st) {
   int one = 1;
   assert_int_equal(setsockopt(hf[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), 0);
   assert_int_equal(send(hf[1], "h", 1, 0), 1);
-  assert_int_equal(m0__handoff_recv(hf[0]), -1);
+  assert_int_equal(m0__handoff_recv(hf[0]), M0__EINVALID);
   one = 0;
   setsockopt(hf[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
   /* an empty datagram: nothing */
   assert_int_equal(send(hf[1], "", 0, 0), 0);
-  assert_int_equal(m0__handoff_recv(hf[0]), -1);
+  assert_int_equal(m0__handoff_recv(hf[0]), M0__EINVALID);
   /* the receiving end closed: the send fails, said so */
   close(hf[2]);
-  assert_int_equal(m0__handoff_send(hf[3], p[1]), -1);
+  assert_int_equal(m0__handoff_send(hf[3], p[1]), M0__ESYSTEM);
   close(hf[3]);
   close(hf[0]);
   close(hf[1]);
-  assert_int_equal(m0__handoff_send(hf[1], p[1]), -1); /* not a socket any more */
+  assert_int_equal(m0__handoff_send(hf[1], p[1]), M0__ESYSTEM); /* not a socket any more */
   close(p[0]);
   close(p[1]);
 }
@@ -802,7 +802,7 @@ static void test_handoff_make_fails(void **st) {
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
   int rv = m0__handoff_make(hf, 4);
   setrlimit(RLIMIT_NOFILE, &old);
-  assert_int_equal(rv, -1);
+  assert_int_equal(rv, M0__ESYSTEM);
   for (int fd = 0; fd < 64; fd++) assert_int_equal(fd_open(fd), before[fd]);
 }
 
@@ -828,11 +828,11 @@ static void test_handoff_check(void **st) {
   }
   assert_true(fd >= 0);
   assert_int_equal(m0__handoff_check(fd, family), 0);
-  assert_int_equal(m0__handoff_check(lf, family), -1); /* listening */
-  assert_int_equal(m0__handoff_check(fd, AF_INET6), -1);
-  assert_int_equal(m0__handoff_check(fd, -1), -1); /* no family known */
+  assert_int_equal(m0__handoff_check(lf, family), M0__EINVALID); /* listening */
+  assert_int_equal(m0__handoff_check(fd, AF_INET6), M0__EINVALID);
+  assert_int_equal(m0__handoff_check(fd, -1), M0__EINVALID); /* no family known */
   int file = open("/dev/null", O_RDONLY);
-  assert_int_equal(m0__handoff_check(file, family), -1);
+  assert_int_equal(m0__handoff_check(file, family), M0__EINVALID);
   close(lf); /* the drain closed the listener: the connection is still one of its family */
   assert_int_equal(m0__handoff_check(fd, family), 0);
   close(file);

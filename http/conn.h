@@ -44,8 +44,8 @@ void m0__http_resume(m0__http *h, m0__conn *c);
 void m0__http_abort(m0__http *h, m0__conn *c);
 /* Returns the body bytes written (0 for HEAD) and sets *status to the
  * status written (502 when the answer's headers cannot be written as they
- * are); -1 when the connection had closed meanwhile (its memory is released
- * now). */
+ * are); M0__ECLOSED when the connection had closed meanwhile (its memory
+ * is released now). */
 long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status);
 /* Closes connections whose deadline passed (408 where a request was begun). */
 void m0__http_sweep(m0__http *h);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "http/accesslog.h"
+#include "base/errors.h"
 #include "http/conn.h"
 #include "http/conn_state.h"
 #include "http/query.h"
@@ -288,7 +289,7 @@ static bool dispatch_headers(m0_response *res, const m0__answer *a, char *ctype,
 
 long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status) {
   *status = a->status;
-  if (!m0__conn_unwait(c, a->status)) return -1;
+  if (!m0__conn_unwait(c, a->status)) return M0__ECLOSED;
   m0_response res;
   m0__response_init(&res, m0__conn_target(c), &h->date, a->version_minor, a->head, a->close);
   if (a->extra_len && a->extra_len <= sizeof res.extra) { /* lines m0_response_header checked on the loop */

@@ -97,7 +97,7 @@ static int range_of(m0_str r, uint64_t size, uint64_t *from, uint64_t *to) {
 int m0_respond_fd(m0_response *res, int status, const char *content_type, int fd, uint64_t offset, uint64_t len) {
   if (fd < 0) return -1;
   m0__body b = {NULL, (size_t)len, M0_BODY_COPY, NULL, fd, offset};
-  return m0__respond_body(res, status, content_type, &b);
+  return m0__respond_body(res, status, content_type, &b) ? -1 : 0;
 }
 
 /* The regular file at path, opened into *fd with its status in *st; false

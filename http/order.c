@@ -19,6 +19,7 @@
  *   everything before the goodbye.
  */
 #include "http/order.h"
+#include "base/errors.h"
 #include "http/stream.h"
 
 #include <stdlib.h>
@@ -94,7 +95,7 @@ uint64_t m0__order_release(m0__order *o, m0__http *h, bool all) {
 }
 
 int64_t m0__order_due(const m0__order *o, const m0__http *h) {
-  if (!o || !o->n) return -1;
+  if (!o || !o->n) return M0__ENOTFOUND;
   uint64_t now = uv_now(h->uv);
   return o->f[0].due > now ? (int64_t)(o->f[0].due - now) : 0;
 }

@@ -25,8 +25,8 @@ uint64_t m0__order_frame(m0__order **o, m0__http *h, const char *channel, size_t
  * M0__ORDER_WAIT_MS (all of them when `all`: the drain's goodbye comes
  * next). Returns how many subscribers dropped frames written now. */
 uint64_t m0__order_release(m0__order *o, m0__http *h, bool all);
-/* Milliseconds until the first held frame's wait is over, or -1 when none
- * is held: the loop wakes then to release it. */
+/* Milliseconds until the first held frame's wait is over, or M0__ENOTFOUND
+ * when none is held: the loop wakes then to release it. */
 int64_t m0__order_due(const m0__order *o, const m0__http *h);
 void m0__order_free(m0__order *o);
 

@@ -22,6 +22,8 @@
  */
 #include "http/outq.h"
 
+#include "base/errors.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -29,7 +31,7 @@
 #include <unistd.h>
 
 int m0__outq_append(m0__outq *q, const void *p, size_t n) {
-  return m0__buf_append(&q->copied, p, n) ? -1 : 0;
+  return m0__buf_append(&q->copied, p, n) ? M0__ENOMEM : 0;
 }
 
 /* Copies the bytes and releases them at once (small, or no slot left). */
@@ -81,7 +83,8 @@ static int outq_read_file(m0__outq *q, int fd, uint64_t off, size_t n) {
   while (n) {
     ssize_t r = pread(fd, buf, n < sizeof buf ? n : sizeof buf, (off_t)off);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0 || m0__outq_append(q, buf, (size_t)r)) return -1; /* the file shrank: the response cannot be whole */
+    if (r <= 0) return M0__ESYSTEM; /* or the file shrank: the response cannot be whole */
+    if (m0__outq_append(q, buf, (size_t)r)) return M0__ENOMEM;
     off += (uint64_t)r;
     n -= (size_t)r;
   }
@@ -96,7 +99,7 @@ int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n) {
   if (outq_full(q)) {
     /* The connection stops parsing before its queue runs out of slots
      * (http/conn.c); what can still come here is one small answer. */
-    int rv = n <= M0__FILE_COPY_MAX ? outq_read_file(q, fd, off, n) : -1;
+    int rv = n <= M0__FILE_COPY_MAX ? outq_read_file(q, fd, off, n) : M0__ETOOBIG;
     close(fd);
     return rv;
   }
@@ -161,7 +164,7 @@ int m0__outq_move_tail(m0__outq *dst, m0__outq *src, size_t skip) {
     size_t to = r < src->nrefs ? src->refs[r].at : src->copied.len, n = to - from;
     if (skip >= n) skip -= n;
     else {
-      if (m0__outq_append(dst, src->copied.p + from + skip, n - skip)) return -1;
+      if (m0__outq_append(dst, src->copied.p + from + skip, n - skip)) return M0__ENOMEM;
       skip = 0;
     }
     from = to;
@@ -172,16 +175,17 @@ int m0__outq_move_tail(m0__outq *dst, m0__outq *src, size_t skip) {
       continue;
     }
     if (src->refs[r].fd >= 0) { /* a file piece: dst's now, from where the writer got to */
-      if (m0__outq_file(dst, src->refs[r].fd, src->refs[r].off + skip, n - skip)) {
+      int rv = m0__outq_file(dst, src->refs[r].fd, src->refs[r].off + skip, n - skip);
+      if (rv) {
         src->refs[r].fd = -1; /* closed by m0__outq_file */
-        return -1;
+        return rv;
       }
       src->refs[r].fd = -1;
       skip = 0;
       continue;
     }
     int had = dst->nrefs;
-    if (m0__outq_ref(dst, (const char *)src->refs[r].p + skip, n - skip)) return -1;
+    if (m0__outq_ref(dst, (const char *)src->refs[r].p + skip, n - skip)) return M0__ENOMEM;
     if (dst->nrefs > had && src->refs[r].free_fn) { /* referenced there: dst's to free now */
       dst->refs[had].free_fn = src->refs[r].free_fn;
       dst->refs[had].owner = src->refs[r].owner;

@@ -35,27 +35,27 @@ typedef struct m0__outq {
   size_t ref_bytes;
 } m0__outq;
 
-/* Copies n bytes. Returns 0, or -1 (out of memory: nothing appended); -1,
- * not an M0__E code, because m0_respond hands it to the application. */
+/* Copies n bytes. Returns 0, or M0__ENOMEM (nothing appended). */
 int m0__outq_append(m0__outq *q, const void *p, size_t n);
 /* References n bytes that outlive the write; copies when out of slots.
- * Returns 0 or -1. */
+ * Returns 0 or M0__ENOMEM. */
 int m0__outq_ref(m0__outq *q, const void *p, size_t n);
 /* Takes n bytes the queue then owns: referenced, and free_fn(p) once they
  * are written or dropped (copied, and freed at once, when small or out of
- * slots). free_fn(p) has run when this returns -1. */
+ * slots). free_fn(p) has run when this returns M0__ENOMEM. */
 int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *));
 /* References n bytes of a shared buffer, whatever their size (a stream
  * frame, written to every subscriber from one buffer): release(owner) runs
  * once they are written or dropped. The caller took a reference for the
  * queue before the call; out of slots, the bytes are copied and release
- * runs at once. 0, or -1 (release has run). */
+ * runs at once. 0, or M0__ENOMEM (release has run). */
 int m0__outq_hold(m0__outq *q, const void *p, size_t n, void (*release)(void *), void *owner);
 /* Takes n bytes of the open file fd from off (m0_respond_file): a file
  * piece, written by sendfile(2) from the page cache. The queue owns fd from
  * the call and closes it once the piece is written or dropped. Out of
  * slots, up to M0__FILE_COPY_MAX bytes are read and copied instead. 0, or
- * -1 (fd closed). */
+ * (fd closed) M0__ETOOBIG (a bigger piece), M0__ESYSTEM (unread) or
+ * M0__ENOMEM. */
 int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n);
 size_t m0__outq_bytes(const m0__outq *q);
 /* Fills iov (at most 2*M0__OUT_REFS+1 entries) with the bytes in memory
@@ -66,7 +66,8 @@ int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov);
  * before it: its descriptor, the file offset there and the bytes left. */
 bool m0__outq_file_at(const m0__outq *q, size_t skip, int *fd, uint64_t *off, size_t *n);
 /* Appends what src holds past its first `skip` bytes (references stay
- * references; an owned body dst references becomes dst's). Returns 0 or -1. */
+ * references; an owned body dst references becomes dst's). Returns 0 or a
+ * negative m0__err. */
 int m0__outq_move_tail(m0__outq *dst, m0__outq *src, size_t skip);
 /* Empties the queue and keeps its memory (a loop's scratch is reused by
  * every response); the owned bodies it still holds are freed. */

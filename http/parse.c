@@ -1,5 +1,7 @@
 #include "http/parse.h"
 
+#include "base/errors.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -225,7 +227,7 @@ static int parse_hex(const char *s, size_t n, uint64_t *out) {
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
     int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return -1;
+    if (d < 0) return M0__EINVALID;
     v = (v << 4) | (uint64_t)d;
   }
   *out = v;

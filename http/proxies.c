@@ -1,5 +1,7 @@
 #include "http/proxies.h"
 
+#include "base/errors.h"
+
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +54,7 @@ int m0__proxies_parse(const char *list, m0__proxies *out, char *err, size_t errl
     if (!ok) {
       if (out->n >= M0__PROXIES_MAX) snprintf(err, errlen, "more than %d entries", M0__PROXIES_MAX);
       else snprintf(err, errlen, "\"%.*s\" is not an address or address/bits", (int)n, p);
-      return -1;
+      return M0__EINVALID;
     }
     out->nets[out->n++] = c;
     if (!end) break;
@@ -142,8 +144,8 @@ static int walk_next(walk *w, uint8_t a[16]) {
   while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
   const char *v = s;
   size_t vn = (size_t)(e - s);
-  if (w->standard && !forwarded_for(s, vn, &v, &vn)) return -1;
-  return m0__addr_parse(v, vn, a) ? 1 : -1;
+  if (w->standard && !forwarded_for(s, vn, &v, &vn)) return M0__EINVALID;
+  return m0__addr_parse(v, vn, a) ? 1 : M0__EINVALID;
 }
 
 void m0__client_addr(const m0__proxies *px, const char *peer, const m0_request *req, char *out) {

@@ -39,7 +39,8 @@ typedef struct m0__proxies {
 } m0__proxies;
 
 /* Parses "10.0.0.0/8,::1,192.0.2.7" (an address alone is /32 or /128).
- * 0, or -1 with the entry at fault named in err. An empty list is none. */
+ * 0, or M0__EINVALID with the entry at fault named in err. An empty list is
+ * none. */
 int m0__proxies_parse(const char *list, m0__proxies *out, char *err, size_t errlen);
 /* An address as text (IPv4 or IPv6, an IPv6 one optionally in brackets)
  * into 16 bytes; false when it is none. */

@@ -27,30 +27,32 @@
 #include <string.h>
 
 #include "http/query.h"
+#include "base/errors.h"
 #include "m0/m0.h"
 
 static int query_hex(unsigned char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+  return M0__EINVALID;
 }
 
-/* The decoded byte at in.p[*i] (advancing *i past it), or -1 when refused. */
+/* The decoded byte at in.p[*i] (advancing *i past it), or M0__EINVALID
+ * when refused. */
 static int query_byte(m0_str in, size_t *i, unsigned flags) {
   unsigned char c = (unsigned char)in.p[*i];
   if (c == '%') {
-    if (in.n - *i < 3) return -1;
+    if (in.n - *i < 3) return M0__EINVALID;
     int hi = query_hex((unsigned char)in.p[*i + 1]), lo = query_hex((unsigned char)in.p[*i + 2]);
-    if (hi < 0 || lo < 0) return -1;
+    if (hi < 0 || lo < 0) return M0__EINVALID;
     c = (unsigned char)(hi << 4 | lo);
-    if (c == '/' && (flags & M0_DECODE_PATH)) return -1;
+    if (c == '/' && (flags & M0_DECODE_PATH)) return M0__EINVALID;
     *i += 3;
   } else {
     if (c == '+' && (flags & M0_DECODE_FORM)) c = ' ';
     *i += 1;
   }
-  return c == 0 ? -1 : c;
+  return c == 0 ? M0__EINVALID : c;
 }
 
 long m0_decode(m0_str in, char *out, size_t cap, unsigned flags) {

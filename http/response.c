@@ -1,4 +1,5 @@
 #include "http/response.h"
+#include "base/errors.h"
 #include "base/num.h"
 #include "base/text.h"
 #include "http/fields.h"
@@ -136,7 +137,7 @@ static bool api_name_ok(const char *name) { return name && strcasecmp(name, "con
 
 int m0_response_header(m0_response *res, const char *name, const char *value) {
   if (!res || !api_name_ok(name) || !value) return -1;
-  return m0__response_header_n(res, name, strlen(name), value, strlen(value));
+  return m0__response_header_n(res, name, strlen(name), value, strlen(value)) ? -1 : 0;
 }
 
 int m0_response_header_set(m0_response *res, const char *name, const char *value) {
@@ -147,7 +148,7 @@ int m0_response_header_set(m0_response *res, const char *name, const char *value
   extra_find(res, name, nn, &old);
   if (res->extra_len - old + nn + vn + 4 > sizeof res->extra) return -1; /* refused: nothing changes */
   extra_remove(res, name, nn);
-  return m0__response_header_n(res, name, nn, value, vn);
+  return m0__response_header_n(res, name, nn, value, vn) ? -1 : 0;
 }
 
 int m0_response_header_remove(m0_response *res, const char *name) {
@@ -160,8 +161,8 @@ int m0_response_header_remove(m0_response *res, const char *name) {
 
 int m0__response_header_n(m0_response *res, const char *name, size_t nn, const char *value, size_t vn) {
   m0__field_trim(&value, &vn);
-  if (res->done || m0__field_check(name, nn, value, vn) != M0__FIELD_OK) return -1;
-  if (res->extra_len + nn + vn + 4 > sizeof res->extra) return -1;
+  if (res->done || m0__field_check(name, nn, value, vn) != M0__FIELD_OK) return M0__EINVALID;
+  if (res->extra_len + nn + vn + 4 > sizeof res->extra) return M0__ETOOBIG;
   char *p = res->extra + res->extra_len;
   memcpy(p, name, nn);
   memcpy(p + nn, ": ", 2);
@@ -242,7 +243,7 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
   size_t ctn = content_type ? strlen(content_type) : 0;
   if (!res || res->done || respond_refused(res, status, content_type, ctn)) {
     body_drop(b);
-    return -1;
+    return M0__EINVALID;
   }
   res->done = true;
   res->status = status;
@@ -267,13 +268,13 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
 int m0_respond(m0_response *res, int status, const char *content_type, const void *body, size_t len,
                unsigned body_mode) {
   m0__body b = {body, len, body_mode, NULL, -1, 0};
-  return m0__respond_body(res, status, content_type, &b);
+  return m0__respond_body(res, status, content_type, &b) ? -1 : 0;
 }
 
 int m0_respond_owned(m0_response *res, int status, const char *content_type, void *body, size_t len,
                      void (*free_fn)(void *body)) {
   m0__body b = {body, len, M0_BODY_COPY, free_fn ? free_fn : free, -1, 0};
-  return m0__respond_body(res, status, content_type, &b);
+  return m0__respond_body(res, status, content_type, &b) ? -1 : 0;
 }
 
 int m0_respondf(m0_response *res, int status, const char *content_type, const char *fmt, ...) {
@@ -386,7 +387,7 @@ int m0_respond_graph(m0_response *res) {
   if (!records && graph_streamed(res->req)) {
     /* The host's own stream: this graph first, then one a second from the
      * loop's sweep (m0__stream_graph). */
-    rv = respond_stream(res, M0__GRAPH_CHANNEL);
+    rv = respond_stream(res, M0__GRAPH_CHANNEL) ? -1 : 0;
     size_t n;
     char *ev = rv == 0 && !res->head ? m0__graph_event(json, &n) : NULL;
     if (ev) rv = m0_stream_write(res, ev, n);
@@ -432,7 +433,7 @@ int m0_respond_stream(m0_response *res, const char *channel) {
     m0__respond_status(res, 500, NULL);
     return -1;
   }
-  return respond_stream(res, channel);
+  return respond_stream(res, channel) ? -1 : 0;
 }
 
 /* A stream on channel (checked, or the host's own), on the loop. */
@@ -450,18 +451,19 @@ static int respond_stream(m0_response *res, const char *channel) {
                    (int)dlen, date, m0__response_has_header(res, "Cache-Control") ? "" : "Cache-Control: no-cache\r\n",
                    m0__response_has_header(res, "X-Accel-Buffering") ? "" : "X-Accel-Buffering: no\r\n",
                    res->close ? "Connection: close\r\n" : "", (int)res->extra_len, res->extra);
-  if (m0__outq_append(res->out, head, (size_t)n) != 0) return -1;
+  if (m0__outq_append(res->out, head, (size_t)n) != 0) return M0__ENOMEM;
   if (res->head) return 0;
   uint64_t last = 0;
   bool has_last = res->req && m0__last_event_id(res->req, &last);
-  if (res->ops->stream_begin(res->ops_ctx, channel, has_last, last) != 0) return -1;
+  int rv = res->ops->stream_begin(res->ops_ctx, channel, has_last, last);
+  if (rv != 0) return rv;
   res->streaming = true;
   return 0;
 }
 
 int m0_stream_write(m0_response *res, const void *frame, size_t len) {
   if (!res || !res->streaming || !m0__frame_ok(frame, len)) return -1;
-  return res->ops->stream_write(res->ops_ctx, frame, len);
+  return res->ops->stream_write(res->ops_ctx, frame, len) ? -1 : 0;
 }
 
 void m0__respond_status(m0_response *r, int status, const char *allow) {

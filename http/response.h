@@ -66,7 +66,8 @@ typedef struct m0__trace_id {
 extern _Thread_local m0__trace_id m0__current_trace;
 
 /* m0_response_header with lengths (a header from an actor's reply is not
- * NUL-terminated). 0 or -1, as m0_response_header. */
+ * NUL-terminated). 0, M0__EINVALID (refused, as m0_response_header
+ * refuses) or M0__ETOOBIG (no room left). */
 int m0__response_header_n(m0_response *res, const char *name, size_t nn, const char *value, size_t vn);
 /* A response the host itself makes (errors, 404/405, OPTIONS). */
 void m0__respond_status(m0_response *r, int status, const char *allow);
@@ -93,8 +94,8 @@ typedef struct m0__body {
   int framing;
 } m0__body;
 /* The one writer of a response's head and body: the status and
- * Content-Type checks, RFC 9110's body rules, HEAD. 0 or -1 (answered 500
- * when the view's status or type is at fault). */
+ * Content-Type checks, RFC 9110's body rules, HEAD. 0, M0__EINVALID
+ * (answered 500 when the view's status or type is at fault) or M0__ENOMEM. */
 int m0__respond_body(m0_response *res, int status, const char *content_type, const m0__body *b);
 /* Whether the application added a header of that name (case-insensitive). */
 bool m0__response_has_header(const m0_response *res, const char *name);

@@ -451,7 +451,8 @@ void m0__stream_goodbye(m0__conn *c) {
 
 int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last) {
   m0__conn *c = ctx;
-  if (m0__stream_subscribe(c, channel, strlen(channel)) < 0) return -1;
+  int rv = m0__stream_subscribe(c, channel, strlen(channel));
+  if (rv < 0) return rv;
   m0__stream_enlist(c);
   sub_start(c->subs, has_last, last); /* the held frames once the view returned: m0__stream_replay */
   /* The head is in the scratch: write it first, so every frame follows it. */
@@ -463,12 +464,12 @@ int m0__stream_write(void *ctx, const void *frame, size_t len) {
   m0__conn *c = ctx;
   char small[1024];
   char *ev = len + 2 <= sizeof small ? small : malloc(len + 2);
-  if (!ev) return -1;
+  if (!ev) return M0__ENOMEM;
   memcpy(ev, frame, len);
   memcpy(ev + len, "\n\n", 2);
   bool ok = stream_push(c, ev, len + 2, NULL);
   if (ev != small) free(ev);
-  return ok ? 0 : -1;
+  return ok ? 0 : M0__ETOOBIG;
 }
 
 void m0__stream_graph(m0__http *h, uint64_t now) {

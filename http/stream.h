@@ -79,7 +79,7 @@ typedef struct m0__sub {
  * connection becomes a stream subscribed to channel, its head written.
  * When the client sent Last-Event-ID (has_last), the frames after last
  * still held are to come, after the view's own (m0__stream_replay). 0, or
- * -1 (no memory, or too many channels: nothing was subscribed). */
+ * M0__ENOMEM or M0__ETOOBIG (too many channels): nothing was subscribed. */
 int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last);
 /* After the view that opened the stream or the WebSocket returned
  * (http/conn.c): the held frames after its Last-Event-ID (behind an m0.gap
@@ -92,7 +92,8 @@ void m0__stream_replay(m0__conn *c);
  * frames is told which, now that there is room (an m0.gap event). May
  * close c (a write error). */
 void m0__stream_caught_up(m0__conn *c);
-/* m0_stream_write on the loop: one event to this stream alone. 0 or -1. */
+/* m0_stream_write on the loop: one event to this stream alone. 0,
+ * M0__ENOMEM, or M0__ETOOBIG (its queue full, or no memory: dropped). */
 int m0__stream_write(void *ctx, const void *frame, size_t len);
 /* A long-lived connection (a stream or a WebSocket) joins h->streams: no
  * deadline, the heartbeat, the drain's goodbye. */

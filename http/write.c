@@ -17,6 +17,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "http/conn.h"
 #include "http/conn_state.h"
 #include "http/stream.h"
@@ -88,18 +89,19 @@ static void wpoll_on_close(uv_handle_t *h) {
 static int conn_wait_writable(m0__conn *c) {
   if (!c->wp) {
     int fd = -1;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return -1;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return M0__ESYSTEM;
     m0__wpoll *wp = calloc(1, sizeof *wp);
     if (!wp || uv_poll_init(c->h->uv, &wp->poll, fd) != 0) {
+      int rv = wp ? M0__ESYSTEM : M0__ENOMEM;
       free(wp);
       close(fd);
-      return -1;
+      return rv;
     }
     wp->fd = fd;
     wp->poll.data = c;
     c->wp = wp;
   }
-  return uv_poll_start(&c->wp->poll, UV_WRITABLE, conn_on_writable);
+  return uv_poll_start(&c->wp->poll, UV_WRITABLE, conn_on_writable) ? M0__ESYSTEM : 0;
 }
 
 /* Writes q[qi] from c->qskip on: what is in memory by uv_write, a file

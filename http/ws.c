@@ -184,21 +184,21 @@ static bool b64_char(char c) {
 int m0__ws_accept(const char *key, size_t n, char out[29]) {
   /* 16 bytes are 22 base64 characters and "==". Checked here, not left to
    * mbedtls, which skips spaces and line breaks inside its input. */
-  if (n != 24 || key[22] != '=' || key[23] != '=') return -1;
+  if (n != 24 || key[22] != '=' || key[23] != '=') return M0__EINVALID;
   for (size_t i = 0; i < 22; i++)
-    if (!b64_char(key[i])) return -1;
+    if (!b64_char(key[i])) return M0__EINVALID;
   unsigned char raw[18];
   size_t olen = 0;
-  if (mbedtls_base64_decode(raw, sizeof raw, &olen, (const unsigned char *)key, n) || olen != 16) return -1;
+  if (mbedtls_base64_decode(raw, sizeof raw, &olen, (const unsigned char *)key, n) || olen != 16) return M0__EINVALID;
   unsigned char in[24 + sizeof ws_guid - 1], sha[20];
   memcpy(in, key, 24);
   memcpy(in + 24, ws_guid, sizeof ws_guid - 1);
 #if MBEDTLS_VERSION_MAJOR >= 3
-  if (mbedtls_sha1(in, sizeof in, sha)) return -1;
+  if (mbedtls_sha1(in, sizeof in, sha)) return M0__EINVALID;
 #else
-  if (mbedtls_sha1_ret(in, sizeof in, sha)) return -1;
+  if (mbedtls_sha1_ret(in, sizeof in, sha)) return M0__EINVALID;
 #endif
-  if (mbedtls_base64_encode((unsigned char *)out, 29, &olen, sha, sizeof sha) || olen != 28) return -1;
+  if (mbedtls_base64_encode((unsigned char *)out, 29, &olen, sha, sizeof sha) || olen != 28) return M0__EINVALID;
   out[28] = 0;
   return 0;
 }
@@ -290,7 +290,7 @@ static int pmd_bits(const char *v, size_t n) {
   if (n == 1 && v[0] == '8') return 8;
   if (n == 1 && v[0] == '9') return 9;
   if (n == 2 && v[0] == '1' && v[1] >= '0' && v[1] <= '5') return 10 + (v[1] - '0');
-  return -1;
+  return M0__EINVALID;
 }
 
 /* Skips to past the next ',' outside quotes (the end of this element). */

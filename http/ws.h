@@ -77,7 +77,7 @@ bool m0__utf8_done(const m0__utf8 *u);
 
 /* Sec-WebSocket-Accept for a Sec-WebSocket-Key (SHA-1 and base64, from
  * mbedcrypto, which nng links already): writes 28 characters and a NUL.
- * -1 when key is not the base64 of 16 bytes (RFC 6455 section 4.2.1). */
+ * M0__EINVALID when key is not the base64 of 16 bytes (RFC 6455 section 4.2.1). */
 int m0__ws_accept(const char *key, size_t n, char out[29]);
 
 /* A received close frame's payload: empty (*code = 1005), or a code and a

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "http/order.h"
 
 static uint64_t written[8192];
@@ -73,7 +74,7 @@ static void test_in_order(void **st) {
   frame(f, "a", 12);
   expect((uint64_t[]){10, 11, 12}, 3);
   assert_string_equal(chans[1], "b");
-  assert_int_equal(m0__order_due(f->o, &f->h), -1); /* nothing held */
+  assert_int_equal(m0__order_due(f->o, &f->h), M0__ENOTFOUND); /* nothing held */
 }
 
 static void test_crossed(void **st) {
@@ -90,7 +91,7 @@ static void test_crossed(void **st) {
   expect((uint64_t[]){1, 2, 3, 4, 5}, 5);
   assert_string_equal(chans[1], "b");
   assert_string_equal(chans[3], "a");
-  assert_int_equal(m0__order_due(f->o, &f->h), -1);
+  assert_int_equal(m0__order_due(f->o, &f->h), M0__ENOTFOUND);
 }
 
 static void test_hole_given_up(void **st) {
@@ -118,7 +119,7 @@ static void test_drain_writes_all(void **st) {
   expect((uint64_t[]){1}, 1);
   m0__order_release(f->o, &f->h, true);
   expect((uint64_t[]){1, 4, 9}, 3);
-  assert_int_equal(m0__order_due(f->o, &f->h), -1);
+  assert_int_equal(m0__order_due(f->o, &f->h), M0__ENOTFOUND);
 }
 
 static void test_full_hold(void **st) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "http/proxies.h"
 
 static void test_parse(void **st) {
@@ -26,12 +27,12 @@ static void test_parse(void **st) {
                        "10.0.0.1,,10.0.0.2", "1.2.3.4/-1"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     err[0] = 0;
-    assert_int_equal(m0__proxies_parse(bad[i], &px, err, sizeof err), -1);
+    assert_int_equal(m0__proxies_parse(bad[i], &px, err, sizeof err), M0__EINVALID);
     assert_non_null(strstr(err, "is not an address"));
   }
   char many[64 * 12] = "";
   for (int i = 0; i < 33; i++) snprintf(many + strlen(many), sizeof many - strlen(many), "%s10.0.0.%d", i ? "," : "", i);
-  assert_int_equal(m0__proxies_parse(many, &px, err, sizeof err), -1);
+  assert_int_equal(m0__proxies_parse(many, &px, err, sizeof err), M0__EINVALID);
   assert_non_null(strstr(err, "more than 32"));
 }
 

@@ -63,6 +63,7 @@ struct m0__asks {
    * expect_until): entries with slot -1, each holding its request encoded,
    * appended to a live instance's batch once there is one. */
   int *nparked;
+  uint32_t *swept; /* [nservices * M0__SLOTS]: each slot's generation at this loop's last look (asks_left) */
 };
 
 /* What this loop has in flight with actor si, on the shared page
@@ -199,11 +200,7 @@ static void ask_fail(m0__loop *l, int i, int status) {
 
 /* ---- asks parked while an actor's instances move (a reload) ---- */
 
-static int64_t asks_clock_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static int64_t asks_clock_ms(void) { return m0__service_now_ms(); } /* expect_until's clock */
 
 /* src's records after dst's (both batches: service/wire.h). */
 static int asks_batch_append(nng_msg *dst, nng_msg *src) {
@@ -276,7 +273,25 @@ static int asks_park(m0__loop *l, m0__conn *c, const m0_request *req, m0_respons
   return 0;
 }
 
-/* ---- the tick: deadlines, and instances that left ---- */
+/* ---- instances that left, and the tick: deadlines ---- */
+
+/* Slot k of actor si has a new generation: its requests with an older one
+ * get 502, no REPLY will come. Run at each REPLY from the slot (its service
+ * sends every loop an empty one when the instance leaves) and each tick. */
+static void asks_left(m0__loop *l, int si, int k) {
+  m0__asks *a = l->asks;
+  m0__service *s = l->services[si];
+  uint32_t gen = atomic_load(&s->slots[k].gen);
+  if (gen == a->swept[si * M0__SLOTS + k]) return; /* generations only move on: nothing older is left */
+  a->swept[si * M0__SLOTS + k] = gen;
+  for (int i = a->used_head, next; i >= 0; i = next) {
+    ask *e = &a->tab[i];
+    next = e->next;
+    if (e->svc != si || e->slot != k || e->slot_gen == gen) continue;
+    atomic_fetch_add(&s->st->died, 1);
+    ask_fail(l, i, 502);
+  }
+}
 
 static void on_tick(uv_timer_t *t) {
   m0__loop *l = t->data;
@@ -284,6 +299,8 @@ static void on_tick(uv_timer_t *t) {
   uint64_t now = uv_now(&l->uv);
   int next;
   asks_unpark_all(l);
+  for (int si = 0; si < l->nservices; si++)
+    for (int k = 0; k < atomic_load(&l->services[si]->used); k++) asks_left(l, si, k);
   for (int i = a->used_head; i >= 0; i = next) {
     ask *e = &a->tab[i];
     next = e->next;
@@ -292,14 +309,6 @@ static void on_tick(uv_timer_t *t) {
       atomic_fetch_add(&l->services[e->svc]->st->no_instance, 1);
       ask_fail(l, i, 503);
       continue;
-    }
-    if (e->svc >= 0) {
-      m0__service *s = l->services[e->svc];
-      if (atomic_load(&s->slots[e->slot].gen) != e->slot_gen) {
-        atomic_fetch_add(&s->st->died, 1);
-        ask_fail(l, i, 502);
-        continue;
-      }
     }
     if (now < e->deadline) continue;
     if (e->svc >= 0) atomic_fetch_add(&l->services[e->svc]->st->timeout, 1);
@@ -493,6 +502,7 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
   m0__service *s;
   int si, k;
   if (!l->asks || !asks_reply_from(l, m, &s, &si, &k)) return;
+  if (s) asks_left(l, si, k); /* at once, not at the next tick */
   m0__wire_rd r;
   static _Thread_local m0__wire_reply rep;
   if (m0__wire_open(&r, m->payload, m->len) != 0) {
@@ -536,7 +546,8 @@ int m0__asks_open(m0__loop *l) {
   a->route_svc = calloc(l->app->nroutes ? l->app->nroutes : 1, sizeof *a->route_svc);
   a->filled = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->filled);
   a->nparked = calloc(l->nservices ? (size_t)l->nservices : 1, sizeof *a->nparked);
-  if (!a->batches || !a->route_svc || !a->filled || !a->nparked) return M0__ENOMEM;
+  a->swept = calloc((size_t)(l->nservices ? l->nservices : 1) * M0__SLOTS, sizeof *a->swept);
+  if (!a->batches || !a->route_svc || !a->filled || !a->nparked || !a->swept) return M0__ENOMEM;
   a->local = l->nservices ? l->index - l->services[0]->loop_base : 0;
   /* A respawned loop's start afresh, and rows of actors its bank's last
    * generation had (two reloads ago, gone) with them. */
@@ -570,8 +581,7 @@ void m0__asks_free(m0__loop *l) {
   m0__writers_free(l);
   m0__asks *a = l->asks;
   if (!a) return;
-  for (int k = 0; a->batches && k < (l->nservices ? l->nservices : 1) * M0__SLOTS; k++)
-  {
+  for (int k = 0; a->batches && k < (l->nservices ? l->nservices : 1) * M0__SLOTS; k++) {
     if (a->batches[k].msg) nng_msg_free(a->batches[k].msg);
     m0__trace_ids_free(&a->batches[k].others);
   }
@@ -580,6 +590,7 @@ void m0__asks_free(m0__loop *l) {
     if (a->tab[i].held) nng_msg_free(a->tab[i].held);
   }
   free(a->nparked);
+  free(a->swept);
   free(a->tab);
   free(a->batches);
   free(a->route_svc);

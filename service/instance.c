@@ -172,7 +172,7 @@ static void instance_serve(m0__instance *in) {
     m0__msg_free(&m);
   }
   m0__trace_ids_free(&others);
-  atomic_store_explicit(&sl->live, 0, memory_order_release);
+  m0__service_slot_ended(s, in->slot); /* what the loops still wait for from it: 502 */
 }
 
 /* ---- asking another actor: service/post.h ---- */

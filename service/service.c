@@ -9,6 +9,7 @@
 #include "runtime/edges.h"
 #include "bus/publisher.h"
 #include "service/post.h"
+#include "service/wire.h"
 #include "base/errors.h"
 #include "base/num.h"
 
@@ -303,30 +304,60 @@ static int pipe_added(m0__service *s, unsigned p) {
   return PIPE_KEPT;
 }
 
-/* REM_POST (under mu): pipe p's proof, introduction or slot let go. */
-static void pipe_removed(m0__service *s, nng_pipe p) {
+/* Slot k's instance left. Not live first, then a new generation: a loop
+ * that reads the new generation also sees the slot gone; its in-flight
+ * count starts again from 0 (a loop gives nothing back to a slot of another
+ * generation). */
+static void slot_let_go(m0__slot *sl) {
+  atomic_store_explicit(&sl->live, 0, memory_order_release);
+  atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
+  atomic_store(&sl->inflight, 0);
+}
+
+/* Every loop of this process told that slot k's instance left: an empty
+ * REPLY from the slot, through its direct inbox, on which a loop answers 502
+ * at once what was with that instance (actors/asks.c, asks_left), not at
+ * its next deadline tick (which still would, for a loop not told: out of
+ * memory). Not in the supervisor: its relay closes the slot's legs, and
+ * each worker's door learns it from its own pipe events. */
+static void slot_left_tell(m0__service *s, int k) {
+  uint32_t from = m0__service_slot_id(s, k);
+  for (int i = 0; !s->relay && i < s->nloops; i++) {
+    nng_msg *m;
+    if (m0__wire_batch_new(&m, 0) != 0) return;
+    m0__env e = {.kind = M0__K_REPLY, .from = from, .to = M0__ACTOR_ID(M0__ROLE_LOOP, s->loop_base + i)};
+    m0__env_write(nng_msg_body(m), &e, M0__WIRE_BATCH_HEAD);
+    if (m0__inbox_put(s->loop_inbox[i], m) != 0) nng_msg_free(m);
+    else m0__edge_sent(from, e.to, M0__K_REPLY); /* taken as any REPLY: runtime/edges.h */
+  }
+}
+
+void m0__service_slot_ended(m0__service *s, int k) {
+  slot_let_go(&s->slots[k]);
+  slot_left_tell(s, k);
+}
+
+/* REM_POST (under mu): pipe p's proof, introduction or slot let go; the
+ * slot's index, or -1. */
+static int pipe_removed(m0__service *s, nng_pipe p) {
   struct m0__proving *pv = s->secret ? proving_of(s, (unsigned)nng_pipe_id(p)) : NULL;
   if (pv) pv->pipe = 0;
   for (int u = 0; s->door && u < M0__SLOTS; u++)
     if (s->unmet[u] == (unsigned)nng_pipe_id(p)) s->unmet[u] = 0;
   m0__slot *sl = slot_of_pipe(s, p);
-  if (!sl) return;
-  /* Not live first, then a new generation: a loop that reads the new
-   * generation also sees the slot gone. The loops' ticks answer 502 for
-   * what was with it; its in-flight count starts again from 0. */
-  atomic_store_explicit(&sl->live, 0, memory_order_release);
-  atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
+  if (!sl) return -1;
+  slot_let_go(sl);
   atomic_store(&sl->pipe, 0);
-  atomic_store(&sl->inflight, 0); /* a loop gives nothing back to a slot of another generation */
   sl->where[0] = 0;
   sl->messages = 0;
   pthread_cond_broadcast(&s->left);
   pthread_cond_broadcast(&s->room); /* a caller waiting for its window learns it went */
+  return (int)(sl - s->slots);
 }
 
 void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
   m0__service *s = arg;
-  int fate = PIPE_KEPT;
+  int fate = PIPE_KEPT, left = -1;
   pthread_mutex_lock(&s->mu);
   if (ev == NNG_PIPE_EV_ADD_PRE) fate = pipe_added(s, (unsigned)nng_pipe_id(p));
   else if (ev == NNG_PIPE_EV_ADD_POST && s->secret) {
@@ -335,8 +366,9 @@ void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
       pv->added = true;
       pthread_cond_signal(&s->gate_cv);
     }
-  } else if (ev == NNG_PIPE_EV_REM_POST) pipe_removed(s, p);
+  } else if (ev == NNG_PIPE_EV_REM_POST) left = pipe_removed(s, p);
   pthread_mutex_unlock(&s->mu);
+  if (left >= 0) slot_left_tell(s, left); /* after the unlock: the loops' inboxes have locks of their own */
   if (fate == PIPE_CLOSE) nng_pipe_close(p);
   else if (fate == PIPE_REFUSE) dial_refused(s, p, M0__REFUSE_INSTANCES, 0);
   /* At ADD_POST, once nng has added the pipe: a request the relay sends it

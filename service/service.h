@@ -7,9 +7,10 @@
  * - A slot is an instance: a thread of this process (its direct inbox) or a
  *   connection to the service's pair1 socket (its nng pipe). Loops read the
  *   slots without a lock: `live`, `gen` and `inflight` are atomics. A slot
- *   whose instance leaves is marked not live and its generation moves on, so
- *   every loop sees, at its next sweep, which of its requests were with it
- *   (each gets 502) and never sends to it again.
+ *   whose instance leaves is marked not live and its generation moves on,
+ *   and every loop of the process is handed an empty REPLY from it: the loop
+ *   then sees which of its requests were with it (each gets 502 at once) and
+ *   never sends to it again. A loop's tick looks too, should that be lost.
  * - Load is shared by least in flight: a loop adds a request to the batch of
  *   the live slot with the fewest requests in flight across every loop.
  * - pair1 in polyamorous mode drops a message when its pipe's queue (2
@@ -182,6 +183,10 @@ int m0__service_live(m0__service *s);
  * from it, so its requests are answered 502 (read after, a request picked
  * just as its instance left could wait for its 504). */
 int m0__service_pick(m0__service *s, bool *full, uint32_t *gen);
+/* Thread instance k's serving ended: its slot let go (not live, a new
+ * generation) and every loop told, as when a connected instance's pipe goes.
+ * Thread safety: the instance's thread. */
+void m0__service_slot_ended(m0__service *s, int k);
 /* service.c's own, for service/rebind.c (a next generation's listen):
  * the socket's pipe events, the reply thread, the gate's thread, and the
  * clock of the deadlines (CLOCK_MONOTONIC ms). */

@@ -1,5 +1,7 @@
 #include "runtime/proof.h"
 
+#include "base/errors.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <mbedtls/md.h>
@@ -14,7 +16,7 @@ static int proof_random(uint8_t *out, size_t n) {
   while (got < n) {
     ssize_t r = getrandom(out + got, n - got, 0);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
+    if (r <= 0) return M0__ESYSTEM;
     got += (size_t)r;
   }
   return 0;
@@ -26,14 +28,14 @@ int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t wh
   if (fd < 0) {
     snprintf(why, whylen, "the key file %s cannot be read: %s", path, strerror(errno));
     snprintf(fix, fixlen, "give a key file this user can read");
-    return -1;
+    return M0__ECONFIG;
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     snprintf(why, whylen, "the key file %s is not a regular file", path);
     snprintf(fix, fixlen, "give a file that holds the secret");
-    return -1;
+    return M0__ECONFIG;
   }
   if (st.st_uid != geteuid() || (st.st_mode & 077)) {
     close(fd);
@@ -46,7 +48,7 @@ int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t wh
                (unsigned)(st.st_mode & 0777));
       snprintf(fix, fixlen, "chmod 600 %s", path);
     }
-    return -1;
+    return M0__ECONFIG;
   }
   ssize_t n = read(fd, out->key, sizeof out->key);
   uint8_t more;
@@ -65,7 +67,7 @@ int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t wh
              path);
     memset(out->key, 0, sizeof out->key);
     out->len = 0;
-    return -1;
+    return M0__ECONFIG;
   }
   out->len = (size_t)n;
   return 0;
@@ -73,7 +75,7 @@ int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t wh
 
 int m0__secret_make(m0__secret *out) {
   uint8_t raw[32];
-  if (proof_random(raw, sizeof raw) != 0) return -1;
+  if (proof_random(raw, sizeof raw) != 0) return M0__ESYSTEM;
   static const char hex[] = "0123456789abcdef";
   for (size_t i = 0; i < sizeof raw; i++) {
     out->key[2 * i] = (uint8_t)hex[raw[i] >> 4];
@@ -86,9 +88,9 @@ int m0__secret_make(m0__secret *out) {
 int m0__secret_from_text(const char *text, m0__secret *out) {
   size_t n = text ? strlen(text) : 0;
   out->len = 0;
-  if (n < M0__SECRET_MIN || n > M0__SECRET_MAX) return -1;
+  if (n < M0__SECRET_MIN || n > M0__SECRET_MAX) return M0__EINVALID;
   for (size_t i = 0; i < n; i++)
-    if ((uint8_t)text[i] <= ' ' || (uint8_t)text[i] >= 0x7f) return -1;
+    if ((uint8_t)text[i] <= ' ' || (uint8_t)text[i] >= 0x7f) return M0__EINVALID;
   memcpy(out->key, text, n);
   out->len = n;
   return 0;
@@ -105,7 +107,7 @@ size_t m0__proof_challenge(uint8_t *out, const char *actor) {
 
 int m0__proof_answer(const m0__secret *s, const uint8_t *c, size_t n, uint8_t out[M0__PROOF_MAC]) {
   const mbedtls_md_info_t *md = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
-  return md && mbedtls_md_hmac(md, s->key, s->len, c, n, out) == 0 ? 0 : -1;
+  return md && mbedtls_md_hmac(md, s->key, s->len, c, n, out) == 0 ? 0 : M0__EINVALID;
 }
 
 bool m0__proof_check(const m0__secret *s, const uint8_t *c, size_t cn, const uint8_t *proof, size_t n) {

@@ -47,20 +47,21 @@ typedef struct m0__secret {
   size_t len; /* 0: none */
 } m0__secret;
 
-/* Reads a key file (the rules above). 0, or -1 with the one-line reason in
- * why and its fix in fix. */
+/* Reads a key file (the rules above). 0, or M0__ECONFIG with the one-line
+ * reason in why and its fix in fix. */
 int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t whylen, char *fix, size_t fixlen);
-/* A fresh secret for spawned instances: 64 hex digits from getrandom. 0 or -1. */
+/* A fresh secret for spawned instances: 64 hex digits from getrandom. 0 or
+ * M0__ESYSTEM. */
 int m0__secret_make(m0__secret *out);
 /* The secret as given in an environment variable's value (printable, 16 to
- * 4096 bytes). 0 or -1. */
+ * 4096 bytes). 0 or M0__EINVALID. */
 int m0__secret_from_text(const char *text, m0__secret *out);
 
 /* Writes a fresh challenge for actor `actor` into out (M0__CHALLENGE_MAX
  * bytes): its length, or 0 when getrandom failed. */
 size_t m0__proof_challenge(uint8_t *out, const char *actor);
-/* The proof of challenge c (n bytes) under the secret: 0, or -1 (mbed TLS
- * refused; nothing is a proof then). */
+/* The proof of challenge c (n bytes) under the secret: 0, or M0__EINVALID
+ * (mbed TLS refused; nothing is a proof then). */
 int m0__proof_answer(const m0__secret *s, const uint8_t *c, size_t n, uint8_t out[M0__PROOF_MAC]);
 /* Whether proof (n bytes) answers challenge c under the secret (every byte
  * compared, whatever matched). */

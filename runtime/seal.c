@@ -106,14 +106,14 @@ void m0__family_seal(const uint8_t *msg, size_t n, uint8_t out[M0__SEAL_LEN]) {
 }
 
 int m0__family_check(const uint8_t *msg, size_t n, const uint8_t seal[M0__SEAL_LEN]) {
-  if (!seal_fam.known) return -1;
+  if (!seal_fam.known) return M0__EINVALID;
   uint8_t tag[M0__SEAL_TAG];
-  if (!seal_tag(msg, n, seal + M0__SEAL_TAG, tag)) return -1;
+  if (!seal_tag(msg, n, seal + M0__SEAL_TAG, tag)) return M0__EBADMSG;
   /* Every byte is compared, so the time taken says nothing of how many
    * matched. */
   unsigned diff = 0;
   for (size_t i = 0; i < sizeof tag; i++) diff |= tag[i] ^ seal[i];
-  if (diff) return -1;
+  if (diff) return M0__EBADMSG;
   return m0__seal_pid(seal) == seal_fam.pid ? M0__ORIGIN_SELF : M0__ORIGIN_FAMILY;
 }
 

@@ -85,8 +85,8 @@ void m0__family_seal(const uint8_t *msg, size_t n, uint8_t out[M0__SEAL_LEN]);
 enum m0__origin { M0__ORIGIN_SELF = 0, M0__ORIGIN_FAMILY = 1, M0__ORIGIN_LOCAL = 2, M0__ORIGIN_OUTSIDE = 3 };
 
 /* The origin a seal proves for msg (n bytes before the seal): SELF (this
- * pid), FAMILY, or -1 (not this key's, or not this message's). Thread
- * safety: any thread. */
+ * pid), FAMILY, M0__EINVALID (no key known) or M0__EBADMSG (not this
+ * key's, or not this message's). Thread safety: any thread. */
 int m0__family_check(const uint8_t *msg, size_t n, const uint8_t seal[M0__SEAL_LEN]);
 /* The sender's pid a seal names. */
 uint32_t m0__seal_pid(const uint8_t seal[M0__SEAL_LEN]);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "runtime/proof.h"
 
 static void test_worked_check(void **st) {
@@ -65,14 +66,14 @@ static void test_key_files(void **st) {
   assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), 0);
   assert_int_equal(s.len, 16); /* the newline is not part of it */
   p = key_write("0123456789abcdef\n", 0640);
-  assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), -1);
+  assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), M0__ECONFIG);
   assert_non_null(strstr(fix, "chmod 600"));
   p = key_write("short\n", 0600);
-  assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), -1);
+  assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), M0__ECONFIG);
   p = key_write("0123456789 abcdef\n", 0600);
-  assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), -1);
+  assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), M0__ECONFIG);
   unlink(p);
-  assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), -1);
+  assert_int_equal(m0__secret_read_file(p, &s, why, sizeof why, fix, sizeof fix), M0__ECONFIG);
   assert_int_equal(m0__secret_make(&s), 0);
   assert_int_equal(s.len, 64);
   m0__secret t;
@@ -80,7 +81,7 @@ static void test_key_files(void **st) {
   memcpy(text, s.key, 64);
   text[64] = 0;
   assert_int_equal(m0__secret_from_text(text, &t), 0); /* what a spawned instance reads back */
-  assert_int_equal(m0__secret_from_text("has a space 12345", &t), -1);
+  assert_int_equal(m0__secret_from_text("has a space 12345", &t), M0__EINVALID);
 }
 
 int main(void) {

@@ -96,7 +96,7 @@ static int accept_hand(m0__loop *l, int i, int fd) {
     if (m0__send(&l->self, &l->siblings[i], M0__K_HANDOFF, 0, 0, &v, sizeof v) == 0) return 0;
   }
   atomic_fetch_sub(&ln->pending, 1);
-  return -1;
+  return M0__ETRANSPORT;
 }
 
 static void accept_on_listen(uv_poll_t *p, int status, int events) {

@@ -36,7 +36,7 @@ void m0__deferred_for(m0_deferred *d, uint64_t id) { d->id = id; }
 
 int m0_deferred_header(m0_deferred *d, const char *name, const char *value) {
   if (!d || !name || !value) return -1;
-  return m0__header_block_add(&d->hb, name, strlen(name), value, strlen(value));
+  return m0__header_block_add(&d->hb, name, strlen(name), value, strlen(value)) ? -1 : 0;
 }
 
 int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, const void *body, size_t len) {

@@ -275,7 +275,8 @@ static void loop_on_frame(m0__loop *l, const m0__msg *m) {
  * mailbox. */
 static int loop_listen_ipc(m0__loop *l) {
   char url[M0__URL_MAX];
-  if (m0__topology_outside_url(url, sizeof url, l->run_dir, l->index) != 0) return -1;
+  int rv = m0__topology_outside_url(url, sizeof url, l->run_dir, l->index);
+  if (rv != 0) return rv;
   return m0__actor_open(&l->outside, l->self.id, url, l->trace);
 }
 

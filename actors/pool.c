@@ -374,14 +374,14 @@ typedef struct pool_work {
   uint64_t cpu_mark;    /* this thread's CPU when its last batch ended; 0 before the first */
 } pool_work;
 
-/* A RESULT being built: its count first, filled in when it goes. 0, or -1
- * said. */
+/* A RESULT being built: its count first, filled in when it goes. 0, or
+ * M0__ENOMEM said. */
 static int pool_result_new(m0__pool_thread *t, nng_msg **out) {
   uint32_t zero = 0;
   if (m0__msg_new(out, 4096) == 0 && m0__msg_append(*out, &zero, 4) == 0) return 0;
   fprintf(stderr, "m0: pool.%d.%d: out of memory for a result\n", t->loop, t->index);
   if (*out) nng_msg_free(*out);
-  return -1;
+  return M0__ENOMEM;
 }
 
 static void pool_result_send(m0__pool_thread *t, const m0__msg *m, nng_msg *out, m0__trace_ids *part) {

@@ -218,7 +218,7 @@ static nng_msg *writer_msg(m0_writer *w, const void *p, size_t n, bool end) {
  * Under w->mu. */
 static int writer_send(m0_writer *w, const void *p, size_t n, int end) {
   nng_msg *m = end ? w->end : writer_msg(w, p, n, false);
-  if (!m) return -1;
+  if (!m) return M0__ENOMEM;
   if (end) {
     w->end = NULL;
     m0__msg_payload(m)[8] = (uint8_t)end;
@@ -228,7 +228,7 @@ static int writer_send(m0_writer *w, const void *p, size_t n, int end) {
   m0__peer_direct(&to, w->loop_id, w->inbox);
   if (m0__send_msg(&from, &to, M0__K_CHUNK, 0, 0, m) != 0) {
     nng_msg_free(m);
-    return -1;
+    return M0__ETRANSPORT;
   }
   return 0;
 }
@@ -247,7 +247,7 @@ int m0_writer_write(m0_writer *w, const void *p, size_t n) {
   else if (queued > 0 && queued + n > M0__WRITER_HIGH) errno = EAGAIN, rv = -1;
   for (size_t at = 0; rv == 0 && at < n;) {
     size_t k = n - at < WRITER_MSG_MAX ? n - at : WRITER_MSG_MAX;
-    if ((rv = writer_send(w, (const char *)p + at, k, false)) != 0) errno = ENOMEM; /* the part sent stays sent */
+    if (writer_send(w, (const char *)p + at, k, false) != 0) errno = ENOMEM, rv = -1; /* the part sent stays sent */
     else w->sent += k, at += k;
   }
   pthread_mutex_unlock(&w->mu);
@@ -273,7 +273,7 @@ int m0_writer_wait(m0_writer *w, unsigned timeout_ms) {
 }
 
 static int writer_finish(m0_writer *w, int how) {
-  if (!w) return -1;
+  if (!w) return M0__EINVALID;
   pthread_mutex_lock(&w->mu);
   w->ended = true;
   /* An on_gone running now finishes before this returns, so the caller may
@@ -282,11 +282,11 @@ static int writer_finish(m0_writer *w, int how) {
   bool gone = w->gone;
   /* The END is what lets the loop go of the writer: sent even when the
    * client went (unless the loop itself ended). */
-  int rv = w->loop_alive ? writer_send(w, NULL, 0, how) : -1;
+  int rv = w->loop_alive ? writer_send(w, NULL, 0, how) : M0__ECLOSED;
   pthread_mutex_unlock(&w->mu);
   writer_unref(w); /* the application's */
-  return gone || rv != 0 ? -1 : 0;
+  return gone ? M0__ECLOSED : rv;
 }
 
-int m0_writer_end(m0_writer *w) { return writer_finish(w, 1); }
-int m0_writer_abort(m0_writer *w) { return writer_finish(w, 2); }
+int m0_writer_end(m0_writer *w) { return writer_finish(w, 1) ? -1 : 0; }
+int m0_writer_abort(m0_writer *w) { return writer_finish(w, 2) ? -1 : 0; }

@@ -48,14 +48,14 @@ static int decl_refuse(m0__app_decl *d, char *why, size_t whylen, const char *fm
 int m0__app_decl_find(const m0__app_decl *d, const char *name, size_t n) {
   for (int i = 0; name && i < d->nactors; i++)
     if (strlen(d->actors[i].name) == n && !memcmp(d->actors[i].name, name, n)) return i;
-  return -1;
+  return M0__ENOTFOUND;
 }
 
-/* The file's entry named `name`, or -1. */
+/* The file's entry named `name`, or M0__ENOTFOUND. */
 static int file_actor(const struct m0_config *cfg, const char *name) {
   for (int i = 0; cfg && name && i < cfg->napp_actors; i++)
     if (!strcmp(cfg->app_actors[i].name, name)) return i;
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 /* Whether app route i and file route fr have one method and pattern. */

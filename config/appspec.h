@@ -70,7 +70,7 @@ typedef struct m0__app_decl {
 int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config *cfg, char *why,
                       size_t whylen);
 void m0__app_decl_free(m0__app_decl *d);
-/* The index of actor `name` (n bytes) in d, or -1. */
+/* The index of actor `name` (n bytes) in d, or M0__ENOTFOUND. */
 int m0__app_decl_find(const m0__app_decl *d, const char *name, size_t n);
 const char *m0__placement_name(m0__placement p);
 

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include "base/errors.h"
 #include "base/text.h"
 #include "transport/listen.h"
 
@@ -82,7 +83,7 @@ static int config_find_flag(const char *name, size_t n) {
     if (config_specs[i].flag && strlen(config_specs[i].flag) == n &&
         !strncmp(config_specs[i].flag, name, n))
       return i;
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 int m0__config_parse(m0_config *cfg, int argc, char **argv, char *why, size_t whylen) {

@@ -1239,8 +1239,8 @@ static void test_app_decl_merge(void **st) {
   for (int i = 0; i < 4; i++) assert_memory_equal(&d.routes[i], &fake_routes[i], sizeof fake_routes[i]);
   assert_int_equal(m0__app_decl_find(&d, "silent", 6), 1);
   assert_int_equal(m0__app_decl_find(&d, "silently", 6), 1); /* n bytes of it */
-  assert_int_equal(m0__app_decl_find(&d, "sil", 3), -1);
-  assert_int_equal(m0__app_decl_find(&d, "nope", 4), -1);
+  assert_int_equal(m0__app_decl_find(&d, "sil", 3), M0__ENOTFOUND);
+  assert_int_equal(m0__app_decl_find(&d, "nope", 4), M0__ENOTFOUND);
   m0__app_decl_free(&d);
   assert_null(d.actors);
   assert_int_equal(d.nactors, 0);

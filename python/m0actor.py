@@ -18,6 +18,25 @@ that one refuses (ValueError).
 
     raise SystemExit(m0actor.run("ipc:///run/m0/actor.hello.sock", receive))
 
+An instance also publishes: Instance(url).publish(channel, frame) puts a
+frame (SSE event lines, without id) on every stream of that channel, from
+any thread, whenever it likes, while the Instance's serve() runs (run() is
+Instance(url).serve(receive)). One that only publishes serves on a thread
+of its own, without a receive:
+
+    actor = m0actor.Instance("ipc:///run/m0/actor.news.sock")
+    threading.Thread(target=actor.serve, daemon=True).start()
+    actor.publish("news", "event: headline\ndata: hello")
+
+The whole API: run, Instance (serve, publish, stop), and the codecs below
+(envelope, request and reply batches, frames). A message of a kind this
+module does not handle is ignored (said once on stderr), so a host that
+speaks a newer wire does not break it.
+
+cmake --install puts this file (and echo_actor.py) in the folder
+`pkg-config --variable=pythondir m0` names (docs/building.md, Installing):
+PYTHONPATH=$(pkg-config --variable=pythondir m0) python3 my_actor.py.
+
 A tls+tcp:// URL is dialed with TLS, both ends presenting a certificate
 (docs/actors.md, Outside the host): this instance's certificate, its key and
 the CA that signs the host's are the PEM files M0_TLS_CERT, M0_TLS_KEY and
@@ -44,6 +63,7 @@ Works on Python 3.11 and later (Debian 12 and 13, nng 1.5.2 and 1.10.1).
 import ctypes
 import hashlib
 import hmac
+import itertools
 import os
 import signal
 import struct
@@ -59,7 +79,8 @@ __all__ = [
     "encode_envelope", "decode_envelope",
     "encode_requests", "decode_requests", "iter_requests",
     "encode_replies", "decode_replies", "iter_replies",
-    "header_ok", "run", "read_secret", "prove",
+    "header_ok", "channel_ok", "frame_ok", "encode_frame",
+    "Instance", "run", "read_secret", "prove",
 ]
 
 # ---- the layout (docs/wire.md; runtime/envelope.h, service/wire.h) ---------
@@ -71,8 +92,8 @@ MAX_PAYLOAD = 16 << 20
 KIND_STOP = 4
 KIND_REQUEST = 12
 KIND_REPLY = 13
+KIND_PUBLISH = 15  # a frame for the host's streams
 KIND_HELLO = 18  # the host's challenge, and this instance's proof (docs/wire.md, Proving who you are)
-KIND_LAST = 18  # HELLO; an envelope with kind 0 or above this is malformed
 SECRET_MIN, SECRET_MAX = 16, 4096
 
 WIRE_VERSION = 1
@@ -82,6 +103,8 @@ MAX_HEADERS = 100  # headers in one request or reply
 MAX_PARAMS = 8  # path parameters in one request
 MAX_NAME = 256  # bytes of a reply header's name
 MAX_VALUE = 8192  # bytes of a reply header's value
+CHANNEL_MAX = 64  # bytes of a channel's name (base/limits.h)
+FRAME_MAX = 64 * 1024  # bytes of a frame's event lines
 
 _ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo length
 _BATCH = struct.Struct("<HHI")  # version flags count
@@ -89,6 +112,7 @@ _REQ = struct.Struct("<QQQIIIIHBBI")  # id trace_hi trace_lo method target path 
 _REPLY = struct.Struct("<QHHI")  # id status nheaders body
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_FRAME = struct.Struct("<QH")  # a PUBLISH payload's id (0: the host numbers it) and channel length
 _PAIR = struct.Struct("<II")  # a header's name and value lengths
 assert _ENV.size == ENV_HEADER and _BATCH.size == BATCH_HEAD and _REQ.size == 48 and _REPLY.size == 16
 
@@ -124,16 +148,18 @@ def encode_envelope(env, payload=b""):
 
 def decode_envelope(msg):
     """(Envelope, payload) of one whole message, with m0__env_read's checks:
-    at least 44 bytes, the magic, a kind 1..18, flags 0, a payload length of
-    at most 16 MiB that is exactly the bytes after the header."""
+    at least 44 bytes, the magic, a kind other than 0, flags 0, a payload
+    length of at most 16 MiB that is exactly the bytes after the header. A
+    kind this module does not know is not refused here (the wire gains
+    kinds; Instance ignores those it does not handle)."""
     msg = memoryview(msg).cast("B")
     if len(msg) < ENV_HEADER:
         raise ValueError("a message of %d bytes is shorter than the 44-byte envelope" % len(msg))
     magic, kind, flags, frm, to, seq, hi, lo, plen = _ENV.unpack_from(msg)
     if magic != MAGIC:
         raise ValueError("bad magic 0x%08x" % magic)
-    if kind == 0 or kind > KIND_LAST:
-        raise ValueError("unknown kind %d" % kind)
+    if kind == 0:
+        raise ValueError("kind 0")
     if flags != 0:
         raise ValueError("flags 0x%04x set" % flags)
     if plen > MAX_PAYLOAD:
@@ -422,6 +448,46 @@ def encode_replies(replies):
     return _BATCH.pack(WIRE_VERSION, 0, len(recs)) + b"".join(recs)
 
 
+# ---- frames (PUBLISH) ----------------------------------------------------
+
+def channel_ok(channel):
+    """Whether the host takes a channel's name (m0__channel_ok_n): 1..64
+    bytes, none a space, a control character or DEL, not beginning "m0."
+    (the host's own). channel is bytes."""
+    channel = bytes(channel)
+    if not 0 < len(channel) <= CHANNEL_MAX or channel.startswith(b"m0."):
+        return False
+    return all(c > 0x20 and c != 0x7F for c in channel)
+
+
+def frame_ok(frame):
+    """Whether the host takes a frame (m0__frame_ok): event lines of at most
+    64 KiB without the id, no CR, no blank line (it would end the event
+    early), no newline at the end, and no line that is an id field of its
+    own ("id", "id:..."): the host writes "id: N" first. frame is bytes."""
+    frame = bytes(frame)
+    if len(frame) > FRAME_MAX or b"\r" in frame or frame.endswith(b"\n") or b"\n\n" in frame:
+        return False
+    return not any(line == b"id" or line.startswith(b"id:") for line in frame.split(b"\n"))
+
+
+def encode_frame(channel, frame):
+    """A PUBLISH payload: id 0 (the host numbers the frame from its own
+    counter), the channel, then the frame's event lines, e.g.
+    "event: tick\ndata: {...}". channel and frame are str (as UTF-8) or
+    bytes. ValueError for what the host would refuse (counted there as
+    m0_refused_total{reason="frame"} and dropped)."""
+    ch = channel.encode("utf-8") if isinstance(channel, str) else _b(channel, "channel")
+    fr = frame.encode("utf-8") if isinstance(frame, str) else _b(frame, "frame")
+    if not channel_ok(ch):
+        raise ValueError("channel %r is refused by the host (1..64 bytes, no space or control character, not "
+                         "m0.*)" % (ch,))
+    if not frame_ok(fr):
+        raise ValueError("frame %r is refused by the host (at most 64 KiB, no CR, no blank line or newline at the "
+                         "end, no id line)" % (fr[:80],))
+    return _FRAME.pack(0, len(ch)) + ch + fr
+
+
 # ---- nng, through ctypes -------------------------------------------------
 
 class _Socket(ctypes.Structure):  # nng_socket: a struct of one uint32, passed by value
@@ -649,175 +715,281 @@ def _secret(secret_file):
 
 
 def run(url, receive, instance=0, on_connect=None, secret_file=None):
-    """Serves as one instance of an actor: dials url, and for each REQUEST
-    calls receive(req) on each of its requests (a Request) and sends one
-    REPLY. receive returns None (no reply: the host answers 504 at the
-    route's timeout) or (status, [(name, value), ...], body). on_connect(url),
-    if given, is called once the dial has connected. Returns 0 after STOP,
-    SIGTERM or SIGINT (the batch in hand is answered first), 1 when the
-    socket cannot be opened or url cannot be dialed, 78 when a tls+tcp://
-    url has no identity in M0_TLS_* or nng refuses one of its files, or the
-    key file (secret_file, else M0_ACTOR_SECRET_FILE) is no key (each said
-    on stderr)."""
-    try:
-        secret = _secret(secret_file)
-    except (OSError, ValueError) as e:
-        _say(instance, "M0_ACTOR_SECRET_FILE: %s" % e)
-        return 78
-    tls = None
-    if url.startswith("tls+tcp://"):
+    """Serves as one instance of an actor: Instance(url, instance,
+    secret_file).serve(receive, on_connect) (its docstring says the rest)."""
+    return Instance(url, instance, secret_file).serve(receive, on_connect)
+
+
+def _unserved(req):
+    return 503, [("Content-Type", "text/plain")], b"this instance only publishes\n"
+
+
+class Instance:
+    """One instance's connection to its host. serve() is its receive loop:
+    it dials, proves the secret when the host asks, answers REQUESTs and
+    ends at STOP; publish() puts frames on the host's streams from any
+    thread while serve() runs.
+
+    An instance that only publishes runs serve() without a receive (the
+    host's REQUESTs, should a route name the actor, are answered 503) on a
+    thread of its own, and publishes from its main thread:
+
+        actor = m0actor.Instance(url)
+        threading.Thread(target=actor.serve, daemon=True).start()
+        actor.publish("news", "event: headline\ndata: m0 1.0")
+        ...
+        actor.stop()
+
+    A kind this module does not handle is said once on stderr and ignored.
+    (The receive loop is a table of handlers by kind: _HANDLERS.)"""
+
+    def __init__(self, url, instance=0, secret_file=None):
+        self.url, self.instance, self.secret_file = url, instance, secret_file
+        self._mu = threading.Lock()  # the socket publish() sends on (a reload's rejoin swaps it)
+        self._sock = None
+        self._ready = threading.Event()  # connected, and proved where the host asks for it
+        self._stopping = []
+        self._seq = itertools.count(1)
+        self._said = set()  # kinds said once on stderr
+        # serve()'s, for its handlers:
+        self._receive, self._on_connect, self._secret, self._proves = _unserved, None, None, False
+        self._announced, self._moving = False, None
+
+    def stop(self):
+        """Makes serve() return 0 within RECV_TIMEOUT_MS (from any thread)."""
+        self._stopping.append("stop")
+
+    def publish(self, channel, frame, timeout=5.0):
+        """Sends frame (event lines, str as UTF-8 or bytes: encode_frame says
+        what the host takes) to every stream of channel; the host numbers it.
+        Waits at most timeout seconds for serve() to be connected (over
+        plain tcp:// with a secret, to have answered the host's challenge:
+        a frame before the proof is dropped). True once nng took it; False
+        when not connected in time or nng refused it (said on stderr).
+        ValueError, at once, for a channel or frame the host would refuse.
+        Thread safety: any thread."""
+        payload = encode_frame(channel, frame)
+        if not self._ready.wait(timeout):
+            return False
+        # from 0: the host knows this instance by its connection (docs/wire.md, PUBLISH)
+        out = encode_envelope(Envelope(KIND_PUBLISH, 0, 0, next(self._seq)), payload)
+        with self._mu:
+            rv = _nng().nng_send(self._sock, out, len(out), 0) if self._sock is not None else NNG_ECLOSED
+        if rv != 0:
+            _say(self.instance, "PUBLISH to %r dropped: %s" % (channel, _err(rv)))
+        return rv == 0
+
+    def serve(self, receive=None, on_connect=None):
+        """Dials url and, for each REQUEST, calls receive(req) on each of
+        its requests (a Request) and sends one REPLY. receive returns None
+        (no reply: the host answers 504 at the route's timeout) or (status,
+        [(name, value), ...], body); without one, every request is answered
+        503. on_connect(url), if given, is called once the dial has
+        connected. Returns 0 after STOP, stop(), SIGTERM or SIGINT (the
+        batch in hand is answered first; the signals are caught only when
+        serve() runs on the main thread), 1 when the socket cannot be opened
+        or url cannot be dialed, 78 when a tls+tcp:// url has no identity
+        in M0_TLS_* or nng refuses one of its files, or the key file
+        (secret_file, else M0_ACTOR_SECRET_FILE) is no key (each said on
+        stderr). Over plain tcp:// the host's challenge is answered with
+        that key's secret (docs/wire.md, Proving who you are)."""
         try:
-            tls = _Tls(url)
-        except ValueError as e:
-            _say(instance, "cannot dial %s: %s" % (url, e))
+            secret = _secret(self.secret_file)
+        except (OSError, ValueError) as e:
+            _say(self.instance, "M0_ACTOR_SECRET_FILE: %s" % e)
             return 78
-    try:
-        return _run(url, receive, instance, on_connect, tls, secret)
-    finally:
-        if tls is not None:
-            tls.close()
-
-
-def _run(url, receive, instance, on_connect, tls, secret):
-    lib = _nng()
-    sock = _Socket()
-    rv = lib.nng_pair1_open(ctypes.byref(sock))
-    if rv != 0:
-        _say(instance, "nng_pair1_open: %s" % _err(rv))
-        return 1
-    connected = threading.Event()
-    pipes = [0]  # connections up now (nng's pipe events)
-
-    @_PIPE_CB
-    def on_pipe(pipe, ev, arg):
-        if ev == NNG_PIPE_EV_ADD_POST:
-            pipes[0] += 1
-            connected.set()
-        else:
-            pipes[0] -= 1
-
-    def options(s):
-        lib.nng_pipe_notify(s, NNG_PIPE_EV_ADD_POST, on_pipe, None)
-        lib.nng_pipe_notify(s, NNG_PIPE_EV_REM_POST, on_pipe, None)
-        lib.m0_set_ms(s, b"recv-timeout", RECV_TIMEOUT_MS)
-        lib.m0_set_ms(s, b"send-timeout", SEND_TIMEOUT_MS)
-        # Redialed soon after a reload closes the connection (docs/wire.md).
-        lib.m0_set_ms(s, b"reconnect-time-min", 10)
-        lib.m0_set_ms(s, b"reconnect-time-max", 100)
-
-    def reopen():
-        """No connection REJOIN_S after a reload's STOP: nng 1.5.2's dialer
-        now and then stops redialing, so the socket is made again and
-        dialed. The new socket, or None (the old one kept)."""
-        fresh = _Socket()
-        if lib.nng_pair1_open(ctypes.byref(fresh)) != 0:
-            return None
-        pipes[0] = 0
-        options(fresh)
-        if _dial(lib, fresh, url, NNG_FLAG_NONBLOCK, tls)[0] != 0:
-            lib.m0_close(fresh)
-            return None
-        return fresh
-
-    stopping = []
-    old = {}
-
-    def on_signal(signum, frame):
-        stopping.append(signum)
-
-    try:
-        options(sock)
-        rv, what = _dial(lib, sock, url, 0, tls)
-        if rv == 0:
-            connected.set()
-        elif what:  # a file or name nng refused: no redial mends that
-            _say(instance, "cannot dial %s: %s: %s" % (url, what, _err(rv)))
-            return 78
-        else:
-            # Not listening yet (the host starts later, or restarts): nng
-            # redials in the background until it is.
-            first = rv
-            rv, what = _dial(lib, sock, url, NNG_FLAG_NONBLOCK, tls)
-            if rv != 0:
-                _say(instance, "cannot dial %s: %s%s" % (url, what + ": " if what else "", _err(rv)))
-                return 78 if what else 1
-            _say(instance, "%s: %s; redialing until the host listens" % (url, _err(first)))
-        if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGTERM, signal.SIGINT):
-                old[s] = signal.signal(s, on_signal)
-        announced = False
-        said_no_secret = False
-        seq = 0
-        nmsg = ctypes.c_void_p()
-        moving = None  # a reload's STOP came then, and no connection has lasted since
-        while not stopping:
-            # One up 0.3 s after it is the next generation's (the old one
-            # closes a redial at once).
-            if moving is not None and pipes[0] > 0 and time.monotonic() - moving >= 0.3:
-                moving = None
-            if moving is not None and time.monotonic() - moving >= REJOIN_S:
-                _say(instance, "no connection %.0f s after the reload; dialing %s again" % (REJOIN_S, url))
-                fresh = reopen()
-                if fresh is not None:
-                    _close_bounded(lib, sock, instance)
-                    sock = fresh
-                moving = time.monotonic()
-            if not announced and connected.is_set():
-                announced = True
-                if on_connect:
-                    on_connect(url)
-            rv = lib.nng_recvmsg(sock, ctypes.byref(nmsg), 0)
-            if rv == NNG_ETIMEDOUT:
-                continue
-            if rv != 0:
-                _say(instance, "receive: %s" % _err(rv))
-                return 1
+        tls = None
+        if self.url.startswith("tls+tcp://"):
             try:
-                msg = ctypes.string_at(lib.nng_msg_body(nmsg), lib.nng_msg_len(nmsg))
-                pipe = lib.nng_msg_get_pipe(nmsg)
-            finally:
-                lib.nng_msg_free(nmsg)
-            try:
-                env, payload = decode_envelope(msg)
+                tls = _Tls(self.url)
             except ValueError as e:
-                _say(instance, "a message of %d bytes dropped: %s" % (len(msg), e))
-                continue
-            if not announced:
-                announced = True
-                if on_connect:
-                    on_connect(url)
-            if env.kind == KIND_STOP and payload == b"\x01":
-                _say(instance, "the host reloads; redialing %s" % url)
-                lib.nng_pipe_close(pipe)  # nng's dialer dials again
-                moving = time.monotonic()
-                continue
-            if env.kind == KIND_STOP:
-                return 0
-            if env.kind == KIND_HELLO:
-                if secret is None:
-                    if not said_no_secret:
-                        _say(instance, "the host asks this instance to prove it holds the actor's secret, and it has "
-                                       "none (give its key file in M0_ACTOR_SECRET_FILE)")
-                    said_no_secret = True
-                    continue
-                out = encode_envelope(Envelope(KIND_HELLO, env.to, env.frm), prove(secret, payload))
-                rv = lib.nng_send(sock, out, len(out), 0)
+                _say(self.instance, "cannot dial %s: %s" % (self.url, e))
+                return 78
+        self._receive = receive or _unserved
+        self._on_connect = on_connect
+        self._secret = secret
+        # Over plain tcp:// with a secret the host asks for the proof first:
+        # ready once it is answered, not once connected.
+        self._proves = secret is not None and self.url.startswith("tcp://")
+        try:
+            return self._serve(tls)
+        finally:
+            self._ready.clear()
+            if tls is not None:
+                tls.close()
+
+    # ---- the receive loop ----
+
+    def _serve(self, tls):
+        lib = _nng()
+        sock = _Socket()
+        rv = lib.nng_pair1_open(ctypes.byref(sock))
+        if rv != 0:
+            _say(self.instance, "nng_pair1_open: %s" % _err(rv))
+            return 1
+        url, instance = self.url, self.instance
+        connected = threading.Event()
+        pipes = [0]  # connections up now (nng's pipe events)
+
+        @_PIPE_CB
+        def on_pipe(pipe, ev, arg):
+            if ev == NNG_PIPE_EV_ADD_POST:
+                pipes[0] += 1
+                connected.set()
+                if not self._proves:
+                    self._ready.set()
+            else:
+                pipes[0] -= 1
+                if pipes[0] <= 0:
+                    self._ready.clear()
+
+        def options(s):
+            lib.nng_pipe_notify(s, NNG_PIPE_EV_ADD_POST, on_pipe, None)
+            lib.nng_pipe_notify(s, NNG_PIPE_EV_REM_POST, on_pipe, None)
+            lib.m0_set_ms(s, b"recv-timeout", RECV_TIMEOUT_MS)
+            lib.m0_set_ms(s, b"send-timeout", SEND_TIMEOUT_MS)
+            # Redialed soon after a reload closes the connection (docs/wire.md).
+            lib.m0_set_ms(s, b"reconnect-time-min", 10)
+            lib.m0_set_ms(s, b"reconnect-time-max", 100)
+
+        def reopen():
+            """No connection REJOIN_S after a reload's STOP: nng 1.5.2's dialer
+            now and then stops redialing, so the socket is made again and
+            dialed. The new socket, or None (the old one kept)."""
+            fresh = _Socket()
+            if lib.nng_pair1_open(ctypes.byref(fresh)) != 0:
+                return None
+            pipes[0] = 0
+            options(fresh)
+            if _dial(lib, fresh, url, NNG_FLAG_NONBLOCK, tls)[0] != 0:
+                lib.m0_close(fresh)
+                return None
+            return fresh
+
+        old = {}
+
+        def on_signal(signum, frame):
+            self._stopping.append(signum)
+
+        with self._mu:
+            self._sock = sock
+        try:
+            options(sock)
+            rv, what = _dial(lib, sock, url, 0, tls)
+            if rv == 0:
+                connected.set()
+            elif what:  # a file or name nng refused: no redial mends that
+                _say(instance, "cannot dial %s: %s: %s" % (url, what, _err(rv)))
+                return 78
+            else:
+                # Not listening yet (the host starts later, or restarts): nng
+                # redials in the background until it is.
+                first = rv
+                rv, what = _dial(lib, sock, url, NNG_FLAG_NONBLOCK, tls)
                 if rv != 0:
-                    _say(instance, "the proof was not sent: %s" % _err(rv))
-                continue
-            if env.kind != KIND_REQUEST:
-                continue
-            out = encode_envelope(Envelope(KIND_REPLY, env.to, env.frm, seq, env.trace_hi, env.trace_lo),
-                                  _reply_payload(env, payload, receive, instance))
-            seq += 1
-            rv = lib.nng_send(sock, out, len(out), 0)
-            if rv != 0:
-                _say(instance, "REPLY to seq %d dropped: %s" % (env.seq, _err(rv)))
-        return 0
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        _close_bounded(lib, sock, instance)
+                    _say(instance, "cannot dial %s: %s%s" % (url, what + ": " if what else "", _err(rv)))
+                    return 78 if what else 1
+                _say(instance, "%s: %s; redialing until the host listens" % (url, _err(first)))
+            if threading.current_thread() is threading.main_thread():
+                for s in (signal.SIGTERM, signal.SIGINT):
+                    old[s] = signal.signal(s, on_signal)
+            self._announced = False
+            self._moving = None  # a reload's STOP came then, and no connection has lasted since
+            nmsg = ctypes.c_void_p()
+            while not self._stopping:
+                # One up 0.3 s after it is the next generation's (the old one
+                # closes a redial at once).
+                if self._moving is not None and pipes[0] > 0 and time.monotonic() - self._moving >= 0.3:
+                    self._moving = None
+                if self._moving is not None and time.monotonic() - self._moving >= REJOIN_S:
+                    _say(instance, "no connection %.0f s after the reload; dialing %s again" % (REJOIN_S, url))
+                    fresh = reopen()
+                    if fresh is not None:
+                        with self._mu:
+                            self._sock = fresh
+                        _close_bounded(lib, sock, instance)
+                        sock = fresh
+                    self._moving = time.monotonic()
+                if connected.is_set():
+                    self._announce()
+                rv = lib.nng_recvmsg(sock, ctypes.byref(nmsg), 0)
+                if rv == NNG_ETIMEDOUT:
+                    continue
+                if rv != 0:
+                    _say(instance, "receive: %s" % _err(rv))
+                    return 1
+                try:
+                    msg = ctypes.string_at(lib.nng_msg_body(nmsg), lib.nng_msg_len(nmsg))
+                    pipe = lib.nng_msg_get_pipe(nmsg)
+                finally:
+                    lib.nng_msg_free(nmsg)
+                try:
+                    env, payload = decode_envelope(msg)
+                except ValueError as e:
+                    _say(instance, "a message of %d bytes dropped: %s" % (len(msg), e))
+                    continue
+                self._announce()
+                handler = self._HANDLERS.get(env.kind)
+                if handler is None:
+                    self._ignored(env)
+                elif handler(self, lib, sock, env, payload, pipe):
+                    return 0
+            return 0
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            with self._mu:
+                self._sock = None
+            _close_bounded(lib, sock, instance)
+
+    def _announce(self):
+        if not self._announced:
+            self._announced = True
+            if self._on_connect:
+                self._on_connect(self.url)
+
+    def _send(self, lib, sock, out, what):
+        rv = lib.nng_send(sock, out, len(out), 0)
+        if rv != 0:
+            _say(self.instance, "%s dropped: %s" % (what, _err(rv)))
+        return rv == 0
+
+    # Each handler takes (lib, sock, env, payload, pipe) and returns True
+    # when serve() ends. A kind the wire adds is one method and one entry.
+
+    def _on_stop(self, lib, sock, env, payload, pipe):
+        if payload != b"\x01":
+            return True  # the host stops
+        _say(self.instance, "the host reloads; redialing %s" % self.url)
+        lib.nng_pipe_close(pipe)  # nng's dialer dials again
+        self._moving = time.monotonic()
+        return False
+
+    def _on_hello(self, lib, sock, env, payload, pipe):
+        if self._secret is None:
+            if KIND_HELLO not in self._said:
+                _say(self.instance, "the host asks this instance to prove it holds the actor's secret, and it "
+                                    "has none (give its key file in M0_ACTOR_SECRET_FILE)")
+            self._said.add(KIND_HELLO)
+            return False
+        out = encode_envelope(Envelope(KIND_HELLO, env.to, env.frm), prove(self._secret, payload))
+        if self._send(lib, sock, out, "the proof"):
+            self._ready.set()  # what this pipe sends next, the host reads after the proof
+        return False
+
+    def _on_request(self, lib, sock, env, payload, pipe):
+        out = encode_envelope(Envelope(KIND_REPLY, env.to, env.frm, next(self._seq), env.trace_hi, env.trace_lo),
+                              _reply_payload(env, payload, self._receive, self.instance))
+        self._send(lib, sock, out, "REPLY to seq %d" % env.seq)
+        return False
+
+    def _ignored(self, env):
+        if env.kind not in self._said:
+            self._said.add(env.kind)
+            _say(self.instance, "messages of kind %d (from 0x%08x) are not handled here: ignored" % (env.kind,
+                                                                                                   env.frm))
+
+    _HANDLERS = {KIND_STOP: _on_stop, KIND_HELLO: _on_hello, KIND_REQUEST: _on_request}
 
 
 def _close_bounded(lib, sock, instance):

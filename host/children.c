@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "host/process.h"
 #include "host/spawn.h"
 #include "transport/links.h"
@@ -107,7 +108,7 @@ static int child_spawn(m0__children *ch, child *c) {
   if (sec) memset(e_secret, 0, sizeof e_secret);
   if (rv != 0) {
     fprintf(stderr, "m0: cannot spawn instance %d of actor %s: %s\n", c->instance, sp->name, strerror(rv));
-    return -1;
+    return M0__ESYSTEM;
   }
   c->pid = pid;
   c->pidfd = pidfd_of(pid);

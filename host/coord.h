@@ -31,7 +31,8 @@ typedef struct coord {
   int nhandles;
 } coord;
 
-/* A loop whose thread ended without saying STOPPED died: its index, or -1. */
+/* A loop whose thread ended without saying STOPPED died: its index, or
+ * M0__ENOTFOUND. */
 int m0__coord_dead(coord *c);
 /* While starting, a thread that ended without STOPPED or FAILED, or NULL. */
 m0__handle *m0__coord_ended_starting(coord *c);

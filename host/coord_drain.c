@@ -24,7 +24,7 @@ int m0__coord_dead(coord *c) {
     m0__handle *h = &c->loops[i].h;
     if (h->started && m0__handle_exited(h) && !atomic_load(&h->said_stopped)) return i;
   }
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 /* While starting, any thread that ended without STOPPED or FAILED (a pool

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "runtime/admit.h"
 #include "actors/asks.h"
 #include "base/buf.h"
@@ -219,14 +220,14 @@ static const char *metrics_route_labels(const m0_app *app, size_t r, char *out, 
 }
 
 /* Route r's row on the page (transport/page.h, m0__page_rows), the no-route
- * row for r == nroutes; -1 when it has none, or when an earlier route of
+ * row for r == nroutes; M0__ENOTFOUND when it has none, or when an earlier route of
  * the same method and pattern has it (its series is printed once). */
 static int metrics_route_row(const m0__page *page, const m0_app *app, size_t r) {
   if (r == app->nroutes) return M0__PAGE_ROW_NONE;
   const m0_route *rt = &app->routes[r];
   int row = m0__page_route_row(page, rt->method, rt->pattern, false);
   for (size_t e = 0; row >= 0 && e < r; e++)
-    if (!strcmp(app->routes[e].method, rt->method) && !strcmp(app->routes[e].pattern, rt->pattern)) return -1;
+    if (!strcmp(app->routes[e].method, rt->method) && !strcmp(app->routes[e].pattern, rt->pattern)) return M0__ENOTFOUND;
   return row;
 }
 

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "host/process.h"
 #include "host/rollback.h"
 #include "host/signals.h"
@@ -98,7 +99,7 @@ int m0__reload_inherit(m0__process *p) {
       lfd < 0 || pfd < 0 || gen < 2) {
     fprintf(stderr, "m0: a next generation was started without what its predecessor passes (M0__UPGRADE, "
                     "M0__RUN_DIR)\n");
-    return -1;
+    return M0__EINVALID;
   }
   /* Ours now; none of them goes further than this process (a worker is
    * handed exactly what it needs: host/supervisor.c). */
@@ -429,7 +430,7 @@ int m0__reload_pidfile_write(const char *path) {
   if (!ok || rename(tmp, path) != 0) {
     fprintf(stderr, "m0: cannot write the pid file %s: %s (--pid-file)\n", path, strerror(errno));
     unlink(tmp);
-    return -1;
+    return M0__ESYSTEM;
   }
   snprintf(reload_pidfile, sizeof reload_pidfile, "%s", path);
   return 0;
@@ -511,7 +512,7 @@ pid_t m0__reload_spawn_first(int chan) {
   int rv = spawn_inheriting(&pid, "/proc/self/exe", &chan, 1, extra);
   if (rv != 0) {
     errno = rv;
-    return -1;
+    return M0__ESYSTEM;
   }
   return pid;
 }

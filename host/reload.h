@@ -65,7 +65,7 @@ struct m0__process;
 void m0__reload_remember(const m0_app *app, int argc, char **argv);
 /* The top process of a next generation takes what M0__UPGRADE passes into
  * p (listener, page, run directory, generation). 0: none passed; 1: taken;
- * -1: malformed (said). */
+ * M0__EINVALID: malformed (said). */
 int m0__reload_inherit(struct m0__process *p);
 /* A SIGHUP, SIGUSR2 or SIGUSR1 (M0__SIG_HUP/_USR2/_USR1: a rollback)
  * reached the top process: starts the next generation, or says in one line
@@ -96,8 +96,8 @@ void m0__reload_notify(struct m0__process *p, const char *state);
  * supervisor knows) is meant for the serving generation: sent on. */
 void m0__reload_forward(struct m0__process *p, int sig);
 /* --pid-file: written atomically (a temporary file renamed) by generation 1;
- * removed at the top process's exit (this one's, or the master's). 0, or -1
- * (said). */
+ * removed at the top process's exit (this one's, or the master's). 0, or
+ * M0__ESYSTEM (said). */
 int m0__reload_pidfile_write(const char *path);
 void m0__reload_pidfile_remove(const char *path);
 /* The end of the top process: generation 1 that handed over becomes the
@@ -111,7 +111,8 @@ void m0__reload_exit(int code);
  * once more before the exec): none may end it now. */
 bool m0__reload_hold(void);
 /* PID 1: generation 1 started as a child of the master (host/master.h),
- * with the master channel's end chan (M0__CHAN). Its pid, or -1 (errno). */
+ * with the master channel's end chan (M0__CHAN). Its pid, or M0__ESYSTEM
+ * (errno). */
 pid_t m0__reload_spawn_first(int chan);
 /* The supervisor's waitpid(-1) took pid: true when it was the next
  * generation (its status is kept for m0__reload_next). */

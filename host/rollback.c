@@ -11,12 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/errors.h"
 #include "host/process.h"
 
-/* path's bytes in a new memfd (close-on-exec, named name), or -1 (errno). */
+/* path's bytes in a new memfd (close-on-exec, named name), or M0__ESYSTEM
+ * (errno). */
 static int rollback_copy(const char *path, const char *name) {
   int in = open(path, O_RDONLY | O_CLOEXEC);
-  if (in < 0) return -1;
+  if (in < 0) return M0__ESYSTEM;
   int out = memfd_create(name, MFD_CLOEXEC);
   struct stat st;
   int err = out < 0 || fstat(in, &st) != 0 ? errno : 0;
@@ -32,7 +34,7 @@ static int rollback_copy(const char *path, const char *name) {
   if (err) {
     if (out >= 0) close(out);
     errno = err;
-    return -1;
+    return M0__ESYSTEM;
   }
   return out;
 }

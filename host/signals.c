@@ -1,5 +1,7 @@
 #include "host/signals.h"
 
+#include "base/errors.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,7 +21,7 @@ static void signals_on(int sig) {
 }
 
 int m0__signals_install(bool children) {
-  if (pipe2(signals_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  if (pipe2(signals_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return M0__ESYSTEM;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = signals_on;

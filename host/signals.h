@@ -8,7 +8,8 @@
 #include <stdbool.h>
 
 /* Installs the handlers (and one for SIGCHLD when children is true: the
- * supervisor wakes at once on a death); returns the pipe's read end, or -1.
+ * supervisor wakes at once on a death); returns the pipe's read end, or
+ * M0__ESYSTEM.
  * SIGHUP, SIGUSR2 and SIGUSR1 are caught in every process (a worker ignores them: only
  * the top process reloads), so a hangup of the terminal kills none of them.
  * SIGPIPE is ignored (a write to a closed socket is an error, not a death). */

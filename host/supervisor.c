@@ -142,7 +142,7 @@ static int sup_spawn(sup *s, int i) {
   char *extra[] = {fds, idx, dirv, supv, cookie, gen, topo_fd >= 0 ? topo : NULL, NULL};
   /* Exactly these are inherited, at their numbers (M0__FDS says them). */
   m0__spawn_fd *inherit = calloc((size_t)(4 + 2 * s->n), sizeof *inherit);
-  if (!inherit) return -1;
+  if (!inherit) return M0__ENOMEM;
   int ni = 0;
   inherit[ni++] = (m0__spawn_fd){topo_fd, topo_fd}; /* < 0: skipped */
   int own[3] = {s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd};
@@ -154,7 +154,7 @@ static int sup_spawn(sup *s, int i) {
   free(inherit);
   if (rv != 0) {
     fprintf(stderr, "m0: cannot spawn worker %d: %s\n", i, strerror(rv));
-    return -1;
+    return M0__ESYSTEM;
   }
   s->w[i].pid = pid;
   s->w[i].alive = true;

@@ -19,13 +19,15 @@
  *   says the instance's machine, not the relay's.
  * - Each direction is checked where it enters: the supervisor's service
  *   (the actor's URL) admits what instances send, as any host's does, and
- *   hands each REPLY here, stamped with its slot, to go back on the leg of
- *   the worker its `to` names; a leg carries only REQUEST batches on to its
- *   instance. Anything else is dropped and counted (m0__relay.dropped).
+ *   hands each REPLY (or RETURN) here, stamped with its slot, to go back on
+ *   the leg of the worker its `to` names; a leg carries only REQUEST (and
+ *   MESSAGE) batches on to its instance. Anything else is dropped and
+ *   counted (m0__relay.dropped).
  * - Who asked, in which worker. A loop's id says its worker (a worker's
- *   loop has the worker's index). Any other asker — a thread instance
- *   (m0_ask), a caller (service/post.h) — has the same id in every worker
- *   (relay.0 is APP 2.0 in each), so the relay names it to the instance by
+ *   loop has the worker's index). Any other asker — a caller
+ *   (service/post.h: m0_ask, m0_call, m0_send from any thread), a thread
+ *   instance — has the same id in every worker (caller.0 is the same number
+ *   in each), so the relay names it to the instance by
  *   its row in a book of (worker, id): the REQUEST leaves with `from`
  *   relayed.<row> (base/ids.h), the instance answers to that, and the
  *   REPLY's `to` is given back its id on the way to that row's worker.
@@ -39,8 +41,8 @@
  *   and counted. Only the relay's thread touches the book (no lock): the
  *   service's reply thread checks a `to` only for its role and range.
  * - The routing is every kind's: relay.c's relay_kinds lists each kind a
- *   leg carries with the kind that answers it (REQUEST and REPLY; a kind
- *   more is one line there).
+ *   leg carries with the kind that answers it (REQUEST and REPLY, MESSAGE
+ *   and RETURN; a kind more is one line there).
  * - One thread owns every leg (opens, reads, writes, closes): it wakes on
  *   an eventfd the service writes when an instance comes or goes (it then
  *   makes the legs match the slots), on its inbox of replies, and on each

@@ -109,6 +109,7 @@ static int app_actors_instances(m0__app_actors *a, int i, const m0__app_decl *de
     m0__handle_init(&in->h, &m0__instance_kind, &pr->exits);
     in->kind = decl->kinds[i];
     in->svc = s;
+    in->post = &a->post;
     in->slot = k;
     in->ctx = (m0_actor_ctx){.actor = sp->name, .instance = k, .instances = sp->instances, .config = pr->cfg,
                              .publisher = o->pub};
@@ -162,18 +163,18 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
   a->urls = calloc((size_t)a->n, sizeof *a->urls);
   if (!a->svcs || !a->svc_ptrs || !a->loop_inbox || !a->inst || !a->urls) return M0__ENOMEM;
   for (int i = 0; i < here; i++) a->loop_inbox[i] = (m0__inbox *)((char *)loop_inboxes + (size_t)i * inbox_stride);
+  if (m0__post_init(&a->post, a->svc_ptrs, a->n, pr->trace) != 0) return M0__ENOMEM;
+  a->post_made = true;
   const app_open_ctx o = {coord_id, coord_url, pub, handles, nhandles};
   for (int i = 0; i < a->n; i++) {
     const m0__actor_spec *sp = &decl->actors[i];
     a->svc_ptrs[i] = &a->svcs[i];
     m0__service_init(&a->svcs[i], i, sp->name, sp->queue, a->loop_inbox, here, first);
+    a->svcs[i].callers = &a->post.callers; /* a call's answer finds its caller */
     app_actors_rows(&a->svcs[i], pr);
     int rv = app_actors_one(a, i, decl, pr, first, &o);
     if (rv != 0) return rv;
   }
-  if (m0__post_init(&a->post, a->svc_ptrs, a->n, pr->trace) != 0) return M0__ENOMEM;
-  a->post_made = true;
-  for (int i = 0; i < a->n; i++) a->svcs[i].post = &a->post; /* a call's answer finds its caller */
   bool none = true;
   if (pr->mode != M0__MODE_PREFORK) a->children = m0__children_start(decl, a->svcs, a->urls, &none);
   if (!a->children && !none) return M0__ENOMEM;

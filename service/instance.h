@@ -35,6 +35,7 @@ typedef struct m0__instance {
   m0__handle h; /* first: driven through it */
   const m0_actor_kind *kind;
   m0__service *svc;
+  struct m0__post *post; /* its host's (service/post.h): m0_call from its receive */
   int slot;
   m0_actor_ctx ctx;
   m0__tracer *trace;

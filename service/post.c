@@ -18,20 +18,13 @@
 static pthread_mutex_t posts_mu = PTHREAD_MUTEX_INITIALIZER;
 static m0__post *posts;
 static _Thread_local m0__post *post_here;
+static _Thread_local uint32_t post_as; /* the thread instance this thread is (its id), or 0 */
 
 int m0__post_init(m0__post *p, m0__service *const *all, int nall, m0__tracer *trace) {
   memset(p, 0, sizeof *p);
+  m0__callers_init(&p->callers, trace);
   p->all = all;
   p->nall = nall;
-  p->trace = trace;
-  pthread_mutex_init(&p->mu, NULL);
-  for (int i = 0; i < M0__CALLERS; i++) {
-    m0__caller *c = &p->callers[i];
-    c->self.id = M0__ACTOR_ID(M0__ROLE_CALLER, i);
-    c->self.trace = trace;
-    c->self.inbox = &c->inbox;
-    c->self.recv_fd = -1;
-  }
   pthread_mutex_lock(&posts_mu);
   p->next = posts;
   posts = p;
@@ -47,12 +40,13 @@ void m0__post_fini(m0__post *p) {
       break;
     }
   pthread_mutex_unlock(&posts_mu);
-  for (int i = 0; i < M0__CALLERS; i++)
-    if (p->callers[i].made) m0__inbox_fini(&p->callers[i].inbox);
-  pthread_mutex_destroy(&p->mu);
+  m0__callers_fini(&p->callers);
 }
 
-void m0__post_enter(m0__post *p) { post_here = p; }
+void m0__post_enter(m0__post *p, uint32_t as) {
+  post_here = p;
+  post_as = as;
+}
 
 m0__post *m0__post_current(void) {
   if (post_here) return post_here;
@@ -60,43 +54,6 @@ m0__post *m0__post_current(void) {
   m0__post *p = posts && !posts->next ? posts : NULL;
   pthread_mutex_unlock(&posts_mu);
   return p;
-}
-
-m0__inbox *m0__post_inbox(m0__post *p, uint32_t id) {
-  int i = M0__ACTOR_INDEX(id);
-  if (!p || M0__ACTOR_ROLE(id) != M0__ROLE_CALLER || i >= M0__CALLERS) return NULL;
-  /* Only while it waits for a call (its inbox made before the call went,
-   * never unmade while the host runs): an answer for an idle caller, which
-   * nothing would take, is refused where it came in. */
-  return atomic_load(&p->callers[i].call) ? &p->callers[i].inbox : NULL;
-}
-
-/* ---- callers ---- */
-
-static m0__caller *caller_take(m0__post *p) {
-  m0__caller *c = NULL;
-  pthread_mutex_lock(&p->mu);
-  for (int i = 0; i < M0__CALLERS && !c; i++) {
-    m0__caller *t = &p->callers[i];
-    if (t->busy || (!t->made && m0__inbox_init(&t->inbox) != 0)) continue;
-    t->made = t->busy = true;
-    c = t;
-  }
-  pthread_mutex_unlock(&p->mu);
-  return c;
-}
-
-/* Given back with nothing in its inbox: what came after its call gave up
- * is dropped (counted) here, not taken by its next call. */
-static void caller_give(m0__post *p, m0__caller *c) {
-  atomic_store(&c->call, 0);
-  for (nng_msg *m; (m = m0__inbox_take(&c->inbox));) {
-    atomic_fetch_add(&p->dropped, 1);
-    nng_msg_free(m);
-  }
-  pthread_mutex_lock(&p->mu);
-  c->busy = false;
-  pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- names ---- */
@@ -179,10 +136,10 @@ int m0__post_send(m0__post *p, const char *actor, uint32_t type, const void *dat
   if (why != 0) return post_fail(why);
   nng_msg *m;
   if ((why = m0__wire_message_new(&m, 0, type, NULL, data, len)) != 0) return post_fail(wire_errno(why));
-  m0__caller *c = caller_take(p);
+  m0__caller *c = m0__caller_take(&p->callers, p == post_here ? post_as : 0);
   why = c ? target_send(c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS)
           : EAGAIN;
-  if (c) caller_give(p, c);
+  if (c) m0__caller_give(&p->callers, c);
   if (why == 0) return 0;
   nng_msg_free(m);
   return post_fail(why);
@@ -222,7 +179,7 @@ static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, int
       rv = w->take(w, payload, len, &mine);
     nng_msg_free(n);
     if (mine) return rv;
-    atomic_fetch_add(&p->dropped, 1); /* a late answer, or not the asked instance's */
+    atomic_fetch_add(&p->callers.dropped, 1); /* a late answer, or not the asked instance's */
   }
 }
 
@@ -253,7 +210,7 @@ static int post_call(m0__post *p, const char *actor, int kind, m0__trace_id trac
                      unsigned timeout_ms) {
   target t;
   int why = target_find(p, actor, &t);
-  m0__caller *c = why == 0 ? caller_take(p) : NULL;
+  m0__caller *c = why == 0 ? m0__caller_take(&p->callers, p == post_here ? post_as : 0) : NULL;
   if (why == 0 && !c) why = EAGAIN;
   if (why != 0) {
     nng_msg_free(m);
@@ -270,7 +227,7 @@ static int post_call(m0__post *p, const char *actor, int kind, m0__trace_id trac
     if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
   }
   atomic_fetch_sub(&t.svc->st->asking, 1);
-  caller_give(p, c);
+  m0__caller_give(&p->callers, c);
   return why == 0 ? 0 : post_fail(why);
 }
 

@@ -4,9 +4,9 @@
  * m0_ask), and how a name ("echo", "echo.2") becomes an instance.
  *
  * Design notes
- * - A caller is one of the host's M0__CALLERS slots: an id of role CALLER
- *   (caller.<n>), an inbox its answers come to, and the call it waits for.
- *   A thread takes one for one send or call and gives it back, so any
+ * - A caller (service/callers.h) is one of the host's M0__CALLERS slots: an
+ *   id of role CALLER, an inbox its answers come to, and the call it waits
+ *   for. A thread takes one for one send or call and gives it back, so any
  *   thread can call without being an actor, and a thread instance that
  *   calls keeps its own mailbox for its requests (they wait for it, in
  *   order). More calls at once than callers are refused (EAGAIN).
@@ -31,32 +31,17 @@
 #ifndef M0_SERVICE_POST_H
 #define M0_SERVICE_POST_H
 
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 
-#include "runtime/actor.h"
-#include "runtime/inbox.h"
+#include "service/callers.h"
 #include "service/service.h"
 
-#define M0__CALLERS 64
-
-typedef struct m0__caller {
-  m0__actor self;  /* no mailbox: its id, sequence and tracer, and inbox */
-  m0__inbox inbox; /* made on first use */
-  bool made, busy; /* under the post's mu */
-  _Atomic uint64_t call; /* the call it waits for (0: none) */
-} m0__caller;
-
 typedef struct m0__post {
+  m0__callers callers;
   m0__service *const *all; /* the host's actors, by name */
   int nall;
-  m0__tracer *trace;
-  pthread_mutex_t mu;
-  m0__caller callers[M0__CALLERS];
-  _Atomic uint64_t calls;   /* the last call id given */
-  _Atomic uint64_t dropped; /* answers for no call waiting */
-  struct m0__post *next;    /* in the process's list */
+  _Atomic uint64_t calls; /* the last call id given */
+  struct m0__post *next;  /* in the process's list */
 } m0__post;
 
 /* Makes the post of a host's actors (all is kept, not copied) and lists it
@@ -67,11 +52,9 @@ void m0__post_fini(m0__post *p);
 /* The post of the calling thread's host, or the process's only one; NULL
  * when there is none, or several and this thread belongs to none. */
 m0__post *m0__post_current(void);
-/* This thread belongs to p's host (a thread instance, at its start). */
-void m0__post_enter(m0__post *p);
-
-/* The inbox of caller `id` (a CALLER id of this post), or NULL. */
-m0__inbox *m0__post_inbox(m0__post *p, uint32_t id);
+/* This thread belongs to p's host: thread instance `as` (its id), at its
+ * start; its sends and calls are from that id (service/callers.h). */
+void m0__post_enter(m0__post *p, uint32_t as);
 
 /* Fire and forget: 0, or a negative m0__err with errno: ENOENT (no such
  * actor or instance), EHOSTDOWN (none live), EAGAIN (its mailbox is full,

@@ -8,8 +8,6 @@
 #include "runtime/admit.h"
 #include "runtime/edges.h"
 #include "bus/publisher.h"
-#include "service/post.h"
-#include "service/wire.h"
 #include "base/errors.h"
 #include "base/num.h"
 
@@ -34,75 +32,6 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
   pthread_cond_init(&s->gate_cv, &ca);
   pthread_condattr_destroy(&ca);
   m0__app_actor_named(index, name);
-}
-
-uint32_t m0__service_slot_id(const m0__service *s, int k) {
-  return M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, k));
-}
-
-m0__inbox *m0__service_reply_inbox(const m0__service *s, uint32_t to) {
-  int idx = M0__ACTOR_INDEX(to);
-  if (M0__ACTOR_ROLE(to) == M0__ROLE_LOOP) {
-    int loop = idx - s->loop_base;
-    return loop >= 0 && loop < s->nloops ? s->loop_inbox[loop] : NULL;
-  }
-  return M0__ACTOR_ROLE(to) == M0__ROLE_CALLER ? m0__post_inbox(s->post, to) : NULL;
-}
-
-bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline) {
-  m0__slot *sl = &s->slots[k];
-  bool taken = false;
-  pthread_mutex_lock(&s->mu);
-  for (;;) {
-    if (atomic_load(&sl->gen) != gen || !atomic_load(&sl->live)) break;
-    if (sl->messages < M0__MESSAGE_WINDOW) {
-      sl->messages++;
-      taken = true;
-      break;
-    }
-    int64_t left = deadline - m0__service_now_ms();
-    if (left <= 0) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += left / 1000;
-    ts.tv_nsec += (left % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&s->room, &s->mu, &ts);
-  }
-  pthread_mutex_unlock(&s->mu);
-  return taken;
-}
-
-void m0__service_window_give(m0__service *s, int k) {
-  pthread_mutex_lock(&s->mu);
-  if (s->slots[k].messages > 0) s->slots[k].messages--;
-  pthread_cond_broadcast(&s->room);
-  pthread_mutex_unlock(&s->mu);
-}
-
-int m0__service_live(m0__service *s) {
-  int n = 0;
-  for (int k = 0; k < s->nslots; k++) n += atomic_load_explicit(&s->slots[k].live, memory_order_relaxed) != 0;
-  return n;
-}
-
-int m0__service_pick(m0__service *s, bool *full, uint32_t *gen) {
-  int best = -1, least = 0;
-  uint32_t best_gen = 0;
-  bool any = false;
-  int used = atomic_load_explicit(&s->used, memory_order_acquire);
-  for (int k = 0; k < used; k++) {
-    m0__slot *sl = &s->slots[k];
-    uint32_t g = atomic_load_explicit(&sl->gen, memory_order_acquire); /* before live: see the header */
-    if (!atomic_load_explicit(&sl->live, memory_order_acquire)) continue;
-    any = true;
-    int n = atomic_load_explicit(&sl->inflight, memory_order_relaxed);
-    if (n >= s->queue) continue;
-    if (best < 0 || n < least) best = k, least = n, best_gen = g;
-  }
-  *full = best < 0 && any;
-  *gen = best_gen;
-  return best;
 }
 
 /* ---- connected instances: proofs (runtime/proof.h) ---- */
@@ -304,39 +233,6 @@ static int pipe_added(m0__service *s, unsigned p) {
   return PIPE_KEPT;
 }
 
-/* Slot k's instance left. Not live first, then a new generation: a loop
- * that reads the new generation also sees the slot gone; its in-flight
- * count starts again from 0 (a loop gives nothing back to a slot of another
- * generation). */
-static void slot_let_go(m0__slot *sl) {
-  atomic_store_explicit(&sl->live, 0, memory_order_release);
-  atomic_fetch_add_explicit(&sl->gen, 1, memory_order_release);
-  atomic_store(&sl->inflight, 0);
-}
-
-/* Every loop of this process told that slot k's instance left: an empty
- * REPLY from the slot, through its direct inbox, on which a loop answers 502
- * at once what was with that instance (actors/asks.c, asks_left), not at
- * its next deadline tick (which still would, for a loop not told: out of
- * memory). Not in the supervisor: its relay closes the slot's legs, and
- * each worker's door learns it from its own pipe events. */
-static void slot_left_tell(m0__service *s, int k) {
-  uint32_t from = m0__service_slot_id(s, k);
-  for (int i = 0; !s->relay && i < s->nloops; i++) {
-    nng_msg *m;
-    if (m0__wire_batch_new(&m, 0) != 0) return;
-    m0__env e = {.kind = M0__K_REPLY, .from = from, .to = M0__ACTOR_ID(M0__ROLE_LOOP, s->loop_base + i)};
-    m0__env_write(nng_msg_body(m), &e, M0__WIRE_BATCH_HEAD);
-    if (m0__inbox_put(s->loop_inbox[i], m) != 0) nng_msg_free(m);
-    else m0__edge_sent(from, e.to, M0__K_REPLY); /* taken as any REPLY: runtime/edges.h */
-  }
-}
-
-void m0__service_slot_ended(m0__service *s, int k) {
-  slot_let_go(&s->slots[k]);
-  slot_left_tell(s, k);
-}
-
 /* REM_POST (under mu): pipe p's proof, introduction or slot let go; the
  * slot's index, or -1. */
 static int pipe_removed(m0__service *s, nng_pipe p) {
@@ -346,7 +242,7 @@ static int pipe_removed(m0__service *s, nng_pipe p) {
     if (s->unmet[u] == (unsigned)nng_pipe_id(p)) s->unmet[u] = 0;
   m0__slot *sl = slot_of_pipe(s, p);
   if (!sl) return -1;
-  slot_let_go(sl);
+  m0__service_slot_left(s, (int)(sl - s->slots));
   atomic_store(&sl->pipe, 0);
   sl->where[0] = 0;
   sl->messages = 0;
@@ -368,7 +264,7 @@ void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     }
   } else if (ev == NNG_PIPE_EV_REM_POST) left = pipe_removed(s, p);
   pthread_mutex_unlock(&s->mu);
-  if (left >= 0) slot_left_tell(s, left); /* after the unlock: the loops' inboxes have locks of their own */
+  if (left >= 0) m0__service_tell_left(s, left); /* after the unlock: the loops' inboxes have locks of their own */
   if (fate == PIPE_CLOSE) nng_pipe_close(p);
   else if (fate == PIPE_REFUSE) dial_refused(s, p, M0__REFUSE_INSTANCES, 0);
   /* At ADD_POST, once nng has added the pipe: a request the relay sends it
@@ -454,19 +350,44 @@ static void service_refused(m0__service *s, int reason, const m0__msg *m) {
   m0__refused(s->self.id, reason, m->env.kind, peer);
 }
 
-/* A RETURN from slot k frees its MESSAGE window (service.h); a send's
- * (call 0: the instance took it) ends there (taken, freed: true), a
- * call's goes on to its caller. */
-static bool service_return(m0__service *s, int k, m0__msg *m) {
-  m0__service_window_give(s, k);
-  if (m->len < 8 || m0__le_get64(m->payload) != 0) return false;
+/* A REPLY or RETURN from an instance, stamped with its slot and handed to
+ * the loop or caller its `to` names (under --workers, in the supervisor, to
+ * the relay); a RETURN frees the slot's MESSAGE window (service.h) and a
+ * send's (call 0: the instance took it) ends there. m is freed. */
+static void service_answer(m0__service *s, m0__msg *m) {
+  pthread_mutex_lock(&s->mu);
+  m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m->nmsg));
+  int k = sl ? (int)(sl - s->slots) : -1;
+  pthread_mutex_unlock(&s->mu);
+  bool ret = m->env.kind == M0__K_RETURN;
+  if (k >= 0 && ret && !s->relay) m0__service_window_give(s, k);
+  if (k >= 0 && ret && !s->relay && m->len >= 8 && m0__le_get64(m->payload) == 0) {
+    m0__msg_free(m);
+    return;
+  }
+  m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m->env.to);
+  if (k < 0 || (!to && !s->relay)) {
+    /* from a pipe no instance holds (a leg not yet introduced), or to no
+     * loop or waiting caller of this process */
+    service_refused(s, k < 0 ? M0__REFUSE_REPLY : M0__REFUSE_ADDRESS, m);
+    m0__msg_free(m);
+    return;
+  }
+  m0__le_put32((uint8_t *)nng_msg_body(m->nmsg) + 8, m0__service_slot_id(s, k)); /* the envelope's from */
+  if (s->relay) { /* to the worker whose loop asked; its door counts the edge */
+    if (s->relay_reply(s->relay, m->env.to, m->nmsg) == 0) m->nmsg = NULL;
+    else service_refused(s, M0__REFUSE_ADDRESS, m); /* to no worker's loop the relay reaches */
+  } else if (m0__inbox_put(to, m->nmsg) == 0) {
+    m->nmsg = NULL;
+    /* its sender is outside: counted here (runtime/edges.h) */
+    m0__edge_sent(m0__service_slot_id(s, k), m->env.to, m->env.kind);
+  }
   m0__msg_free(m);
-  return true;
 }
 
-/* The reply thread: each REPLY (or a call's RETURN) stamped with its slot
- * and handed to its loop or caller; each PUBLISH put on the bus; at a
- * worker's door, each leg's introduction. */
+/* The reply thread: each REPLY and RETURN to its loop or caller
+ * (service_answer); each PUBLISH put on the bus; at a worker's door, each
+ * leg's introduction. */
 void *m0__service_rx(void *arg) {
   m0__service *s = arg;
   for (;;) {
@@ -478,47 +399,21 @@ void *m0__service_rx(void *arg) {
       continue;
     }
     if (rv != 0) continue;
-    if (m.env.kind == M0__K_HELLO) {
+    int kind = m.env.kind;
+    if (kind == M0__K_HELLO) {
       if (s->secret) proof_taken(s, &m);
       else service_refused(s, M0__REFUSE_KIND, &m); /* no proof was asked: a kind it never takes */
-      m0__msg_free(&m);
-      continue;
-    }
-    if ((m.env.kind == M0__K_PUBLISH || m.env.kind == M0__K_REPLY || m.env.kind == M0__K_RETURN) && unproved(s, &m)) {
-      m0__msg_free(&m);
-      continue;
-    }
-    if (m.env.kind == M0__K_PUBLISH) {
+    } else if (kind != M0__K_READY && unproved(s, &m)) {
+      /* PUBLISH, REPLY, RETURN: refused until its instance proved itself */
+    } else if (kind == M0__K_PUBLISH) {
       service_publish(s, &m);
-      m0__msg_free(&m);
-      continue;
-    }
-    if (m.env.kind == M0__K_READY) {
+    } else if (kind == M0__K_READY) {
       if (!door_intro(s, &m)) service_refused(s, M0__REFUSE_ADDRESS, &m); /* introduces no leg of this door */
-      m0__msg_free(&m);
+    } else if (kind == M0__K_REPLY || kind == M0__K_RETURN) {
+      service_answer(s, &m); /* frees m */
       continue;
-    }
-    pthread_mutex_lock(&s->mu);
-    m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m.nmsg));
-    int k = sl ? (int)(sl - s->slots) : -1;
-    pthread_mutex_unlock(&s->mu);
-    if (k >= 0 && m.env.kind == M0__K_RETURN && !s->relay && service_return(s, k, &m)) continue;
-    m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m.env.to);
-    if (k < 0 || (m.env.kind != M0__K_REPLY && m.env.kind != M0__K_RETURN) || (!to && !s->relay)) {
-      /* from a pipe no instance holds (a leg not yet introduced), or to no
-       * loop of this process */
-      service_refused(s, k < 0 ? M0__REFUSE_REPLY : M0__REFUSE_ADDRESS, &m);
-      m0__msg_free(&m);
-      continue;
-    }
-    m0__le_put32((uint8_t *)nng_msg_body(m.nmsg) + 8, m0__service_slot_id(s, k)); /* the envelope's from */
-    if (s->relay) { /* to the worker whose loop asked; its door counts the edge */
-      if (s->relay_reply(s->relay, m.env.to, m.nmsg) == 0) m.nmsg = NULL;
-      else service_refused(s, M0__REFUSE_ADDRESS, &m); /* to no worker's loop the relay reaches */
-    } else if (m0__inbox_put(to, m.nmsg) == 0) {
-      m.nmsg = NULL;
-      /* its sender is outside: counted here (runtime/edges.h) */
-      m0__edge_sent(m0__service_slot_id(s, k), m.env.to, m.env.kind);
+    } else {
+      service_refused(s, M0__REFUSE_ADDRESS, &m);
     }
     m0__msg_free(&m);
   }

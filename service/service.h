@@ -92,7 +92,7 @@ typedef struct m0__service {
                                * word for this actor (the whole host's, under prefork the supervisor's
                                * count), or st.restarts */
   m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
-  struct m0__post *post;  /* the host's callers (service/post.h): where a RETURN or an ask's REPLY goes */
+  struct m0__callers *callers; /* the host's (service/callers.h): where a RETURN or an ask's REPLY goes */
   /* Under --workers (service/relay.h): in the supervisor, the relay its
    * REPLYs go to (it has no loops); in a worker, door is set: its
    * connections are the relay's legs, whose instances it never stops.
@@ -183,9 +183,14 @@ int m0__service_live(m0__service *s);
  * from it, so its requests are answered 502 (read after, a request picked
  * just as its instance left could wait for its 504). */
 int m0__service_pick(m0__service *s, bool *full, uint32_t *gen);
-/* Thread instance k's serving ended: its slot let go (not live, a new
- * generation) and every loop told, as when a connected instance's pipe goes.
- * Thread safety: the instance's thread. */
+/* Slot k's instance left (service/left.c): the slot not live, then a new
+ * generation, its count in flight 0. A connected one's under mu. */
+void m0__service_slot_left(m0__service *s, int k);
+/* Every loop of this process told that slot k's instance left (not under
+ * mu): an empty REPLY from the slot into its inbox. Thread safety: any. */
+void m0__service_tell_left(m0__service *s, int k);
+/* Thread instance k's serving ended: both of the above, as when a connected
+ * instance's pipe goes. Thread safety: the instance's thread. */
 void m0__service_slot_ended(m0__service *s, int k);
 /* service.c's own, for service/rebind.c (a next generation's listen):
  * the socket's pipe events, the reply thread, the gate's thread, and the

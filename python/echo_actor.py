@@ -6,7 +6,10 @@
 URL is where the host listens for the actor's instances (the doctor prints
 it under topology.app_actors[].url). Every request is answered 200 with a
 JSON body naming this process, the instance, the method, the path and the
-body. Exits 0 on the host's STOP, SIGTERM or SIGINT; 1 when URL cannot be
+body. Messages as apps/echo_actor/echo.h answers them: a call of type 1
+(ECHO) is answered type 2 with {"actor":"echo","pid":P,"instance":I,
+"data":D}; each type 3 (COUNT) is counted, and a call of type 4 (COUNTED)
+answered type 4 with {"instance":I,"counted":N}; others get no answer. Exits 0 on the host's STOP, SIGTERM or SIGINT; 1 when URL cannot be
 dialed; 2 on a usage error. The wire is docs/wire.md; m0actor.py beside this
 file speaks it.
 """
@@ -37,10 +40,22 @@ def main(argv):
                           separators=(",", ":"))
         return 200, [("Content-Type", "application/json")], body.encode("utf-8")
 
+    counted = [0]
+
+    def message(mtype, data):
+        if mtype == 3:
+            counted[0] += 1
+        if mtype == 1:
+            return 2, json.dumps({"instance": instance, "actor": "echo", "pid": pid,
+                                  "data": data.decode("utf-8", errors="replace")}, separators=(",", ":"))
+        if mtype == 4:
+            return 4, json.dumps({"instance": instance, "counted": counted[0]}, separators=(",", ":"))
+        return None
+
     def connected(url):
         print("echo_actor: instance %d of echo at %s (pid %d)" % (instance, url, pid), file=sys.stderr, flush=True)
 
-    return m0actor.run(url, receive, instance, on_connect=connected)
+    return m0actor.run(url, receive, instance, on_connect=connected, on_message=message)
 
 
 if __name__ == "__main__":

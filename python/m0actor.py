@@ -29,9 +29,12 @@ of its own, without a receive:
     actor.publish("news", "event: headline\ndata: hello")
 
 The whole API: run, Instance (serve, publish, stop), and the codecs below
-(envelope, request and reply batches, frames). A message of a kind this
-module does not handle is ignored (said once on stderr), so a host that
-speaks a newer wire does not break it.
+(envelope, request and reply batches, frames, messages). An instance
+answers m0_send and m0_call too: serve(..., on_message=f) (run too) calls
+f(type, data) for each MESSAGE, and a call's answer is what f returns,
+(type, data), or none. A message of a kind this module does not handle is
+ignored (said once on stderr), so a host that speaks a newer wire does not
+break it.
 
 cmake --install puts this file (and echo_actor.py) in the folder
 `pkg-config --variable=pythondir m0` names (docs/building.md, Installing):
@@ -80,6 +83,7 @@ __all__ = [
     "encode_requests", "decode_requests", "iter_requests",
     "encode_replies", "decode_replies", "iter_replies",
     "header_ok", "channel_ok", "frame_ok", "encode_frame",
+    "decode_message", "encode_return",
     "Instance", "run", "read_secret", "prove",
 ]
 
@@ -94,6 +98,10 @@ KIND_REQUEST = 12
 KIND_REPLY = 13
 KIND_PUBLISH = 15  # a frame for the host's streams
 KIND_HELLO = 18  # the host's challenge, and this instance's proof (docs/wire.md, Proving who you are)
+KIND_MESSAGE = 19  # a send or a call (docs/wire.md, Messages)
+KIND_RETURN = 20  # the answer to a MESSAGE
+RETURN_ANSWERED, RETURN_NONE = 0, 1  # a RETURN's code: data is the answer; no answer
+NAME_MAX = 64  # bytes of a MESSAGE's name
 SECRET_MIN, SECRET_MAX = 16, 4096
 
 WIRE_VERSION = 1
@@ -112,6 +120,8 @@ _REQ = struct.Struct("<QQQIIIIHBBI")  # id trace_hi trace_lo method target path 
 _REPLY = struct.Struct("<QHHI")  # id status nheaders body
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_MESSAGE = struct.Struct("<QIH")  # call type name-length
+_RETURN = struct.Struct("<QII")  # call type code
 _FRAME = struct.Struct("<QH")  # a PUBLISH payload's id (0: the host numbers it) and channel length
 _PAIR = struct.Struct("<II")  # a header's name and value lengths
 assert _ENV.size == ENV_HEADER and _BATCH.size == BATCH_HEAD and _REQ.size == 48 and _REPLY.size == 16
@@ -488,6 +498,36 @@ def encode_frame(channel, frame):
     return _FRAME.pack(0, len(ch)) + ch + fr
 
 
+# ---- messages (MESSAGE, RETURN) --------------------------------------------
+
+def decode_message(payload):
+    """(call, type, name, data) of a MESSAGE payload (m0__wire_message_read):
+    call 0 for a send; name bytes (empty when the envelope's `to` names the
+    instance); data the rest. ValueError when it is shorter than its 14
+    fixed bytes or its name is over 64 bytes or past the end."""
+    payload = bytes(payload)
+    if len(payload) < _MESSAGE.size:
+        raise ValueError("a MESSAGE of %d bytes is shorter than its %d fixed bytes" % (len(payload), _MESSAGE.size))
+    call, mtype, nn = _MESSAGE.unpack_from(payload)
+    if nn > NAME_MAX or nn > len(payload) - _MESSAGE.size:
+        raise ValueError("a MESSAGE's name of %d bytes (%d left, at most %d)" % (nn, len(payload) - _MESSAGE.size,
+                                                                               NAME_MAX))
+    at = _MESSAGE.size
+    return call, mtype, payload[at:at + nn], payload[at + nn:]
+
+
+def encode_return(call, type, code, data=b""):
+    """A RETURN payload: the MESSAGE's call, the answer's type tag, code
+    RETURN_ANSWERED (data is the answer) or RETURN_NONE, data (str as
+    UTF-8, or bytes)."""
+    if code not in (RETURN_ANSWERED, RETURN_NONE):
+        raise ValueError("a RETURN's code is 0 or 1, not %r" % (code,))
+    data = data.encode("utf-8") if isinstance(data, str) else _b(data, "data")
+    if _RETURN.size + len(data) > MAX_PAYLOAD:
+        raise ValueError("an answer of %d bytes is over the payload limit" % len(data))
+    return _RETURN.pack(call, type, code) + data
+
+
 # ---- nng, through ctypes -------------------------------------------------
 
 class _Socket(ctypes.Structure):  # nng_socket: a struct of one uint32, passed by value
@@ -714,10 +754,11 @@ def _secret(secret_file):
     return read_secret(path) if path else None
 
 
-def run(url, receive, instance=0, on_connect=None, secret_file=None):
+def run(url, receive, instance=0, on_connect=None, secret_file=None, on_message=None):
     """Serves as one instance of an actor: Instance(url, instance,
-    secret_file).serve(receive, on_connect) (its docstring says the rest)."""
-    return Instance(url, instance, secret_file).serve(receive, on_connect)
+    secret_file).serve(receive, on_connect, on_message) (its docstring says
+    the rest)."""
+    return Instance(url, instance, secret_file).serve(receive, on_connect, on_message)
 
 
 def _unserved(req):
@@ -752,7 +793,7 @@ class Instance:
         self._seq = itertools.count(1)
         self._said = set()  # kinds said once on stderr
         # serve()'s, for its handlers:
-        self._receive, self._on_connect, self._secret, self._proves = _unserved, None, None, False
+        self._receive, self._on_connect, self._message, self._secret, self._proves = _unserved, None, None, None, False
         self._announced, self._moving = False, None
 
     def stop(self):
@@ -779,13 +820,17 @@ class Instance:
             _say(self.instance, "PUBLISH to %r dropped: %s" % (channel, _err(rv)))
         return rv == 0
 
-    def serve(self, receive=None, on_connect=None):
+    def serve(self, receive=None, on_connect=None, on_message=None):
         """Dials url and, for each REQUEST, calls receive(req) on each of
         its requests (a Request) and sends one REPLY. receive returns None
         (no reply: the host answers 504 at the route's timeout) or (status,
         [(name, value), ...], body); without one, every request is answered
-        503. on_connect(url), if given, is called once the dial has
-        connected. Returns 0 after STOP, stop(), SIGTERM or SIGINT (the
+        503. For each MESSAGE (m0_send, m0_call) it calls on_message(type,
+        data) (data bytes) and sends one RETURN: a call's answer when it
+        returns (type, data) (data str as UTF-8, or bytes), else none
+        (RETURN_NONE; a send's answer is never asked for); without
+        on_message every MESSAGE is answered none. on_connect(url), if
+        given, is called once the dial has connected. Returns 0 after STOP, stop(), SIGTERM or SIGINT (the
         batch in hand is answered first; the signals are caught only when
         serve() runs on the main thread), 1 when the socket cannot be opened
         or url cannot be dialed, 78 when a tls+tcp:// url has no identity
@@ -807,6 +852,7 @@ class Instance:
                 return 78
         self._receive = receive or _unserved
         self._on_connect = on_connect
+        self._message = on_message
         self._secret = secret
         # Over plain tcp:// with a secret the host asks for the proof first:
         # ready once it is answered, not once connected.
@@ -983,13 +1029,31 @@ class Instance:
         self._send(lib, sock, out, "REPLY to seq %d" % env.seq)
         return False
 
+    def _on_message(self, lib, sock, env, payload, pipe):
+        try:
+            call, mtype, _name, data = decode_message(payload)
+        except ValueError as e:
+            _say(self.instance, "a MESSAGE from 0x%08x did not decode: %s" % (env.frm, e))
+            return False
+        ret = encode_return(call, 0, RETURN_NONE)
+        try:
+            got = self._message(mtype, data) if self._message else None
+            if got is not None and call != 0:
+                ret = encode_return(call, got[0], RETURN_ANSWERED, got[1])
+        except Exception:  # the caller gets no answer; this instance goes on
+            _say(self.instance, "message type %d: no answer:\n%s" % (mtype, traceback.format_exc().rstrip()))
+        # Every MESSAGE is answered: the host sends the next only after it (docs/wire.md, Messages).
+        out = encode_envelope(Envelope(KIND_RETURN, env.to, env.frm, next(self._seq), env.trace_hi, env.trace_lo), ret)
+        self._send(lib, sock, out, "RETURN of call %d" % call)
+        return False
+
     def _ignored(self, env):
         if env.kind not in self._said:
             self._said.add(env.kind)
             _say(self.instance, "messages of kind %d (from 0x%08x) are not handled here: ignored" % (env.kind,
                                                                                                    env.frm))
 
-    _HANDLERS = {KIND_STOP: _on_stop, KIND_HELLO: _on_hello, KIND_REQUEST: _on_request}
+    _HANDLERS = {KIND_STOP: _on_stop, KIND_HELLO: _on_hello, KIND_REQUEST: _on_request, KIND_MESSAGE: _on_message}
 
 
 def _close_bounded(lib, sock, instance):

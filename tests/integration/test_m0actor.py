@@ -4,8 +4,10 @@ Reference instances; docs/building.md, Installing).
 
 - The wire alone, with no host (a pair1 listener here, through the same
   libnng.so.1): an Instance's serve() ignores messages of kinds it does not
-  handle (19, 20 and 999 are not refused as malformed) and still answers
-  the REQUEST after them; Instance.publish() sends one PUBLISH whose `from`
+  handle (20, 21 and 999 are not refused as malformed) and still answers
+  the REQUEST after them; a MESSAGE that calls is answered by a RETURN
+  with on_message's answer, a send by an empty one (code 1), each to the
+  MESSAGE's `from`; Instance.publish() sends one PUBLISH whose `from`
   is 0 and whose payload is encode_frame's (id 0, the channel, the lines);
   a STOP ends serve() with 0. encode_frame refuses what the host refuses
   (a blank line, an id line, CR, a channel beginning "m0.").
@@ -17,6 +19,11 @@ Reference instances; docs/building.md, Installing).
   waits for the proof (no frame dropped as unproved). Nothing is refused
   (m0_refused_total{actor="echo"} has no address or proof line). A request
   routed to that instance is answered 503 by it.
+- Messages (docs/wire.md, Messages) to python/echo_actor.py placed
+  external: host_check's /msg/call (m0_call from a thread of its own) is
+  answered with echo's type-2 JSON (the data, the instance, its pid); five
+  /msg/send (m0_send, each waiting for its RETURN) are all sent, and a call
+  of type 4 says it counted five; a call of type 5 has no answer (ENODATA).
 - `cmake --install` with DESTDIR under this test's output folder puts
   m0actor.py and echo_actor.py in the folder `pkg-config --variable=pythondir
   m0` (the installed m0.pc) and find_package(m0)'s m0_PYTHONDIR name, and
@@ -27,6 +34,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -72,7 +80,9 @@ def wire_alone():
     seen = []
     served = []
     t = threading.Thread(target=lambda: served.append(actor.serve(lambda req: seen.append(req.path) or
-                                                                   (200, [], b"ok"))), daemon=True)
+                                                                   (200, [], b"ok"),
+                                                                   on_message=lambda ty, d: (ty + 1, d[::-1]))),
+                         daemon=True)
     t.start()
 
     def send(kind, payload=b"", frm=0x02000000, to=0x07000000):
@@ -90,7 +100,7 @@ def wire_alone():
         return m0actor.decode_envelope(msg)
 
     F.check(wait_for(lambda: actor._ready.is_set(), 10), "wire: the instance connects")
-    for kind in (19, 20, 999):  # MESSAGE, RETURN, and one no wire has yet
+    for kind in (20, 21, 999):  # RETURN (the host never sends one), and kinds no wire has yet
         send(kind, b"\x01\x02\x03")
     req = m0actor.Request(id=7, method="GET", target="/after-unknown")
     send(m0actor.KIND_REQUEST, m0actor.encode_requests([req]))
@@ -98,7 +108,15 @@ def wire_alone():
     replies = m0actor.decode_replies(payload) if env and env.kind == m0actor.KIND_REPLY else []
     F.check(env is not None and env.kind == m0actor.KIND_REPLY and [(r.id, r.status) for r in replies] == [(7, 200)]
             and seen == ["/after-unknown"],
-            f"wire: kinds 19, 20 and 999 are ignored and the REQUEST after them answered ({env}, {replies}, {seen})")
+            f"wire: kinds 20, 21 and 999 are ignored and the REQUEST after them answered ({env}, {replies}, {seen})")
+    # a call, then a send: each answered by one RETURN to its from
+    caller = 0x08000003
+    for call, want in ((9, (9, 2, m0actor.RETURN_ANSWERED, b"cba")), (0, (0, 0, m0actor.RETURN_NONE, b""))):
+        send(m0actor.KIND_MESSAGE, struct.pack("<QIH", call, 1, 0) + b"abc", frm=caller, to=0x07000002)
+        env, payload = recv()
+        got = (struct.unpack_from("<QII", payload) + (payload[16:],)) if env and len(payload) >= 16 else None
+        F.check(env is not None and env.kind == m0actor.KIND_RETURN and env.to == caller and env.frm == 0x07000002
+                and got == want, f"wire: a MESSAGE (call {call}) is answered by one RETURN ({env}, {got})")
     F.check(actor.publish("news", "event: a\ndata: 1", timeout=5), "wire: publish() says it sent")
     env, payload = recv()
     F.check(env is not None and env.kind == m0actor.KIND_PUBLISH and env.frm == 0
@@ -231,6 +249,62 @@ def key_file(name):
     return path
 
 
+# ---- messages ----------------------------------------------------------------------------------------------
+
+
+def messages():
+    import json
+    rd = private_dir("rd-", TMP)
+    path = write_json({"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}]}, TMP)
+    url, rc, out, err = harness.doctor_url(path, "echo", rd)
+    if url is None:
+        F.check(False, f"messages: the doctor names echo's url (rc {rc}): {err[-400:]}")
+        return
+    with Server("host_check", "--port", "0", "--metrics-path", "/metrics", "--topology", path, "--run-dir", rd) as s:
+        p = subprocess.Popen([sys.executable, os.path.join(PYDIR, "echo_actor.py"), url, "2"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            F.check(wait_for(lambda: metric(s.port, 'm0_actor_instances{actor="echo"}') == 1, 10),
+                    "messages: echo_actor.py connects")
+
+            def call(query):
+                code, body = get_body(s.port, "/msg/" + query)
+                try:
+                    return code, json.loads(body)
+                except ValueError:
+                    return code, body
+            code, j = call("call?to=echo&data=hello")
+            F.check(code == 200 and isinstance(j, dict) and j.get("type") == 2 and j.get("answer") ==
+                    {"instance": 2, "actor": "echo", "pid": p.pid, "data": "hello"},
+                    f"messages: m0_call is answered by the Python instance ({code} {j})")
+            code, j = call("send?to=echo&n=5")
+            F.check(code == 200 and j == {"sent": 5}, f"messages: five m0_send are sent ({code} {j})")
+            code, j = call("call?to=echo&type=4")
+            F.check(code == 200 and isinstance(j, dict) and j.get("answer") == {"instance": 2, "counted": 5},
+                    f"messages: the instance counted the five sends ({code} {j})")
+            code, j = call("call?to=echo&type=5")
+            F.check(code == 502 and j == {"errno": "ENODATA"}, f"messages: a call with no answer ({code} {j})")
+        finally:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+
+
+def get_body(port, path):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=15) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return None, str(e)
+
+
 # ---- installed -----------------------------------------------------------------------------------------------
 
 
@@ -285,6 +359,7 @@ tcp_port = free_port()
 key = key_file("echo.key")
 publish_only("tcp with a secret", {"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{tcp_port}",
                                    "secret": key}, secret=key)
+messages()
 installed()
 shutil.rmtree(TMP, ignore_errors=True)
 F.done()

@@ -9,7 +9,8 @@ JSON body naming this process, the instance, the method, the path and the
 body. Messages as apps/echo_actor/echo.h answers them: a call of type 1
 (ECHO) is answered type 2 with {"actor":"echo","pid":P,"instance":I,
 "data":D}; each type 3 (COUNT) is counted, and a call of type 4 (COUNTED)
-answered type 4 with {"instance":I,"counted":N}; others get no answer. Exits 0 on the host's STOP, SIGTERM or SIGINT; 1 when URL cannot be
+answered type 4 with {"instance":I,"counted":N}; others get no answer.
+Exits 0 on the host's STOP, SIGTERM or SIGINT; 1 when URL cannot be
 dialed; 2 on a usage error. The wire is docs/wire.md; m0actor.py beside this
 file speaks it.
 """

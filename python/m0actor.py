@@ -762,7 +762,7 @@ def run(url, receive, instance=0, on_connect=None, secret_file=None, on_message=
 
 
 def _unserved(req):
-    return 503, [("Content-Type", "text/plain")], b"this instance only publishes\n"
+    return 503, [("Content-Type", "text/plain")], b"this instance serves no requests\n"
 
 
 class Instance:
@@ -830,9 +830,10 @@ class Instance:
         returns (type, data) (data str as UTF-8, or bytes), else none
         (RETURN_NONE; a send's answer is never asked for); without
         on_message every MESSAGE is answered none. on_connect(url), if
-        given, is called once the dial has connected. Returns 0 after STOP, stop(), SIGTERM or SIGINT (the
-        batch in hand is answered first; the signals are caught only when
-        serve() runs on the main thread), 1 when the socket cannot be opened
+        given, is called once the dial has connected. Returns 0 after STOP,
+        stop(), SIGTERM or SIGINT (the batch in hand is answered first; the
+        signals are caught only when serve() runs on the main thread), 1
+        when the socket cannot be opened
         or url cannot be dialed, 78 when a tls+tcp:// url has no identity
         in M0_TLS_* or nng refuses one of its files, or the key file
         (secret_file, else M0_ACTOR_SECRET_FILE) is no key (each said on

@@ -6,6 +6,7 @@
  *   m0_calls send N SIZE CALLER_CPU ACTOR_CPU     m0_send N times, then a call for the count
  *   m0_calls ipc-call N SIZE CALLER_CPU ACTOR_CPU pong in a second process over ipc
  *   m0_calls floor N SIZE CALLER_CPU ACTOR_CPU    eventfd and mutex+condvar ping-pong, no host
+ *   m0_calls floor-send N SIZE CALLER_CPU ACTOR_CPU  N messages through m0's inbox alone
  *   m0_calls actor URL CPU                        (ipc-call's child: m0_actor_run)
  *
  * Prints one line of JSON on stdout; exits 1 on any failure (a refused
@@ -22,6 +23,8 @@
  * for "process"), which runs m0_actor_run exactly as a spawned process
  * instance does: the same dial, the same wire, the same host-side path. */
 #include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -35,6 +38,7 @@
 #include <unistd.h>
 
 #include "m0/m0.h"
+#include "runtime/inbox.h"
 
 enum { CALLS_PING = 1, CALLS_TICK = 2, CALLS_COUNT = 3 };
 #define CALLS_TIMEOUT_MS 5000
@@ -319,6 +323,74 @@ static int calls_floor_run(const char *what, bool efd, long n, int caller_cpu, i
   return 0;
 }
 
+/* ---- the inbox floor: m0's own primitive (runtime/inbox.h: a mutex ring
+ * of nng messages, an eventfd wake when it goes from empty), no host: a
+ * thread instance's inbox as m0_send fills it, less the name, the caller,
+ * the envelope, the edge counters and the instance's loop. ---- */
+
+typedef struct calls_inbox_floor {
+  int cpu;
+  long n;
+  m0__inbox in, back; /* back: the answers of the call floor */
+  _Atomic long queued;
+  bool answer;
+} calls_inbox_floor;
+
+static void calls_inbox_wait(m0__inbox *b) {
+  struct pollfd pf = {.fd = b->efd, .events = POLLIN};
+  (void)poll(&pf, 1, 1000);
+}
+
+static void *calls_inbox_receiver(void *arg) {
+  calls_inbox_floor *f = arg;
+  calls_pin(f->cpu);
+  for (long got = 0; got < f->n;) {
+    nng_msg *m = m0__inbox_take(&f->in);
+    if (!m) {
+      calls_inbox_wait(&f->in);
+      continue;
+    }
+    got++;
+    atomic_fetch_sub(&f->queued, 1);
+    if (f->answer && m0__inbox_put(&f->back, m) == 0) continue;
+    nng_msg_free(m);
+  }
+  return NULL;
+}
+
+static int calls_inbox_floor_run(bool call, long n, size_t size, int caller_cpu, int actor_cpu) {
+  calls_inbox_floor f = {.cpu = actor_cpu, .n = n, .answer = call};
+  int64_t *ns = call ? malloc((size_t)n * sizeof *ns) : NULL;
+  if ((call && !ns) || m0__inbox_init(&f.in) || m0__inbox_init(&f.back)) return -1;
+  pthread_t t;
+  if (pthread_create(&t, NULL, calls_inbox_receiver, &f)) return -1;
+  calls_pin(caller_cpu);
+  long refused = 0;
+  int64_t t0 = calls_now_ns();
+  for (long i = 0; i < n; i++) {
+    int64_t a = calls_now_ns();
+    nng_msg *m;
+    if (nng_msg_alloc(&m, size) != 0) return -1;
+    while (atomic_load(&f.queued) >= 1024) refused++; /* the default queue bound */
+    atomic_fetch_add(&f.queued, 1);
+    if (m0__inbox_put(&f.in, m) != 0) return -1;
+    if (!call) continue;
+    while (!(m = m0__inbox_take(&f.back))) calls_inbox_wait(&f.back);
+    nng_msg_free(m);
+    ns[i] = calls_now_ns() - a;
+  }
+  pthread_join(t, NULL);
+  int64_t total = calls_now_ns() - t0;
+  if (call) calls_print_rtt("floor-inbox", ns, n, total, 0);
+  else
+    printf("{\"arm\": \"floor-inbox-send\", \"n\": %ld, \"seconds\": %.6f, \"per_s\": %.1f, \"refused\": %ld}\n", n,
+           (double)total / 1e9, (double)n * 1e9 / (double)total, refused);
+  free(ns);
+  m0__inbox_fini(&f.in);
+  m0__inbox_fini(&f.back);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc == 4 && !strcmp(argv[1], "actor")) {
@@ -326,7 +398,7 @@ int main(int argc, char **argv) {
     return m0_actor_run(&calls_kinds[0], argv[2], 0);
   }
   if (argc != 6) {
-    fprintf(stderr, "usage: m0_calls call|send|ipc-call|floor N SIZE CALLER_CPU ACTOR_CPU\n");
+    fprintf(stderr, "usage: m0_calls call|send|ipc-call|floor|floor-send N SIZE CALLER_CPU ACTOR_CPU\n");
     return 2;
   }
   long n = atol(argv[2]);
@@ -336,8 +408,10 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "floor")) {
     int rv = calls_floor_run("floor-eventfd", true, n, caller, actor);
     if (rv == 0) rv = calls_floor_run("floor-condvar", false, n, caller, actor);
+    if (rv == 0) rv = calls_inbox_floor_run(true, n, size, caller, actor);
     return rv ? 1 : 0;
   }
+  if (!strcmp(argv[1], "floor-send")) return calls_inbox_floor_run(false, n, size, caller, actor) ? 1 : 0;
   if (strcmp(argv[1], "call") && strcmp(argv[1], "send") && strcmp(argv[1], "ipc-call")) return 2;
   return calls_host(argv[1], n, size, caller, actor) ? 1 : 0;
 }

@@ -20,7 +20,7 @@ const char *m0__role_name(int role) {
                                       [M0__ROLE_POOL] = "pool", [M0__ROLE_PRODUCER] = "producer",
                                       [M0__ROLE_EXTERNAL] = "external", [M0__ROLE_WORKER] = "worker",
                                       [M0__ROLE_APP] = "app", [M0__ROLE_CALLER] = "caller",
-                                      [M0__ROLE_RELAYED] = "relayed"};
+                                      [M0__ROLE_RELAYED] = "relayed", [M0__ROLE_MAILBOX] = "mailbox"};
   return role >= M0__ROLE_COORD && role <= M0__ROLE_LAST_ ? roles[role] : "?";
 }
 

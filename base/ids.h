@@ -19,7 +19,10 @@ enum m0__role { M0__ROLE_COORD = 1, M0__ROLE_LOOP = 2, M0__ROLE_POOL = 3, M0__RO
                  * supervisor's relay names it to an instance: "relayed.<n>",
                  * n its row in the relay's book (service/relay.h) */
                 M0__ROLE_RELAYED = 9,
-                M0__ROLE_LAST_ = M0__ROLE_RELAYED };
+                /* a mailbox a thread of the program receives on
+                 * (service/boxes.h): "mailbox.<n>" */
+                M0__ROLE_MAILBOX = 10,
+                M0__ROLE_LAST_ = M0__ROLE_MAILBOX };
 #define M0__ACTOR_ID(role, index) (((uint32_t)(role) << 24) | ((uint32_t)(index) & 0xffffffu))
 #define M0__ACTOR_ROLE(id) ((int)((id) >> 24))
 #define M0__ACTOR_INDEX(id) ((int)((id) & 0xffffffu))

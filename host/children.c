@@ -129,8 +129,19 @@ static bool restart_allowed(m0__children *ch, int a) {
   return true;
 }
 
+/* The monitors' note of c's end (pid, how it ended, whether it is started
+ * again): service/post.h. */
+static void child_noted(m0__children *ch, const child *c, pid_t pid, int status, bool again) {
+  char what[160];
+  snprintf(what, sizeof what, "\"event\":\"exited\",\"spawned\":%d,\"pid\":%d,\"status\":\"%s %d\",\"restarted\":%s",
+           c->instance, (int)pid, WIFSIGNALED(status) ? "signal" : "status",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), again ? "true" : "false");
+  m0__service_noted(&ch->svcs[c->actor], -1, M0_MSG_EXITED, what);
+}
+
 static void child_exited(m0__children *ch, child *c) {
   int status = 0;
+  pid_t pid = c->pid;
   waitpid(c->pid, &status, 0);
   close(c->pidfd);
   c->pidfd = -1;
@@ -143,12 +154,14 @@ static void child_exited(m0__children *ch, child *c) {
             "m0: actor %s: instance %d ended (%s %d) after %d restarts within %ld ms, its budget; it stays down\n",
             sp->name, c->instance, WIFSIGNALED(status) ? "signal" : "status",
             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), sp->restart_intensity, sp->restart_period_ms);
+    child_noted(ch, c, pid, status, false);
     return;
   }
   atomic_fetch_add(ch->svcs[c->actor].restarts, 1);
   fprintf(stderr, "m0: actor %s: instance %d ended (%s %d); started again\n", sp->name, c->instance,
           WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   if (child_spawn(ch, c) != 0) c->given_up = true;
+  child_noted(ch, c, pid, status, !c->given_up);
 }
 
 static void *watch(void *arg) {

@@ -16,6 +16,7 @@
 #include "config/topofile.h"
 #include "base/errors.h"
 #include "host/coordinator.h"
+#include "host/embed.h"
 #include "service/post.h"
 
 struct m0_host {
@@ -131,28 +132,7 @@ int m0_host_port(const m0_host *h) { return h->port; }
 const char *m0_host_run_dir(const m0_host *h) { return h->run_dir; }
 m0_publisher *m0_host_publisher(m0_host *h) { return h->pub; }
 
-/* ---- messages (service/post.h): h's actors, or the caller's host's ---- */
-
-static m0__post *embed_post(m0_host *h) { return h ? h->post : m0__post_current(); }
-
-int m0_send(m0_host *h, const char *actor, uint32_t type, const void *data, size_t len) {
-  return m0__post_send(embed_post(h), actor, type, data, len) == 0 ? 0 : -1;
-}
-
-int m0_call(m0_host *h, const char *actor, uint32_t type, const void *data, size_t len, unsigned timeout_ms,
-            m0_message *out) {
-  if (!out) return -1;
-  memset(out, 0, sizeof *out);
-  return m0__post_call(embed_post(h), actor, type, data, len, timeout_ms, &out->type, &out->data, &out->mem_) == 0
-             ? 0
-             : -1;
-}
-
-void m0_message_free(m0_message *m) {
-  if (!m) return;
-  free(m->mem_);
-  memset(m, 0, sizeof *m);
-}
+struct m0__post *m0__host_post(m0_host *h) { return h ? h->post : m0__post_current(); }
 
 int m0_host_stop(m0_host *h) {
   if (write(h->stop[1], "s", 1) != 1) return 1;

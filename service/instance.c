@@ -130,6 +130,7 @@ static void instance_serve(m0__instance *in) {
   m0__trace_ids others = {0}; /* while tracing: a REPLY's other requests' ids */
   m0__post_enter(in->post, m0__service_slot_id(s, in->slot)); /* m0_send, m0_call and m0_ask from receive: this host's */
   atomic_store_explicit(&sl->live, 1, memory_order_release);
+  m0__service_noted(s, in->slot, M0_MSG_UP, "\"event\":\"up\"");
   for (;;) {
     m0__msg m = {0};
     int rv = m0__recv(&in->self, &m, M0__RECV_WAIT);

@@ -29,6 +29,9 @@ void m0__service_slot_left(m0__service *s, int k) {
 }
 
 void m0__service_tell_left(m0__service *s, int k) {
+  m0__service_noted(s, k, M0_MSG_DOWN,
+                    s->connected ? "\"event\":\"down\",\"reason\":\"its connection closed\""
+                                 : "\"event\":\"down\",\"reason\":\"its thread ended\"");
   uint32_t from = m0__service_slot_id(s, k);
   for (int i = 0; !s->relay && i < s->nloops; i++) {
     nng_msg *m;

@@ -23,6 +23,8 @@ static _Thread_local uint32_t post_as; /* the thread instance this thread is (it
 int m0__post_init(m0__post *p, m0__service *const *all, int nall, m0__tracer *trace) {
   memset(p, 0, sizeof *p);
   m0__callers_init(&p->callers, trace);
+  m0__boxes_init(&p->boxes);
+  p->trace = trace;
   p->all = all;
   p->nall = nall;
   pthread_mutex_lock(&posts_mu);
@@ -41,6 +43,7 @@ void m0__post_fini(m0__post *p) {
     }
   pthread_mutex_unlock(&posts_mu);
   m0__callers_fini(&p->callers);
+  m0__boxes_fini(&p->boxes);
 }
 
 void m0__post_enter(m0__post *p, uint32_t as) {
@@ -59,24 +62,31 @@ m0__post *m0__post_current(void) {
 /* ---- names ---- */
 
 typedef struct target {
-  m0__service *svc;
-  int k;        /* the instance's slot */
-  uint32_t gen; /* its generation when picked */
+  m0__service *svc; /* an actor's instance, or */
+  int box;          /* a mailbox, held (m0__box_hold) until target_done; -1 none */
+  int k;            /* the instance's slot */
+  uint32_t gen;     /* its generation when picked */
+  uint32_t id;      /* the instance's or mailbox's id: whom an answer must come from */
 } target;
 
-/* "echo" (any live instance, as a route picks) or "echo.2" (that one): 0,
- * or an errno. */
-static int target_find(const m0__post *p, const char *actor, target *t) {
+/* "echo" (any live instance, as a route picks), "echo.2" (that one), or a
+ * mailbox's name: 0, or an errno. */
+static int target_find(m0__post *p, const char *actor, target *t) {
   const char *dot = strchr(actor, '.');
   size_t n = dot ? (size_t)(dot - actor) : strlen(actor);
-  t->svc = NULL;
+  *t = (target){.box = -1};
   for (int i = 0; i < p->nall && !t->svc; i++)
     if (strlen(p->all[i]->name) == n && !strncmp(p->all[i]->name, actor, n)) t->svc = p->all[i];
-  if (!t->svc) return ENOENT;
+  if (!t->svc) {
+    t->box = dot ? -1 : m0__box_hold(&p->boxes, actor, n);
+    t->id = M0__ACTOR_ID(M0__ROLE_MAILBOX, t->box);
+    return t->box >= 0 ? 0 : ENOENT;
+  }
   m0__service *s = t->svc;
   if (!dot) {
     bool full = false;
     t->k = m0__service_pick(s, &full, &t->gen);
+    t->id = m0__service_slot_id(s, t->k);
     return t->k >= 0 ? 0 : full ? EAGAIN : EHOSTDOWN;
   }
   char *end;
@@ -84,24 +94,51 @@ static int target_find(const m0__post *p, const char *actor, target *t) {
   if (*end || end == dot + 1 || k < 0 || k >= s->nslots) return ENOENT;
   m0__slot *sl = &s->slots[k];
   t->k = (int)k;
+  t->id = m0__service_slot_id(s, t->k);
   t->gen = atomic_load_explicit(&sl->gen, memory_order_acquire);
   if (!atomic_load_explicit(&sl->live, memory_order_acquire)) return EHOSTDOWN;
   return atomic_load(&sl->inflight) < s->queue ? 0 : EAGAIN;
+}
+
+/* A mailbox found is given back (a send no longer holds it). */
+static void target_done(m0__post *p, const target *t) {
+  if (t->box >= 0) m0__box_release(&p->boxes, t->box);
+}
+
+/* Whether the target is still the one found (an instance's slot not
+ * replaced since). */
+static bool target_same(const target *t) {
+  return !t->svc || atomic_load(&t->svc->slots[t->k].gen) == t->gen;
+}
+
+/* A MESSAGE into mailbox t->box, within its bound. 0 or an errno. */
+static int box_send(m0__post *p, m0__caller *c, const target *t, m0__trace_id trace, nng_msg *m) {
+  m0__box *x = &p->boxes.box[t->box];
+  if (atomic_fetch_add(&x->queued, 1) >= M0__BOX_QUEUE) {
+    atomic_fetch_sub(&x->queued, 1);
+    return EAGAIN;
+  }
+  m0__peer to;
+  m0__peer_direct(&to, t->id, &x->inbox);
+  if (m0__send_msg(&c->self, &to, M0__K_MESSAGE, trace.hi, trace.lo, m) == 0) return 0;
+  atomic_fetch_sub(&x->queued, 1);
+  return ENOMEM;
 }
 
 /* m sent from caller c to t's instance, counted in flight (a call gives
  * its count back when it ends; a thread instance, a send's once taken). A
  * MESSAGE to a connected instance waits for its window until deadline
  * (service.h). 0, or an errno (m is still the caller's). */
-static int target_send(m0__caller *c, const target *t, int kind, m0__trace_id trace, nng_msg *m, int64_t deadline) {
+static int target_send(m0__post *p, m0__caller *c, const target *t, int kind, m0__trace_id trace, nng_msg *m,
+                       int64_t deadline) {
+  if (t->box >= 0) return kind == M0__K_MESSAGE ? box_send(p, c, t, trace, m) : ENOENT; /* no ask of a mailbox */
   m0__service *s = t->svc;
   m0__slot *sl = &s->slots[t->k];
   bool window = s->connected && kind == M0__K_MESSAGE;
-  if (window && !m0__service_window_take(s, t->k, t->gen, deadline))
-    return atomic_load(&sl->gen) == t->gen ? EAGAIN : EHOSTDOWN;
+  if (window && !m0__service_window_take(s, t->k, t->gen, deadline)) return target_same(t) ? EAGAIN : EHOSTDOWN;
   m0__peer to;
-  if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, t->k), s->self.mailbox, m0__slot_pipe(sl));
-  else m0__peer_direct(&to, m0__service_slot_id(s, t->k), sl->inbox);
+  if (s->connected) m0__peer_pipe(&to, t->id, s->self.mailbox, m0__slot_pipe(sl));
+  else m0__peer_direct(&to, t->id, sl->inbox);
   atomic_fetch_add(&sl->inflight, 1);
   int rv = m0__send_msg(&c->self, &to, kind, trace.hi, trace.lo, m);
   if (rv == 0) return 0;
@@ -133,15 +170,16 @@ int m0__post_send(m0__post *p, const char *actor, uint32_t type, const void *dat
   if (!p || !actor) return post_fail(ENOENT);
   target t;
   int why = target_find(p, actor, &t);
-  if (why != 0) return post_fail(why);
-  nng_msg *m;
-  if ((why = m0__wire_message_new(&m, 0, type, NULL, data, len)) != 0) return post_fail(wire_errno(why));
-  m0__caller *c = m0__caller_take(&p->callers, p == post_here ? post_as : 0);
-  why = c ? target_send(c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS)
-          : EAGAIN;
+  nng_msg *m = NULL;
+  if (why == 0 && (why = m0__wire_message_new(&m, 0, type, NULL, data, len)) != 0) why = wire_errno(why);
+  m0__caller *c = why == 0 ? m0__caller_take(&p->callers, p == post_here ? post_as : 0) : NULL;
+  if (why == 0)
+    why = c ? target_send(p, c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS)
+            : EAGAIN;
   if (c) m0__caller_give(&p->callers, c);
+  target_done(p, &t);
   if (why == 0) return 0;
-  nng_msg_free(m);
+  if (m) nng_msg_free(m);
   return post_fail(why);
 }
 
@@ -158,8 +196,6 @@ typedef struct waiter {
 
 /* Waits on c's inbox until deadline for t's answer to w. 0 or an errno. */
 static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, int64_t deadline) {
-  uint32_t from = m0__service_slot_id(t->svc, t->k);
-  const m0__slot *sl = &t->svc->slots[t->k];
   for (;;) {
     nng_msg *n = m0__inbox_take(&c->inbox);
     if (!n) {
@@ -175,7 +211,7 @@ static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, int
     bool mine = false;
     int rv = 0;
     if (m0__env_read(nng_msg_body(n), nng_msg_len(n), &e, &payload, &len) == 0 && e.kind == w->kind &&
-        e.from == from && atomic_load(&sl->gen) == t->gen)
+        e.from == t->id && target_same(t))
       rv = w->take(w, payload, len, &mine);
     nng_msg_free(n);
     if (mine) return rv;
@@ -213,20 +249,22 @@ static int post_call(m0__post *p, const char *actor, int kind, m0__trace_id trac
   m0__caller *c = why == 0 ? m0__caller_take(&p->callers, p == post_here ? post_as : 0) : NULL;
   if (why == 0 && !c) why = EAGAIN;
   if (why != 0) {
+    target_done(p, &t);
     nng_msg_free(m);
     return post_fail(why);
   }
   atomic_store(&c->call, w->call);
-  atomic_fetch_add(&t.svc->st->asking, 1); /* /metrics' in flight, with the loops' (host/metrics.c) */
+  if (t.svc) atomic_fetch_add(&t.svc->st->asking, 1); /* /metrics' in flight, with the loops' (host/metrics.c) */
   int64_t deadline = m0__service_now_ms() + (timeout_ms ? timeout_ms : 1000);
-  if ((why = target_send(c, &t, kind, trace, m, deadline)) != 0) {
+  if ((why = target_send(p, c, &t, kind, trace, m, deadline)) != 0) {
     nng_msg_free(m);
   } else {
     why = call_wait(p, c, &t, w, deadline);
-    m0__slot *sl = &t.svc->slots[t.k];
-    if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
+    m0__slot *sl = t.svc ? &t.svc->slots[t.k] : NULL;
+    if (sl && atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
   }
-  atomic_fetch_sub(&t.svc->st->asking, 1);
+  if (t.svc) atomic_fetch_sub(&t.svc->st->asking, 1);
+  target_done(p, &t);
   m0__caller_give(&p->callers, c);
   return why == 0 ? 0 : post_fail(why);
 }
@@ -286,4 +324,103 @@ int m0__post_ask(m0__post *p, const char *actor, const m0_request *req, unsigned
   if (why == 0 && (why = m0__wire_request_add(m, w.call, &q)) != 0) nng_msg_free(m);
   m0__trace_id trace = {req->trace_hi, req->trace_lo};
   return why ? post_fail(wire_errno(why)) : post_call(p, actor, M0__K_REQUEST, trace, m, &w, timeout_ms);
+}
+
+/* ---- mailboxes: a thread of the program receives (service/boxes.h) ---- */
+
+/* 1..48 bytes of [a-z0-9_-], as an actor's name. */
+static bool name_ok(const char *name) {
+  size_t n = name ? strlen(name) : 0;
+  if (n == 0 || n > M0__NAME_MAX) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') || name[i] == '_' || name[i] == '-'))
+      return false;
+  return true;
+}
+
+int m0__post_box_open(m0__post *p, const char *name) {
+  if (!p) return post_fail(ENOENT);
+  if (!name_ok(name)) return post_fail(EINVAL);
+  for (int i = 0; i < p->nall; i++)
+    if (!strcmp(p->all[i]->name, name)) return post_fail(EEXIST); /* an actor's name */
+  int i = m0__box_open(&p->boxes, name);
+  return i >= 0 ? i : post_fail(-i);
+}
+
+void m0__post_box_close(m0__post *p, int box) { m0__box_close(&p->boxes, box); }
+
+int m0__post_box_recv(m0__post *p, int box, unsigned timeout_ms, m0__received *out) {
+  m0__box *x = &p->boxes.box[box];
+  int64_t deadline = m0__service_now_ms() + timeout_ms;
+  for (;;) {
+    nng_msg *n = m0__inbox_take(&x->inbox);
+    if (!n) {
+      int64_t left = deadline - m0__service_now_ms();
+      if (left <= 0) return post_fail(ETIMEDOUT);
+      struct pollfd pf = {.fd = x->inbox.efd, .events = POLLIN};
+      (void)poll(&pf, 1, (int)left);
+      continue;
+    }
+    atomic_fetch_sub(&x->queued, 1);
+    m0__env e;
+    const uint8_t *payload;
+    size_t len;
+    m0__wire_message msg;
+    if (m0__env_read(nng_msg_body(n), nng_msg_len(n), &e, &payload, &len) != 0 ||
+        m0__wire_message_read(payload, len, &msg) != 0) {
+      nng_msg_free(n); /* only the post puts here: not seen */
+      continue;
+    }
+    char *mem = malloc(msg.data.n ? msg.data.n : 1);
+    if (mem && msg.data.n) memcpy(mem, msg.data.p, msg.data.n);
+    nng_msg_free(n);
+    if (!mem) return post_fail(ENOMEM);
+    *out = (m0__received){msg.type, {mem, msg.data.n}, mem, msg.call, e.from};
+    return 0;
+  }
+}
+
+int m0__post_box_reply(m0__post *p, int box, const m0__received *call, uint32_t type, const void *data, size_t len) {
+  if (!call->call) return post_fail(EINVAL); /* a send: nobody waits */
+  m0__inbox *to = m0__callers_inbox(&p->callers, call->from);
+  nng_msg *m;
+  int why = m0__wire_return_new(&m, call->call, type, M0__RETURN_ANSWERED, data, len);
+  if (why != 0) return post_fail(wire_errno(why));
+  m0__actor self = {.id = M0__ACTOR_ID(M0__ROLE_MAILBOX, box), .trace = p->trace, .recv_fd = -1};
+  m0__peer peer;
+  m0__peer_direct(&peer, call->from, to);
+  if (to && m0__send_msg(&self, &peer, M0__K_RETURN, 0, 0, m) == 0) return 0;
+  nng_msg_free(m);
+  return post_fail(EPIPE); /* the caller gave up */
+}
+
+/* ---- monitors ---- */
+
+int m0__post_watch(m0__post *p, const char *actor, const char *watcher) {
+  if (!p) return post_fail(ENOENT);
+  for (int i = 0; i < p->nall; i++)
+    if (!strcmp(p->all[i]->name, actor)) {
+      int rv = name_ok(watcher) ? m0__boxes_watch(&p->boxes, i, watcher) : -EINVAL;
+      return rv == 0 || rv == -EEXIST ? 0 : post_fail(-rv);
+    }
+  return post_fail(ENOENT);
+}
+
+void m0__post_note(void *arg, const m0__service *s, int k, uint32_t type, const char *why) {
+  m0__post *p = arg;
+  char note[512], who[64];
+  if (k >= 0) snprintf(who, sizeof who, "\"%s.%d\"", s->name, k);
+  else snprintf(who, sizeof who, "null");
+  int n = snprintf(note, sizeof note, "{\"actor\":\"%s\",\"instance\":%s,%s}", s->name, who, why);
+  if (n < 0 || (size_t)n >= sizeof note) return;
+  m0__watch w[M0__WATCHES];
+  int nw = 0;
+  pthread_mutex_lock(&p->boxes.mu);
+  for (int i = 0; i < p->boxes.nwatch; i++)
+    if (p->boxes.watch[i].actor == s->index) w[nw++] = p->boxes.watch[i];
+  pthread_mutex_unlock(&p->boxes.mu);
+  int saved = errno;
+  for (int i = 0; i < nw; i++)
+    if (m0__post_send(p, w[i].watcher, type, note, (size_t)n) != 0) atomic_fetch_add(&p->boxes.missed, 1);
+  errno = saved;
 }

@@ -163,6 +163,7 @@ static void proof_taken(m0__service *s, const m0__msg *m) {
   pthread_mutex_unlock(&s->mu);
   if (k >= 0) {
     if (s->relay) s->relay_wake(s->relay);
+    m0__service_noted(s, k, M0_MSG_UP, "\"event\":\"up\"");
     return;
   }
   dial_refused(s, p, ok ? M0__REFUSE_INSTANCES : M0__REFUSE_PROOF, ok ? 0 : M0__K_HELLO);
@@ -215,7 +216,7 @@ static void slot_take(m0__service *s, int k, unsigned p) {
 /* ADD_PRE (under mu), what becomes of pipe p: */
 enum { PIPE_KEPT, PIPE_CLOSE, PIPE_REFUSE };
 
-static int pipe_added(m0__service *s, unsigned p) {
+static int pipe_added(m0__service *s, unsigned p, int *took) {
   if (s->door) { /* a leg: no slot until the relay says which (door_intro) */
     int u = 0;
     while (u < M0__SLOTS && s->unmet[u]) u++;
@@ -229,7 +230,7 @@ static int pipe_added(m0__service *s, unsigned p) {
     if (atomic_load(&s->slots[k].pipe) == 0) free_slot = &s->slots[k];
   struct m0__proving *pv = s->secret && free_slot ? proving_new(s, p) : NULL;
   if (!free_slot || (s->secret && !pv)) return PIPE_REFUSE;
-  if (!s->secret) slot_take(s, (int)(free_slot - s->slots), p);
+  if (!s->secret) slot_take(s, *took = (int)(free_slot - s->slots), p);
   return PIPE_KEPT;
 }
 
@@ -253,9 +254,9 @@ static int pipe_removed(m0__service *s, nng_pipe p) {
 
 void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
   m0__service *s = arg;
-  int fate = PIPE_KEPT, left = -1;
+  int fate = PIPE_KEPT, left = -1, took = -1;
   pthread_mutex_lock(&s->mu);
-  if (ev == NNG_PIPE_EV_ADD_PRE) fate = pipe_added(s, (unsigned)nng_pipe_id(p));
+  if (ev == NNG_PIPE_EV_ADD_PRE) fate = pipe_added(s, (unsigned)nng_pipe_id(p), &took);
   else if (ev == NNG_PIPE_EV_ADD_POST && s->secret) {
     struct m0__proving *pv = proving_of(s, (unsigned)nng_pipe_id(p));
     if (pv) {
@@ -265,6 +266,7 @@ void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
   } else if (ev == NNG_PIPE_EV_REM_POST) left = pipe_removed(s, p);
   pthread_mutex_unlock(&s->mu);
   if (left >= 0) m0__service_tell_left(s, left); /* after the unlock: the loops' inboxes have locks of their own */
+  if (took >= 0) m0__service_noted(s, took, M0_MSG_UP, "\"event\":\"up\"");
   if (fate == PIPE_CLOSE) nng_pipe_close(p);
   else if (fate == PIPE_REFUSE) dial_refused(s, p, M0__REFUSE_INSTANCES, 0);
   /* At ADD_POST, once nng has added the pipe: a request the relay sends it
@@ -338,6 +340,7 @@ static bool door_intro(m0__service *s, const m0__msg *m) {
     ok = true;
   }
   pthread_mutex_unlock(&s->mu);
+  if (ok) m0__service_noted(s, p[0], M0_MSG_UP, "\"event\":\"up\"");
   return ok;
 }
 

@@ -93,6 +93,12 @@ typedef struct m0__service {
                                * count), or st.restarts */
   m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
   struct m0__callers *callers; /* the host's (service/callers.h): where a RETURN or an ask's REPLY goes */
+  /* Told when an instance comes (M0_MSG_UP), leaves (M0_MSG_DOWN) or, a
+   * spawned one, exits (M0_MSG_EXITED): the host's monitors (service/post.h,
+   * m0__post_note), set before anything listens; NULL: nobody. what is the
+   * note's last JSON fields. Any thread; never under mu. */
+  void (*note)(void *arg, const struct m0__service *s, int k, uint32_t type, const char *what);
+  void *note_arg;
   /* Under --workers (service/relay.h): in the supervisor, the relay its
    * REPLYs go to (it has no loops); in a worker, door is set: its
    * connections are the relay's legs, whose instances it never stops.
@@ -218,6 +224,11 @@ uint32_t m0__service_slot_id(const m0__service *s, int k);
 #define M0__MESSAGE_WINDOW 1
 bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline);
 void m0__service_window_give(m0__service *s, int k);
+
+/* s->note, when set. */
+static inline void m0__service_noted(const struct m0__service *s, int k, uint32_t type, const char *what) {
+  if (s->note) s->note(s->note_arg, s, k, type, what);
+}
 
 /* The inbox a reply addressed to `to` goes into: a loop's of this service's
  * process, or a waiting caller's (service/post.h); NULL for anything else. */

@@ -37,6 +37,14 @@
  *   GET /msg/send?to=A&n=N  that thread sends A N (default 1) ECHO_MSG_COUNT
  *                          messages (m0_send): {"sent":K} and, when one was
  *                          refused, "errno"
+ *   GET /msg/box?name=B&n=N&ms=T  that thread opens mailbox B (m0_mailbox_open),
+ *                          says "host_check: mailbox B open" on stderr, and
+ *                          takes up to N messages (default 1) for up to T ms
+ *                          (default 5000), answering each call with its own
+ *                          data; then {"got":[{"type":T,"data":D,"call":bool}..]}
+ *                          (or 502 {"errno":..} when it cannot open it);
+ *                          &watch=A first monitors actor A into B
+ *                          (m0_monitor), and says "host_check: B watches A"
  * Its producer publishes a beat on channel "beats" every period.
  * Knobs (variables):
  *   M0_HOSTCHECK_PERIOD_MS    beat period (default 100)
@@ -253,10 +261,12 @@ static void view_deferred(void *state, const m0_request *req, m0_response *res) 
 
 typedef struct msg_job {
   m0_deferred *d;
-  char to[64], data[256];
-  long type, n;
-  bool call;
+  char to[64], data[256], watch[64];
+  long type, n, ms;
+  int what; /* MSG_CALL, MSG_SEND, MSG_BOX */
 } msg_job;
+
+enum { MSG_CALL, MSG_SEND, MSG_BOX };
 
 static void msg_answer(m0_deferred *d, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void msg_answer(m0_deferred *d, int status, const char *fmt, ...) {
@@ -280,9 +290,41 @@ static const char *msg_errno(int e) {
   }
 }
 
+/* /msg/box: a mailbox of this thread's own, receiving (and watching). */
+static void msg_box(msg_job *j) {
+  m0_mailbox *mb = m0_mailbox_open(NULL, j->to);
+  if (!mb || (j->watch[0] && m0_monitor(NULL, j->watch, j->to) != 0)) {
+    msg_answer(j->d, 502, "{\"errno\":\"%s\"}", msg_errno(errno));
+    m0_mailbox_close(mb);
+    return;
+  }
+  fprintf(stderr, "host_check: mailbox %s open\n", j->to);
+  if (j->watch[0]) fprintf(stderr, "host_check: %s watches %s\n", j->to, j->watch);
+  char *body = malloc(65536);
+  size_t at = body ? (size_t)snprintf(body, 65536, "{\"got\":[") : 0;
+  m0_message m;
+  for (long k = 0; body && k < j->n && m0_mailbox_recv(mb, (unsigned)j->ms, &m) == 0; k++) {
+    bool call = m0_mailbox_reply(mb, &m, m.type, m.data.p, m.data.n) == 0;
+    bool json = m.data.n && m.data.p[0] == '{';
+    int n = snprintf(body + at, 65536 - at, "%s{\"type\":%u,\"call\":%s,\"data\":%s%.*s%s}", k ? "," : "",
+                     (unsigned)m.type, call ? "true" : "false", json ? "" : "\"", (int)(m.data.n < 1000 ? m.data.n : 1000),
+                     m.data.p, json ? "" : "\"");
+    if (n > 0 && at + (size_t)n < 65000) at += (size_t)n;
+    m0_message_free(&m);
+  }
+  m0_mailbox_close(mb);
+  if (body) {
+    at += (size_t)snprintf(body + at, 65536 - at, "]}");
+    m0_deferred_respond(j->d, 200, "application/json", body, at);
+  } else msg_answer(j->d, 500, "{\"error\":\"no memory\"}");
+  free(body);
+}
+
 static void *msg_thread(void *arg) {
   msg_job *j = arg;
-  if (j->call) {
+  if (j->what == MSG_BOX) {
+    msg_box(j);
+  } else if (j->what == MSG_CALL) {
     m0_message a;
     if (m0_call(NULL, j->to, (uint32_t)j->type, j->data, strlen(j->data), 2000, &a) != 0) {
       msg_answer(j->d, 502, "{\"errno\":\"%s\"}", msg_errno(errno));
@@ -314,10 +356,14 @@ static void view_msg(void *state, const m0_request *req, m0_response *res) {
     m0_respondf(res, 500, "application/json", "{\"error\":\"no memory\"}");
     return;
   }
-  j->call = req->path.n == 9 && !memcmp(req->path.p, "/msg/call", 9);
+  j->what = req->path.p[5] == 'c' ? MSG_CALL : req->path.p[5] == 's' ? MSG_SEND : MSG_BOX;
   j->type = ECHO_MSG_ECHO;
   j->n = 1;
-  if (!m0_request_query(req, "to", &to) || to.n >= sizeof j->to ||
+  j->ms = 5000;
+  m0_str watch = {0};
+  if ((m0_request_query(req, "watch", &watch) && watch.n >= sizeof j->watch) ||
+      (m0_request_query(req, "ms", &(m0_str){0}) && !m0_request_query_int(req, "ms", 0, 60000, &j->ms)) ||
+      !m0_request_query(req, j->what == MSG_BOX ? "name" : "to", &to) || to.n >= sizeof j->to ||
       (m0_request_query(req, "data", &data) && data.n >= sizeof j->data) ||
       (m0_request_query(req, "type", &(m0_str){0}) && !m0_request_query_int(req, "type", 0, 1000000, &j->type)) ||
       (m0_request_query(req, "n", &(m0_str){0}) && !m0_request_query_int(req, "n", 0, 100000, &j->n))) {
@@ -326,10 +372,11 @@ static void view_msg(void *state, const m0_request *req, m0_response *res) {
     return;
   }
   memcpy(j->to, to.p, to.n);
+  if (watch.n) memcpy(j->watch, watch.p, watch.n);
   if (data.n) memcpy(j->data, data.p, data.n);
   pthread_t t;
   pthread_attr_t at;
-  if (!(j->d = m0_defer(res, 10000))) {
+  if (!(j->d = m0_defer(res, (unsigned)j->ms + 10000))) {
     free(j);
     m0_respondf(res, 500, "application/json", "{\"error\":\"cannot defer\"}");
     return;
@@ -389,6 +436,7 @@ static const m0_route hc_routes[] = {
     {"GET", "/deferred", view_deferred, M0_ON_LOOP},
     {"GET", "/msg/call", view_msg, M0_ON_LOOP},
     {"GET", "/msg/send", view_msg, M0_ON_LOOP},
+    {"GET", "/msg/box", view_msg, M0_ON_LOOP},
     {"GET", "/graph", view_graph, M0_ON_LOOP},
 };
 

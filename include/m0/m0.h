@@ -485,10 +485,44 @@ typedef struct m0_message {
   uint32_t type;
   m0_str data;
   void *mem_; /* the host's */
+  uint64_t call_; /* a mailbox's: the call it answers */
+  uint32_t from_;
 } m0_message;
 int m0_call(m0_host *h, const char *actor, uint32_t type, const void *data, size_t len, unsigned timeout_ms,
             m0_message *out);
 void m0_message_free(m0_message *m);
+
+/* ---- receiving without being an actor: mailboxes; and monitors --------
+ * A thread of the program receives as an actor does through a mailbox it
+ * opens in host h (NULL as m0_send's): m0_send and m0_call reach it by its
+ * name as they reach an actor (so no actor may have it), and the thread
+ * takes what comes with m0_mailbox_recv and answers a call with
+ * m0_mailbox_reply. At most 32 mailboxes per host, 4096 messages waiting in
+ * each (a send past it: EAGAIN). One thread receives from a mailbox at a
+ * time. Closing it drops what waits. */
+typedef struct m0_mailbox m0_mailbox;
+/* NULL with errno: EINVAL (name not 1..48 bytes of [a-z0-9_-]), EEXIST (an
+ * actor's or an open mailbox's name), ENOSPC, ENOENT (no host), ENOMEM. */
+m0_mailbox *m0_mailbox_open(m0_host *h, const char *name);
+/* The next message (free it with m0_message_free), waiting up to timeout_ms:
+ * 0, or -1 with errno ETIMEDOUT or ENOMEM. */
+int m0_mailbox_recv(m0_mailbox *mb, unsigned timeout_ms, m0_message *out);
+/* Answers msg, a call m0_mailbox_recv gave: 0, or -1 with errno EINVAL (a
+ * send: nobody waits), EPIPE (its caller gave up), EMSGSIZE, ENOMEM. */
+int m0_mailbox_reply(m0_mailbox *mb, const m0_message *msg, uint32_t type, const void *data, size_t len);
+void m0_mailbox_close(m0_mailbox *mb);
+
+/* Monitors (Erlang's monitor): `watcher`, an actor's or a mailbox's name,
+ * is sent a message (m0_send's, type below, data one JSON object with
+ * "actor", "instance" ("echo.1", or null) and "event") each time an
+ * instance of `actor` comes, leaves, or — a spawned process — exits. 0, or
+ * -1 with errno ENOENT (no such actor), EINVAL (a bad watcher name),
+ * ENOSPC (64 monitors per host). A note the watcher cannot take (its
+ * mailbox full, no instance live) is dropped and counted. */
+int m0_monitor(m0_host *h, const char *actor, const char *watcher);
+#define M0_MSG_UP 0xff000001u     /* "event":"up": an instance took its slot */
+#define M0_MSG_DOWN 0xff000002u   /* "event":"down","reason":...: it left (connection closed, thread ended) */
+#define M0_MSG_EXITED 0xff000003u /* "event":"exited","pid":P,"status":...,"restarted":bool: a spawned one ended */
 
 /* What m0_ask brings back: the other actor's reply. Valid until
  * m0_answer_free. */

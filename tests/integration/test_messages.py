@@ -31,6 +31,7 @@ does not answer the next call, which gets its own answer.
 import http.client
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -174,8 +175,13 @@ def sends(label, conns, placement):
     before = {pid: counted(c, "echo.0") for pid, c in conns.items()}
     outs = {pid: ask(c, f"/msg/send?to=echo.0&n={n}") for pid, c in conns.items()}
     sent = {pid: (j.get("sent") if st == 200 and isinstance(j, dict) else None) for pid, (st, j) in outs.items()}
-    F.check(all(s == n for s in sent.values()), f"{label}: /msg/send?to=echo.0&n={n} sends all {n} "
-                                                f"from each of {len(conns)} processes ({outs})")
+    # a connected instance's window may stay taken past a send's 100 ms on a
+    # loaded machine: that refusal (EAGAIN) is the documented one, and the
+    # count below still has to match what was sent
+    refused_ok = {pid: shared and isinstance(outs[pid][1], dict) and outs[pid][1].get("errno") == "EAGAIN"
+                  for pid in outs}
+    F.check(all(sent[pid] == n or (sent[pid] and refused_ok[pid]) for pid in outs),
+            f"{label}: /msg/send?to=echo.0&n={n} sends all {n} from each of {len(conns)} processes ({outs})")
     if any(b is None for b in before.values()) or any(s is None for s in sent.values()):
         F.check(False, f"{label}: echo.0's count before ({before}) and the sends ({outs}) read")
         return
@@ -187,7 +193,7 @@ def sends(label, conns, placement):
         for pid, c in conns.items():
             want = before[pid] + sent[pid]
             F.check(wait_for(lambda: counted(c, "echo.0") == want, 10, 0.05),
-                    f"{label}: worker {pid}'s own echo.0 counted {want} (before {before[pid]}, sent {sent[pid]}): "
+                    f"{label}: process {pid}'s own echo.0 counted {want} (before {before[pid]}, sent {sent[pid]}): "
                     f"{counted(c, 'echo.0')}")
 
 
@@ -323,23 +329,28 @@ def take_message(label, hostile, what):
     return got
 
 
+def instances(port):
+    st, text = get(port, "/metrics")
+    m = re.search(r'^m0_actor_instances\{actor="echo"\} (\d+)$', text if isinstance(text, str) else "", re.M)
+    return int(m.group(1)) if st == 200 and m else None
+
+
 def hostile():
     label = "hostile instance"
     rd = private_dir("rd-", TMP)
     path = write_json({"mode": "threads", "loops": 1, "app_actors": [{"name": "echo", "placement": "external"}]}, TMP)
     url, rc, out, err = doctor_url(path, "echo", rd)
     F.check(url is not None, f"{label}: the doctor names echo's url (rc {rc}): {out[-300:]} {err[-300:]}")
-    with Server("host_check", "--port", "0", "--run-dir", rd, "--topology", path) as s:
+    with Server("host_check", "--port", "0", "--run-dir", rd, "--metrics-path", "/metrics", "--topology", path) as s:
+        F.check(instances(s.port) == 0, f"{label}: no instance of echo before the peer dials ({instances(s.port)})")
         h = Pair1(url)
         try:
-            up = wait_for(lambda: errno_of(get(s.port, "/msg/call?to=echo.1")) == "EHOSTDOWN"
-                          and errno_of(get(s.port, "/msg/call?to=echo.9")) == "EHOSTDOWN", 10, 0.05)
-            # the peer connected: a call to "echo" now goes to it (EHOSTDOWN until then)
+            up = wait_for(lambda: instances(s.port) == 1, 10, 0.05)  # the peer is echo's instance
             c = Call(s.port, "A")
             c.start()
             a = take_message(label, h, "A")
             if not up or a is None:
-                F.check(False, f"{label}: the peer became echo's instance")
+                F.check(False, f"{label}: the peer became echo's instance ({instances(s.port)})")
                 return
             env, call_a = a[0], a[1]
             h.send(ret(env, call_a + 1000, b'{"stolen":1}'))  # names a call nobody made

@@ -234,6 +234,19 @@ def burst(label, port, pid):
                 sleeper.close()
 
 
+SANITIZER_RE = re.compile(r"ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer|LeakSanitizer")
+
+
+def stopped(label, s):
+    """SIGTERM: the host (and under prefork its workers) drains and exits 0,
+    with no sanitizer report on the shared stderr."""
+    rc = s.stop(timeout=20)
+    err = s.stderr()
+    bad = SANITIZER_RE.search(err)
+    F.check(rc == 0 and not bad, f"{label}: SIGTERM drains the host to exit 0 without a sanitizer report "
+                                 f"(exit {rc}): {err[bad.start() - 200 if bad else -600:][:1200]}")
+
+
 def placement_pids(s, placement, serving, externals):
     """The pids an echo of this placement answers from: the serving
     process(es) for a thread echo, the echo_actors, else the host's (or the
@@ -289,6 +302,7 @@ def one_host(mode, placement):
             close_all(conns)
         if placement == "thread":
             burst(label, s.port, next(iter(pids)) if nprocs > 1 else None)
+        stopped(label, s)
 
 
 # ---- hostile: an instance of our own that answers what it likes ----
@@ -383,6 +397,7 @@ def hostile():
             F.check(c.result and answer(c.result) == {"right": "C"}, f"{label}: a later call answered ({c.result})")
         finally:
             h.close()
+        stopped(label, s)
 
 
 try:

@@ -177,6 +177,14 @@ int m0__post_send(m0__post *p, const char *actor, uint32_t type, const void *dat
     why = c ? target_send(p, c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS)
             : EAGAIN;
   if (c) m0__caller_give(&p->callers, c);
+  if (why == 0 && t.box < 0 && t.svc->connected && target_same(&t)) {
+    /* its socket took it: nothing else gives a connected instance's send
+     * its count back (the RETURN that acknowledges it frees the window
+     * alone), and each kept one would bring the instance nearer its queue
+     * bound for good */
+    m0__slot *sl = &t.svc->slots[t.k];
+    if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
+  }
   target_done(p, &t);
   if (why == 0) return 0;
   if (m) nng_msg_free(m);

@@ -17,7 +17,9 @@ in mode threads (loops 2) and prefork (--workers 2), with host_check's
 - type=5 (echo answers nothing) is 502 ENODATA;
 - /msg/send?to=echo.0&n=N sends all N, and echo.0's count (type 4) comes to
   exactly N more (under prefork each worker sends N: a connected echo.0
-  counts both, a thread echo.0 is each worker's own);
+  counts both, a thread echo.0 is each worker's own); a connected echo has
+  a queue of 32, below N: a send its RETURN acknowledged is no longer in
+  flight, so neither the sends nor the count call after them are refused;
 - thread placement: while echo.0 sleeps in a request (x-sleep-ms), a burst
   of 5000 sends is refused EAGAIN at its queue bound (1024), and echo.0
   later counts exactly what was sent;
@@ -58,6 +60,8 @@ def topo(mode, placement):
     echo = {"name": "echo", "placement": placement}
     if placement != "external":
         echo["instances"] = 1 if placement == "thread" else 2
+    if placement != "thread":  # sends past it prove none stays counted in flight once acknowledged
+        echo["queue"] = 32
     return {"mode": mode, "loops": 2 if mode != "single" else 1,
             "app_actors": [echo, {"name": "relay", "placement": "thread"}]}
 

@@ -25,8 +25,8 @@ in mode threads (loops 2) and prefork (--workers 2), with host_check's
   later counts exactly what was sent;
 - GET /actor/relay (an m0_ask from a thread instance) answers 200.
 Hostile: a pair1 peer written here (hostile_actor.Pair1, not m0's runner)
-is echo's only external instance: a RETURN for no MESSAGE and a short one
-leave the host serving; a RETURN naming another call id leaves its call to
+is echo's only external instance: a RETURN for no MESSAGE, a short one
+and one addressed to a loop leave the host serving; a RETURN naming another call id leaves its call to
 ETIMEDOUT; a late RETURN for that call, sent before the next call's own,
 does not answer the next call, which gets its own answer.
 """
@@ -53,6 +53,7 @@ ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace
 K_MESSAGE, K_RETURN = 19, 20  # runtime/kinds.h: READY = 1 ... MESSAGE, RETURN
 MSG_HEAD = struct.Struct("<QIH")  # service/wire.h: call type name-length, name, data
 RET_HEAD = struct.Struct("<QII")  # call type code, data
+LOOP0 = 2 << 24  # loop.0's id (runtime/actor.h: role << 24 | index)
 ECHOED, COUNT_TYPE, NONE_TYPE = 2, 4, 5  # echo.h: ECHO_MSG_ECHOED, ECHO_MSG_COUNTED, ECHO_MSG_NONE
 
 
@@ -389,9 +390,12 @@ def hostile():
                     f"({c.result})")
             h.send(ret(b[0], 424242, b"no message"))  # a RETURN for no MESSAGE at all
             h.send(ENV.pack(MAGIC, K_RETURN, 0, b[0][1], b[0][0], 8, 0, 0, 3) + b"abc")  # too short for a RETURN
+            h.send(ret((LOOP0, b[0][1], 0, 0), b[1], b'{"to":"loop"}'))  # to a loop, which takes no RETURN
+            F.check(wait_for(lambda: "loop.0 refused a return message" in s.stderr(), 10),
+                    f"{label}: the RETURN to a loop is refused there, named: {s.stderr()[-600:]}")
             st, j = get(s.port, "/health")
             F.check(st == 200 and s.proc.poll() is None,
-                    f"{label}: after RETURNs for no MESSAGE the host serves ({st} {j})")
+                    f"{label}: after RETURNs for no MESSAGE, a short one and one to a loop, the host serves ({st} {j})")
             c = Call(s.port, "C")  # and the instance still gets calls, answered as before
             c.start()
             m = take_message(label, h, "C")

@@ -1,15 +1,17 @@
-/* m0_send and m0_call from the embedding program's own main thread (no
- * actor, no view) to a thread actor of a host it started in-process
- * (m0_host_start): the answer, the refusals (ENOENT, ENODATA, ETIMEDOUT,
- * EMSGSIZE), sends that each reach the named host's instance alone when two
- * hosts serve side by side, and h NULL resolving to the only host, or to
- * none (ENOENT) when there are two. */
+/* m0_send and m0_call from the embedding program's own threads (main and
+ * threads it made: no actor, no view) to a thread actor of a host it
+ * started in-process (m0_host_start): the answer, the refusals (ENOENT,
+ * ENODATA, ETIMEDOUT, EMSGSIZE), eight threads calling at once each
+ * answered their own call, sends that each reach the named host's instance
+ * alone when two hosts serve side by side, and h NULL resolving to the only
+ * host, or to none (ENOENT) when there are two. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +40,10 @@ static void echo_message(void *state, uint32_t type, m0_str data, m0_reply *rep)
   if (type == MSG_COUNT) s->counted++;
   if (!rep) return;
   if (type == MSG_ECHO) m0_reply_message(rep, MSG_ECHOED, data.p, data.n);
-  if (type == MSG_COUNTED) m0_reply_message(rep, MSG_COUNTED, text, (size_t)snprintf(text, sizeof text, "%ld", s->counted));
+  if (type == MSG_COUNTED) {
+    int n = snprintf(text, sizeof text, "%ld", s->counted);
+    m0_reply_message(rep, MSG_COUNTED, text, (size_t)n);
+  }
 }
 
 static void echo_receive(void *state, const m0_request *req, m0_reply *rep) { m0_reply_send(rep, 200, NULL, "e", 1); }
@@ -122,6 +127,55 @@ static void test_one_host(void **st) {
   assert_int_equal(m0_host_stop(h), 0);
 }
 
+/* Threads of the program's own, calling and sending at once: each call gets
+ * its own answer back (none crossed with another thread's), every send is
+ * counted. */
+enum { CALLERS = 8, CALLS = 40 };
+typedef struct caller_job {
+  m0_host *h;
+  int index, wrong, failed;
+} caller_job;
+
+static void *caller_run(void *arg) {
+  caller_job *j = arg;
+  for (int i = 0; i < CALLS; i++) {
+    char mine[32];
+    int n = snprintf(mine, sizeof mine, "thread %d call %d", j->index, i);
+    m0_message m;
+    if (m0_send(j->h, "echo", MSG_COUNT, NULL, 0) != 0 ||
+        m0_call(j->h, "echo", MSG_ECHO, mine, (size_t)n, 5000, &m) != 0) {
+      j->failed++;
+      continue;
+    }
+    if (m.type != MSG_ECHOED || m.data.n != (size_t)n || memcmp(m.data.p, mine, (size_t)n)) j->wrong++;
+    m0_message_free(&m);
+  }
+  return NULL;
+}
+
+static void test_threads_at_once(void **st) {
+  m0_host *h = start();
+  assert_non_null(h);
+  long before = counted(h, "echo");
+  assert_true(before >= 0);
+  pthread_t t[CALLERS];
+  caller_job jobs[CALLERS];
+  for (int i = 0; i < CALLERS; i++) {
+    jobs[i] = (caller_job){.h = h, .index = i};
+    assert_int_equal(pthread_create(&t[i], NULL, caller_run, &jobs[i]), 0);
+  }
+  int wrong = 0, failed = 0;
+  for (int i = 0; i < CALLERS; i++) {
+    pthread_join(t[i], NULL);
+    wrong += jobs[i].wrong;
+    failed += jobs[i].failed;
+  }
+  assert_int_equal(wrong, 0);
+  assert_int_equal(failed, 0);
+  assert_int_equal(counted(h, "echo"), before + CALLERS * CALLS);
+  assert_int_equal(m0_host_stop(h), 0);
+}
+
 static void test_two_hosts(void **st) {
   m0_host *a = start();
   assert_non_null(a);
@@ -143,6 +197,7 @@ static void test_two_hosts(void **st) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_one_host), cmocka_unit_test(test_two_hosts)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_one_host), cmocka_unit_test(test_threads_at_once),
+                                     cmocka_unit_test(test_two_hosts)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

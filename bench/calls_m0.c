@@ -5,8 +5,9 @@
  *   m0_calls call N SIZE CALLER_CPU ACTOR_CPU     pong on a thread of the host
  *   m0_calls send N SIZE CALLER_CPU ACTOR_CPU     m0_send N times, then a call for the count
  *   m0_calls ipc-call N SIZE CALLER_CPU ACTOR_CPU pong in a second process over ipc
- *   m0_calls floor N SIZE CALLER_CPU ACTOR_CPU    eventfd and mutex+condvar ping-pong, no host
+ *   m0_calls floor N SIZE CALLER_CPU ACTOR_CPU    eventfd, condvar, inbox and spin ping-pong, no host
  *   m0_calls floor-send N SIZE CALLER_CPU ACTOR_CPU  N messages through m0's inbox alone
+ *   m0_calls floor-ipc N SIZE CALLER_CPU ACTOR_CPU   a unix socketpair ping-pong between two processes
  *   m0_calls actor URL CPU                        (ipc-call's child: m0_actor_run)
  *
  * Prints one line of JSON on stdout; exits 1 on any failure (a refused
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -295,6 +297,87 @@ static void *calls_floor_cv(void *arg) {
   return NULL;
 }
 
+/* The spin floor: each side spins on an atomic turn, never sleeping (what
+ * Erlang's schedulers do for a while before they sleep): the cache line's
+ * trip between the CPUs, and a CPU burnt on each side. */
+typedef struct calls_spin {
+  int cpu;
+  long n;
+  _Atomic long turn; /* 2i+1: the answerer's, 2i+2: the caller's */
+} calls_spin;
+
+static void *calls_spin_answer(void *arg) {
+  calls_spin *f = arg;
+  calls_pin(f->cpu);
+  for (long i = 0; i < f->n; i++) {
+    while (atomic_load_explicit(&f->turn, memory_order_acquire) != 2 * i + 1) {
+    }
+    atomic_store_explicit(&f->turn, 2 * i + 2, memory_order_release);
+  }
+  return NULL;
+}
+
+static int calls_spin_run(long n, int caller_cpu, int actor_cpu) {
+  calls_spin f = {.cpu = actor_cpu, .n = n};
+  int64_t *ns = malloc((size_t)n * sizeof *ns);
+  pthread_t t;
+  if (!ns || pthread_create(&t, NULL, calls_spin_answer, &f)) return -1;
+  calls_pin(caller_cpu);
+  int64_t t0 = calls_now_ns();
+  for (long i = 0; i < n; i++) {
+    int64_t a = calls_now_ns();
+    atomic_store_explicit(&f.turn, 2 * i + 1, memory_order_release);
+    while (atomic_load_explicit(&f.turn, memory_order_acquire) != 2 * i + 2) {
+    }
+    ns[i] = calls_now_ns() - a;
+  }
+  int64_t total = calls_now_ns() - t0;
+  pthread_join(t, NULL);
+  calls_print_rtt("floor-spin", ns, n, total, 0);
+  free(ns);
+  return 0;
+}
+
+/* The across-process floor: size bytes over a unix stream socketpair to a
+ * forked child on actor_cpu that writes them back; one write and one read
+ * each way, two processes asleep in turn. */
+static int calls_unix_run(long n, size_t size, int caller_cpu, int actor_cpu) {
+  int sv[2];
+  char buf[65536] = {0};
+  if (size > sizeof buf || size == 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    calls_pin(actor_cpu);
+    ssize_t k;
+    while ((k = read(sv[1], buf, sizeof buf)) > 0)
+      if (write(sv[1], buf, (size_t)k) != k) break;
+    _exit(0);
+  }
+  close(sv[1]);
+  int64_t *ns = malloc((size_t)n * sizeof *ns);
+  if (pid < 0 || !ns || calls_pin(caller_cpu) != 0) return -1;
+  int64_t t0 = calls_now_ns();
+  int rv = 0;
+  for (long i = 0; i < n && rv == 0; i++) {
+    int64_t a = calls_now_ns();
+    size_t got = 0;
+    if (write(sv[0], buf, size) != (ssize_t)size) rv = -1;
+    while (rv == 0 && got < size) {
+      ssize_t k = read(sv[0], buf + got, size - got);
+      if (k <= 0) rv = -1;
+      else got += (size_t)k;
+    }
+    ns[i] = calls_now_ns() - a;
+  }
+  int64_t total = calls_now_ns() - t0;
+  close(sv[0]);
+  waitpid(pid, NULL, 0);
+  if (rv == 0) calls_print_rtt("floor-unix", ns, n, total, 0);
+  free(ns);
+  return rv;
+}
+
 static int calls_floor_run(const char *what, bool efd, long n, int caller_cpu, int actor_cpu) {
   calls_floor f = {.cpu = actor_cpu, .n = n, .ping = eventfd(0, 0), .pong = eventfd(0, 0)};
   pthread_mutex_init(&f.mu, NULL);
@@ -402,7 +485,7 @@ int main(int argc, char **argv) {
     return m0_actor_run(&calls_kinds[0], argv[2], 0);
   }
   if (argc != 6) {
-    fprintf(stderr, "usage: m0_calls call|send|ipc-call|floor|floor-send N SIZE CALLER_CPU ACTOR_CPU\n");
+    fprintf(stderr, "usage: m0_calls call|send|ipc-call|floor|floor-send|floor-ipc N SIZE CALLER_CPU ACTOR_CPU\n");
     return 2;
   }
   long n = atol(argv[2]);
@@ -413,8 +496,10 @@ int main(int argc, char **argv) {
     int rv = calls_floor_run("floor-eventfd", true, n, caller, actor);
     if (rv == 0) rv = calls_floor_run("floor-condvar", false, n, caller, actor);
     if (rv == 0) rv = calls_inbox_floor_run(true, n, size, caller, actor);
+    if (rv == 0) rv = calls_spin_run(n, caller, actor);
     return rv ? 1 : 0;
   }
+  if (!strcmp(argv[1], "floor-ipc")) return calls_unix_run(n, size, caller, actor) ? 1 : 0;
   if (!strcmp(argv[1], "floor-send")) return calls_inbox_floor_run(false, n, size, caller, actor) ? 1 : 0;
   if (strcmp(argv[1], "call") && strcmp(argv[1], "send") && strcmp(argv[1], "ipc-call")) return 2;
   return calls_host(argv[1], n, size, caller, actor) ? 1 : 0;

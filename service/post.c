@@ -202,6 +202,16 @@ typedef struct waiter {
   void *out;
 } waiter;
 
+/* An answer the caller does not take (another call's, another instance's,
+ * or from a slot since replaced): counted and named like the loops' (as
+ * `reply` at the caller, or at the instance it acts for: runtime/admit.h). */
+static void call_refused(m0__post *p, const m0__caller *c, const m0__env *e) {
+  char who[48];
+  atomic_fetch_add(&p->callers.dropped, 1);
+  m0__actor_name(e->from, who, sizeof who);
+  m0__refused(c->self.id, M0__REFUSE_REPLY, e->kind, who);
+}
+
 /* Waits on c's inbox until deadline for t's answer to w. 0 or an errno. */
 static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, int64_t deadline) {
   for (;;) {
@@ -213,7 +223,7 @@ static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, int
       (void)poll(&pf, 1, (int)left);
       continue;
     }
-    m0__env e;
+    m0__env e = {0};
     const uint8_t *payload;
     size_t len;
     bool mine = false;
@@ -223,7 +233,7 @@ static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, int
       rv = w->take(w, payload, len, &mine);
     nng_msg_free(n);
     if (mine) return rv;
-    atomic_fetch_add(&p->callers.dropped, 1); /* a late answer, or not the asked instance's */
+    call_refused(p, c, &e); /* a late answer, or not the asked instance's */
   }
 }
 

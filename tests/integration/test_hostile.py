@@ -19,7 +19,7 @@ supervisor, producer, worker.i, loop.i, pool.i.j), over one connection each:
 - malformed: an empty message, junk, 43 bytes (short of the 44-byte
   header), a header whose length says more than came and one that says
   less, length fields of 16 MiB + 1 and 2^32 - 1, bad magic (m0E2, 0),
-  kinds 0, 19 (one past the last) and 0xffff, flags 2 and 0x8000, the sealed flag with no
+  kinds 0, one past the last and 0xffff, flags 2 and 0x8000, the sealed flag with no
   trailer, 200 random bytes;
 - a forged seal (flags = 1, 20 random trailer bytes; and 16 random bytes
   with the host's pid), on STOPs, a READY and (loops) a FRAME;
@@ -103,7 +103,7 @@ itself at the end, then answers it again) while echo_actor holds another
 (`x-sleep-ms: 1500`). While 20 POSTs go through echo_actor one after another,
 it sends again and again (two rounds at least, ~1.5 s): malformed envelopes
 (empty, junk, 43 bytes, lengths that are not the bytes, 16 MiB + 1 and
-2^32 - 1, bad magic, kinds 0, 19 and 0xffff, flags 2 and 0x8000, the sealed
+2^32 - 1, bad magic, kinds 0, one past the last and 0xffff, flags 2 and 0x8000, the sealed
 flag without a trailer, random bytes); forged seals (on REPLY and PUBLISH,
 with and without the host's pid); every kind the socket never takes (READY,
 FAILED, GO, STOP, STOPPED, DIED, LEAVING, FRAME, HANDOFF of descriptors
@@ -184,9 +184,10 @@ RNG = random.Random(19)
 
 MAGIC = 0x3145306D  # "m0E1" (M0__ENV_MAGIC)
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo length
-KINDS = ("READY FAILED GO STOP STOPPED DIED LEAVING FRAME HANDOFF JOB RESULT REQUEST REPLY ANSWER PUBLISH CHUNK TRACE "
-         "HELLO").split()
-K = {name: i + 1 for i, name in enumerate(KINDS)}  # runtime/kinds.h: READY = 1 ... HELLO = 18
+# The kinds, from the one list (runtime/kinds.h: READY = 1 ... in order).
+with open(os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "kinds.h")) as _f:
+    KINDS = tuple(re.findall(r"^\s*X\((\w+),", _f.read(), re.M))
+K = {name: i + 1 for i, name in enumerate(KINDS)}
 ROLES = {"coordinator": 1, "loop": 2, "pool": 3, "producer": 4, "external": 5, "worker": 6, "app": 7}
 EXT = (ROLES["external"] << 24) | 4242  # an outside publisher (m0pub is external.<pid>)
 APP = (ROLES["app"] << 24) | 1  # an application actor's instance
@@ -299,7 +300,7 @@ def battery(name, role, loops, counter, replay_id, host_pid, network=False):
     add("a length of 2^32 - 1", env(K["STOP"], coord, me, length=0xFFFFFFFF), "malformed")
     add("bad magic m0E2", env(K["STOP"], coord, me, magic=0x3245306D), "malformed")
     add("magic 0", env(K["STOP"], coord, me, magic=0), "malformed")
-    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (HELLO = 18), the widest
+    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last, the widest
         add(f"kind {k}", env(k, coord, me), "malformed")
     add("flags 2", env(K["STOP"], coord, me, flags=2), "malformed")
     add("flags 0x8000", env(K["STOP"], coord, me, flags=0x8000), "malformed")
@@ -676,7 +677,7 @@ HELD_MS = 1500  # x-sleep-ms: the request echo_actor holds while the attack runs
 ROUTE_MS = 5000  # POST /actor/echo's timeout: the held request and the whole attack fit in it
 APP_PERIOD_MS = 100  # the producer's beats: the streams stay busy, every id on them
 GENS, PLACES = 48, 4  # the plausible ids forged, per loop: entry generations 1..GENS x table places 0..PLACES-1
-ASK_TOP = 0xFFFF << 48  # the top 16 bits of an m0_ask's id (service/instance.c)
+ASK_TOP = 0xFFFF << 48  # ids no loop gives (a loop's names the loop in its top 16 bits)
 ROUNDS_MIN, ATTACK_S = 2, 2.5  # the battery is sent again and again while the legitimate traffic runs
 ACTOR_RE = re.compile(r'^(m0_actor_[a-z_]+)\{actor="echo"(?:,(?:outcome|reason)="([a-z_]+)")?\} (\d+)$', re.M)
 
@@ -773,7 +774,7 @@ def socket_battery(loops, host_pid, own):
     at_door("a length of 2^32 - 1", reply(empty, length=0xFFFFFFFF), "malformed")
     at_door("bad magic m0E2", reply(empty, magic=0x3245306D), "malformed")
     at_door("magic 0", reply(empty, magic=0), "malformed")
-    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last (HELLO = 18), the widest
+    for k in (0, len(KINDS) + 1, 0xFFFF):  # no kind, one past the last, the widest
         at_door(f"kind {k}", env(k, APP, loop0, empty), "malformed")
     at_door("flags 2", reply(empty, flags=2), "malformed")
     at_door("flags 0x8000", reply(empty, flags=0x8000), "malformed")
@@ -1068,11 +1069,11 @@ def app_socket(mode, transport):
 
 def stolen_ask(s, hostile, echo, label):
     """An ask is answered only by the instance it went to: a REPLY whose `to`
-    is a thread instance's slot goes into that instance's inbox (the way
-    back for an m0_ask: service/service.c), and m0_ask takes it only from the
+    is a thread instance's slot goes to the caller acting for that instance
+    while it waits (service/callers.h), and the caller takes it only from the
     slot it asked, while that slot holds the instance it asked
-    (service/instance.c). An ask's id is 0xffff << 48 | its number, from 1:
-    the hostile instance names the first eight."""
+    (service/post.c). A call's id is its host's counter, from 1, and this is
+    the host's first: the hostile instance names the first eight."""
     relay = (ROLES["app"] << 24) | (2 << 12)  # relay.0: host_check's third actor kind, on a thread
     sample = 'm0_refused_total{actor="relay.0",reason="reply"}'
     n0 = metric(s.port, sample) or 0
@@ -1082,7 +1083,7 @@ def stolen_ask(s, hostile, echo, label):
         F.check(wait_for(lambda: (metric(s.port, 'm0_actor_in_flight{actor="echo"}') or 0) >= 1, 3, 0.005),
                 f"{label}: relay's ask of echo is in flight")
         for n in range(1, 9):
-            hostile.send(env(K["REPLY"], APP, relay, replies([(ASK_TOP | n, 299, b'{"forged":true}')])))
+            hostile.send(env(K["REPLY"], APP, relay, replies([(n, 299, b'{"forged":true}')])))
         st, _, _, b, _ = c.try_response(timeout=5)
     try:
         j = json.loads(b)

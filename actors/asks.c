@@ -110,7 +110,7 @@ static bool ask_grow(m0__asks *a) {
 
 static int ask_take(m0__loop *l, m0__conn *c, const m0_response *res, int svc, unsigned timeout_ms) {
   m0__asks *a = l->asks;
-  if (a->free_head < 0 && !ask_grow(a)) return -1;
+  if (a->free_head < 0 && !ask_grow(a)) return M0__ENOMEM;
   int i = a->free_head;
   ask *e = &a->tab[i];
   e->extra = NULL;
@@ -118,7 +118,7 @@ static int ask_take(m0__loop *l, m0__conn *c, const m0_response *res, int svc, u
   e->trace_hi = res->req ? res->req->trace_hi : 0;
   e->trace_lo = res->req ? res->req->trace_lo : 0;
   if (res->extra_len) { /* rare (a before_request that adds headers, a traceparent): its own copy */
-    if (!(e->extra = malloc(res->extra_len))) return -1;
+    if (!(e->extra = malloc(res->extra_len))) return M0__ENOMEM;
     memcpy(e->extra, res->extra, res->extra_len);
     e->extra_len = res->extra_len;
   }
@@ -257,12 +257,12 @@ static int asks_park(m0__loop *l, m0__conn *c, const m0_request *req, m0_respons
                      int64_t until) {
   m0__asks *a = l->asks;
   int i = ask_take(l, c, res, si, timeout_ms);
-  if (i < 0) return -1;
+  if (i < 0) return i;
   ask *e = &a->tab[i];
   if (m0__wire_batch_new(&e->held, 512 + req->body.n) != 0 || m0__wire_request_add(e->held, ask_id(a, i), req) != 0) {
     ask_release(a, i);
     m0__respond_status(res, 503, NULL);
-    return -1;
+    return M0__ENOMEM;
   }
   e->slot = -1;
   a->nparked[si]++;
@@ -333,7 +333,7 @@ int m0__asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_
   m0__loop *l = h->owner;
   m0__asks *a = l->asks;
   int si = a->route_svc[route - l->app->routes];
-  if (si < 0) return -1; /* 503 */
+  if (si < 0) return M0__EINVALID; /* no actor of this loop's: 503 */
   m0__service *s = l->services[si];
   bool full;
   uint32_t gen;
@@ -345,23 +345,23 @@ int m0__asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_
     atomic_fetch_add(full ? &s->st->queue_full : &s->st->no_instance, 1);
     if (full) m0_response_header(res, "Retry-After", "1");
     m0__respond_status(res, 503, NULL);
-    return -1;
+    return M0__ENOTFOUND; /* answered 503: no instance live, or each at its bound */
   }
   int i = ask_take(l, c, res, si, route->timeout_ms ? route->timeout_ms : ROUTE_TIMEOUT_MS);
-  if (i < 0) return -1;
+  if (i < 0) return i;
   ask_batch *b = &a->batches[si * M0__SLOTS + k];
   if (!b->msg) {
     if (m0__wire_batch_new(&b->msg, 4096) != 0) {
       ask_release(a, i);
       m0__respond_status(res, 503, NULL);
-      return -1;
+      return M0__ENOMEM;
     }
     a->filled[a->nfilled++] = si * M0__SLOTS + k; /* the flush looks only at these */
   }
   if (m0__wire_request_add(b->msg, ask_id(a, i), req) != 0) {
     ask_release(a, i);
     m0__respond_status(res, 503, NULL);
-    return -1;
+    return M0__ETOOBIG; /* or no memory */
   }
   ask *e = &a->tab[i];
   e->slot = (int16_t)k;

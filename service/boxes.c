@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errors.h"
+
 void m0__boxes_init(m0__boxes *b) {
   memset(b, 0, sizeof *b);
   pthread_mutex_init(&b->mu, NULL);
@@ -16,11 +18,11 @@ void m0__boxes_fini(m0__boxes *b) {
   pthread_mutex_destroy(&b->mu);
 }
 
-/* The open box of that name (under mu), or -1. */
+/* The open box of that name (under mu), or M0__ENOTFOUND. */
 static int box_find(const m0__boxes *b, const char *name, size_t n) {
   for (int i = 0; i < M0__BOXES; i++)
     if (b->box[i].name[0] && strlen(b->box[i].name) == n && !memcmp(b->box[i].name, name, n)) return i;
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 int m0__box_open(m0__boxes *b, const char *name) {

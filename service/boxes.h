@@ -60,7 +60,7 @@ int m0__box_open(m0__boxes *b, const char *name);
 /* Closes box i (what waits in it is dropped). */
 void m0__box_close(m0__boxes *b, int i);
 /* The open box named by the n bytes at name, held for a send (give it back
- * with m0__box_release), or -1. */
+ * with m0__box_release), or M0__ENOTFOUND. */
 int m0__box_hold(m0__boxes *b, const char *name, size_t n);
 void m0__box_release(m0__boxes *b, int i);
 /* Adds a watch: 0, -EEXIST (the same one is there) or -ENOSPC. */

@@ -27,7 +27,7 @@ struct m0_reply {
 
 int m0_reply_header(m0_reply *rep, const char *name, const char *value) {
   if (!rep || rep->sent || rep->call || !name || !value) return -1;
-  return m0__header_block_add(&rep->hb, name, strlen(name), value, strlen(value));
+  return m0__header_block_add(&rep->hb, name, strlen(name), value, strlen(value)) == 0 ? 0 : -1;
 }
 
 int m0_reply_send(m0_reply *rep, int status, const char *content_type, const void *body, size_t len) {

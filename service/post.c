@@ -126,30 +126,38 @@ static int box_send(m0__post *p, m0__caller *c, const target *t, m0__trace_id tr
 }
 
 /* m sent from caller c to t's instance, counted in flight (a call gives
- * its count back when it ends; a thread instance, a send's once taken). A
+ * its count back when it ends; a thread instance, a send's once taken; a
+ * connected instance's send is not counted: its window bounds it). A
  * MESSAGE to a connected instance waits for its window until deadline
- * (service.h). 0, or an errno (m is still the caller's). */
+ * (service.h), which it holds until its answer, or `until`. 0, or an errno
+ * (m is still the caller's). */
 static int target_send(m0__post *p, m0__caller *c, const target *t, int kind, m0__trace_id trace, nng_msg *m,
-                       int64_t deadline) {
+                       int64_t deadline, int64_t until, bool counted) {
   if (t->box >= 0) return kind == M0__K_MESSAGE ? box_send(p, c, t, trace, m) : ENOENT; /* no ask of a mailbox */
   m0__service *s = t->svc;
   m0__slot *sl = &s->slots[t->k];
   bool window = s->connected && kind == M0__K_MESSAGE;
-  if (window && !m0__service_window_take(s, t->k, t->gen, deadline)) return target_same(t) ? EAGAIN : EHOSTDOWN;
+  if (window && !m0__service_window_take(s, t->k, t->gen, deadline, until))
+    return target_same(t) ? EAGAIN : EHOSTDOWN;
+  counted = counted || !s->connected;
   m0__peer to;
   if (s->connected) m0__peer_pipe(&to, t->id, s->self.mailbox, m0__slot_pipe(sl));
   else m0__peer_direct(&to, t->id, sl->inbox);
-  atomic_fetch_add(&sl->inflight, 1);
+  if (counted) atomic_fetch_add(&sl->inflight, 1);
   int rv = m0__send_msg(&c->self, &to, kind, trace.hi, trace.lo, m);
   if (rv == 0) return 0;
-  atomic_fetch_sub(&sl->inflight, 1);
+  if (counted) atomic_fetch_sub(&sl->inflight, 1);
   if (window) m0__service_window_give(s, t->k);
   return rv == M0__ENOMEM ? ENOMEM : EAGAIN; /* the instance's socket did not take it in time */
 }
 
 /* How long a send waits for a connected instance's window: as long as a
- * loop's send waits for a socket (runtime/actor.h's send timeout). */
+ * loop's send waits for a socket (runtime/actor.h's send timeout); and how
+ * long the window waits for a send's acknowledgement before the next
+ * message goes anyway (an instance that answers none still takes messages,
+ * one a second, rather than none ever again). */
 #define POST_SEND_WAIT_MS 100
+#define POST_SEND_ANSWER_MS 1000
 
 /* The edge of the post: errno set to err, and the m0__err that says it. */
 static int post_fail(int err) {
@@ -174,17 +182,10 @@ int m0__post_send(m0__post *p, const char *actor, uint32_t type, const void *dat
   if (why == 0 && (why = m0__wire_message_new(&m, 0, type, NULL, data, len)) != 0) why = wire_errno(why);
   m0__caller *c = why == 0 ? m0__caller_take(&p->callers, p == post_here ? post_as : 0) : NULL;
   if (why == 0)
-    why = c ? target_send(p, c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS)
+    why = c ? target_send(p, c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS,
+                          m0__service_now_ms() + POST_SEND_ANSWER_MS, false)
             : EAGAIN;
   if (c) m0__caller_give(&p->callers, c);
-  if (why == 0 && t.box < 0 && t.svc->connected && target_same(&t)) {
-    /* its socket took it: nothing else gives a connected instance's send
-     * its count back (the RETURN that acknowledges it frees the window
-     * alone), and each kept one would bring the instance nearer its queue
-     * bound for good */
-    m0__slot *sl = &t.svc->slots[t.k];
-    if (atomic_load(&sl->inflight) > 0) atomic_fetch_sub(&sl->inflight, 1);
-  }
   target_done(p, &t);
   if (why == 0) return 0;
   if (m) nng_msg_free(m);
@@ -274,7 +275,7 @@ static int post_call(m0__post *p, const char *actor, int kind, m0__trace_id trac
   atomic_store(&c->call, w->call);
   if (t.svc) atomic_fetch_add(&t.svc->st->asking, 1); /* /metrics' in flight, with the loops' (host/metrics.c) */
   int64_t deadline = m0__service_now_ms() + (timeout_ms ? timeout_ms : 1000);
-  if ((why = target_send(p, c, &t, kind, trace, m, deadline)) != 0) {
+  if ((why = target_send(p, c, &t, kind, trace, m, deadline, deadline, true)) != 0) {
     nng_msg_free(m);
   } else {
     why = call_wait(p, c, &t, w, deadline);

@@ -142,7 +142,7 @@ static int book_row(m0__relay *r, int w, uint32_t from) {
   uint32_t *at = book_place(r, w, from);
   if (*at) return (int)*at - 1;
   if (r->nbook == r->book_cap) {
-    if (!book_grow(r)) return -1;
+    if (!book_grow(r)) return M0__ENOMEM;
     at = book_place(r, w, from);
   }
   r->book[r->nbook] = (m0__relay_asker){from, w};
@@ -156,7 +156,7 @@ static int book_row(m0__relay *r, int w, uint32_t from) {
 static int book_back(const m0__relay *r, uint32_t *to) {
   int i = M0__ACTOR_INDEX(*to);
   if (M0__ACTOR_ROLE(*to) == M0__ROLE_LOOP) return i;
-  if (M0__ACTOR_ROLE(*to) != M0__ROLE_RELAYED || i >= r->nbook) return -1;
+  if (M0__ACTOR_ROLE(*to) != M0__ROLE_RELAYED || i >= r->nbook) return M0__ENOTFOUND;
   *to = r->book[i].from;
   return r->book[i].worker;
 }

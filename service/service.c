@@ -242,7 +242,7 @@ static int pipe_removed(m0__service *s, nng_pipe p) {
   for (int u = 0; s->door && u < M0__SLOTS; u++)
     if (s->unmet[u] == (unsigned)nng_pipe_id(p)) s->unmet[u] = 0;
   m0__slot *sl = slot_of_pipe(s, p);
-  if (!sl) return -1;
+  if (!sl) return M0__ENOTFOUND;
   m0__service_slot_left(s, (int)(sl - s->slots));
   atomic_store(&sl->pipe, 0);
   sl->where[0] = 0;

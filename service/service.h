@@ -60,6 +60,7 @@ typedef struct m0__slot {
   m0__inbox *inbox;     /* thread instances */
   char where[48];       /* a worker's door: where the relayed instance dialed from (under mu; "" unknown) */
   int messages;         /* connected: MESSAGEs sent and not answered (under mu; m0__service_window_take) */
+  int64_t message_until; /* past it the last one's answer is not waited for (under mu) */
 } m0__slot;
 
 /* What /metrics says of one actor (all counters since start): its line on
@@ -216,13 +217,15 @@ uint32_t m0__service_slot_id(const m0__service *s, int k);
 /* A connected instance's MESSAGE window: one MESSAGE is with it at a time
  * (pair1's polyamorous mode drops what does not fit its pipe's short
  * queue, so the host never has more in it than its loops' requests and one
- * message), answered by the instance's RETURN (docs/wire.md). take waits
+ * message), answered by the instance's RETURN (docs/wire.md), or not
+ * waited for past `until` (a call's bound, a second for a send: an
+ * instance that answers none still gets messages, slowly). take waits
  * until slot k's window is free, up to deadline (m0__service_now_ms's
  * clock): true when taken; false at the deadline or when the instance of
  * generation gen is gone. give: the MESSAGE's RETURN came (or it was not
  * sent). Thread safety: any thread. */
 #define M0__MESSAGE_WINDOW 1
-bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline);
+bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline, int64_t until);
 void m0__service_window_give(m0__service *s, int k);
 
 /* s->note, when set. */

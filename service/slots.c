@@ -23,18 +23,21 @@ m0__inbox *m0__service_reply_inbox(const m0__service *s, uint32_t to) {
              : NULL;
 }
 
-bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline) {
+bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline, int64_t until) {
   m0__slot *sl = &s->slots[k];
   bool taken = false;
   pthread_mutex_lock(&s->mu);
   for (;;) {
     if (atomic_load(&sl->gen) != gen || !atomic_load(&sl->live)) break;
+    int64_t now = m0__service_now_ms();
+    if (sl->messages >= M0__MESSAGE_WINDOW && now >= sl->message_until) sl->messages = 0; /* not waited for any more */
     if (sl->messages < M0__MESSAGE_WINDOW) {
       sl->messages++;
+      sl->message_until = until;
       taken = true;
       break;
     }
-    int64_t left = deadline - m0__service_now_ms();
+    int64_t left = deadline - now;
     if (left <= 0) break;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

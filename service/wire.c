@@ -182,7 +182,8 @@ bool m0__wire_header_ok(const char *name, size_t nlen, const char *value, size_t
 }
 
 int m0__header_block_add(m0__header_block *b, const char *name, size_t nl, const char *value, size_t vl) {
-  if (!m0__wire_header_ok(name, nl, value, vl) || b->n >= b->max || b->used + nl + vl > b->cap) return -1;
+  if (!m0__wire_header_ok(name, nl, value, vl)) return M0__EINVALID;
+  if (b->n >= b->max || b->used + nl + vl > b->cap) return M0__ETOOBIG;
   char *at = b->store + b->used;
   memcpy(at, name, nl);
   memcpy(at + nl, value, vl);

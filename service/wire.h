@@ -130,7 +130,8 @@ typedef struct m0__header_block {
   char *store;
   size_t used, cap;
 } m0__header_block;
-/* 0, or -1 (refused by the check, or no room: nothing added). */
+/* 0, or M0__EINVALID (refused by the check) / M0__ETOOBIG (no room):
+ * nothing added. */
 int m0__header_block_add(m0__header_block *b, const char *name, size_t nl, const char *value, size_t vl);
 
 #endif

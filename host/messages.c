@@ -28,7 +28,7 @@ void m0_message_free(m0_message *m) {
 }
 
 struct m0_mailbox {
-  struct m0__post *post;
+  m0__boxes *boxes; /* may outlive its host (service/boxes.h) */
   int box;
 };
 
@@ -42,7 +42,7 @@ m0_mailbox *m0_mailbox_open(m0_host *h, const char *name) {
     errno = saved;
     return NULL;
   }
-  *mb = (m0_mailbox){p, box};
+  *mb = (m0_mailbox){p->boxes, box};
   return mb;
 }
 
@@ -50,7 +50,7 @@ int m0_mailbox_recv(m0_mailbox *mb, unsigned timeout_ms, m0_message *out) {
   if (!mb || !out) return (errno = EINVAL, -1);
   memset(out, 0, sizeof *out);
   m0__received r;
-  if (m0__post_box_recv(mb->post, mb->box, timeout_ms, &r) != 0) return -1;
+  if (m0__box_recv(mb->boxes, mb->box, timeout_ms, &r) != 0) return -1;
   *out = (m0_message){r.type, r.data, r.mem, r.call, r.from};
   return 0;
 }
@@ -58,12 +58,12 @@ int m0_mailbox_recv(m0_mailbox *mb, unsigned timeout_ms, m0_message *out) {
 int m0_mailbox_reply(m0_mailbox *mb, const m0_message *msg, uint32_t type, const void *data, size_t len) {
   if (!mb || !msg) return (errno = EINVAL, -1);
   m0__received r = {.call = msg->call_, .from = msg->from_};
-  return m0__post_box_reply(mb->post, mb->box, &r, type, data, len) == 0 ? 0 : -1;
+  return m0__box_reply(mb->boxes, mb->box, &r, type, data, len) == 0 ? 0 : -1;
 }
 
 void m0_mailbox_close(m0_mailbox *mb) {
   if (!mb) return;
-  m0__post_box_close(mb->post, mb->box);
+  m0__box_close(mb->boxes, mb->box);
   free(mb);
 }
 

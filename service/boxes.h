@@ -15,6 +15,12 @@
  *   it too (32 names, compared once each), then puts into the inbox after.
  *   A box is not reused while a send may still hold it: closing marks it
  *   closing, and it is free again only once no send is inside it.
+ * - The table outlives its host while a mailbox is open: the program's
+ *   thread may still hold one (blocked in m0_mailbox_recv) when the host
+ *   stops. Each open mailbox holds a reference, the post one; the host's
+ *   stop marks the table stopped (a receive then ends with ECANCELED, a
+ *   reply with EPIPE, without touching the host) and the last reference
+ *   frees it.
  */
 #ifndef M0_SERVICE_BOXES_H
 #define M0_SERVICE_BOXES_H
@@ -23,7 +29,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "m0/m0.h"
+#include "runtime/actor.h"
 #include "runtime/inbox.h"
+#include "service/callers.h"
 
 #define M0__BOXES 32
 #define M0__BOX_QUEUE 4096
@@ -45,20 +54,45 @@ typedef struct m0__watch {
 
 typedef struct m0__boxes {
   pthread_mutex_t mu;
+  int refs;                /* the post's, and one per open mailbox (under mu) */
+  atomic_bool stopped;     /* the host stopped: callers is gone */
+  m0__callers *callers;    /* where a reply goes (NULL once stopped; under mu) */
+  m0__tracer *trace;
   m0__box box[M0__BOXES];
   m0__watch watch[M0__WATCHES];
   int nwatch;
   _Atomic unsigned long long missed; /* notes a watcher could not take */
 } m0__boxes;
 
-void m0__boxes_init(m0__boxes *b);
-void m0__boxes_fini(m0__boxes *b);
+/* A table with the post's reference, or NULL. */
+m0__boxes *m0__boxes_new(m0__callers *callers, m0__tracer *trace);
+/* The host stops: every receive wakes and ends, and the post's reference
+ * goes. */
+void m0__boxes_stop(m0__boxes *b);
 /* Opens mailbox `name`: its index, or an errno negated (-EEXIST taken,
  * -ENOSPC every box in use, -ENOMEM). The name's form is the caller's to
  * check. */
 int m0__box_open(m0__boxes *b, const char *name);
-/* Closes box i (what waits in it is dropped). */
+/* Closes box i (what waits in it is dropped) and gives its reference back
+ * (the table may be freed). */
 void m0__box_close(m0__boxes *b, int i);
+/* What a mailbox received: the message, its data copied into mem (the
+ * receiver's to free), and the call it answers (0: a send) from whom. */
+typedef struct m0__received {
+  uint32_t type;
+  m0_str data;
+  void *mem;
+  uint64_t call;
+  uint32_t from;
+} m0__received;
+/* The next message of box i, waiting up to timeout_ms: 0, or M0__ETIMEDOUT
+ * (errno ETIMEDOUT), M0__ECLOSED (ECANCELED: the host stopped) or
+ * M0__ENOMEM. One receiver per box at a time. */
+int m0__box_recv(m0__boxes *b, int i, unsigned timeout_ms, m0__received *out);
+/* Answers a received call: 0, or a negative m0__err with errno EINVAL (a
+ * send: nobody waits), EPIPE (its caller gave up, or the host stopped),
+ * EMSGSIZE, ENOMEM. */
+int m0__box_reply(m0__boxes *b, int i, const m0__received *call, uint32_t type, const void *data, size_t len);
 /* The open box named by the n bytes at name, held for a send (give it back
  * with m0__box_release), or M0__ENOTFOUND. */
 int m0__box_hold(m0__boxes *b, const char *name, size_t n);

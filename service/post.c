@@ -23,7 +23,7 @@ static _Thread_local uint32_t post_as; /* the thread instance this thread is (it
 int m0__post_init(m0__post *p, m0__service *const *all, int nall, m0__tracer *trace) {
   memset(p, 0, sizeof *p);
   m0__callers_init(&p->callers, trace);
-  m0__boxes_init(&p->boxes);
+  if (!(p->boxes = m0__boxes_new(&p->callers, trace))) return M0__ENOMEM;
   p->trace = trace;
   p->all = all;
   p->nall = nall;
@@ -42,8 +42,8 @@ void m0__post_fini(m0__post *p) {
       break;
     }
   pthread_mutex_unlock(&posts_mu);
+  m0__boxes_stop(p->boxes); /* first: a mailbox's reply reaches no caller after */
   m0__callers_fini(&p->callers);
-  m0__boxes_fini(&p->boxes);
 }
 
 void m0__post_enter(m0__post *p, uint32_t as) {
@@ -78,7 +78,7 @@ static int target_find(m0__post *p, const char *actor, target *t) {
   for (int i = 0; i < p->nall && !t->svc; i++)
     if (strlen(p->all[i]->name) == n && !strncmp(p->all[i]->name, actor, n)) t->svc = p->all[i];
   if (!t->svc) {
-    t->box = dot ? -1 : m0__box_hold(&p->boxes, actor, n);
+    t->box = dot ? -1 : m0__box_hold(p->boxes, actor, n);
     t->id = M0__ACTOR_ID(M0__ROLE_MAILBOX, t->box);
     return t->box >= 0 ? 0 : ENOENT;
   }
@@ -102,7 +102,7 @@ static int target_find(m0__post *p, const char *actor, target *t) {
 
 /* A mailbox found is given back (a send no longer holds it). */
 static void target_done(m0__post *p, const target *t) {
-  if (t->box >= 0) m0__box_release(&p->boxes, t->box);
+  if (t->box >= 0) m0__box_release(p->boxes, t->box);
 }
 
 /* Whether the target is still the one found (an instance's slot not
@@ -113,7 +113,7 @@ static bool target_same(const target *t) {
 
 /* A MESSAGE into mailbox t->box, within its bound. 0 or an errno. */
 static int box_send(m0__post *p, m0__caller *c, const target *t, m0__trace_id trace, nng_msg *m) {
-  m0__box *x = &p->boxes.box[t->box];
+  m0__box *x = &p->boxes->box[t->box];
   if (atomic_fetch_add(&x->queued, 1) >= M0__BOX_QUEUE) {
     atomic_fetch_sub(&x->queued, 1);
     return EAGAIN;
@@ -362,55 +362,8 @@ int m0__post_box_open(m0__post *p, const char *name) {
   if (!name_ok(name)) return post_fail(EINVAL);
   for (int i = 0; i < p->nall; i++)
     if (!strcmp(p->all[i]->name, name)) return post_fail(EEXIST); /* an actor's name */
-  int i = m0__box_open(&p->boxes, name);
+  int i = m0__box_open(p->boxes, name);
   return i >= 0 ? i : post_fail(-i);
-}
-
-void m0__post_box_close(m0__post *p, int box) { m0__box_close(&p->boxes, box); }
-
-int m0__post_box_recv(m0__post *p, int box, unsigned timeout_ms, m0__received *out) {
-  m0__box *x = &p->boxes.box[box];
-  int64_t deadline = m0__service_now_ms() + timeout_ms;
-  for (;;) {
-    nng_msg *n = m0__inbox_take(&x->inbox);
-    if (!n) {
-      int64_t left = deadline - m0__service_now_ms();
-      if (left <= 0) return post_fail(ETIMEDOUT);
-      struct pollfd pf = {.fd = x->inbox.efd, .events = POLLIN};
-      (void)poll(&pf, 1, (int)left);
-      continue;
-    }
-    atomic_fetch_sub(&x->queued, 1);
-    m0__env e;
-    const uint8_t *payload;
-    size_t len;
-    m0__wire_message msg;
-    if (m0__env_read(nng_msg_body(n), nng_msg_len(n), &e, &payload, &len) != 0 ||
-        m0__wire_message_read(payload, len, &msg) != 0) {
-      nng_msg_free(n); /* only the post puts here: not seen */
-      continue;
-    }
-    char *mem = malloc(msg.data.n ? msg.data.n : 1);
-    if (mem && msg.data.n) memcpy(mem, msg.data.p, msg.data.n);
-    nng_msg_free(n);
-    if (!mem) return post_fail(ENOMEM);
-    *out = (m0__received){msg.type, {mem, msg.data.n}, mem, msg.call, e.from};
-    return 0;
-  }
-}
-
-int m0__post_box_reply(m0__post *p, int box, const m0__received *call, uint32_t type, const void *data, size_t len) {
-  if (!call->call) return post_fail(EINVAL); /* a send: nobody waits */
-  m0__inbox *to = m0__callers_inbox(&p->callers, call->from);
-  nng_msg *m;
-  int why = m0__wire_return_new(&m, call->call, type, M0__RETURN_ANSWERED, data, len);
-  if (why != 0) return post_fail(wire_errno(why));
-  m0__actor self = {.id = M0__ACTOR_ID(M0__ROLE_MAILBOX, box), .trace = p->trace, .recv_fd = -1};
-  m0__peer peer;
-  m0__peer_direct(&peer, call->from, to);
-  if (to && m0__send_msg(&self, &peer, M0__K_RETURN, 0, 0, m) == 0) return 0;
-  nng_msg_free(m);
-  return post_fail(EPIPE); /* the caller gave up */
 }
 
 /* ---- monitors ---- */
@@ -419,7 +372,7 @@ int m0__post_watch(m0__post *p, const char *actor, const char *watcher) {
   if (!p) return post_fail(ENOENT);
   for (int i = 0; i < p->nall; i++)
     if (!strcmp(p->all[i]->name, actor)) {
-      int rv = name_ok(watcher) ? m0__boxes_watch(&p->boxes, i, watcher) : -EINVAL;
+      int rv = name_ok(watcher) ? m0__boxes_watch(p->boxes, i, watcher) : -EINVAL;
       return rv == 0 || rv == -EEXIST ? 0 : post_fail(-rv);
     }
   return post_fail(ENOENT);
@@ -434,12 +387,12 @@ void m0__post_note(void *arg, const m0__service *s, int k, uint32_t type, const 
   if (n < 0 || (size_t)n >= sizeof note) return;
   m0__watch w[M0__WATCHES];
   int nw = 0;
-  pthread_mutex_lock(&p->boxes.mu);
-  for (int i = 0; i < p->boxes.nwatch; i++)
-    if (p->boxes.watch[i].actor == s->index) w[nw++] = p->boxes.watch[i];
-  pthread_mutex_unlock(&p->boxes.mu);
+  pthread_mutex_lock(&p->boxes->mu);
+  for (int i = 0; i < p->boxes->nwatch; i++)
+    if (p->boxes->watch[i].actor == s->index) w[nw++] = p->boxes->watch[i];
+  pthread_mutex_unlock(&p->boxes->mu);
   int saved = errno;
   for (int i = 0; i < nw; i++)
-    if (m0__post_send(p, w[i].watcher, type, note, (size_t)n) != 0) atomic_fetch_add(&p->boxes.missed, 1);
+    if (m0__post_send(p, w[i].watcher, type, note, (size_t)n) != 0) atomic_fetch_add(&p->boxes->missed, 1);
   errno = saved;
 }

@@ -39,7 +39,7 @@
 
 typedef struct m0__post {
   m0__callers callers;
-  m0__boxes boxes;
+  m0__boxes *boxes; /* its mailboxes and monitors (outlive it while a mailbox is open) */
   m0__tracer *trace;
   m0__service *const *all; /* the host's actors, by name */
   int nall;
@@ -74,25 +74,9 @@ int m0__post_ask(m0__post *p, const char *actor, const m0_request *req, unsigned
 
 /* ---- mailboxes and monitors (service/boxes.h) ---- */
 
-/* What a mailbox received: the message, its data copied into mem (the
- * receiver's to free), and the call it answers (0: a send) from whom. */
-typedef struct m0__received {
-  uint32_t type;
-  m0_str data;
-  void *mem;
-  uint64_t call;
-  uint32_t from;
-} m0__received;
 /* Opens mailbox `name` (1..48 of [a-z0-9_-], no actor's): its index, or a
  * negative m0__err with errno EINVAL, EEXIST, ENOSPC, ENOMEM. */
 int m0__post_box_open(m0__post *p, const char *name);
-void m0__post_box_close(m0__post *p, int box);
-/* The next message, waiting up to timeout_ms: 0, or M0__ETIMEDOUT (errno
- * ETIMEDOUT) / M0__ENOMEM. One receiver per mailbox at a time. */
-int m0__post_box_recv(m0__post *p, int box, unsigned timeout_ms, m0__received *out);
-/* Answers call (a received call): 0, or errno EINVAL (it was a send), EPIPE
- * (its caller gave up), EMSGSIZE, ENOMEM. */
-int m0__post_box_reply(m0__post *p, int box, const m0__received *call, uint32_t type, const void *data, size_t len);
 /* watcher (an actor's or a mailbox's name) is sent a note (m0_monitor's
  * types) of each instance of actor that comes, leaves or exits: 0, or errno
  * ENOENT (no such actor), EINVAL (a bad watcher name), ENOSPC. */

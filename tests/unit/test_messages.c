@@ -4,7 +4,8 @@
  * ENODATA, ETIMEDOUT, EMSGSIZE), eight threads calling at once each
  * answered their own call, sends that each reach the named host's instance
  * alone when two hosts serve side by side, and h NULL resolving to the only
- * host, or to none (ENOENT) when there are two. */
+ * host, or to none (ENOENT) when there are two; a mailbox of the program's
+ * own thread, and one still open when its host stops. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,8 +197,102 @@ static void test_two_hosts(void **st) {
   assert_int_equal(m0_host_stop(a), 0);
 }
 
+/* A mailbox: the program's thread receives sends and calls by its name and
+ * answers the calls; names are checked; a monitor's watcher must be named
+ * well and watch an actor there is. */
+typedef struct box_caller {
+  m0_host *h;
+  int rc, err;
+  m0_message answer;
+} box_caller;
+
+static void *box_call(void *arg) {
+  box_caller *c = arg;
+  c->rc = m0_call(c->h, "jobs", 9, "question", 8, 5000, &c->answer);
+  c->err = errno;
+  return NULL;
+}
+
+static void test_mailbox(void **st) {
+  m0_host *h = start();
+  assert_non_null(h);
+  m0_mailbox *mb = m0_mailbox_open(h, "jobs");
+  assert_non_null(mb);
+  errno = 0;
+  assert_null(m0_mailbox_open(h, "jobs"));
+  assert_int_equal(errno, EEXIST);
+  errno = 0;
+  assert_null(m0_mailbox_open(h, "echo")); /* an actor's name */
+  assert_int_equal(errno, EEXIST);
+  errno = 0;
+  assert_null(m0_mailbox_open(h, "Jobs!"));
+  assert_int_equal(errno, EINVAL);
+
+  assert_int_equal(m0_send(h, "jobs", 7, "a", 1), 0);
+  m0_message m;
+  assert_int_equal(m0_mailbox_recv(mb, 5000, &m), 0);
+  assert_int_equal(m.type, 7);
+  assert_int_equal(m.data.n, 1);
+  assert_memory_equal(m.data.p, "a", 1);
+  errno = 0;
+  assert_int_equal(m0_mailbox_reply(mb, &m, 1, "x", 1), -1); /* a send: nobody waits */
+  assert_int_equal(errno, EINVAL);
+  m0_message_free(&m);
+
+  box_caller c = {.h = h};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, box_call, &c), 0);
+  assert_int_equal(m0_mailbox_recv(mb, 5000, &m), 0);
+  assert_int_equal(m.type, 9);
+  assert_memory_equal(m.data.p, "question", 8);
+  assert_int_equal(m0_mailbox_reply(mb, &m, 10, "answer", 6), 0);
+  m0_message_free(&m);
+  pthread_join(t, NULL);
+  assert_int_equal(c.rc, 0);
+  assert_int_equal(c.answer.type, 10);
+  assert_memory_equal(c.answer.data.p, "answer", 6);
+  m0_message_free(&c.answer);
+
+  errno = 0;
+  assert_int_equal(m0_mailbox_recv(mb, 50, &m), -1);
+  assert_int_equal(errno, ETIMEDOUT);
+  assert_int_equal(m0_monitor(h, "echo", "jobs"), 0);
+  errno = 0;
+  assert_int_equal(m0_monitor(h, "nope", "jobs"), -1);
+  assert_int_equal(errno, ENOENT);
+  errno = 0;
+  assert_int_equal(m0_monitor(h, "echo", "Jobs!"), -1);
+  assert_int_equal(errno, EINVAL);
+  m0_mailbox_close(mb);
+  errno = 0;
+  assert_int_equal(m0_send(h, "jobs", 7, "a", 1), -1); /* closed: no such name */
+  assert_int_equal(errno, ENOENT);
+  assert_int_equal(m0_host_stop(h), 0);
+}
+
+/* A mailbox still open when its host stops: its receive ends (ECANCELED)
+ * instead of waiting on what the stop freed, and it closes after. */
+static void test_mailbox_outlives(void **st) {
+  m0_host *h = start();
+  assert_non_null(h);
+  m0_mailbox *mb = m0_mailbox_open(h, "late");
+  assert_non_null(mb);
+  assert_int_equal(m0_monitor(h, "echo", "late"), 0);
+  assert_int_equal(m0_host_stop(h), 0);
+  m0_message m;
+  int got = 0;
+  while (m0_mailbox_recv(mb, 1000, &m) == 0) { /* the monitor's note of echo.0 going, then the stop */
+    got++;
+    m0_message_free(&m);
+  }
+  assert_int_equal(errno, ECANCELED);
+  assert_true(got <= 1);
+  m0_mailbox_close(mb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_one_host), cmocka_unit_test(test_threads_at_once),
-                                     cmocka_unit_test(test_two_hosts)};
+                                     cmocka_unit_test(test_two_hosts), cmocka_unit_test(test_mailbox),
+                                     cmocka_unit_test(test_mailbox_outlives)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -505,10 +505,12 @@ typedef struct m0_mailbox m0_mailbox;
  * actor's or an open mailbox's name), ENOSPC, ENOENT (no host), ENOMEM. */
 m0_mailbox *m0_mailbox_open(m0_host *h, const char *name);
 /* The next message (free it with m0_message_free), waiting up to timeout_ms:
- * 0, or -1 with errno ETIMEDOUT or ENOMEM. */
+ * 0, or -1 with errno ETIMEDOUT, ENOMEM, or ECANCELED once its host has
+ * stopped (a mailbox may be closed after its host, never used otherwise). */
 int m0_mailbox_recv(m0_mailbox *mb, unsigned timeout_ms, m0_message *out);
 /* Answers msg, a call m0_mailbox_recv gave: 0, or -1 with errno EINVAL (a
- * send: nobody waits), EPIPE (its caller gave up), EMSGSIZE, ENOMEM. */
+ * send: nobody waits), EPIPE (its caller gave up, or the host stopped),
+ * EMSGSIZE, ENOMEM. */
 int m0_mailbox_reply(m0_mailbox *mb, const m0_message *msg, uint32_t type, const void *data, size_t len);
 void m0_mailbox_close(m0_mailbox *mb);
 

@@ -131,13 +131,6 @@ static int app_actors_one(m0__app_actors *a, int i, const m0__app_decl *decl, m0
                           const app_open_ctx *o) {
   const m0__actor_spec *sp = &decl->actors[i];
   m0__service *s = &a->svcs[i];
-  if (sp->placement == M0__PLACE_PROCESS && pr->stop_fd >= 0) {
-    /* A spawned instance is this program run again, and an embedding
-     * program's main is its own, not m0_serve's. */
-    fprintf(stderr, "m0: actor %s is placed process, which an embedded host cannot spawn: place it external "
-                    "(the program runs m0_actor_run) or thread\n", sp->name);
-    return M0__ECONFIG;
-  }
   if (sp->placement == M0__PLACE_THREAD) return app_actors_instances(a, i, decl, pr, o);
   if (pr->mode == M0__MODE_PREFORK) return app_actors_door(s, sp, a->urls[i], sizeof a->urls[i], pr, first, o->pub);
   if (app_actors_url(a->urls[i], sizeof a->urls[i], sp, pr) != 0) {

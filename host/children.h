@@ -41,5 +41,9 @@ void m0__children_drain(m0__children *ch);
 /* SIGTERM to every child, waits until deadline (CLOCK_MONOTONIC ms), then
  * SIGKILL to what is left, reaps, and frees. */
 void m0__children_stop(m0__children *ch, int64_t deadline);
+/* In a child spawned here (M0__ACTOR set): the instance of app's kind
+ * `name` (m0_actor_run), its exit code. m0_serve and m0_host_start turn
+ * into it, so a spawned program runs no code of its main past them. */
+int m0__actor_child(const m0_app *app, const char *name);
 
 #endif

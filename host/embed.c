@@ -15,6 +15,7 @@
 #include "config/options.h"
 #include "config/topofile.h"
 #include "base/errors.h"
+#include "host/children.h"
 #include "host/coordinator.h"
 #include "host/embed.h"
 #include "service/post.h"
@@ -58,6 +59,11 @@ static void *embed_main(void *arg) {
 
 m0_host *m0_host_start(const m0_app *app, const m0_producer *producer, int argc, char **argv, int *code, char *err,
                        size_t errlen) {
+  /* A process the host spawned for an instance of an actor placed
+   * `process` is this program again: here it becomes that instance and
+   * exits, and main's code past this call never runs in it. */
+  const char *child = getenv("M0__ACTOR");
+  if (child) exit(m0__actor_child(app, child));
   m0_host *h = calloc(1, sizeof *h);
   int rc = 1;
   if (!h) {

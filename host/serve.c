@@ -14,6 +14,7 @@
 #include "config/checks.h"
 #include "config/options.h"
 #include "config/topofile.h"
+#include "host/children.h"
 #include "host/coordinator.h"
 #include "host/master.h"
 #include "host/reload.h"
@@ -64,7 +65,7 @@ static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
 /* A process spawned for an instance of an actor placed `process`
  * (host/children.c): the kind's m0_actor_run, dialing the host's URL. It
  * inherits nothing it needs but stdio, and outlives no host. */
-static int serve_actor(const m0_app *app, const char *name) {
+int m0__actor_child(const m0_app *app, const char *name) {
   const char *url = getenv("M0__ACTOR_URL"), *inst = getenv("M0__ACTOR_INSTANCE");
   const char *parent = getenv("M0__ACTOR_PARENT");
   prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -136,7 +137,7 @@ static int serve_checked(const m0_app *app, const m0_producer *producer, m0_conf
 
 int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **argv) {
   argv = m0__title_init(argc, argv); /* a copy: the original is where titles go */
-  if (getenv("M0__ACTOR")) return serve_actor(app, getenv("M0__ACTOR"));
+  if (getenv("M0__ACTOR")) return m0__actor_child(app, getenv("M0__ACTOR"));
   m0__reload_remember(app, argc, argv); /* the binary's path now: what SIGUSR2 runs later */
   if (getenv("M0__MASTER")) return m0__master_run(app); /* generation 1, handed over (host/master.h) */
   m0_config *cfg = calloc(1, sizeof *cfg);

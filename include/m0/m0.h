@@ -642,7 +642,9 @@ int m0_serve(const m0_app *app, const m0_producer *producer, int argc, char **ar
 /* Embedding: the host inside a larger program, which keeps main and its
  * signal handlers. argv is read like a command line (flags over M0_
  * variables), the same checks run, and --workers above 1 is refused (a host
- * inside a program does not spawn processes). Returns once every loop serves;
+ * inside a program spawns no workers). In a process it spawned for an actor
+ * placed `process` it does not return: it runs that instance and exits (the
+ * program's code before it runs there too). Returns once every loop serves;
  * on refusal NULL, *code the exit code serving would have returned (2 or 78,
  * or 1) and the reason in err. Thread safety: call from any one thread.
  * Several hosts may serve side by side in one process, each with its own

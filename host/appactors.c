@@ -13,6 +13,8 @@
  * its place in this generation's list, which a reload may change. Without a
  * row (every one taken) it counts in its own and /metrics shows none. */
 static void app_actors_rows(m0__service *s, m0__process *pr) {
+  if (pr->page.names && s->index < M0__PAGE_APP_ACTORS) /* m0trace's names (transport/page.h) */
+    snprintf(pr->page.names->actors[s->index], M0__PAGE_NAME_MAX, "%s", s->name);
   if (!pr->page.rows || (s->row = m0__page_actor_row(&pr->page, s->name, true)) < 0) return;
   s->restarts = &pr->page.restarts[s->row]; /* the host's count, whoever spawns */
   s->st = &pr->page.actors[s->row];         /* and its requests, whoever asks */
@@ -166,6 +168,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     a->svcs[i].callers = &a->post.callers; /* a call's answer finds its caller */
     a->svcs[i].note = m0__post_note;        /* and the monitors hear of its instances */
     a->svcs[i].note_arg = &a->post;
+    a->svcs[i].spawned = sp->placement == M0__PLACE_PROCESS; /* the observer's placement */
     app_actors_rows(&a->svcs[i], pr);
     int rv = app_actors_one(a, i, decl, pr, first, &o);
     if (rv != 0) return rv;
@@ -181,7 +184,13 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
   memset(a, 0, sizeof *a);
   a->reload = &pr->reload;
   int connected = 0;
-  for (int i = 0; i < decl->nactors; i++) connected += decl->actors[i].placement != M0__PLACE_THREAD;
+  for (int i = 0; i < decl->nactors; i++) {
+    connected += decl->actors[i].placement != M0__PLACE_THREAD;
+    /* Named here too, thread actors included (each worker's own): the
+     * supervisor's tracer takes m0trace's --actor echo, and names its
+     * records as the workers and the observer do (echo.0, not app.0.0). */
+    m0__app_actor_named(i, decl->actors[i].name);
+  }
   if (connected == 0) return 0;
   a->n = decl->nactors;
   a->svcs = calloc((size_t)a->n, sizeof *a->svcs);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <nng/nng.h>
 
 #include "runtime/admit.h"
 #include "runtime/edges.h"
@@ -20,6 +21,16 @@ static void process_of(const m0__topology *t, int role, int idx, char *out, size
   else if (role == M0__ROLE_COORD || role == M0__ROLE_PRODUCER) snprintf(out, n, "supervisor");
   else if (role == M0__ROLE_POOL) snprintf(out, n, "worker.%d", idx >> 12);
   else snprintf(out, n, "worker.%d", idx);
+}
+
+/* The pid of actor (role, idx)'s process: this one's, or under prefork the
+ * supervisor's (this worker's parent: it spawned it) or worker i's, which
+ * the supervisor writes on the page at each spawn (0: not known yet). */
+static pid_t pid_of(const m0__loop *l, int role, int idx) {
+  if (l->topo->mode != M0__MODE_PREFORK) return getpid();
+  if (role == M0__ROLE_COORD || role == M0__ROLE_PRODUCER) return getppid();
+  int w = role == M0__ROLE_POOL ? idx >> 12 : idx;
+  return w >= 0 && w < (int)l->page->head->loops ? (pid_t)atomic_load(&l->page->lines[w].pid) : 0;
 }
 
 /* The messages counted on each edge (runtime/edges.h), by names: an
@@ -161,6 +172,10 @@ static void graph_actors(graph *g) {
                           proc, "thread", role == M0__ROLE_COORD || role == M0__ROLE_WORKER ? "main" : name,
                           "machine", g->host, "url", d->url, "refused", refused(&g->rf, d->id));
     if (role == M0__ROLE_PRODUCER) g->has_producer = true;
+    pid_t pid = pid_of(g->l, role, idx);
+    if (pid > 0) json_object_set_new(n, "pid", json_integer(pid));
+    if (role == M0__ROLE_WORKER && idx < (int)g->l->page->head->loops)
+      json_object_set_new(n, "respawns", json_integer((json_int_t)atomic_load(&g->l->page->lines[idx].respawns)));
     if (role == M0__ROLE_LOOP && idx < (int)g->l->page->head->loops) {
       const m0__loop_line *ln = &g->l->page->lines[idx];
       json_object_set_new(n, "requests", json_integer((json_int_t)atomic_load(&ln->requests)));
@@ -214,6 +229,23 @@ static void graph_edges(graph *g) {
   }
 }
 
+/* How application actor s is placed, as the topology says. */
+static const char *placement_of(const m0__service *s) {
+  return !s->connected ? "thread" : s->spawned ? "process" : "external";
+}
+
+/* Slot k's pid: a thread instance's is this process's; a connected one's
+ * the peer of its ipc pipe (a spawned instance dials ipc), 0 when not
+ * known (over tcp; at a worker's door, whose pipe is the relay's leg). */
+static pid_t instance_pid(m0__service *s, int k) {
+  if (!s->connected) return getpid();
+  if (s->door) return 0;
+  uint64_t pid = 0;
+  nng_pipe p = {.id = atomic_load(&s->slots[k].pipe)};
+  if (!p.id || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) != 0) return 0;
+  return (pid_t)pid;
+}
+
 /* Slot k of application actor s, live: its node and edges. */
 static void graph_instance(graph *g, m0__service *s, int k) {
   char inst[64], where[256], other[64];
@@ -226,12 +258,13 @@ static void graph_instance(graph *g, m0__service *s, int k) {
     m0__pipe_where(atomic_load(&s->slots[k].pipe), g->host, where, sizeof where);
   }
   if (s->connected) json_object_set_new(g->outside, inst, json_true());
-  json_array_append_new(g->nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role",
-                                            "instance", "actor", s->name, "process",
-                                            s->connected ? "connected" : g->process, "thread",
-                                            s->connected ? "" : inst, "machine", s->connected ? where : g->host,
-                                            "in_flight", atomic_load(&s->slots[k].inflight), "placement",
-                                            s->connected ? "connected" : "thread"));
+  json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role", "instance", "actor",
+                        s->name, "process", s->connected ? "connected" : g->process, "thread",
+                        s->connected ? "" : inst, "machine", s->connected ? where : g->host, "in_flight",
+                        atomic_load(&s->slots[k].inflight), "placement", placement_of(s));
+  pid_t pid = instance_pid(s, k);
+  if (pid > 0) json_object_set_new(n, "pid", json_integer(pid));
+  json_array_append_new(g->nodes, n);
   for (int i = 0; i < g->t->loops; i++) {
     snprintf(other, sizeof other, "loop.%d", i);
     edge(g->edges, other, inst, "request");
@@ -254,7 +287,7 @@ static void graph_services(graph *g) {
     }
     json_array_append_new(g->nodes,
                           json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "name", s->name, "role", "app",
-                                    "process", g->process, "placement", s->connected ? "connected" : "thread", "url",
+                                    "process", g->process, "placement", placement_of(s), "url",
                                     s->connected ? s->url : "", "instances", live, "in_flight", inflight, "restarts",
                                     (json_int_t)atomic_load(s->restarts), "refused",
                                     refused(&g->rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)))));

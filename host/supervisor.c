@@ -157,6 +157,7 @@ static int sup_spawn(sup *s, int i) {
     return M0__ESYSTEM;
   }
   s->w[i].pid = pid;
+  atomic_store(&s->proc.page.lines[i].pid, (uint64_t)pid); /* the observer's worker.i */
   s->w[i].alive = true;
   return 0;
 }
@@ -220,6 +221,7 @@ static int sup_reap(sup *s) {
     s->w[i].died_ms = now;
     if (sup_spawn(s, i) != 0) return M0__EDIED;
     atomic_fetch_add(&s->proc.page.head->respawns, 1);
+    atomic_fetch_add(&s->proc.page.lines[i].respawns, 1);
   }
   return 1;
 }

@@ -71,6 +71,7 @@ typedef struct m0__service {
   int index;          /* in the process's list: M0__APP_INDEX's actor */
   char name[49];
   bool connected;     /* instances dial in (process, external); else threads */
+  bool spawned;       /* placed process: the host spawns its instances (else external); the observer */
   int queue;          /* requests in flight per instance before 503 */
   char url[M0__URL_MAX];
   m0__slot slots[M0__SLOTS];

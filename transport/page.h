@@ -32,6 +32,7 @@
  *                cleared, so /metrics' sums never go back (see below)
  *   then the rows' keys: which route and which actor each row of the
  *                figures counts (m0__page_rows, below)
+ *   then the application actors' names (m0__page_names, below)
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -46,7 +47,7 @@
 #include "base/latency.h"
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 9
+#define M0__PAGE_VERSION 10
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -73,7 +74,9 @@ typedef struct m0__loop_line {
   _Atomic uint64_t beat_ms;       /* the loop's last turn (monotonic ms): the supervisor's heartbeat */
   _Atomic uint64_t ended;         /* prefork: the pid of the worker whose drain is over (only its teardown is left) */
   _Atomic uint64_t first_id;      /* the counter's value when the loop began: m0pub's --id must be above it */
-  uint64_t pad_[4];
+  _Atomic uint64_t pid;           /* prefork: worker i's pid now (the supervisor's, at each spawn; the observer) */
+  _Atomic uint64_t respawns;      /* prefork: worker i started again after its predecessor ended */
+  uint64_t pad_[2];
 } m0__loop_line;
 
 /* One actor's refusals: the line is taken by storing actor id + 1 (0 is a
@@ -244,6 +247,15 @@ typedef struct m0__page_rows {
   _Atomic uint64_t said; /* bit 0: a route found no row, bit 1: an actor (each said once) */
 } m0__page_rows;
 
+/* Application actor i's name, i its place in the doctor's app_actors (an
+ * instance's id is app.<i>.<slot>): written by each process that opens the
+ * actors, read by m0trace, which names records as the host does (echo.0).
+ * A reload that brings other actors rewrites them ("" past the last). */
+#define M0__PAGE_NAME_MAX 56
+typedef struct m0__page_names {
+  char actors[M0__PAGE_APP_ACTORS][M0__PAGE_NAME_MAX];
+} m0__page_names;
+
 typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
@@ -259,6 +271,7 @@ typedef struct m0__page {
   m0__actor_line *actors;     /* [M0__PAGE_APP_ACTORS], after the figures */
   m0__loop_figures *loop_figures; /* [loops], after the actors */
   m0__page_rows *rows;            /* after the loops' figures */
+  m0__page_names *names;          /* after the rows */
   int bank;                   /* the bank lines points into (0 or 1) */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;

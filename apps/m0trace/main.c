@@ -255,6 +255,18 @@ static int tell(m0_publisher *host, m0__peer *coord, bool has_coord, const char 
   return m0__publisher_tell(host, M0__K_TRACE, control, strlen(control));
 }
 
+/* The host's application actors by the names its processes give them (the
+ * shared page): records say echo.0, as the host's stderr and its observer
+ * do, not app.0.0. Read at each telling: a reload may bring other actors. */
+static void name_actors(const m0_publisher *host) {
+  for (int i = 0; i < M0__PAGE_APP_ACTORS; i++) {
+    char name[M0__PAGE_NAME_MAX];
+    memcpy(name, host->page->names->actors[i], sizeof name);
+    name[sizeof name - 1] = 0;
+    if (name[0]) m0__app_actor_named(i, name);
+  }
+}
+
 /* Controls the host refused (its loops, its coordinator), in every process (the shared page). */
 static uint64_t controls_refused(m0_publisher *pub) {
   uint64_t n = 0;
@@ -330,6 +342,7 @@ int main(int argc, char **argv) {
       return 78;
     }
     refused = controls_refused(host);
+    name_actors(host);
     on = control_json(true, url, &f, requests);
     has_coord = m0__publisher_coordinator(host, run_dir, &coord);
     if (tell(host, &coord, has_coord, on) == 0) {
@@ -359,6 +372,7 @@ int main(int argc, char **argv) {
     }
     if (host && since(&told) >= 1.0) { /* a respawned worker's tracer starts off */
       tell(host, &coord, has_coord, on);
+      name_actors(host);
       clock_gettime(CLOCK_MONOTONIC, &told);
     }
     char *buf;

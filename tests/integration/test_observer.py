@@ -103,11 +103,40 @@ def expected_edges(topo, instances):
         add("coordinator", "producer", "go stop")
         add("producer", "coordinator", "ready failed stopped")
     for inst, placement, process in instances:
-        if placement == "connected":
+        if placement != "thread":
             add(inst, inst.split(".")[0], "publish")
         else:
             add(inst, process if prefork else "coordinator", "ready failed")
     return e
+
+
+def worker_pids(s):
+    """{"worker.i": pid} of a Prefork's live workers (their M0__WORKER)."""
+    out = {}
+    for p in harness.descendants(s.proc.pid):
+        w = environ(p).get(b"M0__WORKER")
+        if w is not None and alive_worker(p):
+            out[f"worker.{int(w)}"] = p
+    return out
+
+
+def alive_worker(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def check_pids(label, g, pids):
+    """Every host actor names its process's pid: pids maps a process label
+    (host; supervisor, worker.i) to its pid; a thread instance is its
+    process's."""
+    if not g:
+        return
+    wrong = [(n["name"], n.get("pid"), pids.get(n["process"])) for n in g["nodes"]
+             if n["role"] not in ("app",) and n["process"] in pids and n.get("pid") != pids[n["process"]]]
+    F.check(not wrong and pids, f"{label}: each actor names its process's pid (wrong: {wrong[:6]}; pids {pids})")
 
 
 def check_graph(label, g, topo, process, placement, machine):
@@ -126,7 +155,7 @@ def check_graph(label, g, topo, process, placement, machine):
     for n in g["nodes"]:
         if n["role"] in ("app",):
             continue
-        want_proc = ("connected" if n["role"] == "instance" and placement == "connected" else
+        want_proc = ("connected" if n["role"] == "instance" and placement != "thread" else
                      process if n["role"] == "instance" else
                      "host" if not prefork else
                      "supervisor" if n["role"] in ("coordinator", "producer") else
@@ -343,6 +372,9 @@ def prefork():
         proc = g["process"] if g else "worker.0"
         F.check(proc in ("worker.0", "worker.1"), f"{label}: a worker answered ({proc})")
         edges = check_graph(label, g, topo, proc, "thread", socket.gethostname())
+        check_pids(label, g, {"supervisor": s.proc.pid, **worker_pids(s)})
+        F.check(g and all(n.get("respawns") == 0 for n in g["nodes"] if n["role"] == "worker"),
+                f"{label}: each worker counts its respawns, none yet ({g and [n for n in g['nodes'] if n['role'] == 'worker']})")
         before = sum(n.get("requests", 0) for n in (g or {"nodes": []})["nodes"])
         traffic(s.port, 10)
         g2 = wait_for(lambda: (lambda x: x if x and sum(n.get("requests", 0) for n in x["nodes"]) >= before + 30
@@ -355,7 +387,58 @@ def prefork():
             # trace's instance records are checked against either's graph.
             true_to_trace(label, edges, traced_pairs(run, s.port, topo))
         waiting(label, s)
+        trace_example(label, run, s.port)
+        respawned(label, s)
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
+def trace_example(label, run, port):
+    """docs/apps.md's example, m0trace --run-dir DIR --actor echo URL, under
+    prefork: the supervisor takes the control too (it knows echo's name), the
+    records name echo's instance as the observer does (echo.0, not app.0.0),
+    and SIGINT ends it with 0 (not 78: a control refused)."""
+    url = f"ipc://{TMP}/example.sock"
+    out, err = harness.log_file(), harness.log_file()
+    p = subprocess.Popen([os.path.join(BIN, "m0trace"), "--run-dir", run, "--actor", "echo", url], stdout=out,
+                         stderr=err)
+    try:
+        wait_for(lambda: "listening" in harness.read_log(err) or p.poll() is not None, 5)
+
+        def seen():
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/echo", headers={"traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"})
+            c.getresponse().read()
+            c.close()
+            return p.poll() is not None or wait_for(lambda: '"to":"echo.0"' in harness.read_log(out), 1)
+        wait_for(seen, 10, step=0)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGINT)
+        rc = p.wait(timeout=10)
+    recs = [json.loads(l) for l in harness.read_log(out).splitlines() if l.startswith("{")]
+    names = {r["from"] for r in recs} | {r["to"] for r in recs}
+    F.check(rc == 0 and recs and "echo.0" in names and not any(n.startswith("app.") for n in names),
+            f"{label}: m0trace --run-dir DIR --actor echo URL (docs/apps.md) exits 0 and names echo.0 as the "
+            f"observer does (exit {rc}, names {sorted(names)[:8]}, stderr {harness.read_log(err)[-300:]!r})")
+
+
+def respawned(label, s):
+    """Worker 1 killed: the supervisor starts another; the graph (either
+    worker's) names worker.1 with its new pid and 1 respawn."""
+    old = worker_pids(s).get("worker.1")
+    F.check(old, f"{label}: worker 1's pid is found")
+    if not old:
+        return
+    os.kill(old, signal.SIGKILL)
+
+    def again():
+        new = worker_pids(s).get("worker.1")
+        g = graph(s.port, timeout=1.0, tolerate=True)
+        w1 = next((n for n in (g or {"nodes": []})["nodes"] if n["name"] == "worker.1"), None)
+        return w1 if new and new != old and w1 and w1.get("pid") == new and w1.get("respawns") == 1 else None
+    w1 = wait_for(again, 10)
+    F.check(w1, f"{label}: worker 1 killed and respawned: worker.1 names its new pid and 1 respawn "
+                f"(old pid {old}, now {worker_pids(s)}, graph {w1})")
 
 
 def waiting(label, s):
@@ -412,8 +495,13 @@ def external(mode, machine):
         try:
             g = wait_for(lambda: (lambda x: x if x and any(n["role"] == "instance" for n in x["nodes"]) else None)(
                 graph(s.port)), 10)
-            edges = check_graph(label, g, topo, g["process"] if mode == "--workers" and g else "host", "connected",
+            edges = check_graph(label, g, topo, g["process"] if mode == "--workers" and g else "host", "external",
                                 machine)
+            check_pids(label, g, {"supervisor": s.proc.pid, **worker_pids(s)} if mode == "--workers" else
+                       {"host": s.proc.pid})
+            insts = [n for n in (g or {"nodes": []})["nodes"] if n["role"] == "instance"]
+            F.check(insts and all("pid" not in n for n in insts),
+                    f"{label}: an instance outside the host over tcp has no pid the host can know ({insts})")
             st, _ = get(s.port, "/echo")
             F.check(st == 200, f"{label}: GET /echo -> 200, from the outside instance ({st})")
             outside = [n for n in (g or {"nodes": []})["nodes"] if n["role"] == "instance"]
@@ -433,8 +521,34 @@ def external(mode, machine):
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
 
 
+def spawned():
+    """echo placed process, two instances, under --threads 2: the host
+    spawns them; each instance is placed process (not connected) and names
+    its pid, a child of the host's; the host's actors name the host's."""
+    label = "dashboard --threads 2, echo placed process (2 instances)"
+    run = os.path.join(TMP, "run-spawned")
+    os.mkdir(run, 0o700)
+    path = os.path.join(run, "topo.json")
+    with open(path, "w") as f:
+        json.dump({"app_actors": [{"name": "echo", "placement": "process", "instances": 2}]}, f)
+    with Server("dashboard", "--port", "0", "--run-dir", run, "--threads", "2", "--topology", path) as s:
+        g = wait_for(lambda: (lambda x: x if x and sum(n["role"] == "instance" for n in x["nodes"]) == 2 else None)(
+            graph(s.port)), 10)
+        insts = [n for n in (g or {"nodes": []})["nodes"] if n["role"] == "instance"]
+        kids = set(harness.children(s.proc.pid))
+        pids = {n.get("pid") for n in insts}
+        F.check(len(insts) == 2 and all(n.get("placement") == "process" for n in insts) and len(pids) == 2 and
+                pids <= kids, f"{label}: echo.0 and echo.1 are placed process, each with its own pid, the host's "
+                              f"children ({insts}; children {kids})")
+        echo = next((n for n in (g or {"nodes": []})["nodes"] if n["name"] == "echo"), {})
+        F.check(echo.get("placement") == "process", f"{label}: the echo actor is placed process ({echo})")
+        check_pids(label, g, {"host": s.proc.pid})
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
 if __name__ == "__main__":
     try:
+        spawned()
         prefork()
         external("--threads", "127.0.0.1")
         # A worker sees the relay's leg; the relay's introduction says where

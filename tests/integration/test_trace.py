@@ -57,8 +57,8 @@ Proves:
   pid. A killed worker's respawn is traced by the supervisor (its recv ready
   and send go, with its pid).
 - An external echo_actor (outside the host, recording nothing): the Chrome
-  trace has a process for its actor, `app.0 (outside the host)`, with a pid
-  above any Linux pid and a thread `app.0.0`; each request the host sent it
+  trace has a process for its actor, `echo (outside the host)`, with a pid
+  above any Linux pid and a thread `echo.0`; each request the host sent it
   ends its flow there, after its start, and each reply starts one there,
   ending where the host took it.
 """
@@ -657,7 +657,7 @@ def worker_processes():
 def outside_track():
     """An application instance outside the host records nothing: the Chrome
     trace still gives it a track of its own, a process named for its actor
-    (app.0: m0trace knows actors by number) with a pid no Linux process has,
+    (echo: m0trace names actors as the host does) with a pid no Linux process has,
     a thread per instance, on which each request the host sent it ends its
     flow and each reply it sent starts one, ending where the host took it."""
     label = "m0trace --chrome, an external echo"
@@ -691,13 +691,13 @@ def outside_track():
         F.check(False, f"{label}: the Chrome file is valid ({e!r})")
         return
     procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
-    out = [p for p, n in procs.items() if n == "app.0 (outside the host)"]
+    out = [p for p, n in procs.items() if n == "echo (outside the host)"]
     F.check(len(out) == 1 and out[0] > 4194304,
             f"{label}: a process for the outside actor, its pid above any Linux pid ({procs})")
     if len(out) != 1:
         return
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
-    F.check(threads.get((out[0], 1)) == "app.0.0", f"{label}: its instance 0 is a thread, app.0.0 ({threads})")
+    F.check(threads.get((out[0], 1)) == "echo.0", f"{label}: its instance 0 is a thread, echo.0 ({threads})")
     on = [e for e in ev if e.get("pid") == out[0] and e.get("ph") in ("s", "f")]
     starts = {e["id"]: e for e in ev if e.get("ph") == "s"}
     ends = {}

@@ -211,6 +211,10 @@ int m0__app_decl_make(m0__app_decl *d, const m0_app *app, const struct m0_config
   if (rc == 0) rc = decl_actors(d, app, cfg, why, whylen);
   if (rc == 0) rc = decl_routes(d, app, cfg, why, whylen);
   if (rc == 0) rc = decl_check_routes(d, why, whylen);
+  if (rc == 0 && cfg) { /* checked as the file was read (config/topoapps.c) */
+    d->sups = cfg->supervisors;
+    d->nsups = cfg->nsupervisors;
+  }
   return rc;
 }
 

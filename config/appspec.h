@@ -55,6 +55,21 @@ typedef struct m0__route_spec {
   long timeout_ms; /* 1..3600000; default 1000 */
 } m0__route_spec;
 
+/* A topology file's supervisor (docs/topology.md, Supervisors): its
+ * process actors in order, one strategy and one restart budget over all of
+ * them (Erlang/OTP's MaxR within MaxT); host/children.c applies it. */
+typedef enum m0__sup_strategy { M0__SUP_ONE_FOR_ONE, M0__SUP_ONE_FOR_ALL, M0__SUP_REST_FOR_ONE } m0__sup_strategy;
+
+typedef struct m0__sup_spec {
+  char name[M0__ACTOR_NAME_MAX + 1];
+  m0__sup_strategy strategy; /* default one_for_one */
+  int intensity;             /* restarts allowed within period_ms (0..1000; default 5) */
+  long period_ms;            /* (1..86400000; default 10000) */
+  bool serve_on;             /* past its budget: its children stay down (true) or the host stops, exit 1 */
+  int nchildren;
+  char children[M0__ACTORS_MAX][M0__ACTOR_NAME_MAX + 1]; /* app_actors placed process, each in one supervisor */
+} m0__sup_spec;
+
 /* The resolved declaration. */
 typedef struct m0__app_decl {
   m0__actor_spec *actors; /* [nactors]: the app's kinds in order, then the file's others */
@@ -63,6 +78,8 @@ typedef struct m0__app_decl {
   m0_route *routes; /* the app's routes, then the file's (view NULL, actor set) */
   size_t nroutes;
   char (*route_strs)[2][256]; /* storage for the file routes' method and pattern */
+  const m0__sup_spec *sups;   /* the file's supervisors (the configuration's: it outlives d) */
+  int nsups;
 } m0__app_decl;
 
 /* Resolves app + cfg (cfg->app_actors, cfg->file_routes). 0, or

@@ -162,6 +162,9 @@ void m0__config_fini(m0_config *cfg) {
   free(cfg->file_routes);
   cfg->file_routes = NULL;
   cfg->nfile_routes = 0;
+  free(cfg->supervisors);
+  cfg->supervisors = NULL;
+  cfg->nsupervisors = 0;
   free(cfg->plain_tcp);
   cfg->plain_tcp = NULL;
   cfg->nplain_tcp = 0;

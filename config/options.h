@@ -135,6 +135,9 @@ struct m0_config {
   int napp_actors;
   struct m0__route_spec *file_routes;
   int nfile_routes;
+  /* Its "supervisors" (config/appspec.h, m0__sup_spec). */
+  struct m0__sup_spec *supervisors;
+  int nsupervisors;
 };
 
 #define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)

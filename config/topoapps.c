@@ -26,6 +26,8 @@ typedef struct topoapps_list {
   bool tls;   /* the file has "tls" */
   size_t i;   /* the entry being read */
   char p[40]; /* its path, "app_actors[1]" */
+  const m0__actor_spec *aa; /* supervisors: the file's app_actors, which their children name */
+  int naa;
 } topoapps_list;
 
 /* 1..48 bytes of [a-z0-9_-]. */
@@ -206,7 +208,8 @@ static void *topoapps_alloc(topoapps_list *l, const char *key, size_t n, size_t 
     if (!strcmp(key, "app_actors"))
       m0__topo_fail_at(l->cfg, l->text, p, NULL, "app_actors lists %zu actors, more than %zu: declare at most %zu", n,
                        max, max);
-    else m0__topo_fail_at(l->cfg, l->text, p, NULL, "routes lists %zu routes, more than %zu", n, max);
+    else m0__topo_fail_at(l->cfg, l->text, p, NULL, "%s lists %zu %s, more than %zu", key, n,
+                          strcmp(key, "routes") ? "entries" : "routes", max);
     return NULL;
   }
   void *v = n ? calloc(n, size) : NULL;
@@ -307,6 +310,106 @@ bool m0__topo_routes(m0_config *cfg, const char *text, json_t *list, m0__route_s
   topoapps_list l = {cfg, text, false, 0, ""};
   void *specs;
   if (!topoapps_read(&l, "routes", list, sizeof **out, topoapps_route, &specs, n)) return false;
+  *out = specs;
+  return true;
+}
+
+/* A supervisor's word from a closed set: index into names, or -1 refused. */
+static int topoapps_word(topoapps_list *l, json_t *e, const char *key, const char *const *names, int n, int dflt) {
+  json_t *v = json_object_get(e, key);
+  if (!v) return dflt;
+  for (int k = 0; json_is_string(v) && k < n; k++)
+    if (!strcmp(json_string_value(v), names[k])) return k;
+  char full[80];
+  snprintf(full, sizeof full, "%s.%s", l->p, key);
+  m0__topo_fail_at(l->cfg, l->text, l->p, key, m0__topo_key_find("supervisors", key)->bad, full);
+  return -1;
+}
+
+/* Child k of supervisor l->i: an app_actors entry placed process, in no
+ * other supervisor (nor twice in this one). */
+static bool topoapps_sup_child(topoapps_list *l, json_t *c, size_t k, m0__sup_spec *sups) {
+  const char *nm = json_string_value(c), *p = l->p;
+  int a = 0;
+  while (nm && a < l->naa && strcmp(l->aa[a].name, nm)) a++;
+  if (!nm || a == l->naa) {
+    m0__topo_fail_at(l->cfg, l->text, p, "children",
+                     "%s.children[%zu] %s%.64s%s is no actor of app_actors (name an entry placed \"process\")", p, k,
+                     nm ? "\"" : "", nm ? nm : "is not a string and", nm ? "\"" : "");
+    return false;
+  }
+  if (l->aa[a].placement != M0__PLACE_PROCESS) {
+    m0__topo_fail_at(l->cfg, l->text, p, "children",
+                     "%s.children[%zu] \"%s\" is placed %s: a supervisor restarts only processes the host spawns "
+                     "(place it \"process\", or leave it out)",
+                     p, k, nm, m0__placement_name(l->aa[a].placement));
+    return false;
+  }
+  for (size_t j = 0; j <= l->i; j++)
+    for (int m = 0; m < (j == l->i ? (int)k : sups[j].nchildren); m++)
+      if (!strcmp(sups[j].children[m], nm)) {
+        m0__topo_fail_at(l->cfg, l->text, p, "children",
+                         "%s.children[%zu] \"%s\" is supervisors[%zu]'s child too (an actor has at most one "
+                         "supervisor: name it once)",
+                         p, k, nm, j);
+        return false;
+      }
+  snprintf(sups[l->i].children[k], sizeof sups[l->i].children[k], "%s", nm);
+  return true;
+}
+
+static bool topoapps_sup_name(topoapps_list *l, json_t *e, m0__sup_spec *sups) {
+  const char *nm = json_string_value(json_object_get(e, "name")), *p = l->p;
+  if (!topoapps_name_ok(nm)) {
+    m0__topo_fail_at(l->cfg, l->text, p, nm ? "name" : NULL,
+                     "%s needs a \"name\" of " NAME_RULE " (the host's stderr names it when it gives up)", p);
+    return false;
+  }
+  for (size_t j = 0; j < l->i; j++)
+    if (!strcmp(sups[j].name, nm)) {
+      m0__topo_fail_at(l->cfg, l->text, p, "name", "%s.name \"%s\" is supervisors[%zu]'s too (give each its own)", p,
+                       nm, j);
+      return false;
+    }
+  snprintf(sups[l->i].name, sizeof sups[l->i].name, "%s", nm);
+  return true;
+}
+
+static bool topoapps_supervisor(topoapps_list *l, json_t *e, void *list) {
+  static const char *const strategies[] = {[M0__SUP_ONE_FOR_ONE] = "one_for_one", [M0__SUP_ONE_FOR_ALL] = "one_for_all",
+                                           [M0__SUP_REST_FOR_ONE] = "rest_for_one"};
+  static const char *const fails[] = {"exit", "serve_on"};
+  m0__sup_spec *sups = list, *s = &sups[l->i];
+  if (!topoapps_entry_form(l, e, "supervisors", "{\"name\": ..., \"strategy\": ..., \"children\": [...]}", "") ||
+      !topoapps_sup_name(l, e, sups) || !m0__topo_check_keys(l->cfg, l->text, e, "supervisors", l->p, 0))
+    return false;
+  int st = topoapps_word(l, e, "strategy", strategies, 3, M0__SUP_ONE_FOR_ONE);
+  int of = st < 0 ? -1 : topoapps_word(l, e, "on_fail", fails, 2, 0);
+  if (of < 0) return false;
+  s->strategy = (m0__sup_strategy)st;
+  s->serve_on = of == 1;
+  json_t *ri = json_object_get(e, "intensity"), *rp = json_object_get(e, "period_ms");
+  json_t *ch = json_object_get(e, "children");
+  s->intensity = ri ? (int)json_integer_value(ri) : (int)m0__topo_default("supervisors", "intensity");
+  s->period_ms = rp ? (long)json_integer_value(rp) : m0__topo_default("supervisors", "period_ms");
+  const m0__topo_key *ck = m0__topo_key_find("supervisors", "children");
+  if (!ch || json_array_size(ch) < (size_t)ck->min || json_array_size(ch) > (size_t)ck->max) {
+    char full[80];
+    snprintf(full, sizeof full, "%s.children", l->p);
+    m0__topo_fail_at(l->cfg, l->text, l->p, ch ? "children" : NULL, ck->bad, full);
+    return false;
+  }
+  for (size_t k = 0; k < json_array_size(ch); k++)
+    if (!topoapps_sup_child(l, json_array_get(ch, k), k, sups)) return false;
+  s->nchildren = (int)json_array_size(ch);
+  return true;
+}
+
+bool m0__topo_supervisors(m0_config *cfg, const char *text, json_t *list, const m0__actor_spec *aa, int naa,
+                          m0__sup_spec **out, int *n) {
+  topoapps_list l = {cfg, text, false, 0, "", aa, naa};
+  void *specs;
+  if (!topoapps_read(&l, "supervisors", list, sizeof **out, topoapps_supervisor, &specs, n)) return false;
   *out = specs;
   return true;
 }

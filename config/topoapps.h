@@ -13,5 +13,8 @@
  * line in cfg->topology_error. tls: the file has "tls". */
 bool m0__topo_app_actors(m0_config *cfg, const char *text, json_t *list, bool tls, m0__actor_spec **out, int *n);
 bool m0__topo_routes(m0_config *cfg, const char *text, json_t *list, m0__route_spec **out, int *n);
+/* "supervisors", whose children are among aa (the file's app_actors, naa). */
+bool m0__topo_supervisors(m0_config *cfg, const char *text, json_t *list, const m0__actor_spec *aa, int naa,
+                          m0__sup_spec **out, int *n);
 
 #endif

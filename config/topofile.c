@@ -31,6 +31,8 @@ typedef struct topo_file {
   int naa;
   m0__route_spec *fr;
   int nfr;
+  m0__sup_spec *sups;
+  int nsups;
 } topo_file;
 
 /* Sets option opt from the file unless a flag or variable already did. */
@@ -328,6 +330,10 @@ static bool topo_app_actors(topo_file *f, json_t *v) {
 
 static bool topo_routes(topo_file *f, json_t *v) { return !v || m0__topo_routes(f->cfg, f->text, v, &f->fr, &f->nfr); }
 
+static bool topo_supervisors(topo_file *f, json_t *v) {
+  return !v || m0__topo_supervisors(f->cfg, f->text, v, f->aa, f->naa, &f->sups, &f->nsups);
+}
+
 /* The handlers, in the order they read (a key's handler may use what the
  * ones before it read: actors needs the mode, loops, pool and transport). */
 static const struct topo_reader {
@@ -337,7 +343,7 @@ static const struct topo_reader {
     {"mode", topo_mode},       {"loops", topo_loops},       {"handler_threads", topo_handler_threads},
     {"tls", topo_tls},         {"bus", topo_bus},           {"transport", topo_transport},
     {"plain_tcp", topo_plain_tcp}, {"actors", topo_actors}, {"app_actors", topo_app_actors},
-    {"routes", topo_routes},
+    {"routes", topo_routes},   {"supervisors", topo_supervisors}, /* after app_actors: it names them */
 };
 
 /* The first string of the file (a value, or an object's key) that holds a
@@ -377,6 +383,8 @@ static void topo_commit(topo_file *f) {
   cfg->napp_actors = f->naa;
   cfg->file_routes = f->fr;
   cfg->nfile_routes = f->nfr;
+  cfg->supervisors = f->sups;
+  cfg->nsupervisors = f->nsups;
   /* tls+tcp is built as tcp is (the file's URLs); the doctor says which. */
   cfg->topo_tls_transport = tr && !strcmp(f->transport, "tls+tcp");
   snprintf(cfg->topo_transport, sizeof cfg->topo_transport, "%s",
@@ -448,6 +456,7 @@ void m0__topofile_apply(m0_config *cfg) {
     free(f.urls);
     free(f.aa);
     free(f.fr);
+    free(f.sups);
   }
   json_decref(f.root);
   free(text);

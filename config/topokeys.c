@@ -38,6 +38,8 @@ const m0__topo_key m0__topo_keys[] = {
     {"", "plain_tcp", M0__TOPO_LIST, 0, 65536, NONE, ANY, NULL, NULL},
     {"", "bus", M0__TOPO_OBJECT, 0, 0, NONE, ANY,
      "bus must be an object (\"bus\": {\"nats\": \"nats://HOST:PORT\", \"subject\": \"m0.fleet\"})", NULL},
+    {"", "supervisors", M0__TOPO_LIST, 0, 64, NONE, ANY,
+     "supervisors must be a list of {\"name\": ..., \"strategy\": ..., \"children\": [ACTOR, ...]}", NULL},
     /* an entry of "actors": the topology's actors in its order */
     {"actors", "name", M0__TOPO_STRING, 0, 0, NONE, ANY, NULL, NULL},
     {"actors", "url", M0__TOPO_STRING, 0, 0, NONE, ANY, NULL, NULL},
@@ -67,6 +69,16 @@ const m0__topo_key m0__topo_keys[] = {
     {"routes", "actor", M0__TOPO_STRING, 1, 48, NONE, ANY,
      "%s must be an actor's name: a string of 1 to 48 bytes of a-z, 0-9, _ and -", NULL},
     {"routes", "timeout_ms", M0__TOPO_INT, 1, 3600000, 1000, ANY, WHOLE, NULL},
+    /* an entry of "supervisors": process actors restarted together (config/appspec.h, m0__sup_spec) */
+    {"supervisors", "name", M0__TOPO_STRING, 1, 48, NONE, ANY, "%s must be a string of 1 to 48 bytes of a-z, 0-9, _ and -",
+     NULL},
+    {"supervisors", "strategy", M0__TOPO_STRING, 0, 0, NONE, ANY,
+     "%s must be \"one_for_one\", \"one_for_all\" or \"rest_for_one\"", NULL},
+    {"supervisors", "intensity", M0__TOPO_INT, 0, 1000, 5, ANY, WHOLE, NULL},
+    {"supervisors", "period_ms", M0__TOPO_INT, 1, 86400000, 10000, ANY, WHOLE, NULL},
+    {"supervisors", "children", M0__TOPO_LIST, 1, 64, NONE, ANY,
+     "%s must be a list of 1 to 64 names of app_actors placed \"process\", in the order they start", NULL},
+    {"supervisors", "on_fail", M0__TOPO_STRING, 0, 0, NONE, ANY, "%s must be \"exit\" or \"serve_on\"", NULL},
     /* "tls": this process's identity, PEM files */
     {"tls", "cert", M0__TOPO_STRING, 0, 0, NONE, ANY, NULL, NULL},
     {"tls", "key", M0__TOPO_STRING, 0, 0, NONE, ANY, NULL, NULL},

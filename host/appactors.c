@@ -174,7 +174,7 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     if (rv != 0) return rv;
   }
   bool none = true;
-  if (pr->mode != M0__MODE_PREFORK) a->children = m0__children_start(decl, a->svcs, a->urls, &none);
+  if (pr->mode != M0__MODE_PREFORK) a->children = m0__children_start(decl, a->svcs, a->urls, &pr->exits, &none);
   if (!a->children && !none) return M0__ENOMEM;
   return 0;
 }
@@ -223,7 +223,7 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
   free(doors);
   if (rv != 0) return rv;
   bool none;
-  a->children = m0__children_start(decl, a->svcs, urls, &none);
+  a->children = m0__children_start(decl, a->svcs, urls, &pr->exits, &none);
   return !a->children && !none ? M0__ENOMEM : 0;
 }
 

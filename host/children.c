@@ -23,12 +23,16 @@ typedef struct child {
   pid_t pid;   /* 0: not running */
   int pidfd;   /* -1 when not running */
   bool given_up;
+  pid_t ended_pid; /* stopped by its supervisor: which process, and how it ended (the monitors' note) */
+  int ended_status;
 } child;
 
-typedef struct actor_restarts {
-  int64_t *at; /* the last restart_intensity restart times, a ring */
+/* A restart budget's clock: the last `intensity` restart times, a ring
+ * (an actor's own, or a supervisor's over all its children). */
+typedef struct budget {
+  int64_t *at;
   int n, next;
-} actor_restarts;
+} budget;
 
 struct m0__children {
   const m0__app_decl *decl;
@@ -36,7 +40,12 @@ struct m0__children {
   char (*urls)[M0__URL_MAX];
   child *kids;
   int nkids;
-  actor_restarts *restarts; /* [decl->nactors] */
+  budget *restarts;         /* [decl->nactors]: an actor in no supervisor */
+  int *sup_of;              /* [decl->nactors]: its supervisor (decl->sups), or -1 */
+  int *rank;                /* [decl->nactors]: its place among that supervisor's children */
+  budget *sup_budgets;      /* [decl->nsups] */
+  m0__exits *exits;         /* the top's wait, woken when a supervisor stops the host */
+  atomic_bool failed;       /* a supervisor past its budget, on_fail exit: the host stops, exit 1 */
   pthread_mutex_t mu;       /* kids, against the watcher */
   pthread_t watcher;
   int stop_efd;
@@ -115,18 +124,21 @@ static int child_spawn(m0__children *ch, child *c) {
   return 0;
 }
 
-/* Whether actor a may be restarted now: fewer than its intensity within
- * its period. Counts the restart when it may. */
+/* Whether one more restart fits: fewer than intensity within period_ms.
+ * Counts the restart when it does. */
+static bool budget_allows(budget *r, int intensity, long period_ms) {
+  int64_t now = m0__now_ms();
+  if (intensity <= 0) return false;
+  if (r->n == intensity && now - r->at[r->next] < period_ms) return false;
+  r->at[r->next] = now;
+  r->next = (r->next + 1) % intensity;
+  if (r->n < intensity) r->n++;
+  return true;
+}
+
 static bool restart_allowed(m0__children *ch, int a) {
   const m0__actor_spec *sp = &ch->decl->actors[a];
-  actor_restarts *r = &ch->restarts[a];
-  int64_t now = m0__now_ms();
-  if (sp->restart_intensity <= 0) return false;
-  if (r->n == sp->restart_intensity && now - r->at[r->next] < sp->restart_period_ms) return false;
-  r->at[r->next] = now;
-  r->next = (r->next + 1) % sp->restart_intensity;
-  if (r->n < sp->restart_intensity) r->n++;
-  return true;
+  return budget_allows(&ch->restarts[a], sp->restart_intensity, sp->restart_period_ms);
 }
 
 /* The monitors' note of c's end (pid, how it ended, whether it is started
@@ -139,6 +151,114 @@ static void child_noted(m0__children *ch, const child *c, pid_t pid, int status,
   m0__service_noted(&ch->svcs[c->actor], -1, M0_MSG_EXITED, what);
 }
 
+static bool child_wait(const child *c, int64_t deadline);
+
+/* Supervisors (decl->sups; docs/topology.md, Supervisors). One restart
+ * is one death, whatever the strategy takes down with it (Erlang's count);
+ * a sibling taken down is asked by SIGTERM and waited for SUP_STOP_MS,
+ * then killed, all on this thread under the lock (a drain that begins
+ * meanwhile waits that long at most). */
+#define SUP_STOP_MS 5000
+
+static const char *sup_strategy_name(m0__sup_strategy s) {
+  return s == M0__SUP_ONE_FOR_ALL ? "one_for_all" : s == M0__SUP_REST_FOR_ONE ? "rest_for_one" : "one_for_one";
+}
+
+/* Whether k goes down and up with c, which died, under supervisor s. */
+static bool sup_in_scope(const m0__children *ch, int s, const child *c, const child *k) {
+  if (k == c) return true;
+  if (ch->sup_of[k->actor] != s) return false;
+  m0__sup_strategy st = ch->decl->sups[s].strategy;
+  return st == M0__SUP_ONE_FOR_ALL || (st == M0__SUP_REST_FOR_ONE && ch->rank[k->actor] > ch->rank[c->actor]);
+}
+
+/* Stops and reaps the running kids of s that go with c (all: every one of
+ * s's), each one's end kept for its note. */
+static void sup_stop_kids(m0__children *ch, int s, const child *c, bool all) {
+  int64_t deadline = m0__now_ms() + SUP_STOP_MS;
+  for (int i = 0; i < ch->nkids; i++) {
+    child *k = &ch->kids[i];
+    if (k == c || !(all ? ch->sup_of[k->actor] == s : sup_in_scope(ch, s, c, k))) continue;
+    k->ended_pid = 0;
+    if (k->pid > 0) kill(k->pid, SIGTERM);
+  }
+  for (int i = 0; i < ch->nkids; i++) {
+    child *k = &ch->kids[i];
+    if (k == c || k->pid <= 0 || !(all ? ch->sup_of[k->actor] == s : sup_in_scope(ch, s, c, k))) continue;
+    if (!child_wait(k, deadline)) {
+      fprintf(stderr, "m0: actor %s: instance %d did not stop within %d ms; killed\n", ch->decl->actors[k->actor].name,
+              k->instance, SUP_STOP_MS);
+      kill(k->pid, SIGKILL);
+    }
+    waitpid(k->pid, &k->ended_status, 0);
+    if (k->pidfd >= 0) close(k->pidfd);
+    k->ended_pid = k->pid;
+    k->pidfd = -1;
+    k->pid = 0;
+  }
+}
+
+/* Supervisor s past its budget: the host stops (exit 1), or, on_fail
+ * serve_on, its children stay down and their routes answer 503. */
+static void sup_failed(m0__children *ch, int s, child *c) {
+  const m0__sup_spec *sp = &ch->decl->sups[s];
+  c->given_up = true;
+  if (!sp->serve_on) {
+    fprintf(stderr, "m0: supervisor %s: %d restarts within %ld ms, past its budget of %d; the host stops\n", sp->name,
+            sp->intensity + 1, sp->period_ms, sp->intensity);
+    ch->draining = true; /* nothing is restarted from now on */
+    atomic_store(&ch->failed, true);
+    uint64_t one = 1;
+    if (ch->exits && write(ch->exits->fd, &one, sizeof one) < 0) { /* an eventfd write fails only on overflow */
+    }
+    return;
+  }
+  fprintf(stderr,
+          "m0: supervisor %s: %d restarts within %ld ms, past its budget of %d; its children stay down (on_fail "
+          "serve_on)\n",
+          sp->name, sp->intensity + 1, sp->period_ms, sp->intensity);
+  sup_stop_kids(ch, s, c, true);
+  for (int i = 0; i < ch->nkids; i++) {
+    child *k = &ch->kids[i];
+    if (ch->sup_of[k->actor] != s || k == c) continue;
+    k->given_up = true;
+    if (k->ended_pid > 0) child_noted(ch, k, k->ended_pid, k->ended_status, false);
+  }
+}
+
+/* c, a child of a supervisor, ended (pid, status): its strategy applied. */
+static void sup_child_exited(m0__children *ch, child *c, pid_t pid, int status) {
+  int s = ch->sup_of[c->actor];
+  const m0__sup_spec *sp = &ch->decl->sups[s];
+  if (!budget_allows(&ch->sup_budgets[s], sp->intensity, sp->period_ms)) {
+    child_noted(ch, c, pid, status, false);
+    sup_failed(ch, s, c);
+    return;
+  }
+  fprintf(stderr, "m0: supervisor %s: actor %s instance %d ended (%s %d); %s: started again\n", sp->name,
+          ch->decl->actors[c->actor].name, c->instance, WIFSIGNALED(status) ? "signal" : "status",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), sup_strategy_name(sp->strategy));
+  sup_stop_kids(ch, s, c, false);
+  c->ended_pid = pid;
+  c->ended_status = status;
+  /* Started again in the supervisor's order (rest_for_one: a later child
+   * may depend on an earlier one). */
+  for (int m = 0; m < sp->nchildren; m++)
+    for (int i = 0; i < ch->nkids; i++) {
+      child *k = &ch->kids[i];
+      if (ch->sup_of[k->actor] != s || ch->rank[k->actor] != m || !sup_in_scope(ch, s, c, k) || k->given_up ||
+          k->pid > 0)
+        continue;
+      if (k != c)
+        fprintf(stderr, "m0: supervisor %s: actor %s instance %d stopped with it (%s); started again\n", sp->name,
+                ch->decl->actors[k->actor].name, k->instance, sup_strategy_name(sp->strategy));
+      atomic_fetch_add(ch->svcs[k->actor].restarts, 1);
+      if (child_spawn(ch, k) != 0) k->given_up = true;
+      if (k->ended_pid > 0) child_noted(ch, k, k->ended_pid, k->ended_status, !k->given_up);
+      k->ended_pid = 0;
+    }
+}
+
 static void child_exited(m0__children *ch, child *c) {
   int status = 0;
   pid_t pid = c->pid;
@@ -147,6 +267,10 @@ static void child_exited(m0__children *ch, child *c) {
   c->pidfd = -1;
   c->pid = 0;
   if (ch->draining || ch->stopping) return;
+  if (ch->sup_of[c->actor] >= 0) {
+    sup_child_exited(ch, c, pid, status);
+    return;
+  }
   const m0__actor_spec *sp = &ch->decl->actors[c->actor];
   if (!restart_allowed(ch, c->actor)) {
     c->given_up = true;
@@ -167,28 +291,75 @@ static void child_exited(m0__children *ch, child *c) {
 static void *watch(void *arg) {
   m0__children *ch = arg;
   struct pollfd *pf = calloc((size_t)ch->nkids + 1, sizeof *pf);
-  if (!pf) return NULL;
+  pid_t *pids = calloc((size_t)ch->nkids + 1, sizeof *pids); /* whose end each pidfd says */
+  if (!pf || !pids) {
+    free(pf);
+    free(pids);
+    return NULL;
+  }
   for (;;) {
     pthread_mutex_lock(&ch->mu);
     int n = 0;
     pf[n++] = (struct pollfd){ch->stop_efd, POLLIN, 0};
-    for (int i = 0; i < ch->nkids; i++) pf[n++] = (struct pollfd){ch->kids[i].pidfd, POLLIN, 0};
+    for (int i = 0; i < ch->nkids; i++) {
+      pids[i] = ch->kids[i].pid;
+      pf[n++] = (struct pollfd){ch->kids[i].pidfd, POLLIN, 0};
+    }
     bool stopping = ch->stopping;
     pthread_mutex_unlock(&ch->mu);
     if (stopping) break;
     if (poll(pf, (nfds_t)n, -1) < 0 && errno != EINTR) break;
     if (pf[0].revents) break;
     pthread_mutex_lock(&ch->mu);
+    /* A supervisor may have stopped and started a sibling since the poll:
+     * a pidfd number reused by its new process says nothing of it. */
     for (int i = 0; i < ch->nkids; i++)
-      if (pf[i + 1].fd >= 0 && pf[i + 1].revents && ch->kids[i].pidfd == pf[i + 1].fd) child_exited(ch, &ch->kids[i]);
+      if (pf[i + 1].fd >= 0 && pf[i + 1].revents && ch->kids[i].pidfd == pf[i + 1].fd && ch->kids[i].pid == pids[i])
+        child_exited(ch, &ch->kids[i]);
     pthread_mutex_unlock(&ch->mu);
   }
   free(pf);
+  free(pids);
   return NULL;
 }
 
+/* Which supervisor each actor has, and its place there; each supervisor's
+ * clock. false: out of memory. */
+static bool children_sups(m0__children *ch) {
+  const m0__app_decl *d = ch->decl;
+  ch->sup_of = malloc((size_t)d->nactors * sizeof *ch->sup_of);
+  ch->rank = calloc((size_t)d->nactors, sizeof *ch->rank);
+  ch->sup_budgets = calloc(d->nsups > 0 ? (size_t)d->nsups : 1, sizeof *ch->sup_budgets);
+  if (!ch->sup_of || !ch->rank || !ch->sup_budgets) return false;
+  for (int a = 0; a < d->nactors; a++) ch->sup_of[a] = -1;
+  for (int s = 0; s < d->nsups; s++) {
+    const m0__sup_spec *sp = &d->sups[s];
+    if (sp->intensity > 0 && !(ch->sup_budgets[s].at = calloc((size_t)sp->intensity, sizeof(int64_t)))) return false;
+    for (int m = 0; m < sp->nchildren; m++) {
+      int a = m0__app_decl_find(d, sp->children[m], strlen(sp->children[m]));
+      if (a < 0 || d->actors[a].placement != M0__PLACE_PROCESS) continue; /* the file's check refused it */
+      ch->sup_of[a] = s;
+      ch->rank[a] = m;
+    }
+  }
+  return true;
+}
+
+static void children_free(m0__children *ch) {
+  for (int a = 0; ch->restarts && a < ch->decl->nactors; a++) free(ch->restarts[a].at);
+  for (int s = 0; ch->sup_budgets && s < ch->decl->nsups; s++) free(ch->sup_budgets[s].at);
+  free(ch->restarts);
+  free(ch->sup_budgets);
+  free(ch->sup_of);
+  free(ch->rank);
+  free(ch->kids);
+  if (ch->stop_efd >= 0) close(ch->stop_efd);
+  pthread_mutex_destroy(&ch->mu);
+  free(ch);
+}
+
 m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, char (*urls)[M0__URL_MAX],
-                                 bool *none) {
+                                 m0__exits *exits, bool *none) {
   int total = 0;
   for (int a = 0; a < decl->nactors; a++)
     if (decl->actors[a].placement == M0__PLACE_PROCESS) total += decl->actors[a].instances;
@@ -199,11 +370,13 @@ m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, ch
   ch->decl = decl;
   ch->svcs = svcs;
   ch->urls = urls;
+  ch->exits = exits;
+  atomic_init(&ch->failed, false);
   ch->kids = calloc((size_t)total, sizeof *ch->kids);
   ch->restarts = calloc((size_t)decl->nactors, sizeof *ch->restarts);
   ch->stop_efd = eventfd(0, EFD_CLOEXEC);
   pthread_mutex_init(&ch->mu, NULL);
-  bool ok = ch->kids && ch->restarts && ch->stop_efd >= 0;
+  bool ok = ch->kids && ch->restarts && ch->stop_efd >= 0 && children_sups(ch);
   for (int a = 0; ok && a < decl->nactors; a++) {
     const m0__actor_spec *sp = &decl->actors[a];
     if (sp->placement != M0__PLACE_PROCESS) continue;
@@ -226,12 +399,7 @@ m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, ch
         waitpid(ch->kids[i].pid, NULL, 0);
         if (ch->kids[i].pidfd >= 0) close(ch->kids[i].pidfd);
       }
-    for (int a = 0; ch->restarts && a < decl->nactors; a++) free(ch->restarts[a].at);
-    free(ch->restarts);
-    free(ch->kids);
-    if (ch->stop_efd >= 0) close(ch->stop_efd);
-    pthread_mutex_destroy(&ch->mu);
-    free(ch);
+    children_free(ch);
     return NULL;
   }
   return ch;
@@ -291,10 +459,7 @@ void m0__children_stop(m0__children *ch, int64_t deadline) {
     waitpid(c->pid, NULL, 0);
     if (c->pidfd >= 0) close(c->pidfd);
   }
-  for (int a = 0; a < ch->decl->nactors; a++) free(ch->restarts[a].at);
-  free(ch->restarts);
-  free(ch->kids);
-  close(ch->stop_efd);
-  pthread_mutex_destroy(&ch->mu);
-  free(ch);
+  children_free(ch);
 }
+
+bool m0__children_failed(const m0__children *ch) { return ch && atomic_load(&ch->failed); }

@@ -26,6 +26,7 @@
 
 #include <stdint.h>
 
+#include "runtime/handle.h"
 #include "service/service.h"
 #include "config/appspec.h"
 
@@ -35,9 +36,13 @@ typedef struct m0__children m0__children;
  * (urls[i]: where actor i listens). NULL with a line on stderr when a
  * spawn fails; *none set when there is nothing to spawn. */
 m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, char (*urls)[M0__URL_MAX],
-                                 bool *none);
+                                 m0__exits *exits, bool *none);
 /* The host's drain began: from now on no child is restarted. */
 void m0__children_drain(m0__children *ch);
+/* Whether a supervisor past its budget (on_fail exit) stops the host: said
+ * on stderr, and exits written once to wake the top's wait, which drains
+ * and exits 1 (host/top.c). Thread safety: any thread; ch may be NULL. */
+bool m0__children_failed(const m0__children *ch);
 /* SIGTERM to every child, waits until deadline (CLOCK_MONOTONIC ms), then
  * SIGKILL to what is left, reaps, and frees. */
 void m0__children_stop(m0__children *ch, int64_t deadline);

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "base/errors.h"
+#include "host/children.h"
 #include "host/life.h"
 #include "host/reload.h"
 #include "host/signals.h"
@@ -50,7 +51,12 @@ bool m0__top_producer(m0__top *t, const m0_producer *def, const m0_ctx *base) {
 }
 
 int m0__top_wait(m0__top *t, int64_t deadline, m0__msg *m) {
+  /* A supervisor past its budget stops the host (said by host/children.c;
+   * it wrote the exit descriptor once: a start still waiting for its
+   * barrier sees it at its first wait serving). */
+  if (t->serving && m0__children_failed(t->aa.children)) return M0__WAIT_STOP;
   int w = m0__process_wait(t->proc, t->self.open ? &t->self : NULL, deadline, m);
+  if (w == M0__WAIT_EXIT && t->serving && m0__children_failed(t->aa.children)) return M0__WAIT_STOP;
   if (w == M0__WAIT_RELOAD) m0__reload_ask(t->proc, t->proc->reload_sig, t->serving);
   /* The next generation serves: this one drains, as on SIGTERM. */
   if (w == M0__WAIT_NEXT && m0__reload_next(t->proc) && t->serving) return M0__WAIT_STOP;
@@ -119,8 +125,10 @@ int m0__top_serve_end(m0__top *t, const char *what, int (*drain)(void *arg, int6
   if (top && pr->stop_fd < 0 && !pr->reload.handed_over) m0__sd_notify("STOPPING=1");
   int64_t bound = m0__now_ms() + t->drain_ms;
   m0__reload_stop_next(pr); /* a SIGTERM during a reload: both generations drain */
+  bool failed = m0__children_failed(t->aa.children); /* read before the drain frees them */
   int rc = drain(arg, bound);
   m0__reload_wait_next(pr, bound);
+  if (rc == 0 && failed) rc = M0__EDIED; /* a supervisor gave up: exit 1, its line said why */
   if (rc == 0 && top) fprintf(stderr, "m0: drained, exit 0\n");
   return rc;
 }

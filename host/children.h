@@ -12,6 +12,16 @@
  *   restart_intensity — then it stays down (said once), and the actor's
  *   routes answer 503 while the rest of the host serves (Erlang/OTP's
  *   restart intensity, per actor).
+ * - An actor a topology's supervisor names (config/appspec.h, m0__sup_spec)
+ *   is restarted by its supervisor's strategy and budget instead: the
+ *   siblings it takes down are stopped (SIGTERM, 5 s, SIGKILL) and reaped
+ *   here, on the watcher, then everything in its reach is started again
+ *   in the supervisor's order. Past its budget it leaves its children down
+ *   (serve_on), or marks the host failed and writes the process's exit
+ *   descriptor: the top's wait turns that into a drain and exit 1
+ *   (host/top.c), and nothing is restarted from then on.
+ * - A pidfd's end is taken only for the pid it was polled for: a sibling
+ *   stopped and started again may have been given the same number.
  * - Once the host's drain began (m0__children_drain) a child that ends is
  *   reaped and stays down: nothing is restarted under a drain, whether it
  *   ended by itself, by the actor's STOP, or by a signal.

@@ -46,11 +46,12 @@ static const char *doc_section(const char *line) {
   if (!strncmp(line, "## Keys", 7)) return "";
   if (!strncmp(line, "### `app_actors`", 16)) return "app_actors";
   if (!strncmp(line, "### `routes`", 12)) return "routes";
+  if (!strncmp(line, "### `supervisors`", 17)) return "supervisors";
   return NULL;
 }
 
 /* Every row of every "| key |" table, each with its section ("?" for a
- * table outside the three). */
+ * table outside the four). */
 static int doc_rows(doc_row *rows) {
   char *text = doc_read(), *save = NULL;
   const char *in = "?";

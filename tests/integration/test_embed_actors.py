@@ -16,10 +16,12 @@ Proves, from outside (HTTP to embed's routes):
   restarted) and a later up; /calls answers from the new pid.
 - SIGTERM to the echo_actor: /notes shows remote.0's down, and /calls says
   EHOSTDOWN for remote.
-- SIGINT: embed stops its host and exits 0; the worker's process is gone.
+- SIGINT: embed stops its host and exits 0 (no sanitizer report on its
+  stderr, the spawned worker's included); the worker's process is gone.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -152,6 +154,7 @@ def stopped(s):
         rc = repr(e)
     F.check(rc == 0, f"SIGINT: embed exits 0 ({rc}):\n{s.stderr()[-2000:]}")
     F.check("host stopped with 0" in s.stderr(), f"embed says its host stopped with 0:\n{s.stderr()[-1000:]}")
+    F.check(not re.search(r"Sanitizer|runtime error:", s.stderr()), f"no sanitizer report:\n{s.stderr()[-3000:]}")
     left = [k for k in kids if wait_for(lambda k=k: not os.path.exists(f"/proc/{k}"), 5) is False]
     F.check(not left, f"the worker's process is gone after the stop ({left} of {kids})")
 

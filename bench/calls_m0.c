@@ -18,8 +18,8 @@
  * CPU, then moves itself to CALLER_CPU: one side per CPU, as CAF's and
  * Erlang's arms of the script are pinned.
  *
- * ipc-call: an embedded host refuses the "process" placement (its main is
- * not m0_serve's), so pong is placed "external" at an ipc:// URL and this
+ * ipc-call: pong is placed "external" at an ipc:// URL (written when an
+ * embedded host refused "process"; it spawns such instances now) and this
  * program starts itself as the instance (fork then exec, as the host does
  * for "process"), which runs m0_actor_run exactly as a spawned process
  * instance does: the same dial, the same wire, the same host-side path. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "config/topoapps.h"
 #include "config/topokeys.h"
 #include "transport/links.h"
@@ -314,7 +315,8 @@ bool m0__topo_routes(m0_config *cfg, const char *text, json_t *list, m0__route_s
   return true;
 }
 
-/* A supervisor's word from a closed set: index into names, or -1 refused. */
+/* A supervisor's word from a closed set: index into names, or M0__EINVALID
+ * (refused, said). */
 static int topoapps_word(topoapps_list *l, json_t *e, const char *key, const char *const *names, int n, int dflt) {
   json_t *v = json_object_get(e, key);
   if (!v) return dflt;
@@ -323,7 +325,7 @@ static int topoapps_word(topoapps_list *l, json_t *e, const char *key, const cha
   char full[80];
   snprintf(full, sizeof full, "%s.%s", l->p, key);
   m0__topo_fail_at(l->cfg, l->text, l->p, key, m0__topo_key_find("supervisors", key)->bad, full);
-  return -1;
+  return M0__EINVALID;
 }
 
 /* Child k of supervisor l->i: an app_actors entry placed process, in no

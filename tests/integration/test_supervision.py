@@ -64,6 +64,18 @@ def start(label, sup, args=(), cls=Server):
     return s, k or {}
 
 
+def stopped(label, s, rc=0, sig=signal.SIGTERM):
+    """The host ends with rc (stopped by sig, or by itself when sig is None)
+    and no sanitizer report on its stderr."""
+    if sig:
+        s.signal(sig)
+    got = s.wait(30)
+    err = s.stderr()
+    F.check(got == rc, f"{label}: the host exits {rc} ({got})\n{err}")
+    F.check("Sanitizer" not in err and "runtime error" not in err, f"{label}: no sanitizer report\n{err}")
+    return err
+
+
 def after_kill(label, s, before, victim, lines):
     """SIGKILLs victim's instance; waits until both actors run and the
     supervisor said `lines` more restarts than before; the new {actor: pid}."""
@@ -84,7 +96,7 @@ def strategies():
             F.check(n.get("silent") == k["silent"], f"{label}: silent kept its pid ({k} -> {n})\n{s.stderr()}")
             st = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(get(s.port, "/actor/echo")), 10)
             F.check(st, f"{label}: /actor/echo answers from the new instance ({get(s.port, '/actor/echo')})")
-        F.check(s.stop() == 0, f"{label}: the host drains, exit 0\n{s.stderr()}")
+        stopped(label, s)
     label = "one_for_all"
     s, k = start(label, {"strategy": "one_for_all"})
     with s:
@@ -93,7 +105,7 @@ def strategies():
             F.check(n.get("echo") and n["echo"] != k["echo"], f"{label}: echo restarted with silent ({k} -> {n})")
             F.check("actor echo instance 0 stopped with it (one_for_all)" in s.stderr(),
                     f"{label}: the line names echo taken down\n{s.stderr()}")
-        F.check(s.stop() == 0, f"{label}: the host drains, exit 0\n{s.stderr()}")
+        stopped(label, s)
     label = "rest_for_one"
     s, k = start(label, {"strategy": "rest_for_one"})
     with s:
@@ -103,7 +115,7 @@ def strategies():
             m = after_kill(label, s, n, "echo", 2) if n else {}
             F.check(m.get("silent") and m["silent"] != n["silent"],
                     f"{label}: echo (first) killed, silent after it restarted too ({n} -> {m})\n{s.stderr()}")
-        F.check(s.stop() == 0, f"{label}: the host drains, exit 0\n{s.stderr()}")
+        stopped(label, s)
 
 
 def budget_exit(label, args=(), cls=Server):
@@ -115,9 +127,7 @@ def budget_exit(label, args=(), cls=Server):
         F.check(n.get("silent") and n["silent"] != k["silent"], f"{label}: one_for_all restarted silent ({k} -> {n})")
         if n:
             os.kill(n["echo"], signal.SIGKILL)
-        rc = s.wait(30)
-        err = s.stderr()
-        F.check(rc == 1, f"{label}: past its budget the host exits 1 ({rc})\n{err}")
+        err = stopped(f"{label}: past its budget", s, 1, None)
         F.check("m0: supervisor core: 2 restarts within 60000 ms, past its budget of 1; the host stops" in err,
                 f"{label}: the line names the supervisor and its budget\n{err}")
         F.check(wait_for(lambda: not any(alive(p) for p in SEEN), 10), f"{label}: no instance outlives the host")
@@ -137,7 +147,7 @@ def serve_on():
         st = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(get(s.port, "/actor/echo")), 10)
         F.check(st, f"{label}: /actor/echo answers 503 ({get(s.port, '/actor/echo')})")
         F.check(get(s.port, "/health")[0] == 200 and s.proc.poll() is None, f"{label}: the host serves on")
-        F.check(s.stop() == 0, f"{label}: the host drains, exit 0\n{s.stderr()}")
+        stopped(label, s)
 
 
 def refused():

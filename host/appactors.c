@@ -166,8 +166,8 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     a->svc_ptrs[i] = &a->svcs[i];
     m0__service_init(&a->svcs[i], i, sp->name, sp->queue, a->loop_inbox, here, first);
     a->svcs[i].callers = &a->post.callers; /* a call's answer finds its caller */
-    a->svcs[i].note = m0__post_note;        /* and the monitors hear of its instances */
-    a->svcs[i].note_arg = &a->post;
+    a->svcs[i].hooks = &m0__post_hooks;   /* and the post hears of its instances and their calls */
+    a->svcs[i].hooks_arg = &a->post;
     a->svcs[i].spawned = sp->placement == M0__PLACE_PROCESS; /* the observer's placement */
     app_actors_rows(&a->svcs[i], pr);
     int rv = app_actors_one(a, i, decl, pr, first, &o);

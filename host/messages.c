@@ -7,8 +7,12 @@
 
 #include "host/embed.h"
 #include "service/post.h"
+#include "service/remote.h"
 
+/* h NULL on the thread of an instance outside the host (m0_actor_run): its
+ * own link to its host carries it (service/remote.h). */
 int m0_send(m0_host *h, const char *actor, uint32_t type, const void *data, size_t len) {
+  if (!h && m0__remote_here()) return m0__remote_send(actor, type, data, len) == 0 ? 0 : -1;
   return m0__post_send(m0__host_post(h), actor, type, data, len) == 0 ? 0 : -1;
 }
 
@@ -16,6 +20,8 @@ int m0_call(m0_host *h, const char *actor, uint32_t type, const void *data, size
             m0_message *out) {
   if (!out) return -1;
   memset(out, 0, sizeof *out);
+  if (!h && m0__remote_here())
+    return m0__remote_call(actor, type, data, len, timeout_ms, &out->type, &out->data, &out->mem_) == 0 ? 0 : -1;
   return m0__post_call(m0__host_post(h), actor, type, data, len, timeout_ms, &out->type, &out->data, &out->mem_) == 0
              ? 0
              : -1;

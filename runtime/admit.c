@@ -90,6 +90,9 @@ static const rule rules[] = {
      * frames from its instances */
     {ROLE_SOCKET, M0__K_REPLY, S | L | O, ANY_APP},
     {ROLE_SOCKET, M0__K_RETURN, S | L | O, ANY_APP},
+    /* an instance's own send or call (service/remote.h): from 0, as a
+     * PUBLISH may be, or its id */
+    {ROLE_SOCKET, M0__K_MESSAGE, S | L | O, ANY_APP | R(0)},
     /* a frame's `from` is 0 or an instance's id: the host knows the
      * instance by its pipe (proved: service.c), and one that only publishes
      * never learns its id (docs/wire.md, PUBLISH) */

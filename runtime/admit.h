@@ -70,7 +70,8 @@
                              * message before it (runtime/proof.h) */                                       \
   X(INSTANCES, "instances") /* an instance past the actor's M0__SLOTS, or past its proofs in progress */  \
   X(PIPES, "pipes")         /* a pipe past a host mailbox's M0__MAILBOX_PIPES (runtime/bounds.h) */         \
-  X(HANDSHAKE, "handshake") /* a tcp or tls+tcp connection not through its greeting in time (bounds.h) */
+  X(HANDSHAKE, "handshake") /* a tcp or tls+tcp connection not through its greeting in time (bounds.h) */ \
+  X(MESSAGE, "message")     /* an instance's own MESSAGE that does not decode, or names no actor (service/post.h) */
 
 enum m0__refusal {
 #define M0__REFUSAL_ENUM(name, text) M0__REFUSE_##name,

@@ -134,7 +134,8 @@ int m0__box_reply(m0__boxes *b, int i, const m0__received *call, uint32_t type, 
   pthread_mutex_lock(&b->mu);
   m0__inbox *to = b->callers ? m0__callers_inbox(b->callers, call->from) : NULL;
   m0__peer_direct(&peer, call->from, to);
-  rv = to ? m0__send_msg(&self, &peer, M0__K_RETURN, 0, 0, m) : M0__ECLOSED;
+  if (to) rv = m0__send_msg(&self, &peer, M0__K_RETURN, 0, 0, m);
+  else rv = b->callers && b->answer && b->answer(b->answer_arg, self.id, call->from, m) ? 0 : M0__ECLOSED;
   pthread_mutex_unlock(&b->mu);
   if (rv == 0) return 0;
   nng_msg_free(m);

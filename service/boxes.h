@@ -57,6 +57,10 @@ typedef struct m0__boxes {
   int refs;                /* the post's, and one per open mailbox (under mu) */
   atomic_bool stopped;     /* the host stopped: callers is gone */
   m0__callers *callers;    /* where a reply goes (NULL once stopped; under mu) */
+  /* or, to a connected instance's own call, this way (the post's: service/
+   * service.h's hooks' answer); not called once stopped */
+  bool (*answer)(void *arg, uint32_t from, uint32_t to, nng_msg *ret);
+  void *answer_arg;
   m0__tracer *trace;
   m0__box box[M0__BOXES];
   m0__watch watch[M0__WATCHES];

@@ -123,8 +123,9 @@ static void instance_message(m0__instance *in, const m0__msg *m) {
   m0__inbox *caller = m0__service_reply_inbox(in->svc, m->env.from);
   m0__peer to;
   m0__peer_direct(&to, m->env.from, caller);
-  if (!caller || m0__send_msg(&in->self, &to, M0__K_RETURN, m->env.trace_hi, m->env.trace_lo, ret) != 0)
-    nng_msg_free(ret); /* the caller gave up: nothing waits for it */
+  if (caller && m0__send_msg(&in->self, &to, M0__K_RETURN, m->env.trace_hi, m->env.trace_lo, ret) == 0) return;
+  if (!caller && m0__service_answered(in->svc, m0__service_slot_id(in->svc, in->slot), m->env.from, ret)) return;
+  nng_msg_free(ret); /* the caller gave up: nothing waits for it */
 }
 
 static void instance_serve(m0__instance *in) {

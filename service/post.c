@@ -11,6 +11,8 @@
 #include "http/response.h"
 #include "service/wire.h"
 
+static bool post_answer(void *arg, uint32_t from, uint32_t to, nng_msg *ret);
+
 /* ---- the process's posts ---- */
 
 /* The one list of the process's hosts' posts (service/post.h): a thread
@@ -24,6 +26,9 @@ int m0__post_init(m0__post *p, m0__service *const *all, int nall, m0__tracer *tr
   memset(p, 0, sizeof *p);
   m0__callers_init(&p->callers, trace);
   if (!(p->boxes = m0__boxes_new(&p->callers, trace))) return M0__ENOMEM;
+  p->boxes->answer = post_answer; /* a connected instance's call to a mailbox is answered on its link */
+  p->boxes->answer_arg = p;
+  pthread_mutex_init(&p->book_mu, NULL);
   p->trace = trace;
   p->all = all;
   p->nall = nall;
@@ -44,6 +49,7 @@ void m0__post_fini(m0__post *p) {
   pthread_mutex_unlock(&posts_mu);
   m0__boxes_stop(p->boxes); /* first: a mailbox's reply reaches no caller after */
   m0__callers_fini(&p->callers);
+  pthread_mutex_destroy(&p->book_mu);
 }
 
 void m0__post_enter(m0__post *p, uint32_t as) {
@@ -125,9 +131,10 @@ static int box_send(m0__post *p, m0__caller *c, const target *t, m0__trace_id tr
   return ENOMEM;
 }
 
-/* m sent from caller c to t's instance, counted in flight (a call gives
- * its count back when it ends; a thread instance, a send's once taken; a
- * connected instance's send is not counted: its window bounds it). A
+/* m sent from caller c to t's instance, counted in flight when `counted`
+ * (a call gives its count back when it ends; a thread instance, a send's
+ * once taken; a connected instance's send is not counted: its window
+ * bounds it). A
  * MESSAGE to a connected instance waits for its window until deadline
  * (service.h), which it holds until its answer, or `until`. 0, or an errno
  * (m is still the caller's). */
@@ -139,7 +146,6 @@ static int target_send(m0__post *p, m0__caller *c, const target *t, int kind, m0
   bool window = s->connected && kind == M0__K_MESSAGE;
   if (window && !m0__service_window_take(s, t->k, t->gen, deadline, until))
     return target_same(t) ? EAGAIN : EHOSTDOWN;
-  counted = counted || !s->connected;
   m0__peer to;
   if (s->connected) m0__peer_pipe(&to, t->id, s->self.mailbox, m0__slot_pipe(sl));
   else m0__peer_direct(&to, t->id, sl->inbox);
@@ -158,6 +164,9 @@ static int target_send(m0__post *p, m0__caller *c, const target *t, int kind, m0
  * one a second, rather than none ever again). */
 #define POST_SEND_WAIT_MS 100
 #define POST_SEND_ANSWER_MS 1000
+/* How long a connected instance's own call, passed on, is waited for here:
+ * its own bound is the instance's, which the host is not told. */
+#define POST_FORWARD_MS 60000
 
 /* The edge of the post: errno set to err, and the m0__err that says it. */
 static int post_fail(int err) {
@@ -183,7 +192,7 @@ int m0__post_send(m0__post *p, const char *actor, uint32_t type, const void *dat
   m0__caller *c = why == 0 ? m0__caller_take(&p->callers, p == post_here ? post_as : 0) : NULL;
   if (why == 0)
     why = c ? target_send(p, c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS,
-                          m0__service_now_ms() + POST_SEND_ANSWER_MS, false)
+                          m0__service_now_ms() + POST_SEND_ANSWER_MS, t.box < 0 && !t.svc->connected)
             : EAGAIN;
   if (c) m0__caller_give(&p->callers, c);
   target_done(p, &t);
@@ -248,6 +257,7 @@ static int message_take(waiter *w, const uint8_t *payload, size_t len, bool *min
   m0__wire_message r;
   if (m0__wire_return_read(payload, len, &r) != 0 || r.call != w->call) return 0;
   *mine = true;
+  if (r.code == M0__RETURN_REFUSED) return r.data.n >= 4 ? (int)m0__le_get32((const uint8_t *)r.data.p) : EAGAIN;
   if (r.code != M0__RETURN_ANSWERED) return ENODATA;
   message_out *o = w->out;
   char *mem = malloc(r.data.n ? r.data.n : 1);
@@ -378,7 +388,7 @@ int m0__post_watch(m0__post *p, const char *actor, const char *watcher) {
   return post_fail(ENOENT);
 }
 
-void m0__post_note(void *arg, const m0__service *s, int k, uint32_t type, const char *why) {
+static void post_note(void *arg, const m0__service *s, int k, uint32_t type, const char *why) {
   m0__post *p = arg;
   char note[512], who[64];
   if (k >= 0) snprintf(who, sizeof who, "\"%s.%d\"", s->name, k);
@@ -396,3 +406,120 @@ void m0__post_note(void *arg, const m0__service *s, int k, uint32_t type, const 
     if (m0__post_send(p, w[i].watcher, type, note, (size_t)n) != 0) atomic_fetch_add(&p->boxes->missed, 1);
   errno = saved;
 }
+
+/* ---- an instance on a connection sends and calls (service/remote.h) ---- */
+
+/* Connected instance `to`'s link (its pipe on its actor's socket), as a
+ * peer; false when it is no connected instance of this host's. */
+static bool post_link(const m0__post *p, uint32_t to, m0__peer *out) {
+  int idx = M0__ACTOR_INDEX(to), k = idx & 0xfff;
+  if (M0__ACTOR_ROLE(to) != M0__ROLE_APP || (idx >> 12) >= p->nall) return false;
+  m0__service *s = p->all[idx >> 12];
+  if (!s->connected || k >= s->nslots) return false;
+  nng_pipe pipe = m0__slot_pipe(&s->slots[k]);
+  if (nng_pipe_id(pipe) <= 0) return false;
+  m0__peer_pipe(out, to, s->self.mailbox, pipe);
+  return true;
+}
+
+/* The book of calls passed on: (asker, call) -> the one who must answer it,
+ * until when. false when full (every entry still waited for). */
+static bool book_add(m0__post *p, uint32_t asker, uint64_t call, uint32_t answerer, int64_t until) {
+  int64_t now = m0__service_now_ms();
+  bool added = false;
+  pthread_mutex_lock(&p->book_mu);
+  for (int i = 0; i < M0__FORWARDS && !added; i++)
+    if (!p->book[i].call || p->book[i].until < now) {
+      p->book[i] = (m0__forward){asker, answerer, call, until};
+      added = true;
+    }
+  pthread_mutex_unlock(&p->book_mu);
+  return added;
+}
+
+/* Whether asker's call `call` waits for answerer's answer (then it waits no
+ * more). */
+static bool book_take(m0__post *p, uint32_t asker, uint64_t call, uint32_t answerer) {
+  bool found = false;
+  pthread_mutex_lock(&p->book_mu);
+  for (int i = 0; i < M0__FORWARDS && !found; i++) {
+    m0__forward *f = &p->book[i];
+    if (f->call == call && f->asker == asker && f->target == answerer) {
+      f->call = 0;
+      found = true;
+    }
+  }
+  pthread_mutex_unlock(&p->book_mu);
+  return found;
+}
+
+/* The hooks' answer: a RETURN from `from` to connected instance `to`, taken
+ * only for a call of `to`'s this host passed on to `from` and still in the
+ * book (a forged or late one is not: the service counts it). */
+static bool post_answer(void *arg, uint32_t from, uint32_t to, nng_msg *ret) {
+  m0__post *p = arg;
+  m0__peer back;
+  if (nng_msg_len(ret) < M0__ENV_HEADER + M0__WIRE_RETURN_FIXED || !post_link(p, to, &back)) return false;
+  uint64_t call = m0__le_get64((const uint8_t *)nng_msg_body(ret) + M0__ENV_HEADER);
+  if (!call || !book_take(p, to, call, from)) return false;
+  m0__caller *c = m0__caller_take(&p->callers, from);
+  bool sent = c && m0__send_msg(&c->self, &back, M0__K_RETURN, 0, 0, ret) == 0;
+  if (c) m0__caller_give(&p->callers, c);
+  if (!sent) nng_msg_free(ret); /* the asker's link is gone: nobody waits */
+  return true;
+}
+
+/* A call of instance `from` the host could not pass on: a RETURN saying
+ * why (an errno), back on its link. */
+static void post_refuse(m0__post *p, m0__caller *c, uint32_t from, uint64_t call, int err) {
+  m0__peer back;
+  nng_msg *m;
+  uint8_t why[4];
+  m0__le_put32(why, (uint32_t)err);
+  if (!call || !post_link(p, from, &back) || m0__wire_return_new(&m, call, 0, M0__RETURN_REFUSED, why, 4) != 0) return;
+  if (m0__send_msg(&c->self, &back, M0__K_RETURN, 0, 0, m) != 0) nng_msg_free(m);
+}
+
+/* Slot k's instance sends or calls `name`: passed on from the instance's
+ * id; a call is written in the book, so that its answer (a RETURN to that
+ * id) goes back on its link (post_answer). A call's count in flight is not
+ * kept (nobody here waits to give it back). Runs on the service's reply
+ * thread: a window busy past 100 ms refuses. A MESSAGE that does not decode
+ * is refused and counted (`message`). */
+static void post_message(void *arg, m0__service *s, int k, m0__msg *m) {
+  m0__post *p = arg;
+  m0__wire_message msg;
+  char name[M0__WIRE_NAME_MAX + 1], peer[96];
+  uint32_t from = m0__service_slot_id(s, k);
+  if (m0__wire_message_read(m->payload, m->len, &msg) != 0 || !msg.name.n) {
+    atomic_fetch_add(&s->st->refused, 1);
+    m0__msg_peer(m, peer, sizeof peer);
+    m0__refused(s->self.id, M0__REFUSE_MESSAGE, M0__K_MESSAGE, peer);
+    m0__msg_free(m);
+    return;
+  }
+  memcpy(name, msg.name.p, msg.name.n);
+  name[msg.name.n] = 0;
+  m0__caller *c = m0__caller_take(&p->callers, from);
+  target t = {.box = -1};
+  nng_msg *out = NULL;
+  int64_t now = m0__service_now_ms();
+  int why = c ? target_find(p, name, &t) : EAGAIN;
+  if (why == 0 && (why = m0__wire_message_new(&out, msg.call, msg.type, NULL, msg.data.p, msg.data.n)) != 0)
+    why = wire_errno(why);
+  if (why == 0 && msg.call && !book_add(p, from, msg.call, t.id, now + POST_FORWARD_MS)) why = EAGAIN;
+  m0__trace_id trace = {m->env.trace_hi, m->env.trace_lo};
+  if (why == 0)
+    why = target_send(p, c, &t, M0__K_MESSAGE, trace, out, now + POST_SEND_WAIT_MS,
+                      now + (msg.call ? POST_FORWARD_MS : POST_SEND_ANSWER_MS), !msg.call && t.box < 0 && !t.svc->connected);
+  if (why != 0) {
+    if (out) nng_msg_free(out);
+    if (msg.call) book_take(p, from, msg.call, t.id);
+    if (c) post_refuse(p, c, from, msg.call, why);
+  }
+  target_done(p, &t);
+  if (c) m0__caller_give(&p->callers, c);
+  m0__msg_free(m);
+}
+
+const m0__service_hooks m0__post_hooks = {.note = post_note, .answer = post_answer, .message = post_message};

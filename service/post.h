@@ -31,11 +31,20 @@
 #ifndef M0_SERVICE_POST_H
 #define M0_SERVICE_POST_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "service/boxes.h"
 #include "service/callers.h"
 #include "service/service.h"
+
+/* A connected instance's own call, passed on (service/post.c's book). */
+#define M0__FORWARDS 256
+typedef struct m0__forward {
+  uint32_t asker, target; /* whose call, and who must answer it */
+  uint64_t call;          /* the asker's id for it (0: a free entry) */
+  int64_t until;          /* past it the entry may be reused */
+} m0__forward;
 
 typedef struct m0__post {
   m0__callers callers;
@@ -45,6 +54,8 @@ typedef struct m0__post {
   int nall;
   _Atomic uint64_t calls; /* the last call id given */
   struct m0__post *next;  /* in the process's list */
+  pthread_mutex_t book_mu;
+  m0__forward book[M0__FORWARDS]; /* connected instances' calls passed on, waiting for their answer */
 } m0__post;
 
 /* Makes the post of a host's actors (all is kept, not copied) and lists it
@@ -81,8 +92,8 @@ int m0__post_box_open(m0__post *p, const char *name);
  * types) of each instance of actor that comes, leaves or exits: 0, or errno
  * ENOENT (no such actor), EINVAL (a bad watcher name), ENOSPC. */
 int m0__post_watch(m0__post *p, const char *actor, const char *watcher);
-/* The services' hook (m0__service.note): slot k of s (-1: none known) came
- * or went; what is the note's last fields, JSON ("\"event\":...") */
-void m0__post_note(void *arg, const m0__service *s, int k, uint32_t type, const char *what);
+/* What the services ask of the post (service/service.h): the monitors'
+ * notes, the way back to a connected instance's own call, and its calls. */
+extern const m0__service_hooks m0__post_hooks;
 
 #endif

@@ -22,6 +22,11 @@
  *   on an nng thread and interrupts its system calls (with a handler, the
  *   close after a drain's STOP and SIGTERM hung in nng 1.5.2 in 3 of 8
  *   drains), and no timer is needed to notice them.
+ * - Its own sends and calls (service/remote.h) go to the host over this
+ *   link as MESSAGEs naming their actor; a call waits on the link for its
+ *   RETURN (matched by its call id), and what else comes meanwhile — the
+ *   host's requests, messages, a STOP — is kept, in order, and taken
+ *   before anything newer once the call is over.
  */
 #include <errno.h>
 #include <nng/nng.h>
@@ -40,6 +45,7 @@
 
 #include "runtime/envelope.h"
 #include "service/instance.h"
+#include "service/remote.h"
 #include "runtime/kinds.h"
 #include "runtime/proof.h"
 #include "bus/publisher.h"
@@ -259,7 +265,14 @@ typedef struct remote_run {
    * none). One up 300 ms after it is the next generation's (the old one
    * closes a redial at once, and this one's own close is done by then). */
   int64_t moving;
+  /* What came while one of its own calls waited (service/remote.h). */
+  nng_msg **stash;
+  int nstash, capstash;
+  uint64_t calls;
 } remote_run;
+
+/* The instance this thread runs (inside its receive or message), or NULL. */
+static _Thread_local remote_run *remote_current;
 
 /* The socket opened, its identity loaded and dialed: 0, or the exit code
  * (said on stderr; the socket and the signals given back). */
@@ -393,6 +406,98 @@ static void remote_move(remote_run *r) {
   r->moving = remote_now_ms();
 }
 
+/* ---- its own sends and calls ---- */
+
+bool m0__remote_here(void) { return remote_current != NULL; }
+
+static int remote_fail(int err, int code) {
+  errno = err;
+  return code;
+}
+
+/* A MESSAGE (call 0: a send) to `actor`, through the host. */
+static int remote_tell(remote_run *r, uint64_t call, const char *actor, uint32_t type, const void *data,
+                          size_t len) {
+  nng_msg *m;
+  int rv = m0__wire_message_new(&m, call, type, actor, data, len);
+  if (rv != 0) return remote_fail(rv == M0__ETOOBIG ? EMSGSIZE : ENOMEM, rv);
+  m0__env e = {.kind = M0__K_MESSAGE, .seq = ++r->seq, .trace_hi = m0__current_trace.hi,
+               .trace_lo = m0__current_trace.lo}; /* from 0: the host knows it by its link */
+  m0__env_write(nng_msg_body(m), &e, (uint32_t)(nng_msg_len(m) - M0__ENV_HEADER));
+  if (nng_sendmsg(r->sock, m, 0) == 0) return 0;
+  nng_msg_free(m);
+  return remote_fail(EAGAIN, M0__ECLOSED);
+}
+
+int m0__remote_send(const char *actor, uint32_t type, const void *data, size_t len) {
+  remote_run *r = remote_current;
+  if (!r || !actor) return remote_fail(ENOENT, M0__EINVALID);
+  return remote_tell(r, 0, actor, type, data, len);
+}
+
+static bool remote_keep(remote_run *r, nng_msg *m) {
+  if (r->nstash == r->capstash) {
+    int cap = r->capstash ? 2 * r->capstash : 16;
+    nng_msg **n = realloc(r->stash, (size_t)cap * sizeof *n);
+    if (!n) return false;
+    r->stash = n;
+    r->capstash = cap;
+  }
+  r->stash[r->nstash++] = m;
+  return true;
+}
+
+/* Whether m is the RETURN of call `call`; if so *rv is the call's end (0
+ * and the answer copied out, or an errno). */
+static bool remote_answered(nng_msg *m, uint64_t call, uint32_t *type, m0_str *data, void **mem, int *rv) {
+  m0__env e;
+  const uint8_t *payload;
+  size_t len;
+  m0__wire_message a;
+  if (m0__env_read(nng_msg_body(m), nng_msg_len(m), &e, &payload, &len) != 0 || e.kind != M0__K_RETURN ||
+      m0__wire_return_read(payload, len, &a) != 0 || a.call != call)
+    return false;
+  if (a.code == M0__RETURN_REFUSED) *rv = a.data.n >= 4 ? (int)m0__le_get32((const uint8_t *)a.data.p) : EAGAIN;
+  else if (a.code != M0__RETURN_ANSWERED) *rv = ENODATA;
+  else if (!(*mem = malloc(a.data.n ? a.data.n : 1))) *rv = ENOMEM;
+  else {
+    if (a.data.n) memcpy(*mem, a.data.p, a.data.n);
+    *type = a.type;
+    *data = (m0_str){*mem, a.data.n};
+    *rv = 0;
+  }
+  return true;
+}
+
+int m0__remote_call(const char *actor, uint32_t type, const void *data, size_t len, unsigned timeout_ms,
+                    uint32_t *out_type, m0_str *out_data, void **out_mem) {
+  remote_run *r = remote_current;
+  if (!r || !actor) return remote_fail(ENOENT, M0__EINVALID);
+  uint64_t call = ++r->calls;
+  int rv = remote_tell(r, call, actor, type, data, len);
+  if (rv != 0) return rv;
+  int64_t deadline = remote_now_ms() + (timeout_ms ? timeout_ms : 1000);
+  for (;;) {
+    int64_t left = deadline - remote_now_ms();
+    bool idle;
+    nng_msg *m = left > 0 ? remote_next(r->sock, r->rfd, r->sfd, (int)left, &idle) : NULL;
+    if (!m) return remote_fail(ETIMEDOUT, M0__ETIMEDOUT); /* or a signal: the run ends after this call */
+    int got = EAGAIN;
+    if (remote_answered(m, call, out_type, out_data, out_mem, &got)) {
+      nng_msg_free(m);
+      return got == 0 ? 0 : remote_fail(got, got == ENOMEM ? M0__ENOMEM : M0__ECLOSED);
+    }
+    if (!remote_keep(r, m)) nng_msg_free(m); /* another call's late RETURN, a request: kept for after */
+  }
+}
+
+/* The oldest message kept while a call waited. */
+static nng_msg *remote_unkeep(remote_run *r) {
+  nng_msg *m = r->stash[0];
+  memmove(r->stash, r->stash + 1, (size_t)--r->nstash * sizeof *r->stash);
+  return m;
+}
+
 int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   if (!kind || !kind->receive || !url) return 1;
   /* On this stack, as it was before it became a struct: the socket's pipe
@@ -400,13 +505,17 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   remote_run run = {.kind = kind, .url = url, .instance = instance};
   remote_run *r = &run;
   int code = remote_begin(r);
+  remote_current = r; /* its receive's and message's sends and calls go over its link */
   for (bool go_on = !code; go_on;) {
     bool idle;
-    nng_msg *m = remote_next(r->sock, r->rfd, r->sfd, r->moving ? 250 : -1, &idle);
+    nng_msg *m = r->nstash ? remote_unkeep(r) : remote_next(r->sock, r->rfd, r->sfd, r->moving ? 250 : -1, &idle);
     if (r->moving) remote_move(r);
     if (m) go_on = remote_take(r, m);
     else go_on = idle;
   }
+  remote_current = NULL;
+  for (int i = 0; i < r->nstash; i++) nng_msg_free(r->stash[i]);
+  free(r->stash);
   if (!code) {
     if (kind->free && r->state) kind->free(r->state);
     close_bounded(r->sock);

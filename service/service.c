@@ -1,6 +1,7 @@
 #include "service/service.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +11,7 @@
 #include "bus/publisher.h"
 #include "base/errors.h"
 #include "base/num.h"
+#include "service/wire.h"
 
 void m0__service_init(m0__service *s, int index, const char *name, int queue, m0__inbox **loop_inbox, int nloops,
                       int loop_base) {
@@ -369,6 +371,12 @@ static void service_answer(m0__service *s, m0__msg *m) {
     return;
   }
   m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m->env.to);
+  if (k >= 0 && !to && !s->relay && m->env.kind == M0__K_RETURN &&
+      m0__service_answered(s, m0__service_slot_id(s, k), m->env.to, m->nmsg)) {
+    m->nmsg = NULL; /* the answer to a connected instance's own call (service/post.h): on its link */
+    m0__msg_free(m);
+    return;
+  }
   if (k < 0 || (!to && !s->relay)) {
     /* from a pipe no instance holds (a leg not yet introduced), or to no
      * loop or waiting caller of this process */
@@ -385,6 +393,34 @@ static void service_answer(m0__service *s, m0__msg *m) {
     /* its sender is outside: counted here (runtime/edges.h) */
     m0__edge_sent(m0__service_slot_id(s, k), m->env.to, m->env.kind);
   }
+  m0__msg_free(m);
+}
+
+/* A MESSAGE an instance sent (its own send or call, service/remote.h):
+ * the host's to pass on, from the slot its pipe holds. m is freed. */
+static void service_message(m0__service *s, m0__msg *m) {
+  pthread_mutex_lock(&s->mu);
+  m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m->nmsg));
+  int k = sl ? (int)(sl - s->slots) : -1;
+  pthread_mutex_unlock(&s->mu);
+  if (k >= 0 && s->hooks && s->hooks->message && !s->relay) {
+    s->hooks->message(s->hooks_arg, s, k, m);
+    return;
+  }
+  /* No post here (under --workers the supervisor's relay carries only the
+   * workers' messages): a call is told so at once rather than left to its
+   * bound (docs/actors.md). */
+  m0__wire_message msg;
+  nng_msg *no;
+  uint8_t why[4];
+  m0__le_put32(why, EOPNOTSUPP);
+  m0__peer back;
+  m0__peer_pipe(&back, m->env.from, s->self.mailbox, nng_msg_get_pipe(m->nmsg));
+  if (k >= 0 && m0__wire_message_read(m->payload, m->len, &msg) == 0 && msg.call &&
+      m0__wire_return_new(&no, msg.call, 0, M0__RETURN_REFUSED, why, 4) == 0 &&
+      m0__send_msg(&s->self, &back, M0__K_RETURN, 0, 0, no) != 0)
+    nng_msg_free(no);
+  if (k < 0) service_refused(s, M0__REFUSE_ADDRESS, m);
   m0__msg_free(m);
 }
 
@@ -412,6 +448,9 @@ void *m0__service_rx(void *arg) {
       service_publish(s, &m);
     } else if (kind == M0__K_READY) {
       if (!door_intro(s, &m)) service_refused(s, M0__REFUSE_ADDRESS, &m); /* introduces no leg of this door */
+    } else if (kind == M0__K_MESSAGE) {
+      service_message(s, &m); /* frees m */
+      continue;
     } else if (kind == M0__K_REPLY || kind == M0__K_RETURN) {
       service_answer(s, &m); /* frees m */
       continue;

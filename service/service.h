@@ -95,12 +95,8 @@ typedef struct m0__service {
                                * count), or st.restarts */
   m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
   struct m0__callers *callers; /* the host's (service/callers.h): where a RETURN or an ask's REPLY goes */
-  /* Told when an instance comes (M0_MSG_UP), leaves (M0_MSG_DOWN) or, a
-   * spawned one, exits (M0_MSG_EXITED): the host's monitors (service/post.h,
-   * m0__post_note), set before anything listens; NULL: nobody. what is the
-   * note's last JSON fields. Any thread; never under mu. */
-  void (*note)(void *arg, const struct m0__service *s, int k, uint32_t type, const char *what);
-  void *note_arg;
+  const struct m0__service_hooks *hooks; /* what it asks of its host (below); NULL: nothing */
+  void *hooks_arg;
   /* Under --workers (service/relay.h): in the supervisor, the relay its
    * REPLYs go to (it has no loops); in a worker, door is set: its
    * connections are the relay's legs, whose instances it never stops.
@@ -229,9 +225,32 @@ uint32_t m0__service_slot_id(const m0__service *s, int k);
 bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadline, int64_t until);
 void m0__service_window_give(m0__service *s, int k);
 
-/* s->note, when set. */
+/* What a service asks of the host it serves: the post (service/post.h)
+ * answers, one table set before anything listens. Any thread; never under
+ * the service's mu. */
+typedef struct m0__service_hooks {
+  /* Slot k's instance came (M0_MSG_UP), left (M0_MSG_DOWN) or, spawned,
+   * exited (M0_MSG_EXITED, k -1): the monitors' note; what is its last JSON
+   * fields. */
+  void (*note)(void *arg, const struct m0__service *s, int k, uint32_t type, const char *what);
+  /* A RETURN from `from` to `to`, which is no loop or caller of this
+   * process: the answer to a connected instance's own call this host passed
+   * on (service/post.h), which goes back on its link when that call is
+   * still waiting for `from`'s answer. ret is a whole message (its header
+   * space first). true: taken; false: still the caller's. */
+  bool (*answer)(void *arg, uint32_t from, uint32_t to, nng_msg *ret);
+  /* A MESSAGE slot k's connected instance sent (its own send or call, by
+   * name): the hook's from here (it frees m). */
+  void (*message)(void *arg, struct m0__service *s, int k, m0__msg *m);
+} m0__service_hooks;
+
 static inline void m0__service_noted(const struct m0__service *s, int k, uint32_t type, const char *what) {
-  if (s->note) s->note(s->note_arg, s, k, type, what);
+  if (s->hooks && s->hooks->note) s->hooks->note(s->hooks_arg, s, k, type, what);
+}
+
+/* The hooks' answer, when set. */
+static inline bool m0__service_answered(const struct m0__service *s, uint32_t from, uint32_t to, nng_msg *ret) {
+  return s->hooks && s->hooks->answer && s->hooks->answer(s->hooks_arg, from, to, ret);
 }
 
 /* The inbox a reply addressed to `to` goes into: a loop's of this service's

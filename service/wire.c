@@ -267,7 +267,7 @@ int m0__wire_message_read(const uint8_t *payload, size_t len, m0__wire_message *
 int m0__wire_return_read(const uint8_t *payload, size_t len, m0__wire_message *out) {
   if (len < M0__WIRE_RETURN_FIXED) return M0__EBADMSG;
   uint32_t code = m0__le_get32(payload + 12);
-  if (code > M0__RETURN_NONE) return M0__EBADMSG;
+  if (code > M0__RETURN_REFUSED) return M0__EBADMSG;
   *out = (m0__wire_message){.call = m0__le_get64(payload), .type = m0__le_get32(payload + 8), .code = code,
                             .data = {(const char *)payload + M0__WIRE_RETURN_FIXED, len - M0__WIRE_RETURN_FIXED}};
   return 0;

@@ -100,6 +100,7 @@ int m0__wire_next_reply(m0__wire_rd *r, m0__wire_reply *out);
 enum {
   M0__RETURN_ANSWERED = 0, /* data is the actor's answer */
   M0__RETURN_NONE = 1,     /* the actor answered nothing (no message handler, or it sent no answer) */
+  M0__RETURN_REFUSED = 2,  /* the host could not pass an instance's call on: data is a u32 errno */
 };
 typedef struct m0__wire_message {
   uint64_t call;

@@ -10,11 +10,16 @@
  * Messages (m0_send, m0_call; echo_message): ECHO_MSG_ECHO is answered
  * ECHO_MSG_ECHOED with {"actor":"echo","pid":P,"instance":I,"data":D};
  * each ECHO_MSG_COUNT (a send) is counted, and ECHO_MSG_COUNTED answers
- * {"instance":I,"counted":N}; ECHO_MSG_NONE gets no answer.
+ * {"instance":I,"counted":N}; ECHO_MSG_NONE gets no answer. ECHO_MSG_FORWARD
+ * with data "NAME:TEXT" makes the instance call NAME itself (m0_call, from
+ * wherever it runs) with ECHO_MSG_ECHO and TEXT, and answer
+ * {"instance":I,"via":NAME,"type":T,"answer":"..."} or {...,"errno":E};
+ * ECHO_MSG_FORWARD_SEND sends NAME an ECHO_MSG_COUNT (m0_send) instead.
  * And the kind `silent`, which never replies (its routes answer 504). */
 #ifndef M0_APPS_ECHO_H
 #define M0_APPS_ECHO_H
 
+#include <errno.h>
 #include <jansson.h>
 #include <m0/m0.h>
 #include <stdio.h>
@@ -28,7 +33,15 @@ typedef struct echo_state {
   long counted; /* ECHO_MSG_COUNT messages taken */
 } echo_state;
 
-enum { ECHO_MSG_ECHO = 1, ECHO_MSG_ECHOED = 2, ECHO_MSG_COUNT = 3, ECHO_MSG_COUNTED = 4, ECHO_MSG_NONE = 5 };
+enum {
+  ECHO_MSG_ECHO = 1,
+  ECHO_MSG_ECHOED = 2,
+  ECHO_MSG_COUNT = 3,
+  ECHO_MSG_COUNTED = 4,
+  ECHO_MSG_NONE = 5,
+  ECHO_MSG_FORWARD = 6,
+  ECHO_MSG_FORWARD_SEND = 7,
+};
 
 static void *echo_make(const m0_actor_ctx *ctx, char *err, size_t errlen) {
   echo_state *s = calloc(1, sizeof *s);
@@ -98,8 +111,42 @@ static void echo_free(void *state) {
   free(state);
 }
 
+/* ECHO_MSG_FORWARD(_SEND): a call (a send) of the instance's own, to the
+ * actor named before the ':' in data. */
+static void echo_forward(echo_state *s, uint32_t type, m0_str data, m0_reply *rep) {
+  char name[64];
+  const char *colon = data.n ? memchr(data.p, ':', data.n) : NULL;
+  size_t n = colon ? (size_t)(colon - data.p) : 0;
+  if (!colon || n == 0 || n >= sizeof name) return;
+  memcpy(name, data.p, n);
+  name[n] = 0;
+  m0_str text = {colon + 1, data.n - n - 1};
+  json_t *o = json_object();
+  json_object_set_new(o, "instance", json_integer(s->instance));
+  json_object_set_new(o, "via", json_string(name));
+  m0_message a;
+  if (type == ECHO_MSG_FORWARD_SEND) {
+    if (m0_send(NULL, name, ECHO_MSG_COUNT, NULL, 0) != 0) json_object_set_new(o, "errno", json_integer(errno));
+  } else if (m0_call(NULL, name, ECHO_MSG_ECHO, text.p, text.n, 2000, &a) != 0) {
+    json_object_set_new(o, "errno", json_integer(errno));
+  } else {
+    json_object_set_new(o, "type", json_integer(a.type));
+    json_t *t = json_stringn(a.data.n ? a.data.p : "", a.data.n);
+    json_object_set_new(o, "answer", t ? t : json_string("?"));
+    m0_message_free(&a);
+  }
+  char *out = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  if (out && rep) m0_reply_message(rep, ECHO_MSG_ECHOED, out, strlen(out));
+  free(out);
+}
+
 static void echo_message(void *state, uint32_t type, m0_str data, m0_reply *rep) {
   echo_state *s = state;
+  if (type == ECHO_MSG_FORWARD || type == ECHO_MSG_FORWARD_SEND) {
+    echo_forward(s, type, data, rep);
+    return;
+  }
   if (type == ECHO_MSG_COUNT) s->counted++;
   if (!rep || (type != ECHO_MSG_ECHO && type != ECHO_MSG_COUNTED)) return; /* a send, or ECHO_MSG_NONE */
   json_t *o = json_object();

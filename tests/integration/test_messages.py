@@ -55,6 +55,7 @@ MSG_HEAD = struct.Struct("<QIH")  # service/wire.h: call type name-length, name,
 RET_HEAD = struct.Struct("<QII")  # call type code, data
 LOOP0 = 2 << 24  # loop.0's id (runtime/actor.h: role << 24 | index)
 ECHOED, COUNT_TYPE, NONE_TYPE = 2, 4, 5  # echo.h: ECHO_MSG_ECHOED, ECHO_MSG_COUNTED, ECHO_MSG_NONE
+FORWARD, FORWARD_SEND = 6, 7  # echo.h: ECHO_MSG_FORWARD, ECHO_MSG_FORWARD_SEND: the instance calls (sends) itself
 
 
 def topo(mode, placement):
@@ -261,6 +262,39 @@ def placement_pids(s, placement, serving, externals):
     return set(serving) if placement == "thread" else children(s.proc.pid) - set(serving)
 
 
+def own_calls(label, c, mode, pids):
+    """An instance on a connection calls and sends by itself (echo's FORWARD:
+    m0_call from its own message function, over its link to the host,
+    service/remote.h): it reaches the other instance (echo.0 asks echo.1),
+    a name that is nothing is ENOENT at once, an actor that answers nothing
+    ENODATA; under prefork the supervisor passes nothing on: EOPNOTSUPP at
+    once (docs/actors.md)."""
+    r = call(c, "echo.0", FORWARD, "echo.1:relayed")
+    a = answer(r)
+    if mode == "prefork":
+        F.check(r[0] == 200 and a.get("errno") == 95,
+                f"{label}: echo.0's own call under --workers is refused at once, EOPNOTSUPP ({r})")
+        return
+    inner = {}
+    try:
+        inner = json.loads(a.get("answer") or "{}")
+    except ValueError:
+        pass
+    F.check(r[0] == 200 and a.get("via") == "echo.1" and inner.get("instance") is not None and
+            inner.get("data") == "relayed" and inner.get("pid") in pids,
+            f"{label}: echo.0 calls echo.1 itself (its own link) and answers with echo.1's answer ({r})")
+    r = call(c, "echo.0", FORWARD, "nope:x")
+    F.check(r[0] == 200 and answer(r).get("errno") == 2, f"{label}: echo.0's own call of nope: ENOENT ({r})")
+    r = call(c, "echo.0", FORWARD, "relay:x")
+    F.check(r[0] == 200 and answer(r).get("errno") == 61,
+            f"{label}: echo.0's own call of relay (no message function): ENODATA ({r})")
+    before = counted(c, "echo.1")
+    r = call(c, "echo.0", FORWARD_SEND, "echo.1:")
+    after = counted(c, "echo.1")
+    F.check(r[0] == 200 and "errno" not in answer(r) and before is not None and after == before + 1,
+            f"{label}: echo.0's own send to echo.1 is counted there ({before} -> {after}; {r})")
+
+
 def one_host(mode, placement):
     label = f"{mode}, echo {placement}"
     rd = private_dir("rd-", TMP)
@@ -300,6 +334,8 @@ def one_host(mode, placement):
             r = call(c, "echo", NONE_TYPE)
             F.check(r[0] == 502 and errno_of(r) == "ENODATA", f"{label}: type=5 (no answer) is 502 ENODATA ({r})")
             sends(label, conns, placement)
+            if placement != "thread":
+                own_calls(label, c, mode, pids)
             st, j = ask(c, "/actor/relay")
             F.check(st == 200 and isinstance(j, dict) and (j.get("echo") or {}).get("actor") == "echo",
                     f"{label}: /actor/relay (relay asks echo) is 200 with echo's answer ({st} {j})")

@@ -274,6 +274,16 @@ static void graph_instance(graph *g, m0__service *s, int k) {
   else edge(g->edges, inst, g->prefork ? g->process : "coordinator", "ready failed"); /* its process's coordinator */
 }
 
+/* An application actor's requests answered so far, by the whole host (its
+ * line on the page), and those of them not answered by it (503, 504, 502). */
+static void service_requests(json_t *n, const m0__service_stats *st) {
+  uint64_t ok = atomic_load(&st->ok), failed = atomic_load(&st->no_instance) + atomic_load(&st->queue_full) +
+                                             atomic_load(&st->timeout) + atomic_load(&st->bad_reply) +
+                                             atomic_load(&st->died);
+  json_object_set_new(n, "requests", json_integer((json_int_t)(ok + failed)));
+  json_object_set_new(n, "failed", json_integer((json_int_t)failed));
+}
+
 /* Application actors: this process's view of them. */
 static void graph_services(graph *g) {
   for (int si = 0; si < g->l->nservices; si++) {
@@ -285,12 +295,12 @@ static void graph_services(graph *g) {
       inflight += atomic_load(&s->slots[k].inflight);
       graph_instance(g, s, k);
     }
-    json_array_append_new(g->nodes,
-                          json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "name", s->name, "role", "app",
-                                    "process", g->process, "placement", placement_of(s), "url",
-                                    s->connected ? s->url : "", "instances", live, "in_flight", inflight, "restarts",
-                                    (json_int_t)atomic_load(s->restarts), "refused",
-                                    refused(&g->rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)))));
+    json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "name", s->name, "role", "app", "process",
+                          g->process, "placement", placement_of(s), "url", s->connected ? s->url : "", "instances",
+                          live, "in_flight", inflight, "restarts", (json_int_t)atomic_load(s->restarts), "refused",
+                          refused(&g->rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff))));
+    service_requests(n, s->st);
+    json_array_append_new(g->nodes, n);
   }
 }
 

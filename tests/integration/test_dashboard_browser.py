@@ -15,8 +15,11 @@ are apt-get installed when missing, and a failed install fails the test):
 - the observer: the page's second EventSource, on /graph (the host's own
   stream of its graph), is OPEN and receives `graph` events; the page draws
   a box per node of GET /graph and a line per edge; a click on loop.1
-  selects it, and its detail shows its process and its edges with their
-  rates (loop.1 → pool.1.0: job, stop — N msg/s); with tracing switched on
+  selects it, and its detail is a table for people, not JSON (role, process,
+  pid, thread, its figures) and its edges with their rates (loop.1 →
+  pool.1.0: job, stop — N msg/s); a click on echo shows it placed thread,
+  its instances live and requests, and a row for echo.0 (placement, pid,
+  machine, in flight); with tracing switched on
   by a real m0trace, loop.1's recent trace records show below the graph,
   each from or to loop.1, the producer's frames among them;
 - 200 GET /hello from the test: within 5 s the requests the page shows
@@ -33,6 +36,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -79,7 +83,12 @@ GRAPH_JS = """const svg = document.getElementById("graph");
 return {nodes: [...svg.querySelectorAll(".node")].map((g) => g.dataset.name),
   edges: [...svg.querySelectorAll(".edge")].map((p) => [p.dataset.from, p.dataset.to]),
   selected: [...svg.querySelectorAll(".node.sel")].map((g) => g.dataset.name),
-  detail: document.getElementById("detail").textContent};"""
+  detail: document.getElementById("detail").textContent,
+  facts: Object.fromEntries([...document.querySelectorAll("#detail tr[data-fact]")].map((tr) =>
+    [tr.dataset.fact, tr.cells[1].textContent]))};"""
+APP_JS = """return {facts: Object.fromEntries([...document.querySelectorAll("#detail tr[data-fact]")].map((tr) =>
+    [tr.dataset.fact, tr.cells[1].textContent])),
+  insts: [...document.querySelectorAll("#detail table.insts tbody tr")].map((tr) => [...tr.cells].map((c) => c.textContent))};"""
 RECORDS_JS = """return document.getElementById("records").textContent;"""
 CLICK_JS = """const g = [...document.querySelectorAll("#graph .node")].find((x) => x.dataset.name === arguments[0]);
 if (g) g.dispatchEvent(new MouseEvent("click", {bubbles: true})); return !!g;"""
@@ -165,11 +174,26 @@ def browser():
         F.check(d.js(CLICK_JS, "loop.1"), f"{label}: loop.1 has a box to click")
         sel = poll(lambda: (lambda v: v if v["selected"] == ["loop.1"] and "msg/s" in v["detail"] else None)(
             d.js(GRAPH_JS)), 5) or d.js(GRAPH_JS)
-        F.check(sel["selected"] == ["loop.1"] and '"name":"loop.1"' in sel["detail"]
-                and "loop.1 → pool.1.0: job, stop — " in sel["detail"] and '"process":"host"' in sel["detail"]
-                and "msg/s" in sel["detail"],
-                f"{label}: clicked, loop.1 is selected and its detail shows where it lives and its edges with "
-                f"their messages per second ({sel['selected']}, {sel['detail'][:300]!r})")
+        facts = sel.get("facts", {})
+        F.check(sel["selected"] == ["loop.1"] and sel["detail"].startswith("loop.1")
+                and "loop.1 → pool.1.0: job, stop — " in sel["detail"] and "msg/s" in sel["detail"]
+                and "{" not in sel["detail"],
+                f"{label}: clicked, loop.1 is selected and its detail shows its edges with their messages per "
+                f"second, no raw JSON ({sel['selected']}, {sel['detail'][:300]!r})")
+        F.check(facts.get("role") == "loop" and facts.get("process") == "host" and facts.get("pid") == str(s.proc.pid)
+                and facts.get("thread") == "loop.1" and num(facts.get("requests")) is not None,
+                f"{label}: its detail is a table for people: role loop, process host, pid {s.proc.pid}, thread "
+                f"loop.1, its requests ({facts})")
+        # An application actor: its facts and a row per instance.
+        F.check(d.js(CLICK_JS, "echo"), f"{label}: echo has a box to click")
+        app = poll(lambda: (lambda v: v if v["facts"].get("placement") and v["insts"] else None)(
+            d.js(APP_JS)), 5) or d.js(APP_JS)
+        F.check(app["facts"].get("role") == "app" and app["facts"].get("placement") == "thread"
+                and app["facts"].get("instances") == "1" and num(app["facts"].get("requests")) is not None
+                and app["insts"] == [["echo.0", "thread", str(s.proc.pid), socket.gethostname(), "0"]],
+                f"{label}: echo's detail: placed thread, 1 instance live, its requests, and a row for echo.0 with "
+                f"its placement, pid, machine and in flight ({app})")
+        d.js(CLICK_JS, "loop.1")
         # Tracing switched on (m0trace): the selected actor's recent records
         # show (the producer's frames to loop.1 at least, twice a second).
         tr = subprocess.Popen([os.path.join(BIN, "m0trace"), "--run-dir", run, f"ipc://{run}/trace.sock"],

@@ -342,6 +342,11 @@ def counted_per_message(label, port, n=20):
         return g1 and 1 <= seen["req"] <= n and seen["rep"] == seen["req"]
     wait_for(counted, 5)
     req, rep = seen.get("req"), seen.get("rep")
+    echo0 = next((n for n in g0["nodes"] if n["name"] == "echo"), {})
+    echo1 = wait_for(lambda: (lambda e: e if e.get("requests", 0) >= echo0.get("requests", 0) + n else None)(
+        next((x for x in (graph(port) or {"nodes": []})["nodes"] if x["name"] == "echo"), {})), 5)
+    F.check(echo1 and isinstance(echo0.get("requests"), int) and isinstance(echo0.get("failed"), int) and echo1.get("failed") == echo0.get("failed"),
+            f"{label}: the echo actor's requests rise by the {n} sent, none of them failed ({echo0} -> {echo1})")
     F.check(req is not None and 1 <= req <= n and rep == req,
             f"{label}: {n} GET /echo: loop -> echo.0 counts 1..{n} request messages ({req}), "
             f"echo.0 -> loop as many replies ({rep})")

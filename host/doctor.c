@@ -90,6 +90,24 @@ static json_t *doctor_topology(const m0_config *cfg, const m0__check *checks, co
   return topo;
 }
 
+/* The file's supervisors as it could say them (docs/topology.md): every
+ * key, defaults filled in; none, no key (the round trip of a file without). */
+static void doctor_supervisors(json_t *topo, const m0__app_decl *d) {
+  static const char *const strategies[] = {"one_for_one", "one_for_all", "rest_for_one"};
+  if (d->nsups == 0) return;
+  json_t *sups = json_array();
+  for (int s = 0; s < d->nsups; s++) {
+    const m0__sup_spec *sp = &d->sups[s];
+    json_t *kids = json_array();
+    for (int m = 0; m < sp->nchildren; m++) json_array_append_new(kids, json_string(sp->children[m]));
+    json_array_append_new(sups, json_pack("{s:s, s:s, s:i, s:I, s:o, s:s}", "name", sp->name, "strategy",
+                                          strategies[sp->strategy], "intensity", sp->intensity, "period_ms",
+                                          (json_int_t)sp->period_ms, "children", kids, "on_fail",
+                                          sp->serve_on ? "serve_on" : "exit"));
+  }
+  json_object_set_new(topo, "supervisors", sups);
+}
+
 static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg, const m0_app *app) {
   /* The application's actors and the routes they serve, as resolved: the
    * schema of the file's "app_actors" and "routes" (docs/topology.md), so
@@ -129,6 +147,7 @@ static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg,
                                                "actor", r->actor, "timeout_ms",
                                                (json_int_t)(r->timeout_ms ? r->timeout_ms : 1000)));
     }
+    doctor_supervisors(topo, &decl);
     m0__app_decl_free(&decl);
   }
   json_object_set_new(topo, "app_actors", app_actors);

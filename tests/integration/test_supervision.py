@@ -15,6 +15,8 @@ Proves:
   (/actor/echo 503), the host serves on (/health 200);
 - under --workers 2 (the supervisor process spawns them): one_for_all, then
   past the budget, exit 1;
+- the doctor prints the supervisors, and its topology object read back
+  prints itself;
 - a file whose supervisor names a thread actor is refused by the doctor, 78,
   one line naming the key and the fix.
 """
@@ -150,6 +152,21 @@ def serve_on():
         stopped(label, s)
 
 
+def doctor():
+    """The doctor prints the supervisors, defaults filled in, and its
+    topology object read back prints itself."""
+    rc, out, err = run("host_check", "--port", "0", "--topology", topology({"strategy": "rest_for_one"}), "--doctor")
+    topo = json.loads(out)["topology"] if rc == 0 else {}
+    want = [{"name": "core", "strategy": "rest_for_one", "intensity": 5, "period_ms": 10000,
+             "children": ["echo", "silent"], "on_fail": "exit"}]
+    F.check(topo.get("supervisors") == want, f"the doctor prints the supervisor ({rc}, {topo.get('supervisors')})\n{err}")
+    path = os.path.join(TMP, "round.json")
+    with open(path, "w") as f:
+        json.dump(topo, f)
+    rc2, out2, err2 = run("host_check", "--port", "0", "--topology", path, "--doctor")
+    F.check(rc2 == 0 and json.loads(out2)["topology"] == topo, f"the round trip prints itself ({rc2})\n{err2}")
+
+
 def refused():
     path = os.path.join(TMP, "bad.json")
     with open(path, "w") as f:
@@ -166,6 +183,7 @@ try:
     budget_exit("budget, threads")
     budget_exit("budget, --workers 2", ("--workers", "2"), Prefork)
     serve_on()
+    doctor()
     refused()
 finally:
     reap(SEEN)

@@ -6,7 +6,8 @@ M0__ACTOR) and watches, by pids and stderr lines, what the strategy does.
 Proves:
 - one_for_one: echo killed, echo comes back with a new pid, silent keeps its
   own, and /actor/echo answers 200 from the new one;
-- one_for_all: silent killed, echo is stopped and started again with it;
+- one_for_all: silent killed, echo is stopped and started again with it,
+  and a monitor of echo (m0_monitor) gets its exit note, restarted true;
 - rest_for_one: silent (the last child) killed, echo keeps its pid; echo
   (the first) killed, silent is started again with it;
 - past the budget, on_fail left out ("exit"): the host names the supervisor
@@ -24,6 +25,7 @@ import json
 import os
 import signal
 import tempfile
+import threading
 
 from harness import Failures, Prefork, Server, alive, children, environ, get, reap, run, wait_for
 
@@ -103,7 +105,18 @@ def strategies():
     s, k = start(label, {"strategy": "one_for_all"})
     with s:
         if k:
+            # A monitor of echo (host_check's /msg/box, m0_monitor) hears of
+            # the sibling taken down: its down, exited (restarted) and up.
+            box = {}
+            t = threading.Thread(target=lambda: box.update(r=get(s.port, "/msg/box?name=w&n=3&ms=15000&watch=echo",
+                                                                   timeout=30)))
+            t.start()
+            F.check(wait_for(lambda: "host_check: w watches echo" in s.stderr(), 15), f"{label}: the monitor is set")
             n = after_kill(label, s, k, "silent", 2)
+            t.join(30)
+            notes = [g["data"] for g in json.loads(box["r"][1])["got"]] if box.get("r", (0,))[0] == 200 else []
+            F.check(any(d.get("event") == "exited" and d.get("pid") == k["echo"] and d.get("restarted") is True
+                        for d in notes), f"{label}: echo's monitor got its exit, restarted ({box.get('r')})")
             F.check(n.get("echo") and n["echo"] != k["echo"], f"{label}: echo restarted with silent ({k} -> {n})")
             F.check("actor echo instance 0 stopped with it (one_for_all)" in s.stderr(),
                     f"{label}: the line names echo taken down\n{s.stderr()}")

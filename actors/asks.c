@@ -200,7 +200,7 @@ static void ask_fail(m0__loop *l, int i, int status) {
 
 /* ---- asks parked while an actor's instances move (a reload) ---- */
 
-static int64_t asks_clock_ms(void) { return m0__service_now_ms(); } /* expect_until's clock */
+static int64_t asks_clock_ms(void) { return m0__now_ms(); } /* expect_until's clock */
 
 /* src's records after dst's (both batches: service/wire.h). */
 static int asks_batch_append(nng_msg *dst, nng_msg *src) {

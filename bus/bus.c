@@ -75,14 +75,9 @@
 #include "bus/publisher.h"
 #include "base/errors.h"
 #include "http/response.h"
+#include "base/clock.h"
 
 _Static_assert(sizeof(((m0__bus_chan *)0)->name) == M0__CHANNEL_MAX, "a channel name fits a slot");
-
-static int64_t bus_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void bus_wake(m0__bus *b, bool setup) {
   if (!atomic_load(&b->started)) return; /* m0__bus_start asks */
@@ -128,7 +123,7 @@ static void bus_on_reconnected(natsConnection *nc, void *closure) {
 /* A fleet message refused: counted, and named at most once every 10 s. */
 static void bus_refuse(m0__bus *b, uint64_t seq, const char *why) {
   atomic_fetch_add(&b->line->refused, 1);
-  int64_t now = bus_now_ms(), last = atomic_load(&b->said_refused_ms);
+  int64_t now = m0__now_ms(), last = atomic_load(&b->said_refused_ms);
   if (now - last >= 10000 && atomic_compare_exchange_strong(&b->said_refused_ms, &last, now))
     fprintf(stderr, "m0: bus: refused fleet message %llu on %s: %s\n", (unsigned long long)seq, b->subject, why);
 }
@@ -196,7 +191,7 @@ static bool bus_hole(m0__bus *b, m0__bus_sub *bs, uint64_t seq) {
   }
   uint64_t after = b->last_id, next = b->base + seq;
   int said = bus_gap(b, next);
-  int64_t now = bus_now_ms(), last = atomic_load(&b->said_gap_ms);
+  int64_t now = m0__now_ms(), last = atomic_load(&b->said_gap_ms);
   if (now - last >= 10000 && atomic_compare_exchange_strong(&b->said_gap_ms, &last, now))
     fprintf(stderr, "m0: bus: the stream %s let fleet frames %llu to %llu go before this host took them (an m0.gap on "
             "each of the %d channels written)\n",

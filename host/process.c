@@ -19,12 +19,7 @@
 #include "transport/links.h"
 #include "transport/listen.h"
 #include "transport/systemd.h"
-
-int64_t m0__now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "base/clock.h"
 
 void m0__say_cannot(const char *fmt, ...) {
   char what[1024], spent[160];

@@ -34,6 +34,7 @@
 #include "transport/page.h"
 #include "transport/rundir.h"
 #include "transport/topology.h"
+#include "base/clock.h"
 
 typedef struct m0__process {
   /* what the process is: filled by its caller */
@@ -87,7 +88,6 @@ int m0__process_setup(m0__process *p);
  * records they are (M0__TRACE_HOST, _SUPERVISOR, _WORKER + i). */
 void m0__process_trace(m0__process *p, uint32_t process);
 
-int64_t m0__now_ms(void);
 /* "m0: <what>" on stderr, and when the process is out of descriptors, the
  * limit and how many are open (base/errors.h, m0__fds_spent): the reason
  * nng's and libuv's failures leave out. */

@@ -146,11 +146,7 @@ static void *top_guard_main(void *arg) {
     }
     int64_t left = g->until - m0__now_ms();
     if (left <= 0) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += left / 1000;
-    ts.tv_nsec += (left % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    struct timespec ts = m0__timespec_in(left);
     pthread_cond_timedwait(&g->cv, &g->mu, &ts);
   }
   /* The mutex stays held: the main thread, out of its close, waits here

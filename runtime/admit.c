@@ -14,6 +14,7 @@
 #include "base/ids.h"
 #include "base/num.h"
 #include "transport/page.h"
+#include "base/clock.h"
 
 _Static_assert(M0__REFUSE_COUNT_ <= M0__PAGE_REFUSAL_REASONS, "the page counts every reason");
 
@@ -187,12 +188,6 @@ static struct {
 } said[SAID];
 static pthread_mutex_t said_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A peer is its host, not its connection: a tcp peer's port is left out,
  * so a flood of fresh connections from one address is named once too. A
  * refused dial (no proof, no slot) is keyed by the actor and reason alone:
@@ -206,7 +201,7 @@ static bool say_now(uint32_t self, int reason, const char *peer) {
                     : strncmp(peer, "tcp peer ", 9) == 0 && strrchr(peer, ':') ? strrchr(peer, ':')
                                                                                  : peer + strlen(peer);
   for (const char *p = peer; p < end; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
-  int64_t t = now_ms();
+  int64_t t = m0__now_ms();
   bool say = true;
   pthread_mutex_lock(&said_mu);
   int oldest = 0;

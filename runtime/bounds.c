@@ -22,6 +22,7 @@
 #include "base/ids.h"
 #include "base/limits.h"
 #include "transport/topology.h"
+#include "base/clock.h"
 
 #define BOUNDS_PORTS 4 /* listeners per mailbox (its URL and m0__actor_listen_also's) */
 
@@ -75,12 +76,6 @@ static struct {
                * mistakes a successor's start for its own */
   pthread_t reaper;
 } bounds = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-static int64_t bounds_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- pipes ---- */
 
@@ -258,7 +253,7 @@ static void bounds_scan(DIR *d, int spare, bounds_seen **seen, size_t *nseen) {
   rewinddir(d); /* procfs lists the descriptors as they are now */
   size_t n = 0, cap = 0;
   bounds_greeting *gs = NULL;
-  int64_t now = bounds_now_ms();
+  int64_t now = m0__now_ms();
   pthread_mutex_lock(&bounds.mu);
   for (struct dirent *e; (e = readdir(d));) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;

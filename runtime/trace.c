@@ -21,6 +21,7 @@
 #include "base/ids.h"
 #include "base/num.h"
 #include "transport/topology.h"
+#include "base/clock.h"
 
 /* "-": JSON lines on stderr, each written at once. An nng URL: binary
  * records on a push socket dialed to it (m0trace listens there and prints
@@ -98,13 +99,7 @@ static void *trace_flusher(void *arg) {
   m0__tracer *t = arg;
   pthread_mutex_lock(&t->mu);
   while (!t->stopping) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += TRACE_FLUSH_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = m0__timespec_in(TRACE_FLUSH_MS);
     pthread_cond_timedwait(&t->tick, &t->mu, &until);
     trace_flush(t);
   }

@@ -12,12 +12,7 @@
 #include "base/errors.h"
 #include "base/ids.h"
 #include "service/wire.h"
-
-static int64_t boxes_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "base/clock.h"
 
 m0__boxes *m0__boxes_new(m0__callers *callers, m0__tracer *trace) {
   m0__boxes *b = calloc(1, sizeof *b);
@@ -93,12 +88,12 @@ void m0__box_close(m0__boxes *b, int i) {
 
 int m0__box_recv(m0__boxes *b, int i, unsigned timeout_ms, m0__received *out) {
   m0__box *x = &b->box[i];
-  int64_t deadline = boxes_now_ms() + timeout_ms;
+  int64_t deadline = m0__now_ms() + timeout_ms;
   for (;;) {
     if (atomic_load(&b->stopped)) return errno = ECANCELED, M0__ECLOSED;
     nng_msg *n = m0__inbox_take(&x->inbox);
     if (!n) {
-      int64_t left = deadline - boxes_now_ms();
+      int64_t left = deadline - m0__now_ms();
       if (left <= 0) return errno = ETIMEDOUT, M0__ETIMEDOUT;
       struct pollfd pf = {.fd = x->inbox.efd, .events = POLLIN};
       (void)poll(&pf, 1, (int)left);

@@ -191,8 +191,8 @@ int m0__post_send(m0__post *p, const char *actor, uint32_t type, const void *dat
   if (why == 0 && (why = m0__wire_message_new(&m, 0, type, NULL, data, len)) != 0) why = wire_errno(why);
   m0__caller *c = why == 0 ? m0__caller_take(&p->callers, p == post_here ? post_as : 0) : NULL;
   if (why == 0)
-    why = c ? target_send(p, c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__service_now_ms() + POST_SEND_WAIT_MS,
-                          m0__service_now_ms() + POST_SEND_ANSWER_MS, t.box < 0 && !t.svc->connected)
+    why = c ? target_send(p, c, &t, M0__K_MESSAGE, m0__current_trace, m, m0__now_ms() + POST_SEND_WAIT_MS,
+                          m0__now_ms() + POST_SEND_ANSWER_MS, t.box < 0 && !t.svc->connected)
             : EAGAIN;
   if (c) m0__caller_give(&p->callers, c);
   target_done(p, &t);
@@ -227,7 +227,7 @@ static int call_wait(m0__post *p, m0__caller *c, const target *t, waiter *w, int
   for (;;) {
     nng_msg *n = m0__inbox_take(&c->inbox);
     if (!n) {
-      int64_t left = deadline - m0__service_now_ms();
+      int64_t left = deadline - m0__now_ms();
       if (left <= 0) return ETIMEDOUT;
       struct pollfd pf = {.fd = c->inbox.efd, .events = POLLIN};
       (void)poll(&pf, 1, (int)left);
@@ -284,7 +284,7 @@ static int post_call(m0__post *p, const char *actor, int kind, m0__trace_id trac
   }
   atomic_store(&c->call, w->call);
   if (t.svc) atomic_fetch_add(&t.svc->st->asking, 1); /* /metrics' in flight, with the loops' (host/metrics.c) */
-  int64_t deadline = m0__service_now_ms() + (timeout_ms ? timeout_ms : 1000);
+  int64_t deadline = m0__now_ms() + (timeout_ms ? timeout_ms : 1000);
   if ((why = target_send(p, c, &t, kind, trace, m, deadline, deadline, true)) != 0) {
     nng_msg_free(m);
   } else {
@@ -425,7 +425,7 @@ static bool post_link(const m0__post *p, uint32_t to, m0__peer *out) {
 /* The book of calls passed on: (asker, call) -> the one who must answer it,
  * until when. false when full (every entry still waited for). */
 static bool book_add(m0__post *p, uint32_t asker, uint64_t call, uint32_t answerer, int64_t until) {
-  int64_t now = m0__service_now_ms();
+  int64_t now = m0__now_ms();
   bool added = false;
   pthread_mutex_lock(&p->book_mu);
   for (int i = 0; i < M0__FORWARDS && !added; i++)
@@ -503,7 +503,7 @@ static void post_message(void *arg, m0__service *s, int k, m0__msg *m) {
   m0__caller *c = m0__caller_take(&p->callers, from);
   target t = {.box = -1};
   nng_msg *out = NULL;
-  int64_t now = m0__service_now_ms();
+  int64_t now = m0__now_ms();
   int why = c ? target_find(p, name, &t) : EAGAIN;
   if (why == 0 && (why = m0__wire_message_new(&out, msg.call, msg.type, NULL, msg.data.p, msg.data.n)) != 0)
     why = wire_errno(why);

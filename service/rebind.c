@@ -45,7 +45,7 @@ static bool service_path_free(const char *path, int64_t *stale_since) {
   struct stat st;
   if (lstat(path, &st) != 0) return errno == ENOENT;
   bool stale = !service_path_listened(path);
-  int64_t now = m0__service_now_ms();
+  int64_t now = m0__now_ms();
   if (!stale) *stale_since = 0;
   else if (!*stale_since) *stale_since = now;
   return stale && now - *stale_since >= SERVICE_STALE_MS;
@@ -58,9 +58,9 @@ static void *service_binder(void *arg) {
   m0__service *s = arg;
   const char *ipc = m0__url_prefix(M0__URL_IPC);
   const char *path = m0__url_kind_of(s->url) == M0__URL_IPC ? s->url + strlen(ipc) : NULL;
-  int64_t end = m0__service_now_ms() + M0__REBIND_MS, stale = 0;
+  int64_t end = m0__now_ms() + M0__REBIND_MS, stale = 0;
   bool bound = false;
-  while (!bound && !atomic_load(&s->binder_stop) && m0__service_now_ms() < end) {
+  while (!bound && !atomic_load(&s->binder_stop) && m0__now_ms() < end) {
     if (!path || service_path_free(path, &stale)) bound = m0__actor_listen_also(&s->self, s->url) == 0;
     if (!bound) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
   }
@@ -71,7 +71,7 @@ static void *service_binder(void *arg) {
                       "cannot reach this one\n", s->name, s->url, M0__REBIND_MS / 1000);
     return NULL;
   }
-  atomic_store(&s->expect_until, m0__service_now_ms() + M0__REJOIN_MS);
+  atomic_store(&s->expect_until, m0__now_ms() + M0__REJOIN_MS);
   if (pthread_create(&s->rx, NULL, m0__service_rx, s) == 0) s->rx_started = true;
   if (s->secret && pthread_create(&s->gate, NULL, m0__service_gate, s) == 0) s->gate_started = true;
   return NULL;

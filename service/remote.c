@@ -55,6 +55,7 @@
 #include "m0/m0.h"
 #include "transport/links.h"
 #include "transport/topology.h"
+#include "base/clock.h"
 
 #define REMOTE_REJOIN_MS 2000
 
@@ -62,12 +63,6 @@
 static void remote_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
   (void)p;
   atomic_fetch_add((atomic_int *)arg, ev == NNG_PIPE_EV_ADD_POST ? 1 : -1);
-}
-
-static int64_t remote_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The next message, or NULL when a signal asked to stop or the socket
@@ -142,13 +137,7 @@ static void close_bounded(nng_socket sock) {
     m0__socket_close(sock);
     return;
   }
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_nsec += 100 * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  struct timespec until = m0__timespec_in(100);
   pthread_mutex_lock(&c->mu);
   while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0) {
   }
@@ -380,7 +369,7 @@ static bool remote_take(remote_run *r, nng_msg *m) {
      * dialer redials the same URL, where the next generation listens. */
     fprintf(stderr, "m0: actor %s: the host reloads; redialing %s\n", name, r->url);
     nng_pipe_close(nng_msg_get_pipe(m));
-    r->moving = remote_now_ms();
+    r->moving = m0__now_ms();
   } else if (e.kind == M0__K_STOP) {
     go_on = false;
   } else if (e.kind == M0__K_HELLO) {
@@ -397,13 +386,13 @@ static bool remote_take(remote_run *r, nng_msg *m) {
 /* During a reload's move: the connection that lasted ends it, and none
  * REMOTE_REJOIN_MS after the STOP makes the socket again. */
 static void remote_move(remote_run *r) {
-  if (atomic_load(&r->pipes) > 0 && remote_now_ms() - r->moving >= 300) r->moving = 0;
-  if (!r->moving || remote_now_ms() - r->moving < REMOTE_REJOIN_MS) return;
+  if (atomic_load(&r->pipes) > 0 && m0__now_ms() - r->moving >= 300) r->moving = 0;
+  if (!r->moving || m0__now_ms() - r->moving < REMOTE_REJOIN_MS) return;
   fprintf(stderr, "m0: actor %s: no connection %d ms after the reload; dialing %s again\n", r->kind->name,
           REMOTE_REJOIN_MS, r->url);
   if (remote_reopen(&r->sock, &r->rfd, r->url, &r->pipes, &r->pub) != 0)
     fprintf(stderr, "m0: actor %s: cannot make a socket to dial again; the old one redials on\n", r->kind->name);
-  r->moving = remote_now_ms();
+  r->moving = m0__now_ms();
 }
 
 /* ---- its own sends and calls ---- */
@@ -476,9 +465,9 @@ int m0__remote_call(const char *actor, uint32_t type, const void *data, size_t l
   uint64_t call = ++r->calls;
   int rv = remote_tell(r, call, actor, type, data, len);
   if (rv != 0) return rv;
-  int64_t deadline = remote_now_ms() + (timeout_ms ? timeout_ms : 1000);
+  int64_t deadline = m0__now_ms() + (timeout_ms ? timeout_ms : 1000);
   for (;;) {
-    int64_t left = deadline - remote_now_ms();
+    int64_t left = deadline - m0__now_ms();
     bool idle;
     nng_msg *m = left > 0 ? remote_next(r->sock, r->rfd, r->sfd, (int)left, &idle) : NULL;
     if (!m) return remote_fail(ETIMEDOUT, M0__ETIMEDOUT); /* or a signal: the run ends after this call */

@@ -12,6 +12,7 @@
 #include "base/errors.h"
 #include "base/num.h"
 #include "service/wire.h"
+#include "base/clock.h"
 
 void m0__service_init(m0__service *s, int index, const char *name, int queue, m0__inbox **loop_inbox, int nloops,
                       int loop_base) {
@@ -40,12 +41,6 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
 
 static void slot_take(m0__service *s, int k, unsigned p);
 
-int64_t m0__service_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Pipe p's proof in progress (under mu), or NULL. */
 static struct m0__proving *proving_of(m0__service *s, unsigned p) {
   for (int u = 0; p && u < M0__SLOTS; u++)
@@ -62,7 +57,7 @@ static struct m0__proving *proving_new(m0__service *s, unsigned p) {
   if (!pv || !(pv->n = m0__proof_challenge(pv->challenge, s->name))) return NULL;
   pv->pipe = p;
   pv->added = pv->sent = false;
-  pv->deadline = m0__service_now_ms() + M0__PROOF_MS;
+  pv->deadline = m0__now_ms() + M0__PROOF_MS;
   return pv;
 }
 
@@ -90,7 +85,7 @@ void *m0__service_gate(void *arg) {
     } send[M0__SLOTS];
     unsigned late[M0__SLOTS];
     int nsend = 0, nlate = 0;
-    int64_t now = m0__service_now_ms(), next = now + 1000;
+    int64_t now = m0__now_ms(), next = now + 1000;
     for (int u = 0; u < M0__SLOTS; u++) {
       struct m0__proving *pv = &s->proving[u];
       if (!pv->pipe) continue;

@@ -48,6 +48,7 @@
 #include "runtime/inbox.h"
 #include "runtime/proof.h"
 #include "m0/m0.h"
+#include "base/clock.h"
 #include "transport/page.h"
 
 #define M0__SLOTS 64
@@ -197,12 +198,11 @@ void m0__service_tell_left(m0__service *s, int k);
  * instance's pipe goes. Thread safety: the instance's thread. */
 void m0__service_slot_ended(m0__service *s, int k);
 /* service.c's own, for service/rebind.c (a next generation's listen):
- * the socket's pipe events, the reply thread, the gate's thread, and the
- * clock of the deadlines (CLOCK_MONOTONIC ms). */
+ * the socket's pipe events, the reply thread and the gate's thread (the
+ * clock of the deadlines is base/clock.h's). */
 void m0__service_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg);
 void *m0__service_rx(void *arg);
 void *m0__service_gate(void *arg);
-int64_t m0__service_now_ms(void);
 /* Slot k's connection (connected instances). */
 static inline nng_pipe m0__slot_pipe(const m0__slot *sl) {
   nng_pipe p = NNG_PIPE_INITIALIZER;
@@ -217,7 +217,7 @@ uint32_t m0__service_slot_id(const m0__service *s, int k);
  * message), answered by the instance's RETURN (docs/wire.md), or not
  * waited for past `until` (a call's bound, a second for a send: an
  * instance that answers none still gets messages, slowly). take waits
- * until slot k's window is free, up to deadline (m0__service_now_ms's
+ * until slot k's window is free, up to deadline (m0__now_ms's
  * clock): true when taken; false at the deadline or when the instance of
  * generation gen is gone. give: the MESSAGE's RETURN came (or it was not
  * sent). Thread safety: any thread. */

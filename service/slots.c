@@ -29,7 +29,7 @@ bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadli
   pthread_mutex_lock(&s->mu);
   for (;;) {
     if (atomic_load(&sl->gen) != gen || !atomic_load(&sl->live)) break;
-    int64_t now = m0__service_now_ms();
+    int64_t now = m0__now_ms();
     if (sl->messages >= M0__MESSAGE_WINDOW && now >= sl->message_until) sl->messages = 0; /* not waited for any more */
     if (sl->messages < M0__MESSAGE_WINDOW) {
       sl->messages++;
@@ -39,11 +39,7 @@ bool m0__service_window_take(m0__service *s, int k, uint32_t gen, int64_t deadli
     }
     int64_t left = deadline - now;
     if (left <= 0) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += left / 1000;
-    ts.tv_nsec += (left % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    struct timespec ts = m0__timespec_in(left);
     pthread_cond_timedwait(&s->room, &s->mu, &ts);
   }
   pthread_mutex_unlock(&s->mu);

@@ -547,3 +547,28 @@ class Failures:
         print(f"{self.passed} checks passed, {len(self.failed)} failed"
               + (f" [replay: {self.replay}]" if self.failed and self.replay else ""))
         sys.exit(1 if self.failed else 0)
+
+
+def run_parts(F, parts, programs=(), tmp=None):
+    """Runs each (name, callable) of parts in turn, timing it: one that
+    raises is a failed check, and does not hide the others' results. Then
+    kills what is left of programs (Popen) and removes tmp. F.done() ends
+    the run."""
+    try:
+        for name, part in parts:
+            t0 = time.monotonic()
+            try:
+                part()
+            except Exception as x:
+                import traceback
+                traceback.print_exc()
+                F.check(False, f"{name} raised {type(x).__name__}: {x}")
+            print(f"{name}: {time.monotonic() - t0:.1f}s", flush=True)
+    finally:
+        for p in programs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    F.done()

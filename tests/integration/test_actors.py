@@ -90,7 +90,7 @@ import time
 import urllib.request
 
 import harness
-from harness import (BIN, Failures, Prefork, Server, alive, children, environ, private_dir, reap, run, wait_for,
+from harness import (BIN, Failures, Prefork, Server, alive, children, environ, private_dir, reap, run, run_parts, wait_for,
                      write_json)
 from rawhttp import Conn, request
 
@@ -1281,22 +1281,4 @@ PARTS = (placements, own_answers, bad_instances, stolen_replies, publishes, chur
          stop_behind_backlog, modes,
          relayed, front_end, asks)
 ONLY = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None  # --only churn,drain
-try:
-    for part in PARTS:
-        if ONLY and part.__name__ not in ONLY:
-            continue
-        t = time.monotonic()
-        try:
-            part()
-        except Exception as x:  # one broken part must not hide the others' results
-            import traceback
-            traceback.print_exc()
-            F.check(False, f"{part.__name__} raised {type(x).__name__}: {x}")
-        print(f"{part.__name__}: {time.monotonic() - t:.1f}s", flush=True)
-finally:
-    for p in PROGRAMS:
-        if p.poll() is None:
-            p.kill()
-            p.wait(5)
-    shutil.rmtree(TMP, ignore_errors=True)
-F.done()
+run_parts(F, [(p.__name__, p) for p in PARTS if not ONLY or p.__name__ in ONLY], PROGRAMS, TMP)

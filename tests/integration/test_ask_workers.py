@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 
-from harness import BIN, Failures, Prefork, Server, children, doctor_url, private_dir, wait_for, write_json
+from harness import BIN, Failures, Prefork, Server, children, doctor_url, private_dir, run_parts, wait_for, write_json
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-askw-")
@@ -181,20 +181,4 @@ def threads_process():
                 f"({kids}) wrapped by the host ({got[:3]})")
 
 
-try:
-    for part in (prefork_process, prefork_external, threads_process):
-        t0 = time.monotonic()
-        try:
-            part()
-        except Exception as x:  # one broken part must not hide the others' results
-            import traceback
-            traceback.print_exc()
-            F.check(False, f"{part.__name__} raised {type(x).__name__}: {x}")
-        print(f"{part.__name__}: {time.monotonic() - t0:.1f}s", flush=True)
-finally:
-    for p in PROGRAMS:
-        if p.poll() is None:
-            p.kill()
-            p.wait(5)
-    shutil.rmtree(TMP, ignore_errors=True)
-F.done()
+run_parts(F, [(p.__name__, p) for p in (prefork_process, prefork_external, threads_process)], PROGRAMS, TMP)

@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 
-from harness import BIN, Failures, Prefork, Server, children, doctor_url, private_dir, wait_for, write_json
+from harness import BIN, Failures, Prefork, Server, children, doctor_url, private_dir, run_parts, wait_for, write_json
 from hostile_actor import Pair1
 
 F = Failures()
@@ -444,21 +444,5 @@ def hostile():
         stopped(label, s)
 
 
-try:
-    parts = [(m, p) for m in ("threads", "prefork") for p in ("thread", "process", "external")]
-    for part in parts + ["hostile"]:
-        t0 = time.monotonic()
-        try:
-            hostile() if part == "hostile" else one_host(*part)
-        except Exception as x:  # one broken part must not hide the others' results
-            import traceback
-            traceback.print_exc()
-            F.check(False, f"{part} raised {type(x).__name__}: {x}")
-        print(f"{part}: {time.monotonic() - t0:.1f}s", flush=True)
-finally:
-    for p in PROGRAMS:
-        if p.poll() is None:
-            p.kill()
-            p.wait(5)
-    shutil.rmtree(TMP, ignore_errors=True)
-F.done()
+PARTS = [((m, p), lambda m=m, p=p: one_host(m, p)) for m in ("threads", "prefork") for p in ("thread", "process", "external")]
+run_parts(F, PARTS + [("hostile", hostile)], PROGRAMS, TMP)

@@ -179,6 +179,25 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
   return 0;
 }
 
+/* Actor i's URL, its relay to every worker's door, listening. 0 or a
+ * negative m0__err (said on stderr). doors: room for nworkers. */
+static int app_actors_front_one(m0__app_actors *a, int i, const m0__actor_spec *sp, m0__process *pr,
+                                char (*doors)[M0__URL_MAX], int nworkers, m0_publisher *pub) {
+  int rv = 0;
+  for (int w = 0; rv == 0 && w < nworkers; w++)
+    if (m0__topology_door_url(doors[w], sizeof doors[w], pr->sockdir, sp->name, w) != 0) rv = M0__ETOOBIG;
+  if (rv == 0 && app_actors_url(a->urls[i], sizeof a->urls[i], sp, pr) != 0) rv = M0__ETOOBIG;
+  if (rv != 0) {
+    fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
+    return rv;
+  }
+  if ((rv = app_actors_proof(a, i, sp, a->urls[i])) != 0 ||
+      (rv = m0__relay_init(&a->relays[i], &a->svcs[i], doors, nworkers)) != 0 ||
+      (rv = app_actors_listen(&a->svcs[i], sp, a->urls[i], pr, pub)) != 0)
+    return rv;
+  return m0__relay_start(&a->relays[i]);
+}
+
 int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl *decl, int nworkers,
                          m0_publisher *pub) {
   memset(a, 0, sizeof *a);
@@ -194,31 +213,29 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
   if (connected == 0) return 0;
   a->n = decl->nactors;
   a->svcs = calloc((size_t)a->n, sizeof *a->svcs);
+  a->svc_ptrs = calloc((size_t)a->n, sizeof *a->svc_ptrs);
   a->relays = calloc((size_t)a->n, sizeof *a->relays);
   char(*urls)[M0__URL_MAX] = a->urls = calloc((size_t)a->n, sizeof *urls);
   char(*doors)[M0__URL_MAX] = calloc((size_t)nworkers, sizeof *doors);
-  if (!a->svcs || !a->relays || !urls || !doors) {
+  if (!a->svcs || !a->svc_ptrs || !a->relays || !urls || !doors || m0__post_init(&a->post, a->svc_ptrs, a->n, pr->trace) != 0) {
     free(doors);
     return M0__ENOMEM;
   }
+  /* The supervisor's post: its process and external instances' own calls of
+   * one another (a singleton that calls); the workers' thread actors are
+   * not here (their services have no instance in this process). */
+  a->post_made = true;
   int rv = 0;
   for (int i = 0; rv == 0 && i < a->n; i++) {
-    const m0__actor_spec *sp = &decl->actors[i];
     m0__service *s = &a->svcs[i];
-    m0__service_init(s, i, sp->name, sp->queue, NULL, 0, 0);
+    m0__service_init(s, i, decl->actors[i].name, decl->actors[i].queue, NULL, 0, 0);
+    a->svc_ptrs[i] = s;
+    s->callers = &a->post.callers;
+    s->hooks = &m0__post_hooks;
+    s->hooks_arg = &a->post;
     app_actors_rows(s, pr);
-    if (sp->placement == M0__PLACE_THREAD) continue; /* each worker has its own */
-    for (int w = 0; rv == 0 && w < nworkers; w++)
-      if (m0__topology_door_url(doors[w], sizeof doors[w], pr->sockdir, sp->name, w) != 0) rv = M0__ETOOBIG;
-    if (rv == 0 && app_actors_url(urls[i], sizeof urls[i], sp, pr) != 0) rv = M0__ETOOBIG;
-    if (rv != 0) {
-      fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
-      break;
-    }
-    if ((rv = app_actors_proof(a, i, sp, urls[i])) != 0 ||
-        (rv = m0__relay_init(&a->relays[i], s, doors, nworkers)) != 0 ||
-        (rv = app_actors_listen(s, sp, urls[i], pr, pub)) != 0 || (rv = m0__relay_start(&a->relays[i])) != 0)
-      break;
+    if (decl->actors[i].placement != M0__PLACE_THREAD) /* each worker has its own */
+      rv = app_actors_front_one(a, i, &decl->actors[i], pr, doors, nworkers, pub);
   }
   free(doors);
   if (rv != 0) return rv;

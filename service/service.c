@@ -359,15 +359,17 @@ static void service_answer(m0__service *s, m0__msg *m) {
   m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m->nmsg));
   int k = sl ? (int)(sl - s->slots) : -1;
   pthread_mutex_unlock(&s->mu);
-  bool ret = m->env.kind == M0__K_RETURN;
-  if (k >= 0 && ret && !s->relay) m0__service_window_give(s, k);
-  if (k >= 0 && ret && !s->relay && m->len >= 8 && m0__le_get64(m->payload) == 0) {
+  /* A RETURN to this process (under --workers, in the supervisor, one to
+   * no worker's asker: to one of its instances' own calls) frees the
+   * window this process took; a send's ends here. */
+  bool ret = m->env.kind == M0__K_RETURN, here = !s->relay || M0__ACTOR_ROLE(m->env.to) != M0__ROLE_RELAYED;
+  if (k >= 0 && ret && here) m0__service_window_give(s, k);
+  if (k >= 0 && ret && here && m->len >= 8 && m0__le_get64(m->payload) == 0) {
     m0__msg_free(m);
     return;
   }
   m0__inbox *to = s->relay ? NULL : m0__service_reply_inbox(s, m->env.to);
-  if (k >= 0 && !to && !s->relay && m->env.kind == M0__K_RETURN &&
-      m0__service_answered(s, m0__service_slot_id(s, k), m->env.to, m->nmsg)) {
+  if (k >= 0 && !to && ret && m0__service_answered(s, m0__service_slot_id(s, k), m->env.to, m->nmsg)) {
     m->nmsg = NULL; /* the answer to a connected instance's own call (service/post.h): on its link */
     m0__msg_free(m);
     return;
@@ -398,13 +400,12 @@ static void service_message(m0__service *s, m0__msg *m) {
   m0__slot *sl = slot_of_pipe(s, nng_msg_get_pipe(m->nmsg));
   int k = sl ? (int)(sl - s->slots) : -1;
   pthread_mutex_unlock(&s->mu);
-  if (k >= 0 && s->hooks && s->hooks->message && !s->relay) {
+  if (k >= 0 && s->hooks && s->hooks->message) {
     s->hooks->message(s->hooks_arg, s, k, m);
     return;
   }
-  /* No post here (under --workers the supervisor's relay carries only the
-   * workers' messages): a call is told so at once rather than left to its
-   * bound (docs/actors.md). */
+  /* No post here: a call is told so at once rather than left to its
+   * bound. */
   m0__wire_message msg;
   nng_msg *no;
   uint8_t why[4];

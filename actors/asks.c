@@ -528,7 +528,8 @@ m0_deferred *m0__asks_defer_view(m0__http *h, m0__conn *c, m0_response *res, uns
     free(d);
     return NULL;
   }
-  m0__deferred_for(d, ask_id(l->asks, i));
+  m0__deferred_for(d, ask_id(l->asks, i), timeout_ms ? timeout_ms : DEFERRED_TIMEOUT_MS,
+                   &l->page->figures->deferred_late);
   res->deferred = true;
   res->done = true; /* the view answers no more through res */
   return d;

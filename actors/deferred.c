@@ -3,8 +3,12 @@
  * it in the loop's inbox. */
 #include "actors/deferred.h"
 
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/clock.h"
 
 #include "runtime/actor.h"
 #include "service/wire.h"
@@ -16,6 +20,8 @@ struct m0_deferred {
   m0__inbox *inbox;
   uint32_t loop_id;
   uint64_t id;
+  int64_t until;          /* its bound (base/clock.h): past it, no answer is sent */
+  _Atomic uint64_t *late; /* where an answer past it is counted (the page's) */
   m0__tracer *trace;
   m0__header_block hb;              /* over hdrs and store */
   m0_header hdrs[DEFER_HEADERS + 1]; /* and room for the content type */
@@ -32,7 +38,11 @@ m0_deferred *m0__deferred_new(m0__inbox *inbox, uint32_t loop_id, m0__tracer *tr
   return d;
 }
 
-void m0__deferred_for(m0_deferred *d, uint64_t id) { d->id = id; }
+void m0__deferred_for(m0_deferred *d, uint64_t id, unsigned timeout_ms, _Atomic uint64_t *late) {
+  d->id = id;
+  d->until = m0__now_ms() + timeout_ms;
+  d->late = late;
+}
 
 int m0_deferred_header(m0_deferred *d, const char *name, const char *value) {
   if (!d || !name || !value) return -1;
@@ -41,6 +51,12 @@ int m0_deferred_header(m0_deferred *d, const char *name, const char *value) {
 
 int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, const void *body, size_t len) {
   if (!d) return -1;
+  if (m0__now_ms() >= d->until) { /* the host answers (answered) 504: this one is dropped, and the caller told */
+    if (d->late) atomic_fetch_add(d->late, 1);
+    free(d);
+    errno = ETIMEDOUT;
+    return -1;
+  }
   int rv = -1;
   bool bad = status < 200 || status > 599 || (len && !body) ||
              (content_type && !m0__wire_header_ok("Content-Type", 12, content_type, strlen(content_type)));

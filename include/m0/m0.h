@@ -409,8 +409,9 @@ m0_deferred *m0_defer(m0_response *res, unsigned timeout_ms);
 int m0_deferred_header(m0_deferred *d, const char *name, const char *value);
 /* Answers and frees the handle: the answer is handed to the request's loop.
  * 0; -1 when status is not 200..599, the content type holds a CR or LF, or
- * out of memory (the request is then answered 500, or 504 at its bound).
- * Thread safety: any thread. */
+ * out of memory (the request is then answered 500, or 504 at its bound);
+ * -1 with errno ETIMEDOUT when the bound passed (the host answers 504; this
+ * answer is dropped and counted). Thread safety: any thread. */
 int m0_deferred_respond(m0_deferred *d, int status, const char *content_type, const void *body, size_t len);
 
 /* ---- application actors -----------------------------------------------

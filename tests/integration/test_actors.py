@@ -808,6 +808,8 @@ def deferred():
                     break
                 time.sleep(0.05)
             F.check(late == 1, f"deferred: the answer given after the 504 is dropped and counted ({late})")
+            F.check(wait_for(lambda: "a deferred answer came after its bound (ETIMEDOUT)" in s.stderr(), 5),
+                    f"deferred: the late answer's m0_deferred_respond says so to the application (-1, ETIMEDOUT)")
             d.send(request("GET", "/health"))
             st, _, _, b, line = d.try_response()
             F.check(st == 200 and b == b'{"status":"ok"}', f"deferred: the connection serves on after it ({line} {b!r})")

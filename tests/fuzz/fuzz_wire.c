@@ -166,6 +166,33 @@ static void replies(const uint8_t *p, size_t n) {
   nng_msg_free(m);
 }
 
+/* The payload as a MESSAGE and as a RETURN (unbatched): what decodes lies
+ * inside the payload, and built again from its fields it is the same bytes. */
+static void messages(const uint8_t *p, size_t n) {
+  m0__wire_message w;
+  nng_msg *m;
+  if (m0__wire_message_read(p, n, &w) == 0) {
+    inside(w.name);
+    inside(w.data);
+    if (w.name.n > M0__WIRE_NAME_MAX || w.name.n + w.data.n + M0__WIRE_MESSAGE_FIXED != n) abort();
+    char name[M0__WIRE_NAME_MAX + 1];
+    memcpy(name, w.name.p, w.name.n);
+    name[w.name.n] = 0;
+    if (!memchr(name, 0, w.name.n) && m0__wire_message_new(&m, w.call, w.type, name, w.data.p, w.data.n) == 0) {
+      if (m0__msg_payload_len(m) != n || memcmp(m0__msg_payload(m), p, n) != 0) abort();
+      nng_msg_free(m);
+    }
+  }
+  if (m0__wire_return_read(p, n, &w) == 0) {
+    inside(w.data);
+    if (w.code > M0__RETURN_REFUSED || w.data.n + M0__WIRE_RETURN_FIXED != n) abort();
+    if (m0__wire_return_new(&m, w.call, w.type, w.code, w.data.p, w.data.n) == 0) {
+      if (m0__msg_payload_len(m) != n || memcmp(m0__msg_payload(m), p, n) != 0) abort();
+      nng_msg_free(m);
+    }
+  }
+}
+
 static void batches(const uint8_t *p, size_t n) {
   lo = p;
   hi = p + n;
@@ -173,6 +200,9 @@ static void batches(const uint8_t *p, size_t n) {
   lo = p;
   hi = p + n;
   replies(p, n);
+  lo = p;
+  hi = p + n;
+  messages(p, n);
 }
 
 /* Every mailbox's accept list, for every origin: an answer, and a refusal

@@ -523,13 +523,13 @@ m0_deferred *m0__asks_defer_view(m0__http *h, m0__conn *c, m0_response *res, uns
   m0__loop *l = h->owner;
   m0_deferred *d = m0__deferred_new(&l->inbox, l->self.id, l->trace);
   if (!d) return NULL;
-  int i = ask_take(l, c, res, -1, timeout_ms ? timeout_ms : DEFERRED_TIMEOUT_MS);
+  unsigned bound = timeout_ms ? timeout_ms : DEFERRED_TIMEOUT_MS;
+  int i = ask_take(l, c, res, -1, bound);
   if (i < 0) {
     free(d);
     return NULL;
   }
-  m0__deferred_for(d, ask_id(l->asks, i), timeout_ms ? timeout_ms : DEFERRED_TIMEOUT_MS,
-                   &l->page->figures->deferred_late);
+  m0__deferred_for(d, ask_id(l->asks, i), bound, &l->page->figures->deferred_late);
   res->deferred = true;
   res->done = true; /* the view answers no more through res */
   return d;

@@ -9,6 +9,7 @@
 #include "service/service.h"
 #include "service/wire.h"
 #include "actors/writer.h"
+#include "base/clock.h"
 #include "base/errors.h"
 #include "http/accesslog.h"
 
@@ -200,8 +201,6 @@ static void ask_fail(m0__loop *l, int i, int status) {
 
 /* ---- asks parked while an actor's instances move (a reload) ---- */
 
-static int64_t asks_clock_ms(void) { return m0__now_ms(); } /* expect_until's clock */
-
 /* src's records after dst's (both batches: service/wire.h). */
 static int asks_batch_append(nng_msg *dst, nng_msg *src) {
   uint32_t n = m0__wire_batch_count(src), have = m0__wire_batch_count(dst);
@@ -266,7 +265,7 @@ static int asks_park(m0__loop *l, m0__conn *c, const m0_request *req, m0_respons
   }
   e->slot = -1;
   a->nparked[si]++;
-  int64_t left = until - asks_clock_ms();
+  int64_t left = until - m0__now_ms();
   uint64_t now = uv_now(&l->uv);
   e->wait_until = left > 0 && now + (uint64_t)left < e->deadline ? now + (uint64_t)left : e->deadline;
   ask_inflight(l, si, 1);
@@ -339,7 +338,7 @@ int m0__asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_
   uint32_t gen;
   int k = m0__service_pick(s, &full, &gen);
   int64_t until = k < 0 && !full ? atomic_load_explicit(&s->expect_until, memory_order_relaxed) : 0;
-  if (until && until > asks_clock_ms())
+  if (until && until > m0__now_ms())
     return asks_park(l, c, req, res, si, route->timeout_ms ? route->timeout_ms : ROUTE_TIMEOUT_MS, until);
   if (k < 0) {
     atomic_fetch_add(full ? &s->st->queue_full : &s->st->no_instance, 1);

@@ -572,3 +572,12 @@ def run_parts(F, parts, programs=(), tmp=None):
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     F.done()
+
+
+def as_json(b):
+    """b parsed as a JSON object, or None (not JSON, or not an object)."""
+    try:
+        j = json.loads(b)
+        return j if isinstance(j, dict) else None
+    except ValueError:
+        return None

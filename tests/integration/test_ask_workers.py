@@ -30,6 +30,7 @@ import threading
 import time
 
 from harness import BIN, Failures, Prefork, Server, children, doctor_url, private_dir, run_parts, wait_for, write_json
+from harness import as_json
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-askw-")
@@ -43,14 +44,6 @@ def topo(mode, placement):
 
 def host(t, rd, cls):
     return cls("host_check", "--port", "0", "--run-dir", rd, "--topology", write_json(t, TMP, indent=2))
-
-
-def as_json(b):
-    try:
-        j = json.loads(b)
-        return j if isinstance(j, dict) else None
-    except ValueError:
-        return None
 
 
 def held(port, path, n=8):

@@ -42,6 +42,7 @@ import threading
 import time
 
 from harness import BIN, Failures, Prefork, Server, children, doctor_url, private_dir, run_parts, wait_for, write_json
+from harness import as_json
 from hostile_actor import Pair1
 
 F = Failures()
@@ -66,14 +67,6 @@ def topo(mode, placement):
         echo["queue"] = 32
     return {"mode": mode, "loops": 2 if mode != "single" else 1,
             "app_actors": [echo, {"name": "relay", "placement": "thread"}]}
-
-
-def as_json(b):
-    try:
-        j = json.loads(b)
-        return j if isinstance(j, dict) else None
-    except ValueError:
-        return None
 
 
 def ask(conn, path):

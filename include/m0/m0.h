@@ -385,7 +385,13 @@ typedef void (*m0_view_fn)(void *state, const m0_request *req, m0_response *res)
  * A route served by an application actor names it in `actor` (view NULL):
  * the loop sends the request to one of the actor's instances and answers
  * the connection with its reply, without waiting for it (docs/actors.md).
- * timeout_ms bounds the wait (0 = 1000 ms): past it the host answers 504. */
+ * timeout_ms bounds the wait (0 = 1000 ms): past it the host answers 504.
+ * A route that is a channel names it in `stream` (view and actor NULL; GET):
+ * the host answers as m0_respond_stream on it, or, to a WebSocket upgrade,
+ * as m0_respond_websocket subscribed to it (m0_ws_subscribe), on the loop.
+ * A {name} of the pattern in it is that segment as sent ("room.{room}");
+ * a name that is then no channel's (1..64 visible bytes, not "m0.") is 404.
+ * docs/topology.md, Stream routes. */
 typedef struct m0_route {
   const char *method;
   const char *pattern;
@@ -393,6 +399,7 @@ typedef struct m0_route {
   unsigned flags;
   const char *actor;
   unsigned timeout_ms;
+  const char *stream;
 } m0_route;
 
 /* ---- deferred answers -------------------------------------------------

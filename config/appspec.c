@@ -13,6 +13,7 @@
 #include "base/errors.h"
 #include "config/options.h"
 #include "config/topokeys.h"
+#include "http/route_stream.h"
 
 const char *m0__placement_name(m0__placement p) {
   switch (p) {
@@ -163,13 +164,16 @@ static int decl_routes(m0__app_decl *d, const m0_app *app, const struct m0_confi
     const m0__route_spec *fr = &cfg->file_routes[r];
     snprintf(d->route_strs[r][0], sizeof d->route_strs[r][0], "%s", fr->method);
     snprintf(d->route_strs[r][1], sizeof d->route_strs[r][1], "%s", fr->pattern);
-    int a = m0__app_decl_find(d, fr->actor, strlen(fr->actor));
+    snprintf(d->route_strs[r][2], sizeof d->route_strs[r][2], "%s", fr->stream);
+    int a = fr->stream[0] ? 0 : m0__app_decl_find(d, fr->actor, strlen(fr->actor));
     if (a < 0)
       return decl_refuse(d, why, whylen,
                          "route %s %s names actor \"%s\", which neither the program nor app_actors declares: add it "
                          "to app_actors with placement external, or fix the name",
                          fr->method, fr->pattern, fr->actor);
-    m0_route nr = {d->route_strs[r][0], d->route_strs[r][1], NULL, 0, d->actors[a].name, (unsigned)fr->timeout_ms};
+    m0_route nr = {d->route_strs[r][0], d->route_strs[r][1], NULL, 0, NULL, (unsigned)fr->timeout_ms, NULL};
+    if (fr->stream[0]) nr.stream = d->route_strs[r][2];
+    else nr.actor = d->actors[a].name;
     size_t i = 0;
     while (i < nroutes && !same_route(&app->routes[i], fr)) i++;
     if (i < nroutes) d->routes[i] = nr;
@@ -178,12 +182,22 @@ static int decl_routes(m0__app_decl *d, const m0_app *app, const struct m0_confi
   return 0;
 }
 
-/* Every route, the program's and the file's: one of view and actor, and
- * an actor someone declares. */
+/* Every route, the program's and the file's: one of view, actor and
+ * stream, an actor someone declares, a stream's template that its pattern
+ * fills in. */
 static int decl_check_routes(m0__app_decl *d, char *why, size_t whylen) {
   for (size_t i = 0; i < d->nroutes; i++) {
     const m0_route *rt = &d->routes[i];
     const char *m = str_or(rt->method, "(no method)"), *p = str_or(rt->pattern, "(no pattern)");
+    if (rt->stream) { /* a channel: no view, no actor, a template its pattern fills in */
+      const char *bad = rt->view || rt->actor       ? "is set beside a view or an actor"
+                        : strcmp(m, "GET")          ? "is on a GET route only (a subscription is a GET, an upgrade too)"
+                                                    : m0__route_stream_check(rt->stream, rt->pattern);
+      if (bad)
+        return decl_refuse(d, why, whylen, "route %s %s (m0_app.routes[%zu]): its stream \"%.64s\" %s: set one of "
+                           "view, actor and stream, a stream a channel's name", m, p, i, rt->stream, bad);
+      continue;
+    }
     if (rt->view && rt->actor)
       return decl_refuse(d, why, whylen,
                          "route %s %s (m0_app.routes[%zu]) has both a view and the actor \"%.64s\": set one of "

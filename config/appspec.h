@@ -47,12 +47,14 @@ typedef struct m0__actor_spec {
   bool trusted_network;
 } m0__actor_spec;
 
-/* One route a topology file declares: served by an actor. */
+/* One route a topology file declares: served by an actor, or a channel's
+ * stream (one of actor and stream is set; http/route_stream.h). */
 typedef struct m0__route_spec {
   char method[32];
   char pattern[256];
   char actor[M0__ACTOR_NAME_MAX + 1];
   long timeout_ms; /* 1..3600000; default 1000 */
+  char stream[256]; /* the channel's template ("room.{room}"), or "" */
 } m0__route_spec;
 
 /* A topology file's supervisor (docs/topology.md, Supervisors): its
@@ -75,9 +77,9 @@ typedef struct m0__app_decl {
   m0__actor_spec *actors; /* [nactors]: the app's kinds in order, then the file's others */
   const m0_actor_kind **kinds; /* [nactors]: the program's kind of that name, or NULL */
   int nactors;
-  m0_route *routes; /* the app's routes, then the file's (view NULL, actor set) */
+  m0_route *routes; /* the app's routes, then the file's (view NULL, actor or stream set) */
   size_t nroutes;
-  char (*route_strs)[2][256]; /* storage for the file routes' method and pattern */
+  char (*route_strs)[3][256]; /* storage for the file routes' method, pattern and stream */
   const m0__sup_spec *sups;   /* the file's supervisors (the configuration's: it outlives d) */
   int nsups;
 } m0__app_decl;

@@ -11,6 +11,7 @@
 #include "base/errors.h"
 #include "config/topoapps.h"
 #include "config/topokeys.h"
+#include "http/route_stream.h"
 #include "transport/links.h"
 #include "transport/topology.h"
 
@@ -282,21 +283,53 @@ static const char *topoapps_route_str(topoapps_list *l, json_t *e, const char *k
 
 static bool topoapps_pattern_ok(const char *s) { return s && s[0] == '/' && strlen(s) < 256; }
 
+/* A route that is a channel ("stream": its template, http/route_stream.h):
+ * no actor, no timeout (a subscriber stays), GET, a template the pattern
+ * fills in. */
+static bool topoapps_route_stream(topoapps_list *l, json_t *e, m0__route_spec *s) {
+  const char *sv = json_string_value(json_object_get(e, "stream")), *p = l->p;
+  const char *bad = !sv ? "must be a string, a channel's name" : m0__route_stream_check(sv, s->pattern);
+  if (json_object_get(e, "actor")) {
+    m0__topo_fail_at(l->cfg, l->text, p, "stream",
+                     "%s has both \"actor\" and \"stream\" (a route is served by an actor or is a channel's "
+                     "stream: keep one)", p);
+  } else if (json_object_get(e, "timeout_ms")) {
+    m0__topo_fail_at(l->cfg, l->text, p, "timeout_ms",
+                     "%s.timeout_ms is for an actor's route: a stream's subscriber stays until it goes (drop the key)",
+                     p);
+  } else if (bad) {
+    m0__topo_fail_at(l->cfg, l->text, p, "stream",
+                     "%s.stream %s (a channel: 1 to 64 visible bytes, not \"m0.\" first; a {name} of the pattern "
+                     "stands for that segment, e.g. \"room.{room}\")", p, bad);
+  } else if (strcmp(s->method, "GET")) {
+    m0__topo_fail_at(l->cfg, l->text, p, "method",
+                     "%s.method is \"%s\": a stream route is \"GET\" (a subscription is a GET, a WebSocket's "
+                     "upgrade too; HEAD is answered with it)", p, s->method);
+  } else {
+    snprintf(s->stream, sizeof s->stream, "%s", sv);
+    return true;
+  }
+  return false;
+}
+
 static bool topoapps_route(topoapps_list *l, json_t *e, void *list) {
   m0__route_spec *specs = list, *s = &specs[l->i];
-  const char *m, *pv, *av;
+  const char *m, *pv, *av = NULL;
+  bool stream = json_object_get(e, "stream") != NULL;
   if (!topoapps_entry_form(l, e, "routes", "{\"method\": ..., \"pattern\": ..., \"actor\": ...}",
-                           "; a file's route is served by an actor") ||
+                           "; a file's route is served by an actor, or is a channel's stream") ||
       !(m = topoapps_route_str(l, e, "method", "say \"GET\", \"POST\", ...", topoapps_method_ok)) ||
       !(pv = topoapps_route_str(l, e, "pattern", "say \"/path/{param}\"", topoapps_pattern_ok)) ||
-      !(av = topoapps_route_str(l, e, "actor", "name the actor that serves it", topoapps_name_ok)) ||
+      (!stream && !(av = topoapps_route_str(l, e, "actor", "name the actor that serves it, or say \"stream\": "
+                                            "CHANNEL", topoapps_name_ok))) ||
       !m0__topo_check_keys(l->cfg, l->text, e, "routes", l->p, 0))
     return false;
   json_t *t = json_object_get(e, "timeout_ms");
   snprintf(s->method, sizeof s->method, "%s", m);
   snprintf(s->pattern, sizeof s->pattern, "%s", pv);
-  snprintf(s->actor, sizeof s->actor, "%s", av);
-  s->timeout_ms = t ? (long)json_integer_value(t) : m0__topo_default("routes", "timeout_ms");
+  if (stream && !topoapps_route_stream(l, e, s)) return false;
+  snprintf(s->actor, sizeof s->actor, "%s", av ? av : "");
+  s->timeout_ms = stream ? 0 : t ? (long)json_integer_value(t) : m0__topo_default("routes", "timeout_ms");
   for (size_t j = 0; j < l->i; j++)
     if (!strcmp(specs[j].method, s->method) && !strcmp(specs[j].pattern, s->pattern)) {
       m0__topo_fail_at(l->cfg, l->text, l->p, "method",

@@ -69,6 +69,7 @@ const m0__topo_key m0__topo_keys[] = {
     {"routes", "actor", M0__TOPO_STRING, 1, 48, NONE, ANY,
      "%s must be an actor's name: a string of 1 to 48 bytes of a-z, 0-9, _ and -", NULL},
     {"routes", "timeout_ms", M0__TOPO_INT, 1, 3600000, 1000, ANY, WHOLE, NULL},
+    {"routes", "stream", M0__TOPO_STRING, 1, 255, NONE, ANY, NULL, NULL},
     /* an entry of "supervisors": process actors restarted together (config/appspec.h, m0__sup_spec) */
     {"supervisors", "name", M0__TOPO_STRING, 1, 48, NONE, ANY, "%s must be a string of 1 to 48 bytes of a-z, 0-9, _ and -",
      NULL},

@@ -142,6 +142,9 @@ static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg,
     }
     for (size_t i = 0; i < decl.nroutes; i++) {
       const m0_route *r = &decl.routes[i];
+      if (r->stream) /* a channel's: the template as written, filled in per request */
+        json_array_append_new(aroutes, json_pack("{s:s, s:s, s:s}", "method", r->method, "pattern", r->pattern,
+                                                 "stream", r->stream));
       if (!r->actor) continue;
       json_array_append_new(aroutes, json_pack("{s:s, s:s, s:s, s:I}", "method", r->method, "pattern", r->pattern,
                                                "actor", r->actor, "timeout_ms",

@@ -25,6 +25,7 @@
 #include "http/conn.h"
 #include "http/conn_state.h"
 #include "http/query.h"
+#include "http/route_stream.h"
 #include "http/stream.h"
 #include "http/views.h"
 #include "http/websocket.h"
@@ -129,7 +130,9 @@ static bool dispatch_found(m0__conn *c, const m0__match *m, m0_request *req, m0_
   req->params = m->params;
   req->nparams = m->nparams;
   c->route = (int)(m->route - app->routes);
-  if (m->route->actor) {
+  if (m->route->stream) {
+    m0__route_stream_answer(m->route, req, res); /* on the loop: a stream or a socket lives on it */
+  } else if (m->route->actor) {
     if (h->ops->to_actor && h->ops->to_actor(h, c, req, m->route, res) == 0) return true;
     if (!res->done) m0__respond_status(res, 503, NULL);
   } else if (h->pool && !(m->route->flags & M0_ON_LOOP) &&

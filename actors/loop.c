@@ -25,6 +25,7 @@ static void loop_order(m0__loop *l, bool all);
 static void loop_on_sweep(uv_timer_t *t) {
   m0__loop *l = t->data;
   m0__http_sweep(&l->http);
+  if (l->host_swept) l->host_swept(l);
   if (l->stopping) { /* the first sweep of the drain runs when the fresh grace ends (loop_stop) */
     l->grace_over = true;
     m0__loop_maybe_finish(l);
@@ -491,6 +492,8 @@ int m0__loop_init(m0__loop *l, const m0__loop_config *cfg, m0__exits *exits) {
   l->pool_threads = cfg->pool_threads;
   l->host_metrics = cfg->metrics;
   l->host_graph = cfg->graph;
+  l->host_swept = cfg->swept;
+  l->host = cfg->host;
   l->http_cfg = cfg->http;
   l->http_cfg.app = cfg->app;
   l->http_cfg.worker = cfg->index;

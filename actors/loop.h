@@ -53,6 +53,11 @@ typedef struct m0__loop_config {
    * m0_respond_graph's. */
   void (*metrics)(m0__loop *l, m0_response *res);
   char *(*graph)(m0__loop *l, const char *records_of);
+  /* The host's at each sweep, on the loop (what the observer writes on the
+   * page for every process to read; NULL: none), and what its answers are
+   * about (host/observer.h: the application's declaration). */
+  void (*swept)(m0__loop *l);
+  const void *host;
 } m0__loop_config;
 
 /* Sets the loop up from cfg (copied), its inbox included, and ties it to

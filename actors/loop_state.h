@@ -56,6 +56,8 @@ struct m0__loop {
    * and m0_respond_graph; reached through the loop's ops (actors/loop_http.c). */
   void (*host_metrics)(struct m0__loop *l, m0_response *res);
   char *(*host_graph)(struct m0__loop *l, const char *records_of);
+  void (*host_swept)(struct m0__loop *l); /* m0__loop_config's swept and host */
+  const void *host;
   m0__http http;
   /* the loop's own */
   uv_loop_t uv;

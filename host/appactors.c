@@ -18,6 +18,7 @@ static void app_actors_rows(m0__service *s, m0__process *pr) {
   if (!pr->page.rows || (s->row = m0__page_actor_row(&pr->page, s->name, true)) < 0) return;
   s->restarts = &pr->page.restarts[s->row]; /* the host's count, whoever spawns */
   s->st = &pr->page.actors[s->row];         /* and its requests, whoever asks */
+  if (pr->page.observed) s->pids = pr->page.observed->pids[s->row]; /* its instances' pids, whoever spawns */
 }
 
 /* What actor i's instances must prove at url (runtime/proof.h), set on its

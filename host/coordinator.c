@@ -33,6 +33,7 @@
 #include "host/life.h"
 #include "host/metrics.h"
 #include "host/observer.h"
+#include "host/observed.h"
 #include "host/signals.h"
 #include "host/coord.h"
 #include "host/top.h"
@@ -218,7 +219,8 @@ static int coord_start_loops(coord *c, const m0_ctx *base) {
                         .generation = pr->reload.generation, .coord_id = c->self.id, .coord_url = c->self.url,
                         .handoff = p->handoff, .run_dir = pr->sockdir, /* its outside publishers' socket is this generation's */
                         .ctx = *base, .recycle_at = (uint64_t)max_req, .npool = c->npool,
-                        .fds_needed = m0__fds_needed(cfg, &pr->decl)}; /* said by a loop that runs out of them */
+                        .fds_needed = m0__fds_needed(cfg, &pr->decl), /* said by a loop that runs out of them */
+                        .swept = m0__observer_swept, .host = &pr->decl}; /* the observer's (host/observer.h) */
   coord_loop_settings(&lc, cfg, pr->loops);
   for (int i = 0; i < p->here; i++) {
     int idx = p->first + i;

@@ -1,4 +1,5 @@
 #include "host/observer.h"
+#include "host/observed.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ static pid_t pid_of(const m0__loop *l, int role, int idx) {
 typedef struct counts {
   char from[M0__PAGE_EDGE_LINES][48], to[M0__PAGE_EDGE_LINES][48];
   uint64_t n[M0__PAGE_EDGE_LINES], waiting[M0__PAGE_EDGE_LINES], kinds[M0__PAGE_EDGE_LINES];
+  double rate[M0__PAGE_EDGE_LINES];
   int count;
 } counts;
 
@@ -58,6 +60,7 @@ static void count_add(void *arg, uint32_t from, uint32_t to, const m0__edge_coun
   c->n[i] += ec->n;
   c->waiting[i] += waiting;
   c->kinds[i] |= ec->kinds;
+  c->rate[i] += ec->rate;
 }
 
 /* Adds the edge from -> to carrying kinds (space-separated); returns it. */
@@ -73,27 +76,32 @@ static json_t *edge(json_t *edges, const char *from, const char *to, const char 
 
 typedef struct refusals {
   uint32_t actor[64];
-  uint64_t n[64];
+  uint64_t n[64], why[64][M0__PAGE_REFUSAL_REASONS]; /* why: by reason (runtime/admit.h) */
   int count;
 } refusals;
 
 static void refusal_add(void *arg, uint32_t actor, int reason, uint64_t n) {
   refusals *r = arg;
-  for (int i = 0; i < r->count; i++)
-    if (r->actor[i] == actor) {
-      r->n[i] += n;
-      return;
-    }
-  if (r->count < 64) {
-    r->actor[r->count] = actor;
-    r->n[r->count++] = n;
+  int i = 0;
+  while (i < r->count && r->actor[i] != actor) i++;
+  if (i == r->count) {
+    if (r->count == 64) return;
+    r->actor[r->count++] = actor;
   }
+  r->n[i] += n;
+  if (reason >= 0 && reason < M0__PAGE_REFUSAL_REASONS) r->why[i][reason] += n;
 }
 
-static json_int_t refused(const refusals *r, uint32_t actor) {
-  for (int i = 0; i < r->count; i++)
-    if (r->actor[i] == actor) return (json_int_t)r->n[i];
-  return 0;
+/* Sets node n's refused (how many) and refusals (by reason, the ones
+ * counted) of actor. */
+static void refused(json_t *n, const refusals *r, uint32_t actor) {
+  int i = 0;
+  while (i < r->count && r->actor[i] != actor) i++;
+  json_t *why = json_object();
+  for (int k = 0; i < r->count && k < M0__PAGE_REFUSAL_REASONS; k++)
+    if (r->why[i][k]) json_object_set_new(why, m0__refusal_name(k), json_integer((json_int_t)r->why[i][k]));
+  json_object_set_new(n, "refused", json_integer(i < r->count ? (json_int_t)r->n[i] : 0));
+  json_object_set_new(n, "refusals", why);
 }
 
 /* The edges no rule declares that carried messages between two instances
@@ -133,9 +141,11 @@ static void count_edges(json_t *edges, json_t *nodes, const counts *cn, json_t *
   json_array_foreach(edges, i, e) {
     const char *f = json_string_value(json_object_get(e, "from")), *to = json_string_value(json_object_get(e, "to"));
     uint64_t n = 0, w = 0;
+    double rate = 0;
     for (int k = 0; cn && k < cn->count; k++)
-      if (!strcmp(cn->from[k], f) && !strcmp(cn->to[k], to)) n += cn->n[k], w += cn->waiting[k];
+      if (!strcmp(cn->from[k], f) && !strcmp(cn->to[k], to)) n += cn->n[k], w += cn->waiting[k], rate += cn->rate[k];
     json_object_set_new(e, "messages", json_integer((json_int_t)n));
+    json_object_set_new(e, "rate", json_real((double)(int64_t)(rate * 10 + 0.5) / 10)); /* a tenth is enough */
     if (json_object_get(outside, to)) continue;
     json_object_set_new(e, "waiting", json_integer((json_int_t)w));
     json_object_set_new(waits, to, json_integer(json_integer_value(json_object_get(waits, to)) + (json_int_t)w));
@@ -168,9 +178,10 @@ static void graph_actors(graph *g) {
     int role = M0__ACTOR_ROLE(d->id), idx = M0__ACTOR_INDEX(d->id);
     m0__actor_name(d->id, name, sizeof name);
     process_of(g->t, role, idx, proc, sizeof proc);
-    json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "name", name, "role", m0__role_name(role), "process",
+    json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "name", name, "role", m0__role_name(role), "process",
                           proc, "thread", role == M0__ROLE_COORD || role == M0__ROLE_WORKER ? "main" : name,
-                          "machine", g->host, "url", d->url, "refused", refused(&g->rf, d->id));
+                          "machine", g->host, "url", d->url);
+    refused(n, &g->rf, d->id);
     if (role == M0__ROLE_PRODUCER) g->has_producer = true;
     pid_t pid = pid_of(g->l, role, idx);
     if (pid > 0) json_object_set_new(n, "pid", json_integer(pid));
@@ -234,44 +245,57 @@ static const char *placement_of(const m0__service *s) {
   return !s->connected ? "thread" : s->spawned ? "process" : "external";
 }
 
-/* Slot k's pid: a thread instance's is this process's; a connected one's
- * the peer of its ipc pipe (a spawned instance dials ipc), 0 when not
- * known (over tcp; at a worker's door, whose pipe is the relay's leg). */
-static pid_t instance_pid(m0__service *s, int k) {
-  if (!s->connected) return getpid();
-  if (s->door) return 0;
+/* Slot k's pid: a thread instance's is its process's (worker w's under
+ * prefork, or this one's: w < 0); a connected one's the peer of its ipc
+ * pipe (a spawned instance dials ipc), at a worker's door (a relay's leg)
+ * as the supervisor saw it (the page's pids); 0 when not known (tcp). */
+static pid_t instance_pid(const graph *g, m0__service *s, int k, int w) {
+  if (!s->connected) return w < 0 ? getpid() : pid_of(g->l, M0__ROLE_WORKER, w);
+  if (s->door) return s->pids ? (pid_t)atomic_load(&s->pids[k]) : 0;
   uint64_t pid = 0;
   nng_pipe p = {.id = atomic_load(&s->slots[k].pipe)};
   if (!p.id || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) != 0) return 0;
   return (pid_t)pid;
 }
 
-/* Slot k of application actor s, live: its node and edges. */
-static void graph_instance(graph *g, m0__service *s, int k) {
-  char inst[64], where[256], other[64];
-  m0__actor_name(m0__service_slot_id(s, k), inst, sizeof inst);
+/* Where slot k's instance is: its machine. */
+static void instance_where(const graph *g, m0__service *s, int k, char *where, size_t n) {
   if (s->door) { /* a relay's leg: where the relay said its instance dialed from */
     pthread_mutex_lock(&s->mu);
-    snprintf(where, sizeof where, "%s", s->slots[k].where[0] ? s->slots[k].where : g->host);
+    snprintf(where, n, "%s", s->slots[k].where[0] ? s->slots[k].where : g->host);
     pthread_mutex_unlock(&s->mu);
   } else if (s->connected) {
-    m0__pipe_where(atomic_load(&s->slots[k].pipe), g->host, where, sizeof where);
+    m0__pipe_where(atomic_load(&s->slots[k].pipe), g->host, where, n);
+  } else {
+    snprintf(where, n, "%s", g->host);
   }
+}
+
+/* Slot k of application actor s, live, with in_flight requests: its node
+ * and edges. w: the worker whose thread instance it is under prefork (its
+ * own loop alone sends to it), or -1: this process's. */
+static void graph_instance(graph *g, m0__service *s, int k, int w, int in_flight) {
+  char inst[64], where[256], other[64], proc[32];
+  m0__actor_name(m0__service_slot_id(s, k), inst, sizeof inst);
+  instance_where(g, s, k, where, sizeof where);
+  snprintf(proc, sizeof proc, "%s", s->connected ? "connected" : g->process);
+  if (w >= 0) snprintf(proc, sizeof proc, "worker.%d", w);
   if (s->connected) json_object_set_new(g->outside, inst, json_true());
   json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role", "instance", "actor",
-                        s->name, "process", s->connected ? "connected" : g->process, "thread",
-                        s->connected ? "" : inst, "machine", s->connected ? where : g->host, "in_flight",
-                        atomic_load(&s->slots[k].inflight), "placement", placement_of(s));
-  pid_t pid = instance_pid(s, k);
+                        s->name, "process", proc, "thread", s->connected ? "" : inst, "machine", where, "in_flight",
+                        in_flight, "placement", placement_of(s));
+  pid_t pid = instance_pid(g, s, k, w);
   if (pid > 0) json_object_set_new(n, "pid", json_integer(pid));
   json_array_append_new(g->nodes, n);
+  int mine = !g->prefork || s->connected ? -1 : w >= 0 ? w : g->l->index; /* the loop that sends to it, or all */
   for (int i = 0; i < g->t->loops; i++) {
+    if (mine >= 0 && i != mine) continue;
     snprintf(other, sizeof other, "loop.%d", i);
     edge(g->edges, other, inst, "request");
     edge(g->edges, inst, other, "reply");
   }
   if (s->connected) edge(g->edges, inst, s->name, "publish");
-  else edge(g->edges, inst, g->prefork ? g->process : "coordinator", "ready failed"); /* its process's coordinator */
+  else edge(g->edges, inst, g->prefork ? proc : "coordinator", "ready failed"); /* its process's coordinator */
 }
 
 /* An application actor's requests answered so far, by the whole host (its
@@ -284,21 +308,39 @@ static void service_requests(json_t *n, const m0__service_stats *st) {
   json_object_set_new(n, "failed", json_integer((json_int_t)failed));
 }
 
-/* Application actors: this process's view of them. */
+/* Application actor si's instances in the other workers (prefork: its
+ * thread instances, as their loops last wrote them on the page). */
+typedef struct others {
+  graph *g;
+  int si, live, in_flight;
+} others;
+
+static void other_instance(void *arg, const m0__observed_instance *in) {
+  others *o = arg;
+  if (in->service != o->si) return;
+  o->live++;
+  o->in_flight += in->in_flight;
+  graph_instance(o->g, o->g->l->services[in->service], in->slot, in->worker, in->in_flight);
+}
+
+/* Application actors: their instances live in every process (this one's,
+ * and under prefork every worker's thread instances). */
 static void graph_services(graph *g) {
   for (int si = 0; si < g->l->nservices; si++) {
     m0__service *s = g->l->services[si];
-    int live = 0, inflight = 0;
+    others o = {.g = g, .si = si};
     for (int k = 0; k < s->nslots; k++) {
       if (!atomic_load(&s->slots[k].live)) continue;
-      live++;
-      inflight += atomic_load(&s->slots[k].inflight);
-      graph_instance(g, s, k);
+      int in = atomic_load(&s->slots[k].inflight);
+      o.live++;
+      o.in_flight += in;
+      graph_instance(g, s, k, -1, in);
     }
-    json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "name", s->name, "role", "app", "process",
+    m0__observed_instances_each(g->l, other_instance, &o);
+    json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I}", "name", s->name, "role", "app", "process",
                           g->process, "placement", placement_of(s), "url", s->connected ? s->url : "", "instances",
-                          live, "in_flight", inflight, "restarts", (json_int_t)atomic_load(s->restarts), "refused",
-                          refused(&g->rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff))));
+                          o.live, "in_flight", o.in_flight, "restarts", (json_int_t)atomic_load(s->restarts));
+    refused(n, &g->rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)));
     service_requests(n, s->st);
     json_array_append_new(g->nodes, n);
   }
@@ -323,9 +365,10 @@ char *m0__observer_graph(const m0__loop *l, const char *process) {
   json_decref(g->outside);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  json_t *root = json_pack("{s:I, s:s, s:s, s:s, s:o, s:o}", "t",
+  json_t *root = json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:o}", "t",
                            (json_int_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, "mode", m0__mode_name(g->t->mode),
-                           "machine", g->host, "process", process, "nodes", g->nodes, "edges", g->edges);
+                           "machine", g->host, "process", process, "nodes", g->nodes, "edges", g->edges,
+                           "supervision", m0__observed_supervision(l, g->prefork ? getppid() : getpid()));
   char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
   json_decref(root);
   free(g);

@@ -131,6 +131,7 @@ static int process_page(m0__process *p) {
   p->tables_user = true;
   if ((p->tables_owner = m0__refusals_attach(p->page.refusals, M0__PAGE_REFUSAL_LINES))) {
     m0__edges_attach(p->page.edges, M0__PAGE_EDGE_LINES);
+    m0__edges_attach_rates(p->page.observed);
     m0__recent_attach(p->page.traces);
   }
   /* The family's cookie (runtime/admit.h): a worker's is its supervisor's. */

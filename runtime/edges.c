@@ -6,11 +6,32 @@ static m0__edge_line local_lines[M0__PAGE_EDGE_LINES];
 static m0__edge_line *lines = local_lines;
 static int nlines = M0__PAGE_EDGE_LINES;
 static atomic_ullong lost;
+static m0__page_observed *observed;
 
 void m0__edges_attach(m0__edge_line *l, int n) {
   if (l && n > 0) {
     lines = l;
     nlines = n;
+  }
+}
+
+void m0__edges_attach_rates(m0__page_observed *o) { observed = o; }
+
+void m0__edges_roll(uint64_t now_ms) {
+  m0__page_observed *o = observed;
+  if (!o) return;
+  uint64_t start = atomic_load_explicit(&o->window_ms, memory_order_acquire);
+  if ((start && now_ms < start + 1000) ||
+      !atomic_compare_exchange_strong(&o->window_ms, &start, now_ms ? now_ms : 1))
+    return; /* not a second yet, or another process rolled it */
+  for (int i = 0; i < nlines && i < M0__PAGE_EDGE_LINES; i++) {
+    uint64_t n = atomic_load_explicit(&lines[i].n, memory_order_relaxed),
+             mark = atomic_load_explicit(&o->mark[i], memory_order_relaxed);
+    /* in thousandths of a message per second; none over the first window
+     * (no mark yet) or a line taken back below its mark (m0__edge_unsent) */
+    uint64_t rate = start && n > mark && now_ms > start ? (n - mark) * 1000000 / (now_ms - start) : 0;
+    atomic_store_explicit(&o->rate[i], rate, memory_order_relaxed);
+    atomic_store_explicit(&o->mark[i], n, memory_order_relaxed);
   }
 }
 
@@ -72,6 +93,8 @@ void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, const m0__
     m0__edge_counts c = {.taken = atomic_load_explicit(&lines[i].taken, memory_order_relaxed)};
     c.n = atomic_load_explicit(&lines[i].n, memory_order_relaxed);
     c.kinds = atomic_load_explicit(&lines[i].kinds, memory_order_relaxed);
+    if (observed && i < M0__PAGE_EDGE_LINES)
+      c.rate = (double)atomic_load_explicit(&observed->rate[i], memory_order_relaxed) / 1000.0;
     cb(arg, (uint32_t)(key >> 32), (uint32_t)key, &c);
   }
 }

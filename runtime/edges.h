@@ -14,7 +14,13 @@
  *   atomic add. A topology has a few hundred edges at most; an edge that
  *   finds the table full is not counted (m0__edges_lost says how many).
  * - Per message, not per request: a batch is one message, an nng hop costs
- *   ~100 us here, the count ~10 ns. */
+ *   ~100 us here, the count ~10 ns.
+ * - Rates: every loop's sweep (at most a second apart) asks to roll the
+ *   window (m0__edges_roll); the first to find it a second old or more
+ *   takes it (a compare-and-swap of its start on the page) and writes each
+ *   line's messages per second over it, then its count as the next one's
+ *   mark. So a rate is the whole host's over the last completed window of
+ *   one to two seconds, whoever reads it, read or not. */
 #ifndef M0_RUNTIME_EDGES_H
 #define M0_RUNTIME_EDGES_H
 
@@ -25,6 +31,13 @@
 
 /* Counts on lines (the shared page's; until then, this process's own). */
 void m0__edges_attach(m0__edge_line *lines, int n);
+/* The rates' window and marks (the shared page's; none until then: every
+ * rate reads 0). */
+void m0__edges_attach_rates(m0__page_observed *o);
+/* Rolls the rates' window if it began a second ago or more (now_ms:
+ * CLOCK_MONOTONIC, shared by every process). Thread safety: any thread,
+ * any process; one of them rolls it. */
+void m0__edges_roll(uint64_t now_ms);
 /* One message of kind from -> to. Thread safety: any thread, any process. */
 void m0__edge_sent(uint32_t from, uint32_t to, int kind);
 /* A message counted by m0__edge_sent whose send then failed: taken back. */
@@ -35,9 +48,11 @@ void m0__edge_taken(uint32_t from, uint32_t to);
 /* A receiver that died takes nothing more: what was sent to an actor `of`
  * names is forgotten (taken = sent), so its successor starts at 0 waiting. */
 void m0__edges_settle(bool (*of)(void *arg, uint32_t to), void *arg);
-/* Every edge with its counts and the kinds sent on it (bit k: kind k). */
+/* Every edge with its counts, the kinds sent on it (bit k: kind k) and its
+ * messages per second over the last window. */
 typedef struct m0__edge_counts {
   uint64_t n, taken, kinds;
+  double rate;
 } m0__edge_counts;
 void m0__edges_each(void (*cb)(void *arg, uint32_t from, uint32_t to, const m0__edge_counts *c), void *arg);
 uint64_t m0__edges_lost(void);

@@ -206,6 +206,11 @@ static void slot_take(m0__service *s, int k, unsigned p) {
   m0__slot *sl = &s->slots[k];
   atomic_store(&sl->pipe, p);
   atomic_store(&sl->inflight, 0);
+  if (s->pids && !s->door && k < M0__PAGE_SLOTS) { /* for every process's observer (transport/page.h) */
+    uint64_t pid = 0;
+    if (nng_pipe_get_uint64((nng_pipe){.id = p}, NNG_OPT_IPC_PEER_PID, &pid) != 0) pid = 0;
+    atomic_store(&s->pids[k], pid);
+  }
   atomic_store_explicit(&sl->live, 1, memory_order_release);
   if (k >= atomic_load(&s->used)) atomic_store_explicit(&s->used, k + 1, memory_order_release);
 }
@@ -242,6 +247,7 @@ static int pipe_removed(m0__service *s, nng_pipe p) {
   if (!sl) return M0__ENOTFOUND;
   m0__service_slot_left(s, (int)(sl - s->slots));
   atomic_store(&sl->pipe, 0);
+  if (s->pids && !s->door && sl - s->slots < M0__PAGE_SLOTS) atomic_store(&s->pids[sl - s->slots], 0);
   sl->where[0] = 0;
   sl->messages = 0;
   pthread_cond_broadcast(&s->left);

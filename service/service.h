@@ -94,6 +94,8 @@ typedef struct m0__service {
   _Atomic uint64_t *restarts; /* its spawned instances started again (host/children.c): the shared page's
                                * word for this actor (the whole host's, under prefork the supervisor's
                                * count), or st.restarts */
+  _Atomic uint64_t *pids; /* [M0__PAGE_SLOTS]: the page's words for its instances' pids (the observer;
+                           * not a door's: its instances are the supervisor's), or NULL */
   m0_publisher *pub;      /* where instances' PUBLISH frames go: the process's publisher */
   struct m0__callers *callers; /* the host's (service/callers.h): where a RETURN or an ask's REPLY goes */
   const struct m0__service_hooks *hooks; /* what it asks of its host (below); NULL: nothing */

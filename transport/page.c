@@ -28,13 +28,14 @@ static int page_check(m0__page *pg, const char *what, char *err, size_t errlen);
 /* The head, two banks of loop lines, the refusals, the bus, the edges, the
  * recent trace records, the actors' restarts, the channels' drops, the
  * host's figures, the actors' lines, the loops' figures, the rows' keys,
- * the actors' names. */
+ * the actors' names, what the observer reads. */
 static size_t page_size(size_t loops) {
   return sizeof(m0__page_head) + 2 * loops * sizeof(m0__loop_line) + M0__PAGE_REFUSAL_LINES * sizeof(m0__refusal_line) +
          sizeof(m0__bus_line) + M0__PAGE_EDGE_LINES * sizeof(m0__edge_line) + sizeof(m0__trace_ring) +
          M0__PAGE_APP_ACTORS * sizeof(uint64_t) + M0__PAGE_CHANNEL_LINES * sizeof(m0__channel_line) +
          sizeof(m0__host_figures) + M0__PAGE_APP_ACTORS * sizeof(m0__actor_line) + loops * sizeof(m0__loop_figures) +
-         sizeof(m0__page_rows) + sizeof(m0__page_names);
+         sizeof(m0__page_rows) + sizeof(m0__page_names) + sizeof(m0__page_observed) +
+         2 * loops * sizeof(m0__page_instances);
 }
 
 /* Where each part is, after the loop lines (create and page_check set them). */
@@ -50,6 +51,8 @@ static void page_parts(m0__page *pg, size_t loops) {
   pg->loop_figures = (m0__loop_figures *)(pg->actors + M0__PAGE_APP_ACTORS);
   pg->rows = (m0__page_rows *)(pg->loop_figures + loops);
   pg->names = (m0__page_names *)(pg->rows + 1);
+  pg->observed = (m0__page_observed *)(pg->names + 1);
+  pg->instances = (m0__page_instances *)(pg->observed + 1);
 }
 
 static void *page_map_file(const char *path, size_t size, int *fd_out, bool create, char *err,

@@ -33,6 +33,9 @@
  *   then the rows' keys: which route and which actor each row of the
  *                figures counts (m0__page_rows, below)
  *   then the application actors' names (m0__page_names, below)
+ *   then what the observer reads of every process (m0__page_observed,
+ *                below): the edges' rates, the spawned instances' pids,
+ *                and per bank per loop its worker's thread instances
  *
  * The application's page (page_slots words) is a second file, "app-page".
  */
@@ -47,7 +50,7 @@
 #include "base/latency.h"
 
 #define M0__PAGE_MAGIC 0x6567617030306dull /* "m00page" */
-#define M0__PAGE_VERSION 10
+#define M0__PAGE_VERSION 11
 
 typedef struct m0__page_head {
   _Atomic uint64_t event_id; /* slot 0 */
@@ -256,6 +259,35 @@ typedef struct m0__page_names {
   char actors[M0__PAGE_APP_ACTORS][M0__PAGE_NAME_MAX];
 } m0__page_names;
 
+/* What the observer (host/observer.h) shows of every process, whichever
+ * answers:
+ * - the edges' rates (runtime/edges.h): each edge line's count when the
+ *   current window began (mark), and its messages per second over the
+ *   window before, in thousandths (rate); window_ms the window's start
+ *   (monotonic ms, 0: none yet), rolled by whichever loop's sweep finds it
+ *   a second old or more (a compare-and-swap: one process rolls it);
+ * - each application actor's (by its row) instances' pids, by slot: an
+ *   instance the host spawned, as the process whose service holds its slot
+ *   saw its ipc peer (the supervisor under prefork; 0: none, not known);
+ * - per bank and loop (m0__page_instances, after it, [2][loops]): the
+ *   thread instances of that loop's worker under prefork, written by its
+ *   loop at each sweep (at most a second old), under a sequence word odd
+ *   while it writes. A line is service index << 56 | slot << 48 | in
+ *   flight. */
+#define M0__PAGE_SLOTS 64
+#define M0__PAGE_INSTANCE_LINES 128
+typedef struct m0__page_observed {
+  _Atomic uint64_t window_ms;
+  _Atomic uint64_t mark[M0__PAGE_EDGE_LINES];
+  _Atomic uint64_t rate[M0__PAGE_EDGE_LINES];
+  _Atomic uint64_t pids[M0__PAGE_APP_ACTORS][M0__PAGE_SLOTS];
+} m0__page_observed;
+typedef struct m0__page_instances {
+  _Atomic uint64_t seq; /* odd: being written */
+  _Atomic uint64_t n;
+  _Atomic uint64_t line[M0__PAGE_INSTANCE_LINES];
+} m0__page_instances;
+
 typedef struct m0__page {
   int fd, app_fd;
   size_t size, app_size;
@@ -272,6 +304,8 @@ typedef struct m0__page {
   m0__loop_figures *loop_figures; /* [loops], after the actors */
   m0__page_rows *rows;            /* after the loops' figures */
   m0__page_names *names;          /* after the rows */
+  m0__page_observed *observed;    /* after the names */
+  m0__page_instances *instances;  /* [2 * loops], bank-major, after observed */
   int bank;                   /* the bank lines points into (0 or 1) */
   uint64_t *app; /* NULL when the application wants no words */
 } m0__page;

@@ -38,6 +38,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import harness
@@ -93,6 +94,8 @@ def expected_edges(topo, instances):
                 if other != loop:
                     add(loop, other, "handoff")
         for inst, placement, process in instances:
+            if prefork and placement == "thread" and process != f"worker.{i}":
+                continue  # a worker's thread instance: its own loop's alone
             add(loop, inst, "request")
             add(inst, loop, "reply")
     if prefork:
@@ -146,16 +149,25 @@ def check_graph(label, g, topo, process, placement, machine):
     nodes = {n["name"]: n for n in g["nodes"]}
     insts = [n for n in g["nodes"] if n["role"] == "instance"]
     want = {a["name"] for a in topo["actors"]} | {a["name"] for a in topo["app_actors"]} | {"echo.0"}
-    F.check(set(nodes) == want and len(nodes) == len(g["nodes"]),
+    # An instance is its process's: under prefork each worker has its own
+    # thread instance echo.0 (named alike, as m0trace names them).
+    keys = [(n["process"], n["name"]) if n["role"] == "instance" else n["name"] for n in g["nodes"]]
+    F.check(set(nodes) == want and len(set(keys)) == len(keys),
             f"{label}: the nodes are the doctor's actors, its app actors and the live instance echo.0\n"
             f"  got  {sorted(nodes)}\n  want {sorted(want)}")
+    prefork = topo["mode"] == "prefork"
+    workers = sorted(a["name"] for a in topo["actors"] if a["name"].startswith("worker."))
+    each = prefork and placement == "thread"  # every worker's own instance
+    F.check(sorted(n["process"] for n in insts) == workers if each else len(insts) == 1,
+            f"{label}: the graph lists echo.0 of {'every worker ' + str(workers) if each else 'the host'}, whichever "
+            f"answered ({[(n['process'], n['name']) for n in insts]})")
     F.check(g["mode"] == topo["mode"] and g["process"] == process,
             f"{label}: the graph names the mode and who answered ({g['mode']}, {g['process']})")
-    prefork = topo["mode"] == "prefork"
     for n in g["nodes"]:
         if n["role"] in ("app",):
             continue
         want_proc = ("connected" if n["role"] == "instance" and placement != "thread" else
+                     n["process"] if n["role"] == "instance" and each and n["process"] in workers else
                      process if n["role"] == "instance" else
                      "host" if not prefork else
                      "supervisor" if n["role"] in ("coordinator", "producer") else
@@ -166,18 +178,20 @@ def check_graph(label, g, topo, process, placement, machine):
         F.check(all(isinstance(loop.get(k), int) for k in ("requests", "open", "streams", "handoffs", "queued")),
                 f"{label}: {loop['name']} has its figures ({loop})")
     echo = nodes.get("echo", {})
-    F.check(echo.get("instances") == 1 and echo.get("placement") == placement,
-            f"{label}: the echo actor has one live instance, placed {placement} ({echo})")
-    F.check(len(insts) == 1 and insts[0].get("placement") == placement and insts[0].get("machine") == machine,
+    F.check(echo.get("instances") == len(insts) and echo.get("placement") == placement,
+            f"{label}: the echo actor counts its live instances ({len(insts)}), placed {placement} ({echo})")
+    F.check(insts and all(i.get("placement") == placement and i.get("machine") == machine for i in insts),
             f"{label}: its instance echo.0 is {placement}, on {machine} ({insts})")
     got = {}
     for e in g["edges"]:
         got.setdefault((e["from"], e["to"]), set()).update(e["kinds"])
     F.check(all(isinstance(e.get("messages"), int) and e["messages"] >= 0 for e in g["edges"]),
             f"{label}: every edge counts its messages ({[e for e in g['edges'] if not isinstance(e.get('messages'), int)][:2]})")
+    F.check(all(isinstance(e.get("rate"), (int, float)) and e["rate"] >= 0 for e in g["edges"]),
+            f"{label}: every edge has its rate, messages per second ({[e for e in g['edges'] if 'rate' not in e][:2]})")
     go = [e["messages"] for e in g["edges"] if e["to"] == "loop.0" and e["from"] in ("coordinator", "worker.0")]
     F.check(go and go[0] >= 1, f"{label}: the go that opened loop.0's barrier is counted on its edge ({go})")
-    want_e = expected_edges(topo, [(i["name"], i["placement"], process) for i in insts])
+    want_e = expected_edges(topo, [(i["name"], i["placement"], i["process"] if each else process) for i in insts])
     F.check(got == want_e, f"{label}: the edges are those of the table of kinds for this topology\n"
                            f"  missing {sorted(set(want_e) - set(got))[:8]}\n  extra   {sorted(set(got) - set(want_e))[:8]}"
                            f"\n  kinds differ {[(k, got[k], want_e[k]) for k in got if k in want_e and got[k] != want_e[k]][:4]}")
@@ -352,6 +366,38 @@ def counted_per_message(label, port, n=20):
             f"echo.0 -> loop as many replies ({rep})")
 
 
+def rates(label, port):
+    """Each edge's rate (messages per second over the last window, the
+    whole host's): under load (GET /echo in a loop, from a thread) an edge
+    to an echo instance has a rate above 0; once the load stops, every edge
+    to or from one comes back to 0 (bounded waits)."""
+    stop = threading.Event()
+
+    def load():
+        while not stop.is_set():
+            try:
+                get(port, "/echo", timeout=2)
+            except (OSError, http.client.HTTPException):
+                pass
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+
+    def echo_edges(g):
+        return [e for e in g["edges"] if e["to"].startswith("echo.") or e["from"].startswith("echo.")] if g else []
+    try:
+        busy = wait_for(lambda: (lambda es: es if any(e["rate"] > 0 and e["to"].startswith("echo.") for e in es)
+                                 else None)(echo_edges(graph(port, tolerate=True))), 10)
+    finally:
+        stop.set()
+        t.join(timeout=10)
+    F.check(busy, f"{label}: under load an edge to echo's instance carries a rate above 0 "
+                  f"({[(e['from'], e['to'], e['rate']) for e in busy or []]})")
+    idle = wait_for(lambda: (lambda es: es if es and all(e["rate"] == 0 for e in es) else None)(
+        echo_edges(graph(port, tolerate=True))), 10)
+    F.check(idle, f"{label}: the load stopped, every edge of echo's instances comes back to rate 0 "
+                  f"({[(e['from'], e['to'], e['rate']) for e in echo_edges(graph(port, tolerate=True))]})")
+
+
 def true_to_trace(label, edges, pairs):
     F.check(pairs, f"{label}: m0trace saw messages ({pairs})")
     if not pairs:
@@ -372,7 +418,9 @@ def prefork():
     with Prefork("dashboard", "--port", "0", "--run-dir", run, *args) as s:
         st, _ = get(s.port, "/echo")
         F.check(st == 200, f"{label}: GET /echo -> 200 ({st})")
-        g = wait_for(lambda: (lambda x: x if x and any(n["role"] == "instance" for n in x["nodes"]) else None)(
+        # Another worker's thread instances are on the page from its loop's
+        # first sweep (at most a second after it began).
+        g = wait_for(lambda: (lambda x: x if x and sum(n["role"] == "instance" for n in x["nodes"]) == 2 else None)(
             graph(s.port)), 10)
         proc = g["process"] if g else "worker.0"
         F.check(proc in ("worker.0", "worker.1"), f"{label}: a worker answered ({proc})")
@@ -387,9 +435,10 @@ def prefork():
         F.check(g2, f"{label}: the loops' requests rise by the 30 sent ({before} -> "
                     f"{sum(n.get('requests', 0) for n in (graph(s.port) or {'nodes': []})['nodes'])})")
         counted_per_message(label, s.port)
+        rates(label, s.port)
         if edges:
-            # Under prefork each worker answers for its own echo.0: the
-            # trace's instance records are checked against either's graph.
+            # Under prefork each worker's echo.0 is its own: the trace's
+            # instance records are on the graph's edges of its loop.
             true_to_trace(label, edges, traced_pairs(run, s.port, topo))
         waiting(label, s)
         trace_example(label, run, s.port)
@@ -551,8 +600,58 @@ def spawned():
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
 
 
+def supervised():
+    """echo placed process (2 instances) under a topology file's supervisor,
+    with --workers 2: the graph's supervision tree is the file's (the
+    supervisor process, its pid, the supervisor with its strategy, budget
+    and on_fail, echo under it with its instances), the instances name their
+    own pids, the supervisor's children (the supervisor spawned them: any
+    worker's graph says them); one killed: one_for_all starts both again,
+    their new pids and the supervisor's restarted count say so."""
+    label = "dashboard --workers 2, echo placed process under supervisor core (one_for_all)"
+    run = os.path.join(TMP, "run-supervised")
+    os.mkdir(run, 0o700)
+    path = os.path.join(run, "topo.json")
+    sup = {"name": "core", "strategy": "one_for_all", "intensity": 4, "period_ms": 60000, "children": ["echo"],
+           "on_fail": "serve_on"}
+    with open(path, "w") as f:
+        json.dump({"app_actors": [{"name": "echo", "placement": "process", "instances": 2}], "supervisors": [sup]}, f)
+    with Prefork("dashboard", "--port", "0", "--run-dir", run, "--workers", "2", "--topology", path) as s:
+        def both():
+            g = graph(s.port, tolerate=True)
+            insts = [n for n in (g or {"nodes": []})["nodes"] if n["role"] == "instance"]
+            return g if len(insts) == 2 and all(n.get("pid") for n in insts) else None
+        g = wait_for(both, 10)
+        tree = (g or {}).get("supervision")
+        want = {"name": "supervisor", "pid": s.proc.pid, "children": [
+            {"supervisor": "core", "strategy": "one_for_all", "intensity": 4, "period_ms": 60000,
+             "on_fail": "serve_on", "restarted": 0,
+             "children": [{"actor": "echo", "instances": ["echo.0", "echo.1"], "restarts": 0}]}]}
+        F.check(tree == want, f"{label}: the graph's supervision tree is the topology file's\n  got  {tree}\n"
+                              f"  want {want}")
+        insts = [n for n in (g or {"nodes": []})["nodes"] if n["role"] == "instance"]
+        kids = set(harness.children(s.proc.pid))
+        pids = {n.get("pid") for n in insts}
+        F.check(len(pids) == 2 and pids <= kids, f"{label}: under --workers each process instance names its own "
+                                                 f"pid, a child of the supervisor ({insts}; children {kids})")
+        if len(pids) != 2 or not pids <= kids:
+            return
+        os.kill(min(pids), signal.SIGKILL)
+
+        def again():
+            g2 = both()
+            t = (g2 or {}).get("supervision") or {"children": [{}]}
+            now = {n.get("pid") for n in g2["nodes"] if n["role"] == "instance"} if g2 else set()
+            return (g2, t) if t["children"][0].get("restarted", 0) >= 2 and not now & pids else None
+        got = wait_for(again, 15)
+        F.check(got, f"{label}: echo.0's process killed: one_for_all starts both again, with new pids, and the "
+                     f"supervisor says 2 restarted ({got and got[1]})")
+        F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+
+
 if __name__ == "__main__":
     try:
+        supervised()
         spawned()
         prefork()
         external("--threads", "127.0.0.1")

@@ -1,6 +1,7 @@
 #include "http/parse.h"
 
 #include "base/errors.h"
+#include "http/bytes.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +20,12 @@ enum { HDR_OTHER, HDR_HOST, HDR_TE, HDR_EXPECT, HDR_TRACEPARENT, HDR_TRAILER };
 #define PARSE(ll) ((m0__parser *)(ll)->data)
 
 /* Refuses the request from inside a callback: llhttp stops with HPE_USER. */
-static int parse_refuse(m0__parser *p, int status, const char *why) {
+static int parse_fail(m0__parser *p, int status, const char *why) {
   p->status = status;
   p->why = why;
   return HPE_USER;
 }
+static int parse_refuse(m0__parser *p, int status, const char *why);
 
 static uint32_t parse_off(m0__parser *p, const char *at) { return (uint32_t)(at - p->base); }
 
@@ -51,29 +53,65 @@ static int parse_head_bytes(m0__parser *p, size_t len) {
  * proxy in front), so m0 refuses both. llhttp 9 refuses every bare LF itself;
  * llhttp 8 lets one end the request line, the head or the trailers, and
  * either skips a bare CR before the request line. The parser checks up to
- * the start of each piece llhttp hands over, skips the body's bytes, and
- * checks the rest where llhttp stops. Until the version is read it keeps the
- * last framing bytes in tail (on_version reads them). */
+ * the start of a piece llhttp hands over where a check needs what it finds
+ * (a header value's fold), before any refusal (parse_refuse), and where
+ * llhttp stops; it skips the body's bytes. Until the version is read it
+ * keeps the last framing bytes in tail (on_version reads them when the
+ * request line came in more than one read). */
+/* The first byte up to CR in [c, upto), or NULL: a word at a time where the
+ * fed buffer (up to end) holds eight bytes from c, the bytes past upto
+ * masked off. */
+static const char *parse_next_low(const char *c, const char *upto, const char *end) {
+#if M0__BYTES_LE
+  for (; c < upto && end - c >= 8; c += 8) {
+    uint64_t m = m0__bytes_below(m0__bytes_load(c), '\r' + 1);
+    size_t left = (size_t)(upto - c);
+    if (left < 8) m &= (UINT64_C(1) << (8 * left)) - 1;
+    if (m) return c + m0__bytes_first(m);
+  }
+#endif
+  for (; c < upto; c++)
+    if ((unsigned char)*c <= '\r') return c;
+  return NULL;
+}
+
+/* tail keeps the last eight framing bytes, the latest lowest. */
+static void parse_tail(m0__parser *p, const char *s, const char *upto) {
+  if (upto - s >= 8) {
+    uint64_t t = 0;
+    for (int i = 0; i < 8; i++) t = t << 8 | (uint8_t)upto[i - 8];
+    p->tail = t;
+    return;
+  }
+  for (const char *c = s; c < upto; c++) p->tail = p->tail << 8 | (uint8_t)*c;
+}
+
 static int parse_scan(m0__parser *p, const char *upto) {
   const char *s = p->scan;
   if (upto <= s) return 0;
-  size_t n = (size_t)(upto - s);
-  if (p->after_cr && *s != '\n') return parse_refuse(p, 400, "bare CR");
-  /* One pass over the framing bytes (a request's head is short: a memchr
-   * per line and kind cost more than the bytes). */
-  for (const char *c = s; c < upto; c++) {
-    if ((unsigned char)*c > '\r') continue;
-    if (*c == '\r' && c + 1 < upto && c[1] != '\n') return parse_refuse(p, 400, "bare CR");
+  if (p->after_cr && *s != '\n') return parse_fail(p, 400, "bare CR");
+  /* One pass over the framing bytes, a word at a time: only a byte up to
+   * CR stops it (http/bytes.h). */
+  for (const char *c = s; (c = parse_next_low(c, upto, p->end)) != NULL; c++) {
+    if (*c == '\r' && c + 1 < upto && c[1] != '\n') return parse_fail(p, 400, "bare CR");
     if (*c == '\n') {
-      if (c == s ? !p->after_cr : c[-1] != '\r') return parse_refuse(p, 400, "bare LF");
-      p->line_end = true;
+      if (c == s ? !p->after_cr : c[-1] != '\r') return parse_fail(p, 400, "bare LF");
+      p->lf_pos = parse_pos(p, c) + 1;
     }
   }
-  if (p->nver == 0)
-    for (const char *c = n > 8 ? upto - 8 : s; c < upto; c++) p->tail = p->tail << 8 | (uint8_t)*c;
+  if (p->nver == 0) parse_tail(p, s, upto);
   p->after_cr = upto[-1] == '\r';
   p->scan = upto;
   return 0;
+}
+
+/* The scan runs late: a callback that needs nothing it finds leaves it for
+ * later (pending: the latest piece handed over), and anything that refuses
+ * the request scans up to there first. So the answer is the one an eager
+ * scan gives: a bare CR or LF before a refusal is the refusal. */
+static int parse_refuse(m0__parser *p, int status, const char *why) {
+  if (parse_scan(p, p->pending)) return HPE_USER;
+  return parse_fail(p, status, why);
 }
 
 static int on_message_begin(llhttp_t *ll) {
@@ -83,7 +121,7 @@ static int on_message_begin(llhttp_t *ll) {
 
 static int on_method(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
-  if (parse_scan(p, at)) return HPE_USER;
+  p->pending = at;
   if (p->method.len == 0) p->method_at = parse_pos(p, at);
   parse_extend(p, &p->method, at, len);
   return parse_head_bytes(p, len);
@@ -91,7 +129,7 @@ static int on_method(llhttp_t *ll, const char *at, size_t len) {
 
 static int on_url(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
-  if (parse_scan(p, at)) return HPE_USER;
+  p->pending = at;
   if (p->url.len == 0) {
     /* llhttp 8 takes any run of SP here (RFC 9112 3 lets a recipient); a
      * proxy that splits on one SP reads another target, so m0 refuses. */
@@ -144,9 +182,14 @@ void m0__span_pool_fini(m0__span_pool *pool) {
  * bare LF) is a 400. */
 static int on_version(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  p->pending = at;
   if (p->nver == 0) {
-    if (parse_scan(p, at)) return HPE_USER;
-    if (parse_pos(p, at) != p->url_at + p->url.len + 6 || (p->tail & 0xffffffffffffu) != PARSE_SP_HTTP)
+    /* The six bytes before at, from this feed's bytes where they hold them,
+     * else from tail (the scan keeps it across feeds). */
+    bool here = at - p->fed >= 6;
+    if (!here && parse_scan(p, at)) return HPE_USER;
+    if (parse_pos(p, at) != p->url_at + p->url.len + 6 ||
+        (here ? memcmp(at - 6, " HTTP/", 6) != 0 : (p->tail & 0xffffffffffffu) != PARSE_SP_HTTP))
       return parse_refuse(p, 400, "request line not method SP target SP HTTP/version");
   }
   for (size_t i = 0; i < len && p->nver <= sizeof p->ver; i++)
@@ -160,8 +203,8 @@ static int on_version(llhttp_t *ll, const char *at, size_t len) {
 
 static int on_header_field(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
-  if (parse_scan(p, at)) return HPE_USER;
-  p->line_end = false; /* the line ends before a name are the head's own */
+  p->pending = at;
+  p->name_pos = parse_pos(p, at) + 1; /* the line ends before a name are the head's own */
   if (p->cur_header < 0) { /* a new field */
     if (p->nheaders == M0__MAX_HEADERS) return parse_refuse(p, 431, "too many headers");
     if (!p->hs && !(p->hs = spans_take(p->pool))) return parse_refuse(p, 503, "out of memory for the headers");
@@ -208,6 +251,7 @@ static int on_header_field_complete(llhttp_t *ll) {
 
 static int on_header_value(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  p->pending = at;
   if (parse_scan(p, at)) return HPE_USER;
   /* A line end since the name began, before a piece of its value, is a
    * fold: of an empty first line ("X:\r\n Transfer-Encoding: chunked"),
@@ -216,7 +260,7 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t len) {
    * drops the CRLF no span needs and the span would join "a" and " b" as if
    * unfolded. Fed whole, a fold is inside one piece: the check of the value
    * below sees it. */
-  if (p->line_end && len)
+  if (p->lf_pos > p->name_pos && len)
     return parse_refuse(p, 400, "obsolete line folding");
   parse_extend(p, &p->hs->value[p->nheaders - 1], at, len);
   return parse_head_bytes(p, len);
@@ -407,6 +451,7 @@ static int parse_head_checks(m0__parser *p) {
 
 static int on_body(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
+  p->pending = at;
   if (parse_scan(p, at)) return HPE_USER;
   p->scan = at + len; /* data, not framing */
   p->after_cr = false;
@@ -476,8 +521,9 @@ void m0__parser_fini(m0__parser *p) {
 m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, size_t *off) {
   if (p->status) return M0__PARSE_ERROR;
   p->base = buf;
+  p->end = buf + len;
   for (;;) {
-    p->scan = buf + *off;
+    p->scan = p->pending = p->fed = buf + *off;
     p->stream_base = p->stream_next - *off;
     llhttp_errno_t e = llhttp_execute(&p->ll, buf + *off, len - *off);
     if (e == HPE_OK) {
@@ -497,6 +543,7 @@ m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, siz
       llhttp_resume(&p->ll);
       continue;
     }
+    if (!p->status) parse_scan(p, p->pending); /* a bare CR or LF before it is the first refusal */
     if (!p->status) { /* llhttp's own refusal: malformed, 400 (505 is on_version's) */
       p->status = 400;
       p->why = llhttp_get_error_reason(&p->ll);

@@ -82,12 +82,17 @@ typedef struct m0__parser {
   llhttp_t ll;
   m0__parse_limits lim;
   const char *base; /* the buffer during a feed */
+  const char *end;  /* its end: the scan may read up to it */
   /* Line endings: the framing bytes (everything but body data) llhttp has
    * consumed are checked up to scan, and after_cr says the last of them was
    * a CR, so a bare LF is refused whichever llhttp lets it through. */
   const char *scan;
+  const char *pending; /* the latest piece handed over: scanned before any refusal */
+  const char *fed;     /* where this feed began in base */
   bool after_cr;
-  bool line_end; /* a line end checked since the current header's name began */
+  /* A line end since the current header's name began: the stream position
+   * (plus one) of the last LF scanned beyond that of the name's latest piece. */
+  uint64_t lf_pos, name_pos;
   bool head_pending; /* llhttp paused at the end of the head: m0's checks next */
   /* The request line's parts by their place in the stream of bytes fed (the
    * caller compacts its buffer, dropping what no span needs, so offsets do

@@ -1,4 +1,4 @@
-#include "actors/asks.h"
+#include "actors/asks_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +6,7 @@
 
 #include "runtime/admit.h"
 #include "actors/deferred.h"
+#include "actors/streamed.h"
 #include "service/service.h"
 #include "service/wire.h"
 #include "actors/writer.h"
@@ -13,59 +14,8 @@
 #include "base/errors.h"
 #include "http/accesslog.h"
 
-#define ASK_PATH 128
 #define DEFERRED_TIMEOUT_MS 30000
 #define ROUTE_TIMEOUT_MS 1000
-
-typedef struct ask {
-  bool used, head, close;
-  uint8_t version_minor;
-  int16_t svc; /* -1: a deferred view */
-  int16_t slot;
-  uint32_t gen;      /* the entry's: part of its id */
-  uint32_t slot_gen; /* the slot's when the request was given to it */
-  m0__conn *conn;
-  uint64_t deadline;
-  uint64_t wait_until; /* parked (slot -1): answered 503 past this with no instance come */
-  nng_msg *held;       /* parked: its REQUEST, a batch of this one request (NULL otherwise) */
-  uint64_t t0_ns; /* taken: its actor's latency counts from here (base/latency.h) */
-  uint16_t mlen, plen;
-  char method[16], path[ASK_PATH];
-  uint64_t trace_hi, trace_lo; /* the request's own trace id, for its log line */
-  char *extra; /* the headers added on the loop before it left (before_request, traceparent), or NULL */
-  size_t extra_len;
-  int prev, next; /* the in-use list, or (next) the free list */
-} ask;
-
-typedef struct ask_batch {
-  nng_msg *msg; /* the REQUEST being filled */
-  bool out;     /* this loop's last one is with the instance: no REPLY yet */
-  uint32_t out_gen;
-  uint64_t deadline;     /* the latest of the batch's requests' */
-  uint64_t out_deadline; /* the sent one's: past it, its REPLY is not waited for */
-  uint64_t trace_hi, trace_lo; /* the first traced request's: the REQUEST carries it */
-  m0__trace_ids others;        /* while tracing: the other requests' ids (runtime/trace.h) */
-} ask_batch;
-
-typedef struct m0__asks m0__asks;
-struct m0__asks {
-  ask *tab;
-  int len, cap, free_head, used_head, nused; /* len entries made, of at most cap */
-  ask_batch *batches; /* [nservices * M0__SLOTS] */
-  int *filled;        /* the batches with requests in them, in the order they began */
-  int nfilled;
-  int *route_svc;     /* [app->nroutes]: the service of an actor route, else -1 */
-  uv_timer_t tick;
-  uint64_t tick_ms;
-  bool tick_open, ticking;
-  int local; /* this loop's index among the process's loops: the id's top bits */
-  /* [nservices]: how many requests wait for an instance of an actor whose
-   * instances are moving to this generation (service/service.h,
-   * expect_until): entries with slot -1, each holding its request encoded,
-   * appended to a live instance's batch once there is one. */
-  int *nparked;
-  uint32_t *swept; /* [nservices * M0__SLOTS]: each slot's generation at this loop's last look (asks_left) */
-};
 
 /* What this loop has in flight with actor si, on the shared page
  * (transport/page.h): a gauge only this loop stores, in its generation's bank,
@@ -75,20 +25,6 @@ static void ask_inflight(m0__loop *l, int si, uint64_t delta) {
   if (row < 0) return;
   _Atomic uint64_t *w = &l->page->loop_figures[l->index].actor_inflight[l->page->bank][row];
   atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) + delta, memory_order_relaxed);
-}
-
-static uint64_t ask_id(const m0__asks *a, int i) {
-  return ((uint64_t)a->local << 48) | ((uint64_t)(a->tab[i].gen & 0xffffff) << 24) | (uint64_t)i;
-}
-
-/* The entry an id names, if it is still waited for. */
-static ask *ask_find(m0__asks *a, uint64_t id, int *idx) {
-  int i = (int)(id & 0xffffff);
-  if ((int)(id >> 48) != a->local || i >= a->len) return NULL;
-  ask *e = &a->tab[i];
-  if (!e->used || (e->gen & 0xffffff) != ((id >> 24) & 0xffffff)) return NULL;
-  *idx = i;
-  return e;
 }
 
 static void tick_start(m0__loop *l);
@@ -115,6 +51,7 @@ static int ask_take(m0__loop *l, m0__conn *c, const m0_response *res, int svc, u
   int i = a->free_head;
   ask *e = &a->tab[i];
   e->extra = NULL;
+  e->st = NULL;
   e->extra_len = 0;
   e->trace_hi = res->req ? res->req->trace_hi : 0;
   e->trace_lo = res->req ? res->req->trace_lo : 0;
@@ -178,6 +115,11 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
     ask_inflight(l, e->svc, (uint64_t)-1);
     m0__latency_add(&l->services[e->svc]->st->latency, m0__latency_now_ns() - e->t0_ns);
   }
+  if (e->st) { /* its head is out: the stream ends, whole or cut (actors/streamed.c) */
+    m0__streamed_close(l, e->st, status != 0);
+    ask_release(a, i);
+    return status;
+  }
   m0__answer ans = {e->version_minor, e->head, e->close, status, hdrs, n, body, blen, e->extra, e->extra_len};
   int written;
   long bytes = m0__http_answer(&l->http, e->conn, &ans, &written);
@@ -189,6 +131,12 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
                         e->trace_hi, e->trace_lo, NULL);
   ask_release(a, i);
   return written;
+}
+
+static void ask_fail(m0__loop *l, int i, int status);
+void m0__asks_finish(m0__loop *l, int i, int status) {
+  if (l->asks->tab[i].st) ask_answer(l, i, status, NULL, 0, NULL, 0);
+  else ask_fail(l, i, status);
 }
 
 /* An answer the host gives itself. */
@@ -425,7 +373,7 @@ void m0__asks_flush(m0__loop *l) {
 
 /* A refusal of what an instance sent: counted on its actor's socket (where
  * the instance's messages come in), or on the loop when no actor is named. */
-static void asks_refused(const m0__service *s, uint32_t loop_id, int reason, const m0__msg *m) {
+void m0__asks_refused(const m0__service *s, uint32_t loop_id, int reason, const m0__msg *m) {
   char who[64];
   m0__actor_name(m->env.from, who, sizeof who);
   m0__refused(s ? M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(s->index, 0xfff)) : loop_id, reason, m->env.kind, who);
@@ -439,7 +387,7 @@ static void asks_refused(const m0__service *s, uint32_t loop_id, int reason, con
  * Extended (obsoleted, RFC 2774 historic). A code the registry does not
  * define (383) tells a client nothing but its class: a reply with one is not
  * passed on (502), so what reaches the client is defined HTTP. */
-static bool asks_status_passes(int status) {
+bool m0__asks_status_passes(int status) {
   if (status < 200 || status > 599 || status == 305 || status == 418 || status == 510) return false;
   return m0__status_reason(status)[0] != 0;
 }
@@ -455,7 +403,7 @@ static bool asks_reply_from(m0__loop *l, const m0__msg *m, m0__service **s, int 
   *si = idx >> 12;
   *k = idx & 0xfff;
   if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || *si >= l->nservices || *k >= l->services[*si]->nslots) {
-    asks_refused(NULL, l->self.id, M0__REFUSE_ADDRESS, m);
+    m0__asks_refused(NULL, l->self.id, M0__REFUSE_ADDRESS, m);
     return false;
   }
   *s = l->services[*si];
@@ -478,14 +426,14 @@ static void asks_reply_one(m0__loop *l, const m0__msg *m, m0__service *s, int si
   if (!e) {
     if (s) atomic_fetch_add(rep->id_read ? &s->st->unknown : &s->st->refused, 1); /* no id: bytes past the last */
     else atomic_fetch_add(&l->page->figures->deferred_late, 1);
-    if (s) asks_refused(s, l->self.id, M0__REFUSE_REPLY, m);
+    if (s) m0__asks_refused(s, l->self.id, M0__REFUSE_REPLY, m);
   } else if (rv < 0) {
     if (s) atomic_fetch_add(&s->st->bad_reply, 1);
-    if (s) asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
+    if (s) m0__asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
     ask_fail(l, i, 502);
-  } else if (s && !asks_status_passes(rep->status)) {
+  } else if (s && !m0__asks_status_passes(rep->status)) {
     atomic_fetch_add(&s->st->bad_reply, 1);
-    asks_refused(s, l->self.id, M0__REFUSE_STATUS, m);
+    m0__asks_refused(s, l->self.id, M0__REFUSE_STATUS, m);
     ask_fail(l, i, 502);
   } else {
     if (atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (e->trace_hi || e->trace_lo) &&
@@ -506,7 +454,7 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
   static _Thread_local m0__wire_reply rep;
   if (m0__wire_open(&r, m->payload, m->len) != 0) {
     if (s) atomic_fetch_add(&s->st->refused, 1);
-    asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
+    m0__asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
     return;
   }
   int rv;
@@ -586,6 +534,7 @@ void m0__asks_free(m0__loop *l) {
     m0__trace_ids_free(&a->batches[k].others);
   }
   for (int i = 0; i < a->len; i++) { /* entries still waiting at the close */
+    if (a->tab[i].used && a->tab[i].st) m0__streamed_close(l, a->tab[i].st, true);
     free(a->tab[i].extra);
     if (a->tab[i].held) nng_msg_free(a->tab[i].held);
   }

@@ -15,6 +15,7 @@
 #include "actors/loop_http.h"
 #include "bus/publisher.h"
 #include "actors/writer.h"
+#include "actors/streamed.h"
 #include "http/order.h"
 #include "http/stream.h"
 #include "transport/handoff.h"
@@ -142,6 +143,7 @@ static void loop_on_mail(uv_poll_t *p, int status, int events) {
     case M0__K_REPLY:
     case M0__K_ANSWER: m0__asks_on_answer(l, &m); break;
     case M0__K_CHUNK: m0__writer_on_chunk(l, &m); break;
+    case M0__K_STREAM: m0__streamed_on(l, &m); break; /* an actor's reply in pieces: actors/streamed.c */
     case M0__K_HANDOFF: m0__accept_on_handoff(l, &m); break;
     case M0__K_TRACE: m0__trace_on_control(l->trace, l->self.id, &m); break; /* every loop shares it */
     default: { /* admitted (runtime/admit.c) yet no kind a loop takes: the table and this switch disagree */

@@ -8,8 +8,11 @@
 
 #include "base/errors.h"
 #include "http/conn_state.h"
+#include "service/stream.h"
 
-struct m0_writer {
+typedef struct lwriter lwriter;
+struct lwriter {
+  m0_writer base; /* its ops: lw_ops */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int refs;          /* the application's and the loop's (under mu) */
@@ -23,18 +26,19 @@ struct m0_writer {
   m0__tracer *trace;
   pthread_t loop_thread;
   void (*on_gone)(void *arg);
+  void (*on_room)(void *arg); /* the socket took bytes (a streamed reply's credit: actors/streamed.c) */
   void *arg;
   nng_msg *end; /* the END, made at the begin: an end never fails for memory */
   /* the loop's own */
   m0__conn *conn; /* NULL once gone */
   bool chunked, head;
-  m0_writer *prev, *next; /* the loop's writers */
+  lwriter *prev, *next; /* the loop's writers */
 };
 
 /* The loop's list (its http's writers field). */
-static m0_writer **writers_of(m0__loop *l) { return &l->http.writers; }
+static lwriter **writers_of(m0__loop *l) { return (lwriter **)&l->http.writers; }
 
-static void writer_unref(m0_writer *w) {
+static void writer_unref(lwriter *w) {
   pthread_mutex_lock(&w->mu);
   bool last = --w->refs == 0;
   pthread_mutex_unlock(&w->mu);
@@ -45,16 +49,17 @@ static void writer_unref(m0_writer *w) {
   free(w);
 }
 
-static size_t writer_queued(const m0_writer *w) { return w->sent - w->taken + w->in_conn; }
+static size_t writer_queued(const lwriter *w) { return w->sent - w->taken + w->in_conn; }
 
-static void writer_unlink(m0__loop *l, m0_writer *w) {
+static void writer_unlink(m0__loop *l, lwriter *w) {
   if (w->prev) w->prev->next = w->next;
   else *writers_of(l) = w->next;
   if (w->next) w->next->prev = w->prev;
   w->prev = w->next = NULL;
 }
 
-static nng_msg *writer_msg(m0_writer *w, const void *p, size_t n, bool end);
+static nng_msg *writer_msg(lwriter *w, const void *p, size_t n, bool end);
+static const m0__writer_ops lw_ops;
 
 /* ---- the loop's side ---- */
 
@@ -67,7 +72,7 @@ m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int stat
     m0__respond_status(res, 500, NULL);
     return NULL;
   }
-  m0_writer *w = calloc(1, sizeof *w);
+  lwriter *w = calloc(1, sizeof *w);
   if (!w || !(w->end = writer_msg(w, NULL, 0, true))) {
     free(w);
     return NULL;
@@ -82,6 +87,7 @@ m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int stat
   }
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
+  w->base.ops = &lw_ops;
   w->refs = 2;
   w->loop_alive = true;
   w->inbox = &l->inbox;
@@ -96,15 +102,15 @@ m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int stat
   w->next = *writers_of(l);
   if (w->next) w->next->prev = w;
   *writers_of(l) = w;
-  c->writer = w;
+  c->writer = &w->base;
   res->deferred = true; /* the connection waits for the END */
-  return w;
+  return &w->base;
 }
 
 /* The connection is closing (the client went, a write failed, the loop
  * ends): the writer is gone, once. */
 void m0__writer_gone(m0__http *h, m0__conn *c) {
-  m0_writer *w = c->writer;
+  lwriter *w = (lwriter *)c->writer;
   c->writer = NULL;
   c->waiting = false; /* nothing will come back for it: its memory goes with the close */
   pthread_mutex_lock(&w->mu);
@@ -124,30 +130,26 @@ void m0__writer_gone(m0__http *h, m0__conn *c) {
 
 /* The socket took bytes: a writer waiting for room may go on. */
 void m0__writer_progress(m0__http *h, m0__conn *c) {
-  m0_writer *w = c->writer;
+  lwriter *w = (lwriter *)c->writer;
   pthread_mutex_lock(&w->mu);
   w->in_conn = m0__conn_queued(c);
   if (writer_queued(w) <= M0__WRITER_LOW) pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
+  if (w->on_room) w->on_room(w->arg);
 }
 
 /* CHUNK payload: u64 the writer, u8 end, then the piece. */
 #define CHUNK_HEAD 9
 
-void m0__writer_on_chunk(m0__loop *l, const m0__msg *m) {
-  if (m->len < CHUNK_HEAD) return;
-  uint64_t p;
-  memcpy(&p, m->payload, 8);
-  m0_writer *w = (m0_writer *)(uintptr_t)p;
-  bool end = m->payload[8] != 0, abort = m->payload[8] == 2;
-  size_t n = m->len - CHUNK_HEAD;
+/* A piece framed into the connection (on the loop), and counted taken. */
+static void writer_put(m0__loop *l, lwriter *w, const void *p, size_t n) {
   m0__conn *c = w->conn;
   if (c && n && !w->head) {
     m0__outq *q = m0__conn_target(c);
     char size[24];
     int sn = snprintf(size, sizeof size, "%zx\r\n", n);
     bool ok = !w->chunked || m0__outq_append(q, size, (size_t)sn) == 0;
-    ok = ok && m0__outq_append(q, m->payload + CHUNK_HEAD, n) == 0;
+    ok = ok && m0__outq_append(q, p, n) == 0;
     ok = ok && (!w->chunked || m0__outq_append(q, "\r\n", 2) == 0);
     m0__conn_flush(c);
     if (!ok) m0__http_abort(&l->http, c); /* out of memory mid-body: the response cannot be whole */
@@ -157,8 +159,12 @@ void m0__writer_on_chunk(m0__loop *l, const m0__msg *m) {
   if (w->conn) w->in_conn = m0__conn_queued(w->conn);
   if (writer_queued(w) <= M0__WRITER_LOW) pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  if (!end) return;
-  if ((c = w->conn)) {
+}
+
+/* The end (on the loop): the last chunk, or for an abort the close. */
+static void writer_close(m0__loop *l, lwriter *w, bool abort) {
+  m0__conn *c = w->conn;
+  if (c) {
     c->writer = NULL;
     w->conn = NULL;
     /* An abort writes no last chunk and closes once what was written is
@@ -171,8 +177,39 @@ void m0__writer_on_chunk(m0__loop *l, const m0__msg *m) {
   writer_unref(w); /* the loop's */
 }
 
+void m0__writer_on_chunk(m0__loop *l, const m0__msg *m) {
+  if (m->len < CHUNK_HEAD) return;
+  uint64_t p;
+  memcpy(&p, m->payload, 8);
+  lwriter *w = (lwriter *)(uintptr_t)p;
+  writer_put(l, w, m->payload + CHUNK_HEAD, m->len - CHUNK_HEAD);
+  if (m->payload[8] != 0) writer_close(l, w, m->payload[8] == 2);
+}
+
+/* ---- a writer the loop itself writes (a streamed reply: actors/streamed.c) ---- */
+
+void m0__writer_put(m0__loop *l, m0_writer *w, const void *p, size_t n) { writer_put(l, (lwriter *)w, p, n); }
+
+void m0__writer_on_room(m0_writer *w, void (*on_room)(void *arg)) { ((lwriter *)w)->on_room = on_room; }
+
+size_t m0__writer_held(m0_writer *base) {
+  lwriter *w = (lwriter *)base;
+  return w->conn ? m0__conn_queued(w->conn) : 0;
+}
+
+void m0__writer_close(m0__loop *l, m0_writer *base, bool abort) {
+  lwriter *w = (lwriter *)base;
+  pthread_mutex_lock(&w->mu);
+  bool mine = !w->ended; /* once: the loop's part may have gone with the loop */
+  w->ended = true;
+  pthread_mutex_unlock(&w->mu);
+  if (!mine) return;
+  if (w->loop_alive) writer_close(l, w, abort);
+  writer_unref(w); /* the application's: the loop was it */
+}
+
 void m0__writers_free(m0__loop *l) {
-  m0_writer *w = *writers_of(l), *next;
+  lwriter *w = *writers_of(l), *next;
   for (; w; w = next) {
     next = w->next;
     pthread_mutex_lock(&w->mu);
@@ -202,7 +239,7 @@ m0_writer *m0_respond_writer(m0_response *res, int status, const char *content_t
 }
 
 /* A CHUNK message for w: a piece, or the end. */
-static nng_msg *writer_msg(m0_writer *w, const void *p, size_t n, bool end) {
+static nng_msg *writer_msg(lwriter *w, const void *p, size_t n, bool end) {
   nng_msg *m;
   if (m0__msg_new(&m, CHUNK_HEAD + n) != 0) return NULL;
   uint64_t self = (uint64_t)(uintptr_t)w;
@@ -216,7 +253,7 @@ static nng_msg *writer_msg(m0_writer *w, const void *p, size_t n, bool end) {
 
 /* Sends a piece, or (end: 1, or 2 for an abort) the END made at the begin.
  * Under w->mu. */
-static int writer_send(m0_writer *w, const void *p, size_t n, int end) {
+static int writer_send(lwriter *w, const void *p, size_t n, int end) {
   nng_msg *m = end ? w->end : writer_msg(w, p, n, false);
   if (!m) return M0__ENOMEM;
   if (end) {
@@ -235,8 +272,9 @@ static int writer_send(m0_writer *w, const void *p, size_t n, int end) {
 
 #define WRITER_MSG_MAX (1u << 20) /* a piece travels in messages of at most 1 MiB */
 
-int m0_writer_write(m0_writer *w, const void *p, size_t n) {
-  if (!w || (n && !p)) return -1;
+static int lw_write(m0_writer *base, const void *p, size_t n) {
+  lwriter *w = (lwriter *)base;
+  if (n && !p) return -1;
   if (n == 0) return 0;
   pthread_mutex_lock(&w->mu);
   int rv = 0;
@@ -254,8 +292,8 @@ int m0_writer_write(m0_writer *w, const void *p, size_t n) {
   return rv;
 }
 
-int m0_writer_wait(m0_writer *w, unsigned timeout_ms) {
-  if (!w) return -1;
+static int lw_wait(m0_writer *base, unsigned timeout_ms) {
+  lwriter *w = (lwriter *)base;
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += timeout_ms / 1000;
@@ -272,8 +310,8 @@ int m0_writer_wait(m0_writer *w, unsigned timeout_ms) {
   return rv;
 }
 
-static int writer_finish(m0_writer *w, int how) {
-  if (!w) return M0__EINVALID;
+static int lw_finish(m0_writer *base, int how) {
+  lwriter *w = (lwriter *)base;
   pthread_mutex_lock(&w->mu);
   w->ended = true;
   /* An on_gone running now finishes before this returns, so the caller may
@@ -285,8 +323,7 @@ static int writer_finish(m0_writer *w, int how) {
   int rv = w->loop_alive ? writer_send(w, NULL, 0, how) : M0__ECLOSED;
   pthread_mutex_unlock(&w->mu);
   writer_unref(w); /* the application's */
-  return gone ? M0__ECLOSED : rv;
+  return gone || rv ? -1 : 0;
 }
 
-int m0_writer_end(m0_writer *w) { return writer_finish(w, 1) ? -1 : 0; }
-int m0_writer_abort(m0_writer *w) { return writer_finish(w, 2) ? -1 : 0; }
+static const m0__writer_ops lw_ops = {lw_write, lw_wait, lw_finish};

@@ -41,6 +41,15 @@ void m0__writer_gone(m0__http *h, m0__conn *c);
 void m0__writer_progress(m0__http *h, m0__conn *c);
 /* A CHUNK: a piece, or the end, of a writer's response. */
 void m0__writer_on_chunk(m0__loop *l, const m0__msg *m);
+/* A writer the loop writes itself (a streamed reply: actors/streamed.c),
+ * all on the loop: a piece framed into the connection; on_room (its arg
+ * the begin's) called each time the socket took bytes; the bytes its
+ * connection holds unwritten; and the end (abort: the connection closes
+ * without the last chunk), after which w is freed. */
+void m0__writer_put(m0__loop *l, m0_writer *w, const void *p, size_t n);
+void m0__writer_on_room(m0_writer *w, void (*on_room)(void *arg));
+size_t m0__writer_held(m0_writer *w);
+void m0__writer_close(m0__loop *l, m0_writer *w, bool abort);
 /* After the loop's thread is joined: the loop lets go of every writer left. */
 void m0__writers_free(m0__loop *l);
 

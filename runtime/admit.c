@@ -71,6 +71,7 @@ static const rule rules[] = {
     {M0__ROLE_LOOP, M0__K_HANDOFF, S, R(M0__ROLE_LOOP)},
     {M0__ROLE_LOOP, M0__K_RESULT, S, R(M0__ROLE_POOL)},
     {M0__ROLE_LOOP, M0__K_REPLY, S, ANY_APP},
+    {M0__ROLE_LOOP, M0__K_STREAM, S, ANY_APP},
     {M0__ROLE_LOOP, M0__K_ANSWER, S, 0xffff},
     {M0__ROLE_LOOP, M0__K_CHUNK, S, 0xffff},
     /* frames: from any publisher of the host, and from publishers on this
@@ -91,6 +92,7 @@ static const rule rules[] = {
      * frames from its instances */
     {ROLE_SOCKET, M0__K_REPLY, S | L | O, ANY_APP},
     {ROLE_SOCKET, M0__K_RETURN, S | L | O, ANY_APP},
+    {ROLE_SOCKET, M0__K_STREAM, S | L | O, ANY_APP}, /* a reply in pieces (service/wire.h) */
     /* an instance's own send or call (service/remote.h): from 0, as a
      * PUBLISH may be, or its id */
     {ROLE_SOCKET, M0__K_MESSAGE, S | L | O, ANY_APP | R(0)},
@@ -111,6 +113,7 @@ static const rule rules[] = {
     {M0__ROLE_APP, M0__K_REQUEST, S | L | O, R(M0__ROLE_LOOP) | R(M0__ROLE_CALLER) | R(M0__ROLE_RELAYED) | ANY_APP},
     {M0__ROLE_APP, M0__K_MESSAGE, S | L | O, R(M0__ROLE_CALLER) | R(M0__ROLE_RELAYED) | ANY_APP},
     {M0__ROLE_APP, M0__K_STOP, S | L | O, HOST_TOP | R(M0__ROLE_LOOP) | ANY_APP},
+    {M0__ROLE_APP, M0__K_CREDIT, S | L | O, R(M0__ROLE_LOOP)}, /* a stream's room, or its client gone */
     {M0__ROLE_APP, M0__K_HELLO, S | L | O, ANY_APP},
 };
 

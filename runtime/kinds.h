@@ -1,6 +1,6 @@
 /* The one list of message kinds actors exchange. The payload of each is
  * described beside it; ARCHITECTURE.md draws who sends which to whom. A
- * kind's number is its place in this list (READY = 1 … RETURN = 20): the
+ * kind's number is its place in this list (READY = 1 … CREDIT = 22): the
  * numbers are on the wire (docs/wire.md), so a kind is only ever appended. */
 #ifndef M0_RUNTIME_KINDS_H
 #define M0_RUNTIME_KINDS_H
@@ -25,7 +25,9 @@
   X(TRACE, "trace")     /* m0trace (this machine) -> loop: switch this process's tracing. payload: JSON (runtime/trace.h) */ \
   X(HELLO, "hello")     /* app actor socket -> instance: a challenge (nonce, context); back: the proof (runtime/proof.h) */ \
   X(MESSAGE, "message") /* a caller or an instance -> app actor instance: a send or a call (service/wire.h) */ \
-  X(RETURN, "return")   /* app actor instance -> its caller: a call's answer (service/wire.h) */
+  X(RETURN, "return")   /* app actor instance -> its caller: a call's answer (service/wire.h) */ \
+  X(STREAM, "stream")   /* app actor instance -> loop: a reply in pieces, OPEN/DATA/END/ABORT (service/wire.h) */ \
+  X(CREDIT, "credit")   /* loop -> app actor instance: room for a stream's bytes (MORE), or the client left (GONE) */
 
 enum m0__kind {
   M0__KIND_NONE_ = 0,

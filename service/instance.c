@@ -6,6 +6,7 @@
 
 #include "runtime/admit.h"
 #include "service/post.h"
+#include "service/stream.h"
 #include "service/wire.h"
 #include "base/errors.h"
 #include "http/response.h"
@@ -20,6 +21,8 @@ struct m0_reply {
   uint64_t id;  /* the request's, or the call's */
   bool sent;
   bool call;    /* answering a call (m0_reply_message), not a request */
+  m0__streams *sx;   /* its instance's streams (service/stream.h), or NULL: none here */
+  uint32_t self, to; /* the request's addressee (this instance) and asker: a stream's ends */
   m0__header_block hb; /* over hdrs and store */
   m0_header hdrs[M0__WIRE_MAX_HEADERS];
   char store[REPLY_STORE];
@@ -41,6 +44,15 @@ int m0_reply_send(m0_reply *rep, int status, const char *content_type, const voi
   }
   rep->sent = true;
   return 0;
+}
+
+m0_writer *m0_reply_writer(m0_reply *rep, int status, const char *content_type) {
+  if (!rep || rep->sent || rep->call || !rep->sx) return NULL;
+  if (content_type && m0__header_block_add(&rep->hb, "Content-Type", 12, content_type, strlen(content_type)) != 0)
+    return NULL;
+  m0_writer *w = m0__streams_open(rep->sx, rep->self, rep->to, rep->id, status, rep->hdrs, rep->hb.n);
+  rep->sent = w != NULL;
+  return w;
 }
 
 int m0_reply_message(m0_reply *rep, uint32_t type, const void *data, size_t len) {
@@ -78,6 +90,11 @@ int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *
 
 int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out, atomic_bool *in_app,
                         m0__tracer *trace, m0__trace_ids *others) {
+  return m0__instance_answer_sx(kind, state, m, out, in_app, trace, others, NULL);
+}
+
+int m0__instance_answer_sx(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out,
+                           atomic_bool *in_app, m0__tracer *trace, m0__trace_ids *others, m0__streams *sx) {
   m0__wire_rd r;
   if (m0__wire_open(&r, m->payload, m->len) != 0) return M0__EBADMSG;
   static _Thread_local m0__wire_request q;
@@ -87,6 +104,9 @@ int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m
     rep.out = out;
     rep.id = q.id;
     rep.sent = rep.call = false;
+    rep.sx = sx;
+    rep.self = m->env.to;
+    rep.to = m->env.from;
     rep.hb = (m0__header_block){rep.hdrs, 0, M0__WIRE_MAX_HEADERS, rep.store, 0, REPLY_STORE};
     const m0__env *e = &m->env;
     if (trace && atomic_load_explicit(&m0__trace_live, memory_order_relaxed) && (q.req.trace_hi || q.req.trace_lo) &&
@@ -128,8 +148,20 @@ static void instance_message(m0__instance *in, const m0__msg *m) {
   nng_msg_free(ret); /* the caller gave up: nothing waits for it */
 }
 
+/* A STREAM of this instance's to the loop that asked (service/stream.h). */
+static int instance_stream_send(void *ctx, uint32_t from, uint32_t to, nng_msg *m) {
+  m0__instance *in = ctx;
+  m0__inbox *box = m0__service_reply_inbox(in->svc, to);
+  if (!box) return M0__ENOTFOUND;
+  m0__actor self = {.id = from, .trace = in->trace};
+  m0__peer p;
+  m0__peer_direct(&p, to, box);
+  return m0__send_msg(&self, &p, M0__K_STREAM, 0, 0, m);
+}
+
 static void instance_serve(m0__instance *in) {
   m0__service *s = in->svc;
+  m0__streams *sx = m0__streams_new(instance_stream_send, in); /* NULL: m0_reply_writer says NULL */
   m0__trace_ids others = {0}; /* while tracing: a REPLY's other requests' ids */
   m0__post_enter(in->post, m0__service_slot_id(s, in->slot)); /* m0_send, m0_call and m0_ask from receive: this host's */
   m0__service_noted(s, in->slot, M0_MSG_UP, "\"event\":\"up\"");
@@ -148,6 +180,11 @@ static void instance_serve(m0__instance *in) {
       m0__msg_free(&m);
       continue;
     }
+    if (m.env.kind == M0__K_CREDIT) { /* a stream's room, or its client gone */
+      if (sx) m0__streams_credit(sx, m.env.from, m.payload, m.len);
+      m0__msg_free(&m);
+      continue;
+    }
     m0__inbox *reply_to = m0__service_reply_inbox(s, m.env.from);
     if (m.env.kind != M0__K_REQUEST || !reply_to) { /* not for an instance, or from no one waiting */
       atomic_fetch_add(&s->st->refused, 1);
@@ -161,7 +198,7 @@ static void instance_serve(m0__instance *in) {
       m0__msg_free(&m);
       continue; /* its requests time out: 504 */
     }
-    if (m0__instance_answer(in->kind, in->state, &m, out, &in->h.in_app, in->trace, &others) < 0) {
+    if (m0__instance_answer_sx(in->kind, in->state, &m, out, &in->h.in_app, in->trace, &others, sx) < 0) {
       char from[48];
       m0__actor_name(m.env.from, from, sizeof from);
       fprintf(stderr, "m0: %s.%d: a malformed request batch from %s\n", s->name, in->slot, from);
@@ -175,6 +212,7 @@ static void instance_serve(m0__instance *in) {
     m0__msg_free(&m);
   }
   m0__trace_ids_free(&others);
+  m0__streams_close(sx); /* its writers' writes fail from here */
   m0__service_slot_ended(s, in->slot); /* what the loops still wait for from it: 502 */
 }
 

@@ -23,6 +23,7 @@
 static const struct { uint16_t out, back; } relay_kinds[] = {
     {M0__K_REQUEST, M0__K_REPLY},
     {M0__K_MESSAGE, M0__K_RETURN}, /* a caller's send or call (service/post.h) */
+    {M0__K_CREDIT, M0__K_STREAM},  /* a reply in pieces and its room (service/stream.h) */
 };
 
 static bool relay_carries(int kind, bool back) {

@@ -47,6 +47,7 @@
 #include "service/instance.h"
 #include "service/remote.h"
 #include "runtime/kinds.h"
+#include "service/stream.h"
 #include "runtime/proof.h"
 #include "bus/publisher.h"
 #include "service/wire.h"
@@ -259,6 +260,7 @@ typedef struct remote_run {
   int nstash, capstash;
   uint64_t calls;
 } remote_run;
+  m0__streams *sx; /* its replies that stream (service/stream.h) */
 
 /* The instance this thread runs (inside its receive or message), or NULL. */
 static _Thread_local remote_run *remote_current;
@@ -332,7 +334,7 @@ static void remote_answer(remote_run *r, const m0__env *e, const uint8_t *payloa
   nng_msg *out;
   if (m0__wire_batch_new(&out, (len < (1u << 20) ? len : (1u << 20)) + 256) != 0) return;
   m0__msg req = {.env = *e, .payload = payload, .len = len};
-  if (m0__instance_answer(r->kind, r->state, &req, out, NULL, NULL, NULL) < 0)
+  if (m0__instance_answer_sx(r->kind, r->state, &req, out, NULL, NULL, NULL, r->sx) < 0)
     fprintf(stderr, "m0: actor %s: a malformed request batch\n", r->kind->name);
   m0__env rep = {.kind = M0__K_REPLY, .from = e->to, .to = e->from, .seq = ++r->seq, .trace_hi = e->trace_hi,
                  .trace_lo = e->trace_lo};
@@ -341,6 +343,16 @@ static void remote_answer(remote_run *r, const m0__env *e, const uint8_t *payloa
 }
 
 /* A MESSAGE given to the kind; its RETURN (a call's answer, a send's
+/* A STREAM to the loop that asked, over the link, from any thread of the
+ * instance (an nng socket's send is): under the streams' lock, which
+ * m0__streams_close takes before the socket closes. */
+static int remote_stream_send(void *ctx, uint32_t from, uint32_t to, nng_msg *m) {
+  remote_run *r = ctx;
+  m0__env e = {.kind = M0__K_STREAM, .from = from, .to = to};
+  m0__env_write(nng_msg_body(m), &e, (uint32_t)(nng_msg_len(m) - M0__ENV_HEADER));
+  return nng_sendmsg(r->sock, m, 0) == 0 ? 0 : M0__ETRANSPORT;
+}
+
  * acknowledgement: docs/wire.md) sent back to its caller. */
 static void remote_message(remote_run *r, const m0__env *e, const uint8_t *payload, size_t len) {
   nng_msg *ret;
@@ -379,6 +391,8 @@ static bool remote_take(remote_run *r, nng_msg *m) {
   } else if (e.kind == M0__K_MESSAGE) {
     remote_message(r, &e, payload, len);
   }
+  } else if (e.kind == M0__K_CREDIT && r->sx) {
+    m0__streams_credit(r->sx, e.from, payload, len); /* a stream's room, or its client gone */
   nng_msg_free(m);
   return go_on;
 }
@@ -514,3 +528,5 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   memset(&r->sec, 0, sizeof r->sec);
   return code;
 }
+  r->sx = code ? NULL : m0__streams_new(remote_stream_send, r); /* NULL: m0_reply_writer says NULL */
+  m0__streams_close(r->sx); /* before the socket: its writers' sends end here */

@@ -453,7 +453,7 @@ void *m0__service_rx(void *arg) {
     } else if (kind == M0__K_MESSAGE) {
       service_message(s, &m); /* frees m */
       continue;
-    } else if (kind == M0__K_REPLY || kind == M0__K_RETURN) {
+    } else if (kind == M0__K_REPLY || kind == M0__K_RETURN || kind == M0__K_STREAM) {
       service_answer(s, &m); /* frees m */
       continue;
     } else {

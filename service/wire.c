@@ -1,5 +1,7 @@
 #include "service/wire.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -271,4 +273,82 @@ int m0__wire_return_read(const uint8_t *payload, size_t len, m0__wire_message *o
   *out = (m0__wire_message){.call = m0__le_get64(payload), .type = m0__le_get32(payload + 8), .code = code,
                             .data = {(const char *)payload + M0__WIRE_RETURN_FIXED, len - M0__WIRE_RETURN_FIXED}};
   return 0;
+}
+
+int m0__wire_reply_copy(const m0__wire_reply *r, m0_answer *out) {
+  size_t bytes = r->nhdrs * sizeof(m0_header) + r->body.n;
+  for (size_t i = 0; i < r->nhdrs; i++) bytes += r->hdrs[i].name.n + r->hdrs[i].value.n;
+  char *mem = malloc(bytes ? bytes : 1);
+  if (!mem) return ENOMEM;
+  m0_header *h = (m0_header *)mem;
+  char *at = mem + r->nhdrs * sizeof(m0_header);
+  for (size_t i = 0; i < r->nhdrs; i++) {
+    memcpy(at, r->hdrs[i].name.p, r->hdrs[i].name.n);
+    h[i].name = (m0_str){at, r->hdrs[i].name.n};
+    at += r->hdrs[i].name.n;
+    memcpy(at, r->hdrs[i].value.p, r->hdrs[i].value.n);
+    h[i].value = (m0_str){at, r->hdrs[i].value.n};
+    at += r->hdrs[i].value.n;
+  }
+  if (r->body.n) memcpy(at, r->body.p, r->body.n);
+  *out = (m0_answer){r->status, h, r->nhdrs, {at, r->body.n}, mem};
+  return 0;
+}
+
+/* ---- a reply in pieces (STREAM) and its room (CREDIT) ---- */
+
+int m0__wire_stream_new(nng_msg **m, uint32_t op, uint64_t id, int status, const m0_header *hdrs, size_t nhdrs,
+                        const void *p, size_t n) {
+  if (op == M0__STREAM_OPEN) { /* a reply record after the op: a batch of one, its head the op's room */
+    int rv = m0__wire_batch_new(m, 64 + n);
+    if (rv == 0) rv = m0__wire_reply_add(*m, id, status, hdrs, nhdrs, p, n);
+    if (rv != 0 && *m) nng_msg_free(*m);
+    if (rv != 0) return rv;
+    uint8_t *pl = m0__msg_payload(*m);
+    memmove(pl + 4, pl + M0__WIRE_BATCH_HEAD, m0__msg_payload_len(*m) - M0__WIRE_BATCH_HEAD);
+    m0__le_put32(pl, op);
+    nng_msg_chop(*m, M0__WIRE_BATCH_HEAD - 4);
+    return 0;
+  }
+  if (n > M0__ENV_MAX_PAYLOAD - 12) return M0__ETOOBIG;
+  if (m0__msg_new(m, 12 + n) != 0) return M0__ENOMEM;
+  uint8_t *at = m0__msg_extend(*m, 12 + n);
+  if (!at) {
+    nng_msg_free(*m);
+    return M0__ENOMEM;
+  }
+  m0__le_put32(at, op);
+  m0__le_put64(at + 4, id);
+  if (n) memcpy(at + 12, p, n);
+  return 0;
+}
+
+int m0__wire_stream_read(const uint8_t *payload, size_t len, m0__wire_stream *out) {
+  out->open.id_read = false;
+  if (len < 12) return M0__EBADMSG;
+  out->op = m0__le_get32(payload);
+  out->id = m0__le_get64(payload + 4);
+  out->data = (m0_str){(const char *)payload + 12, len - 12};
+  if (out->op == M0__STREAM_OPEN) {
+    m0__wire_rd r = {payload + 4, payload + len, 1};
+    int rv = m0__wire_next_reply(&r, &out->open);
+    out->open.id_read = true;
+    return rv == 1 && r.p == r.end ? 0 : M0__EBADMSG;
+  }
+  if (out->op == M0__STREAM_DATA) return len > 12 ? 0 : M0__EBADMSG;
+  return (out->op == M0__STREAM_END || out->op == M0__STREAM_ABORT) && len == 12 ? 0 : M0__EBADMSG;
+}
+
+void m0__wire_credit_put(uint8_t *out, uint32_t op, uint64_t id, uint32_t bytes) {
+  m0__le_put32(out, op);
+  m0__le_put64(out + 4, id);
+  m0__le_put32(out + 12, bytes);
+}
+
+int m0__wire_credit_read(const uint8_t *payload, size_t len, uint32_t *op, uint64_t *id, uint32_t *bytes) {
+  if (len != M0__WIRE_CREDIT_LEN) return M0__EBADMSG;
+  *op = m0__le_get32(payload);
+  *id = m0__le_get64(payload + 4);
+  *bytes = m0__le_get32(payload + 12);
+  return *op == M0__CREDIT_MORE || (*op == M0__CREDIT_GONE && *bytes == 0) ? 0 : M0__EBADMSG;
 }

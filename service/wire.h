@@ -109,13 +109,55 @@ typedef struct m0__wire_message {
   m0_str name;   /* a MESSAGE's */
   m0_str data;
 } m0__wire_message;
+/* An m0_ask from an instance outside the host travels as a call of this
+ * type (the host's own range, as M0_MSG_UP's): its data is a one-record
+ * request batch, and the RETURN's data the one-record reply batch, so it
+ * goes wherever a call goes (the post's book, the relay, the window). */
+#define M0__MSG_ASK 0xff000010u
 /* A MESSAGE (m0__msg_new, then the payload): 0, or M0__ENOMEM / M0__ETOOBIG
  * (a name over M0__WIRE_NAME_MAX, data over the envelope's limit). */
 int m0__wire_message_new(nng_msg **m, uint64_t call, uint32_t type, const char *name, const void *data, size_t len);
 int m0__wire_return_new(nng_msg **m, uint64_t call, uint32_t type, uint32_t code, const void *data, size_t len);
+/* A reply's status, headers and body copied into one block (out->mem_):
+ * 0 or ENOMEM. */
+int m0__wire_reply_copy(const m0__wire_reply *r, m0_answer *out);
 /* Reads one: 0 (out's strings point into payload) or M0__EBADMSG. */
 int m0__wire_message_read(const uint8_t *payload, size_t len, m0__wire_message *out);
 int m0__wire_return_read(const uint8_t *payload, size_t len, m0__wire_message *out);
+
+/* A reply in pieces (STREAM, instance -> loop) and its room (CREDIT, loop ->
+ * instance), unbatched:
+ *
+ *   stream:  u32 op  then a reply record (OPEN: u64 id u16 status u16
+ *            nheaders u32 body, headers, body: the first bytes), or u64 id
+ *            and the bytes (DATA), or u64 id alone (END, ABORT)
+ *   credit:  u32 op  u64 id  u32 bytes (MORE: that many more may be sent;
+ *            GONE: the client left, 0)
+ *
+ * An instance may have M0__STREAM_WINDOW bytes (the first bytes and every
+ * DATA's) sent and not yet granted back by a MORE; a loop takes no more
+ * (the stream is cut, counted). */
+#define M0__STREAM_WINDOW (256u << 10)
+enum { M0__STREAM_OPEN = 1, M0__STREAM_DATA = 2, M0__STREAM_END = 3, M0__STREAM_ABORT = 4 };
+enum { M0__CREDIT_MORE = 1, M0__CREDIT_GONE = 2 };
+#define M0__WIRE_CREDIT_LEN 16
+typedef struct m0__wire_stream {
+  uint32_t op;
+  uint64_t id;
+  m0__wire_reply open; /* OPEN's */
+  m0_str data;         /* DATA's */
+} m0__wire_stream;
+/* A STREAM (m0__msg_new, then the payload). OPEN: status, headers and
+ * first bytes as a reply's; DATA: the bytes; END, ABORT: none. 0, or
+ * M0__ENOMEM / M0__ETOOBIG. */
+int m0__wire_stream_new(nng_msg **m, uint32_t op, uint64_t id, int status, const m0_header *hdrs, size_t nhdrs,
+                        const void *p, size_t n);
+/* Reads one: 0 (out's strings point into payload) or M0__EBADMSG (with
+ * out->id set when it was read: an OPEN whose record does not decode). */
+int m0__wire_stream_read(const uint8_t *payload, size_t len, m0__wire_stream *out);
+/* A CREDIT's payload into out[M0__WIRE_CREDIT_LEN]; and read: 0 or M0__EBADMSG. */
+void m0__wire_credit_put(uint8_t *out, uint32_t op, uint64_t id, uint32_t bytes);
+int m0__wire_credit_read(const uint8_t *payload, size_t len, uint32_t *op, uint64_t *id, uint32_t *bytes);
 
 /* Whether a header an application or an instance adds may go out as it is:
  * http/fields.h's rules (a token name the host does not write itself, a

@@ -17,12 +17,22 @@
  * ECHO_MSG_FORWARD_SEND sends NAME an ECHO_MSG_COUNT (m0_send) instead.
  * And the kind `silent`, which never replies (its routes answer 504). */
 #ifndef M0_APPS_ECHO_H
+ * A request for the path /actor/stream is answered in pieces
+ * (m0_reply_writer) by a thread of the instance: ?n=N pieces (default 4,
+ * at most 1000000) of ?size=S bytes (default 16, 1..262144), piece i all
+ * the letter 'a' + i % 26 but its last byte '\n'; with ?sse=1 as
+ * text/event-stream, event i "data: i\n\n"; ?ms=M waits M ms (at most
+ * 1000) before each piece. Its head carries X-Echo-Pid. The thread waits
+ * for room when a write says EAGAIN, and says on stderr
+ * "echo: stream of instance I: the client left after K pieces" when one
+ * says EPIPE (it then ends the writer).
 #define M0_APPS_ECHO_H
 
 #include <errno.h>
 #include <jansson.h>
 #include <m0/m0.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,8 +85,88 @@ static char *echo_body(int instance, const m0_request *req, int published) {
 
 static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
   echo_state *s = state;
+typedef struct echo_stream {
+  m0_writer *w;
+  int instance;
+  long n, size, ms;
+  bool sse;
+} echo_stream;
+
+/* One piece, waiting for room while the host says EAGAIN: 0, or -1 (errno). */
+static int echo_stream_put(m0_writer *w, const char *p, size_t len) {
+  for (;;) {
+    if (m0_writer_write(w, p, len) == 0) return 0;
+    if (errno != EAGAIN) return -1;
+    if (m0_writer_wait(w, 10000) != 0 && errno != ETIMEDOUT) return -1;
+  }
+}
+
+static void *echo_stream_run(void *arg) {
+  echo_stream *st = arg;
+  char *piece = malloc((size_t)st->size + 32);
+  long i = 0;
+  for (; piece && i < st->n; i++) {
+    if (st->ms) usleep((useconds_t)st->ms * 1000);
+    size_t len = (size_t)st->size;
+    if (st->sse) {
+      len = (size_t)snprintf(piece, 32, "data: %ld\n\n", i);
+    } else {
+      memset(piece, 'a' + (int)(i % 26), len);
+      piece[len - 1] = '\n';
+    }
+    if (echo_stream_put(st->w, piece, len) != 0) {
+      if (errno == EPIPE)
+        fprintf(stderr, "echo: stream of instance %d: the client left after %ld pieces\n", st->instance, i);
+      break;
+    }
+  }
+  if (piece && i == st->n) m0_writer_end(st->w);
+  else m0_writer_abort(st->w);
+  free(piece);
+  free(st);
+  return NULL;
+}
+
+/* GET /actor/stream: the answer in pieces, written by a thread of its own. */
+static void echo_stream_begin(echo_state *s, const m0_request *req, m0_reply *rep) {
+  echo_stream *st = calloc(1, sizeof *st);
+  char pid[24];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  if (!st) return;
+  st->instance = s->instance;
+  st->n = 4, st->size = 16;
+  (void)m0_request_query_int(req, "n", 0, 1000000, &st->n);
+  (void)m0_request_query_int(req, "size", 1, 262144, &st->size);
+  (void)m0_request_query_int(req, "ms", 0, 1000, &st->ms);
+  long sse = 0;
+  st->sse = m0_request_query_int(req, "sse", 0, 1, &sse) && sse;
+  m0_reply_header(rep, "X-Echo-Pid", pid);
+  pthread_t t;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  st->w = m0_reply_writer(rep, 200, st->sse ? "text/event-stream" : "text/plain");
+  if (!st->w || pthread_create(&t, &at, echo_stream_run, st) != 0) {
+    if (st->w) m0_writer_abort(st->w);
+    else m0_reply_send(rep, 500, NULL, NULL, 0);
+    free(st);
+  }
+  pthread_attr_destroy(&at);
+}
+
   m0_str sl = m0_request_header(req, "x-sleep-ms");
   if (sl.n && sl.n < 6) {
+  if (req->path.n == 13 && !memcmp(req->path.p, "/actor/stream", 13)) {
+    echo_stream_begin(s, req, rep);
+    return;
+  }
+  m0_str ex = m0_request_header(req, "x-exit");
+  if (ex.n) { /* the instance ends (m0_actor_exit), this request unanswered: its 502 comes as it leaves */
+    char why[160];
+    snprintf(why, sizeof why, "%.*s", (int)ex.n, ex.p);
+    m0_actor_exit(why);
+    return;
+  }
     char ms[8];
     snprintf(ms, sizeof ms, "%.*s", (int)sl.n, sl.p);
     long v = atol(ms);

@@ -18,6 +18,8 @@
  *                          {"actor":"echo","pid":P,"instance":I,"method":M,
  *                          "path":PATH,"body":B}; on a thread of the host
  *                          unless a topology file places it elsewhere
+ *   GET /actor/stream      served by actor `echo` in pieces (m0_reply_writer):
+ *                          ?n=N&size=S&sse=1&ms=M (apps/echo_actor/echo.h)
  *   GET /actor/silent      served by actor `silent`, which never replies: 504
  *                          at the route's timeout (1000 ms)
  *   GET /actor/relay       served by actor `relay`, which asks `echo` and
@@ -431,6 +433,7 @@ static const m0_route hc_routes[] = {
     {"GET", "/actor/echo", NULL, 0, "echo"},
     {"POST", "/actor/echo", NULL, 0, "echo"},
     {"GET", "/actor/silent", NULL, 0, "silent"},
+    {"GET", "/actor/stream", NULL, 0, "echo"},
     {"GET", "/actor/relay", NULL, 0, "relay"},
     {"GET", "/loop/echo", view_loop_echo, M0_ON_LOOP},
     {"POST", "/loop/echo", view_loop_echo, M0_ON_LOOP},

@@ -262,7 +262,8 @@ typedef struct m0_writer m0_writer;
 m0_writer *m0_respond_writer(m0_response *res, int status, const char *content_type, void (*on_gone)(void *arg),
                              void *arg);
 /* Queues n bytes (copied; 0 bytes is nothing). 0, or -1 with errno: EPIPE
- * the client is gone, EAGAIN more than 8 MiB would wait to be written (wait,
+ * the client is gone, EAGAIN more than 8 MiB (an actor's reply writer:
+ * m0_reply_writer's 256 KiB) would wait to be written (wait,
  * then write again; a larger piece is taken when nothing waits), ENOMEM.
  * Thread safety: one thread at a time per writer. */
 int m0_writer_write(m0_writer *w, const void *p, size_t n);
@@ -466,6 +467,23 @@ int m0_reply_header(m0_reply *rep, const char *name, const char *value);
  * sent, a bad status, or no room). Thread safety: receive's thread, before
  * receive returns. */
 int m0_reply_send(m0_reply *rep, int status, const char *content_type, const void *body, size_t len);
+/* The reply in pieces (Mongrel2's handler sending a connection many
+ * chunks, or server-sent events: content_type "text/event-stream"): the
+ * head (status 200..599 but 204, 205, 304; the headers m0_reply_header
+ * added) is sent now, and the body follows with m0_writer_write from any
+ * thread of the instance, after receive has returned too, until
+ * m0_writer_end or m0_writer_abort (each called exactly once; it frees
+ * the writer). Counted backpressure: at most 256 KiB may be written and not
+ * yet taken by the client; a write past it fails EAGAIN (m0_writer_wait
+ * sleeps until at most 64 KiB is left; a piece over 256 KiB fails
+ * EMSGSIZE), and once the client has gone writes fail EPIPE. The room comes
+ * back through the instance's own thread: wait from another thread (on the
+ * thread that runs receive, m0_writer_wait does not wait). The route's
+ * timeout bounds the time to this call only. NULL (nothing sent: answer
+ * with m0_reply_send) when already answered, a bad status or content type,
+ * or where no stream can be sent (an m0_ask from outside the host).
+ * Thread safety: receive's thread, before receive returns. */
+m0_writer *m0_reply_writer(m0_reply *rep, int status, const char *content_type);
 
 /* The answer to a call (m0_call): type and data (copied). 0, or -1 (rep
  * answers a request, not a call; already answered; no memory). Thread

@@ -102,7 +102,7 @@ static void test_names(void **st) {
   static const char *const kinds[] = {"ready", "failed", "go",      "stop", "stopped", "died",
                                       "leaving", "frame",  "handoff", "job",  "result", "request",
                                       "reply",   "answer", "publish", "chunk", "trace", "hello",
-                                      "message", "return"};
+                                      "message", "return", "stream", "credit"};
   assert_int_equal(M0__KIND_COUNT_ - 1, sizeof kinds / sizeof *kinds);
   for (int k = 1; k < M0__KIND_COUNT_; k++) assert_string_equal(m0__kind_name(k), kinds[k - 1]);
   assert_string_equal(m0__kind_name(0), "?");

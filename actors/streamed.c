@@ -1,0 +1,172 @@
+#include "actors/streamed.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "actors/asks_state.h"
+#include "actors/writer.h"
+#include "base/errors.h"
+#include "http/conn_state.h"
+#include "http/response.h"
+#include "runtime/admit.h"
+#include "service/wire.h"
+
+#define STREAMED_GONE_MS 10000 /* an instance told GONE that never ends: let go after this */
+#define STREAMED_GRANT (32u << 10) /* room granted back in pieces of at least this */
+
+struct m0__streamed {
+  m0_writer *w;  /* NULL: its head could not be begun (a 500 written instead) */
+  m0__conn *conn;
+  m0__loop *l;
+  int ask;       /* its entry */
+  int si, k;
+  uint32_t gen;  /* its instance's */
+  uint64_t id;
+  uint64_t taken, granted; /* bytes come in (the first bytes and DATA); bytes allowed (window + MOREs) */
+  bool gone;
+};
+
+/* A CREDIT to the stream's instance, if it is still the one. */
+static int streamed_credit(m0__streamed *st, uint32_t op, uint32_t bytes) {
+  m0__loop *l = st->l;
+  m0__service *s = l->services[st->si];
+  m0__slot *sl = &s->slots[st->k];
+  if (atomic_load(&sl->gen) != st->gen || !atomic_load_explicit(&sl->live, memory_order_acquire)) return M0__ECLOSED;
+  uint8_t p[M0__WIRE_CREDIT_LEN];
+  m0__wire_credit_put(p, op, st->id, bytes);
+  m0__peer to;
+  if (s->connected) m0__peer_pipe(&to, m0__service_slot_id(s, st->k), s->self.mailbox, m0__slot_pipe(sl));
+  else m0__peer_direct(&to, m0__service_slot_id(s, st->k), sl->inbox);
+  return m0__send(&l->self, &to, M0__K_CREDIT, 0, 0, p, sizeof p);
+}
+
+/* The room taken is granted back once the connection has written all but
+ * its low mark (the socket's progress calls this too). */
+static void streamed_grant(void *arg) {
+  m0__streamed *st = arg;
+  uint64_t owed = st->taken + M0__STREAM_WINDOW - st->granted;
+  if (st->gone || !st->w || owed < STREAMED_GRANT || m0__writer_held(st->w) > M0__WRITER_LOW) return;
+  if (streamed_credit(st, M0__CREDIT_MORE, (uint32_t)owed) == 0) st->granted += owed;
+}
+
+/* The client left (the writer's on_gone, on the loop): the instance is told. */
+static void streamed_gone(void *arg) {
+  m0__streamed *st = arg;
+  st->gone = true;
+  (void)streamed_credit(st, M0__CREDIT_GONE, 0);
+  ask *e = &st->l->asks->tab[st->ask];
+  e->deadline = uv_now(&st->l->uv) + STREAMED_GONE_MS;
+}
+
+/* OPEN: the head, as an answer's, begun as a writer's. */
+static void streamed_begin(m0__loop *l, ask *e, int i, m0__streamed *st, const m0__wire_reply *r) {
+  m0__conn *c = e->conn;
+  m0_response res;
+  m0__response_init(&res, m0__conn_target(c), &l->http.date, e->version_minor, e->head, e->close);
+  if (e->extra_len && e->extra_len <= sizeof res.extra) {
+    memcpy(res.extra, e->extra, e->extra_len);
+    res.extra_len = e->extra_len;
+  }
+  char ctype[128] = "";
+  bool ok = true;
+  for (size_t h = 0; ok && h < r->nhdrs; h++) {
+    const m0_header *x = &r->hdrs[h];
+    if (x->name.n != 12 || strncasecmp(x->name.p, "content-type", 12) != 0)
+      ok = m0__response_header_n(&res, x->name.p, x->name.n, x->value.p, x->value.n) == 0;
+    else if (x->value.n < sizeof ctype)
+      snprintf(ctype, sizeof ctype, "%.*s", (int)x->value.n, x->value.p);
+    else
+      ok = false;
+  }
+  m0_writer *w = ok ? m0__writer_begin(&l->http, c, &res, r->status, ctype[0] ? ctype : NULL, streamed_gone, st) : NULL;
+  if (!w && !res.done) { /* headers it cannot write, or no memory: answered as a reply would be */
+    free(st);
+    m0__asks_finish(l, i, 502);
+    return;
+  }
+  e->st = st;
+  e->deadline = UINT64_MAX; /* the route's timeout was for the OPEN */
+  st->w = w;
+  if (!w) { /* refused with a 500 by the begin: the connection goes on from it */
+    m0__asks_finish(l, i, 1);
+    return;
+  }
+  if (res.close) c->close_on_complete = true; /* HTTP/1.0: the end of the body is the close */
+  m0__writer_on_room(w, streamed_grant);
+  m0__conn_flush(c);
+  st->taken = r->body.n;
+  if (r->body.n) m0__writer_put(l, w, r->body.p, r->body.n);
+  streamed_grant(st);
+}
+
+/* Where a STREAM came from: instance k of actor si, still the one its
+ * request went to; the entry, or NULL (refused). */
+static ask *streamed_entry(m0__loop *l, const m0__msg *m, const m0__wire_stream *ws, int *i, m0__service **sp) {
+  int idx = M0__ACTOR_INDEX(m->env.from), si = idx >> 12, k = idx & 0xfff;
+  *sp = NULL;
+  if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || si >= l->nservices || k >= l->services[si]->nslots) {
+    m0__asks_refused(NULL, l->self.id, M0__REFUSE_ADDRESS, m);
+    return NULL;
+  }
+  m0__service *s = *sp = l->services[si];
+  ask *e = ask_find(l->asks, ws->id, i);
+  if (e && (e->svc != si || e->slot != k || e->slot_gen != atomic_load(&s->slots[k].gen))) e = NULL;
+  return e;
+}
+
+static void streamed_data(m0__loop *l, ask *e, int i, m0__service *s, const m0_str *d) {
+  m0__streamed *st = e->st;
+  if (st->gone || !st->w) return; /* sent before it learnt the client left */
+  st->taken += d->n;
+  if (st->taken > st->granted) { /* past its room: a stream the host cannot bound */
+    atomic_fetch_add(&s->st->bad_reply, 1);
+    m0__asks_finish(l, i, 502);
+    return;
+  }
+  m0__writer_put(l, st->w, d->p, d->n);
+  if (l->asks->tab[i].used && l->asks->tab[i].st == st) streamed_grant(st); /* a put may have closed it */
+}
+
+void m0__streamed_on(m0__loop *l, const m0__msg *m) {
+  static _Thread_local m0__wire_stream ws;
+  if (!l->asks) return;
+  bool bad = m0__wire_stream_read(m->payload, m->len, &ws) != 0;
+  int i;
+  m0__service *s;
+  ask *e = streamed_entry(l, m, &ws, &i, &s);
+  if (!s) return;
+  bool opening = ws.op == M0__STREAM_OPEN;
+  if (!e || (opening == (e->st != NULL))) { /* no such request; DATA or an end never OPENed; OPEN twice */
+    atomic_fetch_add(&s->st->unknown, 1);
+    m0__asks_refused(s, l->self.id, M0__REFUSE_REPLY, m);
+    return;
+  }
+  if (bad || (opening && !m0__asks_status_passes(ws.open.status))) {
+    atomic_fetch_add(&s->st->bad_reply, 1);
+    m0__asks_refused(s, l->self.id, bad ? M0__REFUSE_BATCH : M0__REFUSE_STATUS, m);
+    m0__asks_finish(l, i, 502); /* a stream cut, or a request answered 502 */
+    return;
+  }
+  if (opening) {
+    m0__streamed *st = calloc(1, sizeof *st);
+    if (!st) {
+      m0__asks_finish(l, i, 502);
+      return;
+    }
+    *st = (m0__streamed){NULL, e->conn, l, i, e->svc, e->slot, e->slot_gen, ws.id, 0, M0__STREAM_WINDOW, false};
+    streamed_begin(l, e, i, st, &ws.open);
+  } else if (ws.op == M0__STREAM_DATA) {
+    streamed_data(l, e, i, s, &ws.data);
+  } else {
+    atomic_fetch_add(&s->st->ok, 1);
+    m0__asks_finish(l, i, ws.op == M0__STREAM_END ? 0 : 1);
+  }
+}
+
+void m0__streamed_close(m0__loop *l, m0__streamed *st, bool cut) {
+  if (st->w) m0__writer_close(l, st->w, cut);
+  else if (st->conn && l->asks) m0__http_resume(&l->http, st->conn); /* the begin's 500 is in its queue */
+  free(st);
+}

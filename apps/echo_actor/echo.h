@@ -15,8 +15,6 @@
  * wherever it runs) with ECHO_MSG_ECHO and TEXT, and answer
  * {"instance":I,"via":NAME,"type":T,"answer":"..."} or {...,"errno":E};
  * ECHO_MSG_FORWARD_SEND sends NAME an ECHO_MSG_COUNT (m0_send) instead.
- * And the kind `silent`, which never replies (its routes answer 504). */
-#ifndef M0_APPS_ECHO_H
  * A request for the path /actor/stream is answered in pieces
  * (m0_reply_writer) by a thread of the instance: ?n=N pieces (default 4,
  * at most 1000000) of ?size=S bytes (default 16, 1..262144), piece i all
@@ -26,13 +24,15 @@
  * for room when a write says EAGAIN, and says on stderr
  * "echo: stream of instance I: the client left after K pieces" when one
  * says EPIPE (it then ends the writer).
+ * And the kind `silent`, which never replies (its routes answer 504). */
+#ifndef M0_APPS_ECHO_H
 #define M0_APPS_ECHO_H
 
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <m0/m0.h>
 #include <stdio.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,8 +83,6 @@ static char *echo_body(int instance, const m0_request *req, int published) {
   return text;
 }
 
-static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
-  echo_state *s = state;
 typedef struct echo_stream {
   m0_writer *w;
   int instance;
@@ -154,19 +152,14 @@ static void echo_stream_begin(echo_state *s, const m0_request *req, m0_reply *re
   pthread_attr_destroy(&at);
 }
 
-  m0_str sl = m0_request_header(req, "x-sleep-ms");
-  if (sl.n && sl.n < 6) {
+static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
+  echo_state *s = state;
   if (req->path.n == 13 && !memcmp(req->path.p, "/actor/stream", 13)) {
     echo_stream_begin(s, req, rep);
     return;
   }
-  m0_str ex = m0_request_header(req, "x-exit");
-  if (ex.n) { /* the instance ends (m0_actor_exit), this request unanswered: its 502 comes as it leaves */
-    char why[160];
-    snprintf(why, sizeof why, "%.*s", (int)ex.n, ex.p);
-    m0_actor_exit(why);
-    return;
-  }
+  m0_str sl = m0_request_header(req, "x-sleep-ms");
+  if (sl.n && sl.n < 6) {
     char ms[8];
     snprintf(ms, sizeof ms, "%.*s", (int)sl.n, sl.p);
     long v = atol(ms);

@@ -1,11 +1,10 @@
 #include "base/num.h"
 
 char *m0__put_uint(char *p, uint64_t v) {
-  char tmp[24];
-  int k = 0;
-  do tmp[k++] = (char)('0' + v % 10); while ((v /= 10));
-  while (k) *p++ = tmp[--k];
-  return p;
+  int n = 1; /* its digits, then written from the last: no copy through a buffer */
+  for (uint64_t t = v; t >= 10; t /= 10) n++;
+  for (int k = n - 1; k >= 0; k--, v /= 10) p[k] = (char)('0' + v % 10);
+  return p + n;
 }
 
 void m0__le_put16(uint8_t *p, uint16_t v) {

@@ -210,12 +210,17 @@ static bool respond_refused(m0_response *res, int status, const char *content_ty
 static size_t respond_head(const m0_response *res, char *head, int status, const char *content_type, size_t ctn,
                            size_t len, int framing) {
   bool no_length = status == 204 || status == 304 || framing != M0__BODY_LENGTH;
-  char *p = PUT_LIT(head, "HTTP/1.1 ");
-  p = m0__put_uint(p, (size_t)status);
-  *p++ = ' ';
-  const char *reason = m0__status_reason(status);
-  p = resp_put(p, reason, strlen(reason));
-  p = PUT_LIT(p, "\r\nServer: m0\r\n");
+  char *p;
+  if (status == 200) { /* most answers: the line as one constant */
+    p = PUT_LIT(head, "HTTP/1.1 200 OK\r\nServer: m0\r\n");
+  } else {
+    p = PUT_LIT(head, "HTTP/1.1 ");
+    p = m0__put_uint(p, (size_t)status);
+    *p++ = ' ';
+    const char *reason = m0__status_reason(status);
+    p = resp_put(p, reason, strlen(reason));
+    p = PUT_LIT(p, "\r\nServer: m0\r\n");
+  }
   size_t dlen;
   const char *date = m0__date_line(res->date, &dlen);
   p = resp_put(p, date, dlen);
@@ -233,7 +238,7 @@ static size_t respond_head(const m0_response *res, char *head, int status, const
   }
   if (res->close) p = PUT_LIT(p, "Connection: close\r\n");
   else if (res->version_minor == 0) p = PUT_LIT(p, "Connection: keep-alive\r\n");
-  p = resp_put(p, res->extra, res->extra_len);
+  if (res->extra_len) p = resp_put(p, res->extra, res->extra_len);
   p = PUT_LIT(p, "\r\n");
   return (size_t)(p - head);
 }

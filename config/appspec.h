@@ -62,6 +62,9 @@ typedef struct m0__route_spec {
  * them (Erlang/OTP's MaxR within MaxT); host/children.c applies it. */
 typedef enum m0__sup_strategy { M0__SUP_ONE_FOR_ONE, M0__SUP_ONE_FOR_ALL, M0__SUP_REST_FOR_ONE } m0__sup_strategy;
 
+/* How deep supervisors nest: a top one, its child supervisors, theirs... */
+#define M0__SUP_DEPTH_MAX 8
+
 typedef struct m0__sup_spec {
   char name[M0__ACTOR_NAME_MAX + 1];
   m0__sup_strategy strategy; /* default one_for_one */
@@ -69,7 +72,8 @@ typedef struct m0__sup_spec {
   long period_ms;            /* (1..86400000; default 10000) */
   bool serve_on;             /* past its budget: its children stay down (true) or the host stops, exit 1 */
   int nchildren;
-  char children[M0__ACTORS_MAX][M0__ACTOR_NAME_MAX + 1]; /* app_actors placed process, each in one supervisor */
+  /* app_actors placed process or thread, or other supervisors (by name), each in one supervisor */
+  char children[M0__ACTORS_MAX][M0__ACTOR_NAME_MAX + 1];
 } m0__sup_spec;
 
 /* The resolved declaration. */

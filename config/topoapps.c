@@ -361,22 +361,24 @@ static int topoapps_word(topoapps_list *l, json_t *e, const char *key, const cha
   return M0__EINVALID;
 }
 
-/* Child k of supervisor l->i: an app_actors entry placed process, in no
- * other supervisor (nor twice in this one). */
+/* Child k of supervisor l->i: an app_actors entry placed process or
+ * thread, or a supervisor's name (config/topotree.c, once all are read),
+ * in no other supervisor (nor twice in this one). */
 static bool topoapps_sup_child(topoapps_list *l, json_t *c, size_t k, m0__sup_spec *sups) {
   const char *nm = json_string_value(c), *p = l->p;
   int a = 0;
   while (nm && a < l->naa && strcmp(l->aa[a].name, nm)) a++;
-  if (!nm || a == l->naa) {
+  if (!topoapps_name_ok(nm)) {
     m0__topo_fail_at(l->cfg, l->text, p, "children",
-                     "%s.children[%zu] %s%.64s%s is no actor of app_actors (name an entry placed \"process\")", p, k,
-                     nm ? "\"" : "", nm ? nm : "is not a string and", nm ? "\"" : "");
+                     "%s.children[%zu] %s%.64s%s is no actor of app_actors (name an entry placed \"process\" or "
+                     "\"thread\", or a supervisor)",
+                     p, k, nm ? "\"" : "", nm ? nm : "is not a string and", nm ? "\"" : "");
     return false;
   }
-  if (l->aa[a].placement != M0__PLACE_PROCESS) {
+  if (a < l->naa && l->aa[a].placement != M0__PLACE_PROCESS && l->aa[a].placement != M0__PLACE_THREAD) {
     m0__topo_fail_at(l->cfg, l->text, p, "children",
-                     "%s.children[%zu] \"%s\" is placed %s: a supervisor restarts only processes the host spawns "
-                     "(place it \"process\", or leave it out)",
+                     "%s.children[%zu] \"%s\" is placed %s: a supervisor restarts only what the host runs "
+                     "(place it \"process\" or \"thread\", or leave it out)",
                      p, k, nm, m0__placement_name(l->aa[a].placement));
     return false;
   }
@@ -384,8 +386,8 @@ static bool topoapps_sup_child(topoapps_list *l, json_t *c, size_t k, m0__sup_sp
     for (int m = 0; m < (j == l->i ? (int)k : sups[j].nchildren); m++)
       if (!strcmp(sups[j].children[m], nm)) {
         m0__topo_fail_at(l->cfg, l->text, p, "children",
-                         "%s.children[%zu] \"%s\" is supervisors[%zu]'s child too (an actor has at most one "
-                         "supervisor: name it once)",
+                         "%s.children[%zu] \"%s\" is supervisors[%zu]'s child too (an actor or a supervisor has at "
+                         "most one supervisor: name it once)",
                          p, k, nm, j);
         return false;
       }
@@ -445,6 +447,10 @@ bool m0__topo_supervisors(m0_config *cfg, const char *text, json_t *list, const 
   topoapps_list l = {cfg, text, false, 0, "", aa, naa};
   void *specs;
   if (!topoapps_read(&l, "supervisors", list, sizeof **out, topoapps_supervisor, &specs, n)) return false;
+  if (!m0__topo_sup_tree(cfg, text, aa, naa, specs, *n)) {
+    free(specs);
+    return false;
+  }
   *out = specs;
   return true;
 }

@@ -17,4 +17,10 @@ bool m0__topo_routes(m0_config *cfg, const char *text, json_t *list, m0__route_s
 bool m0__topo_supervisors(m0_config *cfg, const char *text, json_t *list, const m0__actor_spec *aa, int naa,
                           m0__sup_spec **out, int *n);
 
+/* The supervisors read as one tree (config/topotree.c): a child names an
+ * actor of aa or another supervisor, no cycle, at most M0__SUP_DEPTH_MAX
+ * deep. false: refused, the line in cfg->topology_error. */
+bool m0__topo_sup_tree(m0_config *cfg, const char *text, const m0__actor_spec *aa, int naa, const m0__sup_spec *sups,
+                       int n);
+
 #endif

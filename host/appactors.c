@@ -175,7 +175,10 @@ int m0__app_actors_open(m0__app_actors *a, m0__process *pr, const m0__app_decl *
     if (rv != 0) return rv;
   }
   bool none = true;
-  if (pr->mode != M0__MODE_PREFORK) a->children = m0__children_start(decl, a->svcs, a->urls, &pr->exits, &none);
+  /* Under --workers the supervisor spawns the process instances; each
+   * worker restarts its own thread ones. */
+  a->children = m0__children_start(decl, a->svcs, pr->mode != M0__MODE_PREFORK ? a->urls : NULL, a->inst, a->ninst,
+                                   &pr->exits, &none);
   if (!a->children && !none) return M0__ENOMEM;
   return 0;
 }
@@ -241,7 +244,7 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
   free(doors);
   if (rv != 0) return rv;
   bool none;
-  a->children = m0__children_start(decl, a->svcs, urls, &pr->exits, &none);
+  a->children = m0__children_start(decl, a->svcs, urls, NULL, 0, &pr->exits, &none);
   return !a->children && !none ? M0__ENOMEM : 0;
 }
 

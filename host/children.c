@@ -13,45 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/errors.h"
+#include "host/children_in.h"
 #include "host/process.h"
 #include "host/spawn.h"
 #include "transport/links.h"
-
-typedef struct child {
-  int actor, instance;
-  pid_t pid;   /* 0: not running */
-  int pidfd;   /* -1 when not running */
-  bool given_up;
-  pid_t ended_pid; /* stopped by its supervisor: which process, and how it ended (the monitors' note) */
-  int ended_status;
-} child;
-
-/* A restart budget's clock: the last `intensity` restart times, a ring
- * (an actor's own, or a supervisor's over all its children). */
-typedef struct budget {
-  int64_t *at;
-  int n, next;
-} budget;
-
-struct m0__children {
-  const m0__app_decl *decl;
-  m0__service *svcs;
-  char (*urls)[M0__URL_MAX];
-  child *kids;
-  int nkids;
-  budget *restarts;         /* [decl->nactors]: an actor in no supervisor */
-  int *sup_of;              /* [decl->nactors]: its supervisor (decl->sups), or -1 */
-  int *rank;                /* [decl->nactors]: its place among that supervisor's children */
-  budget *sup_budgets;      /* [decl->nsups] */
-  m0__exits *exits;         /* the top's wait, woken when a supervisor stops the host */
-  atomic_bool failed;       /* a supervisor past its budget, on_fail exit: the host stops, exit 1 */
-  pthread_mutex_t mu;       /* kids, against the watcher */
-  pthread_t watcher;
-  int stop_efd;
-  bool draining; /* the host's drain began: an instance that ends stays down */
-  bool stopping; /* the watcher ends */
-};
 
 static int pidfd_of(pid_t pid) {
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -73,7 +40,7 @@ static int pidfd_of(pid_t pid) {
 }
 
 /* fork+exec of this program as instance k of actor a. */
-static int child_spawn(m0__children *ch, child *c) {
+int m0__child_spawn(m0__children *ch, child *c) {
   const m0__actor_spec *sp = &ch->decl->actors[c->actor];
   char e_actor[80], e_inst[40], e_url[M0__URL_MAX + 16], e_parent[40];
   snprintf(e_actor, sizeof e_actor, "M0__ACTOR=%s", sp->name);
@@ -124,141 +91,10 @@ static int child_spawn(m0__children *ch, child *c) {
   return 0;
 }
 
-/* Whether one more restart fits: fewer than intensity within period_ms.
- * Counts the restart when it does. */
-static bool budget_allows(budget *r, int intensity, long period_ms) {
-  int64_t now = m0__now_ms();
-  if (intensity <= 0) return false;
-  if (r->n == intensity && now - r->at[r->next] < period_ms) return false;
-  r->at[r->next] = now;
-  r->next = (r->next + 1) % intensity;
-  if (r->n < intensity) r->n++;
-  return true;
-}
+bool m0__child_wait(const child *c, int64_t deadline);
 
-static bool restart_allowed(m0__children *ch, int a) {
-  const m0__actor_spec *sp = &ch->decl->actors[a];
-  return budget_allows(&ch->restarts[a], sp->restart_intensity, sp->restart_period_ms);
-}
-
-/* The monitors' note of c's end (pid, how it ended, whether it is started
- * again): service/post.h. */
-static void child_noted(m0__children *ch, const child *c, pid_t pid, int status, bool again) {
-  char what[160];
-  snprintf(what, sizeof what, "\"event\":\"exited\",\"spawned\":%d,\"pid\":%d,\"status\":\"%s %d\",\"restarted\":%s",
-           c->instance, (int)pid, WIFSIGNALED(status) ? "signal" : "status",
-           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), again ? "true" : "false");
-  m0__service_noted(&ch->svcs[c->actor], -1, M0_MSG_EXITED, what);
-}
-
-static bool child_wait(const child *c, int64_t deadline);
-
-/* Supervisors (decl->sups; docs/topology.md, Supervisors). One restart
- * is one death, whatever the strategy takes down with it (Erlang's count);
- * a sibling taken down is asked by SIGTERM and waited for SUP_STOP_MS,
- * then killed, all on this thread under the lock (a drain that begins
- * meanwhile waits that long at most). */
-#define SUP_STOP_MS 5000
-
-static const char *sup_strategy_name(m0__sup_strategy s) {
-  return s == M0__SUP_ONE_FOR_ALL ? "one_for_all" : s == M0__SUP_REST_FOR_ONE ? "rest_for_one" : "one_for_one";
-}
-
-/* Whether k goes down and up with c, which died, under supervisor s. */
-static bool sup_in_scope(const m0__children *ch, int s, const child *c, const child *k) {
-  if (k == c) return true;
-  if (ch->sup_of[k->actor] != s) return false;
-  m0__sup_strategy st = ch->decl->sups[s].strategy;
-  return st == M0__SUP_ONE_FOR_ALL || (st == M0__SUP_REST_FOR_ONE && ch->rank[k->actor] > ch->rank[c->actor]);
-}
-
-/* Stops and reaps the running kids of s that go with c (all: every one of
- * s's), each one's end kept for its note. */
-static void sup_stop_kids(m0__children *ch, int s, const child *c, bool all) {
-  int64_t deadline = m0__now_ms() + SUP_STOP_MS;
-  for (int i = 0; i < ch->nkids; i++) {
-    child *k = &ch->kids[i];
-    if (k == c || !(all ? ch->sup_of[k->actor] == s : sup_in_scope(ch, s, c, k))) continue;
-    k->ended_pid = 0;
-    if (k->pid > 0) kill(k->pid, SIGTERM);
-  }
-  for (int i = 0; i < ch->nkids; i++) {
-    child *k = &ch->kids[i];
-    if (k == c || k->pid <= 0 || !(all ? ch->sup_of[k->actor] == s : sup_in_scope(ch, s, c, k))) continue;
-    if (!child_wait(k, deadline)) {
-      fprintf(stderr, "m0: actor %s: instance %d did not stop within %d ms; killed\n", ch->decl->actors[k->actor].name,
-              k->instance, SUP_STOP_MS);
-      kill(k->pid, SIGKILL);
-    }
-    waitpid(k->pid, &k->ended_status, 0);
-    if (k->pidfd >= 0) close(k->pidfd);
-    k->ended_pid = k->pid;
-    k->pidfd = -1;
-    k->pid = 0;
-  }
-}
-
-/* Supervisor s past its budget: the host stops (exit 1), or, on_fail
- * serve_on, its children stay down and their routes answer 503. */
-static void sup_failed(m0__children *ch, int s, child *c) {
-  const m0__sup_spec *sp = &ch->decl->sups[s];
-  c->given_up = true;
-  if (!sp->serve_on) {
-    fprintf(stderr, "m0: supervisor %s: %d restarts within %ld ms, past its budget of %d; the host stops\n", sp->name,
-            sp->intensity + 1, sp->period_ms, sp->intensity);
-    ch->draining = true; /* nothing is restarted from now on */
-    atomic_store(&ch->failed, true);
-    uint64_t one = 1;
-    if (ch->exits && write(ch->exits->fd, &one, sizeof one) < 0) { /* an eventfd write fails only on overflow */
-    }
-    return;
-  }
-  fprintf(stderr,
-          "m0: supervisor %s: %d restarts within %ld ms, past its budget of %d; its children stay down (on_fail "
-          "serve_on)\n",
-          sp->name, sp->intensity + 1, sp->period_ms, sp->intensity);
-  sup_stop_kids(ch, s, c, true);
-  for (int i = 0; i < ch->nkids; i++) {
-    child *k = &ch->kids[i];
-    if (ch->sup_of[k->actor] != s || k == c) continue;
-    k->given_up = true;
-    if (k->ended_pid > 0) child_noted(ch, k, k->ended_pid, k->ended_status, false);
-  }
-}
-
-/* c, a child of a supervisor, ended (pid, status): its strategy applied. */
-static void sup_child_exited(m0__children *ch, child *c, pid_t pid, int status) {
-  int s = ch->sup_of[c->actor];
-  const m0__sup_spec *sp = &ch->decl->sups[s];
-  if (!budget_allows(&ch->sup_budgets[s], sp->intensity, sp->period_ms)) {
-    child_noted(ch, c, pid, status, false);
-    sup_failed(ch, s, c);
-    return;
-  }
-  fprintf(stderr, "m0: supervisor %s: actor %s instance %d ended (%s %d); %s: started again\n", sp->name,
-          ch->decl->actors[c->actor].name, c->instance, WIFSIGNALED(status) ? "signal" : "status",
-          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), sup_strategy_name(sp->strategy));
-  sup_stop_kids(ch, s, c, false);
-  c->ended_pid = pid;
-  c->ended_status = status;
-  /* Started again in the supervisor's order (rest_for_one: a later child
-   * may depend on an earlier one). */
-  for (int m = 0; m < sp->nchildren; m++)
-    for (int i = 0; i < ch->nkids; i++) {
-      child *k = &ch->kids[i];
-      if (ch->sup_of[k->actor] != s || ch->rank[k->actor] != m || !sup_in_scope(ch, s, c, k) || k->given_up ||
-          k->pid > 0)
-        continue;
-      if (k != c)
-        fprintf(stderr, "m0: supervisor %s: actor %s instance %d stopped with it (%s); started again\n", sp->name,
-                ch->decl->actors[k->actor].name, k->instance, sup_strategy_name(sp->strategy));
-      atomic_fetch_add(ch->svcs[k->actor].restarts, 1);
-      if (child_spawn(ch, k) != 0) k->given_up = true;
-      if (k->ended_pid > 0) child_noted(ch, k, k->ended_pid, k->ended_status, !k->given_up);
-      k->ended_pid = 0;
-    }
-}
-
+/* c, a process, ended: reaped, and its end given to its budget or its
+ * supervisor (host/suptree.c). */
 static void child_exited(m0__children *ch, child *c) {
   int status = 0;
   pid_t pid = c->pid;
@@ -267,25 +103,30 @@ static void child_exited(m0__children *ch, child *c) {
   c->pidfd = -1;
   c->pid = 0;
   if (ch->draining || ch->stopping) return;
-  if (ch->sup_of[c->actor] >= 0) {
-    sup_child_exited(ch, c, pid, status);
-    return;
+  m0__suptree_ended(ch, c, &(m0__ending){pid, status, NULL});
+}
+
+/* A thread instance's gate (service/instance.h, again): on its own thread,
+ * once its serving ended. Taken down by its supervisor: made again
+ * unless given up (the restart was counted where it died); ended by
+ * itself: its budget or its supervisor decides; a drain's STOP: down. */
+static bool children_again(void *arg, m0__instance *in, const char *why, bool taken) {
+  m0__children *ch = arg;
+  bool go = false;
+  pthread_mutex_lock(&ch->mu);
+  child *c = NULL;
+  for (int i = 0; !c && i < ch->nkids; i++)
+    if (ch->kids[i].inst == in) c = &ch->kids[i];
+  if (c && !ch->draining && taken) {
+    go = !c->given_up;
+    if (go) atomic_fetch_add(ch->svcs[c->actor].restarts, 1);
+    m0__suptree_noted(ch, c, &(m0__ending){0, 0, "taken down by its supervisor"}, go);
+  } else if (c && !ch->draining && why && !c->given_up) {
+    m0__suptree_ended(ch, c, &(m0__ending){0, 0, why});
+    go = !c->given_up && !ch->draining;
   }
-  const m0__actor_spec *sp = &ch->decl->actors[c->actor];
-  if (!restart_allowed(ch, c->actor)) {
-    c->given_up = true;
-    fprintf(stderr,
-            "m0: actor %s: instance %d ended (%s %d) after %d restarts within %ld ms, its budget; it stays down\n",
-            sp->name, c->instance, WIFSIGNALED(status) ? "signal" : "status",
-            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), sp->restart_intensity, sp->restart_period_ms);
-    child_noted(ch, c, pid, status, false);
-    return;
-  }
-  atomic_fetch_add(ch->svcs[c->actor].restarts, 1);
-  fprintf(stderr, "m0: actor %s: instance %d ended (%s %d); started again\n", sp->name, c->instance,
-          WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-  if (child_spawn(ch, c) != 0) c->given_up = true;
-  child_noted(ch, c, pid, status, !c->given_up);
+  pthread_mutex_unlock(&ch->mu);
+  return go;
 }
 
 static void *watch(void *arg) {
@@ -323,46 +164,54 @@ static void *watch(void *arg) {
   return NULL;
 }
 
-/* Which supervisor each actor has, and its place there; each supervisor's
- * clock. false: out of memory. */
-static bool children_sups(m0__children *ch) {
-  const m0__app_decl *d = ch->decl;
-  ch->sup_of = malloc((size_t)d->nactors * sizeof *ch->sup_of);
-  ch->rank = calloc((size_t)d->nactors, sizeof *ch->rank);
-  ch->sup_budgets = calloc(d->nsups > 0 ? (size_t)d->nsups : 1, sizeof *ch->sup_budgets);
-  if (!ch->sup_of || !ch->rank || !ch->sup_budgets) return false;
-  for (int a = 0; a < d->nactors; a++) ch->sup_of[a] = -1;
-  for (int s = 0; s < d->nsups; s++) {
-    const m0__sup_spec *sp = &d->sups[s];
-    if (sp->intensity > 0 && !(ch->sup_budgets[s].at = calloc((size_t)sp->intensity, sizeof(int64_t)))) return false;
-    for (int m = 0; m < sp->nchildren; m++) {
-      int a = m0__app_decl_find(d, sp->children[m], strlen(sp->children[m]));
-      if (a < 0 || d->actors[a].placement != M0__PLACE_PROCESS) continue; /* the file's check refused it */
-      ch->sup_of[a] = s;
-      ch->rank[a] = m;
-    }
-  }
-  return true;
-}
-
 static void children_free(m0__children *ch) {
   for (int a = 0; ch->restarts && a < ch->decl->nactors; a++) free(ch->restarts[a].at);
-  for (int s = 0; ch->sup_budgets && s < ch->decl->nsups; s++) free(ch->sup_budgets[s].at);
   free(ch->restarts);
-  free(ch->sup_budgets);
-  free(ch->sup_of);
-  free(ch->rank);
+  m0__suptree_free(ch);
   free(ch->kids);
   if (ch->stop_efd >= 0) close(ch->stop_efd);
   pthread_mutex_destroy(&ch->mu);
   free(ch);
 }
 
-m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, char (*urls)[M0__URL_MAX],
-                                 m0__exits *exits, bool *none) {
-  int total = 0;
-  for (int a = 0; a < decl->nactors; a++)
+/* Actor a's kids: its processes spawned (urls: here), or its thread
+ * instances (of inst[ninst]) given this gate. false: out of memory, or a
+ * spawn failed (said). */
+static bool children_actor(m0__children *ch, int a, m0__instance *inst, int ninst) {
+  const m0__actor_spec *sp = &ch->decl->actors[a];
+  if (sp->placement == M0__PLACE_EXTERNAL || (sp->placement == M0__PLACE_PROCESS && !ch->urls)) return true;
+  if (sp->restart_intensity > 0 && !(ch->restarts[a].at = calloc((size_t)sp->restart_intensity, sizeof(int64_t))))
+    return false;
+  if (sp->placement == M0__PLACE_THREAD) {
+    for (int i = 0; i < ninst; i++) {
+      m0__instance *in = &inst[i];
+      if (in->svc != &ch->svcs[a]) continue;
+      ch->kids[ch->nkids++] = (child){.actor = a, .instance = in->slot, .inst = in, .pidfd = -1};
+      pthread_mutex_init(&in->gate, NULL); /* never destroyed: the instance may outlive ch (a glibc mutex needs none) */
+      in->again = children_again;
+      in->again_arg = ch;
+      in->gated = true; /* before its thread starts: read there only */
+    }
+    return true;
+  }
+  for (int k = 0; k < sp->instances; k++) {
+    child *c = &ch->kids[ch->nkids++];
+    *c = (child){.actor = a, .instance = k, .pidfd = -1};
+    if (m0__child_spawn(ch, c) != 0) return false;
+  }
+  return true;
+}
+
+static int children_count(const m0__app_decl *decl, bool spawn, int ninst) {
+  int total = ninst;
+  for (int a = 0; spawn && a < decl->nactors; a++)
     if (decl->actors[a].placement == M0__PLACE_PROCESS) total += decl->actors[a].instances;
+  return total;
+}
+
+m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, char (*urls)[M0__URL_MAX],
+                                 m0__instance *inst, int ninst, m0__exits *exits, bool *none) {
+  int total = children_count(decl, urls != NULL, ninst);
   *none = total == 0;
   if (total == 0) return NULL;
   m0__children *ch = calloc(1, sizeof *ch);
@@ -376,29 +225,19 @@ m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, ch
   ch->restarts = calloc((size_t)decl->nactors, sizeof *ch->restarts);
   ch->stop_efd = eventfd(0, EFD_CLOEXEC);
   pthread_mutex_init(&ch->mu, NULL);
-  bool ok = ch->kids && ch->restarts && ch->stop_efd >= 0 && children_sups(ch);
-  for (int a = 0; ok && a < decl->nactors; a++) {
-    const m0__actor_spec *sp = &decl->actors[a];
-    if (sp->placement != M0__PLACE_PROCESS) continue;
-    if (sp->restart_intensity > 0 && !(ch->restarts[a].at = calloc((size_t)sp->restart_intensity, sizeof(int64_t))))
-      ok = false;
-    for (int k = 0; ok && k < sp->instances; k++) {
-      child *c = &ch->kids[ch->nkids++];
-      c->actor = a;
-      c->instance = k;
-      c->pidfd = -1;
-      ok = child_spawn(ch, c) == 0;
-    }
-  }
+  bool ok = ch->kids && ch->restarts && ch->stop_efd >= 0 && m0__suptree_init(ch);
+  for (int a = 0; ok && a < decl->nactors; a++) ok = children_actor(ch, a, inst, ninst);
   if (ok && pthread_create(&ch->watcher, NULL, watch, ch) != 0) ok = false;
   if (!ok) {
     ch->stopping = true;
-    for (int i = 0; i < ch->nkids; i++)
+    for (int i = 0; i < ch->nkids; i++) {
+      if (ch->kids[i].inst) ch->kids[i].inst->again = NULL;
       if (ch->kids[i].pid > 0) {
         kill(ch->kids[i].pid, SIGKILL);
         waitpid(ch->kids[i].pid, NULL, 0);
         if (ch->kids[i].pidfd >= 0) close(ch->kids[i].pidfd);
       }
+    }
     children_free(ch);
     return NULL;
   }
@@ -422,7 +261,7 @@ static bool child_gone(const child *c) {
  * Only the clock ends the wait: a poll() that returns early (EINTR from a
  * worker's or a sibling's SIGCHLD, a second SIGTERM) waits again for what
  * is left. Without a pidfd, the exit is looked for every 10 ms. */
-static bool child_wait(const child *c, int64_t deadline) {
+bool m0__child_wait(const child *c, int64_t deadline) {
   bool by_fd = c->pidfd >= 0;
   for (;;) {
     if (!by_fd && child_gone(c)) return true;
@@ -446,12 +285,19 @@ void m0__children_stop(m0__children *ch, int64_t deadline) {
   if (write(ch->stop_efd, &one, sizeof one) < 0) { /* an eventfd write fails only on overflow */
   }
   pthread_join(ch->watcher, NULL);
+  for (int i = 0; i < ch->nkids; i++) { /* a thread instance that ends from now on stays down */
+    m0__instance *in = ch->kids[i].inst;
+    if (!in) continue;
+    pthread_mutex_lock(&in->gate);
+    in->again = NULL;
+    pthread_mutex_unlock(&in->gate);
+  }
   for (int i = 0; i < ch->nkids; i++)
     if (ch->kids[i].pid > 0) kill(ch->kids[i].pid, SIGTERM);
   for (int i = 0; i < ch->nkids; i++) {
     child *c = &ch->kids[i];
     if (c->pid <= 0) continue;
-    if (!child_wait(c, deadline)) {
+    if (!m0__child_wait(c, deadline)) {
       fprintf(stderr, "m0: actor %s: instance %d did not stop within the drain's bound; killed\n",
               ch->decl->actors[c->actor].name, c->instance);
       kill(c->pid, SIGKILL);

@@ -41,12 +41,16 @@
 #include "config/appspec.h"
 
 typedef struct m0__children m0__children;
+struct m0__instance;
 
 /* Spawns every instance of every actor of decl placed `process`
- * (urls[i]: where actor i listens). NULL with a line on stderr when a
- * spawn fails; *none set when there is nothing to spawn. */
+ * (urls[i]: where actor i listens; urls NULL: none is spawned here, as in
+ * a worker), and restarts the thread instances inst[ninst] (their gate set
+ * here, before their threads start) when they end by themselves. NULL with
+ * a line on stderr when a spawn fails; *none set when there is nothing to
+ * spawn nor restart. */
 m0__children *m0__children_start(const m0__app_decl *decl, m0__service *svcs, char (*urls)[M0__URL_MAX],
-                                 m0__exits *exits, bool *none);
+                                 struct m0__instance *inst, int ninst, m0__exits *exits, bool *none);
 /* The host's drain began: from now on no child is restarted. */
 void m0__children_drain(m0__children *ch);
 /* Whether a supervisor past its budget (on_fail exit) stops the host: said

@@ -62,6 +62,28 @@ int m0_reply_message(m0_reply *rep, uint32_t type, const void *data, size_t len)
   return 0;
 }
 
+/* ---- m0_actor_exit: the instance ends after the current message ---- */
+
+/* Set only around the kind's receive and message (m0_actor_exit elsewhere
+ * is refused), and the word it gave, until the instance's loop took it. */
+static _Thread_local bool instance_inside;
+static _Thread_local bool instance_exit_set;
+static _Thread_local char instance_exit_why[M0__EXIT_WHY_MAX];
+
+int m0_actor_exit(const char *reason) {
+  if (!instance_inside) return -1;
+  const char *r = reason && reason[0] ? reason : "exit";
+  size_t n = 0;
+  for (; r[n] && n + 1 < sizeof instance_exit_why; n++)
+    instance_exit_why[n] = r[n] < 0x20 || r[n] > 0x7e || r[n] == '"' || r[n] == '\\' ? '_' : r[n];
+  instance_exit_why[n] = 0;
+  instance_exit_set = true;
+  return 0;
+}
+
+const char *m0__instance_exiting(void) { return instance_exit_set ? instance_exit_why : NULL; }
+void m0__instance_exit_clear(void) { instance_exit_set = false; }
+
 /* ---- answering, wherever the instance runs ---- */
 
 int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *m, atomic_bool *in_app, bool ack,
@@ -77,7 +99,9 @@ int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *
   if (kind->message) {
     if (in_app) atomic_store(in_app, true);
     m0__current_trace = (m0__trace_id){m->env.trace_hi, m->env.trace_lo};
+    instance_inside = true;
     kind->message(state, msg.type, msg.data, msg.call ? &rep : NULL);
+    instance_inside = false;
     m0__current_trace = (m0__trace_id){0, 0};
     if (in_app) atomic_store(in_app, false);
   }
@@ -99,8 +123,10 @@ int m0__instance_answer_sx(const m0_actor_kind *kind, void *state, const m0__msg
   if (m0__wire_open(&r, m->payload, m->len) != 0) return M0__EBADMSG;
   static _Thread_local m0__wire_request q;
   static _Thread_local m0_reply rep;
-  int n = 0, rv;
-  while ((rv = m0__wire_next_request(&r, &q)) == 1) {
+  int n = 0, rv = 0;
+  /* After a receive that called m0_actor_exit the rest of the batch is
+   * not taken: its requests get their 502 when the instance has left. */
+  while (!instance_exit_set && (rv = m0__wire_next_request(&r, &q)) == 1) {
     rep.out = out;
     rep.id = q.id;
     rep.sent = rep.call = false;
@@ -116,7 +142,9 @@ int m0__instance_answer_sx(const m0_actor_kind *kind, void *state, const m0__msg
     }
     if (in_app) atomic_store(in_app, true);
     m0__current_trace = (m0__trace_id){q.req.trace_hi, q.req.trace_lo};
+    instance_inside = true;
     kind->receive(state, &q.req, &rep);
+    instance_inside = false;
     m0__current_trace = (m0__trace_id){0, 0};
     if (in_app) atomic_store(in_app, false);
     n += rep.sent;
@@ -178,6 +206,7 @@ static void instance_serve(m0__instance *in) {
     if (m.env.kind == M0__K_MESSAGE) {
       instance_message(in, &m);
       m0__msg_free(&m);
+      if (m0__instance_exiting()) break;
       continue;
     }
     if (m.env.kind == M0__K_CREDIT) { /* a stream's room, or its client gone */
@@ -210,10 +239,15 @@ static void instance_serve(m0__instance *in) {
     m0__trace_batch(NULL, 0);
     others.n = 0;
     m0__msg_free(&m);
+    if (m0__instance_exiting()) break;
   }
   m0__trace_ids_free(&others);
   m0__streams_close(sx); /* its writers' writes fail from here */
-  m0__service_slot_ended(s, in->slot); /* what the loops still wait for from it: 502 */
+  const char *why = m0__instance_exiting();
+  snprintf(in->why, sizeof in->why, "%s", why ? why : "");
+  m0__instance_exit_clear();
+  if (!why && atomic_load(&in->taken_down)) why = "taken down by its supervisor";
+  m0__service_slot_ended(s, in->slot, why); /* what the loops still wait for from it: 502 */
 }
 
 /* ---- asking another actor: service/post.h ---- */
@@ -230,34 +264,73 @@ void m0_answer_free(m0_answer *a) {
   memset(a, 0, sizeof *a);
 }
 
+/* The kind's make: true with in->state (NULL when it has none), or false
+ * with its refusal in err. */
+static bool instance_make(m0__instance *in, char *err, size_t errlen) {
+  err[0] = 0;
+  in->state = NULL;
+  if (!in->kind->make) return true;
+  atomic_store(&in->h.in_app, true);
+  in->state = in->kind->make(&in->ctx, err, errlen);
+  atomic_store(&in->h.in_app, false);
+  if (in->state) return true;
+  if (!err[0]) snprintf(err, errlen, "actor %s: make failed on instance %d", in->kind->name, in->slot);
+  return false;
+}
+
+/* Once serving ended: whether its supervisor (or its own budget) makes it
+ * again (host/children.c, through in->again), a make refused counted as
+ * one more end; true once made again and live. */
+static bool instance_again(m0__instance *in) {
+  char err[512];
+  const char *why = in->why[0] ? in->why : NULL;
+  for (;;) {
+    bool go = false;
+    if (in->gated) {
+      bool taken = !why && atomic_exchange(&in->taken_down, false);
+      pthread_mutex_lock(&in->gate);
+      if (in->again) go = in->again(in->again_arg, in, why, taken);
+      pthread_mutex_unlock(&in->gate);
+    }
+    if (!go) return false;
+    if (instance_make(in, err, sizeof err)) break;
+    snprintf(in->why, sizeof in->why, "its make refused: %.120s", err);
+    for (char *c = in->why; *c; c++) *c = *c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\' ? '_' : *c;
+    why = in->why;
+  }
+  atomic_store_explicit(&in->svc->slots[in->slot].live, 1, memory_order_release);
+  return true;
+}
+
 static void instance_run(m0__handle *h) {
   m0__instance *in = (m0__instance *)h;
-  char err[512] = "";
+  char err[512];
   if (m0__peer_open(&in->coord, in->coord_id, in->coord_url, 1000) != 0) {
     fprintf(stderr, "m0: %s.%d cannot reach its coordinator at %s\n", in->svc->name, in->slot, in->coord_url);
     return;
   }
-  if (in->kind->make) {
-    atomic_store(&h->in_app, true);
-    in->state = in->kind->make(&in->ctx, err, sizeof err);
-    atomic_store(&h->in_app, false);
-    if (!in->state) {
-      if (!err[0]) snprintf(err, sizeof err, "actor %s: make failed on instance %d", in->kind->name, in->slot);
-      atomic_store(&h->failed, true);
-      atomic_store(&h->said_stopped, true);
-      m0__tell(&in->self, &in->coord, M0__K_FAILED, err, strlen(err));
-      return;
-    }
+  if (!instance_make(in, err, sizeof err)) {
+    atomic_store(&h->failed, true);
+    atomic_store(&h->said_stopped, true);
+    m0__tell(&in->self, &in->coord, M0__K_FAILED, err, strlen(err));
+    return;
   }
   /* Live before its READY: once the host says it serves (the barrier, the
    * return of m0_host_start), a call finds the instance; what comes waits
    * in its inbox until it serves. A READY that cannot be sent (said on
    * stderr: descriptors spent, say) ends the thread: serving on, it would
-   * hold the barrier for ever. */
+   * hold the barrier for ever. A restart (instance_again) says no READY:
+   * the coordinator counts an instance once. */
   m0__slot *sl = &in->svc->slots[in->slot];
   atomic_store_explicit(&sl->live, 1, memory_order_release);
-  if (m0__tell(&in->self, &in->coord, M0__K_READY, NULL, 0) == 0) instance_serve(in);
-  else atomic_store_explicit(&sl->live, 0, memory_order_release);
+  bool serve = m0__tell(&in->self, &in->coord, M0__K_READY, NULL, 0) == 0;
+  if (!serve) atomic_store_explicit(&sl->live, 0, memory_order_release);
+  while (serve) {
+    instance_serve(in);
+    if (in->kind->free && in->state) in->kind->free(in->state);
+    in->state = NULL;
+    serve = instance_again(in);
+  }
   if (in->kind->free && in->state) in->kind->free(in->state);
   in->state = NULL;
   atomic_store(&h->said_stopped, true);

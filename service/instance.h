@@ -32,6 +32,10 @@
 #include "runtime/trace.h"
 #include "m0/m0.h"
 
+/* m0_actor_exit's reason, as kept: printable ASCII with '"' and '\\' as '_',
+ * cut to fit (it goes into monitors' JSON notes and stderr lines as it is). */
+#define M0__EXIT_WHY_MAX 160
+
 typedef struct m0__instance {
   m0__handle h; /* first: driven through it */
   const m0_actor_kind *kind;
@@ -47,7 +51,24 @@ typedef struct m0__instance {
   m0__peer coord;
   m0__inbox inbox; /* REQUEST and STOP from the loops and the coordinator */
   void *state;
+  /* Its restarts (host/children.c sets them before the thread starts):
+   * once its serving ended, again (under gate, which the supervisor's stop
+   * takes to set again NULL) says whether it is made again. why: what ended
+   * it (m0_actor_exit's reason, its make refused at a restart), or NULL (a
+   * STOP: taken says whether its supervisor sent it, taking it down with a
+   * sibling, or the drain did). */
+  bool gated;
+  pthread_mutex_t gate;
+  bool (*again)(void *arg, struct m0__instance *in, const char *why, bool taken);
+  void *again_arg;
+  atomic_bool taken_down; /* its supervisor's STOP is on its way */
+  char why[M0__EXIT_WHY_MAX];
 } m0__instance;
+
+/* On an instance's thread (any placement): the reason m0_actor_exit gave
+ * in the receive or message just run, or NULL; clear takes it back. */
+const char *m0__instance_exiting(void);
+void m0__instance_exit_clear(void);
 
 extern const m0__actor_kind m0__instance_kind;
 

@@ -18,6 +18,8 @@
  */
 #include "service/service.h"
 
+#include <stdio.h>
+
 #include "runtime/edges.h"
 #include "service/wire.h"
 
@@ -28,10 +30,16 @@ void m0__service_slot_left(m0__service *s, int k) {
   atomic_store(&sl->inflight, 0);
 }
 
+static void left_tell_loops(m0__service *s, int k);
+
 void m0__service_tell_left(m0__service *s, int k) {
   m0__service_noted(s, k, M0_MSG_DOWN,
                     s->connected ? "\"event\":\"down\",\"reason\":\"its connection closed\""
                                  : "\"event\":\"down\",\"reason\":\"its thread ended\"");
+  left_tell_loops(s, k);
+}
+
+static void left_tell_loops(m0__service *s, int k) {
   uint32_t from = m0__service_slot_id(s, k);
   for (int i = 0; !s->relay && i < s->nloops; i++) {
     nng_msg *m;
@@ -43,7 +51,14 @@ void m0__service_tell_left(m0__service *s, int k) {
   }
 }
 
-void m0__service_slot_ended(m0__service *s, int k) {
+void m0__service_slot_ended(m0__service *s, int k, const char *why) {
   m0__service_slot_left(s, k);
-  m0__service_tell_left(s, k);
+  if (!why) {
+    m0__service_tell_left(s, k);
+    return;
+  }
+  char note[320]; /* why is m0_actor_exit's, made safe in JSON there (service/instance.c) */
+  snprintf(note, sizeof note, "\"event\":\"down\",\"reason\":\"%s\"", why);
+  m0__service_noted(s, k, M0_MSG_DOWN, note);
+  left_tell_loops(s, k);
 }

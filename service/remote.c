@@ -515,11 +515,17 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
     if (r->moving) remote_move(r);
     if (m) go_on = remote_take(r, m);
     else go_on = idle;
+    const char *why = m0__instance_exiting(); /* m0_actor_exit: the host restarts it, or not (exit 1) */
+    if (why && !code) {
+      fprintf(stderr, "m0: actor %s: instance %d exits: %s\n", kind->name, instance, why);
+      go_on = false;
+      code = 1;
+    }
   }
   remote_current = NULL;
   for (int i = 0; i < r->nstash; i++) nng_msg_free(r->stash[i]);
   free(r->stash);
-  if (!code) {
+  if (!code || m0__instance_exiting()) {
     if (kind->free && r->state) kind->free(r->state);
     close_bounded(r->sock);
     m0__publisher_close(&r->pub);

@@ -197,8 +197,9 @@ void m0__service_slot_left(m0__service *s, int k);
  * mu): an empty REPLY from the slot into its inbox. Thread safety: any. */
 void m0__service_tell_left(m0__service *s, int k);
 /* Thread instance k's serving ended: both of the above, as when a connected
- * instance's pipe goes. Thread safety: the instance's thread. */
-void m0__service_slot_ended(m0__service *s, int k);
+ * instance's pipe goes; why (NULL: "its thread ended") is the monitors'
+ * reason, JSON-safe. Thread safety: the instance's thread. */
+void m0__service_slot_ended(m0__service *s, int k, const char *why);
 /* service.c's own, for service/rebind.c (a next generation's listen):
  * the socket's pipe events, the reply thread and the gate's thread (the
  * clock of the deadlines is base/clock.h's). */

@@ -6,6 +6,8 @@
  * channel from the instance (wherever it runs: the host numbers the frame),
  * and the answer says "published":true or false. `x-sleep-ms: N` (at most
  * 10000) waits N ms before answering: a request held in flight.
+ * `x-exit: REASON` ends the instance with that reason (m0_actor_exit),
+ * the request unanswered (502); its restart budget or supervisor decides.
  * M0_ECHO_STOP_MS=N makes instance 0 say when it is made and take N ms to stop (echo_free).
  * Messages (m0_send, m0_call; echo_message): ECHO_MSG_ECHO is answered
  * ECHO_MSG_ECHOED with {"actor":"echo","pid":P,"instance":I,"data":D};
@@ -156,6 +158,13 @@ static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
   echo_state *s = state;
   if (req->path.n == 13 && !memcmp(req->path.p, "/actor/stream", 13)) {
     echo_stream_begin(s, req, rep);
+    return;
+  }
+  m0_str ex = m0_request_header(req, "x-exit");
+  if (ex.n) { /* the instance ends (m0_actor_exit), this request unanswered: its 502 comes as it leaves */
+    char why[160];
+    snprintf(why, sizeof why, "%.*s", (int)ex.n, ex.p);
+    m0_actor_exit(why);
     return;
   }
   m0_str sl = m0_request_header(req, "x-sleep-ms");

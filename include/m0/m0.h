@@ -490,6 +490,17 @@ m0_writer *m0_reply_writer(m0_reply *rep, int status, const char *content_type);
  * safety: message's thread, before it returns. */
 int m0_reply_message(m0_reply *rep, uint32_t type, const void *data, size_t len);
 
+/* Ends the calling instance once the receive or message it is in returns
+ * (Erlang's exit(Reason), CAF's quit): a reply it sent goes out, the rest
+ * of its batch and whatever else it held get 502 at once, its state is
+ * given to the kind's free, and monitors get "down" with the reason. Its
+ * restart budget or supervisor (docs/topology.md) decides whether a fresh
+ * make serves in its place; a spawned process's m0_actor_run returns 1.
+ * reason is copied (at most 159 bytes; '"', '\\' and bytes outside
+ * printable ASCII become '_'); NULL says "exit". 0, or -1 when not called
+ * from a receive or message. Thread safety: that call's own thread. */
+int m0_actor_exit(const char *reason);
+
 /* ---- messages: send to an actor, or call it, from any thread -----------
  * Any thread of a program that runs or embeds a host (main, a view, a pool
  * thread, a deferred answer's thread, an instance's receive or message)
@@ -549,8 +560,8 @@ void m0_mailbox_close(m0_mailbox *mb);
  * mailbox full, no instance live) is dropped and counted. */
 int m0_monitor(m0_host *h, const char *actor, const char *watcher);
 #define M0_MSG_UP 0xff000001u     /* "event":"up": an instance took its slot */
-#define M0_MSG_DOWN 0xff000002u   /* "event":"down","reason":...: it left (connection closed, thread ended) */
-#define M0_MSG_EXITED 0xff000003u /* "event":"exited","pid":P,"status":...,"restarted":bool: a spawned one ended */
+#define M0_MSG_DOWN 0xff000002u   /* "event":"down","reason":...: it left (connection closed, m0_actor_exit...) */
+#define M0_MSG_EXITED 0xff000003u /* "event":"exited","pid":P,"status":...|"reason":...,"restarted":bool */
 
 /* What m0_ask brings back: the other actor's reply. Valid until
  * m0_answer_free. */

@@ -90,6 +90,12 @@ APP_JS = """return {facts: Object.fromEntries([...document.querySelectorAll("#de
     [tr.dataset.fact, tr.cells[1].textContent])),
   insts: [...document.querySelectorAll("#detail table.insts tbody tr")].map((tr) => [...tr.cells].map((c) => c.textContent))};"""
 RECORDS_JS = """return document.getElementById("records").textContent;"""
+# Each edge's rate as drawn (a label on the line when above 0) and the
+# supervision tree's boxes.
+RATES_JS = """return {labels: [...document.querySelectorAll("#graph text.rate")].map((t) =>
+    [t.dataset.from, t.dataset.to, t.textContent]),
+  tree: [...document.querySelectorAll("#tree li[data-tree]")].map((li) => li.dataset.tree),
+  root: (document.querySelector("#tree li[data-tree] .box") || {}).textContent || ""};"""
 CLICK_JS = """const g = [...document.querySelectorAll("#graph .node")].find((x) => x.dataset.name === arguments[0]);
 if (g) g.dispatchEvent(new MouseEvent("click", {bubbles: true})); return !!g;"""
 
@@ -171,6 +177,17 @@ def browser():
                 f"{label}: the observer draws a box per actor of GET /graph ({sorted(drawn['nodes'])})")
         F.check(sorted(map(tuple, drawn["edges"])) == sorted((e["from"], e["to"]) for e in want["edges"]),
                 f"{label}: and a line per edge ({len(drawn['edges'])} drawn, {len(want['edges'])} in the graph)")
+        # Rates: the producer's frames to each loop (twice a second) carry a
+        # rate, written on their line as GET /graph says it; the tree's root
+        # is the host, with its pid (no process actor: nothing under it).
+        rated = poll(lambda: (lambda v: v if any(f == "producer" for f, _, _ in v["labels"]) else None)(
+            d.js(RATES_JS)), 8) or d.js(RATES_JS)
+        F.check(rated["labels"] and all(t.endswith("/s") and float(t[:-2]) > 0 for _, _, t in rated["labels"]) and
+                any(f == "producer" and to.startswith("loop.") for f, to, _ in rated["labels"]),
+                f"{label}: an edge with a rate above 0 has it written on its line (producer -> loop.i: N/s) "
+                f"({rated['labels'][:6]})")
+        F.check(rated["tree"] == ["host"] and f"pid {s.proc.pid}" in rated["root"],
+                f"{label}: the supervision tree is drawn: the host, pid {s.proc.pid}, no supervisor ({rated})")
         F.check(d.js(CLICK_JS, "loop.1"), f"{label}: loop.1 has a box to click")
         sel = poll(lambda: (lambda v: v if v["selected"] == ["loop.1"] and "msg/s" in v["detail"] else None)(
             d.js(GRAPH_JS)), 5) or d.js(GRAPH_JS)

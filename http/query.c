@@ -114,8 +114,11 @@ bool m0_request_query_decoded(const m0_request *req, const char *key, char *out,
 }
 
 bool m0__path_dot_segment(m0_str path) {
-  /* Every request asks: most paths hold neither a dot nor an escape. */
-  if (!path.n || (!memchr(path.p, '.', path.n) && !memchr(path.p, '%', path.n))) return false;
+  /* Every request asks: most paths hold neither a dot nor an escape (one
+   * pass over a short path, not a memchr for each). */
+  size_t i = 0;
+  while (i < path.n && path.p[i] != '.' && path.p[i] != '%') i++;
+  if (i == path.n) return false;
   const char *p = path.p, *end = path.p + path.n;
   for (;;) {
     const char *slash = p < end ? memchr(p, '/', (size_t)(end - p)) : NULL;

@@ -20,20 +20,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "base/limits.h"
 #include "http/fields.h"
 #include "http/response.h"
 
 /* The index of parameter name (n bytes) among the pattern's {name}s (in
- * order), or -1. */
+ * order), or M0__ENOTFOUND. */
 static int route_param_index(const char *pattern, const char *name, size_t n) {
   int k = 0;
   for (const char *p = pattern ? strchr(pattern, '{') : NULL; p; p = strchr(p + 1, '{'), k++) {
     const char *close = strchr(p, '}');
-    if (!close) return -1;
+    if (!close) return M0__ENOTFOUND;
     if ((size_t)(close - p - 1) == n && !memcmp(p + 1, name, n)) return k;
   }
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 static bool route_visible(char ch) { return (unsigned char)ch > ' ' && ch != 0x7f; }
@@ -69,17 +70,17 @@ long m0__route_stream_channel(const char *tmpl, const char *pattern, const m0_re
     size_t n = 1;
     if (*t == '{' && (close = strchr(t, '}'))) {
       int k = route_param_index(pattern, t + 1, (size_t)(close - t - 1));
-      if (k < 0 || (size_t)k >= req->nparams) return -1;
+      if (k < 0 || (size_t)k >= req->nparams) return M0__ENOTFOUND;
       piece = req->params[k].p;
       n = req->params[k].n;
       t = close;
     }
-    if (len + n >= cap) return -1;
+    if (len + n >= cap) return M0__ETOOBIG;
     memcpy(out + len, piece, n);
     len += n;
   }
   out[len] = 0;
-  return m0__channel_ok_n(out, len) ? (long)len : -1;
+  return m0__channel_ok_n(out, len) ? (long)len : M0__EINVALID;
 }
 
 void m0__route_stream_answer(const m0_route *r, const m0_request *req, m0_response *res) {

@@ -13,8 +13,9 @@
  * is wrong with it ("is empty", ...), to follow the key's name. */
 const char *m0__route_stream_check(const char *tmpl, const char *pattern);
 /* The channel tmpl names for req (its params are the pattern's), in out
- * (cap bytes, NUL-terminated): its length, or -1 when it is no channel's
- * name (or does not fit). */
+ * (cap bytes, NUL-terminated): its length, or M0__EINVALID when it is no
+ * channel's name (M0__ETOOBIG: longer than cap; M0__ENOTFOUND: a {name}
+ * the request's params do not have). */
 long m0__route_stream_channel(const char *tmpl, const char *pattern, const m0_request *req, char *out, size_t cap);
 /* Answers req on route r (r->stream set): the stream, the socket, or 404.
  * On the loop. */

@@ -1009,8 +1009,8 @@ static void test_routes_refusals(void **st) {
               "routes[1] must be an object {\"method\"");
   app_refused("a route with a view", "{\"routes\": [" RT("GET", "/a", "a") ",\n {\"method\": \"GET\", \"view\": \"v\"}]}",
               "\"view\"", 1,
-              "routes[1] has the unknown key \"view\" (its keys are method, pattern, actor and timeout_ms; a file's route is "
-              "served by an actor)");
+              "routes[1] has the unknown key \"view\" (its keys are method, pattern, actor, timeout_ms and stream; a file's "
+              "route is served by an actor, or is a channel's stream)");
   app_refused("no method", "{\"routes\": [" RT("GET", "/a", "a") ",\n {\"pattern\": \"/b\", \"actor\": \"a\"}]}",
               "{\"pattern\": \"/b\"", 1, "routes[1] has no \"method\" (say \"GET\", \"POST\", ...)");
   const char *methods[] = {"\"get\"", "\"\"", "\"GET \"", "\"ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEF\"", "7", "\"M-SEARCH\""};
@@ -1036,7 +1036,7 @@ static void test_routes_refusals(void **st) {
                 "routes[1].pattern must be a string that starts with / and is shorter than 256 bytes");
   }
   app_refused("no actor", "{\"routes\": [\n {\"method\": \"GET\", \"pattern\": \"/a\"}]}", "{\"method\"", 1,
-              "routes[0] has no \"actor\" (name the actor that serves it)");
+              "routes[0] has no \"actor\" (name the actor that serves it, or say \"stream\": CHANNEL)");
   app_refused("an actor that is no name", "{\"routes\": [{\"method\": \"GET\",\n \"actor\": \"Echo\", \"pattern\": \"/a\"}]}",
               "\"actor\"", 1, "routes[0].actor must be an actor's name: a string of 1 to 48 bytes of a-z, 0-9, _ and -");
   app_refused("an actor a number", "{\"routes\": [{\"method\": \"GET\", \"actor\": 1, \"pattern\": \"/a\"}]}", "\"actor\"", 1,

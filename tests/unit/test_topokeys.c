@@ -178,7 +178,7 @@ static void table_well_formed(void **state) {
   m0__topo_key_list("app_actors.restart", list, sizeof list);
   assert_string_equal(list, "intensity and period_ms");
   m0__topo_key_list("routes", list, sizeof list);
-  assert_string_equal(list, "method, pattern, actor and timeout_ms");
+  assert_string_equal(list, "method, pattern, actor, timeout_ms and stream");
 }
 
 int main(void) {

@@ -187,6 +187,7 @@ void m0__span_pool_fini(m0__span_pool *pool) {
 static int on_version(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   p->pending = at;
+  p->piece_end = at + len;
   if (p->nver == 0) {
     /* The six bytes before at, from this feed's bytes where they hold them,
      * else from tail (the scan keeps it across feeds). */
@@ -208,6 +209,7 @@ static int on_version(llhttp_t *ll, const char *at, size_t len) {
 static int on_header_field(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   p->pending = at;
+  p->piece_end = at + len;
   p->name_pos = parse_pos(p, at) + 1; /* the line ends before a name are the head's own */
   if (p->cur_header < 0) { /* a new field */
     if (p->nheaders == M0__MAX_HEADERS) return parse_refuse(p, 431, "too many headers");
@@ -256,6 +258,7 @@ static int on_header_field_complete(llhttp_t *ll) {
 static int on_header_value(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   p->pending = at;
+  p->piece_end = at + len;
   if (parse_scan(p, at)) return HPE_USER;
   /* A line end since the name began, before a piece of its value, is a
    * fold: of an empty first line ("X:\r\n Transfer-Encoding: chunked"),
@@ -379,14 +382,6 @@ static int on_header_value_complete(llhttp_t *ll) {
   return 0;
 }
 
-/* llhttp pauses at the end of the head, so the head's last line end is
- * checked (parse_scan, in m0__parser_feed) before the checks below, which
- * run there too. */
-static int on_headers_complete(llhttp_t *ll) {
-  PARSE(ll)->head_pending = true;
-  return HPE_PAUSED;
-}
-
 /* An absolute-form target (RFC 9112 3.2.2): a server must accept it and
  * take its authority for Host, whatever Host says. What the app sees is the
  * origin-form: url spans the path and query, Host's value the authority. An
@@ -448,9 +443,23 @@ static int parse_head_checks(m0__parser *p) {
   /* Upgrade (with Connection: upgrade) makes llhttp stop after this request
    * and take what follows for another protocol. m0 switches to none, and
    * RFC 9110 7.8 lets a server ignore Upgrade: what follows is the next
-   * request. (Resumed from on_headers_complete, llhttp reads this next.) */
+   * request. (After on_headers_complete, llhttp reads this next.) */
   ll->upgrade = 0;
   return 0;
+}
+
+/* The head's last line end is checked (parse_scan) before the checks above.
+ * llhttp says nowhere where the head ends, so it pauses there and
+ * m0__parser_feed checks, but in the common case: the last piece handed
+ * over (a value, or the version) followed by CRLF CRLF in this feed, which
+ * is the end (a pause and a resume of llhttp cost more than the checks). */
+static int on_headers_complete(llhttp_t *ll) {
+  m0__parser *p = PARSE(ll);
+  const char *e = p->piece_end;
+  if (e && p->end - e >= 4 && memcmp(e, "\r\n\r\n", 4) == 0)
+    return parse_scan(p, e + 4) || parse_head_checks(p) ? HPE_USER : 0;
+  p->head_pending = true;
+  return HPE_PAUSED;
 }
 
 static int on_body(llhttp_t *ll, const char *at, size_t len) {
@@ -528,6 +537,7 @@ m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, siz
   p->end = buf + len;
   for (;;) {
     p->scan = p->pending = p->fed = buf + *off;
+    p->piece_end = NULL;
     p->stream_base = p->stream_next - *off;
     llhttp_errno_t e = llhttp_execute(&p->ll, buf + *off, len - *off);
     if (e == HPE_OK) {

@@ -33,6 +33,21 @@ void m0_message_free(m0_message *m) {
   memset(m, 0, sizeof *m);
 }
 
+/* m0_ask: as m0_call, with an HTTP request (service/post.h); outside the
+ * host, over the instance's link (service/remote.h). */
+int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out) {
+  if (!out) return -1;
+  memset(out, 0, sizeof *out);
+  if (m0__remote_here()) return m0__remote_ask(actor, req, timeout_ms, out) == 0 ? 0 : -1;
+  return m0__post_ask(m0__post_current(), actor, req, timeout_ms, out) == 0 ? 0 : -1;
+}
+
+void m0_answer_free(m0_answer *a) {
+  if (!a) return;
+  free(a->mem_);
+  memset(a, 0, sizeof *a);
+}
+
 struct m0_mailbox {
   m0__boxes *boxes; /* may outlive its host (service/boxes.h) */
   int box;

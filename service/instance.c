@@ -86,6 +86,23 @@ void m0__instance_exit_clear(void) { instance_exit_set = false; }
 
 /* ---- answering, wherever the instance runs ---- */
 
+/* An m0_ask from outside the host, come as a call (M0__MSG_ASK): its
+ * request batch answered by receive, the reply batch returned as data. */
+static int instance_asked(const m0_actor_kind *kind, void *state, const m0__msg *m, const m0__wire_message *msg,
+                          atomic_bool *in_app, nng_msg **ret) {
+  nng_msg *out;
+  m0__msg q = *m;
+  q.payload = (const uint8_t *)msg->data.p;
+  q.len = msg->data.n;
+  if (m0__wire_batch_new(&out, 256) != 0) return M0__ENOMEM;
+  int rv = m0__instance_answer(kind, state, &q, out, in_app, NULL, NULL);
+  if (rv >= 0)
+    rv = m0__wire_return_new(ret, msg->call, M0__MSG_ASK, M0__RETURN_ANSWERED,
+                             (const uint8_t *)nng_msg_body(out) + M0__ENV_HEADER, nng_msg_len(out) - M0__ENV_HEADER);
+  nng_msg_free(out);
+  return rv < 0 ? rv : 0;
+}
+
 int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *m, atomic_bool *in_app, bool ack,
                          nng_msg **ret) {
   m0__wire_message msg;
@@ -96,6 +113,7 @@ int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *
   rep.id = msg.call;
   rep.sent = false;
   rep.call = true;
+  if (msg.type == M0__MSG_ASK && msg.call) return instance_asked(kind, state, m, &msg, in_app, ret);
   if (kind->message) {
     if (in_app) atomic_store(in_app, true);
     m0__current_trace = (m0__trace_id){m->env.trace_hi, m->env.trace_lo};
@@ -248,20 +266,6 @@ static void instance_serve(m0__instance *in) {
   m0__instance_exit_clear();
   if (!why && atomic_load(&in->taken_down)) why = "taken down by its supervisor";
   m0__service_slot_ended(s, in->slot, why); /* what the loops still wait for from it: 502 */
-}
-
-/* ---- asking another actor: service/post.h ---- */
-
-int m0_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out) {
-  if (!out) return -1;
-  memset(out, 0, sizeof *out);
-  return m0__post_ask(m0__post_current(), actor, req, timeout_ms, out) == 0 ? 0 : -1;
-}
-
-void m0_answer_free(m0_answer *a) {
-  if (!a) return;
-  free(a->mem_);
-  memset(a, 0, sizeof *a);
 }
 
 /* The kind's make: true with in->state (NULL when it has none), or false

@@ -310,27 +310,6 @@ int m0__post_call(m0__post *p, const char *actor, uint32_t type, const void *dat
 
 /* ---- m0_ask: an HTTP-shaped call ---- */
 
-/* The reply's status, headers and body, copied into one block. */
-static int answer_copy(const m0__wire_reply *r, m0_answer *out) {
-  size_t bytes = r->nhdrs * sizeof(m0_header) + r->body.n;
-  for (size_t i = 0; i < r->nhdrs; i++) bytes += r->hdrs[i].name.n + r->hdrs[i].value.n;
-  char *mem = malloc(bytes ? bytes : 1);
-  if (!mem) return ENOMEM;
-  m0_header *h = (m0_header *)mem;
-  char *at = mem + r->nhdrs * sizeof(m0_header);
-  for (size_t i = 0; i < r->nhdrs; i++) {
-    memcpy(at, r->hdrs[i].name.p, r->hdrs[i].name.n);
-    h[i].name = (m0_str){at, r->hdrs[i].name.n};
-    at += r->hdrs[i].name.n;
-    memcpy(at, r->hdrs[i].value.p, r->hdrs[i].value.n);
-    h[i].value = (m0_str){at, r->hdrs[i].value.n};
-    at += r->hdrs[i].value.n;
-  }
-  if (r->body.n) memcpy(at, r->body.p, r->body.n);
-  *out = (m0_answer){r->status, h, r->nhdrs, {at, r->body.n}, mem};
-  return 0;
-}
-
 static int reply_take(waiter *w, const uint8_t *payload, size_t len, bool *mine) {
   m0__wire_rd r;
   static _Thread_local m0__wire_reply rep;
@@ -339,7 +318,7 @@ static int reply_take(waiter *w, const uint8_t *payload, size_t len, bool *mine)
     return 0;
   *mine = true;
   if (!rep.hdrs || rep.status < 200 || rep.status > 599) return ENODATA;
-  return answer_copy(&rep, w->out);
+  return m0__wire_reply_copy(&rep, w->out);
 }
 
 int m0__post_ask(m0__post *p, const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out) {

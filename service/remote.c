@@ -46,8 +46,8 @@
 #include "runtime/envelope.h"
 #include "service/instance.h"
 #include "service/remote.h"
-#include "runtime/kinds.h"
 #include "service/stream.h"
+#include "runtime/kinds.h"
 #include "runtime/proof.h"
 #include "bus/publisher.h"
 #include "service/wire.h"
@@ -259,8 +259,8 @@ typedef struct remote_run {
   nng_msg **stash;
   int nstash, capstash;
   uint64_t calls;
-} remote_run;
   m0__streams *sx; /* its replies that stream (service/stream.h) */
+} remote_run;
 
 /* The instance this thread runs (inside its receive or message), or NULL. */
 static _Thread_local remote_run *remote_current;
@@ -342,7 +342,6 @@ static void remote_answer(remote_run *r, const m0__env *e, const uint8_t *payloa
   if (nng_sendmsg(r->sock, out, 0) != 0) nng_msg_free(out);
 }
 
-/* A MESSAGE given to the kind; its RETURN (a call's answer, a send's
 /* A STREAM to the loop that asked, over the link, from any thread of the
  * instance (an nng socket's send is): under the streams' lock, which
  * m0__streams_close takes before the socket closes. */
@@ -353,6 +352,7 @@ static int remote_stream_send(void *ctx, uint32_t from, uint32_t to, nng_msg *m)
   return nng_sendmsg(r->sock, m, 0) == 0 ? 0 : M0__ETRANSPORT;
 }
 
+/* A MESSAGE given to the kind; its RETURN (a call's answer, a send's
  * acknowledgement: docs/wire.md) sent back to its caller. */
 static void remote_message(remote_run *r, const m0__env *e, const uint8_t *payload, size_t len) {
   nng_msg *ret;
@@ -390,9 +390,9 @@ static bool remote_take(remote_run *r, nng_msg *m) {
     remote_answer(r, &e, payload, len);
   } else if (e.kind == M0__K_MESSAGE) {
     remote_message(r, &e, payload, len);
-  }
   } else if (e.kind == M0__K_CREDIT && r->sx) {
     m0__streams_credit(r->sx, e.from, payload, len); /* a stream's room, or its client gone */
+  }
   nng_msg_free(m);
   return go_on;
 }
@@ -494,6 +494,32 @@ int m0__remote_call(const char *actor, uint32_t type, const void *data, size_t l
   }
 }
 
+int m0__remote_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out) {
+  if (!req) return remote_fail(ENOENT, M0__EINVALID);
+  m0_request q = *req;
+  q.params = NULL; /* path parameters are the route's, not the actor's */
+  q.nparams = 0;
+  nng_msg *m;
+  int rv = m0__wire_batch_new(&m, 256);
+  if (rv == 0 && (rv = m0__wire_request_add(m, 1, &q)) != 0) nng_msg_free(m);
+  if (rv != 0) return remote_fail(rv == M0__ETOOBIG ? EMSGSIZE : ENOMEM, rv);
+  uint32_t type;
+  m0_str data;
+  void *mem = NULL;
+  rv = m0__remote_call(actor, M0__MSG_ASK, (const uint8_t *)nng_msg_body(m) + M0__ENV_HEADER,
+                       nng_msg_len(m) - M0__ENV_HEADER, timeout_ms, &type, &data, &mem);
+  nng_msg_free(m);
+  if (rv != 0) return rv;
+  m0__wire_rd rd;
+  m0__wire_reply rep;
+  int got = ENODATA; /* an actor that answered the call, not the ask (no kind of ours does) */
+  if (type == M0__MSG_ASK && m0__wire_open(&rd, (const uint8_t *)data.p, data.n) == 0 &&
+      m0__wire_next_reply(&rd, &rep) == 1 && rep.id == 1)
+    got = m0__wire_reply_copy(&rep, out);
+  free(mem);
+  return got == 0 ? 0 : remote_fail(got, got == ENOMEM ? M0__ENOMEM : M0__EBADMSG);
+}
+
 /* The oldest message kept while a call waited. */
 static nng_msg *remote_unkeep(remote_run *r) {
   nng_msg *m = r->stash[0];
@@ -508,6 +534,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   remote_run run = {.kind = kind, .url = url, .instance = instance};
   remote_run *r = &run;
   int code = remote_begin(r);
+  r->sx = code ? NULL : m0__streams_new(remote_stream_send, r); /* NULL: m0_reply_writer says NULL */
   remote_current = r; /* its receive's and message's sends and calls go over its link */
   for (bool go_on = !code; go_on;) {
     bool idle;
@@ -523,6 +550,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
     }
   }
   remote_current = NULL;
+  m0__streams_close(r->sx); /* before the socket: its writers' sends end here */
   for (int i = 0; i < r->nstash; i++) nng_msg_free(r->stash[i]);
   free(r->stash);
   if (!code || m0__instance_exiting()) {
@@ -534,5 +562,3 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   memset(&r->sec, 0, sizeof r->sec);
   return code;
 }
-  r->sx = code ? NULL : m0__streams_new(remote_stream_send, r); /* NULL: m0_reply_writer says NULL */
-  m0__streams_close(r->sx); /* before the socket: its writers' sends end here */

@@ -21,4 +21,8 @@ int m0__remote_send(const char *actor, uint32_t type, const void *data, size_t l
 int m0__remote_call(const char *actor, uint32_t type, const void *data, size_t len, unsigned timeout_ms,
                     uint32_t *out_type, m0_str *out_data, void **out_mem);
 
+/* m0_ask over the link: the request as a call of type M0__MSG_ASK
+ * (service/wire.h), its reply batch read into *out. As m0__remote_call. */
+int m0__remote_ask(const char *actor, const m0_request *req, unsigned timeout_ms, m0_answer *out);
+
 #endif

@@ -17,6 +17,10 @@ Proves, under --workers 2 (a topology file: mode prefork, loops 2):
   names): the same, echo's pid the echo_actor's.
 - The same file in mode threads (loops 2): 8 concurrent /actor/relay all
   200, wrapped and answered as before (the relay is the host's pid).
+- The relay placed as a process too, under threads and prefork: its
+  m0_ask goes over its own link as a call (service/remote.c): 8 concurrent
+  /actor/relay all 200, wrapped by the relay's process (a child of the
+  host, not echo's) around echo's answer.
 Before any of this, each host waits (bounded) until /actor/echo answers on
 connections of both workers (the relay's legs are up).
 """
@@ -37,9 +41,9 @@ TMP = tempfile.mkdtemp(prefix="m0-askw-")
 PROGRAMS = []
 
 
-def topo(mode, placement):
+def topo(mode, placement, relay="thread"):
     return {"mode": mode, "loops": 2,
-            "app_actors": [{"name": "echo", "placement": placement}, {"name": "relay", "placement": "thread"}]}
+            "app_actors": [{"name": "echo", "placement": placement}, {"name": "relay", "placement": relay}]}
 
 
 def host(t, rd, cls):
@@ -174,4 +178,21 @@ def threads_process():
                 f"({kids}) wrapped by the host ({got[:3]})")
 
 
-run_parts(F, [(p.__name__, p) for p in (prefork_process, prefork_external, threads_process)], PROGRAMS, TMP)
+def relay_process():
+    for mode in ("threads", "prefork"):
+        rd = private_dir("rd-", TMP)
+        with host(topo(mode, "process", "process"), rd, Prefork) as s:
+            _, got = legs_up(s.port, 1 if mode == "threads" else 2)
+            F.check(got and all(st == 200 for _, st, _ in got), f"{mode}, relay a process: /actor/echo answers ({got[:4]})")
+            got = fresh(s.port)
+            kids = children(s.proc.pid)
+            j0 = (got[0][1] if got else None) or {}
+            relay_pid, echo_pid = j0.get("relay"), (j0.get("echo") or {}).get("pid")
+            F.check(relay_pid in kids and echo_pid in kids and relay_pid != echo_pid and
+                    all(st == 200 and wrapped(j, {relay_pid}, echo_pid) for st, j in got),
+                    f"{mode}, relay a process: 8 /actor/relay at once all 200, echo's answer (a child) wrapped by "
+                    f"the relay's own process (another child of {kids}) ({got[:3]})")
+
+
+run_parts(F, [(p.__name__, p) for p in (prefork_process, prefork_external, threads_process, relay_process)],
+          PROGRAMS, TMP)

@@ -4,7 +4,8 @@
  *
  *   {"t": unix ms, "mode", "machine": hostname, "process": who answered,
  *    "nodes": [{"name", "role", "process", "thread", "url", ...figures}],
- *    "edges": [{"from", "to", "kinds": ["job", "stop"]}]}
+ *    "edges": [{"from", "to", "kinds": ["job", "stop"], "messages", "rate"}],
+ *    "supervision": the tree of who starts whom again (host/observed.h)}
  *
  * Nodes: every actor of the topology (the doctor's `topology.actors`), each
  * application actor (its socket, by name) and each of its instances live
@@ -15,9 +16,10 @@
  * instance's asks, m0_ask: no rule says whom it asks), as seen, with the
  * kinds counted on them. Figures: a loop's from the shared page (every
  * process's); an actor's refusals, and what waits for it on each edge
- * (sent, not yet taken: runtime/edges.h), from the page; an application
- * actor's instances, in flight and restarts are this process's (under
- * --workers, of the worker that answered).
+ * (sent, not yet taken: runtime/edges.h) and each edge's rate, from the
+ * page; an application actor's instances and in flight are this
+ * process's, and under --workers every other worker's thread instances as
+ * its loop last wrote them on the page (host/observed.h).
  *
  * Design notes
  * - The process and thread of each actor follow from the mode: single and

@@ -203,7 +203,11 @@ static void relay_reply_out(m0__relay *r, nng_msg *m) {
   int k = M0__ACTOR_INDEX(m0__le_get32(h + 8)) & 0xfff, w = book_back(r, &to);
   m0__relay_leg *l = k < M0__SLOTS && w >= 0 && w < r->nworkers ? leg_of(r, k, w) : NULL;
   if (l) m0__le_put32(h + 12, to);
-  if (!l || !l->open || nng_sendmsg(l->sock, m, NNG_FLAG_NONBLOCK) != 0) {
+  /* A piece of a streamed reply waits for room (up to the leg's 100 ms):
+   * one dropped would leave a hole in a body that still looks whole. Its
+   * sender's window bounds how many wait (service/stream.h). */
+  int flags = m0__le_get16(h + 4) == M0__K_STREAM ? 0 : NNG_FLAG_NONBLOCK;
+  if (!l || !l->open || nng_sendmsg(l->sock, m, flags) != 0) {
     atomic_fetch_add(&r->dropped, 1);
     nng_msg_free(m);
   }

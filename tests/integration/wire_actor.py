@@ -21,6 +21,11 @@ MODE
   forge:ID  once connected, sends a REPLY answering request ID (which it
             was never given: another instance's) 200 to loop.0, prints
             "forged", then is silent
+  stream-bad  answers each request as a reply in pieces (STREAM, kind 21)
+            with the mistakes the host must drop and count: DATA before its
+            OPEN, the OPEN (200, body "hello "), a second OPEN, DATA
+            "world", END, then DATA after the END: the client gets
+            "hello world", and three STREAMs are dropped
   mirror    answers each request 200 with headers `Content-Type:
             text/plain` and `X-Wire: mirror`, and a body that is the request
             as its record carried it: `METHOD TARGET HTTP/1.m` and its path
@@ -39,6 +44,7 @@ import sys
 
 MAGIC = 0x3145306D  # "m0E1" little-endian (M0__ENV_MAGIC)
 KIND_STOP, KIND_REQUEST, KIND_REPLY, KIND_PUBLISH = 4, 12, 13, 15  # runtime/kinds.h, READY = 1
+KIND_STREAM = 21
 LOOP0 = 2 << 24  # base/ids.h: loop.0
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo payload-length
 BATCH = struct.Struct("<HHI")  # version (1) flags (0) count
@@ -99,8 +105,17 @@ def mirror(r):
     return head + b"".join(struct.pack("<II", len(n), len(v)) + n + v for n, v in hdrs) + text
 
 
+def stream_bad(rid):
+    """The STREAM payloads of mode stream-bad, in order (service/wire.h)."""
+    def op(o, rest=b""):
+        return struct.pack("<IQ", o, rid) + rest
+    opening = struct.pack("<I", 1) + REPLY.pack(rid, 200, 1, 6) + struct.pack("<II", 12, 10) + \
+        b"Content-Typetext/plain" + b"hello "
+    return [op(2, b"early"), opening, opening, op(2, b"world"), op(3), op(2, b"late")]
+
+
 def main(argv):
-    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad", "mirror") or
+    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad", "mirror", "stream-bad") or
                               argv[2].startswith(("forge:", "status:"))):
         print("usage: wire_actor.py URL silent|status99|status:N|publish-bad|forge:ID|mirror", file=sys.stderr)
         return 2
@@ -157,9 +172,16 @@ def main(argv):
             print(f"got {rid}", flush=True)
         if mode == "silent":
             continue
+        if mode == "stream-bad":
+            for rid in ids:
+                for payload in stream_bad(rid):
+                    seq += 1
+                    out = ENV.pack(MAGIC, KIND_STREAM, 0, to, frm, seq, hi, lo, len(payload)) + payload
+                    lib.nng_send(sock, out, len(out), 0)
+            payload = BATCH.pack(1, 0, 0)  # the batch's REPLY, none of it answered whole
         if mode == "mirror":
             payload = BATCH.pack(1, 0, len(recs)) + b"".join(mirror(r) for r in recs)
-        else:
+        elif mode != "stream-bad":
             payload = BATCH.pack(1, 0, len(ids)) + b"".join(REPLY.pack(rid, status, 0, 0) for rid in ids)
         seq += 1
         out = ENV.pack(MAGIC, KIND_REPLY, 0, to, frm, seq, hi, lo, len(payload)) + payload

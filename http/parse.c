@@ -197,8 +197,13 @@ static int on_version(llhttp_t *ll, const char *at, size_t len) {
         (here ? memcmp(at - 6, " HTTP/", 6) != 0 : (p->tail & 0xffffffffffffu) != PARSE_SP_HTTP))
       return parse_refuse(p, 400, "request line not method SP target SP HTTP/version");
   }
-  for (size_t i = 0; i < len && p->nver <= sizeof p->ver; i++)
-    if (p->nver++ < sizeof p->ver) p->ver[p->nver - 1] = at[i];
+  if (p->nver == 0 && len >= sizeof p->ver) { /* the version whole, the common case */
+    memcpy(p->ver, at, sizeof p->ver);
+    p->nver = len > sizeof p->ver ? sizeof p->ver + 1 : sizeof p->ver;
+  } else {
+    for (size_t i = 0; i < len && p->nver <= sizeof p->ver; i++)
+      if (p->nver++ < sizeof p->ver) p->ver[p->nver - 1] = at[i];
+  }
   const char *v = p->ver;
   if (p->nver == sizeof p->ver && v[0] >= '0' && v[0] <= '9' && v[1] == '.' && v[2] >= '0' && v[2] <= '9' &&
       !(v[0] == '1' && (v[2] == '0' || v[2] == '1')))
@@ -322,7 +327,11 @@ static size_t parse_ip_literal(const char *s, size_t n) { /* past "[...]", or 0 
 static size_t parse_reg_name(const char *s, size_t n) { /* its end, or 0 (none) */
   size_t i = 0;
   for (;;) {
-    while (i < n && parse_host_char(s[i])) i++; /* every request's Host: the common bytes in a tight loop */
+    /* every request's Host: the common bytes four at a time, then one by one */
+    while (n - i >= 4 && parse_host_char(s[i]) & parse_host_char(s[i + 1]) & parse_host_char(s[i + 2]) &
+                             parse_host_char(s[i + 3]))
+      i += 4;
+    while (i < n && parse_host_char(s[i])) i++;
     if (i == n || s[i] != '%') break;
     if (i + 2 >= n || !parse_hexdig(s[i + 1]) || !parse_hexdig(s[i + 2])) return 0;
     i += 3;
@@ -334,6 +343,9 @@ static bool parse_authority_ok(const char *s, size_t n) {
   size_t i = n && s[0] == '[' ? parse_ip_literal(s, n) : parse_reg_name(s, n);
   if (i == 0) return false;
   if (i < n && s[i++] != ':') return false;
+  while (n - i >= 4 && ((unsigned)(s[i] - '0') <= 9) & ((unsigned)(s[i + 1] - '0') <= 9) &
+                          ((unsigned)(s[i + 2] - '0') <= 9) & ((unsigned)(s[i + 3] - '0') <= 9))
+    i += 4;
   while (i < n && (unsigned)(s[i] - '0') <= 9) i++;
   return i == n;
 }

@@ -165,8 +165,21 @@ static int trace_one(const m0__trace_rec *r, const filter *f, chrome_trace *c) {
  * an outside instance's clock), each with its flow's other end. */
 static void outside_tracks(chrome_trace *c) {
   json_t *pids = json_object(), *ended = json_object(); /* actor -> its pid; the flows given their end here */
+  json_t *at = json_object(); /* flow -> its outside end's time: its last send, or its first receipt */
   size_t i;
   json_t *m;
+  /* A message recorded twice (a REQUEST sent by the loop, then by the
+   * actor's socket that passes it on) has two times, whose records may
+   * reach m0trace in either order: the outside end comes after the last
+   * send and before the first receipt, whichever record came first. */
+  json_array_foreach(c->apps, i, m) {
+    const char *id = json_string_value(json_object_get(m, "id"));
+    bool sent = json_is_true(json_object_get(m, "sent"));
+    double ts = json_real_value(json_object_get(m, "ts"));
+    json_t *was = json_object_get(at, id);
+    if (!was || (sent ? ts > json_real_value(was) : ts < json_real_value(was)))
+      json_object_set_new(at, id, json_real(ts));
+  }
   json_array_foreach(c->apps, i, m) {
     const char *inst = json_string_value(json_object_get(m, "inst")), *id = json_string_value(json_object_get(m, "id"));
     /* inside: it has a thread of its own; a reply recorded twice (taken by
@@ -195,7 +208,7 @@ static void outside_tracks(chrome_trace *c) {
     }
     bool sent = json_is_true(json_object_get(m, "sent"));
     const char *kind = json_string_value(json_object_get(m, "kind")), *peer = json_string_value(json_object_get(m, "peer"));
-    double ts = json_real_value(json_object_get(m, "ts"));
+    double ts = json_real_value(json_object_get(at, id));
     char name[160];
     snprintf(name, sizeof name, "%s %s %s", sent ? "recv" : "send", kind, peer);
     chrome_event(c, name, kind, ts, pid, tid, json_deep_copy(json_object_get(m, "args")));
@@ -203,6 +216,7 @@ static void outside_tracks(chrome_trace *c) {
   }
   json_decref(pids);
   json_decref(ended);
+  json_decref(at);
 }
 
 static int write_chrome(const char *path, chrome_trace *c) {

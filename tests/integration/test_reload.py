@@ -690,9 +690,9 @@ class Host:
                 return self.srv.proc.wait(timeout=1)
             except Exception:
                 return None
-        got = wait_for(lambda: (lambda r: (r,) if r is not None else None)(reap(pid)), 1.0)
-        if got and got[0] == "not ours":  # the master reaped it and said its exit
-            said = wait_for(lambda: MASTER_SAID.search(self.log().replace(f"(pid {pid})", "(pid THIS)")), 2.0)
+        got = wait_for(lambda: (lambda r: (r,) if r is not None else None)(reap(pid)), 5.0)
+        if got and got[0] == "not ours":  # the master reaped it and says its exit (late, on a loaded machine)
+            said = wait_for(lambda: MASTER_SAID.search(self.log().replace(f"(pid {pid})", "(pid THIS)")), 20.0)
             return int(said.group(1)) if said else "not ours"
         return got[0] if got else None
 

@@ -66,6 +66,7 @@
  *   that stops answering is lost after 3 unanswered pings 1 s apart.
  */
 #include "bus/bus.h"
+#include "bus/natsopt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -463,21 +464,8 @@ int m0__bus_open(m0__bus *b, const char *url, const char *subject, m0__page *pag
     snprintf(b->line->subject, sizeof b->line->subject, "%s", subject);
     atomic_store(&b->line->configured, 1);
   }
-  natsStatus s = natsOptions_Create(&b->opts);
-  if (s == NATS_OK) s = natsOptions_SetURL(b->opts, url);
-  /* For ever, every 250 ms: a host outlives its NATS server's restarts. */
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(b->opts, -1);
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(b->opts, 250);
-  if (s == NATS_OK) s = natsOptions_SetTimeout(b->opts, 1000);
-  /* A server that stops answering (stopped, or a network that drops) is
-   * lost within ~4 s, not libnats's 4 minutes: until then frames would go
-   * nowhere. */
-  if (s == NATS_OK) s = natsOptions_SetPingInterval(b->opts, 1000);
-  if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(b->opts, 3);
-  if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(b->opts, bus_on_disconnected, b);
-  if (s == NATS_OK) s = natsOptions_SetReconnectedCB(b->opts, bus_on_reconnected, b);
   /* A server not up yet is retried in the background (bus_on_connected). */
-  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(b->opts, true, bus_on_connected, b);
+  natsStatus s = m0__nats_options(&b->opts, url, bus_on_disconnected, bus_on_connected, bus_on_reconnected, b);
   if (s != NATS_OK) {
     snprintf(err, errlen, "bus: cannot set up the NATS options for %s: %s", url, natsStatus_GetText(s));
     m0__bus_close(b);

@@ -19,6 +19,7 @@ const char *m0__placement_name(m0__placement p) {
   switch (p) {
   case M0__PLACE_PROCESS: return "process";
   case M0__PLACE_EXTERNAL: return "external";
+  case M0__PLACE_NATS: return "nats";
   default: return "thread";
   }
 }
@@ -137,7 +138,7 @@ static int decl_actors(m0__app_decl *d, const m0_app *app, const struct m0_confi
   }
   for (int i = 0; i < d->nactors; i++) {
     const m0__actor_spec *s = &d->actors[i];
-    if (!d->kinds[i] && s->placement != M0__PLACE_EXTERNAL)
+    if (!d->kinds[i] && s->placement != M0__PLACE_EXTERNAL && s->placement != M0__PLACE_NATS)
       return decl_refuse(d, why, whylen,
                          "app_actors places actor \"%s\" on a %s, but it has no actor kind \"%s\" in this program: "
                          "place it \"external\" (other programs run it), or fix the name",

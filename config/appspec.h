@@ -22,7 +22,7 @@
 #include "m0/m0.h"
 #include "transport/page.h"
 
-typedef enum m0__placement { M0__PLACE_THREAD, M0__PLACE_PROCESS, M0__PLACE_EXTERNAL } m0__placement;
+typedef enum m0__placement { M0__PLACE_THREAD, M0__PLACE_PROCESS, M0__PLACE_EXTERNAL, M0__PLACE_NATS } m0__placement;
 
 #define M0__ACTOR_NAME_MAX 48
 #define M0__ACTORS_MAX 64    /* actors in one application */
@@ -34,7 +34,9 @@ typedef struct m0__actor_spec {
   char name[M0__ACTOR_NAME_MAX + 1];
   m0__placement placement;
   int instances;          /* thread, process: how many (1..64); external: 0, any number dial in */
-  char url[256];          /* process, external: where the host listens; "" = built in the run directory */
+  char url[256];          /* process, external: where the host listens; "" = built in the run directory;
+                           * nats: the NATS server (service/nats.h) */
+  char subject[128];      /* nats: the subject its instances serve ("" until resolved: m0.actor.<name>) */
   int restart_intensity;  /* process: restarts allowed within the period (0..1000; default 5) */
   long restart_period_ms; /* (1..86400000; default 10000) */
   int queue;              /* requests in flight per instance before 503 (1..65536; default 1024) */

@@ -14,11 +14,12 @@
 #include "http/route_stream.h"
 #include "transport/links.h"
 #include "transport/topology.h"
+#include "bus/natsopt.h"
 
 #define NAME_RULE "1 to 48 bytes of a-z, 0-9, _ and -"
 _Static_assert(M0__ACTOR_NAME_MAX == 48, "NAME_RULE and the table (config/topokeys.c) say 48");
 _Static_assert(M0__INSTANCES_MAX == 64 && M0__ACTORS_MAX == 64, "the table (config/topokeys.c) says instances 1..64, app_actors 64");
-_Static_assert(M0__PLACE_THREAD == 0 && M0__PLACE_PROCESS == 1 && M0__PLACE_EXTERNAL == 2,
+_Static_assert(M0__PLACE_THREAD == 0 && M0__PLACE_PROCESS == 1 && M0__PLACE_EXTERNAL == 2 && M0__PLACE_NATS == 3,
                "the table's placement bits (config/topokeys.c)");
 
 /* One list being read: where it is, and the entries read so far. */
@@ -80,21 +81,22 @@ static bool topoapps_name(topoapps_list *l, json_t *e, m0__actor_spec *specs) {
 
 static bool topoapps_placement(topoapps_list *l, json_t *e, m0__actor_spec *s) {
   static const char *const names[] = {[M0__PLACE_THREAD] = "thread", [M0__PLACE_PROCESS] = "process",
-                                      [M0__PLACE_EXTERNAL] = "external"};
+                                      [M0__PLACE_EXTERNAL] = "external", [M0__PLACE_NATS] = "nats"};
   json_t *pl = json_object_get(e, "placement");
   if (!pl) {
     m0__topo_fail_at(l->cfg, l->text, l->p, NULL,
-                     "%s (%s) has no \"placement\" (say \"thread\", \"process\" or \"external\")", l->p, s->name);
+                     "%s (%s) has no \"placement\" (say \"thread\", \"process\", \"external\" or \"nats\")", l->p,
+                     s->name);
     return false;
   }
   const char *pv = json_string_value(pl);
-  for (int k = 0; pv && k < 3; k++)
+  for (int k = 0; pv && k < 4; k++)
     if (!strcmp(pv, names[k])) {
       s->placement = (m0__placement)k;
       return true;
     }
-  m0__topo_fail_at(l->cfg, l->text, l->p, "placement", "%s.placement must be \"thread\", \"process\" or \"external\"",
-                   l->p);
+  m0__topo_fail_at(l->cfg, l->text, l->p, "placement",
+                   "%s.placement must be \"thread\", \"process\", \"external\" or \"nats\"", l->p);
   return false;
 }
 
@@ -126,6 +128,31 @@ static bool topoapps_url(topoapps_list *l, json_t *url, m0__actor_spec *s) {
     return true;
   }
   return false;
+}
+
+/* A nats actor's NATS server ("url", required: the bus's server is
+ * another concern, and may be none) and "subject" (default
+ * m0.actor.<name>: what an instance started with the actor's name alone
+ * finds; docs/topology.md). */
+static bool topoapps_nats(topoapps_list *l, json_t *e, m0__actor_spec *s) {
+  const char *u = json_string_value(json_object_get(e, "url")), *sub = json_string_value(json_object_get(e, "subject"));
+  if (!m0__nats_url_ok(u)) {
+    m0__topo_fail_at(l->cfg, l->text, l->p, json_object_get(e, "url") ? "url" : NULL,
+                     "%s (%s) is placed nats: its \"url\" must be the NATS server's, nats://HOST:PORT or "
+                     "tls://HOST:PORT (give \"url\": \"nats://127.0.0.1:4222\")",
+                     l->p, s->name);
+    return false;
+  }
+  snprintf(s->url, sizeof s->url, "%s", u);
+  if (json_object_get(e, "subject") && !m0__nats_subject_ok(sub)) {
+    char full[80];
+    snprintf(full, sizeof full, "%s.subject", l->p);
+    m0__topo_fail_at(l->cfg, l->text, l->p, "subject", m0__topo_key_find("app_actors", "subject")->bad, full);
+    return false;
+  }
+  if (sub) snprintf(s->subject, sizeof s->subject, "%s", sub);
+  else snprintf(s->subject, sizeof s->subject, "m0.actor.%s", s->name);
+  return true;
 }
 
 /* "secret" (a key file's path) and "trusted_network" (docs/topology.md,
@@ -170,10 +197,11 @@ static bool topoapps_restart(topoapps_list *l, json_t *rs, m0__actor_spec *s) {
 static bool topoapps_own_url(topoapps_list *l, const m0__actor_spec *specs) {
   const m0__actor_spec *s = &specs[l->i];
   char mine[256], theirs[256];
-  if (s->placement == M0__PLACE_THREAD || m0__topology_app_url(mine, sizeof mine, s->url, "<run-dir>", s->name) != 0)
+  if (s->placement == M0__PLACE_THREAD || s->placement == M0__PLACE_NATS ||
+      m0__topology_app_url(mine, sizeof mine, s->url, "<run-dir>", s->name) != 0)
     return true;
   for (size_t j = 0; j < l->i; j++)
-    if (specs[j].placement != M0__PLACE_THREAD &&
+    if (specs[j].placement != M0__PLACE_THREAD && specs[j].placement != M0__PLACE_NATS &&
         m0__topology_app_url(theirs, sizeof theirs, specs[j].url, "<run-dir>", specs[j].name) == 0 &&
         !strcmp(mine, theirs)) {
       m0__topo_fail_at(l->cfg, l->text, l->p, s->url[0] ? "url" : NULL,
@@ -191,10 +219,16 @@ static bool topoapps_actor(topoapps_list *l, json_t *e, void *list) {
       !m0__topo_check_keys(l->cfg, l->text, e, "app_actors", l->p, 1u << s->placement))
     return false;
   json_t *inst = json_object_get(e, "instances"), *q = json_object_get(e, "queue"), *url = json_object_get(e, "url");
-  s->instances = s->placement == M0__PLACE_EXTERNAL ? 0 : (int)m0__topo_default("app_actors", "instances");
+  bool outside = s->placement == M0__PLACE_EXTERNAL || s->placement == M0__PLACE_NATS;
+  s->instances = outside ? 0 : (int)m0__topo_default("app_actors", "instances");
   if (inst) s->instances = (int)json_integer_value(inst);
   s->queue = q ? (int)json_integer_value(q) : (int)m0__topo_default("app_actors", "queue");
-  if ((url && !topoapps_url(l, url, s)) || !topoapps_proof(l, e, s) ||
+  if (s->placement == M0__PLACE_NATS) {
+    if (!topoapps_nats(l, e, s)) return false;
+  } else if (url && !topoapps_url(l, url, s)) {
+    return false;
+  }
+  if (!topoapps_proof(l, e, s) ||
       !topoapps_restart(l, json_object_get(e, "restart"), s))
     return false;
   s->from_file = true;

@@ -12,6 +12,7 @@
 #define THREAD 1u
 #define PROCESS 2u
 #define EXTERNAL 4u
+#define NATS 8u
 #define NONE M0__TOPO_NONE
 
 #define WHOLE "%s must be a whole number from %ld to %ld"
@@ -30,7 +31,7 @@ const m0__topo_key m0__topo_keys[] = {
      "transport must be \"inproc\", \"ipc\" or \"tcp\" (or \"tls+tcp\", with \"tls\")", NULL},
     {"", "actors", M0__TOPO_LIST, 0, 0, NONE, ANY, "actors must be a list of {\"name\", \"url\"}", NULL},
     {"", "app_actors", M0__TOPO_LIST, 0, 64, NONE, ANY,
-     "app_actors must be a list of {\"name\": ..., \"placement\": \"thread\" | \"process\" | \"external\"}", NULL},
+     "app_actors must be a list of {\"name\": ..., \"placement\": \"thread\" | \"process\" | \"external\" | \"nats\"}", NULL},
     {"", "routes", M0__TOPO_LIST, 0, 65536, NONE, ANY,
      "routes must be a list of {\"method\": ..., \"pattern\": ..., \"actor\": ...}", NULL},
     {"", "tls", M0__TOPO_OBJECT, 0, 0, NONE, ANY,
@@ -46,12 +47,15 @@ const m0__topo_key m0__topo_keys[] = {
     /* an entry of "app_actors" (config/appspec.h) */
     {"app_actors", "name", M0__TOPO_STRING, 1, 48, NONE, ANY, "%s must be a string of 1 to 48 bytes of a-z, 0-9, _ and -", NULL},
     {"app_actors", "placement", M0__TOPO_STRING, 0, 0, NONE, ANY,
-     "%s must be \"thread\", \"process\" or \"external\"", NULL},
+     "%s must be \"thread\", \"process\", \"external\" or \"nats\"", NULL},
     {"app_actors", "instances", M0__TOPO_INT, 1, 64, 1, THREAD | PROCESS, WHOLE,
      "%s is for thread and process placement: an external actor's instances are the programs that dial it (drop "
      "the key)"},
-    {"app_actors", "url", M0__TOPO_STRING, 0, 255, NONE, PROCESS | EXTERNAL, NULL,
-     "%s is for process and external placement: a thread actor has no URL (drop the key)"},
+    {"app_actors", "url", M0__TOPO_STRING, 0, 255, NONE, PROCESS | EXTERNAL | NATS, NULL,
+     "%s is for process, external and nats placement: a thread actor has no URL (drop the key)"},
+    {"app_actors", "subject", M0__TOPO_STRING, 1, 127, NONE, NATS,
+     "%s must be a NATS subject: 1 to 127 bytes of tokens of A-Z a-z 0-9 _ - separated by dots, no wildcard",
+     "%s is for nats placement: the subject its instances serve (drop the key)"},
     {"app_actors", "restart", M0__TOPO_OBJECT, 0, 0, NONE, PROCESS | THREAD,
      "%s must be an object {\"intensity\": 0..1000, \"period_ms\": 1..86400000}",
      "%s is for process and thread placement: only an instance the host runs is restarted (drop the key)"},

@@ -6,6 +6,7 @@
 
 #include "base/errors.h"
 #include "host/children.h"
+#include "service/nats.h"
 #include "service/relay.h"
 #include "transport/topology.h"
 
@@ -128,13 +129,22 @@ static int app_actors_instances(m0__app_actors *a, int i, const m0__app_decl *de
   return 0;
 }
 
+/* Actor i placed nats: its lanes and their NATS connection, in each
+ * process that has loops (every worker its own: its answers come back to
+ * it). */
+static int app_actors_nats(m0__app_actors *a, int i, const m0__actor_spec *sp) {
+  if (!a->nats && !(a->nats = calloc((size_t)a->n, sizeof *a->nats))) return M0__ENOMEM;
+  return m0__nats_open(&a->nats[i], &a->svcs[i], sp->url, sp->subject);
+}
+
 /* Actor i: its door (a worker), its listener (placed process or
- * external) or its instances (thread). */
+ * external), its lanes (nats) or its instances (thread). */
 static int app_actors_one(m0__app_actors *a, int i, const m0__app_decl *decl, m0__process *pr, int first,
                           const app_open_ctx *o) {
   const m0__actor_spec *sp = &decl->actors[i];
   m0__service *s = &a->svcs[i];
   if (sp->placement == M0__PLACE_THREAD) return app_actors_instances(a, i, decl, pr, o);
+  if (sp->placement == M0__PLACE_NATS) return app_actors_nats(a, i, sp);
   if (pr->mode == M0__MODE_PREFORK) return app_actors_door(s, sp, a->urls[i], sizeof a->urls[i], pr, first, o->pub);
   if (app_actors_url(a->urls[i], sizeof a->urls[i], sp, pr) != 0) {
     fprintf(stderr, "m0: actor %s: its URL is too long\n", sp->name);
@@ -208,7 +218,7 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
   a->reload = &pr->reload;
   int connected = 0;
   for (int i = 0; i < decl->nactors; i++) {
-    connected += decl->actors[i].placement != M0__PLACE_THREAD;
+    connected += decl->actors[i].placement != M0__PLACE_THREAD && decl->actors[i].placement != M0__PLACE_NATS;
     /* Named here too, thread actors included (each worker's own): the
      * supervisor's tracer takes m0trace's --actor echo, and names its
      * records as the workers and the observer do (echo.0, not app.0.0). */
@@ -238,7 +248,8 @@ int m0__app_actors_front(m0__app_actors *a, m0__process *pr, const m0__app_decl 
     s->hooks = &m0__post_hooks;
     s->hooks_arg = &a->post;
     app_actors_rows(s, pr);
-    if (decl->actors[i].placement != M0__PLACE_THREAD) /* each worker has its own */
+    if (decl->actors[i].placement != M0__PLACE_THREAD && /* each worker has its own */
+        decl->actors[i].placement != M0__PLACE_NATS)
       rv = app_actors_front_one(a, i, &decl->actors[i], pr, doors, nworkers, pub);
   }
   free(doors);
@@ -274,6 +285,8 @@ void m0__app_actors_stop(m0__app_actors *a, m0__actor *coord, int64_t deadline) 
 }
 
 void m0__app_actors_close(m0__app_actors *a) {
+  for (int i = 0; a->nats && i < a->n; i++) m0__nats_close(a->nats[i]); /* first: no REPLY into a closing loop */
+  free(a->nats);
   for (int i = 0; i < a->n; i++) m0__service_close(&a->svcs[i]);
   for (int i = 0; a->relays && i < a->n; i++) m0__relay_close(&a->relays[i]); /* after: no reply comes now */
   free(a->relays);

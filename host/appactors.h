@@ -40,6 +40,7 @@ typedef struct m0__app_actors {
   char (*urls)[M0__URL_MAX]; /* [n]: where connected instances dial */
   struct m0__relay *relays;  /* [n]: the supervisor's (m0__app_actors_front), else NULL */
   m0__secret *secrets;       /* [n]: what each actor's instances prove they hold (len 0: no proof asked) */
+  struct m0__nats **nats;    /* [n]: a nats actor's forwarder (service/nats.h), else NULL */
   const m0__reload *reload;  /* the process's: at the stop, whether this generation handed over */
   m0__post post;             /* how any thread of this host sends and calls them (service/post.h) */
   bool post_made;

@@ -121,7 +121,8 @@ static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg,
     for (int i = 0; i < decl.nactors; i++) {
       const m0__actor_spec *s = &decl.actors[i];
       json_t *o = json_pack("{s:s, s:s}", "name", s->name, "placement", m0__placement_name(s->placement));
-      if (s->placement != M0__PLACE_EXTERNAL) json_object_set_new(o, "instances", json_integer(s->instances));
+      if (s->placement != M0__PLACE_EXTERNAL && s->placement != M0__PLACE_NATS)
+        json_object_set_new(o, "instances", json_integer(s->instances));
       if (s->placement != M0__PLACE_THREAD) {
         /* A file's URL as the file wrote it (its <pid> kept, like the
          * topology's actors); else the built one, <run-dir> a placeholder. */
@@ -132,6 +133,7 @@ static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg,
         json_array_append_new(links, json_pack("{s:s, s:s, s:b}", "actor", s->name, "url", url, "encrypted",
                                                m0__link_encrypted(url)));
       }
+      if (s->placement == M0__PLACE_NATS) json_object_set_new(o, "subject", json_string(s->subject));
       if (s->placement == M0__PLACE_PROCESS)
         json_object_set_new(o, "restart", json_pack("{s:i, s:I}", "intensity", s->restart_intensity, "period_ms",
                                                     (json_int_t)s->restart_period_ms));

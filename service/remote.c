@@ -45,6 +45,7 @@
 
 #include "runtime/envelope.h"
 #include "service/instance.h"
+#include "service/nats.h"
 #include "service/remote.h"
 #include "service/stream.h"
 #include "runtime/kinds.h"
@@ -529,6 +530,7 @@ static nng_msg *remote_unkeep(remote_run *r) {
 
 int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   if (!kind || !kind->receive || !url) return 1;
+  if (m0__nats_url(url)) return m0__nats_run(kind, url, instance); /* placed nats (service/nats.h) */
   /* On this stack, as it was before it became a struct: the socket's pipe
    * callbacks hold &run.pipes until the socket is closed. */
   remote_run run = {.kind = kind, .url = url, .instance = instance};

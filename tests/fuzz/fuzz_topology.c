@@ -49,7 +49,8 @@ static void check_accepted(const m0_config *c) {
   for (int i = 0; i < c->napp_actors; i++) {
     const m0__actor_spec *s = &c->app_actors[i];
     check(s->name[0] && strlen(s->name) <= M0__ACTOR_NAME_MAX);
-    check(s->placement == M0__PLACE_EXTERNAL ? s->instances == 0 : in_range("app_actors", "instances", s->instances));
+    check(s->placement == M0__PLACE_EXTERNAL || s->placement == M0__PLACE_NATS ? s->instances == 0
+                                                                            : in_range("app_actors", "instances", s->instances));
     check(in_range("app_actors", "queue", s->queue));
     check(in_range("app_actors.restart", "intensity", s->restart_intensity));
     check(in_range("app_actors.restart", "period_ms", s->restart_period_ms));

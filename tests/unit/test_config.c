@@ -896,7 +896,7 @@ static void test_app_actors_refusals(void **st) {
               "\"colour\"", 1, "app_actors[1] has the unknown key \"colour\" (its keys are name, placement");
   /* a key spelled with an escape is the key it spells, found where it is */
   app_refused("an escaped key", "{\"app_actors\": [\n  " EXT("a") ",\n  {\"name\": \"b\", \"pl\\u0061cement\": 3}]}",
-              "\"pl\\u0061", 1, "app_actors[1].placement must be \"thread\", \"process\" or \"external\"");
+              "\"pl\\u0061", 1, "app_actors[1].placement must be \"thread\", \"process\", \"external\" or \"nats\"");
   app_refused("no name", "{\"app_actors\": [" EXT("a") ",\n  {\"placement\": \"thread\"}]}", "{\"placement\"", 1,
               "app_actors[1] has no \"name\" (give every actor a name of 1 to 48 bytes of a-z, 0-9, _ and -)");
   app_refused("a name a number", "{\"app_actors\": [" EXT("a") ",\n {\"name\": 7, \"placement\": \"thread\"}]}",
@@ -912,9 +912,9 @@ static void test_app_actors_refusals(void **st) {
               "{\"app_actors\": [\n  " EXT("a") ",\n  " EXT("b") ",\n  {\"name\": \"a\", \"placement\": \"thread\"}]}",
               "\"name\"", 3, "app_actors[2].name \"a\" is app_actors[0]'s too (give each actor one entry)");
   app_refused("no placement", "{\"app_actors\": [" EXT("a") ",\n  {\"name\": \"b\"}]}", "{\"name\": \"b\"", 1,
-              "app_actors[1] (b) has no \"placement\" (say \"thread\", \"process\" or \"external\")");
+              "app_actors[1] (b) has no \"placement\" (say \"thread\", \"process\", \"external\" or \"nats\")");
   app_refused("placement misspelt", "{\"app_actors\": [\n  " EXT("a") ",\n  {\"name\": \"b\", \"placement\": \"threads\"}]}",
-              "\"placement\"", 2, "app_actors[1].placement must be \"thread\", \"process\" or \"external\"");
+              "\"placement\"", 2, "app_actors[1].placement must be \"thread\", \"process\", \"external\" or \"nats\"");
   app_refused("placement a bool", "{\"app_actors\": [{\"name\": \"b\", \"placement\": true}]}", "\"placement\"", 1,
               "app_actors[0].placement must be");
   app_refused("instances of an external actor",
@@ -930,7 +930,8 @@ static void test_app_actors_refusals(void **st) {
                 "app_actors[1].instances must be a whole number from 1 to 64");
   }
   app_refused("a url for a thread", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"thread\",\n \"url\": \"ipc:///x\"}]}",
-              "\"url\"", 1, "app_actors[0].url is for process and external placement: a thread actor has no URL (drop the key)");
+              "\"url\"", 1,
+              "app_actors[0].url is for process, external and nats placement: a thread actor has no URL (drop the key)");
   app_refused("a url a number", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"external\", \"url\": 7}]}", "\"url\"", 1,
               "app_actors[0].url must be a string, an ipc:// or tcp:// URL");
   app_refused("an inproc url", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"process\", \"url\": \"inproc://b\"}]}",

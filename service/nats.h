@@ -1,0 +1,96 @@
+/* An application actor placed "nats" (docs/topology.md): its instances are
+ * wherever in a fleet a program subscribes to the actor's NATS subject in
+ * its queue group (m0_actor_run with nats://HOST:PORT/SUBJECT), and the
+ * host reaches them all through one NATS connection, not one link per
+ * instance: N hosts and M instances make N + M connections, not N x M.
+ *
+ * Design notes
+ * - To its loops the actor is M0__NATS_LANES thread-like slots whose
+ *   inbox is this forwarder's: a lane is not an instance but one batch in
+ *   flight per loop, so a loop has at most that many REQUESTs out at once,
+ *   whichever instances take them. The loops' batching, deadlines (504),
+ *   queue bound (503) and 502s are theirs, unchanged (actors/asks.c).
+ * - The forwarder's thread publishes each REQUEST's wire payload (the
+ *   batch, no envelope: its from and to are this host's addresses) as a
+ *   NATS request to the subject, its reply subject the connection's own
+ *   inbox prefix and a token. NATS's queue group gives it to one instance.
+ *   One subscription (<prefix>.*) takes every answer, on libnats's thread:
+ *   the token finds the entry (the loop that asked, the lane, the REQUEST
+ *   kept for its ids), and the answer goes to that loop as a REPLY from
+ *   the lane. An answer whose token is not in flight (late, evicted, made
+ *   up) is dropped and counted (unknown).
+ * - What comes back is from a peer: a reply batch that does not decode
+ *   whole answers every request of its REQUEST 502 (counted bad_reply);
+ *   NATS's "no responders" status (no instance subscribed) answers them
+ *   503 at once (counted no_instance): as when no instance is connected,
+ *   the actor is unavailable, which a retry may find otherwise, not a bad
+ *   gateway answer.
+ * - The lanes are live while the connection is up. Its loss makes them
+ *   leave (service/left.c): what was in flight answers 502 at once, new
+ *   requests 503; libnats reconnects (bus/natsopt.h) and they are live
+ *   again.
+ * - A MESSAGE (m0_send, m0_call by name) goes the same way with the header
+ *   M0-Kind: message; a call's RETURN comes back on its token, a send is
+ *   published with no reply subject.
+ * - The pending table is a ring of M0__NATS_PENDING entries indexed by the
+ *   token: a loop has at most M0__NATS_LANES REQUESTs out, so an entry
+ *   reused while its answer is still awaited only happens to an answer
+ *   long past its deadline.
+ *
+ * Thread safety: open and close from the host's thread; the forwarder and
+ * libnats's callbacks touch the table under mu. */
+#ifndef M0_SERVICE_NATS_H
+#define M0_SERVICE_NATS_H
+
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "runtime/inbox.h"
+#include "service/service.h"
+
+#define M0__NATS_LANES 8
+#define M0__NATS_PENDING 4096 /* a power of two */
+
+typedef struct m0__nats_pending {
+  uint64_t token; /* 0: free */
+  uint32_t to;    /* the loop (or caller) that asked */
+  uint16_t kind;  /* M0__K_REQUEST or M0__K_MESSAGE */
+  int lane;
+  nng_msg *req;   /* the REQUEST (its ids, for a 502 or 503 of each) */
+} m0__nats_pending;
+
+typedef struct m0__nats {
+  m0__service *s;
+  char url[256], subject[128], prefix[96];
+  natsOptions *opts;
+  natsConnection *nc;
+  natsSubscription *sub;
+  m0__inbox in; /* the lanes' inbox: REQUEST and MESSAGE from loops and callers */
+  pthread_t fwd;
+  bool fwd_started, in_made;
+  atomic_bool quit, closing, up;
+  pthread_mutex_t mu;
+  pthread_cond_t over;          /* libnats's last callbacks (m0__nats_close waits) */
+  bool sub_over, conn_over;     /* under mu */
+  uint64_t next; /* the last token given (under mu) */
+  m0__nats_pending *pend; /* [M0__NATS_PENDING] */
+} m0__nats;
+
+/* Sets s up as a nats actor's lanes and connects to url (a server not up
+ * yet is retried in the background: the lanes are live once it is). 0, or
+ * a negative m0__err with the reason on stderr; *out is set either way,
+ * for m0__nats_close. */
+int m0__nats_open(m0__nats **out, m0__service *s, const char *url, const char *subject);
+/* Stops the forwarder, closes the connection, frees what is in flight and
+ * n (NULL: nothing). */
+void m0__nats_close(m0__nats *n);
+
+/* Whether url is an instance's NATS URL (nats:// or tls://). */
+bool m0__nats_url(const char *url);
+/* m0_actor_run for a nats URL, nats://HOST:PORT/SUBJECT (service/natsrun.c):
+ * the same returns (78: a URL or subject that is none, make refused). */
+int m0__nats_run(const m0_actor_kind *kind, const char *url, int instance);
+
+#endif

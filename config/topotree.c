@@ -5,19 +5,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/errors.h"
 #include "config/topoapps.h"
 #include "config/topokeys.h"
 
 static int tree_actor(const m0__actor_spec *aa, int naa, const char *nm) {
   for (int a = 0; a < naa; a++)
     if (!strcmp(aa[a].name, nm)) return a;
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 static int tree_sup(const m0__sup_spec *sups, int n, const char *nm) {
   for (int s = 0; s < n; s++)
     if (!strcmp(sups[s].name, nm)) return s;
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 /* parent[t] of every supervisor named as a child; false: a name is

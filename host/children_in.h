@@ -8,8 +8,12 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 
-#include "host/children.h"
+#include "config/appspec.h"
+#include "runtime/handle.h"
 #include "service/instance.h"
+#include "service/service.h"
+
+typedef struct m0__children m0__children; /* host/children.h's */
 
 typedef struct child {
   int actor, instance;

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/errors.h"
 #include "host/children_in.h"
 #include "runtime/envelope.h"
 #include "runtime/kinds.h"
@@ -93,7 +94,7 @@ static int tree_rank_at(const m0__children *ch, int s, int x, int r) {
     r = ch->sup_rank[x];
     x = ch->sup_parent[x];
   }
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 static bool rank_in_scope(const m0__children *ch, const sup_scope *sc, int r) {
@@ -267,7 +268,7 @@ void m0__suptree_ended(m0__children *ch, child *c, const m0__ending *e) {
 static int tree_sup_find(const m0__app_decl *d, const char *name) {
   for (int s = 0; s < d->nsups; s++)
     if (!strcmp(d->sups[s].name, name)) return s;
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 /* Numbers the actors under s depth first, from *next on. */

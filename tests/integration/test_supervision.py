@@ -18,8 +18,9 @@ Proves:
   past the budget, exit 1;
 - the doctor prints the supervisors, and its topology object read back
   prints itself;
-- a file whose supervisor names a thread actor is refused by the doctor, 78,
-  one line naming the key and the fix.
+- a file whose supervisor names an external actor is refused by the
+  doctor, 78, one line naming the key and the fix (thread children, nested
+  supervisors: test_supervision_tree.py).
 """
 import json
 import os
@@ -183,12 +184,13 @@ def doctor():
 def refused():
     path = os.path.join(TMP, "bad.json")
     with open(path, "w") as f:
-        json.dump({"app_actors": ACTORS, "supervisors": [{"name": "core", "children": ["echo", "relay"]}]}, f)
+        json.dump({"app_actors": ACTORS + [{"name": "ext", "placement": "external"}],
+                   "supervisors": [{"name": "core", "children": ["echo", "ext"]}]}, f)
     rc, out, err = run("host_check", "--port", "0", "--topology", path, "--doctor")
     bad = [c["detail"] for c in json.loads(out)["checks"] if not c["ok"]] if out.startswith("{") else []
-    F.check(rc == 78 and len(bad) == 1 and 'supervisors[0].children[1] "relay" is placed thread: a supervisor '
-            'restarts only processes the host spawns (place it "process"' in bad[0],
-            f"a thread actor as a child is refused, 78, one line naming the key and the fix ({rc}, {bad})\n{err}")
+    F.check(rc == 78 and len(bad) == 1 and 'supervisors[0].children[1] "ext" is placed external: a supervisor '
+            'restarts only what the host runs (place it "process" or "thread"' in bad[0],
+            f"an external actor as a child is refused, 78, one line naming the key and the fix ({rc}, {bad})\n{err}")
 
 
 try:

@@ -1,0 +1,200 @@
+"""Thread instances restarted, m0_actor_exit, and supervisors in a tree
+(docs/topology.md, supervisors; docs/actors.md, Ending an instance).
+host_check's echo ends its instance when a request says `x-exit: REASON`
+(m0_actor_exit, the request unanswered).
+
+Proves:
+- a thread actor's instance that exits is made again (a fresh make, its
+  old state given to free) and answers; the request that ended it got 502;
+  a monitor (host_check's /msg/box, m0_monitor) hears down with the reason,
+  exited (restarted) and up; past its `restart` budget it stays down (503)
+  and the host serves on;
+- a process instance's m0_actor_exit ends its process (status 1), which
+  is spawned again;
+- a supervisor with a thread child and a process child (one_for_all): the
+  thread one exits, the process one is taken down and up with it;
+- nested: inner (one_for_one over echo and relay, threads) under top
+  (one_for_all over inner and silent, a process): inner restarts echo
+  alone; inner past its budget fails to top, which restarts inner's
+  subtree and silent; top past its budget stops the host, exit 1, the line
+  naming top and the chain of reasons, no instance left behind;
+- a cycle, an unknown child, a tree deeper than 8 and an external child
+  are refused by the doctor, 78, one line each.
+"""
+import json
+import os
+import signal
+import tempfile
+import threading
+
+from harness import Failures, Server, alive, children, environ, get, reap, run, run_parts, wait_for
+
+F = Failures()
+TMP = tempfile.mkdtemp(prefix="m0-suptree-")
+SEEN = set()
+
+
+def topology(doc):
+    fd, path = tempfile.mkstemp(prefix="topo-", suffix=".json", dir=TMP)
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def pids(host):
+    """{actor: pid} of the host's live process instances."""
+    out = {}
+    for p in children(host):
+        a = environ(p).get(b"M0__ACTOR")
+        if a and alive(p):
+            out[a.decode()] = p
+    SEEN.update(out.values())
+    return out
+
+
+def exit_echo(s, why):
+    """GET /actor/echo with x-exit: the request that ends the instance."""
+    return get(s.port, "/actor/echo", {"x-exit": why}, timeout=10)[0]
+
+
+def answers(s, path="/actor/echo"):
+    return wait_for(lambda: get(s.port, path)[0] == 200, 15)
+
+
+def said(s, line, n=1):
+    return wait_for(lambda: s.stderr().count(line) >= n, 15)
+
+
+def monitor(s, n):
+    """A thread taking n notes of echo's monitor; its result in box["notes"]."""
+    box = {}
+
+    def take():
+        r = get(s.port, f"/msg/box?name=w&n={n}&ms=15000&watch=echo", timeout=30)
+        box["notes"] = [g["data"] for g in json.loads(r[1])["got"]] if r[0] == 200 else r
+
+    t = threading.Thread(target=take)
+    t.start()
+    F.check(wait_for(lambda: "host_check: w watches echo" in s.stderr(), 15), "the monitor is set")
+    return t, box
+
+
+def thread_restart():
+    label = "thread, own budget"
+    doc = {"app_actors": [{"name": "echo", "placement": "thread", "restart": {"intensity": 2, "period_ms": 60000}}]}
+    s = Server("host_check", "--port", "0", "--topology", topology(doc), env={"M0_ECHO_STOP_MS": "1"})
+    with s:
+        t, box = monitor(s, 3)
+        F.check(exit_echo(s, "boom one") == 502, f"{label}: the request that ended it got 502")
+        t.join(30)
+        notes = box.get("notes") or []
+        events = [(d.get("event"), d.get("reason"), d.get("restarted")) for d in notes if isinstance(d, dict)]
+        F.check(events[:3] == [("down", "boom one", None), ("exited", "boom one", True), ("up", None, None)],
+                f"{label}: the monitor got down (the reason), exited (restarted) and up ({notes})")
+        F.check(answers(s), f"{label}: /actor/echo answers again\n{s.stderr()}")
+        F.check("m0: actor echo: instance 0 ended (boom one); started again" in s.stderr(), f"{label}: the line")
+        F.check(s.stderr().count("echo: instance 0 (pid") and said(s, " made", 2) and "stopped" in s.stderr(),
+                f"{label}: its state freed (free) and made again (make)\n{s.stderr()}")
+        F.check(exit_echo(s, "boom two") == 502 and answers(s), f"{label}: the second end within the budget")
+        F.check(exit_echo(s, "boom three") == 502, f"{label}: the third end")
+        F.check(said(s, "instance 0 ended (boom three) after 2 restarts within 60000 ms, its budget; it stays down"),
+                f"{label}: past its budget it stays down, said\n{s.stderr()}")
+        F.check(wait_for(lambda: get(s.port, "/actor/echo")[0] == 503, 10), f"{label}: /actor/echo 503")
+        F.check(get(s.port, "/health")[0] == 200, f"{label}: the host serves on")
+        s.signal(signal.SIGTERM)
+        F.check(s.wait(30) == 0, f"{label}: the host exits 0\n{s.stderr()}")
+
+
+def process_exit():
+    label = "process, m0_actor_exit"
+    s = Server("host_check", "--port", "0", "--topology",
+               topology({"app_actors": [{"name": "echo", "placement": "process"}]}))
+    with s:
+        k = wait_for(lambda: pids(s.proc.pid).get("echo"), 15)
+        F.check(exit_echo(s, "bye") == 502, f"{label}: the request that ended it got 502")
+        F.check(said(s, "m0: actor echo: instance 0 exits: bye") and said(s, "instance 0 ended (status 1); started again"),
+                f"{label}: its process exits 1 and is spawned again\n{s.stderr()}")
+        n = wait_for(lambda: (lambda p: p if p and p != k else None)(pids(s.proc.pid).get("echo")), 15)
+        F.check(n and answers(s), f"{label}: a new process answers ({k} -> {n})")
+        s.signal(signal.SIGTERM)
+        F.check(s.wait(30) == 0, f"{label}: the host exits 0\n{s.stderr()}")
+
+
+def mixed_children():
+    label = "a thread child beside a process child, one_for_all"
+    doc = {"app_actors": [{"name": "echo", "placement": "thread"}, {"name": "silent", "placement": "process"}],
+           "supervisors": [{"name": "core", "strategy": "one_for_all", "children": ["echo", "silent"]}]}
+    s = Server("host_check", "--port", "0", "--topology", topology(doc))
+    with s:
+        k = wait_for(lambda: pids(s.proc.pid).get("silent"), 15)
+        F.check(exit_echo(s, "crash") == 502, f"{label}: the request that ended it got 502")
+        F.check(said(s, "m0: supervisor core: actor echo instance 0 ended (crash); one_for_all: started again"),
+                f"{label}: the supervisor's line\n{s.stderr()}")
+        n = wait_for(lambda: (lambda p: p if p and p != k else None)(pids(s.proc.pid).get("silent")), 15)
+        F.check(n, f"{label}: silent was taken down and up with echo ({k} -> {n})\n{s.stderr()}")
+        F.check(answers(s), f"{label}: echo answers again")
+        s.signal(signal.SIGTERM)
+        F.check(s.wait(30) == 0, f"{label}: the host exits 0\n{s.stderr()}")
+
+
+def nested():
+    label = "nested"
+    doc = {"app_actors": [{"name": "echo", "placement": "thread"}, {"name": "relay", "placement": "thread"},
+                          {"name": "silent", "placement": "process"}],
+           "supervisors": [{"name": "top", "strategy": "one_for_all", "intensity": 1, "period_ms": 60000,
+                            "children": ["inner", "silent"]},
+                           {"name": "inner", "intensity": 1, "period_ms": 60000, "children": ["echo", "relay"]}]}
+    s = Server("host_check", "--port", "0", "--topology", topology(doc))
+    with s:
+        k = wait_for(lambda: pids(s.proc.pid).get("silent"), 15)
+        F.check(exit_echo(s, "boom-1") == 502 and answers(s), f"{label}: echo made again")
+        F.check(said(s, "m0: supervisor inner: actor echo instance 0 ended (boom-1); one_for_one: started again"),
+                f"{label}: inner restarts echo alone\n{s.stderr()}")
+        F.check(pids(s.proc.pid).get("silent") == k, f"{label}: silent kept its pid")
+        F.check(exit_echo(s, "boom-2") == 502, f"{label}: echo ends again")
+        F.check(said(s, "m0: supervisor inner: 2 restarts within 60000 ms, past its budget of 1; it fails to "
+                        "supervisor top"), f"{label}: inner fails to top\n{s.stderr()}")
+        F.check(said(s, "m0: supervisor top: supervisor inner past its budget of 1 <- actor echo instance 0 ended "
+                        "(boom-2); one_for_all: started again"), f"{label}: top restarts\n{s.stderr()}")
+        n = wait_for(lambda: (lambda p: p if p and p != k else None)(pids(s.proc.pid).get("silent")), 15)
+        F.check(n, f"{label}: top's one_for_all took silent down and up ({k} -> {n})")
+        F.check(answers(s) and answers(s, "/actor/relay"), f"{label}: inner's subtree serves again")
+        # inner came back with a fresh budget: one end is its own restart
+        F.check(exit_echo(s, "boom-3") == 502 and said(s, "actor echo instance 0 ended (boom-3); one_for_one"),
+                f"{label}: inner's budget is fresh after its restart\n{s.stderr()}")
+        F.check(answers(s), f"{label}: echo answers")
+        exit_echo(s, "boom-4")
+        got = s.wait(30)
+        err = s.stderr()
+        F.check(got == 1, f"{label}: top past its budget: the host exits 1 ({got})\n{err}")
+        F.check("m0: supervisor top: 2 restarts within 60000 ms, past its budget of 1; the host stops (supervisor "
+                "inner past its budget of 1 <- actor echo instance 0 ended (boom-4))" in err,
+                f"{label}: the line names top and the chain of reasons\n{err}")
+        F.check(wait_for(lambda: not any(alive(p) for p in SEEN), 10), f"{label}: no instance outlives the host")
+
+
+def refused():
+    actors = [{"name": "echo", "placement": "thread"}, {"name": "silent", "placement": "process"},
+              {"name": "ext", "placement": "external"}]
+    deep = [{"name": f"s{i}", "children": [f"s{i + 1}" if i < 8 else "echo"]} for i in range(9)]
+    cases = [
+        ("a cycle", [{"name": "a", "children": ["b"]}, {"name": "b", "children": ["a", "echo"]}],
+         'supervisors[0] "a" is a child of its own child'),
+        ("an unknown child", [{"name": "a", "children": ["echo", "nobody"]}],
+         'supervisors[0].children[1] "nobody" is no actor of app_actors and no supervisor'),
+        ("nine deep", deep, "nests 9 supervisors deep, past the bound of 8"),
+        ("an external child", [{"name": "a", "children": ["ext"]}],
+         'supervisors[0].children[0] "ext" is placed external: a supervisor restarts only what the host runs'),
+    ]
+    for label, sups, line in cases:
+        rc, out, err = run("host_check", "--port", "0", "--topology",
+                           topology({"app_actors": actors, "supervisors": sups}), "--doctor")
+        bad = [c["detail"] for c in json.loads(out)["checks"] if not c["ok"]] if out.startswith("{") else []
+        F.check(rc == 78 and len(bad) == 1 and line in bad[0], f"{label}: 78 and the line ({rc}, {bad})\n{err}")
+
+
+try:
+    run_parts(F, [("thread restart", thread_restart), ("process exit", process_exit),
+                  ("mixed children", mixed_children), ("nested", nested), ("refused", refused)], tmp=TMP)
+finally:
+    reap(SEEN)

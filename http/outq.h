@@ -37,6 +37,14 @@ typedef struct m0__outq {
 
 /* Copies n bytes. Returns 0, or M0__ENOMEM (nothing appended). */
 int m0__outq_append(m0__outq *q, const void *p, size_t n);
+/* Room for up to n bytes written in place after what is queued (a response
+ * head built where it is sent from), or NULL (out of memory); the caller
+ * then says how many it wrote with m0__outq_wrote. Inline: every response. */
+static inline char *m0__outq_room(m0__outq *q, size_t n) {
+  if (n > q->copied.cap - q->copied.len && m0__buf_reserve(&q->copied, n)) return NULL;
+  return q->copied.p + q->copied.len;
+}
+static inline void m0__outq_wrote(m0__outq *q, size_t n) { q->copied.len += n; }
 /* References n bytes that outlive the write; copies when out of slots.
  * Returns 0 or M0__ENOMEM. */
 int m0__outq_ref(m0__outq *q, const void *p, size_t n);

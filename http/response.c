@@ -258,12 +258,21 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
    * given with 204, 205 or 304 is not sent. */
   if (status == 204 || status == 304 || status == 205) len = 0;
   res->body_len = len;
-  char head[M0__HEAD_MAX];
-  int rv = m0__outq_append(res->out, head, respond_head(res, head, status, content_type, ctn, len, b->framing));
-  bool send = rv == 0 && len && !res->head;
-  if (!send) {
+  bool send = len && !res->head;
+  /* The head is built in the queue, and a small body the queue would copy
+   * anyway goes right behind it: one reservation, no copy of the head. */
+  bool inline_body = send && b->fd < 0 && !b->free_fn && len < M0__REF_MIN;
+  char *head = m0__outq_room(res->out, M0__HEAD_MAX + (inline_body ? len : 0));
+  if (!head) {
     body_drop(b);
-    return rv;
+    return M0__ENOMEM;
+  }
+  size_t n = respond_head(res, head, status, content_type, ctn, len, b->framing);
+  if (inline_body) memcpy(head + n, b->p, len);
+  m0__outq_wrote(res->out, n + (inline_body ? len : 0));
+  if (!send || inline_body) {
+    body_drop(b);
+    return 0;
   }
   if (b->fd >= 0) return m0__outq_file(res->out, b->fd, b->off, len);
   if (b->free_fn) return m0__outq_own(res->out, (void *)b->p, len, b->free_fn);

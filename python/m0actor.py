@@ -28,11 +28,16 @@ of its own, without a receive:
     threading.Thread(target=actor.serve, daemon=True).start()
     actor.publish("news", "event: headline\ndata: hello")
 
-The whole API: run, Instance (serve, publish, stop), and the codecs below
-(envelope, request and reply batches, frames, messages). An instance
-answers m0_send and m0_call too: serve(..., on_message=f) (run too) calls
-f(type, data) for each MESSAGE, and a call's answer is what f returns,
-(type, data), or none. A message of a kind this module does not handle is
+The whole API: run, Instance (serve, publish, send, call, monitor, stop),
+and the codecs below (envelope, request and reply batches, frames,
+messages). An instance answers m0_send and m0_call too: serve(...,
+on_message=f) (run too) calls f(type, data) for each MESSAGE, and a call's
+answer is what f returns, (type, data), or none. It sends and calls actors
+by name itself, from any thread, its receive and on_message included:
+Instance.send(actor, type, data), Instance.call(actor, type, data,
+timeout) -> (type, data); and Instance.monitor(actor) has the host send
+this actor a note (NOTE_UP, NOTE_DOWN, NOTE_EXITED) through on_message
+each time an instance of actor comes, leaves or exits. A message of a kind this module does not handle is
 ignored (said once on stderr), so a host that speaks a newer wire does not
 break it.
 
@@ -63,7 +68,9 @@ given as str is encoded as UTF-8.
 Works on Python 3.11 and later (Debian 12 and 13, nng 1.5.2 and 1.10.1).
 """
 
+import collections
 import ctypes
+import errno
 import hashlib
 import hmac
 import itertools
@@ -83,7 +90,8 @@ __all__ = [
     "encode_requests", "decode_requests", "iter_requests",
     "encode_replies", "decode_replies", "iter_replies",
     "header_ok", "channel_ok", "frame_ok", "encode_frame",
-    "decode_message", "encode_return",
+    "decode_message", "encode_return", "encode_message", "decode_return",
+    "NOTE_UP", "NOTE_DOWN", "NOTE_EXITED", "MONITOR",
     "Instance", "run", "read_secret", "prove",
 ]
 
@@ -101,6 +109,9 @@ KIND_HELLO = 18  # the host's challenge, and this instance's proof (docs/wire.md
 KIND_MESSAGE = 19  # a send or a call (docs/wire.md, Messages)
 KIND_RETURN = 20  # the answer to a MESSAGE
 RETURN_ANSWERED, RETURN_NONE = 0, 1  # a RETURN's code: data is the answer; no answer
+RETURN_REFUSED = 2  # the host could not pass this instance's call on: data is a u32 errno
+NOTE_UP, NOTE_DOWN, NOTE_EXITED = 0xFF000001, 0xFF000002, 0xFF000003  # a monitor's notes (m0.h's M0_MSG_*)
+MONITOR = "m0.monitor"  # the name a MESSAGE gives to have the host monitor an actor (docs/wire.md, Monitors)
 NAME_MAX = 64  # bytes of a MESSAGE's name
 SECRET_MIN, SECRET_MAX = 16, 4096
 
@@ -528,6 +539,31 @@ def encode_return(call, type, code, data=b""):
     return _RETURN.pack(call, type, code) + data
 
 
+def encode_message(call, type, name, data=b""):
+    """A MESSAGE payload from this instance to its host: call (0 for a
+    send, else this instance's own id for the call), type, the name of the
+    actor or mailbox it goes to ("echo", "echo.1", "jobs", MONITOR), data
+    (str as UTF-8, or bytes). ValueError for a name of 0 or over 64 bytes,
+    or data over the payload limit."""
+    name = name.encode("utf-8") if isinstance(name, str) else _b(name, "name")
+    data = data.encode("utf-8") if isinstance(data, str) else _b(data, "data")
+    if not 0 < len(name) <= NAME_MAX:
+        raise ValueError("a MESSAGE's name is 1..%d bytes, not %d" % (NAME_MAX, len(name)))
+    if _MESSAGE.size + len(name) + len(data) > MAX_PAYLOAD:
+        raise ValueError("a message of %d bytes is over the payload limit" % len(data))
+    return _MESSAGE.pack(call, type, len(name)) + name + data
+
+
+def decode_return(payload):
+    """(call, type, code, data) of a RETURN payload. ValueError when it is
+    shorter than its 16 fixed bytes."""
+    payload = bytes(payload)
+    if len(payload) < _RETURN.size:
+        raise ValueError("a RETURN of %d bytes is shorter than its %d fixed bytes" % (len(payload), _RETURN.size))
+    call, rtype, code = _RETURN.unpack_from(payload)
+    return call, rtype, code, payload[_RETURN.size:]
+
+
 # ---- nng, through ctypes -------------------------------------------------
 
 class _Socket(ctypes.Structure):  # nng_socket: a struct of one uint32, passed by value
@@ -795,6 +831,10 @@ class Instance:
         # serve()'s, for its handlers:
         self._receive, self._on_connect, self._message, self._secret, self._proves = _unserved, None, None, None, False
         self._announced, self._moving = False, None
+        # call()'s: a call's id -> [an Event, its RETURN (type, code, data)]
+        self._calls, self._calls_mu, self._call_ids = {}, threading.Lock(), itertools.count(1)
+        self._pending = collections.deque()  # what a call on serve()'s thread received meanwhile: handled after
+        self._loop = None  # serve()'s thread
 
     def stop(self):
         """Makes serve() return 0 within RECV_TIMEOUT_MS (from any thread)."""
@@ -819,6 +859,96 @@ class Instance:
         if rv != 0:
             _say(self.instance, "PUBLISH to %r dropped: %s" % (channel, _err(rv)))
         return rv == 0
+
+    def send(self, actor, type, data=b"", timeout=5.0):
+        """Sends actor (a name as m0_send takes it: "echo", "echo.1", a
+        mailbox) a message: type, data (str as UTF-8, or bytes). Fire and
+        forget: the host passes it on, and a refusal there is not said back.
+        Waits at most timeout seconds for serve() to be connected (proved,
+        over plain tcp:// with a secret). True once nng took it; False when
+        not connected in time or nng refused it (said on stderr). ValueError,
+        at once, for a name or data the wire refuses.
+        Thread safety: any thread, receive and on_message included."""
+        return self._message_out(actor, type, data, 0, timeout)
+
+    def call(self, actor, type, data=b"", timeout=5.0):
+        """Calls actor (as send() names it) and waits at most timeout
+        seconds for its answer: (type, data bytes), or None when it answered
+        nothing. TimeoutError when no answer came in time (or serve() was
+        not connected); OSError with the errno when the host could not pass
+        the call on (ENOENT: no such actor or mailbox; ENODATA: none of its
+        instances is up; EOPNOTSUPP: under --workers, where the supervisor
+        passes nothing on; EAGAIN ...). From receive or on_message (serve()'s
+        own thread) it receives there until its answer comes, and what else
+        comes meanwhile is handled after.
+        Thread safety: any thread."""
+        cid = next(self._call_ids)
+        waiter = [threading.Event(), None]
+        deadline = time.monotonic() + timeout
+        with self._calls_mu:
+            self._calls[cid] = waiter
+        try:
+            if self._message_out(actor, type, data, cid, timeout):
+                if threading.current_thread() is self._loop:
+                    self._await_here(waiter, deadline)
+                else:
+                    waiter[0].wait(max(0.0, deadline - time.monotonic()))
+        finally:
+            with self._calls_mu:
+                self._calls.pop(cid, None)
+        if waiter[1] is None:
+            raise TimeoutError("no answer from %r within %.1f s" % (actor, timeout))
+        rtype, code, data = waiter[1]
+        if code == RETURN_REFUSED:
+            err = _U32.unpack_from(data)[0] if len(data) >= 4 else errno.EIO
+            raise OSError(err, "the host could not pass the call to %r on: %s" % (actor, os.strerror(err)))
+        return None if code == RETURN_NONE else (rtype, data)
+
+    def monitor(self, actor, timeout=5.0):
+        """Has the host monitor actor for this instance's own actor (as
+        m0_monitor(host, actor, this actor's name)): each time an instance of
+        actor comes, leaves or, spawned, exits, this actor is sent a note
+        (one of its instances, load-spread, as any send): on_message gets
+        type NOTE_UP, NOTE_DOWN or NOTE_EXITED and data m0_monitor's JSON
+        ({"actor":..,"instance":"echo.0","event":"up",..}). Returns once the
+        host took it (asking twice is one monitor); raises as call() does
+        (OSError ENOENT: no such actor). The monitor is the host's: after a
+        reload (a STOP that says so) the next generation has none, so ask
+        again. Thread safety: any thread."""
+        self.call(MONITOR, 0, actor, timeout)
+
+    def _message_out(self, name, mtype, data, call, timeout):
+        payload = encode_message(call, mtype, name, data)
+        if not self._ready.wait(timeout):
+            return False
+        # from 0: the host knows this instance by its connection (docs/wire.md, Messages)
+        out = encode_envelope(Envelope(KIND_MESSAGE, 0, 0, next(self._seq)), payload)
+        with self._mu:
+            rv = _nng().nng_send(self._sock, out, len(out), 0) if self._sock is not None else NNG_ECLOSED
+        if rv != 0:
+            _say(self.instance, "MESSAGE to %r dropped: %s" % (name, _err(rv)))
+        return rv == 0
+
+    def _await_here(self, waiter, deadline):
+        """call() on serve()'s thread: receives here until its RETURN came
+        (waiter[1]) or deadline, keeping every other message for serve()."""
+        lib, nmsg = _nng(), ctypes.c_void_p()
+        while waiter[1] is None and time.monotonic() < deadline:
+            with self._mu:
+                sock = self._sock
+            if sock is None:  # serve() is ending
+                return
+            if lib.nng_recvmsg(sock, ctypes.byref(nmsg), 0) != 0:
+                continue  # the receive's own timeout (RECV_TIMEOUT_MS) paces this
+            msg, pipe = _take(lib, nmsg)
+            try:
+                env, payload = decode_envelope(msg)
+            except ValueError:
+                env = None
+            if env is not None and env.kind == KIND_RETURN:
+                self._on_return(lib, sock, env, payload, pipe)
+            else:
+                self._pending.append((msg, pipe))
 
     def serve(self, receive=None, on_connect=None, on_message=None):
         """Dials url and, for each REQUEST, calls receive(req) on each of
@@ -852,6 +982,7 @@ class Instance:
                 _say(self.instance, "cannot dial %s: %s" % (self.url, e))
                 return 78
         self._receive = receive or _unserved
+        self._loop = threading.current_thread()
         self._on_connect = on_connect
         self._message = on_message
         self._secret = secret
@@ -959,17 +1090,16 @@ class Instance:
                     self._moving = time.monotonic()
                 if connected.is_set():
                     self._announce()
-                rv = lib.nng_recvmsg(sock, ctypes.byref(nmsg), 0)
-                if rv == NNG_ETIMEDOUT:
-                    continue
-                if rv != 0:
-                    _say(instance, "receive: %s" % _err(rv))
-                    return 1
-                try:
-                    msg = ctypes.string_at(lib.nng_msg_body(nmsg), lib.nng_msg_len(nmsg))
-                    pipe = lib.nng_msg_get_pipe(nmsg)
-                finally:
-                    lib.nng_msg_free(nmsg)
+                if self._pending:  # what a call() on this thread received meanwhile
+                    msg, pipe = self._pending.popleft()
+                else:
+                    rv = lib.nng_recvmsg(sock, ctypes.byref(nmsg), 0)
+                    if rv == NNG_ETIMEDOUT:
+                        continue
+                    if rv != 0:
+                        _say(instance, "receive: %s" % _err(rv))
+                        return 1
+                    msg, pipe = _take(lib, nmsg)
                 try:
                     env, payload = decode_envelope(msg)
                 except ValueError as e:
@@ -1048,13 +1178,35 @@ class Instance:
         self._send(lib, sock, out, "RETURN of call %d" % call)
         return False
 
+    def _on_return(self, lib, sock, env, payload, pipe):
+        try:
+            call, rtype, code, data = decode_return(payload)
+        except ValueError as e:
+            _say(self.instance, "a RETURN from 0x%08x did not decode: %s" % (env.frm, e))
+            return False
+        with self._calls_mu:
+            waiter = self._calls.get(call)
+        if waiter is not None:  # else a call given up on: dropped
+            waiter[1] = (rtype, code, data)
+            waiter[0].set()
+        return False
+
     def _ignored(self, env):
         if env.kind not in self._said:
             self._said.add(env.kind)
             _say(self.instance, "messages of kind %d (from 0x%08x) are not handled here: ignored" % (env.kind,
                                                                                                    env.frm))
 
-    _HANDLERS = {KIND_STOP: _on_stop, KIND_HELLO: _on_hello, KIND_REQUEST: _on_request, KIND_MESSAGE: _on_message}
+    _HANDLERS = {KIND_STOP: _on_stop, KIND_HELLO: _on_hello, KIND_REQUEST: _on_request, KIND_MESSAGE: _on_message,
+                 KIND_RETURN: _on_return}
+
+
+def _take(lib, nmsg):
+    """The bytes and the pipe of a received nng message, which is freed."""
+    try:
+        return ctypes.string_at(lib.nng_msg_body(nmsg), lib.nng_msg_len(nmsg)), lib.nng_msg_get_pipe(nmsg)
+    finally:
+        lib.nng_msg_free(nmsg)
 
 
 def _close_bounded(lib, sock, instance):

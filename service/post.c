@@ -167,6 +167,10 @@ static int target_send(m0__post *p, m0__caller *c, const target *t, int kind, m0
 /* How long a connected instance's own call, passed on, is waited for here:
  * its own bound is the instance's, which the host is not told. */
 #define POST_FORWARD_MS 60000
+/* The name an instance's MESSAGE gives to have the host monitor an actor
+ * for it (docs/wire.md, Monitors): no actor's or mailbox's ("." is not in
+ * their names). */
+#define POST_MONITOR "m0.monitor"
 
 /* The edge of the post: errno set to err, and the m0__err that says it. */
 static int post_fail(int err) {
@@ -448,15 +452,41 @@ static bool post_answer(void *arg, uint32_t from, uint32_t to, nng_msg *ret) {
   return true;
 }
 
+/* The host's own RETURN to instance `from`'s call, back on its link. */
+static void post_return(m0__post *p, m0__caller *c, uint32_t from, uint64_t call, uint32_t code, const void *data,
+                        size_t n) {
+  m0__peer back;
+  nng_msg *m;
+  if (!call || !post_link(p, from, &back) || m0__wire_return_new(&m, call, 0, code, data, n) != 0) return;
+  if (m0__send_msg(&c->self, &back, M0__K_RETURN, 0, 0, m) != 0) nng_msg_free(m);
+}
+
 /* A call of instance `from` the host could not pass on: a RETURN saying
  * why (an errno), back on its link. */
 static void post_refuse(m0__post *p, m0__caller *c, uint32_t from, uint64_t call, int err) {
-  m0__peer back;
-  nng_msg *m;
   uint8_t why[4];
   m0__le_put32(why, (uint32_t)err);
-  if (!call || !post_link(p, from, &back) || m0__wire_return_new(&m, call, 0, M0__RETURN_REFUSED, why, 4) != 0) return;
-  if (m0__send_msg(&c->self, &back, M0__K_RETURN, 0, 0, m) != 0) nng_msg_free(m);
+  post_return(p, c, from, call, M0__RETURN_REFUSED, why, 4);
+}
+
+/* Slot k's instance asks the host to monitor the actor msg's data names
+ * for its own actor (docs/wire.md, Monitors): s is the watcher, so the
+ * notes go to s's instances as sends. Answered 0 (empty) or refused with
+ * the errno m0_monitor would give. */
+static void post_monitor(m0__post *p, m0__service *s, int k, const m0__wire_message *msg) {
+  uint32_t from = m0__service_slot_id(s, k);
+  char actor[M0__WIRE_NAME_MAX + 1];
+  int why = msg->data.n && msg->data.n <= M0__WIRE_NAME_MAX ? 0 : EINVAL;
+  if (!why) {
+    memcpy(actor, msg->data.p, msg->data.n);
+    actor[msg->data.n] = 0;
+    why = m0__post_watch(p, actor, s->name) == 0 ? 0 : errno;
+  }
+  m0__caller *c = m0__caller_take(&p->callers, from);
+  if (!c) return; /* no caller free: the instance's call waits out its bound */
+  if (why) post_refuse(p, c, from, msg->call, why);
+  else post_return(p, c, from, msg->call, M0__RETURN_ANSWERED, NULL, 0);
+  m0__caller_give(&p->callers, c);
 }
 
 /* Slot k's instance sends or calls `name`: passed on from the instance's
@@ -479,6 +509,11 @@ static void post_message(void *arg, m0__service *s, int k, m0__msg *m) {
   }
   memcpy(name, msg.name.p, msg.name.n);
   name[msg.name.n] = 0;
+  if (!strcmp(name, POST_MONITOR)) {
+    post_monitor(p, s, k, &msg);
+    m0__msg_free(m);
+    return;
+  }
   m0__caller *c = m0__caller_take(&p->callers, from);
   target t = {.box = -1};
   nng_msg *out = NULL;

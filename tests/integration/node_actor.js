@@ -59,7 +59,7 @@ function openEnvelope(b) {
   if (b.length < ENV_LEN || b.readUInt32LE(0) !== MAGIC) return null;
   const kind = b.readUInt16LE(4);
   const len = b.readUInt32LE(40);
-  if (kind < 1 || kind > 20 || b.readUInt16LE(6) !== 0 || len > MAX_PAYLOAD || len !== b.length - ENV_LEN)
+  if (kind < 1 || b.readUInt16LE(6) !== 0 || len > MAX_PAYLOAD || len !== b.length - ENV_LEN)
     return null;
   return { kind, from: b.readUInt32LE(8), to: b.readUInt32LE(12), payload: b.subarray(ENV_LEN) };
 }

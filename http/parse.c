@@ -228,10 +228,18 @@ static int on_header_field(llhttp_t *ll, const char *at, size_t len) {
   return parse_head_bytes(p, len);
 }
 
-static bool parse_name_is(m0__parser *p, m0__span s, const char *name) {
-  size_t n = strlen(name);
-  return s.len == n && strncasecmp(p->base + s.off, name, n) == 0;
+/* name is lower case: a letter of s matches either case, anything else
+ * only itself (every header's name is compared with one or two). */
+static bool parse_name_is_n(const m0__parser *p, m0__span s, const char *name, size_t n) {
+  if (s.len != n) return false;
+  const unsigned char *c = (const unsigned char *)p->base + s.off;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char t = (unsigned char)name[i];
+    if (c[i] != t && !(t >= 'a' && t <= 'z' && (c[i] | 0x20) == t)) return false;
+  }
+  return true;
 }
+#define parse_name_is(p, s, lit) parse_name_is_n(p, s, lit, sizeof(lit) - 1)
 
 static int on_header_field_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
@@ -594,4 +602,3 @@ void m0__parser_shift(m0__parser *p, uint32_t delta) {
   p->keep_end = p->keep_end > delta ? p->keep_end - delta : 0;
 }
 
-bool m0__parser_idle(const m0__parser *p) { return !p->started; }

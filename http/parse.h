@@ -142,7 +142,8 @@ m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, siz
 void m0__parser_next(m0__parser *p);
 /* The buffer's bytes moved down by delta: adjust every span. */
 void m0__parser_shift(m0__parser *p, uint32_t delta);
-/* True between requests (nothing of a next request seen yet). */
-bool m0__parser_idle(const m0__parser *p);
+/* True between requests (nothing of a next request seen yet). Inline: the
+ * connection asks several times per request. */
+static inline bool m0__parser_idle(const m0__parser *p) { return !p->started; }
 
 #endif

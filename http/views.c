@@ -48,14 +48,13 @@ void m0__views_match(const m0_route *routes, size_t n, m0_str method, m0_str pat
   out->route = NULL;
   out->nparams = 0;
   out->allow[0] = 0;
-  bool is_head = views_eq(method, "HEAD");
   bool path_known = false;
   m0_str params[M0__MAX_PARAMS];
   size_t np;
   for (size_t i = 0; i < n; i++) {
     const m0_route *r = &routes[i];
     if (!views_path_match(r->pattern, path, params, &np)) continue;
-    if (views_eq(method, r->method) || (is_head && strcmp(r->method, "GET") == 0)) {
+    if (views_eq(method, r->method) || (views_eq(method, "HEAD") && strcmp(r->method, "GET") == 0)) {
       out->kind = M0__VIEW_FOUND;
       out->route = r;
       if (np) memcpy(out->params, params, np * sizeof *params);

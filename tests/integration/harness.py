@@ -11,7 +11,7 @@ The helpers every test shares, defined here once: `Prefork` (a Server under
 signalled by name or after its pid was reused), `InPidNamespace`,
 `pid_namespace_refused` and `nspid` (a host as PID 1 of a new PID
 namespace, as in a container), `HealthLoad` (GET /health under a reload),
-`free_port`, `free_ports`
+`free_port`, `free_ports`, `EventStream` (a raw client of a stream route)
 and `port_map` (ports for a server told its port), `SPPeer` and
 `sp_hello` (a push0 peer on an actor's mailbox), `private_dir` (a run
 directory), `write_json` (a topology file), `run` and `m0pub` (a
@@ -581,3 +581,36 @@ def as_json(b):
         return j if isinstance(j, dict) else None
     except ValueError:
         return None
+
+
+class EventStream:
+    """GET path (a stream route: /events) on a raw socket to 127.0.0.1:port,
+    its head waited for (head: True once it came): what comes is kept in
+    buf, read by until()."""
+
+    def __init__(self, port, path="/events", timeout=10):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        self.buf = b""
+        self.head = self.until(lambda: b"\r\n\r\n" in self.buf, timeout)
+
+    def until(self, cond, timeout):
+        """Reads until cond() is true (True) or timeout seconds passed, the
+        stream ended or broke (False)."""
+        deadline = time.monotonic() + timeout
+        while not cond():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.s.settimeout(left)
+            try:
+                b = self.s.recv(65536)
+            except OSError:
+                return False
+            if not b:
+                return False
+            self.buf += b
+        return True
+
+    def close(self):
+        self.s.close()

@@ -20,16 +20,13 @@ a key file (the instance answers HELLO's challenge):
 Skipped (exit 77, which ctest counts as a skip: tests/CMakeLists.txt) only
 when node is not installed (Debian package nodejs; ./dev installs it).
 """
-import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
@@ -66,35 +63,6 @@ def node_answer(port, pid, path="/actor/echo", data=None):
     st, body = fetch(port, path, data)
     j = harness.as_json(body) if st == 200 else None
     return j if j and j.get("lang") == "node" and j.get("pid") == pid else None
-
-
-class Stream:
-    """GET /events on a raw socket: the frames it gets, as bytes."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
-        self.buf = b""
-        self.head = self.until(lambda: b"\r\n\r\n" in self.buf, 10)
-
-    def until(self, cond, timeout):
-        deadline = time.monotonic() + timeout
-        while not cond():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.s.settimeout(left)
-            try:
-                b = self.s.recv(65536)
-            except OSError:
-                return False
-            if not b:
-                return False
-            self.buf += b
-        return True
-
-    def close(self):
-        self.s.close()
 
 
 def node(url, label, secret):
@@ -141,7 +109,7 @@ def serves(s, p, label):
             f"{label}: m0_call is answered by the node instance's RETURN ({st} {body[:300]!r})")
     st, body = fetch(s.port, "/msg/send?to=echo")
     F.check(st == 200 and (harness.as_json(body) or {}).get("sent") == 1, f"{label}: m0_send sent ({st} {body!r})")
-    st = Stream(s.port)
+    st = harness.EventStream(s.port)
     try:
         F.check(st.head and st.buf.startswith(b"HTTP/1.1 200"), f"{label}: /events is open ({st.buf[:80]!r})")
         node_answer(s.port, p.pid, f"/actor/echo?publish=hi-{label.replace(' ', '-')}")

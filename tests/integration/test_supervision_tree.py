@@ -65,6 +65,18 @@ def said(s, line, n=1):
     return wait_for(lambda: s.stderr().count(line) >= n, 15)
 
 
+def ended(label, s, rc):
+    """The host stopped (SIGTERM unless rc is 1: it stops itself) exits rc,
+    and no sanitizer report is on its stderr."""
+    if rc == 0:
+        s.signal(signal.SIGTERM)
+    got = s.wait(30)
+    err = s.stderr()
+    F.check(got == rc, f"{label}: the host exits {rc} ({got})\n{err}")
+    F.check("Sanitizer" not in err and "runtime error" not in err, f"{label}: no sanitizer report\n{err}")
+    return err
+
+
 def monitor(s, n):
     """A thread taking n notes of echo's monitor; its result in box["notes"]."""
     box = {}
@@ -101,8 +113,7 @@ def thread_restart():
                 f"{label}: past its budget it stays down, said\n{s.stderr()}")
         F.check(wait_for(lambda: get(s.port, "/actor/echo")[0] == 503, 10), f"{label}: /actor/echo 503")
         F.check(get(s.port, "/health")[0] == 200, f"{label}: the host serves on")
-        s.signal(signal.SIGTERM)
-        F.check(s.wait(30) == 0, f"{label}: the host exits 0\n{s.stderr()}")
+        ended(label, s, 0)
 
 
 def process_exit():
@@ -111,13 +122,13 @@ def process_exit():
                topology({"app_actors": [{"name": "echo", "placement": "process"}]}))
     with s:
         k = wait_for(lambda: pids(s.proc.pid).get("echo"), 15)
+        F.check(answers(s), f"{label}: the instance answers (it has dialed the host)")
         F.check(exit_echo(s, "bye") == 502, f"{label}: the request that ended it got 502")
         F.check(said(s, "m0: actor echo: instance 0 exits: bye") and said(s, "instance 0 ended (status 1); started again"),
                 f"{label}: its process exits 1 and is spawned again\n{s.stderr()}")
         n = wait_for(lambda: (lambda p: p if p and p != k else None)(pids(s.proc.pid).get("echo")), 15)
         F.check(n and answers(s), f"{label}: a new process answers ({k} -> {n})")
-        s.signal(signal.SIGTERM)
-        F.check(s.wait(30) == 0, f"{label}: the host exits 0\n{s.stderr()}")
+        ended(label, s, 0)
 
 
 def mixed_children():
@@ -133,8 +144,7 @@ def mixed_children():
         n = wait_for(lambda: (lambda p: p if p and p != k else None)(pids(s.proc.pid).get("silent")), 15)
         F.check(n, f"{label}: silent was taken down and up with echo ({k} -> {n})\n{s.stderr()}")
         F.check(answers(s), f"{label}: echo answers again")
-        s.signal(signal.SIGTERM)
-        F.check(s.wait(30) == 0, f"{label}: the host exits 0\n{s.stderr()}")
+        ended(label, s, 0)
 
 
 def nested():
@@ -164,9 +174,7 @@ def nested():
                 f"{label}: inner's budget is fresh after its restart\n{s.stderr()}")
         F.check(answers(s), f"{label}: echo answers")
         exit_echo(s, "boom-4")
-        got = s.wait(30)
-        err = s.stderr()
-        F.check(got == 1, f"{label}: top past its budget: the host exits 1 ({got})\n{err}")
+        err = ended(f"{label}: top past its budget", s, 1)
         F.check("m0: supervisor top: 2 restarts within 60000 ms, past its budget of 1; the host stops (supervisor "
                 "inner past its budget of 1 <- actor echo instance 0 ended (boom-4))" in err,
                 f"{label}: the line names top and the chain of reasons\n{err}")

@@ -953,12 +953,11 @@ static void test_app_actors_refusals(void **st) {
               "{\"app_actors\": [" EXT("a") ",\n {\"name\": \"b\", \"placement\": \"external\", "
               "\"url\": \"ipc://<run-dir>/actor.a.sock\"}]}", "\"url\"", 1,
               "app_actors[1] (b) would listen at ipc://<run-dir>/actor.a.sock, as app_actors[0] (a) does");
-  app_refused("restart of a thread actor",
-              "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"thread\", \"restart\": {}}]}", "\"restart\"", 1,
-              "app_actors[0].restart is for process placement: only a process the host spawns is restarted (drop the key)");
   app_refused("restart of an external actor",
               "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"external\",\n \"restart\": {\"intensity\": 1}}]}",
-              "\"restart\"", 1, "app_actors[0].restart is for process placement");
+              "\"restart\"", 1,
+              "app_actors[0].restart is for process and thread placement: only an instance the host runs is restarted "
+              "(drop the key)");
   app_refused("restart a number", "{\"app_actors\": [{\"name\": \"b\", \"placement\": \"process\", \"restart\": 5}]}",
               "\"restart\"", 1,
               "app_actors[0].restart must be an object {\"intensity\": 0..1000, \"period_ms\": 1..86400000}");

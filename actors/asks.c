@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "runtime/admit.h"
+#include "actors/asks.h"
 #include "actors/deferred.h"
-#include "actors/streamed.h"
 #include "service/service.h"
 #include "service/wire.h"
 #include "actors/writer.h"

@@ -4,7 +4,7 @@
 #ifndef M0_ACTORS_ASKS_STATE_H
 #define M0_ACTORS_ASKS_STATE_H
 
-#include "actors/asks.h"
+#include "actors/loop_state.h"
 #include "runtime/trace.h"
 #include "service/service.h"
 
@@ -80,6 +80,9 @@ static inline ask *ask_find(m0__asks *a, uint64_t id, int *idx) {
 void m0__asks_finish(m0__loop *l, int i, int status);
 /* Whether a reply's status may pass through the host (asks.c says why). */
 bool m0__asks_status_passes(int status);
+/* A streamed reply's end (actors/streamed.c, as asks.c releases its
+ * request): cut closes the connection without the last chunk; st is freed. */
+void m0__streamed_close(m0__loop *l, struct m0__streamed *st, bool cut);
 /* A refusal of what an instance of s (NULL: none named) sent, counted and said. */
 void m0__asks_refused(const m0__service *s, uint32_t loop_id, int reason, const m0__msg *m);
 

@@ -42,8 +42,7 @@ typedef struct m0__streamed m0__streamed;
 
 /* A STREAM message in the loop's inbox. */
 void m0__streamed_on(m0__loop *l, const m0__msg *m);
-/* The stream's end (asks.c, as its request is released): cut closes the
- * connection without the last chunk; st is freed. */
-void m0__streamed_close(m0__loop *l, m0__streamed *st, bool cut);
+/* Its end, m0__streamed_close, is declared in actors/asks_state.h, where
+ * the requests table that calls it is. */
 
 #endif

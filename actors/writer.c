@@ -274,7 +274,7 @@ static int writer_send(lwriter *w, const void *p, size_t n, int end) {
 
 static int lw_write(m0_writer *base, const void *p, size_t n) {
   lwriter *w = (lwriter *)base;
-  if (n && !p) return -1;
+  if (n && !p) return M0__EINVALID;
   if (n == 0) return 0;
   pthread_mutex_lock(&w->mu);
   int rv = 0;

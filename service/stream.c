@@ -35,10 +35,10 @@ struct m0__streams {
 
 /* ---- the one m0_writer: each call passed to its kind ---- */
 
-int m0_writer_write(m0_writer *w, const void *p, size_t n) { return w ? w->ops->write(w, p, n) : -1; }
-int m0_writer_wait(m0_writer *w, unsigned timeout_ms) { return w ? w->ops->wait(w, timeout_ms) : -1; }
-int m0_writer_end(m0_writer *w) { return w ? w->ops->finish(w, 1) : -1; }
-int m0_writer_abort(m0_writer *w) { return w ? w->ops->finish(w, 2) : -1; }
+int m0_writer_write(m0_writer *w, const void *p, size_t n) { return w && w->ops->write(w, p, n) == 0 ? 0 : -1; }
+int m0_writer_wait(m0_writer *w, unsigned timeout_ms) { return w && w->ops->wait(w, timeout_ms) == 0 ? 0 : -1; }
+int m0_writer_end(m0_writer *w) { return w && w->ops->finish(w, 1) == 0 ? 0 : -1; }
+int m0_writer_abort(m0_writer *w) { return w && w->ops->finish(w, 2) == 0 ? 0 : -1; }
 
 /* ---- an instance's streams ---- */
 
@@ -100,7 +100,7 @@ static int rw_send(rwriter *w, uint32_t op, const void *p, size_t n) {
 
 static int rw_write(m0_writer *base, const void *p, size_t n) {
   rwriter *w = (rwriter *)base;
-  if (n && !p) return -1;
+  if (n && !p) return M0__EINVALID;
   if (n == 0) return 0;
   m0__streams *sx = w->sx;
   pthread_mutex_lock(&sx->mu);

@@ -32,6 +32,7 @@
 
 #include "m0/m0.h"
 
+/* Each 0, or non-zero with errno set (the public calls say -1). */
 typedef struct m0__writer_ops {
   int (*write)(m0_writer *w, const void *p, size_t n);
   int (*wait)(m0_writer *w, unsigned timeout_ms);

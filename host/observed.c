@@ -80,10 +80,12 @@ static m0__service *observed_service(const m0__loop *l, const char *name) {
   return NULL;
 }
 
-/* Actor `name` in the tree: its live instances by name, and how many
- * times its instances were started again (the whole host's, on the page). */
-static json_t *observed_actor(const m0__loop *l, const char *name, json_int_t *restarts) {
-  m0__service *s = observed_service(l, name);
+/* Actor a in the tree: its placement, live instances by name (this
+ * process's: under --workers a thread actor's are each worker's), and how
+ * many times its instances were started again (the whole host's, on the
+ * page). */
+static json_t *observed_actor(const m0__loop *l, const m0__actor_spec *a, json_int_t *restarts) {
+  m0__service *s = observed_service(l, a->name);
   json_t *insts = json_array();
   json_int_t r = s ? (json_int_t)atomic_load(s->restarts) : 0;
   char inst[64];
@@ -93,19 +95,41 @@ static json_t *observed_actor(const m0__loop *l, const char *name, json_int_t *r
       json_array_append_new(insts, json_string(inst));
     }
   if (restarts) *restarts += r;
-  return json_pack("{s:s, s:o, s:I}", "actor", name, "instances", insts, "restarts", r);
+  return json_pack("{s:s, s:s, s:o, s:I}", "actor", a->name, "placement", m0__placement_name(a->placement),
+                   "instances", insts, "restarts", r);
 }
 
-static json_t *observed_sup(const m0__loop *l, const m0__sup_spec *sp) {
+/* Supervisor `name`'s index in d, or -1. */
+static int observed_sup_index(const m0__app_decl *d, const char *name) {
+  for (int s = 0; s < d->nsups; s++)
+    if (!strcmp(d->sups[s].name, name)) return s;
+  return -1;
+}
+
+/* Supervisor si and what is under it (its child supervisors nested, at
+ * most M0__SUP_DEPTH_MAX deep, as the file's checks hold them); restarts
+ * adds what its instances were started again. A top one says its on_fail
+ * (a child's is not used: it fails to its parent). */
+static json_t *observed_sup(const m0__loop *l, const m0__app_decl *d, int si, int depth, json_int_t *restarts) {
+  const m0__sup_spec *sp = &d->sups[si];
   json_t *kids = json_array();
-  json_int_t restarts = 0;
-  for (int c = 0; c < sp->nchildren; c++) json_array_append_new(kids, observed_actor(l, sp->children[c], &restarts));
-  return json_pack("{s:s, s:s, s:i, s:I, s:s, s:I, s:o}", "supervisor", sp->name, "strategy",
-                   observed_strategy(sp->strategy), "intensity", sp->intensity, "period_ms",
-                   (json_int_t)sp->period_ms, "on_fail", sp->serve_on ? "serve_on" : "exit", "restarted", restarts, "children", kids);
+  json_int_t mine = 0;
+  for (int c = 0; c < sp->nchildren; c++) {
+    int sub = observed_sup_index(d, sp->children[c]);
+    int a = sub < 0 ? m0__app_decl_find(d, sp->children[c], strlen(sp->children[c])) : -1;
+    if (sub >= 0 && depth < M0__SUP_DEPTH_MAX) json_array_append_new(kids, observed_sup(l, d, sub, depth + 1, &mine));
+    else if (a >= 0) json_array_append_new(kids, observed_actor(l, &d->actors[a], &mine));
+  }
+  *restarts += mine;
+  json_t *n = json_pack("{s:s, s:s, s:i, s:I, s:I, s:o}", "supervisor", sp->name, "strategy",
+                        observed_strategy(sp->strategy), "intensity", sp->intensity, "period_ms",
+                        (json_int_t)sp->period_ms, "restarted", mine, "children", kids);
+  if (depth == 0) json_object_set_new(n, "on_fail", json_string(sp->serve_on ? "serve_on" : "exit"));
+  return n;
 }
 
-/* Whether actor `name` is a child of one of d's supervisors. */
+/* Whether `name` (an actor or a supervisor) is a child of one of d's
+ * supervisors. */
 static bool observed_supervised(const m0__app_decl *d, const char *name) {
   for (int s = 0; s < d->nsups; s++)
     for (int c = 0; c < d->sups[s].nchildren; c++)
@@ -116,11 +140,14 @@ static bool observed_supervised(const m0__app_decl *d, const char *name) {
 json_t *m0__observed_supervision(const m0__loop *l, pid_t top_pid) {
   const m0__app_decl *d = l->host;
   json_t *kids = json_array();
-  for (int s = 0; d && s < d->nsups; s++) json_array_append_new(kids, observed_sup(l, &d->sups[s]));
+  json_int_t all = 0;
+  for (int s = 0; d && s < d->nsups; s++)
+    if (!observed_supervised(d, d->sups[s].name)) json_array_append_new(kids, observed_sup(l, d, s, 0, &all));
   for (int a = 0; d && a < d->nactors; a++) {
     const m0__actor_spec *sp = &d->actors[a];
-    if (sp->placement != M0__PLACE_PROCESS || observed_supervised(d, sp->name)) continue;
-    json_t *n = observed_actor(l, sp->name, NULL); /* restarted alone, by its own budget */
+    bool restartable = sp->placement == M0__PLACE_PROCESS || sp->placement == M0__PLACE_THREAD;
+    if (!restartable || observed_supervised(d, sp->name)) continue;
+    json_t *n = observed_actor(l, sp, NULL); /* restarted alone, by its own budget */
     json_object_set_new(n, "intensity", json_integer(sp->restart_intensity));
     json_object_set_new(n, "period_ms", json_integer((json_int_t)sp->restart_period_ms));
     json_array_append_new(kids, n);

@@ -35,11 +35,16 @@ void m0__observer_swept(m0__loop *l);
 void m0__observed_instances_each(const m0__loop *l, void (*cb)(void *arg, const m0__observed_instance *i), void *arg);
 /* The supervision tree as JSON (a new reference): the process that starts
  * the actors' processes (the host; under prefork the supervisor), its
- * topology file's supervisors with their children, and each actor placed
- * process outside them (its own budget):
+ * topology file's top supervisors with what is under them (child
+ * supervisors nested), then each process or thread actor in none (its own
+ * budget):
  *   {"name", "pid", "children": [{"supervisor", "strategy", "intensity",
- *    "period_ms", "on_fail", "restarts", "children": [actor...]}, actor...]}
- *   actor: {"actor", "placement", "instances", "restarts", ...budget} */
+ *    "period_ms", "on_fail" (a top one's), "restarted", "children": [...]},
+ *    actor...]}
+ *   actor: {"actor", "placement", "instances": [names], "restarts",
+ *           "intensity" and "period_ms" when in no supervisor}
+ * A supervisor's restarted is its children's restarts summed: instances
+ * it started again (one death may start several). */
 json_t *m0__observed_supervision(const m0__loop *l, pid_t top_pid);
 
 #endif

@@ -179,15 +179,16 @@ def browser():
                 f"{label}: and a line per edge ({len(drawn['edges'])} drawn, {len(want['edges'])} in the graph)")
         # Rates: the producer's frames to each loop (twice a second) carry a
         # rate, written on their line as GET /graph says it; the tree's root
-        # is the host, with its pid (no process actor: nothing under it).
+        # is the host, with its pid, over echo and its instance.
         rated = poll(lambda: (lambda v: v if any(f == "producer" for f, _, _ in v["labels"]) else None)(
             d.js(RATES_JS)), 8) or d.js(RATES_JS)
         F.check(rated["labels"] and all(t.endswith("/s") and float(t[:-2]) > 0 for _, _, t in rated["labels"]) and
                 any(f == "producer" and to.startswith("loop.") for f, to, _ in rated["labels"]),
                 f"{label}: an edge with a rate above 0 has it written on its line (producer -> loop.i: N/s) "
                 f"({rated['labels'][:6]})")
-        F.check(rated["tree"] == ["host"] and f"pid {s.proc.pid}" in rated["root"],
-                f"{label}: the supervision tree is drawn: the host, pid {s.proc.pid}, no supervisor ({rated})")
+        F.check(rated["tree"] == ["host", "echo", "echo.0"] and f"pid {s.proc.pid}" in rated["root"],
+                f"{label}: the supervision tree is drawn: the host, pid {s.proc.pid}, and under it echo (a thread "
+                f"actor in no supervisor, its own budget) with its instance echo.0 ({rated})")
         F.check(d.js(CLICK_JS, "loop.1"), f"{label}: loop.1 has a box to click")
         sel = poll(lambda: (lambda v: v if v["selected"] == ["loop.1"] and "msg/s" in v["detail"] else None)(
             d.js(GRAPH_JS)), 5) or d.js(GRAPH_JS)

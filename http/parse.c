@@ -63,11 +63,13 @@ static int parse_head_bytes(m0__parser *p, size_t len) {
  * masked off. */
 static const char *parse_next_low(const char *c, const char *upto, const char *end) {
 #if M0__BYTES_LE
-  for (; c < upto && end - c >= 8; c += 8) {
+  for (; upto - c >= 8; c += 8) {
     uint64_t m = m0__bytes_below(m0__bytes_load(c), '\r' + 1);
-    size_t left = (size_t)(upto - c);
-    if (left < 8) m &= (UINT64_C(1) << (8 * left)) - 1;
     if (m) return c + m0__bytes_first(m);
+  }
+  if (c < upto && end - c >= 8) {
+    uint64_t m = m0__bytes_below(m0__bytes_load(c), '\r' + 1) & ((UINT64_C(1) << (8 * (upto - c))) - 1);
+    return m ? c + m0__bytes_first(m) : NULL;
   }
 #endif
   for (; c < upto; c++)
@@ -214,7 +216,8 @@ static int on_version(llhttp_t *ll, const char *at, size_t len) {
 static int on_header_field(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   p->pending = at;
-  p->piece_end = at + len;
+  p->piece_end = p->name_at = at;
+  p->piece_end += len;
   p->name_pos = parse_pos(p, at) + 1; /* the line ends before a name are the head's own */
   if (p->cur_header < 0) { /* a new field */
     if (p->nheaders == M0__MAX_HEADERS) return parse_refuse(p, 431, "too many headers");
@@ -272,16 +275,24 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   p->pending = at;
   p->piece_end = at + len;
-  if (parse_scan(p, at)) return HPE_USER;
   /* A line end since the name began, before a piece of its value, is a
    * fold: of an empty first line ("X:\r\n Transfer-Encoding: chunked"),
    * where llhttp 8 hands over only what follows it, or after a read that
    * ended at the line end ("X: a\r\n" then " b"), where the connection
    * drops the CRLF no span needs and the span would join "a" and " b" as if
    * unfolded. Fed whole, a fold is inside one piece: the check of the value
-   * below sees it. */
-  if (p->lf_pos > p->name_pos && len)
-    return parse_refuse(p, 400, "obsolete line folding");
+   * below sees it. The name's latest piece in this feed: its bytes up to
+   * here are looked at, the head is scanned once later; else the scan says. */
+  if (len) {
+    bool fold;
+    if (p->name_at) {
+      fold = memchr(p->name_at, '\n', (size_t)(at - p->name_at)) != NULL;
+    } else {
+      if (parse_scan(p, at)) return HPE_USER;
+      fold = p->lf_pos > p->name_pos;
+    }
+    if (fold) return parse_refuse(p, 400, "obsolete line folding");
+  }
   parse_extend(p, &p->hs->value[p->nheaders - 1], at, len);
   return parse_head_bytes(p, len);
 }
@@ -557,7 +568,7 @@ m0__parse_result m0__parser_feed(m0__parser *p, const char *buf, size_t len, siz
   p->end = buf + len;
   for (;;) {
     p->scan = p->pending = p->fed = buf + *off;
-    p->piece_end = NULL;
+    p->piece_end = p->name_at = NULL;
     p->stream_base = p->stream_next - *off;
     llhttp_errno_t e = llhttp_execute(&p->ll, buf + *off, len - *off);
     if (e == HPE_OK) {

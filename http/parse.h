@@ -90,6 +90,7 @@ typedef struct m0__parser {
   const char *pending; /* the latest piece handed over: scanned before any refusal */
   const char *fed;     /* where this feed began in base */
   const char *piece_end; /* the end of the version's or a header's latest piece in this feed, or NULL */
+  const char *name_at;   /* the start of a header name's latest piece in this feed, or NULL */
   bool after_cr;
   /* A line end since the current header's name began: the stream position
    * (plus one) of the last LF scanned beyond that of the name's latest piece. */

@@ -12,7 +12,8 @@ live pages.
   its data alone); a client of /rooms/red/live gets only red's frame (the
   channel is the template filled in with the segment). An SSE client that
   comes back with Last-Event-ID: <the second frame's id> gets the third to
-  the fifth from the history, in order, then a live one. A HEAD is the
+  the fifth from the history, in order, then a live one; so does a
+  WebSocket with the m0.events subprotocol and ?last_event_id=. A HEAD is the
   stream's head without a body; a room whose name makes no channel (more
   than 64 bytes) is 404.
 - Files the reader refuses, each exit 78 and one line naming the key and
@@ -249,6 +250,22 @@ def resume(label, port):
             and [d for _, d in back.frames()] == words[2:] + ["g5"],
             f"{label}: then the live one ({back.frames()})")
     back.close()
+    got = asyncio.run(ws_resume(port, fr[1][0], 4))
+    F.check([(int(m.group(1)), m.group(2)) for m in (re.match(r"id: (\d+)\nevent: said\ndata: (.*)$", x)
+                                                      for x in got) if m][:3] == fr[2:5] and len(got) == 4,
+            f"{label}: a WebSocket with m0.events and ?last_event_id={fr[1][0]} resumes there too ({got})")
+
+
+async def ws_resume(port, last, n):
+    out = []
+    async with websockets.connect(f"ws://127.0.0.1:{port}/rooms/green/live?last_event_id={last}",
+                                  subprotocols=["m0.events"], open_timeout=10) as ws:
+        try:
+            while len(out) < n:
+                out.append(await asyncio.wait_for(ws.recv(), 10))
+        except (asyncio.TimeoutError, websockets.ConnectionClosed):
+            pass
+    return out
 
 
 def edges(label, port):

@@ -154,8 +154,11 @@ static void sup_failed(m0__children *ch, int s, child *c, const char *chain) {
   const m0__sup_spec *sp = &ch->decl->sups[s];
   c->given_up = true;
   if (!sp->serve_on) {
-    fprintf(stderr, "m0: supervisor %s: %d restarts within %ld ms, past its budget of %d; the host stops (%s)\n",
-            sp->name, sp->intensity + 1, sp->period_ms, sp->intensity, chain);
+    /* A worker (it spawns nothing: urls NULL) stops alone, and the prefork
+     * supervisor respawns it within its respawn budget: its tree starts
+     * again whole, in a fresh worker. */
+    fprintf(stderr, "m0: supervisor %s: %d restarts within %ld ms, past its budget of %d; the %s stops (%s)\n",
+            sp->name, sp->intensity + 1, sp->period_ms, sp->intensity, ch->urls ? "host" : "worker", chain);
     ch->draining = true; /* nothing is restarted from now on */
     atomic_store(&ch->failed, true);
     uint64_t one = 1;

@@ -18,6 +18,8 @@ Proves:
   alone; inner past its budget fails to top, which restarts inner's
   subtree and silent; top past its budget stops the host, exit 1, the line
   naming top and the chain of reasons, no instance left behind;
+- under --workers 2 a worker restarts its own thread instance, and its
+  top supervisor past its budget stops that worker alone, respawned;
 - a cycle, an unknown child, a tree deeper than 8 and an external child
   are refused by the doctor, 78, one line each.
 """
@@ -27,7 +29,7 @@ import signal
 import tempfile
 import threading
 
-from harness import Failures, Server, alive, children, environ, get, reap, run, run_parts, wait_for
+from harness import Failures, Prefork, Server, alive, children, environ, get, reap, run, run_parts, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-suptree-")
@@ -181,6 +183,32 @@ def nested():
         F.check(wait_for(lambda: not any(alive(p) for p in SEEN), 10), f"{label}: no instance outlives the host")
 
 
+def workers():
+    """Under --workers 2 each worker restarts its own thread instances; its
+    top supervisor past its budget stops that worker alone, which the
+    supervisor process respawns."""
+    label = "--workers 2"
+    doc = {"app_actors": [{"name": "echo", "placement": "thread"}],
+           "supervisors": [{"name": "core", "intensity": 1, "period_ms": 60000, "children": ["echo"]}]}
+    s = Prefork("host_check", "--port", "0", "--workers", "2", "--topology", topology(doc))
+    with s:
+        F.check(answers(s), f"{label}: echo answers")
+        F.check(exit_echo(s, "w-1") == 502, f"{label}: the request that ended it got 502")
+        F.check(said(s, "m0: supervisor core: actor echo instance 0 ended (w-1); one_for_one: started again"),
+                f"{label}: a worker's supervisor restarts its thread instance\n{s.stderr()}")
+        # the same worker's second end (or the other's first): one of them passes its budget
+        for i in range(2, 6):
+            if "the worker stops" in s.stderr():
+                break
+            exit_echo(s, f"w-{i}")
+            said(s, f"(w-{i})")
+        F.check(said(s, "past its budget of 1; the worker stops (actor echo instance 0 ended (w-"),
+                f"{label}: past its budget the worker stops\n{s.stderr()}")
+        F.check(said(s, "respawned"), f"{label}: the supervisor process respawns it\n{s.stderr()}")
+        F.check(answers(s) and s.proc.poll() is None, f"{label}: the host serves on")
+        ended(label, s, 0)
+
+
 def refused():
     actors = [{"name": "echo", "placement": "thread"}, {"name": "silent", "placement": "process"},
               {"name": "ext", "placement": "external"}]
@@ -203,6 +231,7 @@ def refused():
 
 try:
     run_parts(F, [("thread restart", thread_restart), ("process exit", process_exit),
-                  ("mixed children", mixed_children), ("nested", nested), ("refused", refused)], tmp=TMP)
+                  ("mixed children", mixed_children), ("nested", nested), ("workers", workers),
+                  ("refused", refused)], tmp=TMP)
 finally:
     reap(SEEN)

@@ -164,6 +164,9 @@ def scenario():
                 and n[2].get("event") == "down", f"the driver hears echo.0 leave (NOTE_DOWN): {n}")
         d.p.stdin.close()
         F.check(d.p.wait(10) == 0, "the driver ends once its input does")
+        s.signal(signal.SIGTERM)
+        F.check(s.wait(15) == 0 and "Sanitizer" not in s.stderr(),
+                f"the host exits 0 on SIGTERM, no sanitizer report:\n{s.stderr()[-1500:]}")
 
 
 run_parts(F, [("calls and monitors", scenario)], PROGRAMS, TMP)

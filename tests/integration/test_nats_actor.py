@@ -17,7 +17,10 @@ echo_actor (m0_actor_run) given nats://HOST:PORT/SUBJECT. Proves:
   - a hostile instance (a raw NATS client): a reply that does not decode
     answers that request 502 (counted bad_reply), a reply to a made-up
     token is dropped (counted unknown_id);
-  - no instance subscribed: 503 at once (NATS's no responders), not 504;
+  - m0_call and m0_send (host_check's /msg/call, /msg/send) and m0_ask
+    (the thread actor relay asks echo) reach an instance through NATS;
+  - no instance subscribed: 503 at once (NATS's no responders), not 504,
+    and a call is refused EHOSTDOWN;
   - nats-server killed: the host keeps serving its other routes, the
     actor's route answers 502/503/504, never hangs; nats-server started
     again on the same port: host and instance reconnect, 200 again;
@@ -177,6 +180,18 @@ def raw_nats(port, subject):
     return s, f
 
 
+def next_msg(s, f):
+    """The next MSG line's fields, answering the server's PINGs on the way."""
+    while True:
+        line = f.readline()
+        if not line:
+            return []
+        if line.strip() == b"PING":
+            s.sendall(b"PONG\r\n")
+        elif line.startswith(b"MSG ") or line.startswith(b"HMSG "):
+            return line.split()
+
+
 def hostile(nats, port):
     """One instance that answers each request's reply subject with garbage, then a made-up token."""
     s, f = raw_nats(nats.port, SUBJECT)
@@ -187,7 +202,7 @@ def hostile(nats, port):
     t = threading.Thread(target=ask, daemon=True)
     bad0, unk0 = outcome(port, "bad_reply"), metric(port, 'm0_actor_replies_dropped_total{actor="echo",reason="unknown_id"}') or 0
     t.start()
-    line = f.readline().split()  # MSG subject sid reply len (no headers: a REQUEST)
+    line = next_msg(s, f)  # MSG subject sid reply len (no headers: a REQUEST)
     F.check(line[:1] == [b"MSG"] and len(line) == 5, f"the request reaches the hostile instance ({line})")
     reply, n = line[3].decode(), int(line[4])
     f.read(n + 2)
@@ -203,6 +218,20 @@ def hostile(nats, port):
     s.close()
 
 
+def calls(port):
+    """m0_call, m0_send and m0_ask of the nats-placed echo, from host_check's own threads."""
+    st, body = get(port, "/msg/call?to=echo&type=1&data=hi")
+    j = harness.as_json(body) or {}
+    F.check(st == 200 and j.get("type") == 2 and (j.get("answer") or {}).get("data") == "hi",
+            f"m0_call of echo through NATS: its ECHOED answer ({st} {body!r})")
+    st, body = get(port, "/msg/send?to=echo&n=3")
+    F.check(st == 200 and (harness.as_json(body) or {}).get("sent") == 3, f"m0_send of echo through NATS ({st} {body!r})")
+    st, body = get(port, "/actor/relay")
+    j = harness.as_json(body) or {}
+    F.check(st == 200 and (j.get("echo") or {}).get("path") == "/actor/relay",
+            f"m0_ask of echo from a thread actor, through NATS ({st} {body!r})")
+
+
 def single():
     nats = Nats().start()
     doctor(nats)
@@ -213,6 +242,7 @@ def single():
         F.check(st == 503, f"no instance subscribed: 503 at once, NATS's no responders ({st})")
         a, b = instance(nats, 0), instance(nats, 1)
         F.check(serving(a) and serving(b), "both instances subscribe")
+        calls(h.port)
         load = Load(h.port)
         load.start()
         F.check(wait_for(lambda: len(load.seen) >= 200 and {i for st, i in load.seen if st == 200} >= {0, 1}, 30),
@@ -228,9 +258,13 @@ def single():
         print(f"single: {len(seen)} answers, {n0} before the kill; after it, not 200: {bad}", flush=True)
         F.check(len(bad) <= load.n and set(bad) <= {504}, f"what failed was at most instance 0's in flight ({bad})")
         F.check(all(st == 200 for st, _ in seen[:n0]), "every answer before the kill was 200")
-        hostile(nats, h.port)
-        b.kill()
+        b.kill()  # the hostile one alone in the queue group next
         b.wait(10)
+        hostile(nats, h.port)
+        st, _ = get(h.port)
+        F.check(st == 503, f"the last instance gone: 503 at once again ({st})")
+        st, body = get(h.port, "/msg/call?to=echo&type=1&data=hi")
+        F.check(st == 502 and b"EHOSTDOWN" in body, f"no instance: a call is refused EHOSTDOWN ({st} {body!r})")
         nats.kill()
         F.check(wait_for(lambda: "is down" in h.stderr(), 15), "the host sees NATS down")
         st, _ = get(h.port, "/health")

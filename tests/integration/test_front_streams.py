@@ -207,6 +207,9 @@ def serve(label, topo, cls):
         edges(label, s.port)
         actor.kill()
         actor.wait(5)
+        rc, err = s.stop(), s.stderr()
+        F.check(rc == 0 and "Sanitizer" not in err and "runtime error" not in err,
+                f"{label}: SIGTERM -> exit 0, no sanitizer report ({rc}): {err[-1500:]}")
 
 
 def live(label, port):

@@ -10,6 +10,11 @@
 
 _Static_assert(M0__PAGE_SLOTS == M0__SLOTS, "a page's pids line is a service's slots");
 
+bool m0__observed_nats(const m0__loop *l, const m0__service *s) {
+  const m0__app_decl *d = l->host;
+  return d && s->index >= 0 && s->index < d->nactors && d->actors[s->index].placement == M0__PLACE_NATS;
+}
+
 /* This worker's block of the page: its bank's, its loop's. */
 static m0__page_instances *observed_block(const m0__loop *l, int loop) {
   return &l->page->instances[(size_t)l->page->bank * l->page->head->loops + (size_t)loop];

@@ -27,6 +27,9 @@ typedef struct m0__observed_instance {
   int worker, service, slot, in_flight;
 } m0__observed_instance;
 
+/* Whether s is an actor placed nats (service/nats.h): its slots are lanes
+ * to the fleet (batches in flight), not instances of this host. */
+bool m0__observed_nats(const m0__loop *l, const struct m0__service *s);
 /* Writes this loop's worker's thread instances on the page (prefork) and
  * rolls the edges' rates. On the loop's thread, at each sweep. */
 void m0__observer_swept(m0__loop *l);

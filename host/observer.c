@@ -15,6 +15,7 @@
 #include "runtime/recent.h"
 #include "service/service.h"
 #include "base/ids.h"
+#include "config/appspec.h"
 
 /* Where actor `name` (of role `role`, index `idx`) lives: its process. */
 static void process_of(const m0__topology *t, int role, int idx, char *out, size_t n) {
@@ -241,7 +242,8 @@ static void graph_edges(graph *g) {
 }
 
 /* How application actor s is placed, as the topology says. */
-static const char *placement_of(const m0__service *s) {
+static const char *placement_of(const graph *g, const m0__service *s) {
+  if (m0__observed_nats(g->l, s)) return "nats";
   return !s->connected ? "thread" : s->spawned ? "process" : "external";
 }
 
@@ -250,6 +252,7 @@ static const char *placement_of(const m0__service *s) {
  * pipe (a spawned instance dials ipc), at a worker's door (a relay's leg)
  * as the supervisor saw it (the page's pids); 0 when not known (tcp). */
 static pid_t instance_pid(const graph *g, m0__service *s, int k, int w) {
+  if (m0__observed_nats(g->l, s)) return 0; /* a lane: its instances are anywhere in the fleet */
   if (!s->connected) return w < 0 ? getpid() : pid_of(g->l, M0__ROLE_WORKER, w);
   if (s->door) return s->pids ? (pid_t)atomic_load(&s->pids[k]) : 0;
   uint64_t pid = 0;
@@ -282,10 +285,12 @@ static void graph_instance(graph *g, m0__service *s, int k, int w, int in_flight
   if (w >= 0) snprintf(proc, sizeof proc, "worker.%d", w);
   if (s->connected) json_object_set_new(g->outside, inst, json_true());
   json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "name", inst, "role", "instance", "actor",
-                        s->name, "process", proc, "thread", s->connected ? "" : inst, "machine", where, "in_flight",
-                        in_flight, "placement", placement_of(s));
+                        s->name, "process", proc, "thread", s->connected || m0__observed_nats(g->l, s) ? "" : inst,
+                        "machine", where, "in_flight",
+                        in_flight, "placement", placement_of(g, s));
   pid_t pid = instance_pid(g, s, k, w);
   if (pid > 0) json_object_set_new(n, "pid", json_integer(pid));
+  if (m0__observed_nats(g->l, s)) json_object_set_new(n, "lane", json_true()); /* a batch's way to the fleet */
   json_array_append_new(g->nodes, n);
   int mine = !g->prefork || s->connected ? -1 : w >= 0 ? w : g->l->index; /* the loop that sends to it, or all */
   for (int i = 0; i < g->t->loops; i++) {
@@ -295,7 +300,8 @@ static void graph_instance(graph *g, m0__service *s, int k, int w, int in_flight
     edge(g->edges, inst, other, "reply");
   }
   if (s->connected) edge(g->edges, inst, s->name, "publish");
-  else edge(g->edges, inst, g->prefork ? proc : "coordinator", "ready failed"); /* its process's coordinator */
+  else if (!m0__observed_nats(g->l, s)) /* a lane is no thread of its own: it says nothing */
+    edge(g->edges, inst, g->prefork ? proc : "coordinator", "ready failed"); /* its process's coordinator */
 }
 
 /* An application actor's requests answered so far, by the whole host (its
@@ -338,10 +344,15 @@ static void graph_services(graph *g) {
     }
     m0__observed_instances_each(g->l, other_instance, &o);
     json_t *n = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I}", "name", s->name, "role", "app", "process",
-                          g->process, "placement", placement_of(s), "url", s->connected ? s->url : "", "instances",
+                          g->process, "placement", placement_of(g, s), "url", s->connected ? s->url : "", "instances",
                           o.live, "in_flight", o.in_flight, "restarts", (json_int_t)atomic_load(s->restarts));
     refused(n, &g->rf, M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(si, 0xfff)));
     service_requests(n, s->st);
+    if (m0__observed_nats(g->l, s)) { /* its NATS server and subject (the topology's) */
+      const m0__actor_spec *sp = &((const m0__app_decl *)g->l->host)->actors[s->index];
+      json_object_set_new(n, "url", json_string(sp->url));
+      json_object_set_new(n, "subject", json_string(sp->subject));
+    }
     json_array_append_new(g->nodes, n);
   }
 }

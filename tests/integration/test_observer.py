@@ -28,11 +28,21 @@ placed external by a topology file and served by a real `echo_actor`:
   records (/graph?records=echo, and the loops') are each from or to it, the
   request sent with a traceparent among echo's and its loop's by its id,
   none for an actor that is not; GET /graph with Accept: text/event-stream is the host's own
-  stream of graph events, about one a second.
+  stream of graph events, about one a second;
+- under --workers 2 the graph (whichever worker answers) lists every
+  worker's echo.0 (its process, its worker's real pid); each edge has a
+  rate, above 0 on echo's edges under load and 0 once idle;
+- the supervision tree is the topology file's: echo placed process under
+  one_for_all (the supervisor's pid, the instances' own pids, children of
+  the supervisor; one killed, both started again and counted), and nested
+  supervisors with thread and process children (host_check);
+- an actor placed nats (a real nats-server) shows its server, subject and
+  each worker's lanes.
 """
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -684,8 +694,48 @@ def nested_tree():
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
 
 
+def nats_lanes():
+    """echo placed nats under --workers 2 (nats-server from Debian, its own
+    port): the actor says placement nats, its server and subject; what the
+    loops send to are its lanes (lane true, placement nats, no pid: its
+    instances are anywhere in the fleet), each worker's own."""
+    label = "dashboard --workers 2, echo placed nats"
+    err = harness.log_file()
+    nats = subprocess.Popen(["nats-server", "-a", "127.0.0.1", "-p", "-1"], stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        rx = re.compile(r"Listening for client connections on 127\.0\.0\.1:(\d+)")
+        F.check(wait_for(lambda: rx.search(harness.read_log(err)) and "Server is ready" in harness.read_log(err), 15),
+                f"{label}: nats-server starts ({harness.read_log(err)[-300:]})")
+        m = rx.search(harness.read_log(err))
+        if not m:
+            return
+        url = f"nats://127.0.0.1:{m.group(1)}"
+        run = os.path.join(TMP, "run-nats")
+        os.mkdir(run, 0o700)
+        path = os.path.join(run, "topo.json")
+        with open(path, "w") as f:
+            json.dump({"app_actors": [{"name": "echo", "placement": "nats", "url": url}]}, f)
+        with Prefork("dashboard", "--port", "0", "--run-dir", run, "--workers", "2", "--topology", path) as s:
+            g = wait_for(lambda: (lambda x: x if x and {n["process"] for n in x["nodes"] if n["role"] == "instance"}
+                                  == {"worker.0", "worker.1"} else None)(graph(s.port, tolerate=True)), 10) or \
+                graph(s.port, tolerate=True) or {"nodes": []}
+            echo = next((n for n in g["nodes"] if n["name"] == "echo"), {})
+            lanes = [n for n in g["nodes"] if n["role"] == "instance"]
+            F.check(echo.get("placement") == "nats" and echo.get("url") == url and
+                    echo.get("subject") == "m0.actor.echo",
+                    f"{label}: the actor is placed nats, with its server and subject ({echo})")
+            F.check(lanes and all(n.get("lane") is True and n["placement"] == "nats" and "pid" not in n
+                                  for n in lanes) and {n["process"] for n in lanes} == {"worker.0", "worker.1"},
+                    f"{label}: its lanes are each worker's, placed nats, no pid ({lanes[:3]})")
+            F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
+    finally:
+        nats.kill()
+        nats.wait(timeout=10)
+
+
 if __name__ == "__main__":
     try:
+        nats_lanes()
         nested_tree()
         supervised()
         spawned()

@@ -125,13 +125,18 @@ bool m0__outq_file_at(const m0__outq *q, size_t skip, int *fd, uint64_t *off, si
   return false;
 }
 
-size_t m0__outq_bytes(const m0__outq *q) { return q->copied.len + q->ref_bytes; }
 
 /* An iovec entry holds at most UINT_MAX bytes: a longer piece goes in
  * parts (the writer resumes by its skip). */
 static unsigned outq_len(size_t n) { return n > UINT_MAX ? UINT_MAX : (unsigned)n; }
 
 int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
+  if (q->nrefs == 0 && q->copied.len <= UINT_MAX) { /* most answers: one piece in memory */
+    if (skip >= q->copied.len) return 0;
+    iov[0].base = q->copied.p + skip;
+    iov[0].len = q->copied.len - skip;
+    return 1;
+  }
   int k = 0;
   size_t from = 0; /* position in copied */
   for (int r = 0; r <= q->nrefs; r++) {

@@ -65,7 +65,7 @@ int m0__outq_hold(m0__outq *q, const void *p, size_t n, void (*release)(void *),
  * (fd closed) M0__ETOOBIG (a bigger piece), M0__ESYSTEM (unread) or
  * M0__ENOMEM. */
 int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n);
-size_t m0__outq_bytes(const m0__outq *q);
+static inline size_t m0__outq_bytes(const m0__outq *q) { return q->copied.len + q->ref_bytes; }
 /* Fills iov (at most 2*M0__OUT_REFS+1 entries) with the bytes in memory
  * after the first `skip`, up to the first file piece. Returns the entry
  * count (0 when a file piece or nothing comes next). */

@@ -315,7 +315,7 @@ static bool parse_hexdig(char c) { return (c >= '0' && c <= '9') || ((c | 0x20) 
  * lines fold into one (RFC 9110 5.3), so "Host: a, b" is two Hosts. */
 /* RFC 3986's unreserved and sub-delims, as a table (every request's Host
  * is read through it). */
-static const bool host_chars[256] = {
+static const uint8_t host_chars[256] = {
     ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1,
     ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [';'] = 1, ['='] = 1,
     ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
@@ -327,6 +327,11 @@ static const bool host_chars[256] = {
     ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
 };
 static inline bool parse_host_char(char c) { return host_chars[(unsigned char)c]; }
+/* Four at once: 1 when all four are. */
+static inline int parse_host_chars4(const char *s) {
+  return host_chars[(unsigned char)s[0]] & host_chars[(unsigned char)s[1]] & host_chars[(unsigned char)s[2]] &
+         host_chars[(unsigned char)s[3]];
+}
 
 /* uri-host [":" port] (RFC 9110 7.2, 4.2.1): a name (or IPv4) of the
  * characters above and %XX, not empty (an http URI's host never is), or
@@ -347,9 +352,7 @@ static size_t parse_reg_name(const char *s, size_t n) { /* its end, or 0 (none) 
   size_t i = 0;
   for (;;) {
     /* every request's Host: the common bytes four at a time, then one by one */
-    while (n - i >= 4 && parse_host_char(s[i]) & parse_host_char(s[i + 1]) & parse_host_char(s[i + 2]) &
-                             parse_host_char(s[i + 3]))
-      i += 4;
+    while (n - i >= 4 && parse_host_chars4(s + i)) i += 4;
     while (i < n && parse_host_char(s[i])) i++;
     if (i == n || s[i] != '%') break;
     if (i + 2 >= n || !parse_hexdig(s[i + 1]) || !parse_hexdig(s[i + 2])) return 0;

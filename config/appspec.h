@@ -37,6 +37,7 @@ typedef struct m0__actor_spec {
   char url[256];          /* process, external: where the host listens; "" = built in the run directory;
                            * nats: the NATS server (service/nats.h) */
   char subject[128];      /* nats: the subject its instances serve ("" until resolved: m0.actor.<name>) */
+  int lanes;              /* nats: the batches each loop has out at once (1..64; default 2) */
   int restart_intensity;  /* process: restarts allowed within the period (0..1000; default 5) */
   long restart_period_ms; /* (1..86400000; default 10000) */
   int queue;              /* requests in flight per instance before 503 (1..65536; default 1024) */

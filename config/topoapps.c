@@ -152,6 +152,8 @@ static bool topoapps_nats(topoapps_list *l, json_t *e, m0__actor_spec *s) {
   }
   if (sub) snprintf(s->subject, sizeof s->subject, "%s", sub);
   else snprintf(s->subject, sizeof s->subject, "m0.actor.%s", s->name);
+  json_t *lanes = json_object_get(e, "lanes");
+  s->lanes = lanes ? (int)json_integer_value(lanes) : (int)m0__topo_default("app_actors", "lanes");
   return true;
 }
 

@@ -56,6 +56,8 @@ const m0__topo_key m0__topo_keys[] = {
     {"app_actors", "subject", M0__TOPO_STRING, 1, 127, NONE, NATS,
      "%s must be a NATS subject: 1 to 127 bytes of tokens of A-Z a-z 0-9 _ - separated by dots, no wildcard",
      "%s is for nats placement: the subject its instances serve (drop the key)"},
+    {"app_actors", "lanes", M0__TOPO_INT, 1, 64, 2, NATS, WHOLE,
+     "%s is for nats placement: the batches each loop has out to its NATS subject at once (drop the key)"},
     {"app_actors", "restart", M0__TOPO_OBJECT, 0, 0, NONE, PROCESS | THREAD,
      "%s must be an object {\"intensity\": 0..1000, \"period_ms\": 1..86400000}",
      "%s is for process and thread placement: only an instance the host runs is restarted (drop the key)"},

@@ -134,7 +134,7 @@ static int app_actors_instances(m0__app_actors *a, int i, const m0__app_decl *de
  * it). */
 static int app_actors_nats(m0__app_actors *a, int i, const m0__actor_spec *sp) {
   if (!a->nats && !(a->nats = calloc((size_t)a->n, sizeof *a->nats))) return M0__ENOMEM;
-  return m0__nats_open(&a->nats[i], &a->svcs[i], sp->url, sp->subject);
+  return m0__nats_open(&a->nats[i], &a->svcs[i], sp->url, sp->subject, sp->lanes);
 }
 
 /* Actor i: its door (a worker), its listener (placed process or

@@ -133,7 +133,10 @@ static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg,
         json_array_append_new(links, json_pack("{s:s, s:s, s:b}", "actor", s->name, "url", url, "encrypted",
                                                m0__link_encrypted(url)));
       }
-      if (s->placement == M0__PLACE_NATS) json_object_set_new(o, "subject", json_string(s->subject));
+      if (s->placement == M0__PLACE_NATS) {
+        json_object_set_new(o, "subject", json_string(s->subject));
+        json_object_set_new(o, "lanes", json_integer(s->lanes));
+      }
       if (s->placement == M0__PLACE_PROCESS)
         json_object_set_new(o, "restart", json_pack("{s:i, s:I}", "intensity", s->restart_intensity, "period_ms",
                                                     (json_int_t)s->restart_period_ms));

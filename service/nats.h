@@ -5,7 +5,8 @@
  * instance: N hosts and M instances make N + M connections, not N x M.
  *
  * Design notes
- * - To its loops the actor is M0__NATS_LANES thread-like slots whose
+ * - To its loops the actor is `lanes` thread-like slots (the topology's
+ *   key, default 2) whose
  *   inbox is this forwarder's: a lane is not an instance but one batch in
  *   flight per loop, so a loop has at most that many REQUESTs out at once,
  *   whichever instances take them. The loops' batching, deadlines (504),
@@ -33,7 +34,7 @@
  *   M0-Kind: message; a call's RETURN comes back on its token, a send is
  *   published with no reply subject.
  * - The pending table is a ring of M0__NATS_PENDING entries indexed by the
- *   token: a loop has at most M0__NATS_LANES REQUESTs out, so an entry
+ *   token: a loop has at most `lanes` REQUESTs out, so an entry
  *   reused while its answer is still awaited only happens to an answer
  *   long past its deadline.
  *
@@ -50,7 +51,7 @@
 #include "runtime/inbox.h"
 #include "service/service.h"
 
-#define M0__NATS_LANES 8
+#define M0__NATS_LANES_MAX 64 /* M0__SLOTS */
 #define M0__NATS_PENDING 4096 /* a power of two */
 
 typedef struct m0__nats_pending {
@@ -82,7 +83,7 @@ typedef struct m0__nats {
  * yet is retried in the background: the lanes are live once it is). 0, or
  * a negative m0__err with the reason on stderr; *out is set either way,
  * for m0__nats_close. */
-int m0__nats_open(m0__nats **out, m0__service *s, const char *url, const char *subject);
+int m0__nats_open(m0__nats **out, m0__service *s, const char *url, const char *subject, int lanes);
 /* Stops the forwarder, closes the connection, frees what is in flight and
  * n (NULL: nothing). */
 void m0__nats_close(m0__nats *n);

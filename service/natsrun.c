@@ -103,6 +103,7 @@ static bool natsrun_stopped(int sfd) {
 /* Connects and subscribes: 0, or the exit code (said on stderr). */
 static int natsrun_begin(natsrun *r) {
   natsStatus st = m0__nats_options(&r->opts, r->server, NULL, natsrun_on_up, natsrun_on_up, r);
+  if (st == NATS_OK) st = natsOptions_SetSendAsap(r->opts, true); /* each answer at once: see service/nats.c */
   if (st == NATS_OK) {
     st = natsConnection_Connect(&r->nc, r->opts);
     if (st == NATS_NOT_YET_CONNECTED) {
@@ -172,7 +173,12 @@ int m0__nats_run(const m0_actor_kind *kind, const char *url, int instance) {
   if (!code) code = natsrun_serve(&r);
   natsrun_end(&r);
   if (kind->free && r.state) kind->free(r.state);
-  if (r.sfd >= 0) close(r.sfd);
+  if (r.sfd >= 0) { /* the signal taken: not delivered again once unblocked */
+    struct signalfd_siginfo si;
+    while (read(r.sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+    }
+    close(r.sfd);
+  }
   pthread_sigmask(SIG_SETMASK, &r.old, NULL);
   return code;
 }

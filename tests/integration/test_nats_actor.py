@@ -153,8 +153,8 @@ def doctor(nats):
                        text=True, timeout=30)
     j = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
     e = next((x for x in j.get("topology", {}).get("app_actors", []) if x["name"] == "echo"), {})
-    F.check(e.get("placement") == "nats" and e.get("subject") == SUBJECT and e.get("url") == nats.url(),
-            f"the doctor prints echo's placement, subject and URL ({e})")
+    F.check(e.get("placement") == "nats" and e.get("subject") == SUBJECT and e.get("url") == nats.url()
+            and e.get("lanes") == 2, f"the doctor prints echo's placement, subject, URL and lanes ({e})")
     for bad, what in (({"subject": "m0.*"}, "a subject with a wildcard"),
                       ({"url": "ipc:///tmp/x"}, "a URL that is no NATS server's")):
         t = topo(nats, **bad)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/errors.h"
 #include "base/ids.h"
 #include "config/appspec.h"
 #include "runtime/edges.h"
@@ -104,11 +105,11 @@ static json_t *observed_actor(const m0__loop *l, const m0__actor_spec *a, json_i
                    "instances", insts, "restarts", r);
 }
 
-/* Supervisor `name`'s index in d, or -1. */
+/* Supervisor `name`'s index in d, or M0__ENOTFOUND. */
 static int observed_sup_index(const m0__app_decl *d, const char *name) {
   for (int s = 0; s < d->nsups; s++)
     if (!strcmp(d->sups[s].name, name)) return s;
-  return -1;
+  return M0__ENOTFOUND;
 }
 
 /* Supervisor si and what is under it (its child supervisors nested, at
@@ -121,7 +122,7 @@ static json_t *observed_sup(const m0__loop *l, const m0__app_decl *d, int si, in
   json_int_t mine = 0;
   for (int c = 0; c < sp->nchildren; c++) {
     int sub = observed_sup_index(d, sp->children[c]);
-    int a = sub < 0 ? m0__app_decl_find(d, sp->children[c], strlen(sp->children[c])) : -1;
+    int a = sub < 0 ? m0__app_decl_find(d, sp->children[c], strlen(sp->children[c])) : M0__ENOTFOUND;
     if (sub >= 0 && depth < M0__SUP_DEPTH_MAX) json_array_append_new(kids, observed_sup(l, d, sub, depth + 1, &mine));
     else if (a >= 0) json_array_append_new(kids, observed_actor(l, &d->actors[a], &mine));
   }

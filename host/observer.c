@@ -150,9 +150,16 @@ static void count_edges(json_t *edges, json_t *nodes, const counts *cn, json_t *
     if (json_object_get(outside, to)) continue;
     json_object_set_new(e, "waiting", json_integer((json_int_t)w));
     json_object_set_new(waits, to, json_integer(json_integer_value(json_object_get(waits, to)) + (json_int_t)w));
+    char own[128]; /* and as loop.i's worker's (under prefork its thread instances are its own: worker.i/echo.0) */
+    snprintf(own, sizeof own, "worker.%s/%s", strncmp(f, "loop.", 5) ? "-" : f + 5, to);
+    json_object_set_new(waits, own, json_integer(json_integer_value(json_object_get(waits, own)) + (json_int_t)w));
   }
   json_array_foreach(nodes, i, e) {
     const char *who = json_string_value(json_object_get(e, "name"));
+    const char *proc = json_string_value(json_object_get(e, "process"));
+    char own[128];
+    if (!strcmp(json_string_value(json_object_get(e, "role")), "instance") && proc && !strncmp(proc, "worker.", 7))
+      who = (snprintf(own, sizeof own, "%s/%s", proc, who), own); /* a worker's own instance: its loop's edges */
     if (!json_object_get(outside, who) && strcmp(json_string_value(json_object_get(e, "role")), "app"))
       json_object_set_new(e, "waiting", json_integer(json_integer_value(json_object_get(waits, who))));
   }

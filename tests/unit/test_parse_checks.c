@@ -51,6 +51,18 @@ static void refused_for(const char *r, const m0__parse_limits *l, int want, cons
   assert_int_equal(status_bytewise(r, l), want);
 }
 
+/* The line ends are scanned late (http/parse.c: parse_refuse): a bare CR or
+ * LF before another refusal is still the answer, as when every piece was
+ * scanned as it came. llhttp 9 refuses a bare LF itself (400 too). */
+static void test_bare_before_refusal(void **st) {
+  (void)st;
+  m0__parse_limits small = {1024, 16, 10};
+  refused_for("\rGET /aaaaaaaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\nHost: a\r\n\r\n", &small, 400, "bare CR"); /* not 414 */
+  refused_for("GET / HTTP/1.1\nHost: a\r\nExpect: x\r\n\r\n", &lim, 400, NULL);                    /* not 417 */
+  refused_for("GET / HTTP/1.1\nHost: a\r\nHost: b\r\n\r\n", &lim, 400, NULL);                    /* not 2 Hosts' */
+  refused_for("POST / HTTP/1.1\nHost: a\r\nContent-Length: 99\r\n\r\n", &small, 400, NULL); /* not 413 */
+}
+
 static void test_limits(void **st) {
   m0__parse_limits small = {1024, 256, 10};
   char r[8192];
@@ -476,6 +488,7 @@ int main(void) {
       cmocka_unit_test(test_after_refusal), cmocka_unit_test(test_shift_edges),
       cmocka_unit_test(test_ows_trimmed),   cmocka_unit_test(test_absolute_form), cmocka_unit_test(test_host_values),
       cmocka_unit_test(test_request_line),  cmocka_unit_test(test_upgrade_ignored), cmocka_unit_test(test_trailers),
+      cmocka_unit_test(test_bare_before_refusal),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

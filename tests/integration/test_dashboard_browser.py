@@ -208,9 +208,9 @@ def browser():
             d.js(APP_JS)), 5) or d.js(APP_JS)
         F.check(app["facts"].get("role") == "app" and app["facts"].get("placement") == "thread"
                 and app["facts"].get("instances") == "1" and num(app["facts"].get("requests")) is not None
-                and app["insts"] == [["echo.0", "thread", str(s.proc.pid), socket.gethostname(), "0"]],
+                and app["insts"] == [["echo.0", "host", "thread", str(s.proc.pid), socket.gethostname(), "0"]],
                 f"{label}: echo's detail: placed thread, 1 instance live, its requests, and a row for echo.0 with "
-                f"its placement, pid, machine and in flight ({app})")
+                f"its process, placement, pid, machine and in flight ({app})")
         d.js(CLICK_JS, "loop.1")
         # Tracing switched on (m0trace): the selected actor's recent records
         # show (the producer's frames to loop.1 at least, twice a second).

@@ -323,6 +323,11 @@ int main(int argc, char **argv) {
   }
   if (!url) return usage("which URL? (the host's --trace URL, or where to listen with --run-dir)");
   if (requests && !run_dir) return usage("--requests tells a running host: it needs --run-dir");
+  for (int i = 0; !run_dir && i < f.nactors; i++) /* the names are on the host's page: no --run-dir, no names */
+    if (!m0__actor_name_known(f.actors[i]))
+      fprintf(stderr, "m0trace: --actor %s: without --run-dir the records name an application actor's instances "
+                      "app.<actor>.<slot> (<actor> its place in the doctor's app_actors): give --run-dir DIR, or "
+                      "--actor app.<actor>\n", f.actors[i]);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop;

@@ -486,6 +486,17 @@ def trace_example(label, run, port):
             f"observer does (exit {rc}, names {sorted(names)[:8]}, stderr {harness.read_log(err)[-300:]!r})")
 
 
+def trace_unnamed():
+    """m0trace --actor echo URL without --run-dir: it cannot know the
+    application's names (its records say app.<actor>.<slot>) and says so on
+    stderr, with what to give instead; it runs on and exits 0."""
+    r = subprocess.run([os.path.join(BIN, "m0trace"), "--actor", "echo", "--seconds", "1",
+                        f"ipc://{TMP}/unnamed.sock"], capture_output=True, text=True, timeout=20)
+    F.check(r.returncode == 0 and "--actor echo: without --run-dir" in r.stderr and "app.<actor>" in r.stderr,
+            f"m0trace --actor echo URL (no --run-dir): says its records name echo's instances app.<actor>.<slot>, "
+            f"exit 0 (exit {r.returncode}, stderr {r.stderr[-300:]!r})")
+
+
 def respawned(label, s):
     """Worker 1 killed: the supervisor starts another; the graph (either
     worker's) names worker.1 with its new pid and 1 respawn."""
@@ -735,6 +746,7 @@ def nats_lanes():
 
 if __name__ == "__main__":
     try:
+        trace_unnamed()
         nats_lanes()
         nested_tree()
         supervised()

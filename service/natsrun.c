@@ -16,8 +16,9 @@
  *   server that restarts is found again, as a host is by an nng dialer.
  * - SIGTERM and SIGINT end it between requests: blocked, and read from a
  *   signalfd each time the wait for the next request (at most
- *   NATSRUN_WAIT_MS) returns. It publishes nothing but answers, and does
- *   not send or call (m0_send and m0_call from its receive are refused).
+ *   NATSRUN_WAIT_MS) returns. It publishes nothing but answers: its
+ *   m0_publish is refused (false), as are m0_send and m0_call from its
+ *   receive.
  */
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "bus/natsopt.h"
+#include "bus/publisher.h"
 #include "runtime/actor.h"
 #include "runtime/envelope.h"
 #include "runtime/kinds.h"
@@ -46,6 +48,7 @@ typedef struct natsrun {
   char server[256], subject[128];
   int sfd;
   sigset_t old;
+  m0_publisher pub; /* linked to no socket: m0_publish from its receive is refused (false), not a crash */
 } natsrun;
 
 static void natsrun_on_up(natsConnection *nc, void *arg) {
@@ -163,7 +166,9 @@ int m0__nats_run(const m0_actor_kind *kind, const char *url, int instance) {
   pthread_sigmask(SIG_BLOCK, &stops, &r.old); /* before libnats's threads, which inherit it */
   r.sfd = signalfd(-1, &stops, SFD_CLOEXEC | SFD_NONBLOCK);
   char err[512] = "";
-  m0_actor_ctx ctx = {.actor = kind->name, .instance = instance, .instances = 0, .config = NULL, .publisher = NULL};
+  m0__publisher_link(&r.pub, (nng_socket)NNG_SOCKET_INITIALIZER, M0__ACTOR_ID(M0__ROLE_APP, instance & 0xfff));
+  m0_actor_ctx ctx = {.actor = kind->name, .instance = instance, .instances = 0, .config = NULL,
+                      .publisher = &r.pub};
   int code = r.sfd < 0 ? 1 : 0;
   if (!code && kind->make && !(r.state = kind->make(&ctx, err, sizeof err))) {
     fprintf(stderr, "m0: actor %s: %s\n", kind->name, err[0] ? err : "make failed");
@@ -173,6 +178,7 @@ int m0__nats_run(const m0_actor_kind *kind, const char *url, int instance) {
   if (!code) code = natsrun_serve(&r);
   natsrun_end(&r);
   if (kind->free && r.state) kind->free(r.state);
+  m0__publisher_close(&r.pub);
   if (r.sfd >= 0) { /* the signal taken: not delivered again once unblocked */
     struct signalfd_siginfo si;
     while (read(r.sfd, &si, sizeof si) == (ssize_t)sizeof si) {

@@ -1,6 +1,7 @@
 #include "http/parse.h"
 
 #include "base/errors.h"
+#include "http/authority.h"
 #include "http/bytes.h"
 
 #include <stdlib.h>
@@ -309,69 +310,6 @@ static int parse_hex(const char *s, size_t n, uint64_t *out) {
   return 0;
 }
 
-static bool parse_hexdig(char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); }
-
-/* RFC 3986's unreserved and sub-delims, but ",": a comma is how two field
- * lines fold into one (RFC 9110 5.3), so "Host: a, b" is two Hosts. */
-/* RFC 3986's unreserved and sub-delims, as a table (every request's Host
- * is read through it). */
-static const uint8_t host_chars[256] = {
-    ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1,
-    ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [';'] = 1, ['='] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1,
-    ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1,
-    ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1,
-    ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1,
-    ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
-};
-static inline bool parse_host_char(char c) { return host_chars[(unsigned char)c]; }
-/* Four at once: 1 when all four are. */
-static inline int parse_host_chars4(const char *s) {
-  return host_chars[(unsigned char)s[0]] & host_chars[(unsigned char)s[1]] & host_chars[(unsigned char)s[2]] &
-         host_chars[(unsigned char)s[3]];
-}
-
-/* uri-host [":" port] (RFC 9110 7.2, 4.2.1): a name (or IPv4) of the
- * characters above and %XX, not empty (an http URI's host never is), or
- * "[" an IPv6 or IPvFuture literal "]"; a port of digits. So no userinfo
- * ("@"), no path ("/"), no space. */
-static size_t parse_ip_literal(const char *s, size_t n) { /* past "[...]", or 0 */
-  bool future = n > 1 && (s[1] | 0x20) == 'v', colon = false;
-  size_t i;
-  for (i = 1; i < n && s[i] != ']'; i++) {
-    colon |= s[i] == ':';
-    if (!(future ? parse_host_char(s[i]) || s[i] == ':' : parse_hexdig(s[i]) || s[i] == ':' || s[i] == '.'))
-      return 0;
-  }
-  return i == n || !(future || colon) ? 0 : i + 1;
-}
-
-static size_t parse_reg_name(const char *s, size_t n) { /* its end, or 0 (none) */
-  size_t i = 0;
-  for (;;) {
-    /* every request's Host: the common bytes four at a time, then one by one */
-    while (n - i >= 4 && parse_host_chars4(s + i)) i += 4;
-    while (i < n && parse_host_char(s[i])) i++;
-    if (i == n || s[i] != '%') break;
-    if (i + 2 >= n || !parse_hexdig(s[i + 1]) || !parse_hexdig(s[i + 2])) return 0;
-    i += 3;
-  }
-  return i == n || s[i] == ':' ? i : 0;
-}
-
-static bool parse_authority_ok(const char *s, size_t n) {
-  size_t i = n && s[0] == '[' ? parse_ip_literal(s, n) : parse_reg_name(s, n);
-  if (i == 0) return false;
-  if (i < n && s[i++] != ':') return false;
-  while (n - i >= 4 && ((unsigned)(s[i] - '0') <= 9) & ((unsigned)(s[i + 1] - '0') <= 9) &
-                          ((unsigned)(s[i + 2] - '0') <= 9) & ((unsigned)(s[i + 3] - '0') <= 9))
-    i += 4;
-  while (i < n && (unsigned)(s[i] - '0') <= 9) i++;
-  return i == n;
-}
-
 static int on_header_value_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
   m0__span v = p->hs->value[p->nheaders - 1];
@@ -388,7 +326,7 @@ static int on_header_value_complete(llhttp_t *ll) {
   case HDR_HOST:
     p->hosts++;
     p->host_index = p->nheaders - 1;
-    if (!parse_authority_ok(s, v.len)) return parse_refuse(p, 400, "Host not host[:port]");
+    if (!m0__authority_ok(s, v.len)) return parse_refuse(p, 400, "Host not host[:port]");
     break;
   case HDR_TE:
     /* Only "chunked" alone is served: any other coding, or a list, is
@@ -431,7 +369,7 @@ static int parse_absolute(m0__parser *p, const char *u, uint32_t n) {
   if (i == a) return parse_refuse(p, 400, "absolute-form with an empty authority");
   /* userinfo: RFC 9110 4.2.4 says to treat it as an error (it disguises the authority) */
   if (memchr(u + a, '@', i - a)) return parse_refuse(p, 400, "userinfo in the request target");
-  if (!parse_authority_ok(u + a, i - a)) return parse_refuse(p, 400, "absolute-form authority not host[:port]");
+  if (!m0__authority_ok(u + a, i - a)) return parse_refuse(p, 400, "absolute-form authority not host[:port]");
   if (i < n && u[i] == '?') return parse_refuse(p, 400, "absolute-form with an empty path before its query");
   m0__span authority = {p->url.off + a, i - a};
   p->url = i < n ? (m0__span){p->url.off + i, n - i} : (m0__span){p->url.off + a - 1, 1};

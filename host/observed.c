@@ -25,7 +25,8 @@ static m0__page_instances *observed_block(const m0__loop *l, int loop) {
 static void observed_write(m0__loop *l) {
   m0__page_instances *b = observed_block(l, l->index);
   uint64_t n = 0;
-  atomic_fetch_add_explicit(&b->seq, 1, memory_order_acq_rel); /* odd: being written */
+  atomic_fetch_add_explicit(&b->seq, 1, memory_order_relaxed); /* odd: being written */
+  atomic_thread_fence(memory_order_release);                     /* before any line below */
   for (int si = 0; si < l->nservices && si < 256; si++) {
     m0__service *s = l->services[si];
     for (int k = 0; !s->connected && k < s->nslots && n < M0__PAGE_INSTANCE_LINES; k++) {

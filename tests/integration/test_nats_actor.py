@@ -18,7 +18,8 @@ echo_actor (m0_actor_run) given nats://HOST:PORT/SUBJECT. Proves:
     answers that request 502 (counted bad_reply), a reply to a made-up
     token is dropped (counted unknown_id);
   - m0_call and m0_send (host_check's /msg/call, /msg/send) and m0_ask
-    (the thread actor relay asks echo) reach an instance through NATS;
+    (the thread actor relay asks echo) reach an instance through NATS; the
+    instance's m0_publish is refused (false);
   - no instance subscribed: 503 at once (NATS's no responders), not 504,
     and a call is refused EHOSTDOWN;
   - nats-server killed: the host keeps serving its other routes, the
@@ -96,10 +97,11 @@ def serving(p):
     return wait_for(lambda: said(p, "serving " + SUBJECT), 15)
 
 
-def get(port, path="/actor/echo", timeout=10):
+def get(port, path="/actor/echo", timeout=10, headers=None):
     """(status, body) of one GET; status 0 when the connection failed."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+        rq = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
+        with urllib.request.urlopen(rq, timeout=timeout) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
@@ -226,6 +228,9 @@ def calls(port):
             f"m0_call of echo through NATS: its ECHOED answer ({st} {body!r})")
     st, body = get(port, "/msg/send?to=echo&n=3")
     F.check(st == 200 and (harness.as_json(body) or {}).get("sent") == 3, f"m0_send of echo through NATS ({st} {body!r})")
+    st, body = get(port, headers={"x-publish": "news"})
+    F.check(st == 200 and (harness.as_json(body) or {}).get("published") is False,
+            f"an instance served through NATS: its m0_publish is refused, false ({st} {body!r})")
     st, body = get(port, "/actor/relay")
     j = harness.as_json(body) or {}
     F.check(st == 200 and (j.get("echo") or {}).get("path") == "/actor/relay",

@@ -486,14 +486,17 @@ static void test_page_create_attach(void **st) {
   m0__page pg, other;
   assert_int_equal(m0__page_create(&pg, d, 3, 5, err, sizeof err), 0);
   /* head, two banks of loop lines (host/reload.h), refusals, bus, edges, the recent records, restarts, the
-   * host's figures, the actors' lines, each loop's figures, the rows' keys, the actors' names */
+   * host's figures, the actors' lines, each loop's figures, the rows' keys, the actors' names, what the observer
+   * reads (the rates' window, marks and rates, the spawned instances' pids, per bank and loop its instances) */
   assert_int_equal(size_of(d, "page"), 64 + 2 * 3 * 128 + M0__PAGE_REFUSAL_LINES * (8 + 8 * M0__PAGE_REFUSAL_REASONS) +
                                            448 + M0__PAGE_EDGE_LINES * 32 +
                                            64 + M0__PAGE_TRACE_LINES * 80 + M0__PAGE_APP_ACTORS * 8 + 64 +
                                            M0__PAGE_APP_ACTORS * 256 + 3 * sizeof(m0__loop_figures) +
                                            M0__PAGE_CHANNEL_LINES * sizeof(m0__channel_line) +
                                            (M0__PAGE_ROW_NONE + M0__PAGE_APP_ACTORS + 1) * 8 +
-                                           M0__PAGE_APP_ACTORS * M0__PAGE_NAME_MAX);
+                                           M0__PAGE_APP_ACTORS * M0__PAGE_NAME_MAX + 8 + 2 * M0__PAGE_EDGE_LINES * 8 +
+                                           M0__PAGE_APP_ACTORS * M0__PAGE_SLOTS * 8 +
+                                           2 * 3 * (16 + M0__PAGE_INSTANCE_LINES * 8));
   assert_int_equal(size_of(d, "app-page"), 5 * 8);
   assert_int_equal(pg.head->loops, 3);
   assert_int_equal(pg.head->app_slots, 5);

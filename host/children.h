@@ -64,5 +64,10 @@ void m0__children_stop(m0__children *ch, int64_t deadline);
  * `name` (m0_actor_run), its exit code. m0_serve and m0_host_start turn
  * into it, so a spawned program runs no code of its main past them. */
 int m0__actor_child(const m0_app *app, const char *name);
+/* The doctor's `supervision` (host/suptree.c): each top supervisor with
+ * its children as a tree, then each actor in none with its own restart
+ * budget; [] when the declaration does not resolve. */
+struct json_t;
+struct json_t *m0__suptree_doctor(const m0_app *app, const struct m0_config *cfg);
 
 #endif

@@ -14,6 +14,7 @@
 #include "config/appspec.h"
 #include "config/checks.h"
 #include "config/options.h"
+#include "host/children.h"
 #include "host/process.h"
 #include "transport/links.h"
 #include "transport/page.h"
@@ -231,6 +232,7 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   doctor_app_actors(topo, links, cfg, app);
   json_object_set_new(root, "topology", topo);
   json_object_set_new(root, "links", links);
+  json_object_set_new(root, "supervision", m0__suptree_doctor(app, cfg));
   json_object_set_new(root, "application", doctor_application(app, pd.loops));
   json_object_set_new(root, "unknown_variables", doctor_unknown(app));
   json_object_set_new(root, "running", doctor_running(cfg));

@@ -26,6 +26,7 @@
  * - The tree has no cycle and at most M0__SUP_DEPTH_MAX levels (the
  *   file's check); the walks up it are bounded by that anyway.
  */
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,4 +336,55 @@ void m0__suptree_free(m0__children *ch) {
   free(ch->flat);
   free(ch->sup_parent);
   free(ch->sup_rank);
+}
+
+/* ---- the doctor's view: who restarts what, as a tree ---- */
+
+static json_t *doctor_actor(const m0__actor_spec *a) {
+  json_t *o = json_pack("{s:s, s:s, s:i}", "actor", a->name, "placement", m0__placement_name(a->placement),
+                        "instances", a->instances);
+  return o;
+}
+
+static json_t *doctor_sup(const m0__app_decl *d, int s, int depth) {
+  static const char *const strategies[] = {"one_for_one", "one_for_all", "rest_for_one"};
+  const m0__sup_spec *sp = &d->sups[s];
+  json_t *kids = json_array();
+  for (int m = 0; m < sp->nchildren; m++) {
+    int a = m0__app_decl_find(d, sp->children[m], strlen(sp->children[m])), t;
+    if (a >= 0) json_array_append_new(kids, doctor_actor(&d->actors[a]));
+    else if ((t = tree_sup_find(d, sp->children[m])) >= 0 && depth < M0__SUP_DEPTH_MAX)
+      json_array_append_new(kids, doctor_sup(d, t, depth + 1));
+  }
+  return json_pack("{s:s, s:s, s:i, s:I, s:s, s:o}", "supervisor", sp->name, "strategy", strategies[sp->strategy],
+                   "intensity", sp->intensity, "period_ms", (json_int_t)sp->period_ms, "on_fail",
+                   depth ? "parent" : sp->serve_on ? "serve_on" : "exit", "children", kids);
+}
+
+/* Whether a supervisor names `name` among its children. */
+static bool doctor_has_parent(const m0__app_decl *d, const char *name) {
+  for (int s = 0; s < d->nsups; s++)
+    for (int m = 0; m < d->sups[s].nchildren; m++)
+      if (!strcmp(d->sups[s].children[m], name)) return true;
+  return false;
+}
+
+json_t *m0__suptree_doctor(const m0_app *app, const struct m0_config *cfg) {
+  m0__app_decl d;
+  char why[512];
+  json_t *out = json_array();
+  if (m0__app_decl_make(&d, app, cfg, why, sizeof why) != 0) return out;
+  for (int s = 0; s < d.nsups; s++)
+    if (!doctor_has_parent(&d, d.sups[s].name)) json_array_append_new(out, doctor_sup(&d, s, 0));
+  for (int a = 0; a < d.nactors; a++) {
+    const m0__actor_spec *sp = &d.actors[a];
+    if (doctor_has_parent(&d, sp->name) || (sp->placement != M0__PLACE_THREAD && sp->placement != M0__PLACE_PROCESS))
+      continue;
+    json_t *o = doctor_actor(sp);
+    json_object_set_new(o, "restart", json_pack("{s:i, s:I}", "intensity", sp->restart_intensity, "period_ms",
+                                                (json_int_t)sp->restart_period_ms));
+    json_array_append_new(out, o);
+  }
+  m0__app_decl_free(&d);
+  return out;
 }

@@ -18,6 +18,7 @@ Proves:
   alone; inner past its budget fails to top, which restarts inner's
   subtree and silent; top past its budget stops the host, exit 1, the line
   naming top and the chain of reasons, no instance left behind;
+- the doctor prints the tree (`supervision`);
 - under --workers 2 a worker restarts its own thread instance, and its
   top supervisor past its budget stops that worker alone, respawned;
 - a cycle, an unknown child, a tree deeper than 8 and an external child
@@ -149,13 +150,28 @@ def mixed_children():
         ended(label, s, 0)
 
 
+NESTED = {"app_actors": [{"name": "echo", "placement": "thread"}, {"name": "relay", "placement": "thread"},
+                         {"name": "silent", "placement": "process"}],
+          "supervisors": [{"name": "top", "strategy": "one_for_all", "intensity": 1, "period_ms": 60000,
+                           "children": ["inner", "silent"]},
+                          {"name": "inner", "intensity": 1, "period_ms": 60000, "children": ["echo", "relay"]}]}
+
+
+def doctor():
+    """The doctor's `supervision`: the tree, top first, actors as leaves."""
+    rc, out, err = run("host_check", "--port", "0", "--topology", topology(NESTED), "--doctor")
+    tree = json.loads(out).get("supervision") if rc == 0 else None
+    leaf = lambda a, p: {"actor": a, "placement": p, "instances": 1}
+    want = [{"supervisor": "top", "strategy": "one_for_all", "intensity": 1, "period_ms": 60000, "on_fail": "exit",
+             "children": [{"supervisor": "inner", "strategy": "one_for_one", "intensity": 1, "period_ms": 60000,
+                           "on_fail": "parent", "children": [leaf("echo", "thread"), leaf("relay", "thread")]},
+                          leaf("silent", "process")]}]
+    F.check(tree == want, f"the doctor prints the tree ({rc}, {tree})\n{err}")
+
+
 def nested():
     label = "nested"
-    doc = {"app_actors": [{"name": "echo", "placement": "thread"}, {"name": "relay", "placement": "thread"},
-                          {"name": "silent", "placement": "process"}],
-           "supervisors": [{"name": "top", "strategy": "one_for_all", "intensity": 1, "period_ms": 60000,
-                            "children": ["inner", "silent"]},
-                           {"name": "inner", "intensity": 1, "period_ms": 60000, "children": ["echo", "relay"]}]}
+    doc = NESTED
     s = Server("host_check", "--port", "0", "--topology", topology(doc))
     with s:
         k = wait_for(lambda: pids(s.proc.pid).get("silent"), 15)
@@ -231,7 +247,7 @@ def refused():
 
 try:
     run_parts(F, [("thread restart", thread_restart), ("process exit", process_exit),
-                  ("mixed children", mixed_children), ("nested", nested), ("workers", workers),
+                  ("mixed children", mixed_children), ("nested", nested), ("doctor", doctor), ("workers", workers),
                   ("refused", refused)], tmp=TMP)
 finally:
     reap(SEEN)

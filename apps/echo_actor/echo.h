@@ -9,6 +9,8 @@
  * `x-exit: REASON` ends the instance with that reason (m0_actor_exit),
  * the request unanswered (502); its restart budget or supervisor decides.
  * M0_ECHO_STOP_MS=N makes instance 0 say when it is made and take N ms to stop (echo_free).
+ * M0_ECHO_REMAKE_FAILS=1 refuses every make after the process's first (a
+ * thread instance's make at its restart).
  * Messages (m0_send, m0_call; echo_message): ECHO_MSG_ECHO is answered
  * ECHO_MSG_ECHOED with {"actor":"echo","pid":P,"instance":I,"data":D};
  * each ECHO_MSG_COUNT (a send) is counted, and ECHO_MSG_COUNTED answers
@@ -34,6 +36,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <m0/m0.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,11 @@ enum {
 };
 
 static void *echo_make(const m0_actor_ctx *ctx, char *err, size_t errlen) {
+  static atomic_int makes; /* this process's: M0_ECHO_REMAKE_FAILS refuses each make after the first */
+  if (atomic_fetch_add(&makes, 1) > 0 && getenv("M0_ECHO_REMAKE_FAILS")) {
+    snprintf(err, errlen, "echo: a make after the first refused (M0_ECHO_REMAKE_FAILS)");
+    return NULL;
+  }
   echo_state *s = calloc(1, sizeof *s);
   if (!s) snprintf(err, errlen, "echo: out of memory");
   else {

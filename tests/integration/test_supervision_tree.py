@@ -8,7 +8,8 @@ Proves:
   old state given to free) and answers; the request that ended it got 502;
   a monitor (host_check's /msg/box, m0_monitor) hears down with the reason,
   exited (restarted) and up; past its `restart` budget it stays down (503)
-  and the host serves on;
+  and the host serves on; a make that refuses at a restart counts as one
+  more end;
 - a process instance's m0_actor_exit ends its process (status 1), which
   is spawned again;
 - a supervisor with a thread child and a process child (one_for_all): the
@@ -116,6 +117,22 @@ def thread_restart():
                 f"{label}: past its budget it stays down, said\n{s.stderr()}")
         F.check(wait_for(lambda: get(s.port, "/actor/echo")[0] == 503, 10), f"{label}: /actor/echo 503")
         F.check(get(s.port, "/health")[0] == 200, f"{label}: the host serves on")
+        ended(label, s, 0)
+
+
+def remake_refused():
+    """A make that refuses at a restart counts as one more end."""
+    label = "make refused at a restart"
+    doc = {"app_actors": [{"name": "echo", "placement": "thread", "restart": {"intensity": 2, "period_ms": 60000}}]}
+    s = Server("host_check", "--port", "0", "--topology", topology(doc), env={"M0_ECHO_REMAKE_FAILS": "1"})
+    with s:
+        F.check(answers(s), f"{label}: the first make serves")
+        F.check(exit_echo(s, "once") == 502, f"{label}: the request that ended it got 502")
+        why = "its make refused: echo: a make after the first refused (M0_ECHO_REMAKE_FAILS)"
+        F.check(said(s, f"m0: actor echo: instance 0 ended ({why}); started again") and
+                said(s, f"instance 0 ended ({why}) after 2 restarts within 60000 ms, its budget; it stays down"),
+                f"{label}: each refusal counted, then down\n{s.stderr()}")
+        F.check(wait_for(lambda: get(s.port, "/actor/echo")[0] == 503, 10), f"{label}: /actor/echo 503")
         ended(label, s, 0)
 
 
@@ -246,7 +263,7 @@ def refused():
 
 
 try:
-    run_parts(F, [("thread restart", thread_restart), ("process exit", process_exit),
+    run_parts(F, [("thread restart", thread_restart), ("make refused", remake_refused), ("process exit", process_exit),
                   ("mixed children", mixed_children), ("nested", nested), ("doctor", doctor), ("workers", workers),
                   ("refused", refused)], tmp=TMP)
 finally:

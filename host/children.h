@@ -1,4 +1,5 @@
-/* The processes spawned for actors placed `process`: each instance is this
+/* The processes spawned for actors placed `process`, and the restarts of
+ * those and of thread instances: each spawned instance is this
  * program again (fork then exec of /proc/self/exe, as a worker is) with
  * M0__ACTOR, M0__ACTOR_INSTANCE and M0__ACTOR_URL set, which m0_serve turns
  * into m0_actor_run of that kind (host/serve.c); it dials the actor's URL
@@ -12,14 +13,20 @@
  *   restart_intensity — then it stays down (said once), and the actor's
  *   routes answer 503 while the rest of the host serves (Erlang/OTP's
  *   restart intensity, per actor).
+ * - A thread instance is a child too: when it ends by itself
+ *   (m0_actor_exit, a make refused at a restart) its own thread asks,
+ *   through its gate (service/instance.h), under the same lock, and is
+ *   made again or stays down by the same rules. The gate is cut (again
+ *   NULL, under the instance's own mutex) before this object is freed.
  * - An actor a topology's supervisor names (config/appspec.h, m0__sup_spec)
- *   is restarted by its supervisor's strategy and budget instead: the
- *   siblings it takes down are stopped (SIGTERM, 5 s, SIGKILL) and reaped
- *   here, on the watcher, then everything in its reach is started again
- *   in the supervisor's order. Past its budget it leaves its children down
- *   (serve_on), or marks the host failed and writes the process's exit
- *   descriptor: the top's wait turns that into a drain and exit 1
- *   (host/top.c), and nothing is restarted from then on.
+ *   is restarted by its supervisor's strategy and budget instead, up the
+ *   tree of supervisors (host/suptree.c): the siblings it takes down are
+ *   stopped (SIGTERM, 5 s, SIGKILL; a thread one its STOP) and reaped
+ *   here, then everything in its reach is started again in the tree's
+ *   order. Past the top's budget it leaves its subtree down (serve_on), or
+ *   marks the host failed and writes the process's exit descriptor: the
+ *   top's wait turns that into a drain and exit 1 (host/top.c), and
+ *   nothing is restarted from then on.
  * - A pidfd's end is taken only for the pid it was polled for: a sibling
  *   stopped and started again may have been given the same number.
  * - Once the host's drain began (m0__children_drain) a child that ends is

@@ -10,6 +10,8 @@ body. Messages as apps/echo_actor/echo.h answers them: a call of type 1
 (ECHO) is answered type 2 with {"actor":"echo","pid":P,"instance":I,
 "data":D}; each type 3 (COUNT) is counted, and a call of type 4 (COUNTED)
 answered type 4 with {"instance":I,"counted":N}; others get no answer.
+GET /actor/stream is answered in pieces as echo.h's (?n=N&size=S&sse=1&ms=M),
+from a thread of its own (m0actor's Request.writer).
 Exits 0 on the host's STOP, SIGTERM or SIGINT; 1 when URL cannot be
 dialed; 2 on a usage error. The wire is docs/wire.md; m0actor.py beside this
 file speaks it.
@@ -18,6 +20,9 @@ file speaks it.
 import json
 import os
 import sys
+import threading
+import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import m0actor  # noqa: E402
@@ -35,7 +40,29 @@ def main(argv):
         return 2
     pid = os.getpid()
 
+    def stream(w, n, size, sse, ms):
+        try:
+            for i in range(n):
+                if ms:
+                    time.sleep(ms / 1000)
+                w.write(("data: %d\n\n" % i).encode() if sse else bytes([97 + i % 26]) * (size - 1) + b"\n")
+            w.end()
+        except BrokenPipeError:
+            print("echo: stream of instance %d: the client left after %d pieces" % (instance, i), file=sys.stderr,
+                  flush=True)
+            w.end()
+        except Exception:
+            w.abort()
+
     def receive(req):
+        if req.path == "/actor/stream":
+            q = dict(urllib.parse.parse_qsl(req.target.partition("?")[2]))
+            n, size, ms = (min(max(int(q.get(k, d)), lo), hi) for k, d, lo, hi in
+                           (("n", 4, 0, 1000000), ("size", 16, 1, 262144), ("ms", 0, 0, 1000)))
+            sse = q.get("sse") == "1"
+            w = req.writer(200, "text/event-stream" if sse else "text/plain", [("X-Echo-Pid", str(pid))])
+            threading.Thread(target=stream, args=(w, n, size, sse, ms), daemon=True).start()
+            return None
         body = json.dumps({"actor": "echo", "pid": pid, "instance": instance, "method": req.method,
                            "path": req.path, "body": req.body.decode("utf-8", errors="replace")},
                           separators=(",", ":"))

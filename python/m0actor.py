@@ -28,7 +28,13 @@ of its own, without a receive:
     threading.Thread(target=actor.serve, daemon=True).start()
     actor.publish("news", "event: headline\ndata: hello")
 
+A receive may answer in pieces (server-sent events, a long body):
+w = req.writer(200, "text/event-stream") sends the head, receive returns
+None, and a thread of its own goes on with w.write(data) (which waits for
+the host's room: docs/wire.md, Replies that stream), then w.end().
+
 The whole API: run, Instance (serve, publish, send, call, monitor, stop),
+Request.writer (Writer: write, end, abort),
 and the codecs below (envelope, request and reply batches, frames,
 messages). An instance answers m0_send and m0_call too: serve(...,
 on_message=f) (run too) calls f(type, data) for each MESSAGE, and a call's
@@ -92,7 +98,7 @@ __all__ = [
     "header_ok", "channel_ok", "frame_ok", "encode_frame",
     "decode_message", "encode_return", "encode_message", "decode_return",
     "NOTE_UP", "NOTE_DOWN", "NOTE_EXITED", "MONITOR",
-    "Instance", "run", "read_secret", "prove",
+    "Instance", "Writer", "run", "read_secret", "prove",
 ]
 
 # ---- the layout (docs/wire.md; runtime/envelope.h, service/wire.h) ---------
@@ -108,6 +114,11 @@ KIND_PUBLISH = 15  # a frame for the host's streams
 KIND_HELLO = 18  # the host's challenge, and this instance's proof (docs/wire.md, Proving who you are)
 KIND_MESSAGE = 19  # a send or a call (docs/wire.md, Messages)
 KIND_RETURN = 20  # the answer to a MESSAGE
+KIND_STREAM = 21  # a reply in pieces (docs/wire.md, Replies that stream)
+KIND_CREDIT = 22  # the host's room for a stream, or its client gone
+STREAM_OPEN, STREAM_DATA, STREAM_END, STREAM_ABORT = 1, 2, 3, 4
+CREDIT_MORE, CREDIT_GONE = 1, 2
+STREAM_WINDOW = 256 << 10  # bytes sent and not yet granted back
 RETURN_ANSWERED, RETURN_NONE = 0, 1  # a RETURN's code: data is the answer; no answer
 RETURN_REFUSED = 2  # the host could not pass this instance's call on: data is a u32 errno
 NOTE_UP, NOTE_DOWN, NOTE_EXITED = 0xFF000001, 0xFF000002, 0xFF000003  # a monitor's notes (m0.h's M0_MSG_*)
@@ -228,6 +239,18 @@ class Request:
         self.trace_hi = trace_hi
         self.trace_lo = trace_lo
         self.version_minor = version_minor
+
+    def writer(self, status=200, content_type=None, headers=()):
+        """Answers this request in pieces (docs/actors.md, Replies that
+        stream): the head (status, content_type, headers as receive's) is
+        sent now and a Writer returned; receive then returns None, and the
+        Writer's write(), end() and abort() go on from any thread, after
+        receive has returned too. ValueError for what the host would
+        refuse; RuntimeError outside serve()."""
+        if getattr(_serving, "req", None) is not self:
+            raise RuntimeError("writer(): only in receive, for the request serve() gave it")
+        hdrs = list(headers) + ([("Content-Type", content_type)] if content_type else [])
+        return _serving.open(self.id, status, hdrs)
 
     def header(self, name, default=None):
         """The first header of that name (case-insensitive), or default."""
@@ -732,12 +755,20 @@ def _answer(receive, req, instance):
         return _reply_record(req.id, 500, (), b"")
 
 
-def _reply_payload(env, payload, receive, instance):
+_serving = threading.local()  # the request receive has in hand, and how its stream opens (Request.writer)
+
+
+def _reply_payload(env, payload, receive, instance, opener=None):
     recs = []
     size = BATCH_HEAD
     try:
         for req in iter_requests(payload):
-            rec = _answer(receive, req, instance)
+            if opener is not None:  # Request.writer's, while receive has req
+                _serving.req, _serving.open = req, lambda rid, status, hdrs: opener(env, rid, status, hdrs)
+            try:
+                rec = _answer(receive, req, instance)
+            finally:
+                _serving.req = _serving.open = None
             if rec is None:
                 continue
             if size + len(rec) > MAX_PAYLOAD:  # the batch's replies must fit one message
@@ -835,6 +866,7 @@ class Instance:
         self._calls, self._calls_mu, self._call_ids = {}, threading.Lock(), itertools.count(1)
         self._pending = collections.deque()  # what a call on serve()'s thread received meanwhile: handled after
         self._loop = None  # serve()'s thread
+        self._streams, self._streams_cv = {}, threading.Condition()  # (loop, id) -> Writer
 
     def stop(self):
         """Makes serve() return 0 within RECV_TIMEOUT_MS (from any thread)."""
@@ -1156,7 +1188,7 @@ class Instance:
 
     def _on_request(self, lib, sock, env, payload, pipe):
         out = encode_envelope(Envelope(KIND_REPLY, env.to, env.frm, next(self._seq), env.trace_hi, env.trace_lo),
-                              _reply_payload(env, payload, self._receive, self.instance))
+                              _reply_payload(env, payload, self._receive, self.instance, self._open_stream))
         self._send(lib, sock, out, "REPLY to seq %d" % env.seq)
         return False
 
@@ -1191,6 +1223,35 @@ class Instance:
             waiter[0].set()
         return False
 
+    def _stream_out(self, frm, to, payload):
+        out = encode_envelope(Envelope(KIND_STREAM, frm, to, next(self._seq)), payload)
+        with self._mu:
+            return _nng().nng_send(self._sock, out, len(out), 0) == 0 if self._sock is not None else False
+
+    def _open_stream(self, env, rid, status, hdrs):
+        if status in (204, 205, 304):
+            raise ValueError("status %d has no body to stream" % status)
+        w = Writer(self, env.to, env.frm, rid)
+        with self._streams_cv:
+            self._streams[(env.frm, rid)] = w
+        if not self._stream_out(env.to, env.frm, _U32.pack(STREAM_OPEN) + _reply_record(rid, status, hdrs, b"")):
+            w.gone = True
+        return w
+
+    def _on_credit(self, lib, sock, env, payload, pipe):
+        if len(payload) != 16:
+            return False
+        op, rid, n = struct.unpack("<IQI", payload)
+        with self._streams_cv:
+            w = self._streams.get((env.frm, rid))
+            if w is not None:
+                if op == CREDIT_GONE:
+                    w.gone = True
+                else:
+                    w.granted += n
+                self._streams_cv.notify_all()
+        return False
+
     def _ignored(self, env):
         if env.kind not in self._said:
             self._said.add(env.kind)
@@ -1198,7 +1259,54 @@ class Instance:
                                                                                                    env.frm))
 
     _HANDLERS = {KIND_STOP: _on_stop, KIND_HELLO: _on_hello, KIND_REQUEST: _on_request, KIND_MESSAGE: _on_message,
-                 KIND_RETURN: _on_return}
+                 KIND_RETURN: _on_return, KIND_CREDIT: _on_credit}
+
+
+class Writer:
+    """A reply in pieces (Request.writer). write(data) sends data (str as
+    UTF-8, or bytes), waiting up to timeout seconds for room: at most
+    STREAM_WINDOW bytes are sent and not yet taken by the client. The room
+    comes through serve()'s thread, so write a long stream from a thread of
+    your own: on serve()'s thread a write past the window raises
+    BlockingIOError at once. BrokenPipeError once the client has left
+    (stop, and end()); TimeoutError when no room came in time. end() ends
+    the body (the client gets it whole); abort() cuts it (the connection
+    closes). Call one of them once, gone or not. Thread safety: one thread
+    at a time per Writer."""
+
+    def __init__(self, inst, frm, to, rid):
+        self._inst, self._frm, self._to, self._id = inst, frm, to, rid
+        self.sent, self.granted, self.gone = 0, STREAM_WINDOW, False
+
+    def write(self, data, timeout=10.0):
+        data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        cv, deadline = self._inst._streams_cv, time.monotonic() + timeout
+        for at in range(0, len(data), STREAM_WINDOW):
+            piece = data[at:at + STREAM_WINDOW]
+            with cv:
+                while not self.gone and self.sent + len(piece) > self.granted:
+                    if threading.current_thread() is self._inst._loop:
+                        raise BlockingIOError("no room on serve()'s own thread: write from another")
+                    if not cv.wait(max(0.0, deadline - time.monotonic())) and time.monotonic() >= deadline:
+                        raise TimeoutError("no room for the stream within %.1f s" % timeout)
+                if self.gone:
+                    raise BrokenPipeError("the client left")
+                self.sent += len(piece)
+            if not self._inst._stream_out(self._frm, self._to, struct.pack("<IQ", STREAM_DATA, self._id) + piece):
+                raise BrokenPipeError("the host's connection is gone")
+
+    def _finish(self, op):
+        with self._inst._streams_cv:
+            self._inst._streams.pop((self._to, self._id), None)
+        return self._inst._stream_out(self._frm, self._to, struct.pack("<IQ", op, self._id)) and not self.gone
+
+    def end(self):
+        """The last piece: True, or False when the client had left."""
+        return self._finish(STREAM_END)
+
+    def abort(self):
+        """Cuts the body: the connection closes without its last chunk."""
+        return self._finish(STREAM_ABORT)
 
 
 def _take(lib, nmsg):

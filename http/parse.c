@@ -47,18 +47,6 @@ static int parse_head_bytes(m0__parser *p, size_t len) {
   return 0;
 }
 
-/* Every LF in the framing llhttp has consumed, [p->scan, upto), must follow
- * a CR, and every CR must be followed by an LF. RFC 9112 2.2 lets a
- * recipient take a bare LF for a line end and a bare CR for a SP, but a
- * server that does reads the bytes differently from one that does not (a
- * proxy in front), so m0 refuses both. llhttp 9 refuses every bare LF itself;
- * llhttp 8 lets one end the request line, the head or the trailers, and
- * either skips a bare CR before the request line. The parser checks up to
- * the start of a piece llhttp hands over where a check needs what it finds
- * (a header value's fold), before any refusal (parse_refuse), and where
- * llhttp stops; it skips the body's bytes. Until the version is read it
- * keeps the last framing bytes in tail (on_version reads them when the
- * request line came in more than one read). */
 /* The first byte up to CR in [c, upto), or NULL: a word at a time where the
  * fed buffer (up to end) holds eight bytes from c, the bytes past upto
  * masked off. */
@@ -89,6 +77,18 @@ static void parse_tail(m0__parser *p, const char *s, const char *upto) {
   for (const char *c = s; c < upto; c++) p->tail = p->tail << 8 | (uint8_t)*c;
 }
 
+/* Every LF in the framing llhttp has consumed, [p->scan, upto), must follow
+ * a CR, and every CR must be followed by an LF. RFC 9112 2.2 lets a
+ * recipient take a bare LF for a line end and a bare CR for a SP, but a
+ * server that does reads the bytes differently from one that does not (a
+ * proxy in front), so m0 refuses both. llhttp 9 refuses every bare LF itself;
+ * llhttp 8 lets one end the request line, the head or the trailers, and
+ * either skips a bare CR before the request line. The parser checks up to
+ * the start of a piece llhttp hands over where a check needs what it finds
+ * (a header value's fold), before any refusal (parse_refuse), and where
+ * llhttp stops; it skips the body's bytes. Until the version is read it
+ * keeps the last framing bytes in tail (on_version reads them when the
+ * request line came in more than one read). */
 static int parse_scan(m0__parser *p, const char *upto) {
   const char *s = p->scan;
   if (upto <= s) return 0;
@@ -217,8 +217,8 @@ static int on_version(llhttp_t *ll, const char *at, size_t len) {
 static int on_header_field(llhttp_t *ll, const char *at, size_t len) {
   m0__parser *p = PARSE(ll);
   p->pending = at;
-  p->piece_end = p->name_at = at;
-  p->piece_end += len;
+  p->name_at = at;
+  p->piece_end = at + len;
   p->name_pos = parse_pos(p, at) + 1; /* the line ends before a name are the head's own */
   if (p->cur_header < 0) { /* a new field */
     if (p->nheaders == M0__MAX_HEADERS) return parse_refuse(p, 431, "too many headers");

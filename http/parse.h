@@ -84,7 +84,8 @@ typedef struct m0__parser {
   const char *base; /* the buffer during a feed */
   const char *end;  /* its end: the scan may read up to it */
   /* Line endings: the framing bytes (everything but body data) llhttp has
-   * consumed are checked up to scan, and after_cr says the last of them was
+   * consumed are checked up to scan (late: where a check needs it, before
+   * any refusal, where llhttp stops), and after_cr says the last of them was
    * a CR, so a bare LF is refused whichever llhttp lets it through. */
   const char *scan;
   const char *pending; /* the latest piece handed over: scanned before any refusal */

@@ -183,7 +183,8 @@ static char *resp_put(char *p, const char *s, size_t n) {
 /* A head's own lines (status with the longest reason, Server, Date,
  * Content-Length or Transfer-Encoding, a 127-byte Content-Type, Connection:
  * about 310 bytes) and the 8 KiB the application may add. */
-#define M0__HEAD_MAX (512 + M0__EXTRA_HEADERS)
+#define M0__HEAD_OWN 512
+#define M0__HEAD_MAX (M0__HEAD_OWN + M0__EXTRA_HEADERS)
 _Static_assert(9 + 4 + 32 + 2 + 12 + 37 + 38 + 28 + 14 + 127 + 2 + 24 + 2 < 512, "a head's own lines fit");
 
 /* A body the host took (owned memory, a file) and will not send. */
@@ -206,8 +207,9 @@ static bool respond_refused(m0_response *res, int status, const char *content_ty
   return true;
 }
 
-/* The head into head (M0__HEAD_MAX bytes): its length. RFC 9110: 204 and
- * 304 carry no Content-Length; a body not framed by length says how. */
+/* The head into head (M0__HEAD_OWN bytes and the extra's): its length.
+ * RFC 9110: 204 and 304 carry no Content-Length; a body not framed by
+ * length says how. */
 static size_t respond_head(const m0_response *res, char *head, int status, const char *content_type, size_t ctn,
                            size_t len, int framing) {
   bool no_length = status == 204 || status == 304 || framing != M0__BODY_LENGTH;
@@ -262,9 +264,11 @@ int m0__respond_body(m0_response *res, int status, const char *content_type, con
   res->body_len = len;
   bool send = len && !res->head;
   /* The head is built in the queue, and a small body the queue would copy
-   * anyway goes right behind it: one reservation, no copy of the head. */
+   * anyway goes right behind it: one reservation, no copy of the head. Room
+   * for this head's own bound, not the largest head's: a connection's queue
+   * behind a write in flight stays at its first 4 KiB. */
   bool inline_body = send && b->fd < 0 && !b->free_fn && len < M0__REF_MIN;
-  char *head = m0__outq_room(res->out, M0__HEAD_MAX + (inline_body ? len : 0));
+  char *head = m0__outq_room(res->out, M0__HEAD_OWN + res->extra_len + (inline_body ? len : 0));
   if (!head) {
     body_drop(b);
     return M0__ENOMEM;

@@ -149,7 +149,11 @@ void m0__streamed_on(m0__loop *l, const m0__msg *m) {
     m0__asks_finish(l, i, 502); /* a stream cut, or a request answered 502 */
     return;
   }
-  if (opening) {
+  if (opening && (e->conn->zombie || e->conn->closing)) { /* the client left before the OPEN */
+    m0__streamed gone = {.l = l, .si = e->svc, .k = e->slot, .gen = e->slot_gen, .id = ws.id};
+    (void)streamed_credit(&gone, M0__CREDIT_GONE, 0);
+    m0__asks_finish(l, i, 502); /* as any answer to a connection gone: its memory let go */
+  } else if (opening) {
     m0__streamed *st = calloc(1, sizeof *st);
     if (!st) {
       m0__asks_finish(l, i, 502);

@@ -1188,7 +1188,8 @@ class Instance:
 
     def _on_request(self, lib, sock, env, payload, pipe):
         out = encode_envelope(Envelope(KIND_REPLY, env.to, env.frm, next(self._seq), env.trace_hi, env.trace_lo),
-                              _reply_payload(env, payload, self._receive, self.instance, self._open_stream))
+                              _reply_payload(env, payload, self._receive, self.instance,
+                                             self._open_stream if env.frm >> 24 == 2 else None))  # a loop's: a stream
         self._send(lib, sock, out, "REPLY to seq %d" % env.seq)
         return False
 

@@ -148,7 +148,7 @@ int m0__instance_answer_sx(const m0_actor_kind *kind, void *state, const m0__msg
     rep.out = out;
     rep.id = q.id;
     rep.sent = rep.call = false;
-    rep.sx = sx;
+    rep.sx = M0__ACTOR_ROLE(m->env.from) == M0__ROLE_LOOP ? sx : NULL; /* a stream goes to a connection */
     rep.self = m->env.to;
     rep.to = m->env.from;
     rep.hb = (m0__header_block){rep.hdrs, 0, M0__WIRE_MAX_HEADERS, rep.store, 0, REPLY_STORE};

@@ -100,11 +100,12 @@ typedef struct echo_stream {
   bool sse;
 } echo_stream;
 
-/* One piece, waiting for room while the host says EAGAIN: 0, or -1 (errno). */
+/* One piece, waiting for room while the host says EAGAIN (at most 60 s
+ * in all): 0, or -1 (errno). */
 static int echo_stream_put(m0_writer *w, const char *p, size_t len) {
-  for (;;) {
+  for (int waits = 0;; waits++) {
     if (m0_writer_write(w, p, len) == 0) return 0;
-    if (errno != EAGAIN) return -1;
+    if (errno != EAGAIN || waits == 6) return -1;
     if (m0_writer_wait(w, 10000) != 0 && errno != ETIMEDOUT) return -1;
   }
 }

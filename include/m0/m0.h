@@ -481,7 +481,8 @@ int m0_reply_send(m0_reply *rep, int status, const char *content_type, const voi
  * thread that runs receive, m0_writer_wait does not wait). The route's
  * timeout bounds the time to this call only. NULL (nothing sent: answer
  * with m0_reply_send) when already answered, a bad status or content type,
- * or where no stream can be sent (an m0_ask from outside the host).
+ * or where no stream can be sent (a request m0_ask made, which has no
+ * connection; an instance placed nats).
  * Thread safety: receive's thread, before receive returns. */
 m0_writer *m0_reply_writer(m0_reply *rep, int status, const char *content_type);
 

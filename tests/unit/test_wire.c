@@ -1040,6 +1040,43 @@ static void test_wire_reply_refusals(void **st) {
 /* A reply that does not decode says whether its id was read: the host then
  * answers that request 502, not 504. Its id is read once its first 8 bytes
  * are there; the records before it were read. */
+/* STREAM and CREDIT (service/wire.h): each op back as it went, and what
+ * does not decode refused, an OPEN's id still read. */
+static void test_wire_stream(void **st) {
+  (void)st;
+  m0_header h = {{"X-A", 3}, {"b", 1}};
+  nng_msg *m;
+  m0__wire_stream ws;
+  assert_int_equal(m0__wire_stream_new(&m, M0__STREAM_OPEN, 77, 201, &h, 1, "hey", 3), 0);
+  assert_int_equal(m0__wire_stream_read(m0__msg_payload(m), m0__msg_payload_len(m), &ws), 0);
+  assert_true(ws.op == M0__STREAM_OPEN && ws.id == 77 && ws.open.status == 201 && ws.open.nhdrs == 1);
+  assert_true(ws.open.body.n == 3 && !memcmp(ws.open.body.p, "hey", 3));
+  m0__le_put16(m0__msg_payload(m) + 12, 99); /* a status that does not decode */
+  assert_int_equal(m0__wire_stream_read(m0__msg_payload(m), m0__msg_payload_len(m), &ws), M0__EBADMSG);
+  assert_true(ws.open.id_read && ws.id == 77);
+  nng_msg_free(m);
+  assert_int_equal(m0__wire_stream_new(&m, M0__STREAM_DATA, 5, 0, NULL, 0, "abc", 3), 0);
+  assert_int_equal(m0__wire_stream_read(m0__msg_payload(m), m0__msg_payload_len(m), &ws), 0);
+  assert_true(ws.op == M0__STREAM_DATA && ws.id == 5 && ws.data.n == 3 && !memcmp(ws.data.p, "abc", 3));
+  assert_int_equal(m0__wire_stream_read(m0__msg_payload(m), 12, &ws), M0__EBADMSG); /* DATA of no bytes */
+  assert_int_equal(m0__wire_stream_read(m0__msg_payload(m), 11, &ws), M0__EBADMSG); /* short */
+  m0__le_put32(m0__msg_payload(m), M0__STREAM_END);
+  assert_int_equal(m0__wire_stream_read(m0__msg_payload(m), 15, &ws), M0__EBADMSG); /* an END with bytes */
+  assert_int_equal(m0__wire_stream_read(m0__msg_payload(m), 12, &ws), 0);
+  m0__le_put32(m0__msg_payload(m), 9);
+  assert_int_equal(m0__wire_stream_read(m0__msg_payload(m), 12, &ws), M0__EBADMSG); /* no such op */
+  nng_msg_free(m);
+  uint8_t c[M0__WIRE_CREDIT_LEN];
+  uint32_t op, n;
+  uint64_t id;
+  m0__wire_credit_put(c, M0__CREDIT_MORE, 9, 4096);
+  assert_int_equal(m0__wire_credit_read(c, sizeof c, &op, &id, &n), 0);
+  assert_true(op == M0__CREDIT_MORE && id == 9 && n == 4096);
+  m0__wire_credit_put(c, M0__CREDIT_GONE, 9, 1);
+  assert_int_equal(m0__wire_credit_read(c, sizeof c, &op, &id, &n), M0__EBADMSG); /* GONE carries 0 */
+  assert_int_equal(m0__wire_credit_read(c, sizeof c - 1, &op, &id, &n), M0__EBADMSG);
+}
+
 static void test_wire_reply_id_read(void **st) {
   nng_msg *m;
   assert_int_equal(m0__wire_batch_new(&m, 0), 0);
@@ -1082,7 +1119,7 @@ int main(void) {
       cmocka_unit_test(test_wire_request_roundtrip), cmocka_unit_test(test_wire_reply_roundtrip),
       cmocka_unit_test(test_wire_head_refusals),     cmocka_unit_test(test_wire_request_refusals),
       cmocka_unit_test(test_wire_count_limit),       cmocka_unit_test(test_wire_reply_refusals),
-      cmocka_unit_test(test_wire_reply_id_read),
+      cmocka_unit_test(test_wire_reply_id_read),     cmocka_unit_test(test_wire_stream),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

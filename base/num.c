@@ -1,9 +1,24 @@
 #include "base/num.h"
 
+#include <string.h>
+
+static const char num_pairs[201] = /* "00" to "99": two digits a step */
+    "0001020304050607080910111213141516171819"
+    "2021222324252627282930313233343536373839"
+    "4041424344454647484950515253545556575859"
+    "6061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 char *m0__put_uint(char *p, uint64_t v) {
   int n = 1; /* its digits, then written from the last: no copy through a buffer */
   for (uint64_t t = v; t >= 10; t /= 10) n++;
-  for (int k = n - 1; k >= 0; k--, v /= 10) p[k] = (char)('0' + v % 10);
+  char *e = p + n;
+  for (; v >= 100; v /= 100) {
+    e -= 2;
+    memcpy(e, num_pairs + 2 * (v % 100), 2);
+  }
+  if (v >= 10) memcpy(e - 2, num_pairs + 2 * v, 2);
+  else e[-1] = (char)('0' + v);
   return p + n;
 }
 

@@ -41,8 +41,12 @@ static void nats_lanes(m0__nats *n, bool up) {
   m0__service *s = n->s;
   bool was = atomic_exchange(&n->up, up);
   for (int k = 0; k < s->nslots && was != up; k++) {
-    if (up) atomic_store_explicit(&s->slots[k].live, 1, memory_order_release);
-    else m0__service_slot_ended(s, k, "its NATS connection is down");
+    if (up) {
+      atomic_store_explicit(&s->slots[k].live, 1, memory_order_release);
+      m0__service_noted(s, k, M0_MSG_UP, "\"event\":\"up\""); /* monitors hear the lane back, as they heard it go */
+    } else {
+      m0__service_slot_ended(s, k, "its NATS connection is down");
+    }
   }
 }
 

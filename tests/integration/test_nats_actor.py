@@ -22,9 +22,11 @@ echo_actor (m0_actor_run) given nats://HOST:PORT/SUBJECT. Proves:
     instance's m0_publish is refused (false);
   - no instance subscribed: 503 at once (NATS's no responders), not 504,
     and a call is refused EHOSTDOWN;
-  - nats-server killed: the host keeps serving its other routes, the
-    actor's route answers 502/503/504, never hangs; nats-server started
-    again on the same port: host and instance reconnect, 200 again;
+  - nats-server killed under load: the host keeps serving its other
+    routes, the actor's route answers 502/503/504, never hangs, and a
+    monitor of the actor hears each lane go down (with the reason) and come
+    back up; nats-server started again on the same port: host and instance
+    reconnect, 200 again;
   - under --workers 2 the same: every worker's loops send, the answers come
     back to the worker that asked.
 """
@@ -275,6 +277,11 @@ def single():
         load = Load(h.port)
         load.start()
         F.check(wait_for(lambda: sum(1 for st, _ in load.seen if st == 200) >= 50, 20), "instance 2 answers")
+        box = {}  # a monitor of echo (m0_monitor into host_check's mailbox w): its lanes down, then up
+        mon = threading.Thread(target=lambda: box.update(r=get(h.port, "/msg/box?name=w&n=4&ms=20000&watch=echo",
+                                                               timeout=30)), daemon=True)
+        mon.start()
+        F.check(wait_for(lambda: "host_check: w watches echo" in h.stderr(), 15), "the monitor of echo is set")
         nats.kill()  # under load
         F.check(wait_for(lambda: "is down" in h.stderr(), 15), "the host sees NATS down")
         st, _ = get(h.port, "/health")
@@ -286,6 +293,12 @@ def single():
                 wait_for(lambda: any(st == 200 for st, _ in load.seen[down + 20:]), 20),
                 "NATS back on the same port: host and instance reconnect, 200 again")
         seen = load.stop()
+        mon.join(30)
+        notes = [g.get("data") or {} for g in (harness.as_json(box["r"][1]) or {}).get("got", [])] \
+            if box.get("r", (0,))[0] == 200 else []
+        F.check([d.get("event") for d in notes] == ["down", "down", "up", "up"]
+                and all(d.get("reason") == "its NATS connection is down" for d in notes[:2]),
+                f"echo's monitor hears each lane go down with the reason, then up ({box.get('r')})")
         odd = sorted({st for st, _ in seen} - {200, 502, 503, 504})
         print(f"single: NATS restarted under load: {len(seen)} answers, "
               f"{sorted({st for st, _ in seen[down:]})} after it went", flush=True)

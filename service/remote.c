@@ -539,7 +539,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   r->sx = code ? NULL : m0__streams_new(remote_stream_send, r); /* NULL: m0_reply_writer says NULL */
   remote_current = r; /* its receive's and message's sends and calls go over its link */
   for (bool go_on = !code; go_on;) {
-    bool idle;
+    bool idle = false; /* set by remote_next, read only when it gave nothing */
     nng_msg *m = r->nstash ? remote_unkeep(r) : remote_next(r->sock, r->rfd, r->sfd, r->moving ? 250 : -1, &idle);
     if (r->moving) remote_move(r);
     if (m) go_on = remote_take(r, m);

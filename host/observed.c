@@ -87,10 +87,10 @@ static m0__service *observed_service(const m0__loop *l, const char *name) {
   return NULL;
 }
 
-/* Actor a in the tree: its placement, live instances by name (this
- * process's: under --workers a thread actor's are each worker's), and how
- * many times its instances were started again (the whole host's, on the
- * page). */
+/* Actor a in the tree, as the doctor's (host/suptree.c: its placement,
+ * instances declared), with its live instances by name (this process's:
+ * under --workers a thread actor's are each worker's) and how many times
+ * its instances were started again (the whole host's, on the page). */
 static json_t *observed_actor(const m0__loop *l, const m0__actor_spec *a, json_int_t *restarts) {
   m0__service *s = observed_service(l, a->name);
   json_t *insts = json_array();
@@ -102,8 +102,8 @@ static json_t *observed_actor(const m0__loop *l, const m0__actor_spec *a, json_i
       json_array_append_new(insts, json_string(inst));
     }
   if (restarts) *restarts += r;
-  return json_pack("{s:s, s:s, s:o, s:I}", "actor", a->name, "placement", m0__placement_name(a->placement),
-                   "instances", insts, "restarts", r);
+  return json_pack("{s:s, s:s, s:i, s:o, s:I}", "actor", a->name, "placement", m0__placement_name(a->placement),
+                   "instances", a->instances, "live", insts, "restarts", r);
 }
 
 /* Supervisor `name`'s index in d, or M0__ENOTFOUND. */
@@ -115,8 +115,8 @@ static int observed_sup_index(const m0__app_decl *d, const char *name) {
 
 /* Supervisor si and what is under it (its child supervisors nested, at
  * most M0__SUP_DEPTH_MAX deep, as the file's checks hold them); restarts
- * adds what its instances were started again. A top one says its on_fail
- * (a child's is not used: it fails to its parent). */
+ * adds what its instances were started again. A child one's on_fail is
+ * "parent" (it fails to its parent), as the doctor says. */
 static json_t *observed_sup(const m0__loop *l, const m0__app_decl *d, int si, int depth, json_int_t *restarts) {
   const m0__sup_spec *sp = &d->sups[si];
   json_t *kids = json_array();
@@ -128,11 +128,10 @@ static json_t *observed_sup(const m0__loop *l, const m0__app_decl *d, int si, in
     else if (a >= 0) json_array_append_new(kids, observed_actor(l, &d->actors[a], &mine));
   }
   *restarts += mine;
-  json_t *n = json_pack("{s:s, s:s, s:i, s:I, s:I, s:o}", "supervisor", sp->name, "strategy",
-                        observed_strategy(sp->strategy), "intensity", sp->intensity, "period_ms",
-                        (json_int_t)sp->period_ms, "restarted", mine, "children", kids);
-  if (depth == 0) json_object_set_new(n, "on_fail", json_string(sp->serve_on ? "serve_on" : "exit"));
-  return n;
+  return json_pack("{s:s, s:s, s:i, s:I, s:s, s:I, s:o}", "supervisor", sp->name, "strategy",
+                   observed_strategy(sp->strategy), "intensity", sp->intensity, "period_ms", (json_int_t)sp->period_ms,
+                   "on_fail", depth ? "parent" : sp->serve_on ? "serve_on" : "exit", "restarted", mine, "children",
+                   kids);
 }
 
 /* Whether `name` (an actor or a supervisor) is a child of one of d's
@@ -155,8 +154,8 @@ json_t *m0__observed_supervision(const m0__loop *l, pid_t top_pid) {
     bool restartable = sp->placement == M0__PLACE_PROCESS || sp->placement == M0__PLACE_THREAD;
     if (!restartable || observed_supervised(d, sp->name)) continue;
     json_t *n = observed_actor(l, sp, NULL); /* restarted alone, by its own budget */
-    json_object_set_new(n, "intensity", json_integer(sp->restart_intensity));
-    json_object_set_new(n, "period_ms", json_integer((json_int_t)sp->restart_period_ms));
+    json_object_set_new(n, "restart", json_pack("{s:i, s:I}", "intensity", sp->restart_intensity, "period_ms",
+                                                (json_int_t)sp->restart_period_ms));
     json_array_append_new(kids, n);
   }
   json_t *root = json_pack("{s:s, s:o}", "name", l->topo->mode == M0__MODE_PREFORK ? "supervisor" : "host",

@@ -36,16 +36,14 @@ void m0__observer_swept(m0__loop *l);
 /* Calls cb for each thread instance of every worker but l's, under
  * prefork (none otherwise). */
 void m0__observed_instances_each(const m0__loop *l, void (*cb)(void *arg, const m0__observed_instance *i), void *arg);
-/* The supervision tree as JSON (a new reference): the process that starts
- * the actors' processes (the host; under prefork the supervisor), its
- * topology file's top supervisors with what is under them (child
- * supervisors nested), then each process or thread actor in none (its own
- * budget):
+/* The supervision tree as JSON (a new reference): the doctor's
+ * `supervision` (host/suptree.c, the same keys), under the process that
+ * starts the actors' processes (the host; under prefork the supervisor),
+ * with what is live now:
  *   {"name", "pid", "children": [{"supervisor", "strategy", "intensity",
- *    "period_ms", "on_fail" (a top one's), "restarted", "children": [...]},
- *    actor...]}
- *   actor: {"actor", "placement", "instances": [names], "restarts",
- *           "intensity" and "period_ms" when in no supervisor}
+ *    "period_ms", "on_fail", "restarted", "children": [...]}, actor...]}
+ *   actor: {"actor", "placement", "instances" (declared), "live": [names],
+ *           "restarts", "restart": its own budget when in no supervisor}
  * A supervisor's restarted is its children's restarts summed: instances
  * it started again (one death may start several). */
 json_t *m0__observed_supervision(const m0__loop *l, pid_t top_pid);

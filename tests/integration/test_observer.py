@@ -647,7 +647,7 @@ def supervised():
         want = {"name": "supervisor", "pid": s.proc.pid, "children": [
             {"supervisor": "core", "strategy": "one_for_all", "intensity": 4, "period_ms": 60000,
              "on_fail": "serve_on", "restarted": 0,
-             "children": [{"actor": "echo", "placement": "process", "instances": ["echo.0", "echo.1"],
+             "children": [{"actor": "echo", "placement": "process", "instances": 2, "live": ["echo.0", "echo.1"],
                            "restarts": 0}]}]}
         F.check(tree == want, f"{label}: the graph's supervision tree is the topology file's\n  got  {tree}\n"
                               f"  want {want}")
@@ -674,8 +674,9 @@ def supervised():
 def nested_tree():
     """host_check --workers 2 with supervisors nested, thread and process
     children (docs/topology.md, supervisors): the graph's tree nests them as
-    the file does, a top supervisor with its on_fail, the inner one without
-    (it fails to its parent), each actor with its placement and instances."""
+    the file does, a top supervisor with its on_fail, the inner one's
+    "parent", each actor with its placement, instances and the live ones;
+    less what is live, it is the doctor's `supervision`."""
     label = "host_check --workers 2, supervisor top over inner (echo, relay: thread) and silent (process)"
     run = os.path.join(TMP, "run-nested")
     os.mkdir(run, 0o700)
@@ -691,17 +692,31 @@ def nested_tree():
         def up():
             t = (graph(s.port, tolerate=True) or {}).get("supervision")
             kids = t and t["children"] and t["children"][0]["children"]
-            return t if kids and len(kids) == 2 and kids[1].get("instances") == ["silent.0"] else None
+            return t if kids and len(kids) == 2 and kids[1].get("live") == ["silent.0"] else None
         tree = wait_for(up, 15) or (graph(s.port, tolerate=True) or {}).get("supervision")
-        actor = lambda name, placement: {"actor": name, "placement": placement, "instances": [f"{name}.0"],
-                                         "restarts": 0}
+        actor = lambda name, placement: {"actor": name, "placement": placement, "instances": 1,
+                                         "live": [f"{name}.0"], "restarts": 0}
         want = {"name": "supervisor", "pid": s.proc.pid, "children": [
             {"supervisor": "top", "strategy": "one_for_all", "intensity": 1, "period_ms": 60000, "on_fail": "exit",
              "restarted": 0, "children": [
                  {"supervisor": "inner", "strategy": "rest_for_one", "intensity": 2, "period_ms": 1000,
-                  "restarted": 0, "children": [actor("echo", "thread"), actor("relay", "thread")]},
+                  "on_fail": "parent", "restarted": 0,
+                  "children": [actor("echo", "thread"), actor("relay", "thread")]},
                  actor("silent", "process")]}]}
         F.check(tree == want, f"{label}: the graph's tree nests the file's supervisors\n  got  {tree}\n  want {want}")
+        # The doctor's tree is the graph's without what is live now.
+        r = subprocess.run([os.path.join(BIN, "host_check"), "--doctor", "--workers", "2", "--topology", path],
+                           capture_output=True, text=True, timeout=30)
+        doc = json.loads(r.stdout.strip().splitlines()[-1]).get("supervision") if r.stdout.strip() else None
+
+        def static(x):
+            if isinstance(x, list):
+                return [static(v) for v in x]
+            return {k: static(v) for k, v in x.items() if k not in ("live", "restarts", "restarted")} \
+                if isinstance(x, dict) else x
+        F.check(doc and static((tree or {}).get("children")) == doc,
+                f"{label}: the doctor's supervision is the graph's tree less what is live\n  doctor {doc}\n"
+                f"  graph  {static((tree or {}).get('children'))}")
         F.check(s.stop() == 0, f"{label}: SIGTERM -> exit 0")
 
 

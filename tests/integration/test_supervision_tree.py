@@ -14,6 +14,8 @@ Proves:
   is spawned again;
 - a supervisor with a thread child and a process child (one_for_all): the
   thread one exits, the process one is taken down and up with it;
+- serve_on past the budget: thread children taken down stay down (503)
+  beside the process one, the host serves on;
 - nested: inner (one_for_one over echo and relay, threads) under top
   (one_for_all over inner and silent, a process): inner restarts echo
   alone; inner past its budget fails to top, which restarts inner's
@@ -167,6 +169,28 @@ def mixed_children():
         ended(label, s, 0)
 
 
+def serve_on():
+    """A top supervisor past its budget with serve_on: its thread and
+    process children stay down, the host serves on."""
+    label = "serve_on, thread children"
+    doc = {"app_actors": [{"name": "echo", "placement": "thread"}, {"name": "relay", "placement": "thread"},
+                          {"name": "silent", "placement": "process"}],
+           "supervisors": [{"name": "core", "intensity": 0, "on_fail": "serve_on",
+                            "children": ["echo", "relay", "silent"]}]}
+    s = Server("host_check", "--port", "0", "--topology", topology(doc))
+    with s:
+        k = wait_for(lambda: pids(s.proc.pid).get("silent"), 15)
+        F.check(answers(s, "/actor/relay"), f"{label}: relay answers")
+        F.check(exit_echo(s, "gone") == 502, f"{label}: the request that ended it got 502")
+        F.check(said(s, "its children stay down (on_fail serve_on) (actor echo instance 0 ended (gone))"),
+                f"{label}: the line\n{s.stderr()}")
+        F.check(wait_for(lambda: get(s.port, "/actor/relay")[0] == 503 and get(s.port, "/actor/echo")[0] == 503, 10),
+                f"{label}: echo and relay (taken down, not made again) answer 503")
+        F.check(wait_for(lambda: k and not alive(k) and not pids(s.proc.pid), 15), f"{label}: silent stopped too")
+        F.check(get(s.port, "/health")[0] == 200, f"{label}: the host serves on")
+        ended(label, s, 0)
+
+
 NESTED = {"app_actors": [{"name": "echo", "placement": "thread"}, {"name": "relay", "placement": "thread"},
                          {"name": "silent", "placement": "process"}],
           "supervisors": [{"name": "top", "strategy": "one_for_all", "intensity": 1, "period_ms": 60000,
@@ -264,7 +288,7 @@ def refused():
 
 try:
     run_parts(F, [("thread restart", thread_restart), ("make refused", remake_refused), ("process exit", process_exit),
-                  ("mixed children", mixed_children), ("nested", nested), ("doctor", doctor), ("workers", workers),
+                  ("mixed children", mixed_children), ("serve_on", serve_on), ("nested", nested), ("doctor", doctor), ("workers", workers),
                   ("refused", refused)], tmp=TMP)
 finally:
     reap(SEEN)

@@ -492,9 +492,10 @@ m0_writer *m0_reply_writer(m0_reply *rep, int status, const char *content_type);
 int m0_reply_message(m0_reply *rep, uint32_t type, const void *data, size_t len);
 
 /* Ends the calling instance once the receive or message it is in returns
- * (Erlang's exit(Reason), CAF's quit): a reply it sent goes out, the rest
- * of its batch and whatever else it held get 502 at once, its state is
- * given to the kind's free, and monitors get "down" with the reason. Its
+ * (Erlang's exit(Reason), CAF's quit): the requests it still holds get
+ * 502 at once (a reply it sent in the same batch may too, when its loop
+ * takes it after the instance left), its state is given to the kind's
+ * free, and monitors get "down" with the reason. Its
  * restart budget or supervisor (docs/topology.md) decides whether a fresh
  * make serves in its place; a spawned process's m0_actor_run returns 1.
  * reason is copied (at most 159 bytes; '"', '\\' and bytes outside

@@ -109,7 +109,29 @@ static void doctor_supervisors(json_t *topo, const m0__app_decl *d) {
   json_object_set_new(topo, "supervisors", sups);
 }
 
-static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg, const m0_app *app) {
+/* What m0_send, m0_call and m0_ask make of an actor's names ("echo": one
+ * live instance, picked as a route picks; "echo.k": that one), by
+ * placement: the instances they can reach (docs/actors.md, Messages). */
+static json_t *doctor_name(const m0__actor_spec *s, bool prefork) {
+  char inst[M0__ACTOR_NAME_MAX + 16];
+  json_t *list = json_array();
+  int n = s->placement == M0__PLACE_NATS ? s->lanes : s->placement == M0__PLACE_EXTERNAL ? 0 : s->instances;
+  for (int k = 0; k < n; k++) {
+    snprintf(inst, sizeof inst, "%s.%d", s->name, k);
+    json_array_append_new(list, json_string(inst));
+  }
+  char ext[2 * M0__ACTOR_NAME_MAX + 64];
+  snprintf(ext, sizeof ext, "%s.0 .. %s.63: the instances connected, by slot", s->name, s->name);
+  const char *where = s->placement == M0__PLACE_THREAD && prefork ? "in each worker, that worker's own instances"
+                      : s->placement == M0__PLACE_EXTERNAL ? ext
+                      : s->placement == M0__PLACE_NATS     ? "lanes (a batch out each): any instance of the queue group answers"
+                                                           : "the host's instances, the same from every thread";
+  return json_pack("{s:s, s:s, s:o}", "picks", "the live instance with the fewest in flight, below its queue", "reaches",
+                   where, "instances", list);
+}
+
+static void doctor_app_actors(json_t *topo, json_t *links, json_t *names, bool prefork, const m0_config *cfg,
+                              const m0_app *app) {
   /* The application's actors and the routes they serve, as resolved: the
    * schema of the file's "app_actors" and "routes" (docs/topology.md), so
    * this object saved and read back prints itself. Placement alone does not
@@ -145,6 +167,7 @@ static void doctor_app_actors(json_t *topo, json_t *links, const m0_config *cfg,
       if (s->secret_file[0]) json_object_set_new(o, "secret", json_string(s->secret_file));
       if (s->trusted_network) json_object_set_new(o, "trusted_network", json_true());
       json_array_append_new(app_actors, o);
+      json_object_set_new(names, s->name, doctor_name(s, prefork));
     }
     for (size_t i = 0; i < decl.nroutes; i++) {
       const m0_route *r = &decl.routes[i];
@@ -229,9 +252,11 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   m0__process_describe(&pd, app, cfg);
   json_t *links = json_array();
   json_t *topo = doctor_topology(cfg, checks, &pd, links);
-  doctor_app_actors(topo, links, cfg, app);
+  json_t *names = json_object();
+  doctor_app_actors(topo, links, names, pd.mode == M0__MODE_PREFORK, cfg, app);
   json_object_set_new(root, "topology", topo);
   json_object_set_new(root, "links", links);
+  json_object_set_new(root, "names", names);
   json_object_set_new(root, "supervision", m0__suptree_doctor(app, cfg));
   json_object_set_new(root, "application", doctor_application(app, pd.loops));
   json_object_set_new(root, "unknown_variables", doctor_unknown(app));

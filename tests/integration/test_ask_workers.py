@@ -17,6 +17,9 @@ Proves, under --workers 2 (a topology file: mode prefork, loops 2):
   names): the same, echo's pid the echo_actor's.
 - The same file in mode threads (loops 2): 8 concurrent /actor/relay all
   200, wrapped and answered as before (the relay is the host's pid).
+- The doctor's `names`: for each actor, the instances its name reaches
+  (echo.0, echo.1 for two process instances), and that under prefork a
+  thread actor's name reaches the asking worker's own instances.
 - The relay placed as a process too, under threads and prefork: its
   m0_ask goes over its own link as a call (service/remote.c): 8 concurrent
   /actor/relay all 200, wrapped by the relay's process (a child of the
@@ -34,7 +37,7 @@ import threading
 import time
 
 from harness import BIN, Failures, Prefork, Server, children, doctor_url, private_dir, run_parts, wait_for, write_json
-from harness import as_json
+from harness import as_json, run
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-askw-")
@@ -194,5 +197,19 @@ def relay_process():
                     f"the relay's own process (another child of {kids}) ({got[:3]})")
 
 
-run_parts(F, [(p.__name__, p) for p in (prefork_process, prefork_external, threads_process, relay_process)],
-          PROGRAMS, TMP)
+def names_in_doctor():
+    for mode in ("threads", "prefork"):
+        t = topo(mode, "process")
+        t["app_actors"][0]["instances"] = 2
+        rc, out, err = run("host_check", "--doctor", "--topology", write_json(t, TMP, indent=2))
+        names = (as_json(out.strip().splitlines()[-1].encode()) if out.strip() else None) or {}
+        names = names.get("names") or {}
+        echo, relay = names.get("echo") or {}, names.get("relay") or {}
+        F.check(rc == 0 and echo.get("instances") == ["echo.0", "echo.1"] and relay.get("instances") == ["relay.0"],
+                f"{mode}: the doctor names what each actor's name reaches (rc {rc}, {names})")
+        F.check(("each worker" in (relay.get("reaches") or "")) == (mode == "prefork"),
+                f"{mode}: a thread actor's name reaches each worker's own instances only under prefork ({relay})")
+
+
+run_parts(F, [(p.__name__, p) for p in (prefork_process, prefork_external, threads_process, relay_process,
+                                        names_in_doctor)], PROGRAMS, TMP)

@@ -116,7 +116,12 @@ static int ask_answer(m0__loop *l, int i, int status, const m0_header *hdrs, siz
     m0__latency_add(&l->services[e->svc]->st->latency, m0__latency_now_ns() - e->t0_ns);
   }
   if (e->st) { /* its head is out: the stream ends, whole or cut (actors/streamed.c) */
-    m0__streamed_close(l, e->st, status != 0);
+    size_t bytes;
+    int said = m0__streamed_close(l, e->st, status != 0, &bytes);
+    e = &a->tab[i]; /* the close may have parsed the next pipelined request, as below */
+    if (l->http.access_log)
+      m0__access_log_line(l->index, (m0_str){e->method, e->mlen}, (m0_str){e->path, e->plen}, said, bytes,
+                          e->trace_hi, e->trace_lo, status ? "cut" : NULL);
     ask_release(a, i);
     return status;
   }
@@ -257,6 +262,7 @@ static void on_tick(uv_timer_t *t) {
       ask_fail(l, i, 503);
       continue;
     }
+    if (e->st && now < e->deadline) m0__streamed_tick(e->st); /* its room told again if it may be lost */
     if (now < e->deadline) continue;
     if (e->svc >= 0) atomic_fetch_add(&l->services[e->svc]->st->timeout, 1);
     ask_fail(l, i, 504);
@@ -534,7 +540,8 @@ void m0__asks_free(m0__loop *l) {
     m0__trace_ids_free(&a->batches[k].others);
   }
   for (int i = 0; i < a->len; i++) { /* entries still waiting at the close */
-    if (a->tab[i].used && a->tab[i].st) m0__streamed_close(l, a->tab[i].st, true);
+    size_t bytes;
+    if (a->tab[i].used && a->tab[i].st) m0__streamed_close(l, a->tab[i].st, true, &bytes);
     free(a->tab[i].extra);
     if (a->tab[i].held) nng_msg_free(a->tab[i].held);
   }

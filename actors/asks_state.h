@@ -81,8 +81,12 @@ void m0__asks_finish(m0__loop *l, int i, int status);
 /* Whether a reply's status may pass through the host (asks.c says why). */
 bool m0__asks_status_passes(int status);
 /* A streamed reply's end (actors/streamed.c, as asks.c releases its
- * request): cut closes the connection without the last chunk; st is freed. */
-void m0__streamed_close(m0__loop *l, struct m0__streamed *st, bool cut);
+ * request): cut closes the connection without the last chunk; st is freed.
+ * Returns the status its head said, and in *bytes the body's bytes, for
+ * the access log. */
+int m0__streamed_close(m0__loop *l, struct m0__streamed *st, bool cut, size_t *bytes);
+/* At each tick of the table: a quiet stream's room is told again. */
+void m0__streamed_tick(struct m0__streamed *st);
 /* A refusal of what an instance of s (NULL: none named) sent, counted and said. */
 void m0__asks_refused(const m0__service *s, uint32_t loop_id, int reason, const m0__msg *m);
 

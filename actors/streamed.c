@@ -26,6 +26,8 @@ struct m0__streamed {
   uint64_t id;
   uint64_t taken, granted; /* bytes come in (the first bytes and DATA); bytes allowed (window + MOREs) */
   bool gone;
+  int status; /* its head's */
+  unsigned quiet; /* ticks since its last DATA */
 };
 
 /* A CREDIT to the stream's instance, if it is still the one. */
@@ -43,12 +45,24 @@ static int streamed_credit(m0__streamed *st, uint32_t op, uint32_t bytes) {
 }
 
 /* The room taken is granted back once the connection has written all but
- * its low mark (the socket's progress calls this too). */
+ * its low mark (the socket's progress calls this too). A MORE says the
+ * room granted in all (mod 2^32), so one said again is no more room. */
 static void streamed_grant(void *arg) {
   m0__streamed *st = arg;
   uint64_t owed = st->taken + M0__STREAM_WINDOW - st->granted;
   if (st->gone || !st->w || owed < STREAMED_GRANT || m0__writer_held(st->w) > M0__WRITER_LOW) return;
-  if (streamed_credit(st, M0__CREDIT_MORE, (uint32_t)owed) == 0) st->granted += owed;
+  if (streamed_credit(st, M0__CREDIT_MORE, (uint32_t)(st->granted + owed)) == 0) st->granted += owed;
+}
+
+/* A CREDIT into an actor's socket may be lost on the way (nng's pair1 to
+ * one of its pipes drops what that pipe's queue cannot take), and an
+ * instance that waits for it would send nothing more: a quiet stream is
+ * told its room again at its 1st, 2nd, 4th and 8th quiet tick. */
+void m0__streamed_tick(m0__streamed *st) {
+  unsigned q = ++st->quiet;
+  streamed_grant(st); /* one whose send failed */
+  if (!st->gone && st->w && st->granted > M0__STREAM_WINDOW && q <= 8 && (q & (q - 1)) == 0)
+    (void)streamed_credit(st, M0__CREDIT_MORE, (uint32_t)st->granted);
 }
 
 /* The client left (the writer's on_gone, on the loop): the instance is told. */
@@ -89,6 +103,7 @@ static void streamed_begin(m0__loop *l, ask *e, int i, m0__streamed *st, const m
   e->st = st;
   e->deadline = UINT64_MAX; /* the route's timeout was for the OPEN */
   st->w = w;
+  st->status = w ? r->status : res.status;
   if (!w) { /* refused with a 500 by the begin: the connection goes on from it */
     m0__asks_finish(l, i, 1);
     return;
@@ -120,6 +135,7 @@ static void streamed_data(m0__loop *l, ask *e, int i, m0__service *s, const m0_s
   m0__streamed *st = e->st;
   if (st->gone || !st->w) return; /* sent before it learnt the client left */
   st->taken += d->n;
+  st->quiet = 0;
   if (st->taken > st->granted) { /* past its room: a stream the host cannot bound */
     atomic_fetch_add(&s->st->bad_reply, 1);
     m0__asks_finish(l, i, 502);
@@ -169,8 +185,13 @@ void m0__streamed_on(m0__loop *l, const m0__msg *m) {
   }
 }
 
-void m0__streamed_close(m0__loop *l, m0__streamed *st, bool cut) {
-  if (st->w) m0__writer_close(l, st->w, cut);
-  else if (st->conn && l->asks) m0__http_resume(&l->http, st->conn); /* the begin's 500 is in its queue */
-  free(st);
+int m0__streamed_close(m0__loop *l, m0__streamed *st, bool cut, size_t *bytes) {
+  int status = st->status;
+  *bytes = st->w ? (size_t)st->taken : 0;
+  m0_writer *w = st->w;
+  m0__conn *c = st->conn;
+  free(st); /* first: the close may take the next pipelined request, which may open a stream */
+  if (w) m0__writer_close(l, w, cut);
+  else if (c && l->asks) m0__http_resume(&l->http, c); /* the begin's 500 is in its queue */
+  return status;
 }

@@ -1248,8 +1248,8 @@ class Instance:
             if w is not None:
                 if op == CREDIT_GONE:
                     w.gone = True
-                else:
-                    w.granted += n
+                elif (n - w.granted) % (1 << 32) < (1 << 31):  # the room in all, mod 2^32: an old one is none
+                    w.granted += (n - w.granted) % (1 << 32)
                 self._streams_cv.notify_all()
         return False
 

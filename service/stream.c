@@ -80,7 +80,8 @@ int m0__streams_credit(m0__streams *sx, uint32_t from, const uint8_t *payload, s
   for (rwriter *w = sx->open; w; w = w->next) {
     if (w->id != id || w->to != from) continue;
     if (op == M0__CREDIT_GONE) w->gone = true;
-    else w->granted += bytes;
+    else if ((uint32_t)(bytes - (uint32_t)w->granted) < (1u << 31)) /* the room in all, mod 2^32: an old one is none */
+      w->granted += (uint32_t)(bytes - (uint32_t)w->granted);
     pthread_cond_broadcast(&sx->cv);
   }
   pthread_mutex_unlock(&sx->mu);

@@ -5,6 +5,7 @@ served in pieces by the echo actor (apps/echo_actor/echo.h: ?n=N pieces of
 as server-sent events "data: i"; ?ms=M between pieces).
 
 Proves:
+- The access log has one line per stream, its status and body bytes.
 - Placements: the same stream from echo on a thread, in a spawned process
   and in an external echo_actor (C, and python/echo_actor.py on m0actor's
   Request.writer) is the whole body, byte for byte: read by
@@ -31,6 +32,7 @@ Proves:
 """
 import hashlib
 import http.client
+import json
 import os
 import signal
 import socket
@@ -214,9 +216,24 @@ def echo_actor(url, instance=3):
 # ---- parts ----------------------------------------------------------------------------------------------------
 
 
+def stream_lines(s):
+    out = []
+    for line in s.stdout().splitlines():
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(j, dict) and j.get("path") == "/actor/stream":
+            out.append(j)
+    return out
+
+
 def placements():
-    with host({"mode": "single", "app_actors": [{"name": "echo", "placement": "thread"}]}) as s:
+    with host({"mode": "single", "app_actors": [{"name": "echo", "placement": "thread"}]}, "--access-log") as s:
         all_reads(s.port, "thread")
+        F.check(wait_for(lambda: len(stream_lines(s)) == 5, 5) and
+                any(j.get("status") == 200 and j.get("bytes") == 256 * 65536 for j in stream_lines(s)),
+                f"thread: the access log has a line for each stream, with its body's bytes ({stream_lines(s)})")
     with host({"mode": "single", "app_actors": [{"name": "echo", "placement": "process"}]}) as s:
         F.check(wait_for(lambda: live(s.port) == 1, 10), "process: the instance is live")
         all_reads(s.port, "process")

@@ -122,6 +122,7 @@ STREAM_WINDOW = 256 << 10  # bytes sent and not yet granted back
 RETURN_ANSWERED, RETURN_NONE = 0, 1  # a RETURN's code: data is the answer; no answer
 RETURN_REFUSED = 2  # the host could not pass this instance's call on: data is a u32 errno
 NOTE_UP, NOTE_DOWN, NOTE_EXITED = 0xFF000001, 0xFF000002, 0xFF000003  # a monitor's notes (m0.h's M0_MSG_*)
+MSG_ASK = 0xFF000010  # an ask (m0_ask) as a call: a one-record request batch, answered by receive (docs/wire.md)
 MONITOR = "m0.monitor"  # the name a MESSAGE gives to have the host monitor an actor (docs/wire.md, Monitors)
 NAME_MAX = 64  # bytes of a MESSAGE's name
 SECRET_MIN, SECRET_MAX = 16, 4096
@@ -949,6 +950,18 @@ class Instance:
         again. Thread safety: any thread."""
         self.call(MONITOR, 0, actor, timeout)
 
+    def ask(self, actor, method="GET", target="/", headers=(), body=b"", timeout=5.0):
+        """Asks actor (as send() names it) with an HTTP request, answered by
+        its receive (m0_ask): a Reply, or None when it gave no reply. Raises
+        as call() does. Thread safety: any thread."""
+        path = target.split("?", 1)[0]
+        got = self.call(actor, MSG_ASK, encode_requests([Request(1, method, target, path, headers, (), body)]),
+                        timeout)
+        if got is None or got[0] != MSG_ASK:
+            return None
+        reps = decode_replies(got[1])
+        return reps[0] if len(reps) == 1 and reps[0].id == 1 else None
+
     def _message_out(self, name, mtype, data, call, timeout):
         payload = encode_message(call, mtype, name, data)
         if not self._ready.wait(timeout):
@@ -1201,7 +1214,14 @@ class Instance:
             return False
         ret = encode_return(call, 0, RETURN_NONE)
         try:
-            got = self._message(mtype, data) if self._message else None
+            if mtype == MSG_ASK and call != 0:  # an ask: receive answers its one request
+                reqs = decode_requests(data)
+                rec = _answer(self._receive, reqs[0], self.instance) if len(reqs) == 1 else None
+                if rec is not None:
+                    ret = encode_return(call, MSG_ASK, RETURN_ANSWERED, _BATCH.pack(WIRE_VERSION, 0, 1) + rec)
+                got = None
+            else:
+                got = self._message(mtype, data) if self._message else None
             if got is not None and call != 0:
                 ret = encode_return(call, got[0], RETURN_ANSWERED, got[1])
         except Exception:  # the caller gets no answer; this instance goes on

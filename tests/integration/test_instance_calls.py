@@ -13,6 +13,9 @@ its stdin; python/echo_actor.py serves `echo`.
 - call("echo", ECHO, "hello") from the driver's main thread is answered with
   echo's ECHOED (its pid, the data); two send("echo", COUNT) are counted
   (COUNTED says 2); call("nosuch") raises ENOENT;
+- ask("echo", GET /asked) (an m0_ask over the wire: a call of type
+  MSG_ASK) is answered by the Python echo's receive; ask("relay") by the
+  host's thread relay (its receive, which asks echo in turn);
 - a call from the driver's receive (serve()'s own thread: GET
   /actor/silent?to=echo&data=D) is answered too, and the request gets it;
   ?to=nosuch gets the errno (502, ENOENT).
@@ -78,6 +81,9 @@ for line in sys.stdin:
             out("call", [got[0], got[1].decode()] if got else None)
         elif cmd == "send":
             out("send", actor.send(args[0], int(args[1]), "", timeout=10))
+        elif cmd == "ask":
+            rep = actor.ask(args[0], "GET", args[1], timeout=10)
+            out("ask", [rep.status, rep.body.decode()] if rep else None)
     except OSError as e:
         out(cmd, "errno", e.errno)
     except TimeoutError:
@@ -151,6 +157,15 @@ def scenario():
             return got and got[1] and (harness.as_json(got[1][1]) or {}).get("counted") == 2
         F.check(wait_for(two, 10, step=0.1), f"echo counted the two sends: {counted.get('last')}")
         F.check(d.ask("call nosuch 1") == ["call", "errno", ENOENT], "call(nosuch) raises ENOENT")
+        got = d.ask("ask echo /asked?x=1")
+        ans = harness.as_json(got[1][1].encode()) if got and got[0] == "ask" and got[1] else None
+        F.check(got and got[1][0] == 200 and ans and ans.get("pid") == echo.pid and ans.get("path") == "/asked",
+                f"ask(echo, GET /asked) (m0_ask over the wire, answered by the Python echo's receive): {got}")
+        got = d.ask("ask relay /relayed")
+        ans = harness.as_json(got[1][1].encode()) if got and got[0] == "ask" and got[1] else None
+        F.check(got and got[1][0] == 200 and ans and ans.get("relay") == s.proc.pid
+                and (ans.get("echo") or {}).get("pid") == echo.pid,
+                f"ask(relay) is answered by the host's thread relay, which asked the Python echo in turn: {got}")
         st, body = harness.get(s.port, "/actor/silent?to=echo&data=viaserve", timeout=15)
         ans = harness.as_json(body) or {}
         F.check(st == 200 and ans.get("pid") == echo.pid and ans.get("data") == "viaserve",

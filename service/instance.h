@@ -90,10 +90,10 @@ int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *
 
 int m0__instance_answer(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out, atomic_bool *in_app,
                         m0__tracer *trace, m0__trace_ids *others);
-
-#endif
 /* The same, where receive may answer in pieces (m0_reply_writer): sx is
  * the instance's streams (service/stream.h); NULL, m0_reply_writer gives NULL. */
 struct m0__streams;
 int m0__instance_answer_sx(const m0_actor_kind *kind, void *state, const m0__msg *m, nng_msg *out,
                            atomic_bool *in_app, m0__tracer *trace, m0__trace_ids *others, struct m0__streams *sx);
+
+#endif

@@ -586,11 +586,12 @@ def as_json(b):
 class EventStream:
     """GET path (a stream route: /events) on a raw socket to 127.0.0.1:port,
     its head waited for (head: True once it came): what comes is kept in
-    buf, read by until()."""
+    buf, read by until(). headers: (name, value) pairs sent with it."""
 
-    def __init__(self, port, path="/events", timeout=10):
+    def __init__(self, port, path="/events", timeout=10, headers=()):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers)
+        self.s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode())
         self.buf = b""
         self.head = self.until(lambda: b"\r\n\r\n" in self.buf, timeout)
 

@@ -83,38 +83,15 @@ def say(port, room, text, timeout=10):
     return int(m.group(1)) if m else None
 
 
-class Sse:
-    """GET PATH on a raw socket; its head read (subscribed then)."""
+class Sse(harness.EventStream):
+    """GET PATH as an EventSource asks it; its head read (subscribed then)."""
 
     def __init__(self, port, path, headers=()):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers)
-        self.s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n{extra}\r\n".encode())
-        self.buf = b""
-        self.until(lambda: b"\r\n\r\n" in self.buf, 10)
-
-    def until(self, cond, timeout):
-        deadline = time.monotonic() + timeout
-        while not cond():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.s.settimeout(left)
-            try:
-                b = self.s.recv(65536)
-            except OSError:
-                return False
-            if not b:
-                return cond()
-            self.buf += b
-        return True
+        super().__init__(port, path, 10, [("Accept", "text/event-stream")] + list(headers))
 
     def frames(self):
         return [(int(m.group(1)), m.group(2).decode()) for m in
                 re.finditer(rb"id: (\d+)\nevent: said\ndata: ([^\n]*)\n\n", self.buf)]
-
-    def close(self):
-        self.s.close()
 
 
 class Curl:

@@ -33,13 +33,11 @@ import ctypes
 import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 import harness
 from harness import BIN, Failures, Server, free_port, metric, private_dir, wait_for, write_json
@@ -140,37 +138,12 @@ def wire_alone():
 # ---- an instance that only publishes -------------------------------------------------------------------------
 
 
-class Stream:
+class Stream(harness.EventStream):
     """GET /events on a raw socket, its head read: subscribed to "beats"."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
-        self.buf = b""
-        self.head = self.until(lambda: b"\r\n\r\n" in self.buf, 10)
-
-    def until(self, cond, timeout):
-        deadline = time.monotonic() + timeout
-        while not cond():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.s.settimeout(left)
-            try:
-                b = self.s.recv(65536)
-            except OSError:
-                return False
-            if not b:
-                return False
-            self.buf += b
-        return True
 
     def frames(self):
         return [(int(m.group(1)), m.group(2).decode()) for m in
                 re.finditer(rb"id: (\d+)\nevent: py\ndata: ([^\n]*)\n\n", self.buf)]
-
-    def close(self):
-        self.s.close()
 
 
 def publish_only(label, actor, secret=None):

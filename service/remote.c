@@ -538,6 +538,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   int code = remote_begin(r);
   r->sx = code ? NULL : m0__streams_new(remote_stream_send, r); /* NULL: m0_reply_writer says NULL */
   remote_current = r; /* its receive's and message's sends and calls go over its link */
+  bool exited = false;
   for (bool go_on = !code; go_on;) {
     bool idle = false; /* set by remote_next, read only when it gave nothing */
     nng_msg *m = r->nstash ? remote_unkeep(r) : remote_next(r->sock, r->rfd, r->sfd, r->moving ? 250 : -1, &idle);
@@ -547,6 +548,8 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
     const char *why = m0__instance_exiting(); /* m0_actor_exit: the host restarts it, or not (exit 1) */
     if (why && !code) {
       fprintf(stderr, "m0: actor %s: instance %d exits: %s\n", kind->name, instance, why);
+      m0__instance_exit_clear(); /* a later m0_actor_run on this thread starts afresh */
+      exited = true;
       go_on = false;
       code = 1;
     }
@@ -555,7 +558,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   m0__streams_close(r->sx); /* before the socket: its writers' sends end here */
   for (int i = 0; i < r->nstash; i++) nng_msg_free(r->stash[i]);
   free(r->stash);
-  if (!code || m0__instance_exiting()) {
+  if (!code || exited) {
     if (kind->free && r->state) kind->free(r->state);
     close_bounded(r->sock);
     m0__publisher_close(&r->pub);

@@ -446,7 +446,7 @@ int m0__bus_open(m0__bus *b, const char *url, const char *subject, m0__page *pag
   b->line = page->bus;
   b->pub = fanout;
   b->bridge = bridge;
-  snprintf(b->url, sizeof b->url, "%s", url);
+  m0__nats_url_shown(url, b->url, sizeof b->url); /* only printed: its password as "***" */
   snprintf(b->subject, sizeof b->subject, "%s", subject);
   /* The stream's name is the subject's with '_' for '.' (a name has no dot). */
   snprintf(b->stream, sizeof b->stream, "%s", subject);
@@ -467,23 +467,23 @@ int m0__bus_open(m0__bus *b, const char *url, const char *subject, m0__page *pag
   /* A server not up yet is retried in the background (bus_on_connected). */
   natsStatus s = m0__nats_options(&b->opts, url, bus_on_disconnected, bus_on_connected, bus_on_reconnected, b);
   if (s != NATS_OK) {
-    snprintf(err, errlen, "bus: cannot set up the NATS options for %s: %s", url, natsStatus_GetText(s));
+    snprintf(err, errlen, "bus: cannot set up the NATS options for %s: %s", b->url, natsStatus_GetText(s));
     m0__bus_close(b);
     return M0__EINVALID;
   }
   s = natsConnection_Connect(&b->nc, b->opts);
   if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
-    snprintf(err, errlen, "bus: cannot connect to %s: %s", url, natsStatus_GetText(s));
+    snprintf(err, errlen, "bus: cannot connect to %s: %s", b->url, natsStatus_GetText(s));
     m0__bus_close(b);
     return M0__ETRANSPORT;
   }
   if (s == NATS_NOT_YET_CONNECTED && bridge)
-    fprintf(stderr, "m0: bus: %s cannot be reached yet; serving local streams only until it can\n", url);
+    fprintf(stderr, "m0: bus: %s cannot be reached yet; serving local streams only until it can\n", b->url);
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.Wait = 1000; /* a slow JetStream keeps the bridge's thread 1 s at most per request */
   if (bridge && (s = natsConnection_JetStream(&b->js, b->nc, &jo)) != NATS_OK) {
-    snprintf(err, errlen, "bus: no JetStream context on %s: %s", url, natsStatus_GetText(s));
+    snprintf(err, errlen, "bus: no JetStream context on %s: %s", b->url, natsStatus_GetText(s));
     m0__bus_close(b);
     return M0__ETRANSPORT;
   }

@@ -1,5 +1,6 @@
 #include "bus/natsopt.h"
 
+#include <stdio.h>
 #include <string.h>
 
 natsStatus m0__nats_options(natsOptions **out, const char *url, natsConnectionHandler down, natsConnectionHandler up,
@@ -48,4 +49,21 @@ bool m0__nats_url_ok(const char *url) {
   for (const char *c = h; *c; c++)
     if (*c == '/' || *c == ' ' || (unsigned char)*c < 0x21) return false;
   return true;
+}
+
+const char *m0__nats_url_shown(const char *url, char *buf, size_t len) {
+  const char *h = url ? strstr(url, "://") : NULL, *at = NULL;
+  if (h) {
+    h += 3;
+    for (const char *c = h; *c && *c != '/'; c++)
+      if (*c == '@') at = c; /* the last one: a password may hold '@' */
+  }
+  if (!at) {
+    snprintf(buf, len, "%s", url ? url : "");
+    return buf;
+  }
+  const char *colon = memchr(h, ':', (size_t)(at - h));
+  int user = colon ? (int)(colon - h) + 1 : 0; /* a token alone (nats://TOKEN@host) is all secret */
+  snprintf(buf, len, "%.*s%.*s***%s", (int)(h - url), url, user, h, at);
+  return buf;
 }

@@ -8,6 +8,7 @@
 
 #include <nats/nats.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 /* New options for url: reconnect for ever every 250 ms, a server lost
  * within ~4 s (pings every second, three unanswered), a server not up yet
@@ -23,5 +24,9 @@ natsStatus m0__nats_options(natsOptions **out, const char *url, natsConnectionHa
 bool m0__nats_subject_ok(const char *s);
 /* Whether url names a NATS server (nats://HOST:PORT or tls://HOST:PORT). */
 bool m0__nats_url_ok(const char *url);
+/* url as printed and shown (stderr, the doctor, the observer): its
+ * userinfo's password (all of a token) as "***", so nats://u:p@h:4222 is
+ * nats://u:***@h:4222. Into buf (len bytes, cut short if need be); buf. */
+const char *m0__nats_url_shown(const char *url, char *buf, size_t len);
 
 #endif

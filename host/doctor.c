@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "bus/natsopt.h"
 #include "config/appspec.h"
 #include "config/checks.h"
 #include "config/options.h"
@@ -68,8 +69,11 @@ static json_t *doctor_topology(const m0_config *cfg, const m0__check *checks, co
     json_object_set_new(topo, "plain_tcp", pl);
   }
   /* The fleet's bus (bus/bus.h), as the file wrote it. */
+  char shown[M0__URL_MAX]; /* a NATS URL's password as "***" */
   if (cfg->bus_url[0])
-    json_object_set_new(topo, "bus", json_pack("{s:s, s:s}", "nats", cfg->bus_url, "subject", cfg->bus_subject));
+    json_object_set_new(topo, "bus", json_pack("{s:s, s:s}", "nats",
+                                               m0__nats_url_shown(cfg->bus_url, shown, sizeof shown), "subject",
+                                               cfg->bus_subject));
   /* Every link an actor listens at, and whether it is encrypted. */
   json_t *actors = json_array();
   m0__topology t;
@@ -150,7 +154,7 @@ static void doctor_app_actors(json_t *topo, json_t *links, json_t *names, bool p
         /* A file's URL as the file wrote it (its <pid> kept, like the
          * topology's actors); else the built one, <run-dir> a placeholder. */
         char url[M0__URL_MAX];
-        if (s->url[0]) snprintf(url, sizeof url, "%s", s->url);
+        if (s->url[0]) m0__nats_url_shown(s->url, url, sizeof url); /* a NATS URL's password as "***" */
         else if (m0__topology_app_url(url, sizeof url, s->url, NULL, s->name) != 0) url[0] = 0;
         json_object_set_new(o, "url", json_string(url));
         json_array_append_new(links, json_pack("{s:s, s:s, s:b}", "actor", s->name, "url", url, "encrypted",

@@ -15,6 +15,7 @@
 #include "runtime/recent.h"
 #include "service/service.h"
 #include "base/ids.h"
+#include "bus/natsopt.h"
 #include "config/appspec.h"
 
 /* Where actor `name` (of role `role`, index `idx`) lives: its process. */
@@ -357,7 +358,8 @@ static void graph_services(graph *g) {
     service_requests(n, s->st);
     if (m0__observed_nats(g->l, s)) { /* its NATS server and subject (the topology's) */
       const m0__actor_spec *sp = &((const m0__app_decl *)g->l->host)->actors[s->index];
-      json_object_set_new(n, "url", json_string(sp->url));
+      char shown[sizeof sp->url]; /* its password as "***" */
+      json_object_set_new(n, "url", json_string(m0__nats_url_shown(sp->url, shown, sizeof shown)));
       json_object_set_new(n, "subject", json_string(sp->subject));
     }
     json_array_append_new(g->nodes, n);

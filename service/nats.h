@@ -19,7 +19,10 @@
  *   the token finds the entry (the loop that asked, the lane, the REQUEST
  *   kept for its ids), and the answer goes to that loop as a REPLY from
  *   the lane. An answer whose token is not in flight (late, evicted, made
- *   up) is dropped and counted (unknown).
+ *   up) is dropped and counted (unknown), and so is a REQUEST's answer
+ *   whose token is not the latest sent for its (loop, lane): its batch
+ *   timed out and a newer one is out on the lane, which this answer would
+ *   free under it (actors/asks.c frees a lane at any REPLY from it).
  * - What comes back is from a peer: a reply batch that does not decode
  *   whole answers every request of its REQUEST 502 (counted bad_reply);
  *   NATS's "no responders" status (no instance subscribed) answers them
@@ -33,10 +36,21 @@
  * - A MESSAGE (m0_send, m0_call by name) goes the same way with the header
  *   M0-Kind: message; a call's RETURN comes back on its token, a send is
  *   published with no reply subject.
- * - The pending table is a ring of M0__NATS_PENDING entries indexed by the
- *   token: a loop has at most `lanes` REQUESTs out, so an entry
- *   reused while its answer is still awaited only happens to an answer
- *   long past its deadline.
+ * - The pending table is a ring indexed by the token, of M0__NATS_PENDING
+ *   entries or, past that, the power of two at least 2 x loops x lanes: a
+ *   loop has at most `lanes` REQUESTs out, so an entry reused while its
+ *   answer is still awaited only happens to an answer long past its
+ *   deadline.
+ * - Memory against a flooding or a silent peer: libnats holds at most
+ *   65536 answers / 64 MiB for the answers' callback (NATS_PENDING_*,
+ *   libnats's own defaults, set explicitly: an unbounded queue grows with
+ *   whatever a peer sends while the callback lags). Past either libnats
+ *   drops them (a slow consumer): each dropped answer is counted as the
+ *   actor's refusal (reason reply), and its batch answers 504 at its
+ *   deadline. An instance (natsrun.c) holds as much of its requests.
+ * - Closing: once `closing` is set no callback touches s or an inbox (the
+ *   host frees them after m0__nats_close, even when libnats has not
+ *   finished closing within NATS_CLOSE_MS and n is left alive).
  *
  * Thread safety: open and close from the host's thread; the forwarder and
  * libnats's callbacks touch the table under mu. */
@@ -52,7 +66,7 @@
 #include "service/service.h"
 
 #define M0__NATS_LANES_MAX 64 /* M0__SLOTS */
-#define M0__NATS_PENDING 4096 /* a power of two */
+#define M0__NATS_PENDING 4096 /* a power of two: the least the ring is */
 
 typedef struct m0__nats_pending {
   uint64_t token; /* 0: free */
@@ -62,9 +76,14 @@ typedef struct m0__nats_pending {
   nng_msg *req;   /* the REQUEST (its ids, for a 502 or 503 of each) */
 } m0__nats_pending;
 
+typedef struct m0__nats_latest {
+  uint64_t key;   /* (loop << 8 | lane) + 1; 0: free */
+  uint64_t token; /* the latest REQUEST sent from that loop on that lane */
+} m0__nats_latest;
+
 typedef struct m0__nats {
   m0__service *s;
-  char url[256], subject[128], prefix[96];
+  char url[256], shown[256], subject[128], prefix[96]; /* shown: url, its password "***" (stderr) */
   natsOptions *opts;
   natsConnection *nc;
   natsSubscription *sub;
@@ -76,7 +95,10 @@ typedef struct m0__nats {
   pthread_cond_t over;          /* libnats's last callbacks (m0__nats_close waits) */
   bool sub_over, conn_over;     /* under mu */
   uint64_t next; /* the last token given (under mu) */
-  m0__nats_pending *pend; /* [M0__NATS_PENDING] */
+  size_t npend;           /* a power of two, >= M0__NATS_PENDING and 2 x loops x lanes */
+  m0__nats_pending *pend; /* [npend] */
+  m0__nats_latest *latest; /* [npend], open addressing (under mu) */
+  int64_t dropped;        /* libnats's slow-consumer drops counted so far (its error callback only) */
 } m0__nats;
 
 /* Sets s up as a nats actor's lanes and connects to url (a server not up

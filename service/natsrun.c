@@ -18,7 +18,10 @@
  *   signalfd each time the wait for the next request (at most
  *   NATSRUN_WAIT_MS) returns. It publishes nothing but answers: its
  *   m0_publish is refused (false), as are m0_send and m0_call from its
- *   receive.
+ *   receive. m0_actor_exit ends it after the message that called it
+ *   (returns 1, out of the queue group): otherwise it would stay
+ *   subscribed, answering nothing (instance.c takes no request while the
+ *   flag is set).
  */
 #include <poll.h>
 #include <signal.h>
@@ -45,8 +48,8 @@ typedef struct natsrun {
   natsOptions *opts;
   natsConnection *nc;
   natsSubscription *sub;
-  char server[256], subject[128];
-  int sfd;
+  char server[256], shown[256], subject[128]; /* shown: server, its password "***" (stderr) */
+  int sfd, instance;
   sigset_t old;
   m0_publisher pub; /* linked to no socket: m0_publish from its receive is refused (false), not a crash */
 } natsrun;
@@ -54,7 +57,7 @@ typedef struct natsrun {
 static void natsrun_on_up(natsConnection *nc, void *arg) {
   (void)nc;
   natsrun *r = arg;
-  fprintf(stderr, "m0: actor %s: NATS %s is up; serving %s\n", r->kind->name, r->server, r->subject);
+  fprintf(stderr, "m0: actor %s: NATS %s is up; serving %s\n", r->kind->name, r->shown, r->subject);
 }
 
 /* url split into the server and the subject: false when either is none. */
@@ -63,6 +66,7 @@ static bool natsrun_split(natsrun *r, const char *url) {
   if (!slash || (size_t)(slash - url) >= sizeof r->server || strlen(slash + 1) >= sizeof r->subject) return false;
   snprintf(r->server, sizeof r->server, "%.*s", (int)(slash - url), url);
   snprintf(r->subject, sizeof r->subject, "%s", slash + 1);
+  m0__nats_url_shown(r->server, r->shown, sizeof r->shown);
   return m0__nats_url_ok(r->server) && m0__nats_subject_ok(r->subject);
 }
 
@@ -73,7 +77,10 @@ static void natsrun_request(natsrun *r, const char *reply, const uint8_t *data, 
   m0__msg req = {.env = {.kind = M0__K_REQUEST}, .payload = data, .len = len};
   if (m0__instance_answer(r->kind, r->state, &req, out, NULL, NULL, NULL) < 0)
     fprintf(stderr, "m0: actor %s: a malformed request batch\n", r->kind->name);
-  natsConnection_Publish(r->nc, reply, m0__msg_payload(out), (int)m0__msg_payload_len(out));
+  natsStatus st = natsConnection_Publish(r->nc, reply, m0__msg_payload(out), (int)m0__msg_payload_len(out));
+  if (st != NATS_OK) /* over the server's max_payload: the host's clients get 504 (docs/topology.md) */
+    fprintf(stderr, "m0: actor %s: an answer of %zu bytes not sent: %s\n", r->kind->name, m0__msg_payload_len(out),
+            natsStatus_GetText(st));
   nng_msg_free(out);
 }
 
@@ -110,14 +117,16 @@ static int natsrun_begin(natsrun *r) {
   if (st == NATS_OK) {
     st = natsConnection_Connect(&r->nc, r->opts);
     if (st == NATS_NOT_YET_CONNECTED) {
-      fprintf(stderr, "m0: actor %s: NATS %s cannot be reached yet; trying on\n", r->kind->name, r->server);
+      fprintf(stderr, "m0: actor %s: NATS %s cannot be reached yet; trying on\n", r->kind->name, r->shown);
       st = NATS_OK;
     }
   }
   if (st == NATS_OK) st = natsConnection_QueueSubscribeSync(&r->sub, r->nc, r->subject, r->subject);
-  if (st == NATS_OK) st = natsSubscription_SetPendingLimits(r->sub, -1, -1);
+  /* Finite, libnats's defaults: past them it drops requests (their batches
+   * answer 504 at the host) rather than grow with a flooding host. */
+  if (st == NATS_OK) st = natsSubscription_SetPendingLimits(r->sub, 65536, 64 << 20);
   if (st != NATS_OK) {
-    fprintf(stderr, "m0: actor %s cannot serve %s on NATS %s: %s\n", r->kind->name, r->subject, r->server,
+    fprintf(stderr, "m0: actor %s cannot serve %s on NATS %s: %s\n", r->kind->name, r->subject, r->shown,
             natsStatus_GetText(st));
     return 1;
   }
@@ -144,6 +153,12 @@ static int natsrun_serve(natsrun *r) {
     if (st == NATS_OK) {
       natsrun_take(r, m);
       natsMsg_Destroy(m);
+      const char *why = m0__instance_exiting(); /* m0_actor_exit: out of the queue group, as remote.c's run */
+      if (why) {
+        fprintf(stderr, "m0: actor %s: instance %d exits: %s\n", r->kind->name, r->instance, why);
+        m0__instance_exit_clear(); /* a later m0_actor_run on this thread starts afresh */
+        return 1;
+      }
     } else if (st != NATS_TIMEOUT && st != NATS_SLOW_CONSUMER) {
       fprintf(stderr, "m0: actor %s: its subscription ended: %s\n", r->kind->name, natsStatus_GetText(st));
       return 1;
@@ -153,10 +168,12 @@ static int natsrun_serve(natsrun *r) {
 }
 
 int m0__nats_run(const m0_actor_kind *kind, const char *url, int instance) {
-  natsrun r = {.kind = kind, .sfd = -1};
+  natsrun r = {.kind = kind, .sfd = -1, .instance = instance};
   if (!natsrun_split(&r, url)) {
+    char shown[512];
     fprintf(stderr, "m0: actor %s: %s is not nats://HOST:PORT/SUBJECT (a subject of tokens of A-Z a-z 0-9 _ - "
-                    "separated by dots)\n", kind->name, url);
+                    "separated by dots)\n", kind->name,
+            m0__nats_url_shown(url, shown, sizeof shown));
     return 78;
   }
   sigset_t stops;

@@ -9,7 +9,9 @@ echo_actor (m0_actor_run) given nats://HOST:PORT/SUBJECT. Proves:
 
   - the doctor prints the placement and the subject (m0.actor.echo by
     default); a subject with a wildcard, or a URL that is no NATS server's,
-    exits 78 with one line;
+    exits 78 with one line; a URL's password is printed as ***;
+  - m0_actor_exit in an instance (echo's x-exit) ends its m0_actor_run
+    with 1: it leaves the queue group;
   - GET /actor/echo is 200 over many requests, answered by both instances
     (the queue group spreads them), the host knowing neither;
   - one instance killed under load: the rest go on 200 from the other, and
@@ -167,9 +169,16 @@ def doctor(nats):
         lines = [x for x in r.stderr.splitlines() if x.strip()]
         F.check(r.returncode == 78 and len(lines) == 1 and "app_actors[0]" in r.stderr,
                 f"{what}: exit 78, one line ({r.returncode}, {r.stderr!r})")
-    r = subprocess.run([os.path.join(BIN, "echo_actor"), nats.url() + "/m0.>"], capture_output=True, text=True,
-                       timeout=30)
+    r = subprocess.run([os.path.join(BIN, "echo_actor"), f"nats://u:s3cret@127.0.0.1:{nats.port}/m0.>"],
+                       capture_output=True, text=True, timeout=30)
     F.check(r.returncode == 78, f"echo_actor with a wildcard subject: exit 78 ({r.returncode}, {r.stderr!r})")
+    said_m0 = "".join(x for x in r.stderr.splitlines(True) if x.startswith("m0: "))  # (echo_actor's banner is its own)
+    F.check("u:***@" in said_m0 and "s3cret" not in said_m0, f"... m0 prints its URL's password as *** ({r.stderr!r})")
+    t = topo(nats, url=f"nats://u:s3cret@127.0.0.1:{nats.port}")
+    r = subprocess.run([os.path.join(BIN, "host_check"), "--doctor", "--topology", t], capture_output=True,
+                       text=True, timeout=30)
+    F.check("s3cret" not in r.stdout + r.stderr and f"nats://u:***@127.0.0.1:{nats.port}" in r.stdout,
+            "the doctor prints a NATS URL's password as ***")
 
 
 def raw_nats(port, subject):
@@ -247,6 +256,15 @@ def single():
         F.check(wait_for(lambda: "NATS " + nats.url() + " is up" in h.stderr(), 15), "the host connects to NATS")
         st, _ = get(h.port)
         F.check(st == 503, f"no instance subscribed: 503 at once, NATS's no responders ({st})")
+        x = instance(nats, 9)  # m0_actor_exit (echo's x-exit) ends it: out of the queue group, not a silent member
+        F.check(serving(x), "an instance to exit subscribes")
+        st, _ = get(h.port, headers={"x-exit": "bye"})
+        try:
+            rc = x.wait(15)
+        except subprocess.TimeoutExpired:
+            rc = None
+        print(f"single: the request that asked for m0_actor_exit: {st}", flush=True)
+        F.check(rc == 1 and said(x, "exits: bye"), f"m0_actor_exit in a nats instance: m0_actor_run returns 1 ({rc})")
         a, b = instance(nats, 0), instance(nats, 1)
         F.check(serving(a) and serving(b), "both instances subscribe")
         calls(h.port)

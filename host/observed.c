@@ -25,8 +25,12 @@ static m0__page_instances *observed_block(const m0__loop *l, int loop) {
 static void observed_write(m0__loop *l) {
   m0__page_instances *b = observed_block(l, l->index);
   uint64_t n = 0;
-  atomic_fetch_add_explicit(&b->seq, 1, memory_order_relaxed); /* odd: being written */
-  atomic_thread_fence(memory_order_release);                     /* before any line below */
+  /* odd: being written. Set, not added to: a worker that died between the
+   * two stores left it odd, and its respawn's add would make it even
+   * while it writes (readers would take torn lines, then none). */
+  uint64_t seq = atomic_load_explicit(&b->seq, memory_order_relaxed) | 1;
+  atomic_store_explicit(&b->seq, seq, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release); /* before any line below */
   for (int si = 0; si < l->nservices && si < 256; si++) {
     m0__service *s = l->services[si];
     for (int k = 0; !s->connected && k < s->nslots && n < M0__PAGE_INSTANCE_LINES; k++) {
@@ -37,7 +41,7 @@ static void observed_write(m0__loop *l) {
     }
   }
   atomic_store_explicit(&b->n, n, memory_order_relaxed);
-  atomic_fetch_add_explicit(&b->seq, 1, memory_order_release);
+  atomic_store_explicit(&b->seq, seq + 1, memory_order_release);
 }
 
 void m0__observer_swept(m0__loop *l) {

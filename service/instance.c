@@ -87,20 +87,24 @@ void m0__instance_exit_clear(void) { instance_exit_set = false; }
 /* ---- answering, wherever the instance runs ---- */
 
 /* An m0_ask from outside the host, come as a call (M0__MSG_ASK): its
- * request batch answered by receive, the reply batch returned as data. */
+ * request batch answered by receive, the reply batch returned as data. An
+ * ask that cannot be answered (a batch that does not decode, a reply over
+ * the envelope's limit, no memory) is still answered, with no answer: its
+ * caller gets ENODATA at once, and the call is not taken for a send. */
 static int instance_asked(const m0_actor_kind *kind, void *state, const m0__msg *m, const m0__wire_message *msg,
                           atomic_bool *in_app, nng_msg **ret) {
-  nng_msg *out;
+  nng_msg *out = NULL;
   m0__msg q = *m;
   q.payload = (const uint8_t *)msg->data.p;
   q.len = msg->data.n;
-  if (m0__wire_batch_new(&out, 256) != 0) return M0__ENOMEM;
-  int rv = m0__instance_answer(kind, state, &q, out, in_app, NULL, NULL);
+  int rv = m0__wire_batch_new(&out, 256);
+  if (rv == 0) rv = m0__instance_answer(kind, state, &q, out, in_app, NULL, NULL);
   if (rv >= 0)
     rv = m0__wire_return_new(ret, msg->call, M0__MSG_ASK, M0__RETURN_ANSWERED,
                              (const uint8_t *)nng_msg_body(out) + M0__ENV_HEADER, nng_msg_len(out) - M0__ENV_HEADER);
-  nng_msg_free(out);
-  return rv < 0 ? rv : 0;
+  if (out) nng_msg_free(out);
+  if (rv < 0 && m0__wire_return_new(ret, msg->call, 0, M0__RETURN_NONE, NULL, 0) != 0) return M0__ENOMEM;
+  return 0;
 }
 
 int m0__instance_message(const m0_actor_kind *kind, void *state, const m0__msg *m, atomic_bool *in_app, bool ack,
@@ -282,12 +286,29 @@ static bool instance_make(m0__instance *in, char *err, size_t errlen) {
   return false;
 }
 
+/* What the ended instance left in its mailbox, let go before it is made
+ * again: requests the loops have answered 502 already (the slot's
+ * generation moved on at its end), and calls whose answer the post would
+ * drop as the old instance's. A STOP among them is kept: false, the host
+ * stops (no restart). */
+static bool instance_left_over(m0__instance *in) {
+  bool stop = false;
+  for (;;) {
+    m0__msg m = {0};
+    int rv = m0__recv(&in->self, &m, M0__RECV_NOWAIT);
+    if (rv != 0 && rv != M0__EBADMSG) return !stop;
+    stop = stop || (rv == 0 && m.env.kind == M0__K_STOP);
+    m0__msg_free(&m);
+  }
+}
+
 /* Once serving ended: whether its supervisor (or its own budget) makes it
  * again (host/children.c, through in->again), a make refused counted as
  * one more end; true once made again and live. */
 static bool instance_again(m0__instance *in) {
   char err[512];
   const char *why = in->why[0] ? in->why : NULL;
+  if (!instance_left_over(in)) return false;
   for (;;) {
     bool go = false;
     if (in->gated) {

@@ -7,7 +7,8 @@
  * and the answer says "published":true or false. `x-sleep-ms: N` (at most
  * 10000) waits N ms before answering: a request held in flight.
  * `x-exit: REASON` ends the instance with that reason (m0_actor_exit),
- * the request unanswered (502); its restart budget or supervisor decides.
+ * the request unanswered (502; after x-sleep-ms's wait when it has one);
+ * its restart budget or supervisor decides.
  * M0_ECHO_STOP_MS=N makes instance 0 say when it is made and take N ms to stop (echo_free).
  * M0_ECHO_REMAKE_FAILS=1 refuses every make after the process's first (a
  * thread instance's make at its restart).
@@ -169,19 +170,19 @@ static void echo_receive(void *state, const m0_request *req, m0_reply *rep) {
     echo_stream_begin(s, req, rep);
     return;
   }
-  m0_str ex = m0_request_header(req, "x-exit");
-  if (ex.n) { /* the instance ends (m0_actor_exit), this request unanswered: its 502 comes as it leaves */
-    char why[160];
-    snprintf(why, sizeof why, "%.*s", (int)ex.n, ex.p);
-    m0_actor_exit(why);
-    return;
-  }
   m0_str sl = m0_request_header(req, "x-sleep-ms");
   if (sl.n && sl.n < 6) {
     char ms[8];
     snprintf(ms, sizeof ms, "%.*s", (int)sl.n, sl.p);
     long v = atol(ms);
     if (v > 0 && v <= 10000) usleep((useconds_t)v * 1000);
+  }
+  m0_str ex = m0_request_header(req, "x-exit");
+  if (ex.n) { /* the instance ends (m0_actor_exit), this request unanswered: its 502 comes as it leaves */
+    char why[160];
+    snprintf(why, sizeof why, "%.*s", (int)ex.n, ex.p);
+    m0_actor_exit(why);
+    return;
   }
   m0_str ch = m0_request_header(req, "x-publish");
   int published = -1;

@@ -161,6 +161,8 @@ def scenario():
         ans = harness.as_json(got[1][1].encode()) if got and got[0] == "ask" and got[1] else None
         F.check(got and got[1][0] == 200 and ans and ans.get("pid") == echo.pid and ans.get("path") == "/asked",
                 f"ask(echo, GET /asked) (m0_ask over the wire, answered by the Python echo's receive): {got}")
+        F.check(d.ask("call relay %d junk" % 0xFF000010) == ["call", None],
+                "an ask whose request batch does not decode is answered none at once (not left to time out)")
         got = d.ask("ask relay /relayed")
         ans = harness.as_json(got[1][1].encode()) if got and got[0] == "ask" and got[1] else None
         F.check(got and got[1][0] == 200 and ans and ans.get("relay") == s.proc.pid

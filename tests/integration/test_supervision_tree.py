@@ -32,6 +32,7 @@ import os
 import signal
 import tempfile
 import threading
+import time
 
 from harness import Failures, Prefork, Server, alive, children, environ, get, reap, run, run_parts, wait_for
 
@@ -119,6 +120,40 @@ def thread_restart():
                 f"{label}: past its budget it stays down, said\n{s.stderr()}")
         F.check(wait_for(lambda: get(s.port, "/actor/echo")[0] == 503, 10), f"{label}: /actor/echo 503")
         F.check(get(s.port, "/health")[0] == 200, f"{label}: the host serves on")
+        ended(label, s, 0)
+
+
+def left_over():
+    """What an ended thread instance left in its mailbox is let go, as an
+    Erlang process's mailbox goes with it: sends that reached echo.0 while
+    it slept before its exit are not counted by the instance made again."""
+    label = "thread, its mailbox at its end"
+    doc = {"app_actors": [{"name": "echo", "placement": "thread", "restart": {"intensity": 5, "period_ms": 60000}}],
+           "routes": [{"method": "GET", "pattern": "/actor/echo", "actor": "echo", "timeout_ms": 10000}]}
+    with Server("host_check", "--port", "0", "--topology", topology(doc)) as s:
+        done = {}
+
+        def ending():
+            done["exit"] = get(s.port, "/actor/echo", {"x-exit": "full", "x-sleep-ms": "1500"}, timeout=30)[0]
+            done["exit_t"] = time.monotonic()
+        t = threading.Thread(target=ending)
+        t.start()
+        sent = get(s.port, "/msg/send?to=echo.0&type=3&n=20", timeout=30)
+        sent_t = time.monotonic()
+        t.join(30)
+        F.check(done.get("exit") == 502 and sent[0] == 200,
+                f"{label}: the ending request 502, the sends sent ({done}, {sent})")
+        F.check(answers(s), f"{label}: echo answers again")
+        got = get(s.port, "/msg/call?to=echo.0&type=4", timeout=10)
+        try:
+            counted = json.loads(got[1])["answer"]["counted"]
+        except (ValueError, KeyError, TypeError):
+            counted = None
+        if sent_t < done.get("exit_t", 0):  # the sends were in its mailbox before it ended
+            F.check(counted == 0,
+                    f"{label}: the instance made again counted none of the sends its predecessor left ({got})")
+        else:
+            print(f"{label}: the sends came after the end (a loaded machine): nothing to check")
         ended(label, s, 0)
 
 
@@ -287,7 +322,8 @@ def refused():
 
 
 try:
-    run_parts(F, [("thread restart", thread_restart), ("make refused", remake_refused), ("process exit", process_exit),
+    run_parts(F, [("thread restart", thread_restart), ("left over", left_over), ("make refused", remake_refused),
+                  ("process exit", process_exit),
                   ("mixed children", mixed_children), ("serve_on", serve_on), ("nested", nested), ("doctor", doctor), ("workers", workers),
                   ("refused", refused)], tmp=TMP)
 finally:

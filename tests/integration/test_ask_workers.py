@@ -187,6 +187,9 @@ def relay_process():
         with host(topo(mode, "process", "process"), rd, Prefork) as s:
             _, got = legs_up(s.port, 1 if mode == "threads" else 2)
             F.check(got and all(st == 200 for _, st, _ in got), f"{mode}, relay a process: /actor/echo answers ({got[:4]})")
+            # the relay is a process of its own too: up once it answers (503 only meanwhile)
+            F.check(wait_for(lambda: all(st == 200 for st, _ in fresh(s.port, 2)), 30, step=0.05),
+                    f"{mode}, relay a process: /actor/relay answers once its process is up")
             got = fresh(s.port)
             kids = children(s.proc.pid)
             j0 = (got[0][1] if got else None) or {}

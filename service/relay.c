@@ -16,6 +16,21 @@
 #include "base/ids.h"
 #include "base/nng_compat.h"
 #include "base/num.h"
+#include "base/clock.h"
+#include "service/wire.h"
+
+/* A leg cut because a STREAM could not go on it is dialed again this much
+ * later: its worker must have seen the old connection go first (a leg
+ * introduced while its slot is still held there is refused, and would
+ * carry nothing until it connects again). */
+#define RELAY_REDIAL_MS 100
+#define RELAY_LEG_SENDBUF 1024 /* messages a leg holds for its worker */
+/* A worker slow to read may see the new leg before the old one go, and
+ * refuses an introduction for a slot still held: a leg dialed again is
+ * introduced again this often, this many times (once taken, the others
+ * are refused there, and counted). */
+#define RELAY_REINTRO_MS 1000
+#define RELAY_REINTROS 3
 
 /* The kinds a leg carries to an instance, each with the kind that comes
  * back for it: the routing below (the book's rewrite of `from`, its
@@ -49,15 +64,15 @@ static void on_leg_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
 }
 
 /* Tells the worker at the other end of slot k's leg l which instance it is
- * and where it dialed from (relay.h). A leg that cannot take it now is told
- * at its next connection. */
-static void leg_introduce(m0__relay *r, int k, m0__relay_leg *l) {
+ * and where it dialed from (relay.h). false when the leg did not take it
+ * (the caller cuts it: dialed again, it is introduced then). */
+static bool leg_introduce(m0__relay *r, int k, m0__relay_leg *l) {
   uint8_t intro[M0__INTRO_MAX], seal[M0__SEAL_LEN];
   char where[48];
   m0__pipe_where(r->leg_pipe[k], r->host, where, sizeof where);
   size_t len = m0__intro_write(intro, k, where);
   nng_msg *m;
-  if (nng_msg_alloc(&m, M0__ENV_HEADER) != 0) return;
+  if (nng_msg_alloc(&m, M0__ENV_HEADER) != 0) return false;
   m0__env e = {.kind = M0__K_READY, .flags = M0__ENV_SEALED, .from = M0__ACTOR_ID(M0__ROLE_COORD, 0),
                .to = M0__ACTOR_ID(M0__ROLE_APP, M0__APP_INDEX(r->svc->index, 0xfff)), .seq = ++r->seq};
   m0__env_write(nng_msg_body(m), &e, (uint32_t)len);
@@ -68,7 +83,9 @@ static void leg_introduce(m0__relay *r, int k, m0__relay_leg *l) {
   if (!ok || nng_msg_append(m, seal, sizeof seal) != 0 || nng_sendmsg(l->sock, m, 0) != 0) {
     atomic_fetch_add(&r->dropped, 1);
     nng_msg_free(m);
+    return false;
   }
+  return true;
 }
 
 /* A leg to worker w's door. A worker not listening yet (starting, or being
@@ -81,7 +98,11 @@ static void leg_open(m0__relay *r, m0__relay_leg *l, int w) {
   nng_socket_set_ms(l->sock, NNG_OPT_RECONNMINT, 10);
   nng_socket_set_ms(l->sock, NNG_OPT_RECONNMAXT, 200);
   nng_socket_set_size(l->sock, NNG_OPT_RECVMAXSZ, M0__ENV_HEADER + M0__ENV_MAX_PAYLOAD + M0__SEAL_LEN);
-  nng_socket_set_int(l->sock, NNG_OPT_SENDBUF, 16); /* a REPLY is put, never waited for (its worker may be gone) */
+  /* A REPLY or STREAM is put, never waited for (its worker may be gone, and
+   * this thread serves every worker): room for a stream's bursts (each
+   * stream's bytes are bounded by its window, not its messages), past which
+   * a STREAM cuts the leg (relay_reply_out). */
+  nng_socket_set_int(l->sock, NNG_OPT_SENDBUF, RELAY_LEG_SENDBUF);
   nng_socket_set_ms(l->sock, NNG_OPT_SENDTIMEO, 100);
   if (nng_dial(l->sock, r->doors[w], NULL, NNG_FLAG_NONBLOCK) != 0 ||
       nng_socket_get_int(l->sock, NNG_OPT_RECVFD, &l->fd) != 0) {
@@ -194,23 +215,98 @@ static void relay_request(m0__relay *r, int k, int w, nng_msg *m) {
   }
 }
 
+/* The instance whose STREAM (for request id, asked by `asker` as the
+ * instance knows it) could not be passed on is told GONE, as the worker's
+ * loop would say it: its writer stops (EPIPE) rather than wait for room
+ * that never comes. Not waited for: lost, its next DATA is refused by the
+ * worker, which says GONE then. */
+static void relay_gone(m0__relay *r, int k, uint32_t asker, uint32_t inst, uint64_t id) {
+  nng_msg *m;
+  if (r->leg_pipe[k] == 0 || nng_msg_alloc(&m, M0__ENV_HEADER + M0__WIRE_CREDIT_LEN) != 0) return;
+  m0__env e = {.kind = M0__K_CREDIT, .from = asker, .to = inst, .seq = ++r->seq};
+  m0__env_write(nng_msg_body(m), &e, M0__WIRE_CREDIT_LEN);
+  m0__wire_credit_put((uint8_t *)nng_msg_body(m) + M0__ENV_HEADER, M0__CREDIT_GONE, id, 0);
+  nng_msg_set_pipe(m, (nng_pipe){.id = r->leg_pipe[k]});
+  if (nng_sendmsg(r->svc->self.mailbox, m, NNG_FLAG_NONBLOCK) != 0) nng_msg_free(m);
+}
+
 /* A REPLY from slot k's instance (its `from` stamped by the service), on
  * the leg to the worker its `to` names, with the `to` that worker's asker
- * gave. */
-static void relay_reply_out(m0__relay *r, nng_msg *m) {
+ * gave. true when the leg was cut (to be dialed again). */
+static bool relay_reply_out(m0__relay *r, nng_msg *m) {
   uint8_t *h = nng_msg_body(m);
-  uint32_t to = m0__le_get32(h + 12);
-  int k = M0__ACTOR_INDEX(m0__le_get32(h + 8)) & 0xfff, w = book_back(r, &to);
+  uint32_t asker = m0__le_get32(h + 12), to = asker, inst = m0__le_get32(h + 8);
+  int k = M0__ACTOR_INDEX(inst) & 0xfff, w = book_back(r, &to);
   m0__relay_leg *l = k < M0__SLOTS && w >= 0 && w < r->nworkers ? leg_of(r, k, w) : NULL;
   if (l) m0__le_put32(h + 12, to);
-  /* A piece of a streamed reply waits for room (up to the leg's 100 ms):
-   * one dropped would leave a hole in a body that still looks whole. Its
-   * sender's window bounds how many wait (service/stream.h). */
-  int flags = m0__le_get16(h + 4) == M0__K_STREAM ? 0 : NNG_FLAG_NONBLOCK;
-  if (!l || !l->open || nng_sendmsg(l->sock, m, flags) != 0) {
-    atomic_fetch_add(&r->dropped, 1);
-    nng_msg_free(m);
+  /* Never waited for: this one thread carries every worker's requests,
+   * which a full leg would hold up. */
+  bool stream = m0__le_get16(h + 4) == M0__K_STREAM;
+  bool sent = l && l->open && nng_sendmsg(l->sock, m, NNG_FLAG_NONBLOCK) == 0;
+  if (sent) return false;
+  /* A piece of a streamed reply dropped would leave a hole in a body that
+   * still looks whole: the leg is cut instead, as when its instance leaves,
+   * so its worker closes those connections without the last chunk (a body
+   * cut short), and the instance is told the stream is gone. */
+  bool cut = stream && l && l->open;
+  if (stream && l && nng_msg_len(m) >= M0__ENV_HEADER + 12)
+    relay_gone(r, k, asker, inst, m0__le_get64(h + M0__ENV_HEADER + 4));
+  if (cut) leg_close(l);
+  atomic_fetch_add(&r->dropped, 1);
+  nng_msg_free(m);
+  return cut;
+}
+
+/* The legs of live instances that are not open (cut above, or a dial that
+ * failed) are opened again, each to be introduced again (again[leg]). */
+static void relay_redial(m0__relay *r, uint8_t *again) {
+  int used = atomic_load_explicit(&r->svc->used, memory_order_acquire);
+  for (int k = 0; k < used; k++)
+    for (int w = 0; r->leg_pipe[k] && w < r->nworkers; w++)
+      if (!leg_of(r, k, w)->open) {
+        leg_open(r, leg_of(r, k, w), w);
+        again[k * r->nworkers + w] = RELAY_REINTROS;
+      }
+}
+
+/* The legs dialed again are introduced again; true while some are left to. */
+static bool relay_reintroduce(m0__relay *r, uint8_t *again) {
+  bool left = false;
+  for (int i = 0; i < M0__SLOTS * r->nworkers; i++) {
+    if (!again[i]) continue;
+    if (r->legs[i].open) (void)leg_introduce(r, i / r->nworkers, &r->legs[i]);
+    left |= --again[i] > 0;
   }
+  return left;
+}
+
+/* Milliseconds until the sooner of two times (0: none), for poll: -1 for none. */
+static int relay_timeout(int64_t a, int64_t b) {
+  int64_t at = !a ? b : !b ? a : a < b ? a : b, now = m0__now_ms();
+  return !at ? -1 : at <= now ? 0 : (int)(at - now);
+}
+
+/* What is due: cut legs dialed again, and then introduced again. */
+static void relay_due(m0__relay *r, uint8_t *again, int64_t *redial_at, int64_t *reintro_at) {
+  if (*redial_at && m0__now_ms() >= *redial_at) {
+    *redial_at = 0;
+    relay_redial(r, again);
+    *reintro_at = m0__now_ms() + RELAY_REINTRO_MS;
+  }
+  if (*reintro_at && m0__now_ms() >= *reintro_at)
+    *reintro_at = relay_reintroduce(r, again) ? m0__now_ms() + RELAY_REINTRO_MS : 0;
+}
+
+/* Woken: the legs made to match the slots, and each new pipe introduced. */
+static void relay_woken(m0__relay *r, int64_t *redial_at) {
+  relay_match(r);
+  for (int i = 0; i < M0__SLOTS * r->nworkers; i++)
+    if (r->legs[i].open && atomic_exchange(&r->legs[i].introduce, false) &&
+        !leg_introduce(r, i / r->nworkers, &r->legs[i])) {
+      /* A leg never introduced would carry nothing, for good: cut, and dialed again. */
+      leg_close(&r->legs[i]);
+      if (!*redial_at) *redial_at = m0__now_ms() + RELAY_REDIAL_MS;
+    }
 }
 
 static void *relay_thread(void *arg) {
@@ -218,30 +314,32 @@ static void *relay_thread(void *arg) {
   int nfds = 2 + M0__SLOTS * r->nworkers;
   struct pollfd *pf = calloc((size_t)nfds, sizeof *pf);
   int *which = calloc((size_t)nfds, sizeof *which);
-  if (!pf || !which) {
+  uint8_t *again = calloc((size_t)(M0__SLOTS * r->nworkers), 1);
+  if (!pf || !which || !again) {
     fprintf(stderr, "m0: actor %s: the relay has no memory; its instances serve no worker\n", r->svc->name);
     free(pf);
     free(which);
+    free(again);
     return NULL;
   }
+  int64_t redial_at = 0, reintro_at = 0; /* legs cut are dialed again, then introduced again (0: none) */
   while (!atomic_load(&r->closing)) {
-    int n = 0;
+    int n = 0, timeout = relay_timeout(redial_at, reintro_at);
     pf[n++] = (struct pollfd){.fd = r->wake, .events = POLLIN};
     pf[n++] = (struct pollfd){.fd = r->replies.efd, .events = POLLIN};
     for (int i = 0; i < M0__SLOTS * r->nworkers; i++)
       if (r->legs[i].open) which[n] = i, pf[n++] = (struct pollfd){.fd = r->legs[i].fd, .events = POLLIN};
-    if (poll(pf, (nfds_t)n, -1) < 0 && errno != EINTR) break;
+    if (poll(pf, (nfds_t)n, timeout) < 0 && errno != EINTR) break;
+    relay_due(r, again, &redial_at, &reintro_at);
     if (pf[0].revents) {
       uint64_t v;
       if (read(r->wake, &v, sizeof v) < 0 && errno != EAGAIN) break;
       if (atomic_load(&r->closing)) break;
-      relay_match(r);
-      for (int i = 0; i < M0__SLOTS * r->nworkers; i++)
-        if (r->legs[i].open && atomic_exchange(&r->legs[i].introduce, false))
-          leg_introduce(r, i / r->nworkers, &r->legs[i]);
+      relay_woken(r, &redial_at);
     }
     nng_msg *m;
-    while ((m = m0__inbox_take(&r->replies)) != NULL) relay_reply_out(r, m);
+    while ((m = m0__inbox_take(&r->replies)) != NULL)
+      if (relay_reply_out(r, m) && !redial_at) redial_at = m0__now_ms() + RELAY_REDIAL_MS;
     for (int i = 2; i < n; i++) {
       if (!pf[i].revents) continue;
       m0__relay_leg *l = &r->legs[which[i]];
@@ -251,6 +349,7 @@ static void *relay_thread(void *arg) {
   }
   free(pf);
   free(which);
+  free(again);
   return NULL;
 }
 

@@ -74,6 +74,15 @@ static void streamed_gone(void *arg) {
   e->deadline = uv_now(&st->l->uv) + STREAMED_GONE_MS;
 }
 
+/* A stream the host refuses or lets go while instance k of si may still
+ * write it (a late OPEN, a DATA for an id it let go, an OPEN it answered
+ * 502): its writer is told GONE, as when the client leaves. */
+static void streamed_refuse(m0__loop *l, int si, int k, uint64_t id) {
+  m0__service *s = l->services[si];
+  m0__streamed no = {.l = l, .si = si, .k = k, .gen = atomic_load(&s->slots[k].gen), .id = id};
+  (void)streamed_credit(&no, M0__CREDIT_GONE, 0);
+}
+
 /* OPEN: the head, as an answer's, begun as a writer's. */
 static void streamed_begin(m0__loop *l, ask *e, int i, m0__streamed *st, const m0__wire_reply *r) {
   m0__conn *c = e->conn;
@@ -117,8 +126,9 @@ static void streamed_begin(m0__loop *l, ask *e, int i, m0__streamed *st, const m
 }
 
 /* Where a STREAM came from: instance k of actor si, still the one its
- * request went to; the entry, or NULL (refused). */
-static ask *streamed_entry(m0__loop *l, const m0__msg *m, const m0__wire_stream *ws, int *i, m0__service **sp) {
+ * request went to; the entry (looked up when `look`), or NULL (refused). */
+static ask *streamed_entry(m0__loop *l, const m0__msg *m, const m0__wire_stream *ws, bool look, int *i,
+                           m0__service **sp) {
   int idx = M0__ACTOR_INDEX(m->env.from), si = idx >> 12, k = idx & 0xfff;
   *sp = NULL;
   if (M0__ACTOR_ROLE(m->env.from) != M0__ROLE_APP || si >= l->nservices || k >= l->services[si]->nslots) {
@@ -126,7 +136,7 @@ static ask *streamed_entry(m0__loop *l, const m0__msg *m, const m0__wire_stream 
     return NULL;
   }
   m0__service *s = *sp = l->services[si];
-  ask *e = ask_find(l->asks, ws->id, i);
+  ask *e = look ? ask_find(l->asks, ws->id, i) : NULL;
   if (e && (e->svc != si || e->slot != k || e->slot_gen != atomic_load(&s->slots[k].gen))) e = NULL;
   return e;
 }
@@ -145,29 +155,49 @@ static void streamed_data(m0__loop *l, ask *e, int i, m0__service *s, const m0_s
   if (l->asks->tab[i].used && l->asks->tab[i].st == st) streamed_grant(st); /* a put may have closed it */
 }
 
-void m0__streamed_on(m0__loop *l, const m0__msg *m) {
-  static _Thread_local m0__wire_stream ws;
-  if (!l->asks) return;
-  bool bad = m0__wire_stream_read(m->payload, m->len, &ws) != 0;
-  int i;
-  m0__service *s;
-  ask *e = streamed_entry(l, m, &ws, &i, &s);
-  if (!s) return;
-  bool opening = ws.op == M0__STREAM_OPEN;
+/* The checks a STREAM meets before it is taken: true when it was refused
+ * (counted, and what it meant done: its request answered 502 or its stream
+ * cut, its instance told GONE where its writer may be open). */
+static bool streamed_refused(m0__loop *l, const m0__msg *m, m0__service *s, ask *e, int i,
+                             const m0__wire_stream *ws, bool bad) {
+  if (m->len < 12) { /* no op and id: counted as a reply record with no id is */
+    atomic_fetch_add(&s->st->refused, 1);
+    m0__asks_refused(s, l->self.id, M0__REFUSE_BATCH, m);
+    return true;
+  }
+  bool opening = ws->op == M0__STREAM_OPEN;
   if (!e || (opening == (e->st != NULL))) { /* no such request; DATA or an end never OPENed; OPEN twice */
     atomic_fetch_add(&s->st->unknown, 1);
     m0__asks_refused(s, l->self.id, M0__REFUSE_REPLY, m);
-    return;
+    /* One let go (its route's 504, a cut) may still be written: the writer is told. */
+    if (!e && (opening || ws->op == M0__STREAM_DATA))
+      streamed_refuse(l, M0__ACTOR_INDEX(m->env.from) >> 12, M0__ACTOR_INDEX(m->env.from) & 0xfff, ws->id);
+    return true;
   }
-  if (bad || (opening && !m0__asks_status_passes(ws.open.status))) {
+  /* An OPEN's first bytes count against the window as a DATA's do. */
+  bool over = opening && !bad && ws->open.body.n > M0__STREAM_WINDOW;
+  if (bad || over || (opening && !m0__asks_status_passes(ws->open.status))) {
     atomic_fetch_add(&s->st->bad_reply, 1);
-    m0__asks_refused(s, l->self.id, bad ? M0__REFUSE_BATCH : M0__REFUSE_STATUS, m);
-    m0__asks_finish(l, i, 502); /* a stream cut, or a request answered 502 */
-    return;
+    m0__asks_refused(s, l->self.id, bad || over ? M0__REFUSE_BATCH : M0__REFUSE_STATUS, m);
+    if (opening) streamed_refuse(l, e->svc, e->slot, ws->id); /* its writer may be open */
+    m0__asks_finish(l, i, 502); /* a stream cut (its instance told, at the close), or a request answered 502 */
+    return true;
   }
+  return false;
+}
+
+void m0__streamed_on(m0__loop *l, const m0__msg *m) {
+  static _Thread_local m0__wire_stream ws;
+  if (!l->asks) return;
+  memset(&ws, 0, sizeof ws); /* a short one reads nothing: no id or op of the one before */
+  bool bad = m0__wire_stream_read(m->payload, m->len, &ws) != 0;
+  int i;
+  m0__service *s;
+  ask *e = streamed_entry(l, m, &ws, m->len >= 12, &i, &s); /* a short one has no entry to look up */
+  if (!s || streamed_refused(l, m, s, e, i, &ws, bad)) return;
+  bool opening = ws.op == M0__STREAM_OPEN;
   if (opening && (e->conn->zombie || e->conn->closing)) { /* the client left before the OPEN */
-    m0__streamed gone = {.l = l, .si = e->svc, .k = e->slot, .gen = e->slot_gen, .id = ws.id};
-    (void)streamed_credit(&gone, M0__CREDIT_GONE, 0);
+    streamed_refuse(l, e->svc, e->slot, ws.id);
     m0__asks_finish(l, i, 502); /* as any answer to a connection gone: its memory let go */
   } else if (opening) {
     m0__streamed *st = calloc(1, sizeof *st);
@@ -181,12 +211,18 @@ void m0__streamed_on(m0__loop *l, const m0__msg *m) {
     streamed_data(l, e, i, s, &ws.data);
   } else {
     atomic_fetch_add(&s->st->ok, 1);
+    e->st->gone = true; /* its writer is ended: nothing to tell it at the close */
     m0__asks_finish(l, i, ws.op == M0__STREAM_END ? 0 : 1);
   }
 }
 
 int m0__streamed_close(m0__loop *l, m0__streamed *st, bool cut, size_t *bytes) {
   int status = st->status;
+  /* Cut by the host (a DATA past its room, a REPLY record for its id, a
+   * head it could not begin) while its instance may still write: told
+   * GONE. Not at the loop's end (its asks' tick closed), nor to an
+   * instance gone (streamed_credit checks its generation). */
+  if (cut && !st->gone && l->asks && l->asks->tick_open) (void)streamed_credit(st, M0__CREDIT_GONE, 0);
   *bytes = st->w ? (size_t)st->taken : 0;
   m0_writer *w = st->w;
   m0__conn *c = st->conn;

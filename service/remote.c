@@ -381,6 +381,10 @@ static bool remote_take(remote_run *r, nng_msg *m) {
     /* The host reloads (docs/wire.md): this connection closed, the
      * dialer redials the same URL, where the next generation listens. */
     fprintf(stderr, "m0: actor %s: the host reloads; redialing %s\n", name, r->url);
+    /* Its streams' loops end with this generation: every open writer is
+     * gone (EPIPE), and the streams after it are new ones. */
+    m0__streams_close(r->sx);
+    r->sx = m0__streams_new(remote_stream_send, r);
     nng_pipe_close(nng_msg_get_pipe(m));
     r->moving = m0__now_ms();
   } else if (e.kind == M0__K_STOP) {

@@ -111,7 +111,10 @@ static int rw_write(m0_writer *base, const void *p, size_t n) {
   if (w->gone) errno = EPIPE, rv = -1;
   else if (n > M0__STREAM_WINDOW) errno = EMSGSIZE, rv = -1;
   else if (n > room) errno = EAGAIN, rv = -1;
-  else if ((rv = rw_send(w, M0__STREAM_DATA, p, n)) != 0) errno = rv == M0__ECLOSED ? EPIPE : ENOMEM, rv = -1;
+  /* Not sent: the instance ended (EPIPE), no memory, or its link did not
+   * take it in time (EAGAIN, as for no room: wait, then write again). */
+  else if ((rv = rw_send(w, M0__STREAM_DATA, p, n)) != 0)
+    errno = rv == M0__ECLOSED ? EPIPE : rv == M0__ENOMEM ? ENOMEM : EAGAIN, rv = -1;
   else w->sent += n;
   pthread_mutex_unlock(&sx->mu);
   return rv;

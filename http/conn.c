@@ -473,6 +473,23 @@ bool m0__conn_unwait(m0__conn *c, int status) {
 
 void m0__http_abort(m0__http *h, m0__conn *c) { m0__conn_close(c); }
 
+/* A response written in pieces (c->writer) waits for no request, so its
+ * connection's deadline and last_write are free: they hold when the bytes
+ * it has queued last moved (the socket took some) and how many were left
+ * then. A client that takes none of them within the body timeout (the
+ * bound on a client that does not read its answers, as conn_next's pause)
+ * is stuck: closed, like nginx's send_timeout. One with nothing queued is
+ * waiting on its writer, not stuck. */
+static bool conn_stuck_writer(m0__conn *c, uint64_t now) {
+  size_t left = c->writing ? uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) + m0__conn_queued(c) : 0;
+  if (left == 0 || left != c->last_write) {
+    c->last_write = left;
+    c->deadline = now + c->h->body_timeout_ms;
+    return false;
+  }
+  return now >= c->deadline;
+}
+
 void m0__http_sweep(m0__http *h) {
   uint64_t now = uv_now(h->uv);
   if (h->heartbeat_ms) m0__stream_beat(h, now);
@@ -480,6 +497,11 @@ void m0__http_sweep(m0__http *h) {
   m0__conn *next;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
+    if (c->waiting && c->writer && !c->closing && conn_stuck_writer(c, now)) {
+      h->stats.timeouts++;
+      m0__conn_close(c); /* its writer gone: a stream cut, its instance told (actors/streamed.c) */
+      continue;
+    }
     if (now < c->deadline || c->waiting) continue;
     if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
       h->stats.timeouts++;

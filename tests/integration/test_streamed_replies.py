@@ -28,7 +28,18 @@ Proves:
 - A misbehaving instance (tests/integration/wire_actor.py stream-bad): DATA
   before its OPEN, a second OPEN and DATA after the END are dropped and
   counted (m0_actor_replies_dropped_total unknown_id 3); the client gets
-  the stream as the good messages made it ("hello world"), the host serves on.
+  the stream as the good messages made it ("hello world"), the host serves
+  on, and the instance is told GONE for the DATA after the END (a stream the
+  host let go that it still writes).
+- A STREAM too short for its op and id (wire_actor stream-short) is dropped
+  and counted refused, never taken as the stream before it: the client still
+  gets "hello world". An OPEN whose first bytes are past the 256 KiB window
+  (stream-over) is answered 502, counted bad_reply, and its instance told
+  GONE.
+- A client that stops reading a stream (a tiny SO_RCVBUF, never read) is
+  closed by the host's sweep once its bytes have not moved for
+  --body-timeout-ms: the instance's write fails EPIPE, and what the client
+  then reads ends without the last chunk.
 """
 import hashlib
 import http.client
@@ -384,11 +395,74 @@ def hostile():
                 f"hostile: DATA before OPEN, OPEN twice, DATA after END dropped and counted, 3 a stream ({dropped()})")
         F.check(harness.get(s.port, "/health")[0] == 200, "hostile: the host serves on")
         w.kill()
-        w.wait(5)
+        out = w.communicate(timeout=5)[0]
+        got = {line.split()[1] for line in out.splitlines() if line.startswith("got ")}
+        gone = {line.split()[2] for line in out.splitlines() if line.startswith("credit 2 ")}
+        F.check(len(got) == 2 and gone == got, f"hostile: told GONE for the DATA after each END ({got} {gone})")
+
+
+def metric(port, prefix):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return sum(int(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def refused():
+    dropped = 'm0_actor_replies_dropped_total{actor="echo",reason='
+    for mode in ("stream-short", "stream-over"):
+        rd = private_dir("rd-", TMP)
+        with host({"mode": "single", "app_actors": [{"name": "echo", "placement": "external"}]}, rd=rd) as s:
+            w = start([sys.executable, WIRE_ACTOR, f"ipc://{rd}/actor.echo.sock", mode])
+            F.check(wait_for(lambda: live(s.port) == 1, 10), f"{mode}: the wire actor connects")
+            st = Stream(s.port, "/actor/echo")
+            code, _ = st.head()
+            if mode == "stream-short":
+                body = st.body()
+                F.check(code == 200 and body == b"hello world",
+                        f"{mode}: the short STREAM is no part of the stream ({code} {body!r})")
+                F.check(wait_for(lambda: metric(s.port, dropped + '"refused"}') == 1, 5) and
+                        metric(s.port, dropped + '"unknown_id"}') == 0 and
+                        metric(s.port, 'm0_actor_requests_total{actor="echo",outcome="bad_reply"}') == 0,
+                        f"{mode}: counted refused, and nothing else ({metric(s.port, dropped)})")
+            else:
+                F.check(code == 502, f"{mode}: an OPEN past the window is answered 502 ({code})")
+                F.check(metric(s.port, 'm0_actor_requests_total{actor="echo",outcome="bad_reply"}') == 1,
+                        f"{mode}: counted bad_reply")
+            st.close()
+            w.kill()
+            out = w.communicate(timeout=5)[0]
+            if mode == "stream-over":
+                ids = [line.split()[1] for line in out.splitlines() if line.startswith("got ")]
+                F.check(ids and f"credit 2 {ids[0]} 0" in out, f"{mode}: the instance is told GONE ({out!r})")
+
+
+def stuck():
+    """A client that never reads its stream is closed by the sweep (the body timeout, 1 s here)."""
+    with host({"mode": "single", "app_actors": [{"name": "echo", "placement": "thread"}]},
+              "--body-timeout-ms", "1000") as s:
+        st = Stream(s.port, "/actor/stream?n=400&size=262144", rcvbuf=4096)  # 100 MiB, never read
+        code, _ = st.head()
+        F.check(code == 200, f"stuck: the stream begins ({code})")
+        # Bounded waits on the conditions, no timing asserted.
+        F.check(wait_for(lambda: "the client left after" in s.stderr(), 30),
+                f"stuck: the host closes the connection and the instance's write fails EPIPE ({s.stderr()[-300:]!r})")
+        ended = reset = False
+        try:
+            while not ended:
+                ended = st.chunk() == b""
+        except EOFError:
+            pass
+        except ConnectionResetError:
+            reset = True
+        except socket.timeout:
+            pass
+        st.close()
+        F.check((st.eof or reset) and not ended, f"stuck: what the client reads ends without the last chunk "
+                                                 f"(eof {st.eof}, reset {reset}, last chunk {ended})")
+        F.check(harness.get(s.port, "/health")[0] == 200, "stuck: the host serves on")
 
 
 PARTS = [("placements", placements), ("modes", modes), ("gone", gone), ("killed", killed),
-         ("slow_client", slow_client), ("hostile", hostile)]
+         ("slow_client", slow_client), ("hostile", hostile), ("refused", refused), ("stuck", stuck)]
 
 if __name__ == "__main__":
     only = None

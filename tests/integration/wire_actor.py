@@ -26,6 +26,13 @@ MODE
             OPEN, the OPEN (200, body "hello "), a second OPEN, DATA
             "world", END, then DATA after the END: the client gets
             "hello world", and three STREAMs are dropped
+  stream-short  answers each request in pieces with a STREAM too short
+            for its op and id among them: OPEN ("hello "), DATA "wor", a
+            4-byte STREAM (an END's op alone), DATA "ld", END: the short one
+            is dropped and counted (refused), the client gets "hello world"
+  stream-over  answers each request with an OPEN whose first bytes are one
+            past the 256 KiB window: the host answers 502 (bad_reply) and
+            tells it GONE
   mirror    answers each request 200 with headers `Content-Type:
             text/plain` and `X-Wire: mirror`, and a body that is the request
             as its record carried it: `METHOD TARGET HTTP/1.m` and its path
@@ -34,8 +41,8 @@ MODE
             way in must reach an actor byte for byte as when sent whole)
 
 It prints "connected" once its dial has succeeded, then one line
-"got ID" per request record it takes (stdout, flushed), so the test waits on
-what it has really received. SIGTERM ends it (the default action); it is
+"got ID" per request record it takes, and "credit OP ID BYTES" per CREDIT
+(stdout, flushed), so the test waits on what it has really received. SIGTERM ends it (the default action); it is
 meant to be SIGKILLed by the test.
 """
 import ctypes
@@ -44,7 +51,8 @@ import sys
 
 MAGIC = 0x3145306D  # "m0E1" little-endian (M0__ENV_MAGIC)
 KIND_STOP, KIND_REQUEST, KIND_REPLY, KIND_PUBLISH = 4, 12, 13, 15  # runtime/kinds.h, READY = 1
-KIND_STREAM = 21
+KIND_STREAM, KIND_CREDIT = 21, 22
+WINDOW = 256 << 10  # M0__STREAM_WINDOW
 LOOP0 = 2 << 24  # base/ids.h: loop.0
 ENV = struct.Struct("<IHHIIQQQI")  # magic kind flags from to seq trace_hi trace_lo payload-length
 BATCH = struct.Struct("<HHI")  # version (1) flags (0) count
@@ -114,10 +122,26 @@ def stream_bad(rid):
     return [op(2, b"early"), opening, opening, op(2, b"world"), op(3), op(2, b"late")]
 
 
+def stream_open(rid, body):
+    """An OPEN (200 text/plain) with body as its first bytes."""
+    return struct.pack("<I", 1) + REPLY.pack(rid, 200, 1, len(body)) + struct.pack("<II", 12, 10) + \
+        b"Content-Typetext/plain" + body
+
+
+def stream_short(rid):
+    """The STREAM payloads of mode stream-short, in order."""
+    def op(o, rest=b""):
+        return struct.pack("<IQ", o, rid) + rest
+    return [stream_open(rid, b"hello "), op(2, b"wor"), struct.pack("<I", 3), op(2, b"ld"), op(3)]
+
+
 def main(argv):
-    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad", "mirror", "stream-bad") or
+    streams = {"stream-bad": stream_bad, "stream-short": stream_short,
+               "stream-over": lambda rid: [stream_open(rid, b"x" * (WINDOW + 1))]}
+    if len(argv) != 3 or not (argv[2] in ("silent", "status99", "publish-bad", "mirror") or argv[2] in streams or
                               argv[2].startswith(("forge:", "status:"))):
-        print("usage: wire_actor.py URL silent|status99|status:N|publish-bad|forge:ID|mirror", file=sys.stderr)
+        print("usage: wire_actor.py URL silent|status99|status:N|publish-bad|forge:ID|mirror|stream-bad|stream-short|"
+              "stream-over", file=sys.stderr)
         return 2
     url, mode = argv[1], argv[2]
     status = int(mode[7:]) if mode.startswith("status:") else 99
@@ -164,6 +188,10 @@ def main(argv):
             continue
         if kind == KIND_STOP:
             return 0
+        if kind == KIND_CREDIT and plen == 16:
+            op, cid, nbytes = struct.unpack_from("<IQI", msg, ENV.size)
+            print(f"credit {op} {cid} {nbytes}", flush=True)
+            continue
         if kind != KIND_REQUEST:
             continue
         recs = request_records(msg[ENV.size:])
@@ -172,16 +200,16 @@ def main(argv):
             print(f"got {rid}", flush=True)
         if mode == "silent":
             continue
-        if mode == "stream-bad":
+        if mode in streams:
             for rid in ids:
-                for payload in stream_bad(rid):
+                for payload in streams[mode](rid):
                     seq += 1
                     out = ENV.pack(MAGIC, KIND_STREAM, 0, to, frm, seq, hi, lo, len(payload)) + payload
                     lib.nng_send(sock, out, len(out), 0)
             payload = BATCH.pack(1, 0, 0)  # the batch's REPLY, none of it answered whole
         if mode == "mirror":
             payload = BATCH.pack(1, 0, len(recs)) + b"".join(mirror(r) for r in recs)
-        elif mode != "stream-bad":
+        elif mode not in streams:
             payload = BATCH.pack(1, 0, len(ids)) + b"".join(REPLY.pack(rid, status, 0, 0) for rid in ids)
         seq += 1
         out = ENV.pack(MAGIC, KIND_REPLY, 0, to, frm, seq, hi, lo, len(payload)) + payload

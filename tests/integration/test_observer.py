@@ -339,13 +339,18 @@ def messages(g, frm, to):
     return sum(e["messages"] for e in g["edges"] if e["from"].startswith(frm) and e["to"].startswith(to))
 
 
-def counted_per_message(label, port, n=20):
+def counted_per_message(label, port, n=20, instances=1):
     """n GET /echo: the loops' request messages to echo.0 rise by 1..n (a batch
-    is one message), and its reply messages by as many."""
+    is one message), and its reply messages by as many. instances: how many
+    echo instances the graph lists once every worker's are on the page (a
+    graph that lists fewer leaves their edges out: its sums would be low)."""
+    def whole(g):
+        return g and sum(x["role"] == "instance" for x in g["nodes"]) >= instances
+
     # from a graph whose replies are all counted (one counts once handed to
     # its loop, which may have answered its client first)
-    g0 = wait_for(lambda: (lambda g: g if g and messages(g, "loop.", "echo.0") == messages(g, "echo.0", "loop.")
-                           else None)(graph(port)), 5)
+    g0 = wait_for(lambda: (lambda g: g if whole(g) and messages(g, "loop.", "echo.0") ==
+                           messages(g, "echo.0", "loop.") else None)(graph(port)), 10)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     for _ in range(n):
         c.request("GET", "/echo")
@@ -360,10 +365,10 @@ def counted_per_message(label, port, n=20):
         # A reply is counted once handed to its loop, which may answer the
         # client first: the count follows within moments (bounded here).
         g1 = graph(port)
-        if g1:
+        if whole(g1):
             seen["req"] = messages(g1, "loop.", "echo.0") - messages(g0, "loop.", "echo.0")
             seen["rep"] = messages(g1, "echo.0", "loop.") - messages(g0, "echo.0", "loop.")
-        return g1 and 1 <= seen["req"] <= n and seen["rep"] == seen["req"]
+        return whole(g1) and 1 <= seen["req"] <= n and seen["rep"] == seen["req"]
     wait_for(counted, 5)
     req, rep = seen.get("req"), seen.get("rep")
     echo0 = next((n for n in g0["nodes"] if n["name"] == "echo"), {})
@@ -444,7 +449,7 @@ def prefork():
                                else None)(graph(s.port)), 5)
         F.check(g2, f"{label}: the loops' requests rise by the 30 sent ({before} -> "
                     f"{sum(n.get('requests', 0) for n in (graph(s.port) or {'nodes': []})['nodes'])})")
-        counted_per_message(label, s.port)
+        counted_per_message(label, s.port, instances=2)
         rates(label, s.port)
         if edges:
             # Under prefork each worker's echo.0 is its own: the trace's

@@ -27,9 +27,12 @@
  *   holds at most the window in messages plus the low mark plus one window
  *   in the connection, whatever the client does; an instance that sends
  *   past its room is cut (counted bad_reply).
- * - The client leaving (the writer's on_gone, on the loop) sends the
- *   instance GONE; its writes then fail EPIPE and its END lets the entry
- *   go. One that never ends is let go 10 s later (counted timeout).
+ * - The client leaving (the writer's on_gone, on the loop), or the host
+ *   cutting the stream (a bad piece, a late OPEN, a client that stopped
+ *   reading: the connection sweep, a relay leg that could not pass a piece
+ *   on) sends the instance GONE; its writes then fail EPIPE and its END
+ *   lets the entry go. One that never ends is let go 10 s later (counted
+ *   timeout). A cut stream ends without its last chunk: never a hole.
  */
 #ifndef M0_ACTORS_STREAMED_H
 #define M0_ACTORS_STREAMED_H

@@ -258,9 +258,18 @@ def main():
         with open(key, "w") as f:
             f.write(os.urandom(16).hex() + "\n")
         os.chmod(key, 0o600)
-        port = free_port()
-        scenario("tcp", {"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{port}", "secret": key},
-                 {"M0_ACTOR_SECRET_FILE": key})
+        # A port free now may be taken before the host listens (another
+        # program's connection got it as its own): then another, three at most.
+        for attempt in range(3):
+            port = free_port()
+            try:
+                scenario("tcp", {"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{port}",
+                                 "secret": key}, {"M0_ACTOR_SECRET_FILE": key})
+                break
+            except AssertionError as e:
+                if "cannot listen at tcp://" not in str(e) or attempt == 2:
+                    raise
+                print(f"tcp: port {port} was taken before the host listened; another", flush=True)
     finally:
         for p in PROGRAMS:
             if p.poll() is None:

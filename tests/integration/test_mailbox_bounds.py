@@ -28,7 +28,7 @@ tcp://127.0.0.1, then single on tls+tcp://:
   still held open by the test (nng alone holds a connection that never
   finishes its TLS handshake for ever, and at the limit every /health
   timed out); m0_refused_total{actor="loop.0",reason="handshake"} counts
-  more of them than the limit (300: the descriptors were taken back and
+  more of them than the limit (257 or more: the descriptors were taken back and
   used again); serve said once, at start, `m0: warning:` that the
   topology's tcp links could hold more descriptors than the limit leaves
   (the doctor's descriptors check); SIGTERM -> 0.
@@ -255,8 +255,12 @@ def idle_tls_dials():
                 wait_for(lambda: _send_one(c), 5)
             F.check(wait_for(lambda: health(s.port), 30, step=0.2),
                     f"/health answers while 800 idle and slow TLS dials are open at RLIMIT_NOFILE 256:\n{s.stderr()}")
-            F.check(wait_for(lambda: refused(s.port, "handshake") >= 300, 30, step=0.2),
-                    f"the dials that never finished their handshake are cut and counted ({refused(s.port, 'handshake')})")
+            # more cut than the 256 descriptors could ever hold at once: the
+            # reaper frees them for the next (each waits its 5 s greeting
+            # bound, so how many per second is the machine's: bounded, not timed)
+            F.check(wait_for(lambda: refused(s.port, "handshake") > 256, 90, step=0.2),
+                    f"the dials that never finished their handshake are cut and counted, more than the 256 "
+                    f"descriptors could hold ({refused(s.port, 'handshake')})")
             warned = [l for l in s.stderr().splitlines() if l.startswith("m0: warning:") and "tcp links" in l]
             F.check(len(warned) == 1, f"serve warns once that the links could hold more than RLIMIT_NOFILE leaves:"
                     f"\n{s.stderr()}")

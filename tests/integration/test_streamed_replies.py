@@ -45,6 +45,7 @@ import hashlib
 import http.client
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -77,6 +78,22 @@ def start(argv):
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     PROGRAMS.append(p)
     return p
+
+
+def said_until(p, cond, timeout):
+    """What p writes on stdout until cond(all of it) holds, p ends, or
+    timeout seconds pass (0: nothing is read)."""
+    out, deadline = b"", time.monotonic() + timeout
+    fd = p.stdout.fileno()
+    while timeout and not cond(out.decode(errors="replace")):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        out += chunk
+    return out.decode(errors="replace")
 
 
 def live(port):
@@ -428,8 +445,12 @@ def refused():
                 F.check(metric(s.port, 'm0_actor_requests_total{actor="echo",outcome="bad_reply"}') == 1,
                         f"{mode}: counted bad_reply")
             st.close()
+            # the GONE comes after the 502, on the instance's link: waited for
+            # in what the wire actor says (bounded), then it is stopped
+            out = said_until(w, lambda o: any(line.startswith("credit 2 ") for line in o.splitlines()),
+                             10 if mode == "stream-over" else 0)
             w.kill()
-            out = w.communicate(timeout=5)[0]
+            out += w.communicate(timeout=5)[0]
             if mode == "stream-over":
                 ids = [line.split()[1] for line in out.splitlines() if line.startswith("got ")]
                 F.check(ids and f"credit 2 {ids[0]} 0" in out, f"{mode}: the instance is told GONE ({out!r})")

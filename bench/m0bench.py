@@ -296,15 +296,33 @@ def settle_logged(max_wait):
     return {"settle_wait_s": round(waited, 2), "idle_load_before": round(load, 3)}
 
 
+def cpu_set(cpu):
+    """A CPU given as an int or as several (an iterable of ints): the set."""
+    return {cpu} if isinstance(cpu, int) else set(cpu)
+
+
+def cpu_list(cpu):
+    """taskset's -c argument for an int or several CPUs: "0", "0,1"."""
+    return ",".join(str(c) for c in sorted(cpu_set(cpu)))
+
+
+def taskset(cpu):
+    """The taskset prefix of a command pinned to cpu (an int or several), or []."""
+    return ["taskset", "-c", cpu_list(cpu)] if cpu is not None else []
+
+
 def check_pinned(pid, cpu, what):
+    """Every thread of pid's tree may run only on cpu (an int or several CPUs);
+    a thread pinned to some of them (nginx's worker_cpu_affinity) passes."""
+    want = cpu_set(cpu)
     for p in tree(pid):
         for tid in os.listdir(f"/proc/{p}/task"):
             try:
                 aff = os.sched_getaffinity(int(tid))
             except ProcessLookupError:
                 continue
-            if aff != {cpu}:
-                raise BenchError(f"{what}: thread {tid} has affinity {sorted(aff)}, want [{cpu}]")
+            if not aff <= want:
+                raise BenchError(f"{what}: thread {tid} has affinity {sorted(aff)}, want {sorted(want)}")
 
 
 def fetch(url, timeout=5.0):
@@ -382,7 +400,7 @@ class M0(Stoppable):
         self.port = None
         self.pid = None
         base = [binary, "--port", str(port)] + (["--max-keepalive-requests", "0"] if keepalive_cap else [])
-        self.cmd = (["taskset", "-c", str(cpu)] if cpu is not None else []) + base + self.args
+        self.cmd = taskset(cpu) + base + self.args
         self.t_exec = None
 
     def stderr(self):
@@ -552,7 +570,7 @@ class External(Stoppable):
         conf_path = os.path.join(self.tmp.name, f"{self.name}.conf")
         with open(conf_path, "w") as f:
             f.write(self.conf_text)
-        self.cmd = (["taskset", "-c", str(self.cpu)] if self.cpu is not None else []) + self.argv(conf_path)
+        self.cmd = taskset(self.cpu) + self.argv(conf_path)
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self._err, cwd=self.tmp.name)
         self.pid = self.proc.pid  # taskset execs the server: same pid
         return self
@@ -610,11 +628,11 @@ class External(Stoppable):
 NGINX_CONF = """\
 # m0 bench: the nginx comparator — {workers} worker(s), keep-alive without a request cap.
 worker_processes {workers};
-pid {tmp}/nginx.pid;
+{main_extra}pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
 events {{
     worker_connections {worker_connections};
-}}
+{events_extra}}}
 http {{
     access_log off;
     keepalive_requests 1000000000;
@@ -625,7 +643,7 @@ http {{
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{listen_extra};
         location = /x/now {{
             default_type application/json;
             return 200 '{{"route":"now"}}';
@@ -642,13 +660,15 @@ class Nginx(External):
     name = "nginx"
     stop_signal = signal.SIGQUIT
 
-    def __init__(self, workers=1, cpu=None, worker_connections=4096, keepalive_timeout="65s"):
+    def __init__(self, workers=1, cpu=None, worker_connections=4096, keepalive_timeout="65s", scale=False):
         self.workers, self.worker_connections, self.keepalive_timeout = workers, worker_connections, keepalive_timeout
+        self.scale = scale
         super().__init__(cpu)
 
     def conf(self):
         return NGINX_CONF.format(tmp=self.tmp.name, port=self.port, workers=self.workers,
-                                 worker_connections=self.worker_connections, keepalive_timeout=self.keepalive_timeout)
+                                 worker_connections=self.worker_connections, keepalive_timeout=self.keepalive_timeout,
+                                 **nginx_scale_extras(self.scale and self.cpu, self.workers))
 
     def argv(self, conf_path):
         return [find_tool("nginx"), "-p", self.tmp.name + "/", "-e", os.path.join(self.tmp.name, "error.log"),
@@ -700,10 +720,24 @@ hosts:
 """
 
 
-def nginx_conf_doc(workers=1, worker_connections=4096, keepalive_timeout="65s"):
+def nginx_scale_extras(cpus, workers):
+    """With cpus (scale=True and a pin), nginx set up as it scales best: a
+    listening socket per worker (reuseport), no accept mutex, worker i pinned
+    to the i-th of cpus (worker_cpu_affinity bit masks, CPU 0 rightmost).
+    Without: nothing added (the configuration of the other scripts)."""
+    if not cpus:
+        return {"main_extra": "", "events_extra": "", "listen_extra": ""}
+    cs = sorted(cpu_set(cpus))
+    width = max(cs) + 1
+    masks = " ".join(format(1 << cs[i % len(cs)], f"0{width}b") for i in range(workers))
+    return {"main_extra": f"worker_cpu_affinity {masks};\n", "events_extra": "    accept_mutex off;\n",
+            "listen_extra": " reuseport"}
+
+
+def nginx_conf_doc(workers=1, worker_connections=4096, keepalive_timeout="65s", scale_cpus=None):
     """The nginx configuration as the JSON records it (TMP, PORT for the real ones)."""
     return NGINX_CONF.format(tmp="TMP", port="PORT", workers=workers, worker_connections=worker_connections,
-                             keepalive_timeout=keepalive_timeout)
+                             keepalive_timeout=keepalive_timeout, **nginx_scale_extras(scale_cpus, workers))
 
 
 def h2o_conf_doc(threads=1, max_connections=4096, extra=""):
@@ -748,7 +782,7 @@ class H2o(External):
 # ---------------------------------------------------------------- wrk
 
 def wrk_cmd(conns, seconds, url, cpu=None, threads=1, timeout_s=None):
-    cmd = (["taskset", "-c", str(cpu)] if cpu is not None else []) + \
+    cmd = taskset(cpu) + \
           ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency"]
     if timeout_s:
         cmd.append(f"--timeout={timeout_s}s")

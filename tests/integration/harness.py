@@ -406,6 +406,19 @@ def reap(pids):
                 pass
 
 
+def actor_pids(host, seen=None):
+    """{actor: pid} of host's live spawned instances (their M0__ACTOR), each
+    also added to the set `seen` when one is given (to reap them at the end)."""
+    out = {}
+    for p in children(host):
+        a = environ(p).get(b"M0__ACTOR")
+        if a and alive(p):
+            out[a.decode()] = p
+    if seen is not None:
+        seen.update(out.values())
+    return out
+
+
 def children(pid):
     """The child pids of pid (every thread's children), an empty set if it is
     gone: under --workers, the supervisor's workers."""

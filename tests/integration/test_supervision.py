@@ -28,7 +28,7 @@ import signal
 import tempfile
 import threading
 
-from harness import Failures, Prefork, Server, alive, children, environ, get, reap, run, wait_for
+from harness import Failures, Prefork, Server, actor_pids, alive, get, reap, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-supervision-")
@@ -47,13 +47,7 @@ def topology(sup):
 
 def pids(host):
     """{actor: pid} of the host's live process instances."""
-    out = {}
-    for p in children(host):
-        a = environ(p).get(b"M0__ACTOR")
-        if a and alive(p):
-            out[a.decode()] = p
-    SEEN.update(out.values())
-    return out
+    return actor_pids(host, SEEN)
 
 
 def both(host):

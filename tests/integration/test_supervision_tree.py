@@ -28,13 +28,13 @@ Proves:
   are refused by the doctor, 78, one line each.
 """
 import json
-import os
 import signal
 import tempfile
 import threading
 import time
 
-from harness import Failures, Prefork, Server, alive, children, environ, get, reap, run, run_parts, wait_for
+from harness import (Failures, Prefork, Server, actor_pids, alive, get, reap, run, run_parts, wait_for,
+                     write_json)
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-suptree-")
@@ -42,21 +42,12 @@ SEEN = set()
 
 
 def topology(doc):
-    fd, path = tempfile.mkstemp(prefix="topo-", suffix=".json", dir=TMP)
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f)
-    return path
+    return write_json(doc, TMP)
 
 
 def pids(host):
     """{actor: pid} of the host's live process instances."""
-    out = {}
-    for p in children(host):
-        a = environ(p).get(b"M0__ACTOR")
-        if a and alive(p):
-            out[a.decode()] = p
-    SEEN.update(out.values())
-    return out
+    return actor_pids(host, SEEN)
 
 
 def exit_echo(s, why):

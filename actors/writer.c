@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/errors.h"
 #include "http/conn_state.h"
 #include "service/stream.h"
@@ -86,7 +87,7 @@ m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int stat
     return NULL;
   }
   pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->cv, NULL);
+  m0__cond_init_monotonic(&w->cv);
   w->base.ops = &lw_ops;
   w->refs = 2;
   w->loop_alive = true;
@@ -294,11 +295,7 @@ static int lw_write(m0_writer *base, const void *p, size_t n) {
 
 static int lw_wait(m0_writer *base, unsigned timeout_ms) {
   lwriter *w = (lwriter *)base;
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += timeout_ms / 1000;
-  until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-  if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+  struct timespec until = m0__timespec_in(timeout_ms);
   pthread_mutex_lock(&w->mu);
   /* On the loop's own thread nothing can make room while it waits. */
   bool loop = pthread_equal(pthread_self(), w->loop_thread);

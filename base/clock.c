@@ -17,3 +17,11 @@ struct timespec m0__timespec_in(int64_t ms) {
   }
   return ts;
 }
+
+void m0__cond_init_monotonic(pthread_cond_t *cv) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(cv, &ca);
+  pthread_condattr_destroy(&ca);
+}

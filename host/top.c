@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/errors.h"
 #include "host/children.h"
 #include "host/life.h"
@@ -164,11 +165,7 @@ void m0__top_guard_arm(m0__top *t, int rc) {
   g->code = m0__exit_code(rc);
   g->done = g->tearing = false;
   pthread_mutex_init(&g->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&g->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  m0__cond_init_monotonic(&g->cv);
   g->armed = pthread_create(&g->thread, NULL, top_guard_main, t) == 0;
   if (!g->armed) { /* no thread: unbounded, as before the guard */
     pthread_cond_destroy(&g->cv);

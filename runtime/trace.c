@@ -163,11 +163,7 @@ m0__tracer *m0__tracer_new(const char *dest, uint32_t process) {
   atomic_init(&t->kinds, UINT32_MAX);
   atomic_init(&t->requests, REQUESTS_SAMPLED);
   pthread_mutex_init(&t->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&t->tick, &ca);
-  pthread_condattr_destroy(&ca);
+  m0__cond_init_monotonic(&t->tick);
   if (!dest || !dest[0]) return t;
   if (strcmp(dest, "-") == 0) t->out = stderr;
   else if (trace_dial(t, dest) != 0) {

@@ -348,11 +348,7 @@ int m0__nats_open(m0__nats **out, m0__service *s, const char *url, const char *s
   m0__nats_url_shown(url, n->shown, sizeof n->shown);
   snprintf(n->subject, sizeof n->subject, "%s", subject);
   pthread_mutex_init(&n->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&n->over, &ca);
-  pthread_condattr_destroy(&ca);
+  m0__cond_init_monotonic(&n->over);
   lanes = lanes < 1 ? 1 : lanes > M0__NATS_LANES_MAX ? M0__NATS_LANES_MAX : lanes;
   s->nslots = lanes;
   atomic_store(&s->used, lanes);

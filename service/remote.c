@@ -128,11 +128,7 @@ static void close_bounded(nng_socket sock) {
   }
   c->sock = sock;
   pthread_mutex_init(&c->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&c->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  m0__cond_init_monotonic(&c->cv);
   pthread_t t;
   if (pthread_create(&t, NULL, close_thread, c) != 0) {
     closing_free(c);

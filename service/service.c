@@ -27,13 +27,9 @@ void m0__service_init(m0__service *s, int index, const char *name, int queue, m0
   s->st = &s->own;
   s->row = -1;
   pthread_mutex_init(&s->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->left, &ca);
-  pthread_cond_init(&s->room, &ca);
-  pthread_cond_init(&s->gate_cv, &ca);
-  pthread_condattr_destroy(&ca);
+  m0__cond_init_monotonic(&s->left);
+  m0__cond_init_monotonic(&s->room);
+  m0__cond_init_monotonic(&s->gate_cv);
   m0__app_actor_named(index, name);
 }
 

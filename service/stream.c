@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/errors.h"
 #include "runtime/actor.h"
 #include "service/wire.h"
@@ -55,7 +56,7 @@ m0__streams *m0__streams_new(m0__streams_send send, void *ctx) {
   m0__streams *sx = calloc(1, sizeof *sx);
   if (!sx) return NULL;
   pthread_mutex_init(&sx->mu, NULL);
-  pthread_cond_init(&sx->cv, NULL);
+  m0__cond_init_monotonic(&sx->cv);
   sx->send = send;
   sx->ctx = ctx;
   sx->serving = pthread_self();
@@ -123,11 +124,7 @@ static int rw_write(m0_writer *base, const void *p, size_t n) {
 static int rw_wait(m0_writer *base, unsigned timeout_ms) {
   rwriter *w = (rwriter *)base;
   m0__streams *sx = w->sx;
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += timeout_ms / 1000;
-  until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-  if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+  struct timespec until = m0__timespec_in(timeout_ms);
   pthread_mutex_lock(&sx->mu);
   bool serving = pthread_equal(pthread_self(), sx->serving); /* no CREDIT is taken while it waits */
   int rc = 0;

@@ -1,0 +1,343 @@
+/* TLS for HTTP listeners: OpenSSL 3 over memory BIOs (http/tls.h says what
+ * and why). Design notes:
+ * - One SSL_CTX per certificate, all of one m0__tls_ctx: the first is the
+ *   one every connection starts with; the servername callback moves a
+ *   connection to the certificate whose names (X509_check_host) match its
+ *   SNI. Each SSL_CTX's app data is the m0__tls_ctx, so a callback finds the
+ *   secret and the list whichever SSL_CTX the connection is on now.
+ * - Ticket keys are not kept: the key of hour h is HMAC-SHA256(secret,
+ *   "m0 tls ticket" h label), computed in the callback (three HMACs per
+ *   ticket made or opened, against the handshake's public-key operations).
+ *   Nothing changes when the hour turns but the number, so processes that
+ *   share the secret agree without a message; a ticket of the previous
+ *   hour is accepted and renewed, an older one makes a full handshake.
+ * - The server's session cache is off: tickets are the resumption (nothing
+ *   per session held by the host, nothing locked between loops).
+ * - OpenSSL's error queue is per thread: every failure here takes its
+ *   reason and clears the queue, so no later call sees a stale error. */
+#include "http/tls.h"
+#include "base/errors.h"
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define TLS_TICKET_PERIOD_S 3600
+#define TLS_CIPHERS_12                                                                                            \
+  "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                     \
+  "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+struct m0__tls_ctx {
+  SSL_CTX *ctx[M0__TLS_CERTS_MAX];
+  int n;
+  uint8_t secret[M0__TLS_SECRET_BYTES];
+};
+
+struct m0__tls {
+  SSL *ssl;
+  BIO *rbio, *wbio; /* owned by ssl */
+  unsigned long err;
+};
+
+/* The ALPN protocols this host speaks, in wire form. */
+static const unsigned char tls_alpn_wire[] = "\x08http/1.1";
+
+int m0__tls_secret_make(uint8_t out[M0__TLS_SECRET_BYTES]) {
+  return getrandom(out, M0__TLS_SECRET_BYTES, 0) == M0__TLS_SECRET_BYTES ? 0 : M0__ESYSTEM;
+}
+
+void m0__tls_secret_hex(const uint8_t s[M0__TLS_SECRET_BYTES], char out[2 * M0__TLS_SECRET_BYTES + 1]) {
+  for (int i = 0; i < M0__TLS_SECRET_BYTES; i++) snprintf(out + 2 * i, 3, "%02x", s[i]);
+}
+
+bool m0__tls_secret_parse(const char *hex, uint8_t out[M0__TLS_SECRET_BYTES]) {
+  if (!hex || strlen(hex) != 2 * M0__TLS_SECRET_BYTES) return false;
+  for (int i = 0; i < M0__TLS_SECRET_BYTES; i++) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
+    out[i] = (uint8_t)v;
+  }
+  return true;
+}
+
+/* One 32-byte piece of hour h's ticket key: label 'n' its name (16 bytes
+ * used), 'a' the AES key, 'h' the HMAC key. */
+static bool tls_ticket_piece(const m0__tls_ctx *x, uint64_t h, char label, unsigned char out[32]) {
+  unsigned char msg[24] = "m0 tls ticket ";
+  for (int i = 0; i < 8; i++) msg[14 + i] = (unsigned char)(h >> (56 - 8 * i));
+  msg[22] = (unsigned char)label;
+  unsigned len = 32;
+  return HMAC(EVP_sha256(), x->secret, M0__TLS_SECRET_BYTES, msg, 23, out, &len) != NULL;
+}
+
+/* Sets up the cipher and MAC with hour h's keys. */
+static int tls_ticket_keys(const m0__tls_ctx *x, uint64_t h, unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                           EVP_MAC_CTX *hctx, int enc) {
+  unsigned char aes[32], mac[32];
+  if (!tls_ticket_piece(x, h, 'a', aes) || !tls_ticket_piece(x, h, 'h', mac)) return -1;
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, mac, sizeof mac),
+                         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+                         OSSL_PARAM_construct_end()};
+  int ok = EVP_CipherInit_ex(cctx, EVP_aes_256_cbc(), NULL, aes, iv, enc) && EVP_MAC_CTX_set_params(hctx, params);
+  OPENSSL_cleanse(aes, sizeof aes);
+  OPENSSL_cleanse(mac, sizeof mac);
+  return ok ? 1 : -1;
+}
+
+/* OpenSSL's ticket key callback: enc 1 makes a ticket with this hour's
+ * key; enc 0 opens one whose name is this hour's or the last (2: renew). */
+static int tls_on_ticket(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx,
+                         int enc) {
+  const m0__tls_ctx *x = SSL_CTX_get_app_data(SSL_get_SSL_CTX(s));
+  uint64_t now = (uint64_t)time(NULL) / TLS_TICKET_PERIOD_S;
+  unsigned char piece[32];
+  if (enc) {
+    if (!tls_ticket_piece(x, now, 'n', piece) || RAND_bytes(iv, EVP_CIPHER_iv_length(EVP_aes_256_cbc())) != 1)
+      return -1;
+    memcpy(name, piece, 16);
+    return tls_ticket_keys(x, now, iv, cctx, hctx, 1);
+  }
+  for (uint64_t back = 0; back < 2; back++) {
+    if (!tls_ticket_piece(x, now - back, 'n', piece)) return -1;
+    if (memcmp(name, piece, 16) != 0) continue;
+    int rv = tls_ticket_keys(x, now - back, iv, cctx, hctx, 0);
+    return rv == 1 && back ? 2 : rv;
+  }
+  return 0; /* unknown: a full handshake */
+}
+
+/* SNI: the certificate whose names match the one asked for; the default
+ * (the first) when none does, as nginx's default server. */
+static int tls_on_servername(SSL *s, int *alert, void *arg) {
+  const m0__tls_ctx *x = arg;
+  const char *name = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);
+  if (!name) return SSL_TLSEXT_ERR_OK;
+  for (int i = 0; i < x->n; i++) {
+    X509 *leaf = SSL_CTX_get0_certificate(x->ctx[i]);
+    if (leaf && X509_check_host(leaf, name, 0, 0, NULL) == 1) {
+      if (i) SSL_set_SSL_CTX(s, x->ctx[i]);
+      return SSL_TLSEXT_ERR_OK;
+    }
+  }
+  return SSL_TLSEXT_ERR_OK;
+}
+
+static int tls_on_alpn(SSL *s, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                       unsigned inlen, void *arg) {
+  unsigned char *sel;
+  if (SSL_select_next_proto(&sel, outlen, tls_alpn_wire, sizeof tls_alpn_wire - 1, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_ALERT_FATAL; /* no_application_protocol */
+  *out = sel;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+static void tls_why(char *why, size_t whylen, const char *file, const char *what) {
+  unsigned long e = ERR_peek_last_error();
+  const char *r = e ? ERR_reason_error_string(e) : NULL;
+  snprintf(why, whylen, "%s: %s%s%s", file, what, r ? ": " : "", r ? r : "");
+  ERR_clear_error();
+}
+
+static EVP_PKEY *tls_read_key(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, (void *)"");
+  fclose(f);
+  return k;
+}
+
+/* One SSL_CTX for cert and key, with the host's defaults. */
+static SSL_CTX *tls_ctx_one(m0__tls_ctx *x, const char *cert, const char *key, char *why, size_t whylen) {
+  EVP_PKEY *pkey = NULL;
+  SSL_CTX *c = SSL_CTX_new(TLS_server_method());
+  if (!c) return tls_why(why, whylen, cert, "cannot make a TLS context"), NULL;
+  SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+  SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_num_tickets(c, 1);
+  SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_app_data(c, x);
+  if (SSL_CTX_set_cipher_list(c, TLS_CIPHERS_12) != 1 ||
+      SSL_CTX_set_session_id_context(c, (const unsigned char *)"m0", 2) != 1 ||
+      SSL_CTX_set_tlsext_ticket_key_evp_cb(c, tls_on_ticket) != 1) {
+    tls_why(why, whylen, cert, "cannot set the TLS defaults");
+  } else if (SSL_CTX_use_certificate_chain_file(c, cert) != 1) {
+    tls_why(why, whylen, cert, "cannot read the certificate chain (PEM, the leaf first)");
+  } else if (!(pkey = tls_read_key(key))) {
+    tls_why(why, whylen, key, "cannot read the private key (PEM, unencrypted)");
+  } else if (SSL_CTX_use_PrivateKey(c, pkey) != 1 || SSL_CTX_check_private_key(c) != 1) {
+    tls_why(why, whylen, key, "the key does not match the certificate");
+  } else {
+    EVP_PKEY_free(pkey);
+    SSL_CTX_set_tlsext_servername_callback(c, tls_on_servername);
+    SSL_CTX_set_tlsext_servername_arg(c, x);
+    SSL_CTX_set_alpn_select_cb(c, tls_on_alpn, x);
+    return c;
+  }
+  EVP_PKEY_free(pkey);
+  SSL_CTX_free(c);
+  return NULL;
+}
+
+/* The next comma-separated item of *list into out; false at the end. */
+static bool tls_next(const char **list, char *out, size_t n) {
+  const char *s = *list, *e = strchr(s, ',');
+  size_t len = e ? (size_t)(e - s) : strlen(s);
+  if (!*s && !e) return false;
+  if (len >= n) len = n - 1;
+  memcpy(out, s, len);
+  out[len] = 0;
+  *list = e ? e + 1 : s + strlen(s);
+  return true;
+}
+
+m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const uint8_t *secret, char *why,
+                             size_t whylen) {
+  m0__tls_ctx *x = calloc(1, sizeof *x);
+  if (!x) return snprintf(why, whylen, "out of memory"), NULL;
+  if (secret) memcpy(x->secret, secret, M0__TLS_SECRET_BYTES);
+  else if (m0__tls_secret_make(x->secret) != 0) {
+    snprintf(why, whylen, "cannot make the session ticket secret (getrandom)");
+    free(x);
+    return NULL;
+  }
+  char cert[4096], key[4096];
+  const char *cl = certfiles ? certfiles : "", *kl = keyfiles ? keyfiles : "";
+  while (tls_next(&cl, cert, sizeof cert)) {
+    if (!tls_next(&kl, key, sizeof key) || !*key) {
+      snprintf(why, whylen, "%s: no key file paired with it (one --keyfile per --certfile, in order)", cert);
+    } else if (x->n == M0__TLS_CERTS_MAX) {
+      snprintf(why, whylen, "%s: more than %d certificates", cert, M0__TLS_CERTS_MAX);
+    } else if ((x->ctx[x->n] = tls_ctx_one(x, cert, key, why, whylen)) != NULL) {
+      x->n++;
+      continue;
+    }
+    m0__tls_ctx_free(x);
+    return NULL;
+  }
+  if (x->n == 0 || tls_next(&kl, key, sizeof key)) {
+    snprintf(why, whylen, "%s: %s", x->n ? key : "--certfile",
+             x->n ? "a key file with no certificate paired with it" : "no certificate given");
+    m0__tls_ctx_free(x);
+    return NULL;
+  }
+  return x;
+}
+
+void m0__tls_ctx_free(m0__tls_ctx *x) {
+  if (!x) return;
+  for (int i = 0; i < x->n; i++) SSL_CTX_free(x->ctx[i]);
+  OPENSSL_cleanse(x->secret, sizeof x->secret);
+  free(x);
+}
+
+m0__tls *m0__tls_new(m0__tls_ctx *x) {
+  m0__tls *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->ssl = SSL_new(x->ctx[0]);
+  t->rbio = BIO_new(BIO_s_mem());
+  t->wbio = BIO_new(BIO_s_mem());
+  if (!t->ssl || !t->rbio || !t->wbio) {
+    BIO_free(t->rbio);
+    BIO_free(t->wbio);
+    SSL_free(t->ssl);
+    free(t);
+    ERR_clear_error();
+    return NULL;
+  }
+  BIO_set_mem_eof_return(t->rbio, -1); /* empty: "read again", not EOF */
+  SSL_set_bio(t->ssl, t->rbio, t->wbio);
+  SSL_set_accept_state(t->ssl);
+  return t;
+}
+
+void m0__tls_free(m0__tls *t) {
+  if (!t) return;
+  SSL_free(t->ssl);
+  free(t);
+}
+
+int m0__tls_in(m0__tls *t, const void *buf, size_t n) {
+  while (n > 0) {
+    int k = n > INT_MAX ? INT_MAX : (int)n;
+    int w = BIO_write(t->rbio, buf, k);
+    if (w <= 0) return ERR_clear_error(), M0__ENOMEM;
+    buf = (const char *)buf + w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* What SSL_read's or SSL_write's r means here. */
+static long tls_result(m0__tls *t, int r) {
+  switch (SSL_get_error(t->ssl, r)) {
+  case SSL_ERROR_WANT_READ:
+  case SSL_ERROR_WANT_WRITE:
+    return M0__TLS_AGAIN;
+  case SSL_ERROR_ZERO_RETURN:
+    return M0__TLS_EOF;
+  default:
+    t->err = ERR_peek_last_error();
+    ERR_clear_error();
+    return M0__TLS_FAILED;
+  }
+}
+
+long m0__tls_read(m0__tls *t, void *buf, size_t cap) {
+  int r = SSL_read(t->ssl, buf, cap > INT_MAX ? INT_MAX : (int)cap);
+  return r > 0 ? r : tls_result(t, r);
+}
+
+int m0__tls_write(m0__tls *t, const void *buf, size_t n) {
+  if (!SSL_is_init_finished(t->ssl)) return M0__TLS_FAILED;
+  while (n > 0) {
+    int r = SSL_write(t->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
+    if (r <= 0) return (void)tls_result(t, r), M0__TLS_FAILED; /* a memory BIO never asks to wait */
+    buf = (const char *)buf + r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+int m0__tls_close_notify(m0__tls *t) {
+  if (!SSL_is_init_finished(t->ssl)) return M0__TLS_FAILED;
+  int r = SSL_shutdown(t->ssl);
+  if (r < 0) return (void)tls_result(t, r), M0__TLS_FAILED;
+  return 0;
+}
+
+size_t m0__tls_pending(const m0__tls *t) { return BIO_ctrl_pending(t->wbio); }
+
+size_t m0__tls_take(m0__tls *t, void *buf, size_t cap) {
+  int r = BIO_read(t->wbio, buf, cap > INT_MAX ? INT_MAX : (int)cap);
+  return r > 0 ? (size_t)r : 0;
+}
+
+bool m0__tls_ready(const m0__tls *t) { return SSL_is_init_finished(t->ssl); }
+bool m0__tls_resumed(const m0__tls *t) { return SSL_session_reused(t->ssl); }
+const char *m0__tls_server_name(const m0__tls *t) { return SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name); }
+const char *m0__tls_version(const m0__tls *t) { return SSL_get_version(t->ssl); }
+
+const char *m0__tls_alpn(const m0__tls *t) {
+  const unsigned char *p;
+  unsigned n;
+  SSL_get0_alpn_selected(t->ssl, &p, &n);
+  return n == 8 && memcmp(p, "http/1.1", 8) == 0 ? "http/1.1" : "";
+}
+
+const char *m0__tls_why(const m0__tls *t) {
+  const char *r = t->err ? ERR_reason_error_string(t->err) : NULL;
+  return r ? r : "the peer broke the protocol";
+}

@@ -1,0 +1,85 @@
+/* TLS for HTTP listeners (OpenSSL 3): the engine, with no socket of its own.
+ * A context (m0__tls_ctx) is one set of certificates, built once per
+ * process and shared by its loops (an SSL_CTX is thread-safe once built);
+ * a connection's m0__tls is an SSL over two memory BIOs: the ciphertext the
+ * socket read goes in (m0__tls_in), the plaintext for the parser comes out
+ * (m0__tls_read); the plaintext the writer makes goes in (m0__tls_write),
+ * the ciphertext for the socket comes out (m0__tls_take). What moves the
+ * bytes to and from the socket (http/io.h) is not this file's business.
+ *
+ * Defaults: TLS 1.2 and 1.3 only, 1.2 with ECDHE and AEAD suites only
+ * (Mozilla's "intermediate"), no renegotiation, no compression, ALPN
+ * http/1.1 (a client that offers only other protocols is refused with
+ * no_application_protocol, as nginx does), SNI choosing among the
+ * certificates by their names (the first is the default), session tickets
+ * whose keys every process of the host derives from one secret
+ * (m0__tls_ticket_secret) and the hour: rotated hourly, the previous hour's
+ * still accepted, so every loop and worker resumes every other's sessions.
+ *
+ * Thread safety: a context is made and freed by one thread, used by any
+ * number at once; an m0__tls belongs to its connection's loop. */
+#ifndef M0_HTTP_TLS_H
+#define M0_HTTP_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct m0__tls_ctx m0__tls_ctx;
+typedef struct m0__tls m0__tls;
+
+/* The most certificates a context holds (SNI). */
+#define M0__TLS_CERTS_MAX 16
+/* The bytes of the secret the ticket keys are derived from. */
+#define M0__TLS_SECRET_BYTES 32
+
+/* Builds a context from certfiles and keyfiles, comma-separated lists of
+ * PEM files paired in order (a chain file: the leaf first). secret (32
+ * bytes) keys the session tickets; NULL: a fresh random one (tickets then
+ * resume only within this process). Returns the context, or NULL with
+ * "<file>: <what is wrong>" in why. */
+m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const uint8_t *secret, char *why,
+                             size_t whylen);
+void m0__tls_ctx_free(m0__tls_ctx *x);
+/* Fills out with a fresh random secret (0, or M0__ESYSTEM). */
+int m0__tls_secret_make(uint8_t out[M0__TLS_SECRET_BYTES]);
+/* The secret as 64 hex digits (out: 65 bytes) and back (false: not that). */
+void m0__tls_secret_hex(const uint8_t s[M0__TLS_SECRET_BYTES], char out[2 * M0__TLS_SECRET_BYTES + 1]);
+bool m0__tls_secret_parse(const char *hex, uint8_t out[M0__TLS_SECRET_BYTES]);
+
+/* A connection's engine, or NULL (no memory). */
+m0__tls *m0__tls_new(m0__tls_ctx *x);
+void m0__tls_free(m0__tls *t);
+
+/* What m0__tls_read and m0__tls_in say besides a count. */
+enum { M0__TLS_AGAIN = 0, M0__TLS_EOF = -1, M0__TLS_FAILED = -2 };
+
+/* Takes n bytes of ciphertext from the socket. 0, or M0__ENOMEM. */
+int m0__tls_in(m0__tls *t, const void *buf, size_t n);
+/* Runs the handshake as far as the input allows and decrypts into buf:
+ * the plaintext bytes (> 0), M0__TLS_AGAIN (nothing more now: read the
+ * socket, after writing what m0__tls_take has), M0__TLS_EOF (the peer's
+ * close_notify) or M0__TLS_FAILED (a protocol error: an alert may wait in
+ * m0__tls_take; write it, then close). */
+long m0__tls_read(m0__tls *t, void *buf, size_t cap);
+/* Encrypts n bytes of plaintext into the output. 0, or M0__TLS_FAILED
+ * (before the handshake ended, or the connection failed). */
+int m0__tls_write(m0__tls *t, const void *buf, size_t n);
+/* Queues a close_notify into the output (0, or M0__TLS_FAILED). */
+int m0__tls_close_notify(m0__tls *t);
+/* Ciphertext waiting for the socket. */
+size_t m0__tls_pending(const m0__tls *t);
+/* Moves up to cap bytes of it into buf; returns how many. */
+size_t m0__tls_take(m0__tls *t, void *buf, size_t cap);
+
+bool m0__tls_ready(const m0__tls *t); /* the handshake is done */
+bool m0__tls_resumed(const m0__tls *t);
+/* The name the client asked for (SNI), or NULL; the protocol ALPN chose, or "". */
+const char *m0__tls_server_name(const m0__tls *t);
+const char *m0__tls_alpn(const m0__tls *t);
+/* "TLSv1.3", "TLSv1.2". */
+const char *m0__tls_version(const m0__tls *t);
+/* Why the last M0__TLS_FAILED (OpenSSL's reason), for the log. */
+const char *m0__tls_why(const m0__tls *t);
+
+#endif

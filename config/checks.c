@@ -4,6 +4,7 @@
 #include "runtime/proof.h"
 #include "service/service.h"
 #include "config/appspec.h"
+#include "config/certs.h"
 #include "http/proxies.h"
 #include "transport/links.h"
 #include "transport/topology.h"
@@ -568,6 +569,9 @@ static void check_descriptors(const m0_config *cfg, const m0_app *app, m0__check
     CHECK_FIX(c, "raise the limit to %ld or more (ulimit -n; LimitNOFILE= in a systemd unit), or serve fewer %s",
               want + 64, w > 1 ? "workers or handler threads" : "handler threads");
 }
+
+/* The HTTPS listener's certificates: config/certs.c. */
+static void check_certificates(const m0_config *cfg, const m0_app *app, m0__check *c) { m0__certs_check(cfg, c); }
 
 static const check_fn checks_fns[M0__CHECK_COUNT] = {
 #define M0__CHECK_FN(id, name) check_##id,

@@ -25,6 +25,7 @@
   X(supervision, "supervision")                       \
   X(pool_routes, "pool-routes")                       \
   X(trusted_proxies, "trusted-proxies")               \
+  X(certificates, "certificates")                     \
   X(descriptors, "descriptors")
 
 enum {

@@ -15,6 +15,10 @@
 #define M0__OPTIONS(X)                                                                            \
   X(host, "host", "M0_HOST", STR, "127.0.0.1", 0, 0, "listen address (localhost, ::, [::1])")    \
   X(port, "port", "M0_PORT", INT, "8080", 0, 65535, "listen port, 0 = ephemeral (printed)")      \
+  X(certfile, "certfile", "M0_CERTFILE", STR, "", 0, 0,                                          \
+    "PEM certificate chain, leaf first: the listener speaks HTTPS (several: commas, chosen by SNI)") \
+  X(keyfile, "keyfile", "M0_KEYFILE", STR, "", 0, 0,                                              \
+    "PEM private key of each --certfile, in the same order")                                     \
   X(workers, "workers", "M0_WORKERS", INT, "1", -1000000, 1000000, "worker processes")           \
   X(threads, "threads", "M0_THREADS", INT, "1", -1000000, 1000000, "loops on threads")           \
   X(blocking_threads, "blocking-threads", "M0_BLOCKING_THREADS", INT, "0", -1000000, 1000000,    \

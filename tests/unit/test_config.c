@@ -274,7 +274,7 @@ static void test_checks_counts_and_modes(void **st) {
   static const char *const order[] = {"workers-count", "workers-vs-application", "threads-count", "workers-vs-threads",
                                       "threads-vs-application", "blocking-threads-count", "environment", "topology",
                                       "actors", "run-dir", "application", "trace", "supervision",
-                                      "pool-routes", "trusted-proxies", "descriptors"};
+                                      "pool-routes", "trusted-proxies", "certificates", "descriptors"};
   for (int i = 0; i < M0__CHECK_COUNT; i++) {
     assert_string_equal(ch[i].name, order[i]);
     assert_true(ch[i].ok);

@@ -191,8 +191,7 @@ static SSL_CTX *tls_ctx_one(m0__tls_ctx *x, const char *cert, const char *key, c
   return NULL;
 }
 
-/* The next comma-separated item of *list into out; false at the end. */
-static bool tls_next(const char **list, char *out, size_t n) {
+bool m0__tls_next_file(const char **list, char *out, size_t n) {
   const char *s = *list, *e = strchr(s, ',');
   size_t len = e ? (size_t)(e - s) : strlen(s);
   if (!*s && !e) return false;
@@ -215,8 +214,8 @@ m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const 
   }
   char cert[4096], key[4096];
   const char *cl = certfiles ? certfiles : "", *kl = keyfiles ? keyfiles : "";
-  while (tls_next(&cl, cert, sizeof cert)) {
-    if (!tls_next(&kl, key, sizeof key) || !*key) {
+  while (m0__tls_next_file(&cl, cert, sizeof cert)) {
+    if (!m0__tls_next_file(&kl, key, sizeof key) || !*key) {
       snprintf(why, whylen, "%s: no key file paired with it (one --keyfile per --certfile, in order)", cert);
     } else if (x->n == M0__TLS_CERTS_MAX) {
       snprintf(why, whylen, "%s: more than %d certificates", cert, M0__TLS_CERTS_MAX);
@@ -227,7 +226,7 @@ m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const 
     m0__tls_ctx_free(x);
     return NULL;
   }
-  if (x->n == 0 || tls_next(&kl, key, sizeof key)) {
+  if (x->n == 0 || m0__tls_next_file(&kl, key, sizeof key)) {
     snprintf(why, whylen, "%s: %s", x->n ? key : "--certfile",
              x->n ? "a key file with no certificate paired with it" : "no certificate given");
     m0__tls_ctx_free(x);

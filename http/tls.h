@@ -41,6 +41,9 @@ typedef struct m0__tls m0__tls;
 m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const uint8_t *secret, char *why,
                              size_t whylen);
 void m0__tls_ctx_free(m0__tls_ctx *x);
+/* The next file of a comma-separated list *list into out (cut to n - 1
+ * bytes), *list moved past it; false at the end. */
+bool m0__tls_next_file(const char **list, char *out, size_t n);
 /* Fills out with a fresh random secret (0, or M0__ESYSTEM). */
 int m0__tls_secret_make(uint8_t out[M0__TLS_SECRET_BYTES]);
 /* The secret as 64 hex digits (out: 65 bytes) and back (false: not that). */

@@ -7,7 +7,10 @@
  *   where it lies: refs[r].at says where in the copied bytes it belongs.
  * - At most M0__OUT_REFS references, so an iovec of 2*M0__OUT_REFS+1
  *   entries always suffices and lives on the writer's stack; past the last
- *   slot a body is copied, the bytes written the same.
+ *   slot a body is copied, the bytes written the same. The slots are made
+ *   at a queue's first reference (a queue that only copies, most of them,
+ *   has none) and kept until m0__outq_free, so the scratch, reused by every
+ *   response and every subscriber of a frame, makes them once.
  * - A partial write is resumed by skipping what was written (m0__outq_iov's
  *   skip), and the rest of the loop's scratch moves to a connection with
  *   m0__outq_move_tail, which keeps a reference a reference.
@@ -41,9 +44,14 @@ static int outq_copy_release(m0__outq *q, const void *p, size_t n, void (*releas
   return rv;
 }
 
-/* No slot for another reference: all taken, or the copied bytes past
- * what a slot's place (32 bits) can say. */
-static bool outq_full(const m0__outq *q) { return q->nrefs == M0__OUT_REFS || q->copied.len > UINT32_MAX; }
+/* Whether a slot is free for another reference (the slots made at the
+ * first): not when all are taken, the copied bytes are past what a slot's
+ * place (32 bits) can say, or there is no memory for the slots (the bytes
+ * are then copied, as past the last slot). */
+static bool outq_has_slot(m0__outq *q) {
+  if (q->nrefs == M0__OUT_REFS || q->copied.len > UINT32_MAX) return false;
+  return q->refs || (q->refs = malloc(M0__OUT_REFS * sizeof *q->refs)) != NULL;
+}
 
 /* Takes the next reference slot (the caller saw one free): the bytes at p,
  * or, with fd >= 0, the file's from off. */
@@ -61,7 +69,7 @@ static void outq_slot(m0__outq *q, const void *p, size_t n, void (*free_fn)(void
 }
 
 int m0__outq_ref(m0__outq *q, const void *p, size_t n) {
-  if (n < M0__REF_MIN || outq_full(q)) return m0__outq_append(q, p, n);
+  if (n < M0__REF_MIN || !outq_has_slot(q)) return m0__outq_append(q, p, n);
   outq_slot(q, p, n, NULL, NULL, -1, 0);
   return 0;
 }
@@ -72,7 +80,7 @@ int m0__outq_own(m0__outq *q, void *p, size_t n, void (*free_fn)(void *)) {
 }
 
 int m0__outq_hold(m0__outq *q, const void *p, size_t n, void (*release)(void *), void *owner) {
-  if (outq_full(q)) return outq_copy_release(q, p, n, release, owner);
+  if (!outq_has_slot(q)) return outq_copy_release(q, p, n, release, owner);
   outq_slot(q, p, n, release, owner, -1, 0);
   return 0;
 }
@@ -96,7 +104,7 @@ int m0__outq_file(m0__outq *q, int fd, uint64_t off, size_t n) {
     close(fd);
     return 0;
   }
-  if (outq_full(q)) {
+  if (!outq_has_slot(q)) {
     /* The connection stops parsing before its queue runs out of slots
      * (http/conn.c); what can still come here is one small answer. */
     int rv = n <= M0__FILE_COPY_MAX ? outq_read_file(q, fd, off, n) : M0__ETOOBIG;
@@ -135,6 +143,13 @@ int m0__outq_iov(const m0__outq *q, size_t skip, uv_buf_t *iov) {
     if (skip >= q->copied.len) return 0;
     iov[0].base = q->copied.p + skip;
     iov[0].len = q->copied.len - skip;
+    return 1;
+  }
+  if (q->nrefs == 1 && q->copied.len == 0 && q->refs[0].fd < 0 && q->refs[0].n <= UINT_MAX) {
+    /* a stream's frame to one subscriber: its one held piece */
+    if (skip >= q->refs[0].n) return 0;
+    iov[0].base = (char *)q->refs[0].p + skip;
+    iov[0].len = q->refs[0].n - skip;
     return 1;
   }
   int k = 0;
@@ -209,7 +224,7 @@ static void outq_release(m0__outq *q) {
 }
 
 void m0__outq_clear(m0__outq *q) {
-  outq_release(q);
+  if (q->nrefs) outq_release(q);
   m0__buf_clear(&q->copied);
   q->nrefs = 0;
   q->ref_bytes = 0;
@@ -218,5 +233,6 @@ void m0__outq_clear(m0__outq *q) {
 void m0__outq_free(m0__outq *q) {
   outq_release(q);
   m0__buf_free(&q->copied);
+  free(q->refs);
   memset(q, 0, sizeof *q);
 }

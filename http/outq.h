@@ -16,21 +16,26 @@
 #define M0__REF_MIN 1024 /* smaller static bodies are cheaper to copy */
 #define M0__FILE_COPY_MAX (64u << 10) /* a file piece read into memory when no slot is left: no larger */
 
+/* One reference: bytes written from where they lie, or a file piece. */
+typedef struct m0__outref {
+  uint32_t at; /* the referenced bytes go after copied.p[0, at) (a slot is taken only below 4 GiB) */
+  int fd;      /* >= 0: a file piece, n bytes of fd from off, written by sendfile; the queue closes fd */
+  union {
+    const void *p; /* fd < 0: the bytes */
+    uint64_t off;  /* fd >= 0: where in the file */
+  };
+  size_t n;
+  void (*free_fn)(void *); /* an owned body's (m0_respond_owned): free_fn(owner) once written or dropped */
+  void *owner;
+} m0__outref;
+
 typedef struct m0__outq {
   m0__buf copied; /* heads and copied bodies, in order */
-  /* 40 bytes a slot: two queues of them are in every connection, and an
-   * idle stream's whole cost is kept under 2 KiB (bench/run_streams). */
-  struct {
-    uint32_t at; /* the referenced bytes go after copied.p[0, at) (a slot is taken only below 4 GiB) */
-    int fd;      /* >= 0: a file piece, n bytes of fd from off, written by sendfile; the queue closes fd */
-    union {
-      const void *p; /* fd < 0: the bytes */
-      uint64_t off;  /* fd >= 0: where in the file */
-    };
-    size_t n;
-    void (*free_fn)(void *); /* an owned body's (m0_respond_owned): free_fn(owner) once written or dropped */
-    void *owner;
-  } refs[M0__OUT_REFS];
+  /* M0__OUT_REFS slots, made at the queue's first reference and kept
+   * until m0__outq_free: two queues are in every connection and most of
+   * them never hold one, so an idle connection (or stream) carries 48
+   * bytes a queue, not 360 (bench/run_streams, bench/run_lifecycle). */
+  m0__outref *refs;
   int nrefs;
   size_t ref_bytes;
 } m0__outq;

@@ -324,6 +324,7 @@ size_t m0__tls_take(m0__tls *t, void *buf, size_t cap) {
   return r > 0 ? (size_t)r : 0;
 }
 
+bool m0__tls_buffered(const m0__tls *t) { return BIO_ctrl_pending(t->rbio) > 0 || SSL_has_pending(t->ssl); }
 bool m0__tls_ready(const m0__tls *t) { return SSL_is_init_finished(t->ssl); }
 bool m0__tls_resumed(const m0__tls *t) { return SSL_session_reused(t->ssl); }
 const char *m0__tls_server_name(const m0__tls *t) { return SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name); }

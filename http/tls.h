@@ -75,6 +75,8 @@ size_t m0__tls_pending(const m0__tls *t);
 /* Moves up to cap bytes of it into buf; returns how many. */
 size_t m0__tls_take(m0__tls *t, void *buf, size_t cap);
 
+/* Input taken but not yet read out (ciphertext or plaintext). */
+bool m0__tls_buffered(const m0__tls *t);
 bool m0__tls_ready(const m0__tls *t); /* the handshake is done */
 bool m0__tls_resumed(const m0__tls *t);
 /* The name the client asked for (SNI), or NULL; the protocol ALPN chose, or "". */

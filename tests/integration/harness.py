@@ -42,7 +42,7 @@ _parser.add_argument("--out")
 ARGS, _ = _parser.parse_known_args()
 BIN = os.path.abspath(ARGS.bin)
 
-LISTEN_RE = re.compile(r"listening on http://(\S+):(\d+) ")
+LISTEN_RE = re.compile(r"listening on https?://(\S+):(\d+) ")
 
 
 def log_file():

@@ -22,7 +22,10 @@
  * - Timeouts are deadlines checked by one sweep timer per loop, so a request
  *   costs a store, not a timer restart. Each deadline is set once, when its
  *   phase begins.
- * - Close: uv_close, and the memory is freed in the close callback only; a
+ * - Bytes move through the loop's transport (http/io.h: libuv's, or
+ *   io_uring's), one table for every connection of the loop.
+ * - Close: the transport's close, and the memory is freed in its callback
+ *   (m0__conn_closed) only; a
  *   connection closed while its request is with the pool is a zombie, freed
  *   when the answer comes back, since the pool still holds its pointer.
  */
@@ -32,14 +35,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/errors.h"
 #include "http/accesslog.h"
 #include "http/conn_state.h"
+#include "http/io.h"
 #include "http/query.h"
 #include "http/stream.h"
+#include "http/tls_io.h"
 #include "http/websocket.h"
 #include "http/views.h"
 
@@ -55,8 +63,6 @@
 #define CONN_DRAIN_RECENT_MS 1000
 
 static void conn_process(m0__conn *c, char *buf, size_t len);
-static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
-static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
 /* ---- lifecycle ------------------------------------------------------- */
 
@@ -73,8 +79,7 @@ static void conn_release(m0__conn *c) {
   if (h->ops->closed) h->ops->closed(h);
 }
 
-static void conn_on_close(uv_handle_t *handle) {
-  m0__conn *c = (m0__conn *)handle;
+void m0__conn_closed(m0__conn *c) {
   if (c->waiting) c->zombie = true; /* the pool still holds a pointer to it */
   else conn_release(c);
 }
@@ -90,16 +95,7 @@ void m0__conn_close(m0__conn *c) {
   if (c->next) c->next->prev = c->prev;
   if (c->writer) h->ops->writer_gone(h, c); /* its writer stops here, and says so to the application */
   m0__conn_write_close(c); /* a file piece may be waiting for the socket */
-  uv_close((uv_handle_t *)&c->tcp, conn_on_close);
-}
-
-/* The request is the linger's own (malloc'd, not in every m0__conn): libuv
- * calls this before the handle's close callback, UV_ECANCELED when closed
- * first, so c is still there. */
-static void conn_on_shutdown(uv_shutdown_t *req, int status) {
-  m0__conn *c = req->data;
-  free(req);
-  if (status < 0) m0__conn_close(c);
+  h->io->close(c);
 }
 
 /* The last response is written: close now, or linger after an error so the
@@ -112,16 +108,7 @@ void m0__conn_finish(m0__conn *c) {
   }
   c->phase = PHASE_LINGER;
   c->deadline = uv_now(c->h->uv) + CONN_LINGER_MS;
-  uv_shutdown_t *req = malloc(sizeof *req);
-  if (!req) {
-    m0__conn_close(c);
-    return;
-  }
-  req->data = c;
-  if (uv_shutdown(req, (uv_stream_t *)&c->tcp, conn_on_shutdown) != 0) {
-    free(req);
-    m0__conn_close(c);
-  }
+  if (c->h->io->shutdown(c) != 0) m0__conn_close(c);
 }
 
 /* ---- requests -------------------------------------------------------- */
@@ -223,7 +210,7 @@ static bool conn_next(m0__conn *c) {
   if (m0__conn_queued(c) > CONN_OUT_HIGH || (c->writing && c->q[1 - c->qi].nrefs == M0__OUT_REFS)) {
     /* The client is not reading its answers: stop reading its requests. */
     c->paused = true;
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    h->io->read_stop(c);
     c->deadline = uv_now(h->uv) + h->body_timeout_ms;
     return false;
   }
@@ -276,33 +263,50 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
 void m0__conn_unpause(m0__conn *c) {
   c->paused = false;
   conn_process(c, c->in, c->in_len);
-  if (!c->closing && !c->paused && !c->close_after && !c->waiting)
-    uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
+  if (!c->closing && !c->paused && !c->close_after && !c->waiting && c->h->io->read_start(c) != 0) m0__conn_close(c);
 }
 
 /* ---- reading --------------------------------------------------------- */
 
-static void conn_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
-  m0__conn *c = (m0__conn *)handle;
+/* Room for the next read: the loop's buffer, or after the bytes a partial
+ * request keeps ({NULL, 0}: no memory). */
+void m0__conn_alloc(m0__conn *c, char **base, size_t *len) {
   if (c->in_len == 0 || c->phase == PHASE_LINGER) {
-    *buf = uv_buf_init(c->h->rbuf, M0__RBUF_SIZE);
+    *base = c->h->rbuf;
+    *len = M0__RBUF_SIZE;
     return;
   }
   if (c->in_cap - c->in_len < CONN_ROOM) {
     size_t cap = c->in_len + 4 * CONN_ROOM;
     char *nb = realloc(c->in, cap);
     if (!nb) {
-      *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+      *base = NULL;
+      *len = 0;
       return;
     }
     c->in = nb;
     c->in_cap = cap;
   }
-  *buf = uv_buf_init(c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
+  *base = c->in + c->in_len;
+  *len = c->in_cap - c->in_len;
 }
 
-static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
-  m0__conn *c = (m0__conn *)stream;
+/* Bytes that landed elsewhere than m0__conn_alloc said (a transport's own
+ * buffer) go after what a partial request keeps. false: no memory. */
+static bool conn_append(m0__conn *c, const char *buf, size_t n) {
+  if (c->in_cap - c->in_len < n) {
+    size_t cap = c->in_len + n + CONN_ROOM;
+    char *nb = realloc(c->in, cap);
+    if (!nb) return false;
+    c->in = nb;
+    c->in_cap = cap;
+  }
+  memcpy(c->in + c->in_len, buf, n);
+  c->in_len += n;
+  return true;
+}
+
+void m0__conn_read(m0__conn *c, char *buf, ssize_t nread) {
   _Atomic uint64_t *busy = c->h->busy_since;
   if (busy && !atomic_load_explicit(busy, memory_order_relaxed))
     atomic_store_explicit(busy, uv_now(c->h->uv) | 1, memory_order_relaxed);
@@ -310,23 +314,28 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
   if (nread < 0) {
     /* EOF: requests already read were answered; a half-read one cannot be.
      * Close once what is queued is written. */
-    if (nread == UV_EOF && m0__parser_idle(&c->p) && (c->writing || c->waiting) && !c->linger)
+    if (nread == M0__IO_EOF && m0__parser_idle(&c->p) && (c->writing || c->waiting) && !c->linger)
       c->close_on_complete = c->close_after = true;
     else m0__conn_close(c);
     return;
   }
   if (c->phase == PHASE_LINGER || c->close_after) return; /* discarding */
   if (c->ws) {
-    m0__ws_read(c->ws, buf->base, (size_t)nread);
+    m0__ws_read(c->ws, buf, (size_t)nread);
     return;
   }
   if (c->stream) return; /* a stream reads nothing more */
-  if (buf->base == c->h->rbuf) {
-    c->parse_off = 0;
-    conn_process(c, c->h->rbuf, (size_t)nread);
-  } else {
+  if (buf == c->in + c->in_len && c->in) {
     c->in_len += (size_t)nread;
     conn_process(c, c->in, c->in_len);
+  } else if (c->in_len == 0) { /* the loop's buffer, or a transport's own */
+    c->parse_off = 0;
+    conn_process(c, buf, (size_t)nread);
+  } else if (conn_append(c, buf, (size_t)nread)) {
+    conn_process(c, c->in, c->in_len);
+  } else {
+    m0__conn_close(c);
+    return;
   }
   m0__conn_flush(c);
 }
@@ -367,11 +376,19 @@ int m0__http_init(m0__http *h, uv_loop_t *uv, const m0__http_config *cfg, const 
   h->rbuf = malloc(M0__RBUF_SIZE);
   memset(&h->scratch, 0, sizeof h->scratch);
   memset(&h->spans, 0, sizeof h->spans);
-  return h->rbuf ? 0 : M0__ENOMEM;
+  if (!h->rbuf) return M0__ENOMEM;
+  int rv = m0__io_init(h, (m0__io_mode)cfg->io, NULL, 0);
+  if (rv == 0 && cfg->tls) { /* HTTPS: libuv's socket under the TLS engine, in the chosen one's place */
+    m0__io_fini(h);
+    rv = m0__io_tls_init(h, cfg->tls);
+  }
+  return rv;
 }
 
 void m0__http_fini(m0__http *h) {
   h->latency = NULL; /* the loop's (actors/loop.c frees it); the shared page's rows stay */
+  if (h->io == &m0__io_tls_ops) m0__io_tls_fini(h);
+  m0__io_fini(h);
   free(h->rbuf);
   h->rbuf = NULL;
   m0__outq_free(&h->scratch);
@@ -383,10 +400,11 @@ void m0__http_fini(m0__http *h) {
  * on any request; a request in the pool cannot ask the socket). */
 static void conn_peer(m0__conn *c) {
   struct sockaddr_storage ss;
-  int len = sizeof ss;
+  socklen_t len = sizeof ss;
   c->peer[0] = 0;
   c->peer_port = 0;
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return;
+  int fd = c->h->io->fd(c);
+  if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &len) != 0) return;
   if (ss.ss_family == AF_INET) {
     const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
     uv_inet_ntop(AF_INET, &a->sin_addr, c->peer, sizeof c->peer);
@@ -408,17 +426,14 @@ int m0__http_adopt(m0__http *h, int fd) {
     return M0__ENOMEM;
   }
   c->h = h;
-  uv_tcp_init(h->uv, &c->tcp);
-  int rv = uv_tcp_open(&c->tcp, fd);
-  if (rv != 0) close(fd); /* not the handle's yet */
-  if (rv == 0) rv = uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
+  int rv = h->io->open(c, fd); /* the descriptor is the transport's from here */
+  if (rv == 0) rv = h->io->read_start(c);
   if (rv != 0) {
     c->closing = true;
-    h->nconns++; /* conn_on_close counts it out again */
-    uv_close((uv_handle_t *)&c->tcp, conn_on_close); /* closes fd if it took it */
-    return M0__ETRANSPORT; /* libuv's reason is rv: the socket could not be opened or read */
+    h->nconns++; /* m0__conn_closed counts it out again */
+    h->io->close(c);
+    return M0__ETRANSPORT; /* the socket could not be opened or read */
   }
-  uv_tcp_nodelay(&c->tcp, 1);
   conn_peer(c);
   m0__parser_init(&c->p, &h->lim, &h->spans);
   c->phase = PHASE_FRESH;
@@ -451,8 +466,7 @@ void m0__conn_answered(m0__conn *c, bool ok) {
     c->deadline = uv_now(h->uv) + h->body_timeout_ms;
   } else if (!c->close_after) {
     conn_process(c, c->in, c->in_len); /* requests that came while it waited */
-    if (!c->closing && !c->close_after && !c->waiting && !c->paused)
-      uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_on_read);
+    if (!c->closing && !c->close_after && !c->waiting && !c->paused && h->io->read_start(c) != 0) m0__conn_close(c);
   }
   m0__conn_flush(c);
 }
@@ -481,7 +495,7 @@ void m0__http_abort(m0__http *h, m0__conn *c) { m0__conn_close(c); }
  * is stuck: closed, like nginx's send_timeout. One with nothing queued is
  * waiting on its writer, not stuck. */
 static bool conn_stuck_writer(m0__conn *c, uint64_t now) {
-  size_t left = c->writing ? uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) + m0__conn_queued(c) : 0;
+  size_t left = c->writing ? c->h->io->queued(c) + m0__conn_queued(c) : 0;
   if (left == 0 || left != c->last_write) {
     c->last_write = left;
     c->deadline = now + c->h->body_timeout_ms;
@@ -513,12 +527,18 @@ void m0__http_sweep(m0__http *h) {
   }
 }
 
+void m0__conn_keepalive(m0__conn *c) {
+  int fd = c->h->io->fd(c), on = 1, idle = 60;
+  if (fd < 0) return;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+}
+
 /* Whether bytes the loop has not read yet wait in the kernel for c: the
  * client's next request is already on its way. */
 static bool conn_input_waits(m0__conn *c) {
-  uv_os_fd_t fd;
-  int n = 0;
-  return uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+  int fd = c->h->io->fd(c), n = 0;
+  return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
 void m0__http_drain(m0__http *h, bool handover) {

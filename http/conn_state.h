@@ -6,6 +6,7 @@
 #define M0_HTTP_CONN_STATE_H
 
 #include "http/server.h"
+#include "http/io.h"
 #include "http/proxies.h"
 
 typedef enum conn_phase {
@@ -24,7 +25,7 @@ typedef struct m0__wpoll {
 } m0__wpoll;
 
 struct m0__conn {
-  uv_tcp_t tcp; /* first: the handle's address is the connection's */
+  m0__io_slot io; /* first: the transport's state (http/io.h); libuv's handle address is the connection's */
   m0__http *h;
   m0__conn *next, *prev;
   m0__parser p;
@@ -32,10 +33,9 @@ struct m0__conn {
   size_t in_len, in_cap, parse_off, req_start;
   m0__outq q[2]; /* q[qi] is being written; q[1-qi] collects meanwhile */
   int qi;
-  size_t qskip, wbytes;  /* of q[qi]: bytes written so far, and in the uv_write in flight */
+  size_t qskip;          /* of q[qi]: bytes written so far */
   struct m0__wpoll *wp;  /* a file piece waiting for the socket to take more, or NULL */
   m0_writer *writer;     /* its response is written in pieces (actors/writer.h), or NULL */
-  uv_write_t wreq;
   uint64_t deadline;
   conn_phase phase;
   uint32_t nreq;
@@ -89,6 +89,9 @@ void m0__conn_finish(m0__conn *c);
 void m0__conn_unpause(m0__conn *c);
 /* Closes the poll a file piece waits on (http/write.c), if any. */
 void m0__conn_write_close(m0__conn *c);
+/* Turns on TCP keep-alive probes (60 s idle) on the connection's socket:
+ * a stream's peer that vanished is found. */
+void m0__conn_keepalive(m0__conn *c);
 
 /* Writes what is in the scratch queue now (see http/conn.c). Call it before
  * the callback that filled the scratch returns: the next connection reuses it. */

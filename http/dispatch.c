@@ -195,7 +195,7 @@ static void conn_wait(m0__conn *c, bool last) {
   c->waiting = true;
   c->close_on_complete = last;
   c->phase = PHASE_WAIT;
-  uv_read_stop((uv_stream_t *)&c->tcp);
+  c->h->io->read_stop(c);
 }
 
 /* A request answered here: counted, logged, and what follows it. */

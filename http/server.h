@@ -102,6 +102,7 @@ typedef struct m0__http_config {
    * transport/page.h, m0__page_rows), or NULL. */
   m0__latency **latency;
   struct m0__loop_figures *figures; /* the loop's figures on the shared page (WebSocket counts), or NULL */
+  int io; /* the connections' transport asked for (http/io.h: m0__io_mode; 0 = libuv) */
 } m0__http_config;
 
 typedef struct m0__http {
@@ -109,6 +110,8 @@ typedef struct m0__http {
   const m0__http_ops *ops; /* never NULL (an empty table when none was given) */
   const m0__response_ops *res_ops; /* what its views' answers may do here (http/dispatch.c) */
   const struct m0__stream_ws_ops *ws_ops; /* http/websocket.c's, for http/stream.c (m0__ws_stream_ops) */
+  const struct m0__io_ops *io; /* the connections' transport (http/io.h) */
+  void *io_ctx;                 /* its per-loop state (the ring), or NULL */
   void *owner;             /* the loop, for its ops */
   const m0_app *app;
   void *state;

@@ -128,7 +128,7 @@ void m0__stream_enlist(m0__conn *c) {
   h->streams = c;
   h->nstreams++;
   c->last_write = uv_now(h->uv);
-  uv_tcp_keepalive(&c->tcp, 1, 60); /* a peer that vanished is found */
+  m0__conn_keepalive(c); /* a peer that vanished is found */
 }
 
 /* Where a subscription starts: after the client's last id, the held

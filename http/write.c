@@ -3,12 +3,14 @@
  * Design notes
  * - Responses are built in the loop's shared scratch queue and written at
  *   the end of the callback (m0__conn_flush); only what the socket does not
- *   take is moved to the connection. At most one uv_write in flight:
+ *   take is moved to the connection. Bytes go through the loop's transport
+ *   (http/io.h). At most one write in flight:
  *   responses made while it flies go to the second queue, written when the
  *   first completes.
  * - A file piece goes by sendfile(2) straight from the page cache, at most
  *   CONN_SENDFILE_TURN bytes per loop turn; a full socket is waited for by a
- *   poll on a duplicate of its descriptor (the tcp handle has the original).
+ *   poll on a duplicate of its descriptor (the transport has the original),
+ *   where the transport's bytes are the socket's (io->plain).
  * Everything here runs on the connection's loop.
  */
 #include <errno.h>
@@ -20,13 +22,13 @@
 #include "base/errors.h"
 #include "http/conn.h"
 #include "http/conn_state.h"
+#include "http/io.h"
 #include "http/stream.h"
 
 static void wpoll_on_close(uv_handle_t *h);
 
 /* ---- output ---------------------------------------------------------- */
 
-static void conn_on_write(uv_write_t *req, int status);
 static void conn_pump(m0__conn *c);
 
 static void conn_write(m0__conn *c, int qi) {
@@ -89,7 +91,7 @@ static void wpoll_on_close(uv_handle_t *h) {
 static int conn_wait_writable(m0__conn *c) {
   if (!c->wp) {
     int fd = -1;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return M0__ESYSTEM;
+    if ((fd = c->h->io->fd(c)) < 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return M0__ESYSTEM;
     m0__wpoll *wp = calloc(1, sizeof *wp);
     if (!wp || uv_poll_init(c->h->uv, &wp->poll, fd) != 0) {
       int rv = wp ? M0__ESYSTEM : M0__ENOMEM;
@@ -104,7 +106,7 @@ static int conn_wait_writable(m0__conn *c) {
   return uv_poll_start(&c->wp->poll, UV_WRITABLE, conn_on_writable) ? M0__ESYSTEM : 0;
 }
 
-/* Writes q[qi] from c->qskip on: what is in memory by uv_write, a file
+/* Writes q[qi] from c->qskip on: what is in memory by the transport, a file
  * piece by sendfile(2) straight from the page cache, in queue order. Each
  * step that moves bytes also moves an idle connection's deadline: a client
  * that reads is not idle, one that stops is closed by the sweep. */
@@ -117,10 +119,7 @@ static void conn_pump(m0__conn *c) {
     uv_buf_t iov[2 * M0__OUT_REFS + 1];
     int n = m0__outq_iov(q, c->qskip, iov);
     if (n > 0) {
-      c->wbytes = 0;
-      for (int i = 0; i < n; i++) c->wbytes += iov[i].len;
-      c->wreq.data = c;
-      if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, conn_on_write) != 0) conn_written(c, -1);
+      if (c->h->io->write(c, iov, (unsigned)n) != 0) conn_written(c, -1);
       return;
     }
     int fd, sock;
@@ -130,7 +129,7 @@ static void conn_pump(m0__conn *c) {
       conn_written(c, 0);
       return;
     }
-    if (uv_fileno((uv_handle_t *)&c->tcp, &sock) != 0) {
+    if (!c->h->io->plain || (sock = c->h->io->fd(c)) < 0) {
       conn_written(c, -1);
       return;
     }
@@ -154,13 +153,14 @@ static void conn_pump(m0__conn *c) {
   }
 }
 
-static void conn_on_write(uv_write_t *req, int status) {
-  m0__conn *c = req->data;
-  if (status < 0 || c->closing) {
-    conn_written(c, status < 0 ? status : 0);
+/* The transport's write completed: n bytes of it written (the rest goes
+ * again), or failed. */
+void m0__conn_wrote(m0__conn *c, ssize_t n) {
+  if (n < 0 || c->closing) {
+    conn_written(c, n < 0 ? (int)n : 0);
     return;
   }
-  c->qskip += c->wbytes;
+  c->qskip += (size_t)n;
   if (c->phase == PHASE_IDLE) c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
   conn_pump(c);
 }
@@ -196,8 +196,8 @@ static void conn_send(m0__conn *c, m0__outq *s) {
   }
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
   int n = m0__outq_iov(s, 0, iov); /* up to a file piece: conn_pump sends that */
-  int w = n ? uv_try_write((uv_stream_t *)&c->tcp, iov, (unsigned)n) : 0;
-  if (w == UV_EAGAIN || w == UV_ENOSYS) w = 0;
+  const m0__io_ops *io = c->h->io;
+  int w = n && io->try_write ? io->try_write(c, iov, (unsigned)n) : 0;
   if (w < 0) {
     m0__outq_clear(s);
     m0__conn_close(c);

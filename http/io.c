@@ -1,0 +1,23 @@
+/* The choice of a loop's transport (http/io.h). */
+#include <stdio.h>
+
+#include "base/errors.h"
+#include "http/io.h"
+
+int m0__io_init(m0__http *h, m0__io_mode mode, char *why, size_t why_len) {
+  h->io = &m0__io_uv_ops;
+  h->io_ctx = NULL;
+  if (why_len) why[0] = 0;
+  if (mode == M0__IO_EPOLL) return 0;
+  int rv = m0__io_ring_init(h, why, why_len);
+  if (rv == 0) {
+    h->io = &m0__io_ring_ops;
+    return 0;
+  }
+  return mode == M0__IO_AUTO ? 0 : rv; /* auto: libuv, and why says what was refused */
+}
+
+void m0__io_fini(m0__http *h) {
+  if (h->io_ctx) m0__io_ring_fini(h);
+  h->io = &m0__io_uv_ops;
+}

@@ -39,6 +39,7 @@ typedef struct ask_batch {
   uint64_t out_deadline; /* the sent one's: past it, its REPLY is not waited for */
   uint64_t trace_hi, trace_lo; /* the first traced request's: the REQUEST carries it */
   m0__trace_ids others;        /* while tracing: the other requests' ids (runtime/trace.h) */
+  uint32_t last_len;           /* the last one sent's payload: the next one's room (asks.c) */
 } ask_batch;
 
 typedef struct m0__asks m0__asks;

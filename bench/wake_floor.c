@@ -10,9 +10,17 @@
  * does); idle: the same at SCHED_IDLE. N wakes (default 2000), 2 ms apart:
  * the waker writes a timestamp to a pipe, the sleeper on CPU 0 reads it and
  * sends back how long after the write it ran. Prints p50, p99, the largest,
- * and how many waited more than 1 ms. */
+ * and how many waited more than 1 ms.
+ *
+ *   m0_wake_floor switch [N]
+ *
+ * The CPU one wake costs where every process of a benchmark shares CPU 0
+ * (bench/run_actors): two threads on CPU 0 hand a byte back and forth
+ * through pipes N times (default 20000); prints the process's CPU time
+ * (user + system) per switch, 2N switches in all. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +69,35 @@ static void *sleeper(void *arg) {
   return NULL;
 }
 
+static void *echoer(void *arg) {
+  (void)arg;
+  pin(0);
+  char c;
+  while (read(to_sleeper[0], &c, 1) == 1)
+    if (write(from_sleeper[1], &c, 1) != 1) break;
+  return NULL;
+}
+
+static double cpu_us(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* switch: the CPU per same-CPU switch, two threads ping-ponging on CPU 0. */
+static int switch_floor(int n) {
+  pthread_t t;
+  pthread_create(&t, NULL, echoer, NULL);
+  pin(0);
+  char c = 'x';
+  double t0 = cpu_us();
+  for (int i = 0; i < n; i++)
+    if (write(to_sleeper[1], &c, 1) != 1 || read(from_sleeper[0], &c, 1) != 1) return 1;
+  double per = (cpu_us() - t0) / (2.0 * n);
+  printf("switch: %.2f us of CPU per switch (%d round trips on CPU 0)\n", per, n);
+  return 0;
+}
+
 static int by_value(const void *a, const void *b) {
   double d = *(const double *)a - *(const double *)b;
   return d < 0 ? -1 : d > 0;
@@ -68,12 +105,14 @@ static int by_value(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   mode = argc > 1 ? argv[1] : "";
-  int n = argc > 2 ? atoi(argv[2]) : 2000;
-  if ((strcmp(mode, "none") && strcmp(mode, "nice19") && strcmp(mode, "idle")) || n < 100 || argc > 3) {
-    fprintf(stderr, "usage: m0_wake_floor none|nice19|idle [N >= 100]\n");
+  bool sw = !strcmp(mode, "switch");
+  int n = argc > 2 ? atoi(argv[2]) : sw ? 20000 : 2000;
+  if ((strcmp(mode, "none") && strcmp(mode, "nice19") && strcmp(mode, "idle") && !sw) || n < 100 || argc > 3) {
+    fprintf(stderr, "usage: m0_wake_floor none|nice19|idle|switch [N >= 100]\n");
     return 2;
   }
   if (pipe(to_sleeper) || pipe(from_sleeper)) return 1;
+  if (sw) return switch_floor(n);
   pthread_t t;
   for (int i = 0; strcmp(mode, "none") && i < 2; i++) pthread_create(&t, NULL, spinner, NULL);
   pthread_create(&t, NULL, sleeper, NULL);

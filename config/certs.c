@@ -192,8 +192,8 @@ void m0__certs_check(const m0_config *cfg, m0__check *c) {
     return;
   }
   m0__tls_ctx_free(x);
-  snprintf(c->detail, sizeof c->detail, "HTTPS (TLS 1.2, 1.3) with %s; files are encrypted in user space (no "
-           "kernel TLS)", said);
+  snprintf(c->detail, sizeof c->detail, "HTTPS (TLS 1.2, 1.3) with %s; no kernel TLS: files (m0_respond_file) "
+           "are not served over HTTPS", said);
 }
 
 /* The ticket secret: SHA-256 of the family's cookie (runtime/seal.h), which

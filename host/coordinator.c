@@ -222,6 +222,7 @@ static int coord_start_loops(coord *c, const m0_ctx *base) {
                         .fds_needed = m0__fds_needed(cfg, &pr->decl), /* said by a loop that runs out of them */
                         .swept = m0__observer_swept, .host = &pr->decl}; /* the observer's (host/observer.h) */
   coord_loop_settings(&lc, cfg, pr->loops);
+  lc.http.tls = pr->tls;
   for (int i = 0; i < p->here; i++) {
     int idx = p->first + i;
     m0__loop *l = &c->loops[i];

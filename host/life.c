@@ -9,6 +9,7 @@
 #include "runtime/admit.h"
 #include "base/errors.h"
 #include "host/reload.h"
+#include "http/tls.h"
 #include "host/rollback.h"
 #include "host/signals.h"
 #include "transport/listen.h"
@@ -91,14 +92,15 @@ void m0__process_banner(m0__process *p, int first, int here) {
   }
   char host[64];
   m0__listen_host(p->listen_fd, M0__CFGS(p->cfg, host), host, sizeof host); /* a handed-over one's own */
+  const char *scheme = M0__CFGS(p->cfg, certfile)[0] ? "https" : "http";
   if (p->mode == M0__MODE_PREFORK)
     fprintf(stderr,
-            "m0: %s listening on http://%s:%d (prefork, %d workers, %d pool threads per loop, pid %d, generation "
+            "m0: %s listening on %s://%s:%d (prefork, %d workers, %d pool threads per loop, pid %d, generation "
             "%llu)\n",
-            p->app->name, host, p->port, p->loops, p->pool, (int)getpid(), (unsigned long long)p->reload.generation);
+            p->app->name, scheme, host, p->port, p->loops, p->pool, (int)getpid(), (unsigned long long)p->reload.generation);
   else
-    fprintf(stderr, "m0: %s listening on http://%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d, generation %llu)\n",
-            p->app->name, host, p->port, m0__mode_name(p->mode), here, here == 1 ? "" : "s", p->pool,
+    fprintf(stderr, "m0: %s listening on %s://%s:%d (%s, %d loop%s, %d pool thread%s per loop, pid %d, generation %llu)\n",
+            p->app->name, scheme, host, p->port, m0__mode_name(p->mode), here, here == 1 ? "" : "s", p->pool,
             p->pool == 1 ? "" : "s", (int)getpid(), (unsigned long long)p->reload.generation);
   p->said_serving = true;
   if (p->stop_fd < 0) m0__reload_serving(p); /* READY=1, and a predecessor told */
@@ -125,6 +127,8 @@ void m0__process_teardown(m0__process *p, bool clean) {
   }
   if (p->topo_made) m0__topology_free(&p->topo);
   p->topo_made = false;
+  m0__tls_ctx_free(p->tls); /* the loops that used it are joined */
+  p->tls = NULL;
   /* The master-to-be keeps its handlers, the signals blocked (host/master.h). */
   bool hold = p->stop_fd < 0 && p->sigfd >= 0 && !p->inherit_dir && m0__reload_hold();
   if (p->stop_fd < 0 && p->sigfd >= 0 && !hold) m0__signals_restore();

@@ -16,6 +16,7 @@
 #include "runtime/recent.h"
 #include "base/errors.h"
 #include "host/signals.h"
+#include "config/certs.h"
 #include "transport/links.h"
 #include "transport/listen.h"
 #include "transport/systemd.h"
@@ -190,6 +191,12 @@ int m0__process_setup(m0__process *p) {
     return M0__ETOOBIG;
   }
   p->topo_made = true;
+  /* HTTPS: one context for the process's loops, its ticket keys from the
+   * cookie just made or inherited (so every worker resumes the others'). */
+  if (M0__CFGS(cfg, certfile)[0] && !(p->tls = m0__certs_ctx(cfg, err, sizeof err))) {
+    fprintf(stderr, "m0: %s\n", err);
+    return M0__ECONFIG;
+  }
   if ((rv = process_listen(p)) != 0) return rv;
   if (m0__exits_init(&p->exits) != 0) {
     m0__say_cannot("cannot make the exit descriptor");

@@ -72,6 +72,7 @@ typedef struct m0__process {
   int sigfd;
   m0__exits exits;
   bool page_made, topo_made;
+  struct m0__tls_ctx *tls; /* HTTPS (--certfile): the loops' TLS context (config/certs.h), or NULL */
   bool tables_user, tables_owner; /* counts into the process's tables; they are on this page (runtime/admit.h) */
 } m0__process;
 

@@ -103,6 +103,7 @@ typedef struct m0__http_config {
   m0__latency **latency;
   struct m0__loop_figures *figures; /* the loop's figures on the shared page (WebSocket counts), or NULL */
   int io; /* the connections' transport asked for (http/io.h: m0__io_mode; 0 = libuv) */
+  struct m0__tls_ctx *tls; /* HTTPS: every connection through this context (http/tls_io.h), or NULL */
 } m0__http_config;
 
 typedef struct m0__http {

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""HTTPS listeners (--certfile / --keyfile; docs/behaviour.md, HTTPS) with
+real clients and certificates this test makes with `openssl` (a CA, leaves
+signed by it, an expired one):
+
+1. single: curl --cacert (TLS 1.3, ALPN http/1.1, keep-alive: one connection
+   for two requests), Python's ssl at TLS 1.2 and 1.3, SNI choosing between
+   two certificates (`openssl s_client -servername`), a client offering only
+   h2 refused, resumption by `openssl s_client -sess_out / -sess_in`;
+2. --threads 2 and --workers 2: served, and a session made on one worker
+   resumed on the other (ticket keys shared by every worker);
+3. hostile: a ClientHello sent a byte at a time then silence (closed at
+   --header-timeout-ms), a truncated record, plain HTTP at the TLS port,
+   half-done handshakes held open, a client that sends and never reads:
+   each closed or left alone while /health answers others;
+4. the doctor (exit 78, one line naming the file): a missing file, a key
+   that is not the certificate's, an expired certificate, a chain out of
+   order;
+5. SIGHUP: a certificate replaced by an expired one is refused and the old
+   one serves on; replaced by a good one, the next generation serves it.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+
+from harness import BIN, Failures, Prefork, Server, run, run_parts, wait_for
+
+F = Failures()
+TMP = tempfile.mkdtemp(prefix="m0-https-")
+SERVING = re.compile(r"^m0: reload: generation (\d+) serving \(pid (\d+)\)", re.M)
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def openssl(*args, stdin=None, timeout=20):
+    p = subprocess.run(["openssl", *args], capture_output=True, input=stdin, timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+
+
+def make_leaf(name, sans, days):
+    """A key and a leaf certificate signed by the test's CA: name.key, name.crt."""
+    rc, out = openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                      path(name + ".key"), "-out", path(name + ".csr"), "-subj", "/CN=" + sans.split(",")[0][4:],
+                      "-addext", "subjectAltName=" + sans)
+    assert rc == 0, out
+    rc, out = openssl("x509", "-req", "-in", path(name + ".csr"), "-CA", path("ca.crt"), "-CAkey", path("ca.key"),
+                      "-CAcreateserial", "-out", path(name + ".crt"), "-days", str(days), "-copy_extensions", "copy")
+    assert rc == 0, out
+
+
+def make_certs():
+    rc, out = openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                      path("ca.key"), "-out", path("ca.crt"), "-days", "30", "-subj", "/CN=m0 test CA")
+    assert rc == 0, out
+    make_leaf("leaf", "DNS:localhost,IP:127.0.0.1", 30)
+    make_leaf("b", "DNS:b.test", 30)
+    make_leaf("next", "DNS:localhost,IP:127.0.0.1", 30)
+    make_leaf("old", "DNS:localhost,IP:127.0.0.1", -1)  # expired yesterday
+    with open(path("disorder.crt"), "w") as f:
+        f.write(open(path("ca.crt")).read() + open(path("leaf.crt")).read())
+
+
+def tls_args(cert="leaf.crt", key="leaf.key"):
+    return ["--certfile", ",".join(map(path, cert.split(","))), "--keyfile", ",".join(map(path, key.split(",")))]
+
+
+def ctx(version=None, alpn=("http/1.1",)):
+    c = ssl.create_default_context(cafile=path("ca.crt"))
+    if version:
+        c.minimum_version = c.maximum_version = version
+    if alpn:
+        c.set_alpn_protocols(list(alpn))
+    return c
+
+
+def https_get(port, target="/health", c=None, session=None, host="localhost"):
+    """(status line, body, the ssl socket's facts) of one request on a new TLS connection."""
+    c = c or ctx()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with c.wrap_socket(raw, server_hostname=host, session=session) as s:
+            s.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            facts = {"version": s.version(), "alpn": s.selected_alpn_protocol(), "reused": s.session_reused,
+                     "serial": s.getpeercert().get("serialNumber")}
+            data = b""
+            while True:
+                try:
+                    b = s.recv(65536)
+                except (ssl.SSLEOFError, ConnectionResetError):
+                    break
+                if not b:
+                    break
+                data += b
+            facts["session"] = s.session  # after the reads: TLS 1.3's ticket came with them
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode(), body, facts
+
+
+def curl(port, *urls, extra=()):
+    p = subprocess.run(["curl", "-sS", "--cacert", path("ca.crt"), *extra, "-w", "%{http_code} %{http_version} "
+                        "%{num_connects}\\n", *[f"https://localhost:{port}{u}" for u in urls]],
+                       capture_output=True, timeout=20)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def s_client(port, *args, stdin=b""):
+    return openssl("s_client", "-connect", f"127.0.0.1:{port}", "-CAfile", path("ca.crt"), *args, stdin=stdin)
+
+
+def part_single():
+    with Server("host_check", "--port", "0", *tls_args("leaf.crt,b.crt", "leaf.key,b.key")) as s:
+        F.check(f"listening on https://" in s.stderr(), f"the banner says https\n{s.stderr()}")
+        rc, out, err = curl(s.port, "/health", "/health")
+        lines = out.splitlines()
+        F.check(rc == 0 and len(lines) == 2 and lines[0].endswith("200 1.1 1") and lines[1].endswith("200 1.1 0"),
+                f"curl --cacert: two 200s over one connection ({rc} {out!r} {err})")
+        for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            line, body, facts = https_get(s.port, c=ctx(v))
+            F.check(line == "HTTP/1.1 200 OK" and b'"ok"' in body and facts["alpn"] == "http/1.1",
+                    f"python ssl {v.name}: {line!r} {body!r} {facts['version']} alpn {facts['alpn']}")
+        # SNI: b.test gets b's certificate, localhost the first (the default)
+        for name, want in (("b.test", "CN = b.test"), ("localhost", "CN = localhost"), ("other.test", "CN = localhost")):
+            rc, out = s_client(s.port, "-servername", name)
+            F.check(f"subject={want}" in out.replace("subject=CN=", "subject=CN = "),
+                    f"SNI {name}: the certificate of {want}\n{out[:600]}")
+        # h2 alone: no protocol in common, refused (no_application_protocol)
+        try:
+            https_get(s.port, c=ctx(alpn=("h2",)))
+            F.check(False, "a client offering only h2 was served")
+        except (ssl.SSLError, ConnectionError, OSError) as x:
+            F.check("NO_APPLICATION_PROTOCOL" in str(x).upper() or "ALERT" in str(x).upper(),
+                    f"a client offering only h2 is refused by an alert ({x})")
+        # resumption with openssl's client: a ticket, then a resumed handshake
+        req = b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        rc, out = s_client(s.port, "-sess_out", path("sess.pem"), "-ign_eof", stdin=req)
+        F.check("New, TLSv1.3" in out and '"ok"' in out, f"s_client: a full TLS 1.3 handshake and 200\n{out[-800:]}")
+        rc, out = s_client(s.port, "-sess_in", path("sess.pem"), "-ign_eof", stdin=req)
+        F.check("Reused, TLSv1.3" in out and '"ok"' in out, f"s_client -sess_in: resumed\n{out[-800:]}")
+        F.check(s.stop() == 0, f"drained and exited 0\n{s.stderr()[-800:]}")
+
+
+def resumes_everywhere(port, workers):
+    """A session resumed on each serving process (by /pid), every time."""
+    c = ctx()  # a session is resumed through the context that made it
+    line, body, facts = https_get(port, "/pid", c=c)
+    pids, sess = {body.strip()}, facts["session"]
+    for _ in range(40):
+        line, body, facts = https_get(port, "/pid", c=c, session=sess)
+        if not facts["reused"]:
+            return False, pids
+        pids.add(body.strip())
+        sess = facts["session"]
+        if len(pids) >= workers:
+            break
+    return True, pids
+
+
+def part_modes():
+    with Server("host_check", "--port", "0", "--threads", "2", *tls_args()) as s:
+        ok = all(https_get(s.port)[0] == "HTTP/1.1 200 OK" for _ in range(6))
+        F.check(ok, "--threads 2: served over HTTPS")
+        reused, _ = resumes_everywhere(s.port, 1)
+        F.check(reused, "--threads 2: sessions resumed")
+    with Prefork("host_check", "--port", "0", "--workers", "2", *tls_args()) as s:
+        ok = all(https_get(s.port)[0] == "HTTP/1.1 200 OK" for _ in range(6))
+        F.check(ok, "--workers 2: served over HTTPS")
+        reused, pids = resumes_everywhere(s.port, 2)
+        F.check(reused, f"--workers 2: every session resumed, on the workers {sorted(pids)}")
+        print(f"workers seen resuming: {len(pids)}", flush=True)
+        F.check(s.stop() == 0, f"--workers 2 drained and exited 0\n{s.stderr()[-800:]}")
+
+
+def client_hello():
+    """The bytes of a real ClientHello (Python's, through memory BIOs)."""
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx().wrap_bio(inc, out, server_hostname="localhost")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+def closed_within(sock, seconds):
+    """True when the peer closes (EOF or reset) within seconds; what it sent first is ignored."""
+    sock.settimeout(seconds)
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(4096):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+    return False
+
+
+def health(port):
+    try:
+        return https_get(port)[0] == "HTTP/1.1 200 OK"
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def part_hostile():
+    with Server("host_check", "--port", "0", "--header-timeout-ms", "1000", *tls_args()) as s:
+        hello = client_hello()
+        # a ClientHello a byte at a time, then silence: closed at the head timeout
+        slow = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        for b in hello[:40]:
+            slow.sendall(bytes([b]))
+        F.check(health(s.port), "a slow handshake in progress: /health answers others")
+        F.check(closed_within(slow, 15), "a ClientHello cut short then silence: closed (head timeout)")
+        slow.close()
+        # plain HTTP at the TLS port: closed
+        plain = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        plain.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        F.check(closed_within(plain, 10), "plain HTTP at the HTTPS port: closed")
+        plain.close()
+        # a truncated record after a full handshake: the header says 1000 bytes, 10 come, then FIN
+        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = ctx().wrap_bio(inc, out, server_hostname="localhost")
+        t = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        for _ in range(20):
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                t.sendall(out.read())
+                b = t.recv(65536)
+                if not b:
+                    break
+                inc.write(b)
+        t.sendall(out.read())
+        F.check(obj.version() is not None, "the raw client finished its handshake")
+        t.sendall(bytes([23, 3, 3, 0x03, 0xe8]) + b"0123456789")
+        t.shutdown(socket.SHUT_WR)
+        F.check(closed_within(t, 10), "a truncated record, then the client's FIN: closed")
+        t.close()
+        # half-done handshakes held open, and a client that sends and never reads
+        held = []
+        for _ in range(30):
+            h = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            h.sendall(hello)
+            held.append(h)
+        c = ctx()
+        greedy = c.wrap_socket(socket.create_connection(("127.0.0.1", s.port), timeout=10), server_hostname="localhost")
+        greedy.setblocking(False)
+        sent = 0
+        try:  # 900 requests (under --max-keepalive-requests' 1000), their answers never read
+            for _ in range(45):
+                sent += greedy.send(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n" * 20)
+        except (ssl.SSLWantWriteError, BlockingIOError, ssl.SSLWantReadError):
+            pass
+        F.check(all(health(s.port) for _ in range(5)),
+                f"30 handshakes held and a client that never reads ({sent} bytes sent): /health answers others")
+        for h in held:
+            h.close()
+        greedy.close()
+        F.check(health(s.port), "after them: /health answers")
+        F.check(s.stop() == 0, f"exited 0\n{s.stderr()[-800:]}")
+
+
+def part_doctor():
+    cases = [
+        ("a missing certificate", tls_args("none.crt", "leaf.key"), "none.crt: cannot be read"),
+        ("a key that is not the certificate's", tls_args("leaf.crt", "b.key"), "b.key: the key does not match"),
+        ("an expired certificate", tls_args("old.crt", "old.key"), "old.crt: certificate 1 of the chain (the leaf) expired"),
+        ("a chain out of order", tls_args("disorder.crt", "leaf.key"), "the chain is out of order"),
+    ]
+    for what, args, want in cases:
+        rc, out, err = run("host_check", "--port", "0", *args, timeout=20)
+        lines = [l for l in err.splitlines() if l.startswith("m0: ")]
+        F.check(rc == 78 and len(lines) == 1 and want in lines[0],
+                f"{what}: exit 78 and one line naming the file: {rc} {err!r}")
+        rc, out, err = run("host_check", "--port", "0", "--doctor", *args, timeout=20)
+        try:
+            check = next(c for c in json.loads(out)["checks"] if c["name"] == "certificates")
+        except (ValueError, KeyError, StopIteration):
+            check = {}
+        F.check(rc == 78 and check.get("ok") is False and want in check.get("detail", ""),
+                f"{what}: the doctor's check certificates says it ({rc} {check})")
+    rc, out, err = run("host_check", "--port", "0", "--doctor", *tls_args(), timeout=20)
+    check = next((c for c in json.loads(out)["checks"] if c["name"] == "certificates"), {}) if rc == 0 else {}
+    F.check(check.get("ok") and "localhost, 127.0.0.1" in check.get("detail", ""),
+            f"the doctor names a good certificate's names ({rc} {check} {err})")
+
+
+def part_reload():
+    with open(path("live.crt"), "w") as f:
+        f.write(open(path("leaf.crt")).read())
+    with open(path("live.key"), "w") as f:
+        f.write(open(path("leaf.key")).read())
+    with Server("host_check", "--port", "0", "--certfile", path("live.crt"), "--keyfile", path("live.key")) as s:
+        first = https_get(s.port)[2]["serial"]
+        for src in ("old.crt", "old.key"):
+            with open(path("live" + src[3:]), "w") as f:
+                f.write(open(path(src)).read())
+        s.signal(signal.SIGHUP)
+        F.check(wait_for(lambda: re.search(r"^m0: reload refused: .*live\.crt: .*expired.*generation 1 keeps serving",
+                                           s.stderr(), re.M), 20),
+                f"SIGHUP with an expired certificate: refused, naming the file\n{s.stderr()[-1200:]}")
+        line, _, facts = https_get(s.port)
+        F.check(line == "HTTP/1.1 200 OK" and facts["serial"] == first,
+                f"the old certificate serves on ({line!r}, serial {facts['serial']} was {first})")
+        for src in ("next.crt", "next.key"):
+            with open(path("live" + src[4:]), "w") as f:
+                f.write(open(path(src)).read())
+        s.signal(signal.SIGHUP)
+        F.check(wait_for(lambda: any(int(m.group(1)) == 2 for m in SERVING.finditer(s.stderr())), 30),
+                f"SIGHUP with a good certificate: generation 2 serves\n{s.stderr()[-1200:]}")
+        got = wait_for(lambda: https_get(s.port)[2]["serial"] != first or None, 15)
+        F.check(bool(got), "generation 2 serves the new certificate")
+        F.check(s.stop(timeout=20) == 0, f"exited 0\n{s.stderr()[-800:]}")
+
+
+make_certs()
+run_parts(F, [("single", part_single), ("modes", part_modes), ("hostile", part_hostile), ("doctor", part_doctor),
+              ("reload", part_reload)], tmp=TMP)

@@ -203,22 +203,34 @@ def item3(actors):
     st = actors.get("settings") or {}
     comp2 = st.get("part2_comparator") or "nginx-loop"
     comp1 = st.get("part1_comparator") or "loop"
-    floor = _floors_named(actors)
-    floor = f"same session: {floor}" if floor else NO_FLOOR
+    generic = _floors_named(actors)
+    generic = f"same session: {generic}" if generic else NO_FLOOR
+
+    def floor(arm, c):
+        """run_actors' switch floor for this arm and count, else whatever it names a floor."""
+        sw = (actors.get("switch_costs") or {}).get(f"{arm}_c{c}")
+        if not isinstance(sw, dict) or _num(sw.get("switch_us_per_req")) is None:
+            return generic
+        return (f"same session: its {_fmt(_num(sw.get('switches_per_req')), '.3g')} context switches per request "
+                f"alone cost {_fmt(sw['switch_us_per_req'], '.3g')} us of CPU (one switch "
+                f"{_fmt(_num(actors.get('switch_us')), '.3g')} us, bin/m0_wake_floor) of its "
+                f"{_fmt(_num(sw.get('us_per_req')), '.3g')} us/request; the target allows "
+                f"{_fmt(_num(sw.get('target_us_per_req')), '.3g')} us/request")
+
     rows = []
     conns = sorted({r.get("conns") for r in runs if isinstance(r.get("conns"), int)})
     for c in conns:
         if any(r.get("arm") == "ext" and r.get("conns") == c for r in runs):
             where = f"GET /actor/echo, {c} connections, ext vs {comp2}"
             rows.append(_row(3, names[0], paired(runs, "req_per_cpu_s", {"arm": "ext"}, {"arm": comp2}, conns=c, part=2),
-                             ">=", 2.0, "x", where, floor))
+                             ">=", 2.0, "x", where, floor("ext", c)))
             rows.append(_row(3, names[1], paired(runs, "p99_ms", {"arm": "ext"}, {"arm": comp2}, conns=c, part=2),
-                             "<=", 1.0, "x", where, floor))
+                             "<=", 1.0, "x", where, generic))
         if any(r.get("arm") == "actor" and r.get("conns") == c for r in runs):
             for key, what in (("rps", "requests/s"), ("req_per_cpu_s", "requests per CPU-second")):
                 rows.append(_row(3, names[2], paired(runs, key, {"arm": "actor"}, {"arm": comp1}, conns=c, part=1),
                                  ">=", 0.8, "x", f"{what}: /actor/echo vs /{comp1}/echo on the loop, {c} connections",
-                                 floor))
+                                 floor("actor", c)))
     have = {r["target"] for r in rows}
     rows += [_unmeasured(3, n, "its part did not run") for n in names if n not in have]
     return rows
@@ -254,11 +266,29 @@ def item4(streams):
     return rows
 
 
+def start_floor(sf):
+    """run_lifecycle's floor under the start: /bin/true's exec, bench/floor_http.c's
+    start, the single loop's; None when it measured none."""
+    if not isinstance(sf, dict):
+        return None
+    med = lambda x: _num((x or {}).get("median")) if isinstance(x, dict) else None  # noqa: E731
+    parts = []
+    if med(sf.get("exec_true_ms")) is not None:
+        parts.append(f"Python starting /bin/true {_fmt(med(sf.get('exec_true_ms')), '.1f')} ms")
+    if med(sf.get("floor_http_ms")) is not None:
+        parts.append(f"m0_floor_http (one process, one socket) to its first answer "
+                     f"{_fmt(med(sf.get('floor_http_ms')), '.1f')} ms")
+    single = sf.get("single_ms") if isinstance(sf.get("single_ms"), dict) else {}
+    if single:
+        parts.append("one loop: " + ", ".join(f"{a} {_fmt(_num(v), '.1f')} ms" for a, v in sorted(single.items())))
+    return "; ".join(parts) or None
+
+
 def item5(lc):
     sm = (lc or {}).get("summary") or {}
     start = sm.get("start") or {}
     name = "--workers 2 start < 20 ms (exec to first answer, median)"
-    floor = _floors_named(lc)
+    floor = start_floor(sm.get("start_floor")) or _floors_named(lc)
     floor = f"same session: {floor}" if floor else NO_FLOOR
     rows = []
     for k, v in start.items():
@@ -278,7 +308,7 @@ def item5(lc):
     else:
         n = (lc.get("settings") or {}).get("idle_conns")
         rows.append(_row(5, name, ka, "<", 2048, " B", f"ramp, one loop, {n} connections; nginx {_fmt(ng, '.0f')} B",
-                         floor))
+                         NO_FLOOR))
     return rows
 
 

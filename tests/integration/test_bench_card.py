@@ -75,6 +75,7 @@ def odd_reports():
         "actors": {"runs": [{"part": 2, "arm": "ext", "conns": 16}], "ratios": {"x": {}}, "callgrind": 3},
         "streams": {"summary": {"arms": [], "ratios": {"m0-sse/floor-sse": None}}},
         "lifecycle": {"summary": {"start": "soon", "keepalive": {"per_conn_bytes_median": "small"}}},
+        "modes": ["not", "a", "report"],
     }
 
 

@@ -6,6 +6,7 @@
  * certificate replaced by an expired or mismatched one is refused there,
  * and the old generation serves on with the files it read. */
 #include "config/certs.h"
+#include "config/checks.h"
 #include "runtime/seal.h"
 
 #include <errno.h>

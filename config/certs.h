@@ -5,16 +5,11 @@
 #ifndef M0_CONFIG_CERTS_H
 #define M0_CONFIG_CERTS_H
 
-#include "config/checks.h"
+#include "config/options.h"
 #include "http/tls.h"
 
-/* Passes with no --certfile (plain HTTP); else each certificate file is
- * readable, a PEM chain in order (leaf first, each followed by its
- * issuer), valid now (not expired, not before its start), names a host
- * (subjectAltName DNS or IP) and its key (--keyfile, else the same file)
- * matches it. Passing with a warning (fix set) when one expires within 14
- * days. */
-void m0__certs_check(const m0_config *cfg, m0__check *c);
+/* The check itself, m0__certs_check, is declared with the list it is in
+ * (config/checks.h). */
 /* The loops' TLS context for cfg (NULL with no --certfile; why empty),
  * with ticket keys derived from the host's cookie, so every worker of one
  * generation resumes every other's sessions. NULL with why set when it

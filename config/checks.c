@@ -4,7 +4,6 @@
 #include "runtime/proof.h"
 #include "service/service.h"
 #include "config/appspec.h"
-#include "config/certs.h"
 #include "http/proxies.h"
 #include "transport/links.h"
 #include "transport/topology.h"

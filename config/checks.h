@@ -56,5 +56,12 @@ struct m0__app_decl;
 long m0__fds_needed(const m0_config *cfg, const struct m0__app_decl *decl);
 /* The loops an app allows (max_threads resolved against max_workers); 0 = any. */
 int m0__app_max_threads(const m0_app *app);
+/* The check certificates (config/certs.c): passes with no --certfile
+ * (plain HTTP); else each certificate file is readable, a PEM chain in
+ * order (leaf first, each followed by its issuer), valid now, names a host
+ * (subjectAltName DNS or IP) and its key (--keyfile, else the same file)
+ * matches it; passing with a warning (fix set) when one expires within 14
+ * days. */
+void m0__certs_check(const m0_config *cfg, m0__check *c);
 
 #endif

@@ -81,22 +81,24 @@ static bool tls_ticket_piece(const m0__tls_ctx *x, uint64_t h, char label, unsig
   return HMAC(EVP_sha256(), x->secret, M0__TLS_SECRET_BYTES, msg, 23, out, &len) != NULL;
 }
 
-/* Sets up the cipher and MAC with hour h's keys. */
+/* Sets up the cipher and MAC with hour h's keys: 1, or M0__ESYSTEM (any
+ * negative is OpenSSL's "fatal" here). */
 static int tls_ticket_keys(const m0__tls_ctx *x, uint64_t h, unsigned char *iv, EVP_CIPHER_CTX *cctx,
                            EVP_MAC_CTX *hctx, int enc) {
   unsigned char aes[32], mac[32];
-  if (!tls_ticket_piece(x, h, 'a', aes) || !tls_ticket_piece(x, h, 'h', mac)) return -1;
+  if (!tls_ticket_piece(x, h, 'a', aes) || !tls_ticket_piece(x, h, 'h', mac)) return M0__ESYSTEM;
   OSSL_PARAM params[] = {OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, mac, sizeof mac),
                          OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
                          OSSL_PARAM_construct_end()};
   int ok = EVP_CipherInit_ex(cctx, EVP_aes_256_cbc(), NULL, aes, iv, enc) && EVP_MAC_CTX_set_params(hctx, params);
   OPENSSL_cleanse(aes, sizeof aes);
   OPENSSL_cleanse(mac, sizeof mac);
-  return ok ? 1 : -1;
+  return ok ? 1 : M0__ESYSTEM;
 }
 
 /* OpenSSL's ticket key callback: enc 1 makes a ticket with this hour's
- * key; enc 0 opens one whose name is this hour's or the last (2: renew). */
+ * key; enc 0 opens one whose name is this hour's or the last (2: renew, 0:
+ * unknown); a negative return is a failure. */
 static int tls_on_ticket(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx,
                          int enc) {
   const m0__tls_ctx *x = SSL_CTX_get_app_data(SSL_get_SSL_CTX(s));
@@ -104,12 +106,12 @@ static int tls_on_ticket(SSL *s, unsigned char name[16], unsigned char *iv, EVP_
   unsigned char piece[32];
   if (enc) {
     if (!tls_ticket_piece(x, now, 'n', piece) || RAND_bytes(iv, EVP_CIPHER_iv_length(EVP_aes_256_cbc())) != 1)
-      return -1;
+      return M0__ESYSTEM;
     memcpy(name, piece, 16);
     return tls_ticket_keys(x, now, iv, cctx, hctx, 1);
   }
   for (uint64_t back = 0; back < 2; back++) {
-    if (!tls_ticket_piece(x, now - back, 'n', piece)) return -1;
+    if (!tls_ticket_piece(x, now - back, 'n', piece)) return M0__ESYSTEM;
     if (memcmp(name, piece, 16) != 0) continue;
     int rv = tls_ticket_keys(x, now - back, iv, cctx, hctx, 0);
     return rv == 1 && back ? 2 : rv;

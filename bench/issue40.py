@@ -315,23 +315,37 @@ def item5(lc):
 # ---------------------------------------------------------------- the pointer to what was tried
 
 def slug(heading):
-    """GitHub's anchor for a heading."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+    """GitHub's anchor for a heading (test_docs.py's)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", "")).replace(" ", "-")
 
 
 def tried(results_text, item, scripts, end_marker):
-    """The hand-written section of RESULTS.md on this item: (heading, anchor) or None."""
+    """The hand-written section of RESULTS.md on this item: (heading, anchor)
+    or None. The anchor counts the headings of the same name before it, as
+    GitHub (and test_docs) do; the generated part's headings are its own."""
     text = results_text or ""
+    before, after = "", text
     if end_marker in text:
-        text = text.split(end_marker, 1)[1]
-    heads = [h[3:].strip() for h in text.splitlines() if h.startswith("## ")]
+        after = text.split(end_marker, 1)[1]
+        before = text.split("<!-- BEGIN bench/run", 1)[0]
+    heads, seen, code = [], {}, False
+    for line in (before + "\n" + after).splitlines():
+        if line.startswith("```"):
+            code = not code
+        if code or not line.startswith("#"):
+            continue
+        a = slug(line.lstrip("#"))
+        n = seen.get(a, 0)
+        seen[a] = n + 1
+        if line.startswith("## "):
+            heads.append((line[3:].strip(), a if n == 0 else f"{a}-{n}"))
     pat = re.compile(rf"issue 40,? item {item}\b", re.I)
     for h in heads:
-        if pat.search(h):
-            return h, slug(h)
+        if pat.search(h[0]):
+            return h
     for h in heads:
-        if any(f"bench/{s}" in h for s in scripts):
-            return h, slug(h)
+        if any(f"bench/{s}" in h[0] for s in scripts):
+            return h
     return None
 
 

@@ -8,13 +8,15 @@ target is judged from the scripts' per-run records, paired by round (m0 at
 1.10x nginx: MISSED by 0.15x; m0-uring at 1.30x: met, both printed); a
 missed target carries the floor its script measured in the session (the
 floor-epoll arm, the floor-sse arm, run_lifecycle's start floor) or says
-"no floor measured"; a script
+"no floor measured", and a link to the hand-written section on what was
+tried that reaches a heading of the file; a script
 that did not run is "not measured"; and a session whose reports have shapes
 bench/run does not know (a changed script's JSON) still renders, exit 0,
 those targets "not measured".
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -100,6 +102,21 @@ def render(out, name, reports):
     return p, text
 
 
+def anchors(text):
+    """The anchors of a Markdown text's headings, as GitHub (and test_docs) make them."""
+    seen, out, code = {}, set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            code = not code
+        if code or not line.startswith("#"):
+            continue
+        a = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower().replace("`", "")).replace(" ", "-")
+        n = seen.get(a, 0)
+        seen[a] = n + 1
+        out.add(a if n == 0 else f"{a}-{n}")
+    return out
+
+
 def card_lines(stdout):
     return stdout.split("issue 40, item by item", 1)[-1].splitlines()
 
@@ -120,6 +137,9 @@ def main():
             "the hand-written part after the generated one is kept as it was")
     gen = text.split(BEGIN, 1)[1].split(END, 1)[0]
     F.check("### Issue 40, item by item" in gen, "the card is inside the generated part")
+    links = re.findall(r"\]\(#([^)\s]+)\)", gen)
+    F.check(links and set(links) <= anchors(text),
+            f"its links to what was tried reach headings of the file ({sorted(set(links) - anchors(text))})")
 
     m0 = [ln for ln in lines if "ramp's default I/O path" in ln and "16 connections" in ln]
     F.check(len(m0) == 1 and "MISSED by 0.15x: 1.1x against >= 1.25x" in m0[0],

@@ -174,6 +174,17 @@ int m0__instance_answer_sx(const m0_actor_kind *kind, void *state, const m0__msg
   return rv < 0 ? rv : n;
 }
 
+int m0__instance_reply_new(const m0__reply_room *r, size_t req_len, nng_msg **out) {
+  size_t want = req_len + 256;
+  if (r->req && r->rep / r->req < 64) want = req_len * r->rep / r->req + req_len / 8 + 256;
+  return m0__wire_batch_new(out, want < (1u << 20) ? want : (1u << 20));
+}
+
+void m0__instance_reply_took(m0__reply_room *r, size_t req_len, nng_msg *out) {
+  r->req = req_len;
+  r->rep = m0__msg_payload_len(out);
+}
+
 /* ---- a thread instance ---- */
 
 /* A call's MESSAGE answered (its RETURN to the caller), or a send's
@@ -213,6 +224,7 @@ static void instance_serve(m0__instance *in) {
   m0__service *s = in->svc;
   m0__streams *sx = m0__streams_new(instance_stream_send, in); /* NULL: m0_reply_writer says NULL */
   m0__trace_ids others = {0}; /* while tracing: a REPLY's other requests' ids */
+  m0__reply_room room = {0};
   m0__post_enter(in->post, m0__service_slot_id(s, in->slot)); /* m0_send, m0_call and m0_ask from receive: this host's */
   m0__service_noted(s, in->slot, M0_MSG_UP, "\"event\":\"up\"");
   for (;;) {
@@ -243,9 +255,7 @@ static void instance_serve(m0__instance *in) {
       continue;
     }
     nng_msg *out;
-    /* Room for replies about the size of the requests: the reply batch is
-     * then not grown (and copied) as it is written. */
-    if (m0__wire_batch_new(&out, (m.len < (1u << 20) ? m.len : (1u << 20)) + 256) != 0) {
+    if (m0__instance_reply_new(&room, m.len, &out) != 0) {
       m0__msg_free(&m);
       continue; /* its requests time out: 504 */
     }
@@ -254,6 +264,7 @@ static void instance_serve(m0__instance *in) {
       m0__actor_name(m.env.from, from, sizeof from);
       fprintf(stderr, "m0: %s.%d: a malformed request batch from %s\n", s->name, in->slot, from);
     }
+    m0__instance_reply_took(&room, m.len, out);
     m0__peer to;
     m0__peer_direct(&to, m.env.from, reply_to);
     if (others.n) m0__trace_batch((const uint64_t(*)[2])others.ids, others.n);

@@ -257,6 +257,7 @@ typedef struct remote_run {
   int nstash, capstash;
   uint64_t calls;
   m0__streams *sx; /* its replies that stream (service/stream.h) */
+  m0__reply_room room; /* its REPLY batches' room (service/instance.h) */
 } remote_run;
 
 /* The instance this thread runs (inside its receive or message), or NULL. */
@@ -329,10 +330,11 @@ static int remote_begin(remote_run *r) {
  * asked (from and to swapped). */
 static void remote_answer(remote_run *r, const m0__env *e, const uint8_t *payload, size_t len) {
   nng_msg *out;
-  if (m0__wire_batch_new(&out, (len < (1u << 20) ? len : (1u << 20)) + 256) != 0) return;
+  if (m0__instance_reply_new(&r->room, len, &out) != 0) return;
   m0__msg req = {.env = *e, .payload = payload, .len = len};
   if (m0__instance_answer_sx(r->kind, r->state, &req, out, NULL, NULL, NULL, r->sx) < 0)
     fprintf(stderr, "m0: actor %s: a malformed request batch\n", r->kind->name);
+  m0__instance_reply_took(&r->room, len, out);
   m0__env rep = {.kind = M0__K_REPLY, .from = e->to, .to = e->from, .seq = ++r->seq, .trace_hi = e->trace_hi,
                  .trace_lo = e->trace_lo};
   m0__env_write(nng_msg_body(out), &rep, (uint32_t)(nng_msg_len(out) - M0__ENV_HEADER));

@@ -180,7 +180,7 @@ static bool sup_budget_spent(sup *s, int64_t now) {
 /* A dead worker's mailbox and loop are gone: the supervisor's peers to them
  * are closed rather than left redialing until a successor listens (each
  * attempt costs CPU the successor needs to start: runtime/actor.c,
- * m0__peer_open). sup_go dials them again. */
+ * m0__peer_open). sup_reach dials them again. */
 static void sup_hang_up(sup *s, int i) {
   m0__peer_close(&s->wpeers[i]);
   if (s->top.pub_open) m0__publisher_disconnect(&s->top.pub, i);
@@ -377,7 +377,7 @@ static int sup_setup(sup *s) {
 /* The supervisor's actors, the publisher and the producer: made while the
  * workers, already spawned, start. A worker dials this mailbox only when it
  * says READY, ~10 ms after its spawn; the publisher dials no loop yet
- * (sup_go does, at each READY). */
+ * (sup_reach does, at each READY). */
 static int sup_setup_actors(sup *s, const m0_producer *producer) {
   m0__process_trace(&s->proc, M0__TRACE_SUPERVISOR);
   const m0__actor_desc *pd = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_PRODUCER, 0));
@@ -396,17 +396,33 @@ static int sup_setup_actors(sup *s, const m0_producer *producer) {
   return 0;
 }
 
-/* GO to worker i, which said READY, so its mailbox and its loop's are
- * open: both are dialed now, never before (runtime/actor.c, m0__peer_open),
- * and hung up on when the worker dies (sup_hang_up). A new worker (a
- * respawn) gets new peers. */
-static void sup_go(sup *s, int i) {
+/* Worker i said READY, so its mailbox and its loop's are open: both are
+ * dialed now, never before (runtime/actor.c, m0__peer_open), and hung up on
+ * when the worker dies (sup_hang_up). A new worker (a respawn) gets new
+ * peers. At start this runs as each READY comes, so only the last worker's
+ * dials are left between the last READY and GO (each is a round trip
+ * through both processes' nng threads). */
+static void sup_reach(sup *s, int i) {
   const m0__actor_desc *d = m0__topology_find(&s->proc.topo, M0__ACTOR_ID(M0__ROLE_WORKER, i));
   m0__peer_close(&s->wpeers[i]);
   if (m0__publisher_connect(&s->top.pub, i) != 0) fprintf(stderr, "m0: cannot reach loop %d\n", i);
-  if (m0__peer_open(&s->wpeers[i], d->id, d->url, 1000) != 0 ||
-      m0__send(&s->top.self, &s->wpeers[i], M0__K_GO, 0, 0, NULL, 0) != 0)
-    fprintf(stderr, "m0: cannot send GO to worker %d at %s\n", i, d->url);
+  if (m0__peer_open(&s->wpeers[i], d->id, d->url, 1000) != 0)
+    fprintf(stderr, "m0: cannot reach worker %d at %s\n", i, d->url);
+}
+
+/* GO to worker i, reached (sup_reach); a peer that could not be dialed then
+ * is dialed once more. */
+static void sup_send_go(sup *s, int i) {
+  if (!s->wpeers[i].open) sup_reach(s, i);
+  if (!s->wpeers[i].open || m0__send(&s->top.self, &s->wpeers[i], M0__K_GO, 0, 0, NULL, 0) != 0)
+    fprintf(stderr, "m0: cannot send GO to worker %d\n", i);
+}
+
+/* GO to worker i, which said READY just now (a respawn, or a READY said
+ * again because a GO was lost): reached afresh, then told. */
+static void sup_go(sup *s, int i) {
+  sup_reach(s, i);
+  sup_send_go(s, i);
 }
 
 /* The workers are spawned first and the supervisor's own nng setup runs
@@ -432,6 +448,7 @@ static int sup_barrier_take(sup *s, const m0__msg *m, bool *was_ready) {
   int role = M0__ACTOR_ROLE(m->env.from), idx = M0__ACTOR_INDEX(m->env.from);
   if (m->env.kind == M0__K_READY && role == M0__ROLE_WORKER && idx < s->n && !was_ready[idx]) {
     was_ready[idx] = true;
+    sup_reach(s, idx); /* while the others start: GO is then only a send */
     return 1;
   }
   if (m->env.kind == M0__K_READY && role == M0__ROLE_PRODUCER) return 1;
@@ -442,7 +459,7 @@ static int sup_barrier_take(sup *s, const m0__msg *m, bool *was_ready) {
 
 /* The barrier open: GO to every worker and the producer; serving. */
 static void sup_go_all(sup *s) {
-  for (int i = 0; i < s->n; i++) sup_go(s, i);
+  for (int i = 0; i < s->n; i++) sup_send_go(s, i);
   if (s->top.has_producer) m0__send(&s->top.self, &s->top.prod_peer, M0__K_GO, 0, 0, NULL, 0);
   if (s->top.bus_open) m0__bus_start(&s->top.bus); /* the publisher reaches every worker's loop now */
   m0__process_banner(&s->proc, 0, s->n);

@@ -10,9 +10,11 @@ signed by it, an expired one):
 2. --threads 2 and --workers 2: served, and a session made on one worker
    resumed on the other (ticket keys shared by every worker);
 3. hostile: a ClientHello sent a byte at a time then silence (closed at
-   --header-timeout-ms), a truncated record, plain HTTP at the TLS port,
-   half-done handshakes held open, a client that sends and never reads:
-   each closed or left alone while /health answers others;
+   --header-timeout-ms), a truncated record, plain HTTP at the TLS port
+   (closed), a forged record (bad_record_mac, closed), half-done handshakes held open, a client that sends
+   and never reads: each closed or left alone while /health answers
+   others; a client that pipelines records and reads slowly gets every
+   answer (records left in the engine while the connection stops reading);
 4. the doctor (exit 78, one line naming the file): a missing file, a key
    that is not the certificate's, an expired certificate, a chain out of
    order;
@@ -203,6 +205,31 @@ def closed_within(sock, seconds):
     return False
 
 
+def raw_tls(port, rcvbuf=None):
+    """A TLS client over Python's memory BIOs on a raw socket, handshake done:
+    (socket, SSLObject, incoming BIO, outgoing BIO); what it writes is sent
+    as the test says (records of its choosing, in one send)."""
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx().wrap_bio(inc, out, server_hostname="localhost")
+    t = socket.socket()
+    if rcvbuf:
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    t.settimeout(10)
+    t.connect(("127.0.0.1", port))
+    for _ in range(20):
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            t.sendall(out.read())
+            b = t.recv(65536)
+            if not b:
+                break
+            inc.write(b)
+    t.sendall(out.read())
+    return t, obj, inc, out
+
+
 def health(port):
     try:
         return https_get(port)[0] == "HTTP/1.1 200 OK"
@@ -226,24 +253,32 @@ def part_hostile():
         F.check(closed_within(plain, 10), "plain HTTP at the HTTPS port: closed")
         plain.close()
         # a truncated record after a full handshake: the header says 1000 bytes, 10 come, then FIN
-        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-        obj = ctx().wrap_bio(inc, out, server_hostname="localhost")
-        t = socket.create_connection(("127.0.0.1", s.port), timeout=10)
-        for _ in range(20):
-            try:
-                obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                t.sendall(out.read())
-                b = t.recv(65536)
-                if not b:
-                    break
-                inc.write(b)
-        t.sendall(out.read())
+        t, obj, inc, out = raw_tls(s.port)
         F.check(obj.version() is not None, "the raw client finished its handshake")
         t.sendall(bytes([23, 3, 3, 0x03, 0xe8]) + b"0123456789")
         t.shutdown(socket.SHUT_WR)
         F.check(closed_within(t, 10), "a truncated record, then the client's FIN: closed")
+        t.close()
+        # a forged record (whole, but not encrypted by the session's key): an alert, then closed
+        t, obj, inc, out = raw_tls(s.port)
+        t.sendall(bytes([23, 3, 3, 0, 40]) + bytes(range(40)))
+        said = None
+        try:
+            while said is None:
+                b = t.recv(4096)
+                if not b:
+                    break
+                inc.write(b)
+                try:
+                    obj.read(4096)
+                except ssl.SSLWantReadError:
+                    pass
+        except ssl.SSLError as x:
+            said = str(x)
+        except OSError:
+            pass
+        F.check(said is not None and "BAD_RECORD_MAC" in said.upper(),
+                f"a forged record: the client is told bad_record_mac ({said})")
         t.close()
         # half-done handshakes held open, and a client that sends and never reads
         held = []
@@ -267,6 +302,47 @@ def part_hostile():
         greedy.close()
         F.check(health(s.port), "after them: /health answers")
         F.check(s.stop() == 0, f"exited 0\n{s.stderr()[-800:]}")
+
+
+def part_paused():
+    """8 GET /big?n=512 KiB, each in a TLS record of its own, sent in one
+    write by a client with a small receive buffer: the connection stops
+    reading (1 MiB queued) with records still in its engine, and when the
+    client catches up they are read out of it (the transport's ready list),
+    so all 16 answers come, byte-exact in length."""
+    n, size = 8, 1 << 19
+    with Server("handle_echo", "--port", "0", *tls_args()) as s:
+        t, obj, inc, out = raw_tls(s.port, rcvbuf=8192)
+        for i in range(n):
+            obj.write(f"GET /big?n={size} HTTP/1.1\r\nHost: localhost\r\nX-N: {i}\r\n\r\n".encode())
+        t.sendall(out.read())
+        got = b""
+        t.settimeout(20)
+        try:
+            while got.count(b"HTTP/1.1 200") < n or len(got) < n * size:
+                b = t.recv(1 << 16)
+                if not b:
+                    break
+                inc.write(b)
+                while True:
+                    try:
+                        got += obj.read(1 << 20)
+                    except ssl.SSLWantReadError:
+                        break
+        except socket.timeout:
+            pass
+        t.close()
+        F.check(got.count(b"HTTP/1.1 200") == n and len(got) >= n * size,
+                f"a paused reader of {n} records: {got.count(b'HTTP/1.1 200')} answers, {len(got)} bytes")
+        F.check(health_on(s.port, "/big?n=10"), "then another client is served")
+        F.check(s.stop() == 0, f"exited 0\n{s.stderr()[-800:]}")
+
+
+def health_on(port, target):
+    try:
+        return https_get(port, target)[0] == "HTTP/1.1 200 OK"
+    except (OSError, ssl.SSLError):
+        return False
 
 
 def part_doctor():
@@ -323,5 +399,6 @@ def part_reload():
 
 
 make_certs()
-run_parts(F, [("single", part_single), ("modes", part_modes), ("hostile", part_hostile), ("doctor", part_doctor),
+run_parts(F, [("single", part_single), ("modes", part_modes), ("hostile", part_hostile), ("paused", part_paused),
+              ("doctor", part_doctor),
               ("reload", part_reload)], tmp=TMP)

@@ -144,6 +144,14 @@ int m0__stream_subscribe_from(m0__conn *c, const char *channel, size_t n, bool h
   return rv;
 }
 
+/* How c takes frames: fixed once it is a stream or a WebSocket. */
+static uint8_t sub_form(const m0__conn *c) {
+  const m0__stream_ws_ops *o = c->h->ws_ops;
+  if (!c->ws) return M0__SUB_SSE;
+  if (o->events(c->ws)) return M0__SUB_WSE;
+  return o->deflating(c->ws) ? M0__SUB_WSZ : M0__SUB_WS;
+}
+
 int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n) {
   for (m0__sub *s = c->subs; s; s = s->cnext)
     if (s->ch->nlen == n && memcmp(s->ch->name, channel, n) == 0) return 1;
@@ -153,6 +161,7 @@ int m0__stream_subscribe(m0__conn *c, const char *channel, size_t n) {
   if (!s) return M0__ENOMEM;
   s->ch = ch;
   s->c = c;
+  s->form = sub_form(c);
   s->next = ch->subs;
   if (ch->subs) ch->subs->prev = s;
   ch->subs = s;
@@ -181,12 +190,36 @@ void m0__stream_forget(m0__conn *c) {
   c->stream = false;
 }
 
+/* Writes bytes to c's socket at once when nothing waits before them: no
+ * write in flight, nothing in the scratch (a head a view has not flushed
+ * yet goes first). 0 with *took the bytes the socket took (0 when it was
+ * not tried: p[*took, n) is the caller's to queue, in order), or
+ * M0__ECLOSED when the socket failed (c is closed). */
+static int stream_write_now(m0__conn *c, const void *p, size_t n, size_t *took) {
+  const m0__io_ops *io = c->h->io;
+  *took = 0;
+  if (c->writing || !io->try_write || m0__outq_bytes(&c->h->scratch)) return 0;
+  uv_buf_t b = {.base = (char *)p, .len = n};
+  int w = io->try_write(c, &b, 1);
+  if (w >= 0) {
+    *took = (size_t)w;
+    return 0;
+  }
+  m0__conn_close(c);
+  return M0__ECLOSED;
+}
+
 /* Queues bytes to one subscriber, unless its queue is full: copied (owner
- * NULL) or held (a frame's). A connection that is closing takes nothing and
- * drops nothing. */
+ * NULL) or held (a frame's). Most frames to most subscribers go straight
+ * to the socket (stream_write_now): one write, no queue, no reference. A
+ * connection that is closing takes nothing and drops nothing. */
 static bool stream_push(m0__conn *c, const void *p, size_t n, m0__sframe *owner) {
   if (c->closing || c->close_after) return true;
-  if (m0__conn_queued(c) + n > M0__STREAM_QUEUE) return false;
+  if ((c->writing ? m0__conn_queued(c) : 0) + n > M0__STREAM_QUEUE) return false; /* queued only behind a write */
+  c->last_write = uv_now(c->h->uv);
+  size_t w;
+  if (stream_write_now(c, p, n, &w) != 0 || w == n) return true;
+  p = (const char *)p + w, n -= w; /* the rest behind a write of its own */
   m0__outq *q = m0__conn_target(c);
   int rv;
   if (owner) {
@@ -195,8 +228,7 @@ static bool stream_push(m0__conn *c, const void *p, size_t n, m0__sframe *owner)
   } else {
     rv = m0__outq_append(q, p, n);
   }
-  if (rv != 0) return false;
-  c->last_write = uv_now(c->h->uv);
+  if (rv != 0) return w == 0 ? false : (m0__conn_close(c), true); /* part written: the rest or a broken frame */
   m0__conn_flush(c);
   return true;
 }
@@ -205,7 +237,7 @@ static bool stream_push(m0__conn *c, const void *p, size_t n, m0__sframe *owner)
 
 /* Whether the subscriber sees ids and is told of losses in band: a stream,
  * or a WebSocket that agreed to m0.events. */
-static bool sub_ids(const m0__sub *s) { return !s->c->ws || s->c->h->ws_ops->events(s->c->ws); }
+static bool sub_ids(const m0__sub *s) { return s->form == M0__SUB_SSE || s->form == M0__SUB_WSE; }
 
 /* One event of the host's own (ev: its lines, n bytes, no blank line) to c
  * alone, in its framing. */
@@ -241,13 +273,13 @@ static bool sub_push(m0__http *h, m0__sub *s, m0__sframe *f) {
   m0__conn *c = s->c;
   if (f->id && f->id <= s->resumed) return true; /* the client had it before it resumed here */
   if (!sub_ids(s)) {
-    bool z = h->ws_ops->deflating(c->ws);
-    if (!m0__sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
+    bool z = s->form == M0__SUB_WSZ;
+    if (!(z ? f->wsz : f->ws) && !m0__sframe_ws(h, f, z)) return true; /* nothing a WebSocket would carry */
     return z ? stream_push(c, f->wsz, f->wsz_len, f) : stream_push(c, f->ws, f->ws_len, f);
   }
   if (s->lost && !sub_tell(s, f->sse_len)) return false;
   if (c->closing) return true;
-  if (c->ws ? !m0__sframe_wse(f) || !stream_push(c, f->wse, f->wse_len, f) : !stream_push(c, f->sse, f->sse_len, f))
+  if (s->form == M0__SUB_WSE ? !m0__sframe_wse(f) || !stream_push(c, f->wse, f->wse_len, f) : !stream_push(c, f->sse, f->sse_len, f))
     return false;
   if (!c->closing && f->id) s->after = f->id;
   return true;

@@ -62,6 +62,12 @@ bool m0__sframe_wse(m0__sframe *f);
 /* One holder lets the frame go; the last frees it (m0__outq_hold's release). */
 void m0__sframe_release(void *arg);
 
+/* How a subscriber is sent frames: an SSE stream's event, a WebSocket's
+ * m0.events message, or a plain WebSocket's text message (compressed or
+ * not). A WebSocket's subprotocol and compression are agreed at its
+ * upgrade, before it subscribes. */
+enum { M0__SUB_SSE, M0__SUB_WSE, M0__SUB_WS, M0__SUB_WSZ };
+
 /* A connection's place in one channel. */
 typedef struct m0__sub {
   struct m0__sub *next, *prev; /* in the channel */
@@ -71,6 +77,7 @@ typedef struct m0__sub {
   uint64_t after;  /* the last id it was given (first: its Last-Event-ID) */
   uint64_t resumed; /* its Last-Event-ID: a frame at or below it, reaching this loop late, the client has */
   bool replay;     /* the held frames after `after` are still to come (m0__stream_replay) */
+  uint8_t form;    /* how frames go to it (M0__SUB_*), known at the subscription: no look into the socket per frame */
   uint32_t lost;   /* frames dropped for it (its queue was full, or late) and not told yet */
   uint64_t lost_first, lost_last; /* their ids (0: only unnumbered ones) */
 } m0__sub;

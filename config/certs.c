@@ -194,7 +194,7 @@ void m0__certs_check(const m0_config *cfg, m0__check *c) {
   }
   m0__tls_ctx_free(x);
   snprintf(c->detail, sizeof c->detail, "HTTPS (TLS 1.2, 1.3) with %s; no kernel TLS: files (m0_respond_file) "
-           "are not served over HTTPS", said);
+           "are read and encrypted by the loop, not sendfile'd", said);
 }
 
 /* The ticket secret: SHA-256 of the family's cookie (runtime/seal.h), which

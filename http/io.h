@@ -36,9 +36,9 @@
  *   do: FIONREAD at the drain, keep-alive probes, the peer's address, and
  *   sendfile of a file piece (with a poll of the loop on a duplicate for
  *   writable) when plain is set. A filter whose bytes on the socket are not
- *   the connection's (TLS) clears plain: it must then be given file pieces
- *   from memory (today write.c sends files by sendfile only, so a filter
- *   without plain has no file routes until write.c reads pieces for it).
+ *   the connection's (TLS) clears plain, and takes an iov's bytes before
+ *   its write returns: write.c gives it file pieces read into a buffer it
+ *   frees on that return.
  * - A descriptor handed to another loop (transport/handoff.c) is handed
  *   before it is adopted: no transport has seen it yet.
  */

@@ -10,7 +10,8 @@
  * - A file piece goes by sendfile(2) straight from the page cache, at most
  *   CONN_SENDFILE_TURN bytes per loop turn; a full socket is waited for by a
  *   poll on a duplicate of its descriptor (the transport has the original),
- *   where the transport's bytes are the socket's (io->plain).
+ *   where the transport's bytes are the socket's (io->plain); else (TLS) by
+ *   pread into memory, CONN_FILE_PIECE at a time (conn_pump_read).
  * Everything here runs on the connection's loop.
  */
 #include <errno.h>
@@ -112,6 +113,27 @@ static int conn_wait_writable(m0__conn *c) {
  * that reads is not idle, one that stops is closed by the sweep. */
 #define CONN_SENDFILE_TURN (4u << 20) /* a file's bytes per loop turn: its other connections wait no longer */
 
+/* A file piece for a transport whose socket bytes are not the
+ * connection's (io->plain false: TLS), read into memory: such a transport
+ * takes an iov's bytes before its write returns (http/tls_io.c encrypts
+ * them), so the buffer goes at once; m0__conn_wrote comes as for any
+ * write, and the next piece follows. 0, or an error (the response cannot
+ * be whole: the file is shorter than its length said). */
+#define CONN_FILE_PIECE (64u << 10)
+
+static int conn_pump_read(m0__conn *c, int fd, uint64_t off, size_t left) {
+  size_t n = left < CONN_FILE_PIECE ? left : CONN_FILE_PIECE;
+  char *buf = malloc(n);
+  if (!buf) return M0__ENOMEM;
+  ssize_t r;
+  do r = pread(fd, buf, n, (off_t)off);
+  while (r < 0 && errno == EINTR);
+  uv_buf_t b = uv_buf_init(buf, r > 0 ? (unsigned)r : 0);
+  int rv = r > 0 ? c->h->io->write(c, &b, 1) : M0__ESYSTEM;
+  free(buf);
+  return rv;
+}
+
 static void conn_pump(m0__conn *c) {
   m0__outq *q = &c->q[c->qi];
   size_t sent = 0;
@@ -129,7 +151,11 @@ static void conn_pump(m0__conn *c) {
       conn_written(c, 0);
       return;
     }
-    if (!c->h->io->plain || (sock = c->h->io->fd(c)) < 0) {
+    if (!c->h->io->plain) { /* TLS: the piece read into memory */
+      if (conn_pump_read(c, fd, off, left) != 0) conn_written(c, -1);
+      return;
+    }
+    if ((sock = c->h->io->fd(c)) < 0) {
       conn_written(c, -1);
       return;
     }

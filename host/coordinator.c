@@ -30,6 +30,7 @@
 #include "base/errors.h"
 #include "host/appactors.h"
 #include "config/checks.h"
+#include "http/io.h"
 #include "host/life.h"
 #include "host/metrics.h"
 #include "host/observer.h"
@@ -192,6 +193,7 @@ static void coord_loop_settings(m0__loop_config *lc, const m0_config *c, int loo
   h->history_max = (uint32_t)M0__CFG(c, stream_history);
   h->history_bytes_max = (size_t)M0__CFG(c, stream_history_bytes);
   h->ws_max_message = (size_t)M0__CFG(c, ws_max_message);
+  h->io = m0__io_mode_parse(M0__CFGS(c, io)); /* checked (config/checks.c) */
   if (M0__CFGS(c, metrics_path)[0]) {
     h->metrics_path = M0__CFGS(c, metrics_path);
     lc->metrics = coord_on_metrics;

@@ -16,6 +16,7 @@
 #include "config/checks.h"
 #include "config/options.h"
 #include "host/children.h"
+#include "http/io.h"
 #include "host/process.h"
 #include "transport/links.h"
 #include "transport/page.h"
@@ -252,6 +253,11 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   json_object_set_new(root, "exit", json_integer(code));
   json_object_set_new(root, "build", doctor_build());
   doctor_config(root, cfg);
+  char io_why[256];
+  int io_mode = m0__io_mode_parse(M0__CFGS(cfg, io));
+  const char *io_path = m0__io_path(io_mode, io_why, sizeof io_why);
+  json_object_set_new(root, "io", io_why[0] ? json_pack("{s:s, s:s}", "path", io_path, "why", io_why)
+                                            : json_pack("{s:s}", "path", io_path));
   m0__process pd; /* what serving would make of this configuration (host/process.c) */
   m0__process_describe(&pd, app, cfg);
   json_t *links = json_array();

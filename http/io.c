@@ -1,5 +1,6 @@
 /* The choice of a loop's transport (http/io.h). */
 #include <stdio.h>
+#include <string.h>
 
 #include "base/errors.h"
 #include "http/io.h"
@@ -20,4 +21,17 @@ int m0__io_init(m0__http *h, m0__io_mode mode, char *why, size_t why_len) {
 void m0__io_fini(m0__http *h) {
   if (h->io_ctx) m0__io_ring_fini(h);
   h->io = &m0__io_uv_ops;
+}
+
+int m0__io_mode_parse(const char *s) {
+  if (!strcmp(s, "epoll")) return M0__IO_EPOLL;
+  if (!strcmp(s, "uring")) return M0__IO_URING;
+  if (!strcmp(s, "auto")) return M0__IO_AUTO;
+  return -1;
+}
+
+const char *m0__io_path(int mode, char *why, size_t why_len) {
+  if (why_len) why[0] = 0;
+  if (mode == M0__IO_EPOLL || mode < 0) return "epoll";
+  return m0__io_ring_probe(why, why_len) == 0 ? "uring" : "epoll";
 }

@@ -110,8 +110,15 @@ typedef enum m0__io_mode { M0__IO_EPOLL = 0, M0__IO_URING = 1, M0__IO_AUTO = 2 }
  * M0__ETRANSPORT / M0__ENOMEM (why says). */
 int m0__io_init(m0__http *h, m0__io_mode mode, char *why, size_t why_len);
 void m0__io_fini(m0__http *h);
-/* Whether this process can run the io_uring transport: 0, or -1 with why. */
+/* Whether this process can run the io_uring transport: 0, or
+ * M0__ETRANSPORT with why (a ring made and dropped: the check and the
+ * doctor ask it). */
 int m0__io_ring_probe(char *why, size_t why_len);
+/* --io's text: its m0__io_mode, or -1. */
+int m0__io_mode_parse(const char *s);
+/* The transport mode would give here: "uring" or "epoll" (why, when auto
+ * falls back or uring is refused). */
+const char *m0__io_path(int mode, char *why, size_t why_len);
 
 extern const m0__io_ops m0__io_uv_ops;
 extern const m0__io_ops m0__io_ring_ops;

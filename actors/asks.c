@@ -304,10 +304,15 @@ int m0__asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_
   if (i < 0) return i;
   ask_batch *b = &a->batches[si * M0__SLOTS + k];
   if (!b->msg) {
-    /* Room for what the last batch to this instance held: nng zeroes what
-     * is reserved, and a fixed 4 KiB was ~690 instructions per request at
-     * 16 connections (8 requests a batch; bench/run_actors part 3). */
-    if (m0__wire_batch_new(&b->msg, b->last_len ? b->last_len + 256 : 1024) != 0) {
+    /* Room for what the last batch to this instance held, in the block of
+     * the last REPLY when there is one: nng zeroes what it allocates, and a
+     * fresh 4 KiB batch was ~690 instructions per request at 16
+     * connections (8 requests a batch; bench/run_actors part 3). */
+    size_t room = b->last_len ? b->last_len + 256 : 1024;
+    if (a->spare && m0__wire_batch_reuse(a->spare, room) == 0) {
+      b->msg = a->spare;
+      a->spare = NULL;
+    } else if (m0__wire_batch_new(&b->msg, room) != 0) {
       ask_release(a, i);
       m0__respond_status(res, 503, NULL);
       return M0__ENOMEM;
@@ -456,7 +461,7 @@ static void asks_reply_one(m0__loop *l, const m0__msg *m, m0__service *s, int si
   }
 }
 
-void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
+void m0__asks_on_answer(m0__loop *l, m0__msg *m) {
   m0__service *s;
   int si, k;
   if (!l->asks || !asks_reply_from(l, m, &s, &si, &k)) return;
@@ -472,6 +477,10 @@ void m0__asks_on_answer(m0__loop *l, const m0__msg *m) {
   while ((rv = m0__wire_next_reply(&r, &rep)) != 0) {
     asks_reply_one(l, m, s, si, k, rv, &rep);
     if (rv < 0) break; /* the rest of the batch cannot be read: its requests time out */
+  }
+  if (!l->asks->spare) { /* read through: its block becomes the next batch's */
+    l->asks->spare = m->nmsg;
+    m->nmsg = NULL;
   }
 }
 
@@ -550,6 +559,7 @@ void m0__asks_free(m0__loop *l) {
     free(a->tab[i].extra);
     if (a->tab[i].held) nng_msg_free(a->tab[i].held);
   }
+  if (a->spare) nng_msg_free(a->spare);
   free(a->nparked);
   free(a->swept);
   free(a->tab);

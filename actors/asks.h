@@ -32,8 +32,9 @@ void m0__asks_close(m0__loop *l);
 void m0__asks_free(m0__loop *l);
 /* Sends each instance's filled batch if none of this loop's is with it. */
 void m0__asks_flush(m0__loop *l);
-/* A REPLY from an instance or an ANSWER from a deferred view. */
-void m0__asks_on_answer(m0__loop *l, const m0__msg *m);
+/* A REPLY from an instance or an ANSWER from a deferred view. Its message
+ * may be kept (m->nmsg set NULL) as the block of a batch to come. */
+void m0__asks_on_answer(m0__loop *l, m0__msg *m);
 /* The loop's ops->to_actor and ops->defer_view (actors/loop_http.c,
  * http/conn.h says what each returns). */
 int m0__asks_to_actor(m0__http *h, m0__conn *c, const m0_request *req, const m0_route *route, m0_response *res);

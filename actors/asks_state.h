@@ -47,6 +47,7 @@ struct m0__asks {
   ask *tab;
   int len, cap, free_head, used_head, nused; /* len entries made, of at most cap */
   ask_batch *batches; /* [nservices * M0__SLOTS] */
+  nng_msg *spare;     /* the last REPLY taken, kept for the next batch's block (asks.c) */
   int *filled;        /* the batches with requests in them, in the order they began */
   int nfilled;
   int *route_svc;     /* [app->nroutes]: the service of an actor route, else -1 */

@@ -174,10 +174,27 @@ int m0__instance_answer_sx(const m0_actor_kind *kind, void *state, const m0__msg
   return rv < 0 ? rv : n;
 }
 
-int m0__instance_reply_new(const m0__reply_room *r, size_t req_len, nng_msg **out) {
+int m0__instance_reply_new(m0__reply_room *r, size_t req_len, nng_msg **out) {
   size_t want = req_len + 256;
   if (r->req && r->rep / r->req < 64) want = req_len * r->rep / r->req + req_len / 8 + 256;
-  return m0__wire_batch_new(out, want < (1u << 20) ? want : (1u << 20));
+  if (want > (1u << 20)) want = 1u << 20;
+  if (r->spare && m0__wire_batch_reuse(r->spare, want) == 0) {
+    *out = r->spare;
+    r->spare = NULL;
+    return 0;
+  }
+  return m0__wire_batch_new(out, want);
+}
+
+void m0__instance_reply_keep(m0__reply_room *r, nng_msg **req) {
+  if (r->spare || !*req) return;
+  r->spare = *req;
+  *req = NULL;
+}
+
+void m0__instance_reply_fini(m0__reply_room *r) {
+  if (r->spare) nng_msg_free(r->spare);
+  r->spare = NULL;
 }
 
 void m0__instance_reply_took(m0__reply_room *r, size_t req_len, nng_msg *out) {
@@ -265,6 +282,7 @@ static void instance_serve(m0__instance *in) {
       fprintf(stderr, "m0: %s.%d: a malformed request batch from %s\n", s->name, in->slot, from);
     }
     m0__instance_reply_took(&room, m.len, out);
+    m0__instance_reply_keep(&room, &m.nmsg); /* read through: m.payload is not looked at again */
     m0__peer to;
     m0__peer_direct(&to, m.env.from, reply_to);
     if (others.n) m0__trace_batch((const uint64_t(*)[2])others.ids, others.n);
@@ -275,6 +293,7 @@ static void instance_serve(m0__instance *in) {
     if (m0__instance_exiting()) break;
   }
   m0__trace_ids_free(&others);
+  m0__instance_reply_fini(&room);
   m0__streams_close(sx); /* its writers' writes fail from here */
   const char *why = m0__instance_exiting();
   snprintf(in->why, sizeof in->why, "%s", why ? why : "");

@@ -104,9 +104,14 @@ int m0__instance_answer_sx(const m0_actor_kind *kind, void *state, const m0__msg
  * 0, or M0__ENOMEM. */
 typedef struct m0__reply_room {
   size_t req, rep; /* the last batch's payloads: its REQUEST's, its REPLY's */
+  nng_msg *spare;  /* a REQUEST answered, its block kept for the next REPLY */
 } m0__reply_room;
-int m0__instance_reply_new(const m0__reply_room *r, size_t req_len, nng_msg **out);
+int m0__instance_reply_new(m0__reply_room *r, size_t req_len, nng_msg **out);
 /* What the batch out, answering a REQUEST of req_len, took: the next one's room. */
 void m0__instance_reply_took(m0__reply_room *r, size_t req_len, nng_msg *out);
+/* The REQUEST *req, answered, kept as the next REPLY's block (*req set
+ * NULL) when none is kept yet; fini frees the one kept. */
+void m0__instance_reply_keep(m0__reply_room *r, nng_msg **req);
+void m0__instance_reply_fini(m0__reply_room *r);
 
 #endif

@@ -391,12 +391,13 @@ static bool remote_take(remote_run *r, nng_msg *m) {
     remote_prove(name, &r->sec, r->sock, &e, payload, len, &r->said_no_secret);
   } else if (e.kind == M0__K_REQUEST) {
     remote_answer(r, &e, payload, len);
+    m0__instance_reply_keep(&r->room, &m); /* answered: its block is the next REPLY's */
   } else if (e.kind == M0__K_MESSAGE) {
     remote_message(r, &e, payload, len);
   } else if (e.kind == M0__K_CREDIT && r->sx) {
     m0__streams_credit(r->sx, e.from, payload, len); /* a stream's room, or its client gone */
   }
-  nng_msg_free(m);
+  if (m) nng_msg_free(m);
   return go_on;
 }
 
@@ -560,6 +561,7 @@ int m0_actor_run(const m0_actor_kind *kind, const char *url, int instance) {
   m0__streams_close(r->sx); /* before the socket: its writers' sends end here */
   for (int i = 0; i < r->nstash; i++) nng_msg_free(r->stash[i]);
   free(r->stash);
+  m0__instance_reply_fini(&r->room);
   if (!code || exited) {
     if (kind->free && r->state) kind->free(r->state);
     close_bounded(r->sock);

@@ -13,18 +13,34 @@
 #define REQ_FIXED 48 /* id, trace, four lengths, nheaders, nparams, version_minor */
 #define REPLY_FIXED 16
 
-int m0__wire_batch_new(nng_msg **m, size_t reserve) {
-  if (m0__msg_new(m, reserve + M0__WIRE_BATCH_HEAD) != 0) return M0__ENOMEM;
-  uint8_t *at = m0__msg_extend(*m, M0__WIRE_BATCH_HEAD);
-  if (!at) {
-    nng_msg_free(*m);
-    *m = NULL;
-    return M0__ENOMEM;
-  }
+static int batch_head(nng_msg *m) {
+  uint8_t *at = m0__msg_extend(m, M0__WIRE_BATCH_HEAD);
+  if (!at) return M0__ENOMEM;
   m0__le_put16(at, M0__WIRE_VERSION);
   m0__le_put16(at + 2, 0);
   m0__le_put32(at + 4, 0);
   return 0;
+}
+
+int m0__wire_batch_new(nng_msg **m, size_t reserve) {
+  if (m0__msg_new(m, reserve + M0__WIRE_BATCH_HEAD) != 0) return M0__ENOMEM;
+  if (batch_head(*m) != 0) {
+    nng_msg_free(*m);
+    *m = NULL;
+    return M0__ENOMEM;
+  }
+  return 0;
+}
+
+int m0__wire_batch_reuse(nng_msg *m, size_t reserve) {
+  if (reserve > M0__ENV_MAX_PAYLOAD) reserve = M0__ENV_MAX_PAYLOAD;
+  size_t want = M0__ENV_HEADER + M0__WIRE_BATCH_HEAD + reserve + M0__SEAL_LEN;
+  nng_msg_header_clear(m);
+  nng_msg_clear(m);
+  nng_msg_set_pipe(m, (nng_pipe)NNG_PIPE_INITIALIZER); /* a received one's: a send names its own */
+  if ((nng_msg_capacity(m) < want && nng_msg_reserve(m, want) != 0) || nng_msg_realloc(m, M0__ENV_HEADER) != 0)
+    return M0__ENOMEM;
+  return batch_head(m);
 }
 
 uint32_t m0__wire_batch_count(nng_msg *m) { return m0__le_get32(m0__msg_payload(m) + 4); }

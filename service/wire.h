@@ -53,6 +53,10 @@
 
 /* Starts a batch: a message (m0__msg_new) with the batch head. 0 or M0__ENOMEM. */
 int m0__wire_batch_new(nng_msg **m, size_t reserve);
+/* The same in a message received and done with (m keeps its block: no
+ * allocation, nothing zeroed when it has the room). 0, or M0__ENOMEM (m is
+ * still the caller's, to free). */
+int m0__wire_batch_reuse(nng_msg *m, size_t reserve);
 /* Appends one record and counts it in the head. 0, or M0__ENOMEM /
  * M0__ETOOBIG (the message is unchanged). */
 int m0__wire_request_add(nng_msg *m, uint64_t id, const m0_request *req);

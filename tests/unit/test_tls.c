@@ -2,7 +2,8 @@
  * BIOs, no socket: the handshake (1.3 and 1.2) and data both ways, ALPN
  * (http/1.1 chosen; a client offering only h2 refused), SNI choosing among
  * certificates, tickets resumed by another context of the same secret (as
- * another worker) and not by one of another secret, a key that does not
+ * another worker) and not by one of another secret, a TLS 1.2 client's
+ * renegotiation refused, a key that does not
  * match its certificate refused naming the file, and bytes that are not TLS
  * failing the connection. The certificates are made here (P-256, self-signed). */
 #include <setjmp.h>
@@ -266,6 +267,32 @@ static void test_tickets_shared_by_secret(void **state) {
   }
 }
 
+/* A TLS 1.2 client that asks to renegotiate is refused: its request gets
+ * the no_renegotiation alert and the connection goes on unchanged (or
+ * fails): never a second handshake. */
+static void test_no_renegotiation(void **state) {
+  char why[512], buf[256];
+  m0__tls_ctx *x = m0__tls_ctx_new(certs, keys, NULL, why, sizeof why);
+  m0__tls *s = m0__tls_new(x);
+  client c;
+  client_open(&c, "a.test", NULL, 0, TLS1_2_VERSION, NULL);
+  assert_int_equal(pump(&c, s), M0__TLS_AGAIN);
+  assert_int_equal(SSL_renegotiate(c.ssl), 1);
+  for (int turn = 0; turn < 10; turn++) { /* as far as both ends take it */
+    (void)SSL_do_handshake(c.ssl);
+    int n;
+    while ((n = BIO_read(c.wbio, buf, sizeof buf)) > 0) assert_int_equal(m0__tls_in(s, buf, (size_t)n), 0);
+    if (m0__tls_read(s, buf, sizeof buf) == M0__TLS_FAILED) break;
+    size_t k;
+    while ((k = m0__tls_take(s, buf, sizeof buf)) > 0) BIO_write(c.rbio, buf, (int)k);
+  }
+  assert_int_equal(SSL_renegotiate_pending(c.ssl), 1); /* never done */
+  ERR_clear_error();
+  client_close(&c);
+  m0__tls_free(s);
+  m0__tls_ctx_free(x);
+}
+
 static void test_refusals(void **state) {
   char why[512], c1[256], missing[256];
   snprintf(c1, sizeof c1, "%s/a.crt", dir);
@@ -299,7 +326,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_handshake_and_data), cmocka_unit_test(test_alpn_h2_only_refused),
       cmocka_unit_test(test_sni),                cmocka_unit_test(test_tickets_shared_by_secret),
-      cmocka_unit_test(test_refusals),           cmocka_unit_test(test_not_tls),
+      cmocka_unit_test(test_no_renegotiation),   cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_not_tls),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

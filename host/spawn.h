@@ -17,6 +17,11 @@
  * - Signals: with reset_signals no signal is blocked in the child and the
  *   host's handled ones start at their default (an ignored signal stays
  *   ignored across exec otherwise).
+ * - Spawn from a thread that lives as long as the host: a worker's
+ *   PR_SET_PDEATHSIG (host/serve.c) fires when the THREAD that spawned it
+ *   ends, not its process. (Tried: each worker spawned from a thread of its
+ *   own, joined after, so that they exec side by side; the workers got that
+ *   SIGTERM while starting.)
  */
 #ifndef M0_HOST_SPAWN_H
 #define M0_HOST_SPAWN_H

@@ -5,9 +5,9 @@
  *   connection to the certificate whose names (X509_check_host) match its
  *   SNI. Each SSL_CTX's app data is the m0__tls_ctx, so a callback finds the
  *   secret and the list whichever SSL_CTX the connection is on now.
- * - Ticket keys are not kept: the key of hour h is HMAC-SHA256(secret,
- *   "m0 tls ticket" h label), computed in the callback (three HMACs per
- *   ticket made or opened, against the handshake's public-key operations).
+ * - The ticket key of hour h is HMAC-SHA256(secret, "m0 tls ticket" h
+ *   label), derived at the first ticket of the hour and kept for it and the
+ *   next (keys[h % 2], under the context's lock: the loops share it).
  *   Nothing changes when the hour turns but the number, so processes that
  *   share the secret agree without a message; a ticket of the previous
  *   hour is accepted and renewed, an older one makes a full handshake.
@@ -27,6 +27,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,10 +39,19 @@
   "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                     \
   "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
+/* One hour's ticket key: derived once, kept while the hour or the next
+ * asks for it. */
+typedef struct tls_keys {
+  uint64_t hour; /* 0: none yet */
+  unsigned char name[16], aes[32], mac[32];
+} tls_keys;
+
 struct m0__tls_ctx {
   SSL_CTX *ctx[M0__TLS_CERTS_MAX];
   int n;
   uint8_t secret[M0__TLS_SECRET_BYTES];
+  pthread_mutex_t lock; /* the loops' handshakes share keys[] */
+  tls_keys keys[2];     /* by hour % 2: this hour's and the last */
 };
 
 struct m0__tls {
@@ -81,18 +91,32 @@ static bool tls_ticket_piece(const m0__tls_ctx *x, uint64_t h, char label, unsig
   return HMAC(EVP_sha256(), x->secret, M0__TLS_SECRET_BYTES, msg, 23, out, &len) != NULL;
 }
 
-/* Sets up the cipher and MAC with hour h's keys: 1, or M0__ESYSTEM (any
+/* Hour h's key into out (a copy: the cache may change under another
+ * loop once the lock is let go). false: HMAC failed. */
+static bool tls_keys_of(m0__tls_ctx *x, uint64_t h, tls_keys *out) {
+  pthread_mutex_lock(&x->lock);
+  tls_keys *k = &x->keys[h % 2];
+  bool ok = k->hour == h;
+  if (!ok) {
+    unsigned char name[32];
+    ok = tls_ticket_piece(x, h, 'n', name) && tls_ticket_piece(x, h, 'a', k->aes) &&
+         tls_ticket_piece(x, h, 'h', k->mac);
+    memcpy(k->name, name, sizeof k->name);
+    k->hour = ok ? h : 0;
+  }
+  if (ok) *out = *k;
+  pthread_mutex_unlock(&x->lock);
+  return ok;
+}
+
+/* Sets up the cipher and MAC with the keys k: 1, or M0__ESYSTEM (any
  * negative is OpenSSL's "fatal" here). */
-static int tls_ticket_keys(const m0__tls_ctx *x, uint64_t h, unsigned char *iv, EVP_CIPHER_CTX *cctx,
-                           EVP_MAC_CTX *hctx, int enc) {
-  unsigned char aes[32], mac[32];
-  if (!tls_ticket_piece(x, h, 'a', aes) || !tls_ticket_piece(x, h, 'h', mac)) return M0__ESYSTEM;
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, mac, sizeof mac),
+static int tls_ticket_keys(tls_keys *k, unsigned char *iv, EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc) {
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, k->mac, sizeof k->mac),
                          OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
                          OSSL_PARAM_construct_end()};
-  int ok = EVP_CipherInit_ex(cctx, EVP_aes_256_cbc(), NULL, aes, iv, enc) && EVP_MAC_CTX_set_params(hctx, params);
-  OPENSSL_cleanse(aes, sizeof aes);
-  OPENSSL_cleanse(mac, sizeof mac);
+  int ok = EVP_CipherInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv, enc) && EVP_MAC_CTX_set_params(hctx, params);
+  OPENSSL_cleanse(k, sizeof *k);
   return ok ? 1 : M0__ESYSTEM;
 }
 
@@ -101,19 +125,22 @@ static int tls_ticket_keys(const m0__tls_ctx *x, uint64_t h, unsigned char *iv, 
  * unknown); a negative return is a failure. */
 static int tls_on_ticket(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx,
                          int enc) {
-  const m0__tls_ctx *x = SSL_CTX_get_app_data(SSL_get_SSL_CTX(s));
+  m0__tls_ctx *x = SSL_CTX_get_app_data(SSL_get_SSL_CTX(s));
   uint64_t now = (uint64_t)time(NULL) / TLS_TICKET_PERIOD_S;
-  unsigned char piece[32];
+  tls_keys k;
   if (enc) {
-    if (!tls_ticket_piece(x, now, 'n', piece) || RAND_bytes(iv, EVP_CIPHER_iv_length(EVP_aes_256_cbc())) != 1)
+    if (!tls_keys_of(x, now, &k) || RAND_bytes(iv, EVP_CIPHER_iv_length(EVP_aes_256_cbc())) != 1)
       return M0__ESYSTEM;
-    memcpy(name, piece, 16);
-    return tls_ticket_keys(x, now, iv, cctx, hctx, 1);
+    memcpy(name, k.name, 16);
+    return tls_ticket_keys(&k, iv, cctx, hctx, 1);
   }
   for (uint64_t back = 0; back < 2; back++) {
-    if (!tls_ticket_piece(x, now - back, 'n', piece)) return M0__ESYSTEM;
-    if (memcmp(name, piece, 16) != 0) continue;
-    int rv = tls_ticket_keys(x, now - back, iv, cctx, hctx, 0);
+    if (!tls_keys_of(x, now - back, &k)) return M0__ESYSTEM;
+    if (memcmp(name, k.name, 16) != 0) {
+      OPENSSL_cleanse(&k, sizeof k);
+      continue;
+    }
+    int rv = tls_ticket_keys(&k, iv, cctx, hctx, 0);
     return rv == 1 && back ? 2 : rv;
   }
   return 0; /* unknown: a full handshake */
@@ -143,6 +170,25 @@ static int tls_on_alpn(SSL *s, const unsigned char **out, unsigned char *outlen,
     return SSL_TLSEXT_ERR_ALERT_FATAL; /* no_application_protocol */
   *out = sel;
   return SSL_TLSEXT_ERR_OK;
+}
+
+/* --http2: h2 first (the server's preference), then http/1.1. */
+static const unsigned char tls_alpn_h2_wire[] = "\x02h2\x08http/1.1";
+
+static int tls_on_alpn_h2(SSL *s, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                          unsigned inlen, void *arg) {
+  (void)s;
+  (void)arg;
+  unsigned char *sel;
+  if (SSL_select_next_proto(&sel, outlen, tls_alpn_h2_wire, sizeof tls_alpn_h2_wire - 1, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  *out = sel;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+void m0__tls_ctx_alpn_h2(m0__tls_ctx *x) {
+  for (int i = 0; i < x->n; i++) SSL_CTX_set_alpn_select_cb(x->ctx[i], tls_on_alpn_h2, x);
 }
 
 static void tls_why(char *why, size_t whylen, const char *file, const char *what) {
@@ -208,10 +254,11 @@ m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const 
                              size_t whylen) {
   m0__tls_ctx *x = calloc(1, sizeof *x);
   if (!x) return snprintf(why, whylen, "out of memory"), NULL;
+  pthread_mutex_init(&x->lock, NULL);
   if (secret) memcpy(x->secret, secret, M0__TLS_SECRET_BYTES);
   else if (m0__tls_secret_make(x->secret) != 0) {
     snprintf(why, whylen, "cannot make the session ticket secret (getrandom)");
-    free(x);
+    m0__tls_ctx_free(x);
     return NULL;
   }
   char cert[4096], key[4096];
@@ -240,7 +287,8 @@ m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const 
 void m0__tls_ctx_free(m0__tls_ctx *x) {
   if (!x) return;
   for (int i = 0; i < x->n; i++) SSL_CTX_free(x->ctx[i]);
-  OPENSSL_cleanse(x->secret, sizeof x->secret);
+  pthread_mutex_destroy(&x->lock);
+  OPENSSL_cleanse(x, sizeof *x);
   free(x);
 }
 

@@ -171,6 +171,7 @@ def part_modes():
         F.check(ok, "--threads 2: served over HTTPS")
         reused, _ = resumes_everywhere(s.port, 1)
         F.check(reused, "--threads 2: sessions resumed")
+        F.check(s.stop() == 0, f"--threads 2 drained and exited 0\n{s.stderr()[-800:]}")
     with Prefork("host_check", "--port", "0", "--workers", "2", *tls_args()) as s:
         ok = all(https_get(s.port)[0] == "HTTP/1.1 200 OK" for _ in range(6))
         F.check(ok, "--workers 2: served over HTTPS")

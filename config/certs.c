@@ -217,5 +217,6 @@ m0__tls_ctx *m0__certs_ctx(const m0_config *cfg, char *why, size_t whylen) {
   bool shared = certs_secret(secret);
   m0__tls_ctx *x = m0__tls_ctx_new(certs, keys[0] ? keys : certs, shared ? secret : NULL, why, whylen);
   OPENSSL_cleanse(secret, sizeof secret);
+  if (x && M0__CFG(cfg, http2)) m0__tls_ctx_alpn_h2(x);
   return x;
 }

@@ -225,6 +225,7 @@ static int coord_start_loops(coord *c, const m0_ctx *base) {
                         .swept = m0__observer_swept, .host = &pr->decl}; /* the observer's (host/observer.h) */
   coord_loop_settings(&lc, cfg, pr->loops);
   lc.http.tls = pr->tls;
+  lc.http.http2 = M0__CFG(cfg, http2) != 0;
   for (int i = 0; i < p->here; i++) {
     int idx = p->first + i;
     m0__loop *l = &c->loops[i];

@@ -44,6 +44,7 @@
 #include "base/errors.h"
 #include "http/accesslog.h"
 #include "http/conn_state.h"
+#include "http/h2.h"
 #include "http/io.h"
 #include "http/query.h"
 #include "http/stream.h"
@@ -69,6 +70,7 @@ static void conn_release(m0__conn *c) {
   m0__http *h = c->h;
   m0__parser_fini(&c->p);
   if (c->ws) m0__ws_free(c->ws);
+  if (c->h2) m0__h2_free(c->h2);
   free(c->in);
   m0__outq_free(&c->q[0]);
   m0__outq_free(&c->q[1]);
@@ -305,6 +307,34 @@ static bool conn_append(m0__conn *c, const char *buf, size_t n) {
   return true;
 }
 
+/* A fresh connection's first bytes under --http2 (http/h2.h): HTTP/2's
+ * preface, begun (kept until the rest comes: a client may send it byte by
+ * byte) or whole (the connection is HTTP/2 from here). false: HTTP/1.1. */
+static bool conn_h2_preface(m0__conn *c, char *buf, size_t n) {
+  bool here = c->in && buf == c->in + c->in_len; /* the bytes follow what is kept */
+  int s = m0__h2_sniff(c->in ? c->in : "", c->in_len, buf, n);
+  if (s < 0) return false;
+  if (here) c->in_len += n;
+  else if (!conn_append(c, buf, n)) {
+    m0__conn_close(c);
+    return true;
+  }
+  c->parse_off = 0;
+  if (s == 0) return true;
+  if (m0__h2_start(c) != 0) {
+    m0__conn_close(c);
+    return true;
+  }
+  char *in = c->in;
+  size_t len = c->in_len;
+  c->in = NULL; /* an HTTP/2 connection keeps no input: nghttp2 buffers what a frame needs */
+  c->in_len = c->in_cap = 0;
+  m0__h2_read(c, in, len);
+  free(in);
+  m0__conn_flush(c);
+  return true;
+}
+
 void m0__conn_read(m0__conn *c, char *buf, ssize_t nread) {
   _Atomic uint64_t *busy = c->h->busy_since;
   if (busy && !atomic_load_explicit(busy, memory_order_relaxed))
@@ -324,6 +354,12 @@ void m0__conn_read(m0__conn *c, char *buf, ssize_t nread) {
     return;
   }
   if (c->stream) return; /* a stream reads nothing more */
+  if (c->h2) {
+    m0__h2_read(c, buf, (size_t)nread);
+    m0__conn_flush(c);
+    return;
+  }
+  if (c->h->http2 && c->phase == PHASE_FRESH && conn_h2_preface(c, buf, (size_t)nread)) return;
   if (buf == c->in + c->in_len && c->in) {
     c->in_len += (size_t)nread;
     conn_process(c, c->in, c->in_len);
@@ -372,6 +408,7 @@ int m0__http_init(m0__http *h, uv_loop_t *uv, const m0__http_config *cfg, const 
   h->chan_lines = cfg->chan_lines;
   h->latency = cfg->latency;
   h->figures = cfg->figures;
+  h->http2 = cfg->http2;
   h->rbuf = malloc(M0__RBUF_SIZE);
   memset(&h->scratch, 0, sizeof h->scratch);
   memset(&h->spans, 0, sizeof h->spans);
@@ -509,6 +546,10 @@ void m0__http_sweep(m0__http *h) {
       m0__conn_close(c); /* its writer gone: a stream cut, its instance told (actors/streamed.c) */
       continue;
     }
+    if (c->h2 && !c->closing) {
+      m0__h2_sweep(c); /* its DATA held back while the client did not read */
+      m0__conn_flush(c);
+    }
     if (now < c->deadline || c->waiting) continue;
     if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
       h->stats.timeouts++;
@@ -544,6 +585,11 @@ void m0__http_drain(m0__http *h, bool handover) {
   uint64_t now = uv_now(h->uv), fresh_by = now + h->drain_fresh_ms;
   for (m0__conn *c = h->conns; c; c = next) {
     next = c->next;
+    if (c->h2) { /* GOAWAY with the last stream id: its streams were answered */
+      m0__h2_drain(c);
+      m0__conn_flush(c);
+      continue;
+    }
     bool idle = m0__parser_idle(&c->p) && !c->writing && !c->paused && !c->waiting;
     /* An idle connection's deadline is its last answer's time plus the keep-alive timeout. */
     bool recent = idle && c->phase == PHASE_IDLE && c->deadline + CONN_DRAIN_RECENT_MS > now + h->keepalive_timeout_ms;

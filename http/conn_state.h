@@ -51,6 +51,7 @@ struct m0__conn {
   m0__conn *snext, *sprev; /* in h->streams */
   struct m0__sub *subs;   /* its channels (http/stream.h) */
   struct m0_ws *ws;       /* a WebSocket (http/websocket.h), or NULL */
+  struct m0__h2 *h2;      /* an HTTP/2 session (http/h2.h), or NULL */
   uint16_t peer_port;
   char peer[M0__ADDR_TEXT]; /* the socket's other end, as text: set once, at the adopt */
 };

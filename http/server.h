@@ -104,6 +104,7 @@ typedef struct m0__http_config {
   struct m0__loop_figures *figures; /* the loop's figures on the shared page (WebSocket counts), or NULL */
   int io; /* the connections' transport asked for (http/io.h: m0__io_mode; 0 = libuv) */
   struct m0__tls_ctx *tls; /* HTTPS: every connection through this context (http/tls_io.h), or NULL */
+  bool http2; /* --http2: a connection that starts with HTTP/2's preface is served as HTTP/2 (http/h2.h) */
 } m0__http_config;
 
 typedef struct m0__http {
@@ -127,6 +128,7 @@ typedef struct m0__http {
   bool pool;
   bool draining;
   bool handover; /* draining because the next generation serves (m0__http_drain) */
+  bool http2;    /* m0__http_config's */
   m0__proxies proxies;
   const char *metrics_path; /* NULL: none */
   size_t metrics_len;

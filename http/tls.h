@@ -41,6 +41,9 @@ typedef struct m0__tls m0__tls;
 m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const uint8_t *secret, char *why,
                              size_t whylen);
 void m0__tls_ctx_free(m0__tls_ctx *x);
+/* ALPN offers h2 before http/1.1 (--http2: the client then sends HTTP/2's
+ * preface, http/h2.h). Before the context is shared. */
+void m0__tls_ctx_alpn_h2(m0__tls_ctx *x);
 /* The next file of a comma-separated list *list into out (cut to n - 1
  * bytes), *list moved past it; false at the end. */
 bool m0__tls_next_file(const char **list, char *out, size_t n);

@@ -1,0 +1,440 @@
+/* HTTP/2 (RFC 9113) on a connection of the per-loop server, with
+ * libnghttp2: the frames, HPACK, flow control and the protocol's checks
+ * are nghttp2's; what a stream asks is answered through the application's
+ * routes, as an HTTP/1.1 request's is.
+ *
+ * Design notes
+ * - A connection becomes HTTP/2 when its first bytes are the preface
+ *   (http/conn.c asks m0__h2_sniff, with --http2 only): cleartext prior
+ *   knowledge, or TLS whose ALPN chose h2 (the client sends the preface
+ *   there too). c->h2 is then the session, and the connection's reads come
+ *   here instead of the HTTP/1.1 parser; the transport, the output queues
+ *   and the close are the connection's, unchanged.
+ * - Memory: the session is the connection's (freed with it, conn_release).
+ *   A stream's memory (h2_stream: its header bytes, its body, its answer)
+ *   is made at its HEADERS, listed in the session's streams and is
+ *   nghttp2's stream user data; it goes in on_stream_close, or with the
+ *   session (m0__h2_free: those still open). Nothing else holds it.
+ * - An answer is made as for HTTP/1.1: m0_respond and its kin write an
+ *   HTTP/1.1 response into the stream's own queue (http/outq.h); its head
+ *   becomes the HEADERS (names in lower case, the connection's own fields
+ *   dropped) and the rest the DATA, read from the queue by the data
+ *   provider (memory, or a file piece by pread): one writer of responses,
+ *   one set of body rules.
+ * - Only answers made at once are served (views on the loop, 404/405,
+ *   /metrics, files). A request that would leave the loop (an actor's
+ *   route, the pool) or a view that would answer later (m0_defer, a
+ *   writer, a stream, a WebSocket: no response table is given) is
+ *   answered 501 or 500 at once: never a stream that hangs.
+ * - Output: what nghttp2 says is appended to the connection's target
+ *   queue after each read and written at its end (the loop's one write per
+ *   callback). DATA waits (NGHTTP2_ERR_DEFERRED) while the connection holds
+ *   more than H2_OUT_HIGH unwritten: the next read or the sweep resumes it.
+ * - Limits: 100 concurrent streams, a header list no larger than an
+ *   HTTP/1.1 head may be (a stream over it is reset: the HPACK bomb), a
+ *   body no larger (413), and nghttp2's flood guards: outbound control
+ *   frames queued (PING, SETTINGS ACK floods), SETTINGS entries, CONTINUATION
+ *   frames and a rate of RST_STREAM (Rapid Reset): past them the session
+ *   ends with GOAWAY and the connection closes.
+ * Everything here runs on the connection's loop.
+ */
+#include "http/h2.h"
+
+#include <ctype.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/errors.h"
+#include "http/accesslog.h"
+#include "http/conn_state.h"
+#include "http/query.h"
+#include "http/views.h"
+
+#define H2_MAX_STREAMS 100
+#define H2_OUT_HIGH (1u << 20) /* unwritten bytes past which DATA waits */
+#define H2_RESETS_BURST 200    /* RST_STREAM a client may send at once ... */
+#define H2_RESETS_RATE 33      /* ... and per second after (nghttp2's rate) */
+
+typedef struct h2_stream h2_stream;
+
+struct m0__h2 {
+  nghttp2_session *s;
+  h2_stream *streams; /* every stream opened, until its close */
+  int deferred;       /* streams whose DATA waits for the queue to drain */
+};
+
+typedef struct h2_span {
+  uint32_t off, len;
+} h2_span;
+
+struct h2_stream {
+  int32_t id;
+  h2_stream *next, *prev; /* in m0__h2.streams */
+  m0__buf hb; /* the header bytes the spans point into */
+  h2_span name[M0__MAX_HEADERS], value[M0__MAX_HEADERS];
+  int nheaders;
+  h2_span method, path, authority;
+  size_t hbytes; /* the header list's size as RFC 9113 counts it */
+  m0__buf body;
+  bool refused;  /* a header over the limits: reset */
+  bool too_big;  /* a body over the limit: 413 */
+  bool deferred; /* its DATA waits (H2_OUT_HIGH) */
+  m0__outq out;  /* the answer, as HTTP/1.1 bytes */
+  size_t head_len, body_len, sent;
+};
+
+int m0__h2_sniff(const char *a, size_t an, const char *b, size_t bn) {
+  static const char pre[] = M0__H2_PREFACE;
+  size_t k = an < M0__H2_PREFACE_LEN ? an : M0__H2_PREFACE_LEN;
+  if (memcmp(a, pre, k) != 0) return -1;
+  size_t m = bn < M0__H2_PREFACE_LEN - k ? bn : M0__H2_PREFACE_LEN - k;
+  if (m && memcmp(b, pre + k, m) != 0) return -1;
+  return k + m == M0__H2_PREFACE_LEN ? 1 : 0;
+}
+
+/* ---- a stream's request ------------------------------------------------ */
+
+static m0_str h2_str(const h2_stream *st, h2_span sp) { return (m0_str){st->hb.p + sp.off, sp.len}; }
+
+static bool h2_keep(h2_stream *st, h2_span *sp, const uint8_t *p, size_t n) {
+  sp->off = (uint32_t)st->hb.len;
+  sp->len = (uint32_t)n;
+  return m0__buf_append(&st->hb, p, n) == 0;
+}
+
+static int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
+  m0__h2 *h2 = ((m0__conn *)ud)->h2;
+  if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  h2_stream *st = calloc(1, sizeof *st);
+  if (!st) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  st->id = f->hd.stream_id;
+  st->next = h2->streams;
+  if (h2->streams) h2->streams->prev = st;
+  h2->streams = st;
+  nghttp2_session_set_stream_user_data(s, st->id, st);
+  return 0;
+}
+
+/* One field of a request's header list. Past the limits the stream is
+ * reset (a temporal failure: nghttp2 sends RST_STREAM and goes on). */
+static int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                        const uint8_t *value, size_t vl, uint8_t flags, void *ud) {
+  (void)flags;
+  m0__conn *c = ud;
+  h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+  if (!st || f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers: dropped */
+  st->hbytes += nl + vl + 32;
+  if (st->hbytes > c->h->lim.max_header_bytes || st->nheaders == M0__MAX_HEADERS) {
+    st->refused = true;
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  bool ok = true;
+  if (nl && name[0] == ':') {
+    if (nl == 7 && !memcmp(name, ":method", 7)) ok = h2_keep(st, &st->method, value, vl);
+    else if (nl == 5 && !memcmp(name, ":path", 5)) ok = h2_keep(st, &st->path, value, vl);
+    else if (nl == 10 && !memcmp(name, ":authority", 10)) ok = h2_keep(st, &st->authority, value, vl);
+  } else {
+    ok = h2_keep(st, &st->name[st->nheaders], name, nl) && h2_keep(st, &st->value[st->nheaders], value, vl);
+    st->nheaders++;
+  }
+  return ok ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+static int h2_on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *p, size_t n, void *ud) {
+  (void)flags;
+  m0__conn *c = ud;
+  h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
+  if (!st || st->too_big) return 0;
+  if (st->body.len + n > c->h->lim.max_body_bytes) {
+    st->too_big = true; /* answered 413 at its end; the rest is read and dropped */
+    m0__buf_free(&st->body);
+    return 0;
+  }
+  return m0__buf_append(&st->body, p, n) ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+/* The request as a view sees it, its spans into the stream's bytes. */
+static void h2_request(m0__conn *c, h2_stream *st, m0_request *req) {
+  m0__http *h = c->h;
+  memset(req, 0, sizeof *req);
+  req->method = h2_str(st, st->method);
+  req->target = h2_str(st, st->path);
+  const char *q = req->target.n ? memchr(req->target.p, '?', req->target.n) : NULL;
+  req->path = (m0_str){req->target.p, q ? (size_t)(q - req->target.p) : req->target.n};
+  req->query = q ? (m0_str){q + 1, req->target.n - req->path.n - 1} : (m0_str){q, 0};
+  req->version_minor = 1;
+  size_t n = 0;
+  if (st->authority.len) h->hdrs[n++] = (m0_header){{"host", 4}, h2_str(st, st->authority)};
+  for (int i = 0; i < st->nheaders && n < M0__MAX_HEADERS; i++)
+    h->hdrs[n++] = (m0_header){h2_str(st, st->name[i]), h2_str(st, st->value[i])};
+  req->headers = h->hdrs;
+  req->nheaders = n;
+  req->body = (m0_str){st->body.p, st->body.len};
+  req->peer = c->peer;
+  req->peer_port = c->peer_port;
+  req->client = c->peer;
+}
+
+/* The application's answer, made at once (what would leave the loop is
+ * not served over HTTP/2 yet: 501). */
+static void h2_app(m0__conn *c, m0_request *req, m0_response *res) {
+  m0__http *h = c->h;
+  const m0_app *app = h->app;
+  if (!app->routes) {
+    if (h->pool) m0__respond_status(res, 501, NULL);
+    else app->handle(h->state, req, res);
+    return;
+  }
+  m0__match m;
+  m0__views_match(app->routes, app->nroutes, req->method, req->path, &m);
+  if (m.kind != M0__VIEW_FOUND) {
+    m0__respond_status(res, m.kind == M0__VIEW_NOT_FOUND ? 404 : m.kind == M0__VIEW_OPTIONS ? 204 : 405,
+                       m.kind == M0__VIEW_NOT_FOUND ? NULL : m.allow);
+    return;
+  }
+  req->params = m.params;
+  req->nparams = m.nparams;
+  const m0_route *r = m.route;
+  if (r->stream || r->actor || (h->pool && !(r->flags & M0_ON_LOOP)) || (r->flags & M0_NEEDS_POOL))
+    m0__respond_status(res, 501, NULL);
+  else r->view(h->state, req, res);
+}
+
+static void h2_answer(m0__conn *c, h2_stream *st, m0_request *req, m0_response *res) {
+  m0__http *h = c->h;
+  if (st->too_big) m0__respond_status(res, 413, NULL);
+  else if (!req->method.n || !req->path.n || req->path.p[0] != '/' || m0__path_dot_segment(req->path))
+    m0__respond_status(res, 400, NULL);
+  else if (h->metrics_len && req->path.n == h->metrics_len && !memcmp(req->path.p, h->metrics_path, h->metrics_len))
+    h->ops->metrics(h, res);
+  else if (!(h->app->before_request && h->app->before_request(h->state, req, res)))
+    h2_app(c, req, res);
+  if (!res->done) m0__respond_status(res, 500, NULL); /* a later answer (m0_defer, a writer, a stream) */
+}
+
+/* ---- a stream's answer ------------------------------------------------- */
+
+/* DATA from the answer's queue past its head: memory, or a file piece. */
+static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                            nghttp2_data_source *src, void *ud) {
+  (void)s;
+  (void)id;
+  m0__conn *c = ud;
+  h2_stream *st = src->ptr;
+  if (m0__conn_queued(c) + m0__outq_bytes(&c->h->scratch) > H2_OUT_HIGH) {
+    st->deferred = true;
+    c->h2->deferred++;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  size_t want = st->body_len - st->sent < len ? st->body_len - st->sent : len, got = 0;
+  while (got < want) {
+    size_t at = st->head_len + st->sent + got;
+    uv_buf_t iov[2 * M0__OUT_REFS + 1];
+    int fd;
+    uint64_t off;
+    size_t left, k;
+    if (m0__outq_iov(&st->out, at, iov) > 0) {
+      k = iov[0].len < want - got ? iov[0].len : want - got;
+      memcpy(buf + got, iov[0].base, k);
+    } else if (m0__outq_file_at(&st->out, at, &fd, &off, &left)) {
+      ssize_t r = pread(fd, buf + got, left < want - got ? left : want - got, (off_t)off);
+      if (r <= 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* shorter than it said: reset */
+      k = (size_t)r;
+    } else {
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    got += k;
+  }
+  st->sent += got;
+  if (st->sent == st->body_len) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return (ssize_t)got;
+}
+
+/* Whether a response field is the connection's (RFC 9113 8.2.2). */
+static bool h2_hop(const char *n, size_t nl) {
+  static const char *const hop[] = {"connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection"};
+  for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
+    if (strlen(hop[i]) == nl && !strncasecmp(n, hop[i], nl)) return true;
+  return false;
+}
+
+/* The HTTP/1.1 head in st->out as HEADERS, and the rest as DATA. */
+static int h2_submit(m0__conn *c, h2_stream *st) {
+  m0__buf *b = &st->out.copied;
+  const char *end = b->len > 12 ? memmem(b->p, b->len, "\r\n\r\n", 4) : NULL;
+  if (!end) return NGHTTP2_ERR_INVALID_ARGUMENT;
+  st->head_len = (size_t)(end - b->p) + 4;
+  st->body_len = m0__outq_bytes(&st->out) - st->head_len;
+  nghttp2_nv nv[M0__MAX_HEADERS + 1];
+  size_t n = 0;
+  nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)b->p + 9, 7, 3, NGHTTP2_NV_FLAG_NONE};
+  char *line = memchr(b->p, '\n', st->head_len) + 1;
+  while (line < end + 2 && n <= M0__MAX_HEADERS) {
+    char *eol = memchr(line, '\r', (size_t)(end + 2 - line)), *colon = memchr(line, ':', (size_t)(eol - line));
+    if (colon && !h2_hop(line, (size_t)(colon - line))) {
+      for (char *p = line; p < colon; p++) *p = (char)tolower((unsigned char)*p); /* HTTP/2's field names */
+      char *v = colon + 1;
+      while (v < eol && (*v == ' ' || *v == '\t')) v++;
+      nv[n++] = (nghttp2_nv){(uint8_t *)line, (uint8_t *)v, (size_t)(colon - line), (size_t)(eol - v),
+                             NGHTTP2_NV_FLAG_NONE};
+    }
+    line = eol + 2;
+  }
+  nghttp2_data_provider dp = {.source.ptr = st, .read_callback = h2_read_body};
+  return nghttp2_submit_response(c->h2->s, st->id, nv, n, st->body_len ? &dp : NULL);
+}
+
+/* The stream's request is whole: answered, counted and logged. */
+static void h2_dispatch(m0__conn *c, h2_stream *st) {
+  m0__http *h = c->h;
+  m0_request req;
+  h2_request(c, st, &req);
+  m0_response res;
+  bool head = req.method.n == 4 && !memcmp(req.method.p, "HEAD", 4);
+  m0__response_init(&res, &st->out, &h->date, 1, head, false);
+  res.req = &req;
+  h2_answer(c, st, &req, &res);
+  h->stats.requests++;
+  size_t bytes = res.head ? 0 : res.body_len;
+  if (h->access_log) m0__access_log_line(h->worker, req.method, req.path, res.status, bytes, 0, 0, "h2");
+  if (h->ops->served) h->ops->served(h, &req, 0, res.status, bytes);
+  if (h2_submit(c, st) != 0) nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+static int h2_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
+  if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+  if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
+  h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+  if (st && !st->refused) h2_dispatch(ud, st);
+  return 0;
+}
+
+static void h2_stream_free(m0__h2 *h2, h2_stream *st) {
+  if (st->deferred) h2->deferred--;
+  if (st->prev) st->prev->next = st->next;
+  else h2->streams = st->next;
+  if (st->next) st->next->prev = st->prev;
+  m0__buf_free(&st->hb);
+  m0__buf_free(&st->body);
+  m0__outq_free(&st->out);
+  free(st);
+}
+
+static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud) {
+  (void)code;
+  h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
+  if (!st) return 0;
+  nghttp2_session_set_stream_user_data(s, id, NULL);
+  h2_stream_free(((m0__conn *)ud)->h2, st);
+  return 0;
+}
+
+/* ---- the session ------------------------------------------------------- */
+
+/* What the session has to say, into the connection's target queue; the
+ * connection closes after it once the session is over. */
+static void h2_pump(m0__conn *c) {
+  nghttp2_session *s = c->h2->s;
+  for (;;) {
+    const uint8_t *d;
+    ssize_t n = nghttp2_session_mem_send(s, &d);
+    if (n <= 0) {
+      if (n < 0) c->close_after = true;
+      break;
+    }
+    if (m0__outq_append(m0__conn_target(c), d, (size_t)n) != 0) {
+      m0__conn_close(c);
+      return;
+    }
+  }
+  if (!nghttp2_session_want_read(s) && !nghttp2_session_want_write(s)) c->close_after = true;
+}
+
+static nghttp2_session *h2_session(m0__conn *c) {
+  nghttp2_session_callbacks *cb;
+  nghttp2_option *opt;
+  nghttp2_session *s = NULL;
+  if (nghttp2_session_callbacks_new(&cb)) return NULL;
+  if (nghttp2_option_new(&opt)) {
+    nghttp2_session_callbacks_del(cb);
+    return NULL;
+  }
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_close);
+  nghttp2_option_set_max_outbound_ack(opt, 1000); /* PING / SETTINGS floods */
+  nghttp2_option_set_max_settings(opt, 32);
+  nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESETS_BURST, H2_RESETS_RATE); /* Rapid Reset */
+  nghttp2_option_set_max_continuations(opt, 8);
+  nghttp2_session_server_new2(&s, cb, c, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cb);
+  return s;
+}
+
+int m0__h2_start(m0__conn *c) {
+  m0__h2 *h2 = calloc(1, sizeof *h2);
+  if (!h2) return M0__ENOMEM;
+  if (!(h2->s = h2_session(c))) {
+    free(h2);
+    return M0__ENOMEM;
+  }
+  c->h2 = h2;
+  nghttp2_settings_entry set[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)c->h->lim.max_header_bytes},
+  };
+  if (nghttp2_submit_settings(h2->s, NGHTTP2_FLAG_NONE, set, sizeof set / sizeof set[0]) != 0) return M0__ENOMEM;
+  return 0;
+}
+
+/* Streams whose DATA waited go on once the connection's queue is below
+ * the mark. Whether one did. */
+static bool h2_resume(m0__conn *c) {
+  m0__h2 *h2 = c->h2;
+  if (!h2->deferred || m0__conn_queued(c) > H2_OUT_HIGH) return false;
+  for (h2_stream *st = h2->streams; st && h2->deferred; st = st->next) {
+    if (!st->deferred) continue;
+    st->deferred = false;
+    h2->deferred--;
+    nghttp2_session_resume_data(h2->s, st->id);
+  }
+  return true;
+}
+
+void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
+  ssize_t r = nghttp2_session_mem_recv(c->h2->s, (const uint8_t *)buf, n);
+  if (r < 0) {
+    /* A protocol error or a flood: nghttp2 queued its GOAWAY where it could */
+    if (r == NGHTTP2_ERR_FLOODED || r == NGHTTP2_ERR_BAD_CLIENT_MAGIC) c->h->stats.errors_4xx++;
+    nghttp2_session_terminate_session(c->h2->s, NGHTTP2_PROTOCOL_ERROR);
+  }
+  h2_resume(c);
+  h2_pump(c);
+  c->phase = PHASE_IDLE;
+  c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+}
+
+void m0__h2_drain(m0__conn *c) {
+  nghttp2_session *s = c->h2->s;
+  nghttp2_submit_goaway(s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s), NGHTTP2_NO_ERROR, NULL, 0);
+  h2_pump(c);
+  c->close_after = true; /* every stream was answered at once: closed after the GOAWAY */
+}
+
+void m0__h2_sweep(m0__conn *c) {
+  if (h2_resume(c)) h2_pump(c);
+}
+
+void m0__h2_free(m0__h2 *h2) {
+  nghttp2_session_del(h2->s);
+  while (h2->streams) h2_stream_free(h2, h2->streams); /* those nghttp2 did not close */
+  free(h2);
+}

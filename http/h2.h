@@ -1,0 +1,36 @@
+/* HTTP/2 on a connection of the per-loop server (http/h2.c): cleartext
+ * prior knowledge, or ALPN h2 over TLS (both start with the preface).
+ * Thread safety: a session belongs to its connection's loop. */
+#ifndef M0_HTTP_H2_H
+#define M0_HTTP_H2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "http/server.h"
+
+typedef struct m0__h2 m0__h2;
+
+/* The client connection preface, RFC 9113 3.4. */
+#define M0__H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define M0__H2_PREFACE_LEN 24
+
+/* Whether a connection's first bytes, a[0, an) then b[0, bn), are the
+ * preface (1), its beginning (0: more to read), or not it (-1). */
+int m0__h2_sniff(const char *a, size_t an, const char *b, size_t bn);
+/* Makes c an HTTP/2 connection (c->h2): the server's SETTINGS queued.
+ * 0, or M0__ENOMEM. */
+int m0__h2_start(m0__conn *c);
+/* The connection's bytes: frames read, streams answered, and what the
+ * session has to say appended to the connection's target queue (the
+ * caller flushes). When the session is over, the connection closes after
+ * its last bytes. */
+void m0__h2_read(m0__conn *c, const char *buf, size_t n);
+/* The drain: GOAWAY with the last stream id, and close after it. */
+void m0__h2_drain(m0__conn *c);
+/* The sweep's turn: streams held back while the client did not read
+ * (its queue past the mark) go on. */
+void m0__h2_sweep(m0__conn *c);
+void m0__h2_free(m0__h2 *s);
+
+#endif

@@ -18,7 +18,8 @@ signed by it, an expired one):
 4. the doctor (exit 78, one line naming the file): a missing file, a key
    that is not the certificate's, an expired certificate, a chain out of
    order;
-5. files (m0_respond_file) whole and by range;
+5. files (m0_respond_file) whole and by range; an SSE stream and a
+   WebSocket;
 6. SIGHUP: a certificate replaced by an expired one is refused and the old
    one serves on; replaced by a good one, the next generation serves it.
 """
@@ -370,6 +371,37 @@ def part_files():
             F.check(health_on(s.port, "/health"), "and then /health")
 
 
+def read_until(s, want, limit=1 << 20):
+    """What s sends until `want` is in it (bounded by s's timeout and limit)."""
+    got = b""
+    while want not in got and len(got) < limit:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    return got
+
+
+def part_streams():
+    """An SSE stream and a WebSocket over HTTPS: the producer's beats reach both."""
+    with Server("host_check", "--port", "0", *tls_args()) as s:
+        c = ctx()
+        with c.wrap_socket(socket.create_connection(("127.0.0.1", s.port), timeout=10), server_hostname="localhost") as t:
+            t.sendall(b"GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            got = read_until(t, b"event: beat\n")
+            F.check(got.startswith(b"HTTP/1.1 200") and b"event: beat\n" in got, f"SSE over HTTPS: a beat ({got[:300]!r})")
+        with c.wrap_socket(socket.create_connection(("127.0.0.1", s.port), timeout=10), server_hostname="localhost") as t:
+            t.sendall(b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+            got = read_until(t, b"\r\n\r\n")
+            head, _, rest = got.partition(b"\r\n\r\n")
+            F.check(head.startswith(b"HTTP/1.1 101") and b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in head,
+                    f"WebSocket over HTTPS: 101 with the accept key ({head[:200]!r})")
+            frame = rest if rest else t.recv(65536)
+            F.check(frame[:1] == b"\x81" and b"beat" in frame, f"WebSocket over HTTPS: a beat as a text frame ({frame[:80]!r})")
+        F.check(s.stop() == 0, f"exited 0\n{s.stderr()[-800:]}")
+
+
 def part_doctor():
     cases = [
         ("a missing certificate", tls_args("none.crt", "leaf.key"), "none.crt: cannot be read"),
@@ -424,6 +456,6 @@ def part_reload():
 
 
 make_certs()
-run_parts(F, [("single", part_single), ("modes", part_modes), ("hostile", part_hostile), ("paused", part_paused), ("files", part_files),
+run_parts(F, [("single", part_single), ("modes", part_modes), ("hostile", part_hostile), ("paused", part_paused), ("files", part_files), ("streams", part_streams),
               ("doctor", part_doctor),
               ("reload", part_reload)], tmp=TMP)

@@ -219,6 +219,9 @@ static void h2_answer(m0__conn *c, h2_stream *st, m0_request *req, m0_response *
 
 /* ---- a stream's answer ------------------------------------------------- */
 
+/* What the connection holds unwritten (its queues and the loop's scratch). */
+static size_t h2_unwritten(m0__conn *c) { return m0__conn_queued(c) + m0__outq_bytes(&c->h->scratch); }
+
 /* DATA from the answer's queue past its head: memory, or a file piece. */
 static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
                             nghttp2_data_source *src, void *ud) {
@@ -226,7 +229,7 @@ static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
   (void)id;
   m0__conn *c = ud;
   h2_stream *st = src->ptr;
-  if (m0__conn_queued(c) + m0__outq_bytes(&c->h->scratch) > H2_OUT_HIGH) {
+  if (h2_unwritten(c) > H2_OUT_HIGH) {
     st->deferred = true;
     c->h2->deferred++;
     return NGHTTP2_ERR_DEFERRED;
@@ -336,11 +339,14 @@ static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud) 
 
 /* ---- the session ------------------------------------------------------- */
 
-/* What the session has to say, into the connection's target queue; the
- * connection closes after it once the session is over. */
+/* What the session has to say, into the connection's target queue, up to
+ * H2_OUT_HIGH unwritten: past it the rest stays in nghttp2's queue, where
+ * its flood guards count it (a client that sends PINGs and reads none of
+ * the ACKs), until the next read or the sweep. The connection closes after
+ * its last bytes once the session is over. */
 static void h2_pump(m0__conn *c) {
   nghttp2_session *s = c->h2->s;
-  for (;;) {
+  while (h2_unwritten(c) <= H2_OUT_HIGH) {
     const uint8_t *d;
     ssize_t n = nghttp2_session_mem_send(s, &d);
     if (n <= 0) {
@@ -430,7 +436,8 @@ void m0__h2_drain(m0__conn *c) {
 }
 
 void m0__h2_sweep(m0__conn *c) {
-  if (h2_resume(c)) h2_pump(c);
+  h2_resume(c);
+  h2_pump(c);
 }
 
 void m0__h2_free(m0__h2 *h2) {

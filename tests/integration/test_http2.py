@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""HTTP/2 (--http2; docs/behaviour.md, HTTP/2) with real clients and hand-made
+frames:
+
+1. cleartext prior knowledge: curl --http2-prior-knowledge (200, a 404, HEAD,
+   a POST with a body echoed back), h2load with 100 concurrent streams on
+   one connection (every request 2xx), an actor's route answered 501 and a
+   deferred view 500 at once (not served over HTTP/2 yet: never a hang);
+   without --http2 the preface is answered as HTTP/1.1 (an error status);
+2. HTTPS: curl --http2 negotiates h2 by ALPN, curl --http1.1 still gets
+   HTTP/1.1 (a self-signed CA this test makes with `openssl`);
+3. hostile: an HPACK bomb (one header in the dynamic table referenced until
+   the list passes the limit: the stream is reset), a rapid-reset burst
+   (HEADERS + RST_STREAM: GOAWAY long before the burst's end), a SETTINGS frame of
+   100 entries (GOAWAY ENHANCE_YOUR_CALM), a PING flood that reads no ACK
+   (the connection is ended), garbage after the preface (GOAWAY
+   PROTOCOL_ERROR), the preface a byte at a time (served); after each,
+   /health still answers over HTTP/2 and HTTP/1.1;
+4. --threads 2 and --workers 2: h2load over both loops' connections.
+"""
+import os
+import re
+import socket
+import struct
+import subprocess
+import tempfile
+
+from harness import Failures, Prefork, Server, run_parts, wait_for
+
+F = Failures()
+TMP = tempfile.mkdtemp(prefix="m0-http2-")
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST, SETTINGS, PING, GOAWAY = 0, 1, 3, 4, 6, 7
+END_STREAM, END_HEADERS, ACK = 1, 4, 1
+ENHANCE_YOUR_CALM, PROTOCOL_ERROR = 0xB, 0x1
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def openssl(*args):
+    p = subprocess.run(["openssl", *args], capture_output=True, timeout=20)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+
+
+def make_certs():
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+            path("ca.key"), "-out", path("ca.crt"), "-days", "30", "-subj", "/CN=m0 test CA")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("leaf.key"),
+            "-out", path("leaf.csr"), "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+    openssl("x509", "-req", "-in", path("leaf.csr"), "-CA", path("ca.crt"), "-CAkey", path("ca.key"),
+            "-CAcreateserial", "-out", path("leaf.crt"), "-days", "30", "-copy_extensions", "copy")
+
+
+def curl(*args):
+    """(exit code, body + '\\n' + 'code version', stderr) of one curl run."""
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", "-w", "\\n%{http_code} %{http_version}", *args],
+                       capture_output=True, timeout=20)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def h2load(url, n=400, m=100, clients=1):
+    p = subprocess.run(["h2load", "-n", str(n), "-c", str(clients), "-m", str(m), url], capture_output=True,
+                       timeout=60)
+    out = p.stdout.decode(errors="replace")
+    m2 = re.search(r"status codes: (\d+) 2xx", out)
+    return (int(m2.group(1)) if m2 else -1), out
+
+
+# ---- hand-made frames -----------------------------------------------------
+
+def frame(ftype, flags, sid, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+def hint(n, bits, first=0):
+    """An HPACK integer with a prefix of `bits` bits (RFC 7541 5.1)."""
+    top = (1 << bits) - 1
+    if n < top:
+        return bytes([first | n])
+    out, n = [first | top], n - top
+    while n >= 128:
+        out.append(n % 128 + 128)
+        n //= 128
+    return bytes(out + [n])
+
+
+def literal(name, value, index=False):
+    """A literal field with a new name: added to the dynamic table (index) or not."""
+    return (b"\x40" if index else b"\x00") + hint(len(name), 7) + name + hint(len(value), 7) + value
+
+
+def request(path_=b"/health", method=b"GET"):
+    return (literal(b":method", method) + literal(b":scheme", b"http") + literal(b":path", path_) +
+            literal(b":authority", b"localhost"))
+
+
+def connect(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def frames_until(s, done, limit=1 << 22):
+    """Reads frames until done(frames) or EOF; returns (frames, eof)."""
+    buf, frames = b"", []
+    while not done(frames):
+        try:
+            b = s.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            return frames, True
+        if not b:
+            return frames, True
+        buf += b
+        while len(buf) >= 9:
+            n = int.from_bytes(buf[:3], "big")
+            if len(buf) < 9 + n:
+                break
+            frames.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n]))
+            buf = buf[9 + n:]
+        if len(buf) > limit:
+            break
+    return frames, False
+
+
+def goaway_code(frames):
+    for t, _, _, p in frames:
+        if t == GOAWAY:
+            return int.from_bytes(p[4:8], "big")
+    return None
+
+
+def has(frames, ftype, sid=None):
+    return any(t == ftype and (sid is None or s == sid) for t, _, s, _ in frames)
+
+
+def health(port):
+    rc, out, err = curl("--http2-prior-knowledge", f"http://127.0.0.1:{port}/health")
+    rc1, out1, _ = curl("--http1.1", f"http://127.0.0.1:{port}/health")
+    return out.endswith("200 2") and out1.endswith("200 1.1")
+
+
+# ---- parts ---------------------------------------------------------------
+
+def part_cleartext():
+    with Server("host_check", "--port", "0", "--http2") as s:
+        u = f"http://127.0.0.1:{s.port}"
+        rc, out, err = curl("--http2-prior-knowledge", u + "/health")
+        F.check(rc == 0 and out.endswith("200 2") and '"ok"' in out, f"prior knowledge /health: {rc} {out!r} {err}")
+        rc, out, err = curl("--http2-prior-knowledge", u + "/nope")
+        F.check(out.endswith("404 2"), f"a 404 over HTTP/2: {out!r} {err}")
+        rc, out, err = curl("--http2-prior-knowledge", "-I", u + "/health")
+        F.check(rc == 0 and "HTTP/2 200" in out and "content-length: 15" in out.lower(), f"HEAD: {out!r} {err}")
+        F.check("connection:" not in out.lower(), f"no connection field in an HTTP/2 head: {out!r}")
+        rc, out, err = curl("--http2-prior-knowledge", "--data-binary", "hello over h2", u + "/loop/echo")
+        F.check(out.endswith("200 2") and "hello over h2" in out, f"a POST's body reaches the view: {out!r} {err}")
+        ok, out = h2load(u + "/health", n=400, m=100)
+        F.check(ok == 400, f"h2load, 100 streams on one connection: {ok} of 400 2xx\n{out}")
+        rc, out, err = curl("--http2-prior-knowledge", u + "/actor/echo")
+        F.check(out.endswith("501 2"), f"an actor's route is not served over HTTP/2 yet: 501 at once: {out!r} {err}")
+        rc, out, err = curl("--http2-prior-knowledge", u + "/deferred?ms=10")
+        F.check(rc == 0 and out.endswith("500 2"), f"a deferred view: 500 at once, not a hang: {out!r} {err}")
+    with Server("host_check", "--port", "0") as s:  # off by default: the preface is HTTP/1.1's error
+        c = connect(s.port)
+        c.sendall(PREFACE)
+        data = c.recv(4096)
+        c.close()
+        F.check(data.startswith(b"HTTP/1.1 4") or data.startswith(b"HTTP/1.1 505"),
+                f"without --http2 the preface is refused as HTTP/1.1: {data[:60]!r}")
+
+
+def part_https():
+    make_certs()
+    with Server("host_check", "--port", "0", "--http2", "--certfile", path("leaf.crt"), "--keyfile",
+                path("leaf.key")) as s:
+        u = f"https://localhost:{s.port}/health"
+        rc, out, err = curl("--cacert", path("ca.crt"), "--http2", u, u)
+        F.check(rc == 0 and out.count("200 2") == 2, f"curl --http2 over TLS: {out!r} {err}")
+        rc, out, err = curl("--cacert", path("ca.crt"), "--http1.1", u)
+        F.check(out.endswith("200 1.1"), f"curl --http1.1 over TLS: {out!r} {err}")
+        ok, out = h2load(u, n=200, m=100)
+        F.check(ok == 200, f"h2load over TLS (ALPN h2): {ok} of 200 2xx\n{out}")
+
+
+def hostile_bomb(port):
+    c = connect(port)
+    big = b"x" * 4000  # one dynamic-table entry, then ~4 KB for each one-byte reference
+    block = literal(b"bomb", big, index=True) + b"\xbe" * 2000  # index 62: the entry just added
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1, request() + block) +
+              frame(HEADERS, END_STREAM | END_HEADERS, 3, request()))
+    frames, eof = frames_until(c, lambda fr: (has(fr, RST, 1) or goaway_code(fr) is not None) and
+                               has(fr, HEADERS, 3))
+    c.close()
+    F.check(has(frames, RST, 1) or goaway_code(frames) is not None, f"HPACK bomb: stream 1 refused: {frames[:6]}")
+    F.check(not has(frames, HEADERS, 1), "HPACK bomb: stream 1 not answered")
+
+
+def hostile_rapid_reset(port):
+    c = connect(port)
+    burst = b"".join(frame(HEADERS, END_STREAM | END_HEADERS, i, request()) + frame(RST, 0, i, struct.pack(">I", 8))
+                     for i in range(1, 2001, 2))
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0) + burst)
+    frames, eof = frames_until(c, lambda fr: goaway_code(fr) is not None)
+    c.close()
+    last = next((int.from_bytes(p[:4], "big") & 0x7FFFFFFF for t, _, _, p in frames if t == GOAWAY), None)
+    # nghttp2's rate of RST_STREAM ends the session (its code: INTERNAL_ERROR) long before the burst's end
+    F.check(last is not None and last < 1999, f"rapid reset: GOAWAY before the burst's end: last stream {last}, "
+            f"code {goaway_code(frames)}")
+
+
+def hostile_settings(port):
+    c = connect(port)
+    entries = b"".join(struct.pack(">HI", 1, 4096) for _ in range(100))
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0, entries))
+    frames, eof = frames_until(c, lambda fr: goaway_code(fr) is not None)
+    c.close()
+    F.check(goaway_code(frames) == ENHANCE_YOUR_CALM, f"SETTINGS of 100 entries: GOAWAY ENHANCE_YOUR_CALM: "
+            f"{goaway_code(frames)}")
+
+
+def hostile_ping_flood(port):
+    """PINGs sent without reading an ACK: the host stops queuing them and ends the connection."""
+    c = connect(port)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    pings = frame(PING, 0, 0, b"12345678") * 4096
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0))
+    ended = False
+    try:
+        for _ in range(2000):  # at most 140 MB of PINGs
+            c.sendall(pings)
+    except (BrokenPipeError, ConnectionResetError):
+        ended = True
+    except socket.timeout:
+        ended = False  # the host stopped reading and kept the connection: not refused
+    c.close()
+    F.check(ended, "PING flood: the connection is ended")
+
+
+def hostile_garbage(port):
+    c = connect(port)
+    c.sendall(PREFACE + b"\x00\x00\x04\x99garbage-not-a-frame" * 4)
+    frames, eof = frames_until(c, lambda fr: False)
+    c.close()
+    F.check(eof and goaway_code(frames) is not None, f"garbage after the preface: GOAWAY and closed: {frames[:4]}")
+
+
+def hostile_split(port):
+    c = connect(port)
+    for b in PREFACE:
+        c.sendall(bytes([b]))
+    c.sendall(frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1, request()))
+    frames, eof = frames_until(c, lambda fr: any(t == DATA and s == 1 and f & END_STREAM for t, f, s, _ in fr))
+    c.close()
+    body = b"".join(p for t, _, s, p in frames if t == DATA and s == 1)
+    F.check(b'"ok"' in body, f"the preface a byte at a time: served: {frames[:6]}")
+
+
+def part_hostile():
+    with Server("host_check", "--port", "0", "--http2", "--keepalive-timeout-ms", "2000") as s:
+        for name, fn in [("hpack bomb", hostile_bomb), ("rapid reset", hostile_rapid_reset),
+                         ("settings", hostile_settings), ("ping flood", hostile_ping_flood),
+                         ("garbage", hostile_garbage), ("split preface", hostile_split)]:
+            fn(s.port)
+            F.check(health(s.port), f"/health answers after the {name}")
+        F.check(s.proc.poll() is None, f"the host lives: {s.stderr()[-2000:]}")
+
+
+def part_modes():
+    for args, cls in [(("--threads", "2"), Server), (("--workers", "2"), Prefork)]:
+        with cls("host_check", "--port", "0", "--http2", *args) as s:
+            ok, out = h2load(f"http://127.0.0.1:{s.port}/health", n=400, m=50, clients=4)
+            F.check(ok == 400, f"{args}: h2load, 4 connections: {ok} of 400 2xx\n{out}")
+            F.check(health(s.port), f"{args}: /health")
+
+
+run_parts(F, [("cleartext", part_cleartext), ("https", part_https), ("hostile", part_hostile),
+              ("modes", part_modes)], tmp=TMP)

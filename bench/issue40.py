@@ -32,7 +32,9 @@ moves nothing here; anything absent is "not measured", never an exception.
 A row: mb.target()'s fields plus item, floor (text: what the script measured
 under it in the same session, or "no floor measured") and tried (the
 hand-written section of RESULTS.md that says what was tried: the first
-heading naming "issue 40, item K", else the newest naming the item's script).
+"## " heading after the generated part naming "issue 40, item K", else the
+first naming the item's script or its topic, TOPICS; the sections are
+newest first).
 """
 import re
 
@@ -45,6 +47,9 @@ ITEMS = {
     4: ("Fan-out at the floor", ["run_streams"]),
     5: ("Memory and start", ["run_lifecycle"]),
 }
+# What a hand-written heading on an item says when it names neither the item nor its script.
+TOPICS = {1: r"io_uring|epoll|one loop", 2: r"loops that scale", 3: r"actor route", 4: r"fan-out",
+          5: r"\bstart\b"}
 NO_FLOOR = "no floor measured"
 
 
@@ -319,7 +324,7 @@ def slug(heading):
     return re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", "")).replace(" ", "-")
 
 
-def tried(results_text, item, scripts, end_marker):
+def tried(results_text, item, scripts, end_marker, item_topic=True):
     """The hand-written section of RESULTS.md on this item: (heading, anchor)
     or None. The anchor counts the headings of the same name before it, as
     GitHub (and test_docs) do; the generated part's headings are its own."""
@@ -343,8 +348,9 @@ def tried(results_text, item, scripts, end_marker):
     for h in heads:
         if pat.search(h[0]):
             return h
-    for h in heads:
-        if any(f"bench/{s}" in h[0] for s in scripts):
+    topic = re.compile(TOPICS.get(item, r"$^"), re.I)
+    for h in heads:  # the newest (the first) that names the script or the topic
+        if any(f"bench/{s}" in h[0] for s in scripts) or (item_topic and topic.search(h[0])):
             return h
     return None
 
@@ -365,7 +371,7 @@ def scorecard(reports, results_text, end_marker):
         for r in got:
             # item 1's Ir target is profile_callgrind's; every other row its item's script's
             script = scripts[-1] if "profile_callgrind" in r["target"] else scripts[0]
-            ptr = tried(results_text, item, [script], end_marker)
+            ptr = tried(results_text, item, [script], end_marker, script != "profile_callgrind")
             r.update(item_title=title, script=script, tried={"heading": ptr[0], "anchor": ptr[1]} if ptr else None)
         rows += got
     return rows

@@ -478,7 +478,8 @@ void m0__asks_on_answer(m0__loop *l, m0__msg *m) {
     asks_reply_one(l, m, s, si, k, rv, &rep);
     if (rv < 0) break; /* the rest of the batch cannot be read: its requests time out */
   }
-  if (!l->asks->spare) { /* read through: its block becomes the next batch's */
+  if (!l->asks->spare && m->nmsg && nng_msg_capacity(m->nmsg) <= M0__WIRE_SPARE_MAX) {
+    /* read through: its block becomes the next batch's */
     l->asks->spare = m->nmsg;
     m->nmsg = NULL;
   }

@@ -187,7 +187,7 @@ int m0__instance_reply_new(m0__reply_room *r, size_t req_len, nng_msg **out) {
 }
 
 void m0__instance_reply_keep(m0__reply_room *r, nng_msg **req) {
-  if (r->spare || !*req) return;
+  if (r->spare || !*req || nng_msg_capacity(*req) > M0__WIRE_SPARE_MAX) return;
   r->spare = *req;
   *req = NULL;
 }

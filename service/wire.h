@@ -57,6 +57,9 @@ int m0__wire_batch_new(nng_msg **m, size_t reserve);
  * allocation, nothing zeroed when it has the room). 0, or M0__ENOMEM (m is
  * still the caller's, to free). */
 int m0__wire_batch_reuse(nng_msg *m, size_t reserve);
+/* The largest block kept for a batch to come: a big reply's is let go, not
+ * held by a loop or an instance for good. */
+#define M0__WIRE_SPARE_MAX 65536
 /* Appends one record and counts it in the head. 0, or M0__ENOMEM /
  * M0__ETOOBIG (the message is unchanged). */
 int m0__wire_request_add(nng_msg *m, uint64_t id, const m0_request *req);

@@ -186,7 +186,7 @@ def part_https():
 def hostile_bomb(port):
     c = connect(port)
     big = b"x" * 4000  # one dynamic-table entry, then ~4 KB for each one-byte reference
-    block = literal(b"bomb", big, index=True) + b"\xbe" * 2000  # index 62: the entry just added
+    block = literal(b"bomb", big, index=True) + b"\xbe" * 60  # index 62: the entry just added (60 fields: under the count limit)
     c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1, request() + block) +
               frame(HEADERS, END_STREAM | END_HEADERS, 3, request()))
     frames, eof = frames_until(c, lambda fr: (has(fr, RST, 1) or goaway_code(fr) is not None) and

@@ -307,34 +307,6 @@ static bool conn_append(m0__conn *c, const char *buf, size_t n) {
   return true;
 }
 
-/* A fresh connection's first bytes under --http2 (http/h2.h): HTTP/2's
- * preface, begun (kept until the rest comes: a client may send it byte by
- * byte) or whole (the connection is HTTP/2 from here). false: HTTP/1.1. */
-static bool conn_h2_preface(m0__conn *c, char *buf, size_t n) {
-  bool here = c->in && buf == c->in + c->in_len; /* the bytes follow what is kept */
-  int s = m0__h2_sniff(c->in ? c->in : "", c->in_len, buf, n);
-  if (s < 0) return false;
-  if (here) c->in_len += n;
-  else if (!conn_append(c, buf, n)) {
-    m0__conn_close(c);
-    return true;
-  }
-  c->parse_off = 0;
-  if (s == 0) return true;
-  if (m0__h2_start(c) != 0) {
-    m0__conn_close(c);
-    return true;
-  }
-  char *in = c->in;
-  size_t len = c->in_len;
-  c->in = NULL; /* an HTTP/2 connection keeps no input: nghttp2 buffers what a frame needs */
-  c->in_len = c->in_cap = 0;
-  m0__h2_read(c, in, len);
-  free(in);
-  m0__conn_flush(c);
-  return true;
-}
-
 void m0__conn_read(m0__conn *c, char *buf, ssize_t nread) {
   _Atomic uint64_t *busy = c->h->busy_since;
   if (busy && !atomic_load_explicit(busy, memory_order_relaxed))
@@ -359,7 +331,7 @@ void m0__conn_read(m0__conn *c, char *buf, ssize_t nread) {
     m0__conn_flush(c);
     return;
   }
-  if (c->h->http2 && c->phase == PHASE_FRESH && conn_h2_preface(c, buf, (size_t)nread)) return;
+  if (c->h->http2 && c->phase == PHASE_FRESH && m0__h2_preface(c, buf, (size_t)nread)) return;
   if (buf == c->in + c->in_len && c->in) {
     c->in_len += (size_t)nread;
     conn_process(c, c->in, c->in_len);

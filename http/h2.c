@@ -88,13 +88,17 @@ struct h2_stream {
   size_t head_len, body_len, sent;
 };
 
-int m0__h2_sniff(const char *a, size_t an, const char *b, size_t bn) {
+typedef enum h2_sniffed { H2_NOT, H2_BEGUN, H2_WHOLE } h2_sniffed;
+
+/* Whether a connection's first bytes, a[0, an) then b[0, bn), are the
+ * preface, its beginning, or not it. */
+static h2_sniffed h2_sniff(const char *a, size_t an, const char *b, size_t bn) {
   static const char pre[] = M0__H2_PREFACE;
   size_t k = an < M0__H2_PREFACE_LEN ? an : M0__H2_PREFACE_LEN;
-  if (memcmp(a, pre, k) != 0) return -1;
+  if (memcmp(a, pre, k) != 0) return H2_NOT;
   size_t m = bn < M0__H2_PREFACE_LEN - k ? bn : M0__H2_PREFACE_LEN - k;
-  if (m && memcmp(b, pre + k, m) != 0) return -1;
-  return k + m == M0__H2_PREFACE_LEN ? 1 : 0;
+  if (m && memcmp(b, pre + k, m) != 0) return H2_NOT;
+  return k + m == M0__H2_PREFACE_LEN ? H2_WHOLE : H2_BEGUN;
 }
 
 /* ---- a stream's request ------------------------------------------------ */
@@ -304,7 +308,7 @@ static void h2_dispatch(m0__conn *c, h2_stream *st) {
   h2_answer(c, st, &req, &res);
   h->stats.requests++;
   size_t bytes = res.head ? 0 : res.body_len;
-  if (h->access_log) m0__access_log_line(h->worker, req.method, req.path, res.status, bytes, 0, 0, "h2");
+  if (h->access_log) m0__access_log_line(h->worker, req.method, req.path, res.status, bytes, 0, 0, NULL);
   if (h->ops->served) h->ops->served(h, &req, 0, res.status, bytes);
   if (h2_submit(c, st) != 0) nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
@@ -385,7 +389,9 @@ static nghttp2_session *h2_session(m0__conn *c) {
   return s;
 }
 
-int m0__h2_start(m0__conn *c) {
+/* Makes c an HTTP/2 connection (c->h2): the server's SETTINGS queued.
+ * 0, or M0__ENOMEM. */
+static int h2_start(m0__conn *c) {
   m0__h2 *h2 = calloc(1, sizeof *h2);
   if (!h2) return M0__ENOMEM;
   if (!(h2->s = h2_session(c))) {
@@ -426,6 +432,42 @@ void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
   h2_pump(c);
   c->phase = PHASE_IDLE;
   c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+}
+
+/* The bytes kept so far, then n more: false when out of memory. */
+static bool h2_keep_in(m0__conn *c, const char *buf, size_t n) {
+  if (c->in && buf == c->in + c->in_len) { /* read where m0__conn_alloc said: after what is kept */
+    c->in_len += n;
+    return true;
+  }
+  if (c->in_cap - c->in_len < n) {
+    char *nb = realloc(c->in, c->in_len + n);
+    if (!nb) return false;
+    c->in = nb;
+    c->in_cap = c->in_len + n;
+  }
+  memcpy(c->in + c->in_len, buf, n);
+  c->in_len += n;
+  return true;
+}
+
+bool m0__h2_preface(m0__conn *c, char *buf, size_t n) {
+  h2_sniffed s = h2_sniff(c->in ? c->in : "", c->in_len, buf, n);
+  if (s == H2_NOT) return false;
+  if (!h2_keep_in(c, buf, n) || (s == H2_WHOLE && h2_start(c) != 0)) {
+    m0__conn_close(c);
+    return true;
+  }
+  c->parse_off = 0;
+  if (s == H2_BEGUN) return true;
+  char *in = c->in;
+  size_t len = c->in_len;
+  c->in = NULL; /* an HTTP/2 connection keeps no input: nghttp2 keeps what a frame needs */
+  c->in_len = c->in_cap = 0;
+  m0__h2_read(c, in, len);
+  free(in);
+  m0__conn_flush(c);
+  return true;
 }
 
 void m0__h2_drain(m0__conn *c) {

@@ -15,12 +15,12 @@ typedef struct m0__h2 m0__h2;
 #define M0__H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #define M0__H2_PREFACE_LEN 24
 
-/* Whether a connection's first bytes, a[0, an) then b[0, bn), are the
- * preface (1), its beginning (0: more to read), or not it (-1). */
-int m0__h2_sniff(const char *a, size_t an, const char *b, size_t bn);
-/* Makes c an HTTP/2 connection (c->h2): the server's SETTINGS queued.
- * 0, or M0__ENOMEM. */
-int m0__h2_start(m0__conn *c);
+/* A fresh connection's bytes under --http2 (those it kept, then buf):
+ * the preface begun (kept until the rest comes: a client may send it byte
+ * by byte) or whole (c->h2 made, the bytes read, the answers flushed).
+ * false: not the preface, nothing taken (HTTP/1.1's). true may have
+ * closed the connection (no memory). */
+bool m0__h2_preface(m0__conn *c, char *buf, size_t n);
 /* The connection's bytes: frames read, streams answered, and what the
  * session has to say appended to the connection's target queue (the
  * caller flushes). When the session is over, the connection closes after

@@ -344,9 +344,36 @@ static long tls_result(m0__tls *t, int r) {
   }
 }
 
+/* An emptied memory BIO keeps the room its largest burst took (a 1 MiB
+ * answer: 1 MiB, for the connection's life): once empty with more than
+ * TLS_BIO_KEEP of room it is swapped for a new one, so an idle connection
+ * holds no buffer. The SSL owns both BIOs: set0 frees the old one. */
+#define TLS_BIO_KEEP 4096
+
+static bool tls_bio_fat(BIO *b) {
+  BUF_MEM *m = NULL;
+  return BIO_ctrl_pending(b) == 0 && BIO_get_mem_ptr(b, &m) == 1 && m && m->max > TLS_BIO_KEEP;
+}
+
+static void tls_bio_trim(m0__tls *t, bool read_side) {
+  BIO *old = read_side ? t->rbio : t->wbio, *fresh;
+  if (!tls_bio_fat(old) || !(fresh = BIO_new(BIO_s_mem()))) return;
+  if (read_side) {
+    BIO_set_mem_eof_return(fresh, -1);
+    SSL_set0_rbio(t->ssl, fresh);
+    t->rbio = fresh;
+  } else {
+    SSL_set0_wbio(t->ssl, fresh);
+    t->wbio = fresh;
+  }
+}
+
 long m0__tls_read(m0__tls *t, void *buf, size_t cap) {
   int r = SSL_read(t->ssl, buf, cap > INT_MAX ? INT_MAX : (int)cap);
-  return r > 0 ? r : tls_result(t, r);
+  if (r > 0) return r;
+  long rv = tls_result(t, r); /* before the trim: SSL_get_error asks the read BIO why */
+  tls_bio_trim(t, true);
+  return rv;
 }
 
 int m0__tls_write(m0__tls *t, const void *buf, size_t n) {
@@ -371,6 +398,7 @@ size_t m0__tls_pending(const m0__tls *t) { return BIO_ctrl_pending(t->wbio); }
 
 size_t m0__tls_take(m0__tls *t, void *buf, size_t cap) {
   int r = BIO_read(t->wbio, buf, cap > INT_MAX ? INT_MAX : (int)cap);
+  tls_bio_trim(t, false);
   return r > 0 ? (size_t)r : 0;
 }
 

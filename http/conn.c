@@ -103,7 +103,7 @@ void m0__conn_close(m0__conn *c) {
  * client reads our answer instead of a reset. */
 void m0__conn_finish(m0__conn *c) {
   if (c->closing) return;
-  if (!c->linger || c->phase == PHASE_LINGER) {
+  if (!c->linger || c->phase == PHASE_LINGER || c->eof) {
     m0__conn_close(c);
     return;
   }
@@ -314,10 +314,14 @@ void m0__conn_read(m0__conn *c, char *buf, ssize_t nread) {
   if (nread == 0) return;
   if (nread < 0) {
     /* EOF: requests already read were answered; a half-read one cannot be.
-     * Close once what is queued is written. */
-    if (nread == M0__IO_EOF && m0__parser_idle(&c->p) && (c->writing || c->waiting) && !c->linger)
+     * Close once what is queued is written: answers still on their way
+     * out (an error's too, after which there is nothing to linger for) go
+     * first. A transport without try_write (io_uring) has them in flight
+     * far more often than libuv, whose write took them at once. */
+    if (nread == M0__IO_EOF && (c->writing || (m0__parser_idle(&c->p) && c->waiting && !c->linger))) {
       c->close_on_complete = c->close_after = true;
-    else m0__conn_close(c);
+      c->eof = true;
+    } else m0__conn_close(c);
     return;
   }
   if (c->phase == PHASE_LINGER || c->close_after) return; /* discarding */
@@ -543,6 +547,7 @@ void m0__conn_keepalive(m0__conn *c) {
 /* Whether bytes the loop has not read yet wait in the kernel for c: the
  * client's next request is already on its way. */
 static bool conn_input_waits(m0__conn *c) {
+  if (c->h->io->input_waits) return c->h->io->input_waits(c);
   int fd = c->h->io->fd(c), n = 0;
   return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }

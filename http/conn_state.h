@@ -47,11 +47,13 @@ struct m0__conn {
   bool zombie;            /* closed while waiting: freed by m0__http_complete */
   bool stream;            /* a stream or a WebSocket (in h->streams): nothing more is parsed as HTTP */
   bool more_in;           /* bytes of another request follow the one being answered, in the same read */
+  bool eof;               /* the client's end came while answers were on their way: close once written */
   uint64_t last_write;    /* its last frame or beat, for the heartbeat */
   m0__conn *snext, *sprev; /* in h->streams */
   struct m0__sub *subs;   /* its channels (http/stream.h) */
   struct m0_ws *ws;       /* a WebSocket (http/websocket.h), or NULL */
   struct m0__h2 *h2;      /* an HTTP/2 session (http/h2.h), or NULL */
+  bool h2_proxy;          /* an HTTP/2 stream's stand-in while its request is away (http/h2.c): no socket */
   uint16_t peer_port;
   char peer[M0__ADDR_TEXT]; /* the socket's other end, as text: set once, at the adopt */
 };

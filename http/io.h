@@ -66,6 +66,10 @@ typedef struct m0__io_ops {
   void (*close)(m0__conn *c);
   int (*fd)(const m0__conn *c);
   size_t (*queued)(const m0__conn *c);
+  /* Whether bytes the connection has not been given yet wait for it (the
+   * drain keeps such a connection for its next request); NULL: the
+   * kernel's count (FIONREAD on fd). */
+  bool (*input_waits)(const m0__conn *c);
 } m0__io_ops;
 
 /* The io_uring state of one connection: lives in its io slot. */

@@ -11,18 +11,20 @@
  *   where the kernel refuses multishot), into the ring's provided buffers.
  *   A buffer goes back to the kernel as soon as the connection has read it:
  *   the connection copies what it keeps (http/conn.c).
- * - read_stop is lazy: nothing is cancelled; bytes that come while not
- *   reading (a request with the pool, a paused client) are kept in the
- *   connection's stash and the receive is cancelled then, so a stopped
- *   connection holds at most what was already on its way. read_start hands
- *   the stash over on the next turn (never inside read_start).
+ * - read_stop cancels the receive: what comes after stays in the kernel
+ *   (backpressure, as libuv's uv_read_stop). Bytes already on their way
+ *   (completions before the cancel's) are kept in the connection's stash;
+ *   read_start hands the stash over on the next turn (never inside
+ *   read_start) and arms the receive again once the cancelled one ended.
  * - Sends: sendmsg with the connection's iovecs, one in flight per
  *   connection (http/write.c keeps it so); the msghdr and iovecs live in the
  *   ring's arena until the submit, when the kernel has copied them
  *   (IORING_FEAT_SUBMIT_STABLE). A short send completes with its count and
  *   the connection sends the rest. There is no try_write: every response
  *   goes by the batch.
- * - Close: the connection's operations are cancelled; its descriptor is
+ * - Close: a send queued this turn is submitted first (what the socket
+ *   takes is sent, as a libuv write's bytes were in the kernel already),
+ *   then the connection's operations are cancelled; its descriptor is
  *   closed and m0__conn_closed called (on the next turn, from the prepare)
  *   only once every completion that names it has come: inflight counts the
  *   submitted operations whose last completion is still to come.
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -139,7 +142,15 @@ static int ring_read_start(m0__conn *c) {
   return 0;
 }
 
-static void ring_read_stop(m0__conn *c) { ring_conn(c)->reading = false; }
+/* The receive is cancelled: bytes that come after it stay in the kernel,
+ * where the client's flow control sees them (a paused client, a request
+ * with the pool). */
+static void ring_read_stop(m0__conn *c) {
+  m0__io_ring_conn *rc = ring_conn(c);
+  if (!rc->reading) return;
+  rc->reading = false;
+  if (rc->armed) ring_cancel(c, RING_OP_RECV);
+}
 
 static int ring_write(m0__conn *c, const uv_buf_t *iov, unsigned n) {
   ring_loop *r = ring_of(c);
@@ -186,14 +197,37 @@ static void ring_close(m0__conn *c) {
   free(rc->stash);
   rc->stash = NULL;
   rc->stash_len = 0;
+  if (rc->sending) {
+    /* Its send is submitted now, so what the socket takes goes out as a
+     * libuv write would have put it in the kernel before the close; only
+     * what waits for room (a client not reading) is cancelled. */
+    ring_submit(ring_of(c));
+    if (rc->sending) ring_cancel(c, RING_OP_SEND);
+  }
   if (rc->armed) ring_cancel(c, RING_OP_RECV);
-  if (rc->sending) ring_cancel(c, RING_OP_SEND);
   if (rc->inflight == 0) ring_list(c); /* m0__conn_closed next turn, never inside close */
 }
 
 static int ring_fd(const m0__conn *c) { return c->io.ring.closing ? -1 : c->io.ring.fd; }
 
 static size_t ring_queued(const m0__conn *c) { return c->io.ring.sending ? c->io.ring.want : 0; }
+
+/* Bytes in the kernel, in the stash, or in a completion the loop has not
+ * taken yet (a loop busy in a view when the drain comes). */
+static bool ring_input_waits(const m0__conn *c) {
+  const m0__io_ring_conn *rc = &c->io.ring;
+  int n = 0;
+  if (rc->stash_len || (!rc->closing && ioctl(rc->fd, FIONREAD, &n) == 0 && n > 0)) return true;
+  ring_loop *r = ring_of(c);
+  struct io_uring_cqe *cqe;
+  unsigned head;
+  io_uring_for_each_cqe(&r->ring, head, cqe) {
+    if ((io_uring_cqe_get_data64(cqe) & ~(uint64_t)RING_OP_MASK) == (uint64_t)(uintptr_t)c &&
+        (io_uring_cqe_get_data64(cqe) & RING_OP_MASK) == RING_OP_RECV && cqe->res > 0)
+      return true;
+  }
+  return false;
+}
 
 const m0__io_ops m0__io_ring_ops = {
     .name = "uring",
@@ -207,6 +241,7 @@ const m0__io_ops m0__io_ring_ops = {
     .close = ring_close,
     .fd = ring_fd,
     .queued = ring_queued,
+    .input_waits = ring_input_waits,
 };
 
 /* ---- completions ----------------------------------------------------- */

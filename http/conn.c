@@ -48,6 +48,7 @@
 #include "http/io.h"
 #include "http/query.h"
 #include "http/stream.h"
+#include "http/tls_io.h"
 #include "http/websocket.h"
 #include "http/views.h"
 
@@ -389,11 +390,17 @@ int m0__http_init(m0__http *h, uv_loop_t *uv, const m0__http_config *cfg, const 
   memset(&h->scratch, 0, sizeof h->scratch);
   memset(&h->spans, 0, sizeof h->spans);
   if (!h->rbuf) return M0__ENOMEM;
-  return m0__io_init(h, (m0__io_mode)cfg->io, NULL, 0);
+  int rv = m0__io_init(h, (m0__io_mode)cfg->io, NULL, 0);
+  if (rv == 0 && cfg->tls) { /* HTTPS: libuv's socket under the TLS engine, in the chosen one's place */
+    m0__io_fini(h);
+    rv = m0__io_tls_init(h, cfg->tls);
+  }
+  return rv;
 }
 
 void m0__http_fini(m0__http *h) {
   h->latency = NULL; /* the loop's (actors/loop.c frees it); the shared page's rows stay */
+  if (h->io == &m0__io_tls_ops) m0__io_tls_fini(h);
   m0__io_fini(h);
   free(h->rbuf);
   h->rbuf = NULL;

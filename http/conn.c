@@ -498,7 +498,10 @@ bool m0__conn_unwait(m0__conn *c, int status) {
   return true;
 }
 
-void m0__http_abort(m0__http *h, m0__conn *c) { m0__conn_close(c); }
+void m0__http_abort(m0__http *h, m0__conn *c) {
+  if (c->h2_proxy) m0__h2_complete(c, NULL, 0, -1, 0, 0); /* an HTTP/2 stream's: reset */
+  else m0__conn_close(c);
+}
 
 /* A response written in pieces (c->writer) waits for no request, so its
  * connection's deadline and last_write are free: they hold when the bytes

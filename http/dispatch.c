@@ -24,6 +24,7 @@
 #include "base/errors.h"
 #include "http/conn.h"
 #include "http/conn_state.h"
+#include "http/h2.h"
 #include "http/query.h"
 #include "http/route_stream.h"
 #include "http/stream.h"
@@ -260,6 +261,10 @@ static int dispatch_status_of(const char *resp, size_t n) {
 }
 
 void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int fd, uint64_t off, uint64_t flen) {
+  if (c->h2_proxy) { /* an HTTP/2 stream's (http/h2.c) */
+    m0__h2_complete(c, resp, n, fd, off, flen);
+    return;
+  }
   if (!m0__conn_unwait(c, dispatch_status_of(resp, n))) {
     if (fd >= 0) close(fd);
     return;
@@ -275,7 +280,7 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int
 
 /* The answer's headers into res, Content-Type aside (m0_respond's to write,
  * copied to ctype). false when one cannot be written as it is. */
-static bool dispatch_headers(m0_response *res, const m0__answer *a, char *ctype, size_t cn) {
+bool m0__answer_headers(m0_response *res, const m0__answer *a, char *ctype, size_t cn) {
   bool ok = true;
   for (size_t i = 0; ok && i < a->nhdrs; i++) {
     const m0_header *x = &a->hdrs[i];
@@ -292,6 +297,7 @@ static bool dispatch_headers(m0_response *res, const m0__answer *a, char *ctype,
 
 long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status) {
   *status = a->status;
+  if (c->h2_proxy) return m0__h2_answer(c, a, status);
   if (!m0__conn_unwait(c, a->status)) return M0__ECLOSED;
   m0_response res;
   m0__response_init(&res, m0__conn_target(c), &h->date, a->version_minor, a->head, a->close);
@@ -300,7 +306,7 @@ long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status)
     res.extra_len = a->extra_len;
   }
   char ctype[128] = "";
-  bool ok = dispatch_headers(&res, a, ctype, sizeof ctype);
+  bool ok = m0__answer_headers(&res, a, ctype, sizeof ctype);
   if (ok) ok = m0_respond(&res, a->status, ctype[0] ? ctype : NULL, a->body, a->blen, M0_BODY_COPY) == 0;
   if (!ok && !res.done) m0__respond_status(&res, 502, NULL); /* headers over the block's limit */
   *status = res.status;
@@ -310,5 +316,6 @@ long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status)
 
 void m0__http_resume(m0__http *h, m0__conn *c) {
   (void)h;
-  if (m0__conn_unwait(c, -1)) m0__conn_answered(c, true);
+  if (c->h2_proxy) m0__h2_complete(c, NULL, 0, -1, 0, 0); /* no writer over HTTP/2: not reached */
+  else if (m0__conn_unwait(c, -1)) m0__conn_answered(c, true);
 }

@@ -11,7 +11,7 @@
  *   here instead of the HTTP/1.1 parser; the transport, the output queues
  *   and the close are the connection's, unchanged.
  * - Memory: the session is the connection's (freed with it, conn_release).
- *   A stream's memory (h2_stream: its header bytes, its body, its answer)
+ *   A stream's memory (m0__h2_stream: its header bytes, its body, its answer)
  *   is made at its HEADERS, listed in the session's streams and is
  *   nghttp2's stream user data; it goes in on_stream_close, or with the
  *   session (m0__h2_free: those still open). Nothing else holds it.
@@ -21,11 +21,16 @@
  *   dropped) and the rest the DATA, read from the queue by the data
  *   provider (memory, or a file piece by pread): one writer of responses,
  *   one set of body rules.
- * - Only answers made at once are served (views on the loop, 404/405,
- *   /metrics, files). A request that would leave the loop (an actor's
- *   route, the pool) or a view that would answer later (m0_defer, a
- *   writer, a stream, a WebSocket: no response table is given) is
- *   answered 501 or 500 at once: never a stream that hangs.
+ * - A request that leaves the loop (the handler threads, m0_defer) is
+ *   given to the loop's seams with a stand-in for a connection
+ *   (m0__h2_proxy, http/h2_away.c): m0__http_complete and m0__http_answer
+ *   hand its answer back here, sent on its stream if that is still open.
+ *   The stand-in is freed by that answer, which always comes (a timeout
+ *   answers 504); a stream that closes first only unlinks it. An actor's
+ *   route (its reply may stream) is answered 501, and a writer, a stream or
+ *   a WebSocket 500 (the response table offers them not): never a stream
+ *   that hangs. While a stream waits its connection has no idle timeout;
+ *   at the drain it is closed once the last is answered.
  * - Output: what nghttp2 says is appended to the connection's target
  *   queue after each read and written at its end (the loop's one write per
  *   callback). DATA waits (NGHTTP2_ERR_DEFERRED) while the connection holds
@@ -52,6 +57,7 @@
 #include "base/errors.h"
 #include "http/accesslog.h"
 #include "http/conn_state.h"
+#include "http/h2_state.h"
 #include "http/query.h"
 #include "http/views.h"
 
@@ -59,34 +65,6 @@
 #define H2_OUT_HIGH (1u << 20) /* unwritten bytes past which DATA waits */
 #define H2_RESETS_BURST 200    /* RST_STREAM a client may send at once ... */
 #define H2_RESETS_RATE 33      /* ... and per second after (nghttp2's rate) */
-
-typedef struct h2_stream h2_stream;
-
-struct m0__h2 {
-  nghttp2_session *s;
-  h2_stream *streams; /* every stream opened, until its close */
-  int deferred;       /* streams whose DATA waits for the queue to drain */
-};
-
-typedef struct h2_span {
-  uint32_t off, len;
-} h2_span;
-
-struct h2_stream {
-  int32_t id;
-  h2_stream *next, *prev; /* in m0__h2.streams */
-  m0__buf hb; /* the header bytes the spans point into */
-  h2_span name[M0__MAX_HEADERS], value[M0__MAX_HEADERS];
-  int nheaders;
-  h2_span method, path, authority;
-  size_t hbytes; /* the header list's size as RFC 9113 counts it */
-  m0__buf body;
-  bool refused;  /* a header over the limits: reset */
-  bool too_big;  /* a body over the limit: 413 */
-  bool deferred; /* its DATA waits (H2_OUT_HIGH) */
-  m0__outq out;  /* the answer, as HTTP/1.1 bytes */
-  size_t head_len, body_len, sent;
-};
 
 typedef enum h2_sniffed { H2_NOT, H2_BEGUN, H2_WHOLE } h2_sniffed;
 
@@ -103,9 +81,9 @@ static h2_sniffed h2_sniff(const char *a, size_t an, const char *b, size_t bn) {
 
 /* ---- a stream's request ------------------------------------------------ */
 
-static m0_str h2_str(const h2_stream *st, h2_span sp) { return (m0_str){st->hb.p + sp.off, sp.len}; }
+static m0_str h2_str(const m0__h2_stream *st, m0__h2_span sp) { return (m0_str){st->hb.p + sp.off, sp.len}; }
 
-static bool h2_keep(h2_stream *st, h2_span *sp, const uint8_t *p, size_t n) {
+static bool h2_keep(m0__h2_stream *st, m0__h2_span *sp, const uint8_t *p, size_t n) {
   sp->off = (uint32_t)st->hb.len;
   sp->len = (uint32_t)n;
   return m0__buf_append(&st->hb, p, n) == 0;
@@ -114,9 +92,10 @@ static bool h2_keep(h2_stream *st, h2_span *sp, const uint8_t *p, size_t n) {
 static int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   m0__h2 *h2 = ((m0__conn *)ud)->h2;
   if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  h2_stream *st = calloc(1, sizeof *st);
+  m0__h2_stream *st = calloc(1, sizeof *st);
   if (!st) return NGHTTP2_ERR_CALLBACK_FAILURE;
   st->id = f->hd.stream_id;
+  st->c = ud;
   st->next = h2->streams;
   if (h2->streams) h2->streams->prev = st;
   h2->streams = st;
@@ -130,7 +109,7 @@ static int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_
                         const uint8_t *value, size_t vl, uint8_t flags, void *ud) {
   (void)flags;
   m0__conn *c = ud;
-  h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+  m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
   if (!st || f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers: dropped */
   st->hbytes += nl + vl + 32;
   if (st->hbytes > c->h->lim.max_header_bytes || st->nheaders == M0__MAX_HEADERS) {
@@ -152,7 +131,7 @@ static int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_
 static int h2_on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *p, size_t n, void *ud) {
   (void)flags;
   m0__conn *c = ud;
-  h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
+  m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
   if (!st || st->too_big) return 0;
   if (st->body.len + n > c->h->lim.max_body_bytes) {
     st->too_big = true; /* answered 413 at its end; the rest is read and dropped */
@@ -163,7 +142,7 @@ static int h2_on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8
 }
 
 /* The request as a view sees it, its spans into the stream's bytes. */
-static void h2_request(m0__conn *c, h2_stream *st, m0_request *req) {
+static void h2_request(m0__conn *c, m0__h2_stream *st, m0_request *req) {
   m0__http *h = c->h;
   memset(req, 0, sizeof *req);
   req->method = h2_str(st, st->method);
@@ -184,41 +163,47 @@ static void h2_request(m0__conn *c, h2_stream *st, m0_request *req) {
   req->client = c->peer;
 }
 
-/* The application's answer, made at once (what would leave the loop is
- * not served over HTTP/2 yet: 501). */
-static void h2_app(m0__conn *c, m0_request *req, m0_response *res) {
-  m0__http *h = c->h;
+/* The application's answer: at once, or away (true). An application
+ * actor's route is not served over HTTP/2 yet (its reply may stream): 501. */
+static bool h2_app(m0__h2_stream *st, m0_request *req, m0_response *res) {
+  m0__http *h = st->c->h;
   const m0_app *app = h->app;
   if (!app->routes) {
-    if (h->pool) m0__respond_status(res, 501, NULL);
-    else app->handle(h->state, req, res);
-    return;
+    if (h->pool) return m0__h2_to_pool(st, req, -1, res);
+    app->handle(h->state, req, res);
+    return false;
   }
   m0__match m;
   m0__views_match(app->routes, app->nroutes, req->method, req->path, &m);
   if (m.kind != M0__VIEW_FOUND) {
     m0__respond_status(res, m.kind == M0__VIEW_NOT_FOUND ? 404 : m.kind == M0__VIEW_OPTIONS ? 204 : 405,
                        m.kind == M0__VIEW_NOT_FOUND ? NULL : m.allow);
-    return;
+    return false;
   }
   req->params = m.params;
   req->nparams = m.nparams;
   const m0_route *r = m.route;
-  if (r->stream || r->actor || (h->pool && !(r->flags & M0_ON_LOOP)) || (r->flags & M0_NEEDS_POOL))
-    m0__respond_status(res, 501, NULL);
+  if (r->stream || r->actor) m0__respond_status(res, 501, NULL);
+  else if (h->pool && !(r->flags & M0_ON_LOOP)) return m0__h2_to_pool(st, req, (int)(r - app->routes), res);
+  else if (r->flags & M0_NEEDS_POOL) m0__respond_status(res, 503, NULL);
   else r->view(h->state, req, res);
+  return false;
 }
 
-static void h2_answer(m0__conn *c, h2_stream *st, m0_request *req, m0_response *res) {
-  m0__http *h = c->h;
+/* Answers the stream's request, or sends it away (true). */
+static bool h2_answer(m0__h2_stream *st, m0_request *req, m0_response *res) {
+  m0__http *h = st->c->h;
+  bool away = false;
   if (st->too_big) m0__respond_status(res, 413, NULL);
   else if (!req->method.n || !req->path.n || req->path.p[0] != '/' || m0__path_dot_segment(req->path))
     m0__respond_status(res, 400, NULL);
   else if (h->metrics_len && req->path.n == h->metrics_len && !memcmp(req->path.p, h->metrics_path, h->metrics_len))
     h->ops->metrics(h, res);
   else if (!(h->app->before_request && h->app->before_request(h->state, req, res)))
-    h2_app(c, req, res);
-  if (!res->done) m0__respond_status(res, 500, NULL); /* a later answer (m0_defer, a writer, a stream) */
+    away = h2_app(st, req, res);
+  if (away || res->deferred) return true;
+  if (!res->done) m0__respond_status(res, 500, NULL); /* a writer, a stream: not over HTTP/2 */
+  return false;
 }
 
 /* ---- a stream's answer ------------------------------------------------- */
@@ -232,7 +217,7 @@ static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
   (void)s;
   (void)id;
   m0__conn *c = ud;
-  h2_stream *st = src->ptr;
+  m0__h2_stream *st = src->ptr;
   if (h2_unwritten(c) > H2_OUT_HIGH) {
     st->deferred = true;
     c->h2->deferred++;
@@ -271,7 +256,7 @@ static bool h2_hop(const char *n, size_t nl) {
 }
 
 /* The HTTP/1.1 head in st->out as HEADERS, and the rest as DATA. */
-static int h2_submit(m0__conn *c, h2_stream *st) {
+int m0__h2_submit(m0__conn *c, m0__h2_stream *st) {
   m0__buf *b = &st->out.copied;
   const char *end = b->len > 12 ? memmem(b->p, b->len, "\r\n\r\n", 4) : NULL;
   if (!end) return NGHTTP2_ERR_INVALID_ARGUMENT;
@@ -297,7 +282,7 @@ static int h2_submit(m0__conn *c, h2_stream *st) {
 }
 
 /* The stream's request is whole: answered, counted and logged. */
-static void h2_dispatch(m0__conn *c, h2_stream *st) {
+static void h2_dispatch(m0__conn *c, m0__h2_stream *st) {
   m0__http *h = c->h;
   m0_request req;
   h2_request(c, st, &req);
@@ -305,24 +290,34 @@ static void h2_dispatch(m0__conn *c, h2_stream *st) {
   bool head = req.method.n == 4 && !memcmp(req.method.p, "HEAD", 4);
   m0__response_init(&res, &st->out, &h->date, 1, head, false);
   res.req = &req;
-  h2_answer(c, st, &req, &res);
+  res.ops = &m0__h2_res_ops;
+  res.ops_ctx = st;
+  if (h2_answer(st, &req, &res)) { /* it waits: no idle timeout while it does */
+    c->h2->waiting++;
+    c->deadline = UINT64_MAX;
+    return;
+  }
   h->stats.requests++;
   size_t bytes = res.head ? 0 : res.body_len;
   if (h->access_log) m0__access_log_line(h->worker, req.method, req.path, res.status, bytes, 0, 0, NULL);
   if (h->ops->served) h->ops->served(h, &req, 0, res.status, bytes);
-  if (h2_submit(c, st) != 0) nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+  if (m0__h2_submit(c, st) != 0) nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 
 static int h2_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
   if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
-  h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+  m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
   if (st && !st->refused) h2_dispatch(ud, st);
   return 0;
 }
 
-static void h2_stream_free(m0__h2 *h2, h2_stream *st) {
+static void h2_stream_free(m0__h2 *h2, m0__h2_stream *st) {
   if (st->deferred) h2->deferred--;
+  if (st->proxy) { /* its answer will find no stream */
+    st->proxy->st = NULL;
+    h2->waiting--;
+  }
   if (st->prev) st->prev->next = st->next;
   else h2->streams = st->next;
   if (st->next) st->next->prev = st->prev;
@@ -334,7 +329,7 @@ static void h2_stream_free(m0__h2 *h2, h2_stream *st) {
 
 static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud) {
   (void)code;
-  h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
+  m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
   if (!st) return 0;
   nghttp2_session_set_stream_user_data(s, id, NULL);
   h2_stream_free(((m0__conn *)ud)->h2, st);
@@ -348,7 +343,7 @@ static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud) 
  * its flood guards count it (a client that sends PINGs and reads none of
  * the ACKs), until the next read or the sweep. The connection closes after
  * its last bytes once the session is over. */
-static void h2_pump(m0__conn *c) {
+void m0__h2_pump(m0__conn *c) {
   nghttp2_session *s = c->h2->s;
   while (h2_unwritten(c) <= H2_OUT_HIGH) {
     const uint8_t *d;
@@ -412,7 +407,7 @@ static int h2_start(m0__conn *c) {
 static bool h2_resume(m0__conn *c) {
   m0__h2 *h2 = c->h2;
   if (!h2->deferred || m0__conn_queued(c) > H2_OUT_HIGH) return false;
-  for (h2_stream *st = h2->streams; st && h2->deferred; st = st->next) {
+  for (m0__h2_stream *st = h2->streams; st && h2->deferred; st = st->next) {
     if (!st->deferred) continue;
     st->deferred = false;
     h2->deferred--;
@@ -429,9 +424,9 @@ void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
     nghttp2_session_terminate_session(c->h2->s, NGHTTP2_PROTOCOL_ERROR);
   }
   h2_resume(c);
-  h2_pump(c);
+  m0__h2_pump(c);
   c->phase = PHASE_IDLE;
-  c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+  c->deadline = c->h2->waiting ? UINT64_MAX : uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
 }
 
 /* The bytes kept so far, then n more: false when out of memory. */
@@ -473,13 +468,14 @@ bool m0__h2_preface(m0__conn *c, char *buf, size_t n) {
 void m0__h2_drain(m0__conn *c) {
   nghttp2_session *s = c->h2->s;
   nghttp2_submit_goaway(s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s), NGHTTP2_NO_ERROR, NULL, 0);
-  h2_pump(c);
-  c->close_after = true; /* every stream was answered at once: closed after the GOAWAY */
+  m0__h2_pump(c);
+  c->h2->draining = true;
+  if (!c->h2->waiting) c->close_after = true; /* else once the last waiting stream is answered */
 }
 
 void m0__h2_sweep(m0__conn *c) {
   h2_resume(c);
-  h2_pump(c);
+  m0__h2_pump(c);
 }
 
 void m0__h2_free(m0__h2 *h2) {

@@ -32,5 +32,13 @@ void m0__h2_drain(m0__conn *c);
  * (its queue past the mark) go on. */
 void m0__h2_sweep(m0__conn *c);
 void m0__h2_free(m0__h2 *s);
+/* The answers of a stream whose request went away (the handler threads,
+ * m0_defer), to its stand-in (c->h2_proxy), as m0__http_complete's and
+ * m0__http_answer's (http/conn.h): the stand-in's memory goes here. The
+ * stream may have closed meanwhile (then M0__ECLOSED, nothing sent). n 0
+ * and fd < 0: no answer (the stream is reset). */
+struct m0__answer;
+void m0__h2_complete(m0__conn *px, const void *resp, size_t n, int fd, uint64_t off, uint64_t flen);
+long m0__h2_answer(m0__conn *px, const struct m0__answer *a, int *status);
 
 #endif

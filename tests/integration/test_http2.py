@@ -4,9 +4,11 @@ frames:
 
 1. cleartext prior knowledge: curl --http2-prior-knowledge (200, a 404, HEAD,
    a POST with a body echoed back), h2load with 100 concurrent streams on
-   one connection (every request 2xx), an actor's route answered 501 and a
-   deferred view 500 at once (not served over HTTP/2 yet: never a hang);
+   one connection (every request 2xx), m0_defer's answers (one, then 200 on
+   50 streams at once), streams reset or left while their answer is away,
+   an actor's route answered 501 at once (not served over HTTP/2 yet);
    without --http2 the preface is answered as HTTP/1.1 (an error status);
+1b. --blocking-threads 2: the handler threads' answers, 100 streams at once;
 2. HTTPS: curl --http2 negotiates h2 by ALPN, curl --http1.1 still gets
    HTTP/1.1 (a self-signed CA this test makes with `openssl`);
 3. hostile: an HPACK bomb (one header in the dynamic table referenced until
@@ -160,7 +162,18 @@ def part_cleartext():
         rc, out, err = curl("--http2-prior-knowledge", u + "/actor/echo")
         F.check(out.endswith("501 2"), f"an actor's route is not served over HTTP/2 yet: 501 at once: {out!r} {err}")
         rc, out, err = curl("--http2-prior-knowledge", u + "/deferred?ms=10")
-        F.check(rc == 0 and out.endswith("500 2"), f"a deferred view: 500 at once, not a hang: {out!r} {err}")
+        F.check(rc == 0 and out.endswith("200 2") and '"deferred":10' in out, f"m0_defer's answer: {out!r} {err}")
+        ok, out = h2load(u + "/deferred?ms=1", n=200, m=50)
+        F.check(ok == 200, f"h2load, deferred answers on 50 streams at once: {ok} of 200 2xx\n{out}")
+        # streams whose answer is away when the client resets them, or leaves: the answer finds no stream
+        c = connect(s.port)
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1,
+                                                           request(b"/deferred?ms=200")) +
+                  frame(RST, 0, 1, struct.pack(">I", 8)) +
+                  frame(HEADERS, END_STREAM | END_HEADERS, 3, request(b"/deferred?ms=200")))
+        c.close()
+        rc, out, err = curl("--http2-prior-knowledge", u + "/deferred?ms=300")
+        F.check(out.endswith("200 2"), f"served after streams left while their answers were away: {out!r} {err}")
     with Server("host_check", "--port", "0") as s:  # off by default: the preface is HTTP/1.1's error
         c = connect(s.port)
         c.sendall(PREFACE)
@@ -266,6 +279,16 @@ def part_hostile():
         F.check(s.proc.poll() is None, f"the host lives: {s.stderr()[-2000:]}")
 
 
+def part_pool():
+    with Server("host_check", "--port", "0", "--http2", "--blocking-threads", "2") as s:
+        u = f"http://127.0.0.1:{s.port}"
+        rc, out, err = curl("--http2-prior-knowledge", u + "/pid")
+        F.check(out.endswith("200 2") and out.split("\n")[0].strip().isdigit(), f"a handler thread's answer: {out!r} {err}")
+        ok, out = h2load(u + "/pid", n=400, m=100)
+        F.check(ok == 400, f"h2load, the handler threads' answers on 100 streams: {ok} of 400 2xx\n{out}")
+        F.check(health(s.port), "/health beside the handler threads")
+
+
 def part_modes():
     for args, cls in [(("--threads", "2"), Server), (("--workers", "2"), Prefork)]:
         with cls("host_check", "--port", "0", "--http2", *args) as s:
@@ -274,5 +297,5 @@ def part_modes():
             F.check(health(s.port), f"{args}: /health")
 
 
-run_parts(F, [("cleartext", part_cleartext), ("https", part_https), ("hostile", part_hostile),
+run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("https", part_https), ("hostile", part_hostile),
               ("modes", part_modes)], tmp=TMP)

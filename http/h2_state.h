@@ -1,0 +1,71 @@
+/* The state of HTTP/2 connections and streams, private to http/h2.c (the
+ * session, the frames, the answers made at once) and http/h2_away.c (the
+ * requests that leave the loop and their later answers). Design notes in
+ * http/h2.c. Everything here runs on the connection's loop. */
+#ifndef M0_HTTP_H2_STATE_H
+#define M0_HTTP_H2_STATE_H
+
+#include <nghttp2/nghttp2.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/buf.h"
+#include "http/conn_state.h"
+#include "http/outq.h"
+#include "http/response.h"
+
+typedef struct m0__h2_stream m0__h2_stream;
+
+/* An HTTP/2 connection's session (c->h2). */
+struct m0__h2 {
+  nghttp2_session *s;
+  m0__h2_stream *streams; /* every stream opened, until its close */
+  int deferred;       /* streams whose DATA waits for the queue to drain */
+  int waiting;        /* streams whose request is away (a stand-in each) */
+  bool draining;      /* GOAWAY sent: close once no stream waits */
+};
+
+/* A stream's stand-in while its request is away: what the loop's seams
+ * (the handler threads, m0_defer) hold and answer, as they would a
+ * connection. It has no socket: its queues are never written. Freed by
+ * the answer (m0__h2_complete, m0__h2_answer), which always comes; st is
+ * NULL once the stream closed meanwhile. */
+typedef struct m0__h2_proxy {
+  m0__conn c; /* first */
+  m0__h2_stream *st;
+} m0__h2_proxy;
+
+typedef struct m0__h2_span {
+  uint32_t off, len;
+} m0__h2_span;
+
+struct m0__h2_stream {
+  int32_t id;
+  m0__conn *c;     /* its connection */
+  m0__h2_proxy *proxy; /* its stand-in while its request is away, or NULL */
+  m0__h2_stream *next, *prev; /* in m0__h2.streams */
+  m0__buf hb; /* the header bytes the spans point into */
+  m0__h2_span name[M0__MAX_HEADERS], value[M0__MAX_HEADERS];
+  int nheaders;
+  m0__h2_span method, path, authority;
+  size_t hbytes; /* the header list's size as RFC 9113 counts it */
+  m0__buf body;
+  bool refused;  /* a header over the limits: reset */
+  bool too_big;  /* a body over the limit: 413 */
+  bool deferred; /* its DATA waits (H2_OUT_HIGH) */
+  m0__outq out;  /* the answer, as HTTP/1.1 bytes */
+  size_t head_len, body_len, sent;
+};
+
+/* The HTTP/1.1 answer in st->out as HEADERS, and the rest as DATA: 0 or
+ * an nghttp2 error. */
+int m0__h2_submit(m0__conn *c, m0__h2_stream *st);
+/* What the session has to say, into the connection's target queue. */
+void m0__h2_pump(m0__conn *c);
+/* The request to the handler threads (route -1: app->handle) through a
+ * stand-in; true when it went, else res is answered (503). */
+bool m0__h2_to_pool(m0__h2_stream *st, const m0_request *req, int route, m0_response *res);
+/* What a view may do over HTTP/2 (ctx: the stream). */
+extern const m0__response_ops m0__h2_res_ops;
+
+#endif

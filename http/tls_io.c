@@ -75,6 +75,17 @@ static int tls_flush(m0__conn *c) {
   return 0;
 }
 
+/* A failure: the connection's write, carried or still waiting behind
+ * this one, is told (it may not wait for ever: a close cancels what is in
+ * flight, and only that would have told it); else the connection closes. */
+static void tls_write_failed(m0__conn *c, int err) {
+  m0__tls_conn *s = tls_state(c);
+  bool owed = s->conn_write;
+  s->conn_write = false;
+  if (owed) m0__conn_wrote(c, err);
+  else if (!c->closing) m0__conn_close(c);
+}
+
 static void tls_on_write(uv_write_t *req, int status) {
   m0__conn *c = req->data;
   m0__tls_conn *s = tls_state(c);
@@ -82,15 +93,15 @@ static void tls_on_write(uv_write_t *req, int status) {
   free(s->out);
   s->out = NULL;
   s->carried = false;
-  if (tell) s->conn_write = false;
   if (status < 0) {
-    if (tell) m0__conn_wrote(c, status);
-    else if (!c->closing) m0__conn_close(c);
+    tls_write_failed(c, status);
     return;
   }
-  if (tls_flush(c) != 0) {
-    if (tell) m0__conn_wrote(c, M0__ETRANSPORT);
-    else m0__conn_close(c);
+  if (tell) s->conn_write = false;
+  int rv = tls_flush(c);
+  if (rv != 0) {
+    if (tell) m0__conn_wrote(c, rv);
+    else tls_write_failed(c, rv);
     return;
   }
   if (tell) m0__conn_wrote(c, (ssize_t)s->owed);

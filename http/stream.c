@@ -285,6 +285,25 @@ static bool sub_push(m0__http *h, m0__sub *s, m0__sframe *f) {
   return true;
 }
 
+/* Asks for the memory the next subscriber's frame reads while this one's
+ * write runs in the kernel. A fan-out touches each subscriber once a
+ * frame, long after the last, so each of its lines is a cache miss, and
+ * those were most of the user time per subscriber: its subscription, the
+ * one after it (the next call reads s->next's c), the transport's state
+ * at the head of the connection (libuv's handle: its type, flags, write
+ * queue and descriptor are in its first 192 bytes) and the connection's
+ * own flags. */
+static void sub_prefetch(const m0__sub *s) {
+  const char *c = (const char *)s->c;
+  __builtin_prefetch(s->next);
+  __builtin_prefetch(c);
+  __builtin_prefetch(c + 64);
+  __builtin_prefetch(c + 128);
+  __builtin_prefetch(c + 191); /* a connection is 16-aligned: its first 192 bytes may span four lines */
+  __builtin_prefetch(&s->c->h);
+  __builtin_prefetch(&s->c->closing);
+}
+
 /* n frames dropped on ch, on its line of the shared page. */
 static void chan_dropped(m0__http *h, m0__chan *ch, uint64_t n) {
   if (!ch->dropped && h->chan_lines) ch->dropped = m0__page_channel_dropped(h->chan_lines, ch->name, ch->nlen);
@@ -384,6 +403,7 @@ uint64_t m0__http_publish(m0__http *h, const char *channel, size_t chlen, uint64
   m0__sub *next;
   for (m0__sub *s = ch->subs; s; s = next) {
     next = s->next; /* a failed write closes s->c, which takes s off the list */
+    if (next) sub_prefetch(next);
     if (!sub_push(h, s, f)) {
       dropped++;
       sub_lost(h, s, f);

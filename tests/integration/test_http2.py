@@ -18,7 +18,9 @@ frames:
    (the connection is ended), garbage after the preface (GOAWAY
    PROTOCOL_ERROR), the preface a byte at a time (served); after each,
    /health still answers over HTTP/2 and HTTP/1.1;
-4. --threads 2 and --workers 2: h2load over both loops' connections.
+4. the drain: GOAWAY with the last stream id, a stream whose answer is away
+   still answered, then the close;
+5. --threads 2 and --workers 2: h2load over both loops' connections.
 """
 import os
 import re
@@ -289,6 +291,26 @@ def part_pool():
         F.check(health(s.port), "/health beside the handler threads")
 
 
+def part_drain():
+    """SIGTERM while a stream's answer is away: GOAWAY naming the last stream, the answer still sent, then
+    the close; the host exits 0."""
+    with Server("host_check", "--port", "0", "--http2") as s:
+        c = connect(s.port)
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0) +
+                  frame(HEADERS, END_STREAM | END_HEADERS, 1, request(b"/deferred?ms=2000")) +
+                  frame(HEADERS, END_STREAM | END_HEADERS, 3, request()))
+        frames, eof = frames_until(c, lambda fr: has(fr, HEADERS, 3))  # both read: the second is answered
+        s.signal()
+        more, eof = frames_until(c, lambda fr: False)
+        c.close()
+        frames += more
+        body = b"".join(p for t, _, sid, p in frames if t == DATA and sid == 1)
+        last = next((int.from_bytes(p[:4], "big") for t, _, _, p in frames if t == GOAWAY), None)
+        F.check(last == 3 and goaway_code(frames) == 0, f"drain: GOAWAY NO_ERROR, last stream 3: {last}")
+        F.check(b'"deferred":2000' in body and eof, f"drain: the stream away is answered, then the close: {body!r}")
+        F.check(s.wait(15) == 0, f"drain: exit 0\n{s.stderr()[-1500:]}")
+
+
 def part_modes():
     for args, cls in [(("--threads", "2"), Server), (("--workers", "2"), Prefork)]:
         with cls("host_check", "--port", "0", "--http2", *args) as s:
@@ -297,5 +319,5 @@ def part_modes():
             F.check(health(s.port), f"{args}: /health")
 
 
-run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("https", part_https), ("hostile", part_hostile),
+run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("https", part_https), ("hostile", part_hostile), ("drain", part_drain),
               ("modes", part_modes)], tmp=TMP)

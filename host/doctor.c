@@ -256,6 +256,10 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   char io_why[256];
   int io_mode = m0__io_mode_parse(M0__CFGS(cfg, io));
   const char *io_path = m0__io_path(io_mode, io_why, sizeof io_why);
+  if (M0__CFGS(cfg, certfile)[0] && strcmp(io_path, "epoll") != 0) { /* http/conn.c: m0__http_init */
+    io_path = "epoll";
+    snprintf(io_why, sizeof io_why, "HTTPS (--certfile) runs on libuv's transport, under the TLS engine");
+  }
   json_object_set_new(root, "io", io_why[0] ? json_pack("{s:s, s:s}", "path", io_path, "why", io_why)
                                             : json_pack("{s:s}", "path", io_path));
   m0__process pd; /* what serving would make of this configuration (host/process.c) */

@@ -390,11 +390,10 @@ int m0__http_init(m0__http *h, uv_loop_t *uv, const m0__http_config *cfg, const 
   memset(&h->scratch, 0, sizeof h->scratch);
   memset(&h->spans, 0, sizeof h->spans);
   if (!h->rbuf) return M0__ENOMEM;
-  int rv = m0__io_init(h, (m0__io_mode)cfg->io, NULL, 0);
-  if (rv == 0 && cfg->tls) { /* HTTPS: libuv's socket under the TLS engine, in the chosen one's place */
-    m0__io_fini(h);
-    rv = m0__io_tls_init(h, cfg->tls);
-  }
+  /* HTTPS: libuv's socket under the TLS engine, whatever --io asked (no
+   * ring is made: its handles would outlive an m0__io_fini here). */
+  int rv = m0__io_init(h, cfg->tls ? M0__IO_EPOLL : (m0__io_mode)cfg->io, NULL, 0);
+  if (rv == 0 && cfg->tls) rv = m0__io_tls_init(h, cfg->tls);
   return rv;
 }
 

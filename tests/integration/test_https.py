@@ -176,6 +176,13 @@ def part_modes():
         reused, _ = resumes_everywhere(s.port, 1)
         F.check(reused, "--threads 2: sessions resumed")
         F.check(s.stop() == 0, f"--threads 2 drained and exited 0\n{s.stderr()[-800:]}")
+    # --io uring asked: HTTPS runs on libuv's transport all the same, and the doctor says so
+    rc, out, err = run("host_check", "--port", "0", "--io", "uring", "--doctor", *tls_args(), timeout=20)
+    io = json.loads(out).get("io", {}) if rc == 0 else {}
+    F.check(io.get("path") == "epoll" and "HTTPS" in io.get("why", ""), f"--io uring with HTTPS: the doctor's io ({rc} {io})")
+    with Server("host_check", "--port", "0", "--io", "uring", *tls_args()) as s:
+        F.check(all(https_get(s.port)[0] == "HTTP/1.1 200 OK" for _ in range(3)), "--io uring: served over HTTPS")
+        F.check(s.stop() == 0, f"--io uring drained and exited 0\n{s.stderr()[-800:]}")
     with Prefork("host_check", "--port", "0", "--workers", "2", *tls_args()) as s:
         ok = all(https_get(s.port)[0] == "HTTP/1.1 200 OK" for _ in range(6))
         F.check(ok, "--workers 2: served over HTTPS")

@@ -11,9 +11,11 @@
  * - One copy per frame per loop: a frame from the bus is encoded once into
  *   an m0__sframe ("id: N\n" + lines + "\n\n"; the WebSocket message and its
  *   compressed form are made at the first subscriber that needs them), and
- *   every subscriber's queue holds a reference to those bytes
- *   (m0__outq_hold), which go out in its writev. The history holds one
- *   reference too; the last one released frees the frame.
+ *   written from those bytes with one write per subscriber, no queue, when
+ *   nothing waits before it (stream_write_now); what a socket does not take
+ *   waits in its queue as a reference to the bytes (m0__outq_hold). The
+ *   history holds one reference too; the last one released frees the frame.
+ *   The fan-out prefetches the next subscriber's lines (sub_prefetch).
  * - The cap counts only what waits behind the socket (q[0] + q[1]). Every
  *   frame or beat is flushed as soon as it is queued, so the shared scratch
  *   never holds a subscriber's bytes past the call. A frame that would pass

@@ -262,6 +262,11 @@ int m0__doctor(const m0_config *cfg, const m0_app *app, const m0__check *checks,
   }
   json_object_set_new(root, "io", io_why[0] ? json_pack("{s:s, s:s}", "path", io_path, "why", io_why)
                                             : json_pack("{s:s}", "path", io_path));
+  bool h2 = M0__CFG(cfg, http2) != 0, tls = M0__CFGS(cfg, certfile)[0] != 0; /* http/h2.c */
+  json_object_set_new(root, "http2", json_pack("{s:b, s:s}", "on", h2, "how",
+                                               !h2  ? "off: HTTP/2's preface is answered 505 as HTTP/1.1; ALPN offers http/1.1"
+                                               : tls ? "ALPN offers h2 before http/1.1, and the cleartext preface is served"
+                                                     : "the cleartext preface is served (prior knowledge)"));
   m0__process pd; /* what serving would make of this configuration (host/process.c) */
   m0__process_describe(&pd, app, cfg);
   json_t *links = json_array();

@@ -327,6 +327,18 @@ static void h2_stream_free(m0__h2 *h2, m0__h2_stream *st) {
   free(st);
 }
 
+/* Refusals are counted with the loop's (the drain's line says them): a
+ * stream reset (its header list, past 100 streams), a session ended with
+ * an error (Rapid Reset, a SETTINGS flood, a bad frame). */
+static int h2_on_sent(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
+  (void)s;
+  m0__conn *c = ud;
+  bool goaway = f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR && !c->h2->refused;
+  if (goaway) c->h2->refused = true;
+  if (goaway || f->hd.type == NGHTTP2_RST_STREAM) c->h->stats.errors_4xx++;
+  return 0;
+}
+
 static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud) {
   (void)code;
   m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
@@ -374,6 +386,7 @@ static nghttp2_session *h2_session(m0__conn *c) {
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_sent);
   nghttp2_option_set_max_outbound_ack(opt, 1000); /* PING / SETTINGS floods */
   nghttp2_option_set_max_settings(opt, 32);
   nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESETS_BURST, H2_RESETS_RATE); /* Rapid Reset */
@@ -418,10 +431,10 @@ static bool h2_resume(m0__conn *c) {
 
 void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
   ssize_t r = nghttp2_session_mem_recv(c->h2->s, (const uint8_t *)buf, n);
-  if (r < 0) {
-    /* A protocol error or a flood: nghttp2 queued its GOAWAY where it could */
-    if (r == NGHTTP2_ERR_FLOODED || r == NGHTTP2_ERR_BAD_CLIENT_MAGIC) c->h->stats.errors_4xx++;
-    nghttp2_session_terminate_session(c->h2->s, NGHTTP2_PROTOCOL_ERROR);
+  if (r < 0) { /* a flood, or bytes that are no frame: GOAWAY, if the socket takes it, and the close */
+    if (!c->h2->refused) c->h->stats.errors_4xx++;
+    c->h2->refused = true;
+    nghttp2_session_terminate_session(c->h2->s, r == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
   }
   h2_resume(c);
   m0__h2_pump(c);

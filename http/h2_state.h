@@ -23,6 +23,7 @@ struct m0__h2 {
   int deferred;       /* streams whose DATA waits for the queue to drain */
   int waiting;        /* streams whose request is away (a stand-in each) */
   bool draining;      /* GOAWAY sent: close once no stream waits */
+  bool refused;       /* the session was ended for the client's fault: counted once */
 };
 
 /* A stream's stand-in while its request is away: what the loop's seams

@@ -22,6 +22,7 @@ frames:
    still answered, then the close;
 5. --threads 2 and --workers 2: h2load over both loops' connections.
 """
+import json
 import os
 import re
 import socket
@@ -29,7 +30,7 @@ import struct
 import subprocess
 import tempfile
 
-from harness import Failures, Prefork, Server, run_parts, wait_for
+from harness import Failures, Prefork, Server, run, run_parts
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-http2-")
@@ -176,6 +177,10 @@ def part_cleartext():
         c.close()
         rc, out, err = curl("--http2-prior-knowledge", u + "/deferred?ms=300")
         F.check(out.endswith("200 2"), f"served after streams left while their answers were away: {out!r} {err}")
+    for args, on in [((), False), (("--http2",), True)]:
+        rc, out, err = run("host_check", "--port", "0", "--doctor", *args, timeout=20)
+        h2 = json.loads(out).get("http2", {}) if rc == 0 else {}
+        F.check(h2.get("on") is on and ("505" in h2.get("how", "")) != on, f"the doctor's http2 {args}: {rc} {h2}")
     with Server("host_check", "--port", "0") as s:  # off by default: the preface is HTTP/1.1's error
         c = connect(s.port)
         c.sendall(PREFACE)
@@ -279,6 +284,9 @@ def part_hostile():
             fn(s.port)
             F.check(health(s.port), f"/health answers after the {name}")
         F.check(s.proc.poll() is None, f"the host lives: {s.stderr()[-2000:]}")
+        F.check(s.stop() == 0, f"hostile: drained, exit 0\n{s.stderr()[-1500:]}")
+        m = re.search(r"drained: \d+ requests, \d+ connections, (\d+) refused", s.stderr())
+        F.check(m and int(m.group(1)) >= 5, f"hostile: each refusal counted (the drain's line): {m and m.group(0)}")
 
 
 def part_pool():

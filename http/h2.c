@@ -436,8 +436,7 @@ void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
     c->h2->refused = true;
     nghttp2_session_terminate_session(c->h2->s, r == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
   }
-  h2_resume(c);
-  m0__h2_pump(c);
+  m0__h2_sweep(c);
   c->phase = PHASE_IDLE;
   c->deadline = c->h2->waiting ? UINT64_MAX : uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
 }
@@ -486,10 +485,24 @@ void m0__h2_drain(m0__conn *c) {
   if (!c->h2->waiting) c->close_after = true; /* else once the last waiting stream is answered */
 }
 
-void m0__h2_sweep(m0__conn *c) {
-  h2_resume(c);
-  m0__h2_pump(c);
+/* A socket that takes all at once leaves no write to complete, which is
+ * what goes on with the rest: a few more rounds here (each up to
+ * H2_OUT_HIGH), then the client's next frame or the sweep. */
+#define H2_SEND_ROUNDS 8
+
+bool m0__h2_sweep(m0__conn *c) {
+  bool went = false;
+  for (int i = 0; i < H2_SEND_ROUNDS && !c->closing; i++) {
+    h2_resume(c);
+    m0__h2_pump(c);
+    if (c->writing || !m0__outq_bytes(&c->h->scratch)) break; /* behind a write: its end goes on (m0__h2_wrote) */
+    went = true;
+    m0__conn_flush(c);
+  }
+  return went || c->closing;
 }
+
+bool m0__h2_wrote(m0__conn *c) { return m0__h2_sweep(c); }
 
 void m0__h2_free(m0__h2 *h2) {
   nghttp2_session_del(h2->s);

@@ -28,9 +28,14 @@ bool m0__h2_preface(m0__conn *c, char *buf, size_t n);
 void m0__h2_read(m0__conn *c, const char *buf, size_t n);
 /* The drain: GOAWAY with the last stream id, and close after it. */
 void m0__h2_drain(m0__conn *c);
-/* The sweep's turn: streams held back while the client did not read
- * (its queue past the mark) go on. */
-void m0__h2_sweep(m0__conn *c);
+/* What the session has to send, written (the sweep's turn, and after a
+ * read or a late answer): streams held back while the client did not read
+ * (its queue past the mark) go on. true when bytes went or it closed. */
+bool m0__h2_sweep(m0__conn *c);
+/* The connection's writes are done (http/write.c): the session's next
+ * bytes (DATA held back at the mark) are written. true when some went (a
+ * write is in flight again) or the connection closed. */
+bool m0__h2_wrote(m0__conn *c);
 void m0__h2_free(m0__h2 *s);
 /* The answers of a stream whose request went away (the handler threads,
  * m0_defer), to its stand-in (c->h2_proxy), as m0__http_complete's and

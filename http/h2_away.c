@@ -81,8 +81,7 @@ static void h2_later(m0__h2_stream *st, bool ok) {
     c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
     if (c->h2->draining) c->close_after = true;
   }
-  m0__h2_pump(c);
-  m0__conn_flush(c);
+  m0__h2_sweep(c);
 }
 
 void m0__h2_complete(m0__conn *pc, const void *resp, size_t n, int fd, uint64_t off, uint64_t flen) {

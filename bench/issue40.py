@@ -137,6 +137,12 @@ def item1(loop, cg):
         where = (f"ramp GET /x/now, {m0.get('requests')} requests over {(cg.get('settings') or {}).get('conns')} "
                  f"connections; nginx {_fmt(_num(ng.get('ir_per_req')), ',.0f')} Ir/request (comparator)")
         rows.append(_row(1, name, m0["ir_per_req"], "<=", 3700, " Ir", where, NO_FLOOR))
+    ur = ((cg or {}).get("profiles") or {}).get("m0-uring") or {}
+    if _num(ur.get("ir_per_req")) is not None:
+        rows.append(dict(_row(1, "m0 --io uring: user-space instructions per request (bench/profile_callgrind "
+                                 "IO=uring; no bound: the default path is judged)", ur["ir_per_req"], ">=", 0, " Ir",
+                              f"ramp GET /x/now, {ur.get('requests')} requests"), met=None, info=True,
+                         text=f"{ur['ir_per_req']:,.0f} Ir"))
     return rows
 
 

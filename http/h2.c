@@ -122,6 +122,8 @@ static int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_
     else if (nl == 5 && !memcmp(name, ":path", 5)) ok = h2_keep(st, &st->path, value, vl);
     else if (nl == 10 && !memcmp(name, ":authority", 10)) ok = h2_keep(st, &st->authority, value, vl);
   } else {
+    if (nl == 11 && !memcmp(name, "traceparent", 11))
+      m0__traceparent((const char *)value, vl, &st->trace_hi, &st->trace_lo, &st->trace_parent, &st->trace_flags);
     ok = h2_keep(st, &st->name[st->nheaders], name, nl) && h2_keep(st, &st->value[st->nheaders], value, vl);
     st->nheaders++;
   }
@@ -158,6 +160,8 @@ static void h2_request(m0__conn *c, m0__h2_stream *st, m0_request *req) {
   req->headers = h->hdrs;
   req->nheaders = n;
   req->body = (m0_str){st->body.p, st->body.len};
+  req->trace_hi = st->trace_hi;
+  req->trace_lo = st->trace_lo;
   req->peer = c->peer;
   req->peer_port = c->peer_port;
   req->client = c->peer;
@@ -292,15 +296,25 @@ static void h2_dispatch(m0__conn *c, m0__h2_stream *st) {
   res.req = &req;
   res.ops = &m0__h2_res_ops;
   res.ops_ctx = st;
-  if (h2_answer(st, &req, &res)) { /* it waits: no idle timeout while it does */
+  if (st->trace_hi || st->trace_lo) { /* answered with the client's traceparent, as over HTTP/1.1 (http/dispatch.c) */
+    char tp[56];
+    snprintf(tp, sizeof tp, "00-%016llx%016llx-%016llx-%02x", (unsigned long long)st->trace_hi,
+             (unsigned long long)st->trace_lo, (unsigned long long)st->trace_parent, st->trace_flags);
+    m0_response_header(&res, "traceparent", tp);
+  }
+  m0__current_trace = (m0__trace_id){st->trace_hi, st->trace_lo};
+  bool away = h2_answer(st, &req, &res);
+  m0__current_trace = (m0__trace_id){0, 0};
+  if (away) { /* it waits: no idle timeout while it does */
     c->h2->waiting++;
     c->deadline = UINT64_MAX;
     return;
   }
   h->stats.requests++;
   size_t bytes = res.head ? 0 : res.body_len;
-  if (h->access_log) m0__access_log_line(h->worker, req.method, req.path, res.status, bytes, 0, 0, NULL);
-  if (h->ops->served) h->ops->served(h, &req, 0, res.status, bytes);
+  if (h->access_log)
+    m0__access_log_line(h->worker, req.method, req.path, res.status, bytes, st->trace_hi, st->trace_lo, NULL);
+  if (h->ops->served) h->ops->served(h, &req, st->trace_flags, res.status, bytes);
   if (m0__h2_submit(c, st) != 0) nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 

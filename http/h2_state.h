@@ -50,6 +50,8 @@ struct m0__h2_stream {
   int nheaders;
   m0__h2_span method, path, authority;
   size_t hbytes; /* the header list's size as RFC 9113 counts it */
+  uint64_t trace_hi, trace_lo, trace_parent; /* its traceparent's (0: none) */
+  uint8_t trace_flags;
   m0__buf body;
   bool refused;  /* a header over the limits: reset */
   bool too_big;  /* a body over the limit: 413 */

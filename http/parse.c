@@ -310,6 +310,14 @@ static int parse_hex(const char *s, size_t n, uint64_t *out) {
   return 0;
 }
 
+void m0__traceparent(const char *s, size_t n, uint64_t *hi, uint64_t *lo, uint64_t *parent, uint8_t *flags) {
+  if (n != 55 || s[2] != '-' || s[35] != '-' || s[52] != '-') return; /* 00-<32 hex id>-<16 hex parent>-<2 hex flags> */
+  uint64_t f = 0;
+  if (parse_hex(s + 3, 16, hi) || parse_hex(s + 19, 16, lo) || parse_hex(s + 36, 16, parent) || parse_hex(s + 53, 2, &f))
+    *hi = *lo = 0;
+  *flags = (uint8_t)f;
+}
+
 static int on_header_value_complete(llhttp_t *ll) {
   m0__parser *p = PARSE(ll);
   m0__span v = p->hs->value[p->nheaders - 1];
@@ -339,15 +347,7 @@ static int on_header_value_complete(llhttp_t *ll) {
     if (v.len == 12 && strncasecmp(s, "100-continue", 12) == 0) p->expect_continue = true;
     else return parse_refuse(p, 417, "unsupported Expect");
     break;
-  case HDR_TRACEPARENT: /* 00-<32 hex trace id>-<16 hex parent>-<2 hex flags> */
-    if (v.len == 55 && s[2] == '-' && s[35] == '-' && s[52] == '-') {
-      uint64_t flags = 0;
-      if (parse_hex(s + 3, 16, &p->trace_hi) || parse_hex(s + 19, 16, &p->trace_lo) ||
-          parse_hex(s + 36, 16, &p->trace_parent) || parse_hex(s + 53, 2, &flags))
-        p->trace_hi = p->trace_lo = 0;
-      p->trace_flags = (uint8_t)flags;
-    }
-    break;
+  case HDR_TRACEPARENT: m0__traceparent(s, v.len, &p->trace_hi, &p->trace_lo, &p->trace_parent, &p->trace_flags); break;
   default: break;
   }
   p->cur_header = -1;

@@ -72,6 +72,11 @@ typedef struct m0__parse_limits {
   size_t max_body_bytes;   /* body: 413 */
 } m0__parse_limits;
 
+/* A traceparent field's value (W3C Trace Context) into its trace id, parent
+ * id and flags; the id is left 0 when the value is not one (http/h2.c
+ * reads an HTTP/2 stream's with it too). */
+void m0__traceparent(const char *s, size_t n, uint64_t *hi, uint64_t *lo, uint64_t *parent, uint8_t *flags);
+
 typedef enum m0__parse_result {
   M0__PARSE_MORE,    /* feed more bytes */
   M0__PARSE_REQUEST, /* a whole request is ready */

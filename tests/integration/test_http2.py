@@ -4,7 +4,7 @@ frames:
 
 1. cleartext prior knowledge: curl --http2-prior-knowledge (200, a 404, HEAD,
    a POST with a body echoed back), h2load with 100 concurrent streams on
-   one connection (every request 2xx), m0_defer's answers (one, then 200 on
+   one connection (every request 2xx), a traceparent echoed, m0_defer's answers (one, then 200 on
    50 streams at once), streams reset or left while their answer is away,
    an actor's route answered 501 at once (not served over HTTP/2 yet);
    without --http2 the preface is answered as HTTP/1.1 (an error status);
@@ -159,6 +159,9 @@ def part_cleartext():
         rc, out, err = curl("--http2-prior-knowledge", "-I", u + "/health")
         F.check(rc == 0 and "HTTP/2 200" in out and "content-length: 15" in out.lower(), f"HEAD: {out!r} {err}")
         F.check("connection:" not in out.lower(), f"no connection field in an HTTP/2 head: {out!r}")
+        tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        rc, out, err = curl("--http2-prior-knowledge", "-i", "-H", "traceparent: " + tp, u + "/health")
+        F.check(f"traceparent: {tp}" in out, f"a stream's traceparent is its trace id, echoed: {out!r}")
         rc, out, err = curl("--http2-prior-knowledge", "--data-binary", "hello over h2", u + "/loop/echo")
         F.check(out.endswith("200 2") and "hello over h2" in out, f"a POST's body reaches the view: {out!r} {err}")
         ok, out = h2load(u + "/health", n=400, m=100)

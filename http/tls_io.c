@@ -123,9 +123,11 @@ static void tls_deliver(m0__conn *c) {
     if (r == M0__TLS_AGAIN) break;
     if (r < 0) { /* EOF: the close_notify; FAILED: the alert goes if the socket takes it now */
       if (r == M0__TLS_FAILED) {
-        char alert[64];
-        size_t n = m0__tls_take(s->t, alert, sizeof alert);
-        uv_buf_t b = uv_buf_init(alert, (unsigned)n);
+        /* All of what waits, in order: a ticket made by the same read goes
+         * before the alert (the first bytes alone were a cut record). */
+        char last[4096];
+        size_t n = m0__tls_take(s->t, last, sizeof last);
+        uv_buf_t b = uv_buf_init(last, (unsigned)n);
         if (n && !s->out) (void)uv_try_write(tls_stream(c), &b, 1);
       }
       m0__conn_read(c, NULL, r == M0__TLS_EOF ? M0__IO_EOF : UV_EPROTO);

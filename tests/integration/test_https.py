@@ -218,10 +218,12 @@ def closed_within(sock, seconds):
     return False
 
 
-def raw_tls(port, rcvbuf=None):
+def raw_tls(port, rcvbuf=None, hold_last=False):
     """A TLS client over Python's memory BIOs on a raw socket, handshake done:
     (socket, SSLObject, incoming BIO, outgoing BIO); what it writes is sent
-    as the test says (records of its choosing, in one send)."""
+    as the test says (records of its choosing, in one send). hold_last: its
+    last flight (TLS 1.3: its Finished) is left in the outgoing BIO, for the
+    caller to send with what follows."""
     inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
     obj = ctx().wrap_bio(inc, out, server_hostname="localhost")
     t = socket.socket()
@@ -239,7 +241,8 @@ def raw_tls(port, rcvbuf=None):
             if not b:
                 break
             inc.write(b)
-    t.sendall(out.read())
+    if not hold_last:
+        t.sendall(out.read())
     return t, obj, inc, out
 
 
@@ -272,9 +275,10 @@ def part_hostile():
         t.shutdown(socket.SHUT_WR)
         F.check(closed_within(t, 10), "a truncated record, then the client's FIN: closed")
         t.close()
-        # a forged record (whole, but not encrypted by the session's key): an alert, then closed
-        t, obj, inc, out = raw_tls(s.port)
-        t.sendall(bytes([23, 3, 3, 0, 40]) + bytes(range(40)))
+        # a forged record (whole, but not encrypted by the session's key) in the same send as the
+        # client's Finished: the server's ticket, then its alert, then closed
+        t, obj, inc, out = raw_tls(s.port, hold_last=True)
+        t.sendall(out.read() + bytes([23, 3, 3, 0, 40]) + bytes(range(40)))
         said = None
         try:
             while said is None:

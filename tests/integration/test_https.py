@@ -71,6 +71,7 @@ def make_certs():
     make_leaf("b", "DNS:b.test", 30)
     make_leaf("next", "DNS:localhost,IP:127.0.0.1", 30)
     make_leaf("old", "DNS:localhost,IP:127.0.0.1", -1)  # expired yesterday
+    make_leaf("soon", "DNS:localhost,IP:127.0.0.1", 5)  # within the 14 days' warning
     with open(path("disorder.crt"), "w") as f:
         f.write(open(path("ca.crt")).read() + open(path("leaf.crt")).read())
 
@@ -439,6 +440,9 @@ def part_doctor():
     check = next((c for c in json.loads(out)["checks"] if c["name"] == "certificates"), {}) if rc == 0 else {}
     F.check(check.get("ok") and "localhost, 127.0.0.1" in check.get("detail", ""),
             f"the doctor names a good certificate's names ({rc} {check} {err})")
+    with Server("host_check", "--port", "0", *tls_args("soon.crt", "soon.key")) as s:
+        warned = [l for l in s.stderr().splitlines() if l.startswith("m0: warning: ") and "soon.crt expires on" in l]
+        F.check(len(warned) == 1 and health(s.port), f"a certificate ending within 14 days: served, one warning\n{s.stderr()}")
 
 
 def serial(port):

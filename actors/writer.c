@@ -67,6 +67,10 @@ static const m0__writer_ops lw_ops;
 m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int status, const char *content_type,
                             void (*on_gone)(void *arg), void *arg) {
   m0__loop *l = h->owner;
+  if (c->h2_proxy) { /* an HTTP/2 stream's stand-in (http/h2_away.c): no reply in pieces over HTTP/2 yet */
+    m0__respond_status(res, 501, NULL);
+    return NULL;
+  }
   if (status < 200 || status > 599 || status == 204 || status == 205 || status == 304) {
     fprintf(stderr, "m0: refused a writer with the status %d (one with a body: 200..599 but 204, 205, 304); "
                     "answered 500\n", status);

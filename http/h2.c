@@ -21,15 +21,16 @@
  *   dropped) and the rest the DATA, read from the queue by the data
  *   provider (memory, or a file piece by pread): one writer of responses,
  *   one set of body rules.
- * - A request that leaves the loop (the handler threads, m0_defer) is
- *   given to the loop's seams with a stand-in for a connection
- *   (m0__h2_proxy, http/h2_away.c): m0__http_complete and m0__http_answer
- *   hand its answer back here, sent on its stream if that is still open.
- *   The stand-in is freed by that answer, which always comes (a timeout
- *   answers 504); a stream that closes first only unlinks it. An actor's
- *   route (its reply may stream) is answered 501, and a writer, a stream or
- *   a WebSocket 500 (the response table offers them not): never a stream
- *   that hangs. While a stream waits its connection has no idle timeout;
+ * - A request that leaves the loop (the handler threads, an application
+ *   actor, m0_defer) is given to the loop's seams with a stand-in for a
+ *   connection (m0__h2_proxy, http/h2_away.c): m0__http_complete,
+ *   m0__http_answer and m0__http_resume hand its answer back here, sent on
+ *   its stream if that is still open. The stand-in is freed by that
+ *   answer, which always comes (a timeout answers 504); a stream that
+ *   closes first only unlinks it. A reply in pieces (an actor's writer) is
+ *   refused at its begin (501, actors/writer.c), a route that is a stream
+ *   501, and a view's writer, stream or WebSocket 500 (the response table
+ *   offers them not): never a stream that hangs. While a stream waits its connection has no idle timeout;
  *   at the drain it is closed once the last is answered.
  * - Output: what nghttp2 says is appended to the connection's target
  *   queue after each read and written at its end (the loop's one write per
@@ -167,8 +168,8 @@ static void h2_request(m0__conn *c, m0__h2_stream *st, m0_request *req) {
   req->client = c->peer;
 }
 
-/* The application's answer: at once, or away (true). An application
- * actor's route is not served over HTTP/2 yet (its reply may stream): 501. */
+/* The application's answer: at once, or away (true). A route that is a
+ * stream (SSE) is not served over HTTP/2 yet: 501. */
 static bool h2_app(m0__h2_stream *st, m0_request *req, m0_response *res) {
   m0__http *h = st->c->h;
   const m0_app *app = h->app;
@@ -187,7 +188,8 @@ static bool h2_app(m0__h2_stream *st, m0_request *req, m0_response *res) {
   req->params = m.params;
   req->nparams = m.nparams;
   const m0_route *r = m.route;
-  if (r->stream || r->actor) m0__respond_status(res, 501, NULL);
+  if (r->actor) return m0__h2_to_actor(st, req, r, res);
+  if (r->stream) m0__respond_status(res, 501, NULL); /* a stream: not over HTTP/2 yet */
   else if (h->pool && !(r->flags & M0_ON_LOOP)) return m0__h2_to_pool(st, req, (int)(r - app->routes), res);
   else if (r->flags & M0_NEEDS_POOL) m0__respond_status(res, 503, NULL);
   else r->view(h->state, req, res);

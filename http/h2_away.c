@@ -57,6 +57,16 @@ static char *h2_graph(void *ctx, const char *records_of) {
  * a stream or a WebSocket (m0_respond_writer and the rest then answer 500). */
 const m0__response_ops m0__h2_res_ops = {NULL, NULL, NULL, h2_defer_begin, NULL, h2_graph};
 
+/* To an application actor's instance. true: it went. */
+bool m0__h2_to_actor(m0__h2_stream *st, const m0_request *req, const m0_route *r, m0_response *res) {
+  m0__http *h = st->c->h;
+  m0__conn *pc = h->ops->to_actor ? h2_proxy_new(st) : NULL;
+  if (pc && h->ops->to_actor(h, pc, req, r, res) == 0) return true;
+  if (pc) h2_proxy_end(pc, false);
+  if (!res->done) m0__respond_status(res, 503, NULL);
+  return false;
+}
+
 /* To the handler threads (route: -1 for app->handle). true: it went. */
 bool m0__h2_to_pool(m0__h2_stream *st, const m0_request *req, int route, m0_response *res) {
   m0__http *h = st->c->h;
@@ -85,8 +95,12 @@ static void h2_later(m0__h2_stream *st, bool ok) {
 }
 
 void m0__h2_complete(m0__conn *pc, const void *resp, size_t n, int fd, uint64_t off, uint64_t flen) {
+  m0__outq *mine = &pc->q[1 - pc->qi], *out = ((m0__h2_proxy *)pc)->st ? &((m0__h2_proxy *)pc)->st->out : NULL;
+  /* No answer given: one written into the stand-in's own queue is it (a
+   * writer's begin refused, 501: actors/writer.c), else the stream resets. */
+  bool ok = out && !n && fd < 0 && m0__outq_bytes(mine) && m0__outq_move_tail(out, mine, 0) == 0;
   m0__h2_stream *st = h2_proxy_end(pc, true);
-  bool ok = st && n && m0__outq_append(&st->out, resp, n) == 0;
+  if (!ok) ok = st && n && m0__outq_append(&st->out, resp, n) == 0;
   if (fd >= 0 && ok) ok = m0__outq_file(&st->out, fd, off, (size_t)flen) == 0; /* the queue owns fd */
   else if (fd >= 0) close(fd);
   if (st) h2_later(st, ok);

@@ -68,6 +68,9 @@ void m0__h2_pump(m0__conn *c);
 /* The request to the handler threads (route -1: app->handle) through a
  * stand-in; true when it went, else res is answered (503). */
 bool m0__h2_to_pool(m0__h2_stream *st, const m0_request *req, int route, m0_response *res);
+/* The request to route's application actor through a stand-in; true when
+ * it went, else res is answered (503, or the actor's refusal). */
+bool m0__h2_to_actor(m0__h2_stream *st, const m0_request *req, const m0_route *r, m0_response *res);
 /* What a view may do over HTTP/2 (ctx: the stream). */
 extern const m0__response_ops m0__h2_res_ops;
 

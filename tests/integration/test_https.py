@@ -7,17 +7,20 @@ signed by it, an expired one):
    for two requests), Python's ssl at TLS 1.2 and 1.3, SNI choosing between
    two certificates (`openssl s_client -servername`), a client offering only
    h2 refused, resumption by `openssl s_client -sess_out / -sess_in`;
-2. --threads 2 and --workers 2: served, and a session made on one worker
-   resumed on the other (ticket keys shared by every worker);
+2. --threads 2, --io uring (HTTPS on libuv's transport, the doctor says so)
+   and --workers 2: served, and a session made on one worker resumed on the
+   other (ticket keys shared by every worker);
 3. hostile: a ClientHello sent a byte at a time then silence (closed at
    --header-timeout-ms), a truncated record, plain HTTP at the TLS port
-   (closed), a forged record (bad_record_mac, closed), half-done handshakes held open, a client that sends
-   and never reads: each closed or left alone while /health answers
-   others; a client that pipelines records and reads slowly gets every
-   answer (records left in the engine while the connection stops reading);
+   (closed), a forged record sent with the client's Finished (the ticket,
+   then bad_record_mac, closed), half-done handshakes held open, a client
+   that sends and never reads: each closed or left alone while /health
+   answers others; a client that pipelines records and reads slowly gets
+   every answer (records left in the engine while the connection stopped
+   reading);
 4. the doctor (exit 78, one line naming the file): a missing file, a key
    that is not the certificate's, an expired certificate, a chain out of
-   order;
+   order; one ending within 14 days served with a warning;
 5. files (m0_respond_file) whole and by range; an SSE stream and a
    WebSocket;
 6. SIGHUP: a certificate replaced by an expired one is refused and the old

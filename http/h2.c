@@ -38,7 +38,8 @@
  *   more than H2_OUT_HIGH unwritten: the next read or the sweep resumes it.
  * - Limits: 100 concurrent streams, a header list no larger than an
  *   HTTP/1.1 head may be (a stream over it is reset: the HPACK bomb), a
- *   body no larger (413), and nghttp2's flood guards: outbound control
+ *   body no larger (413) and the bodies of all its streams at once no
+ *   larger than H2_BODIES_MAX or one body (413), and nghttp2's flood guards: outbound control
  *   frames queued (PING, SETTINGS ACK floods), SETTINGS entries, CONTINUATION
  *   frames and a rate of RST_STREAM (Rapid Reset): past them the session
  *   ends with GOAWAY and the connection closes.
@@ -64,6 +65,9 @@
 
 #define H2_MAX_STREAMS 100
 #define H2_OUT_HIGH (1u << 20) /* unwritten bytes past which DATA waits */
+/* Request bodies one connection's streams may hold at once, beside each
+ * one's --max-body-bytes: 100 streams must not hold 100 bodies. */
+#define H2_BODIES_MAX (8u << 20)
 #define H2_RESETS_BURST 200    /* RST_STREAM a client may send at once ... */
 #define H2_RESETS_RATE 33      /* ... and per second after (nghttp2's rate) */
 
@@ -136,12 +140,16 @@ static int h2_on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8
   m0__conn *c = ud;
   m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, id);
   if (!st || st->too_big) return 0;
-  if (st->body.len + n > c->h->lim.max_body_bytes) {
+  size_t conn_max = c->h->lim.max_body_bytes > H2_BODIES_MAX ? c->h->lim.max_body_bytes : H2_BODIES_MAX;
+  if (st->body.len + n > c->h->lim.max_body_bytes || c->h2->bodies + n > conn_max) {
     st->too_big = true; /* answered 413 at its end; the rest is read and dropped */
+    c->h2->bodies -= st->body.len;
     m0__buf_free(&st->body);
     return 0;
   }
-  return m0__buf_append(&st->body, p, n) ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+  if (m0__buf_append(&st->body, p, n)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  c->h2->bodies += n;
+  return 0;
 }
 
 /* The request as a view sees it, its spans into the stream's bytes. */
@@ -334,6 +342,7 @@ static void h2_stream_free(m0__h2 *h2, m0__h2_stream *st) {
     st->proxy->st = NULL;
     h2->waiting--;
   }
+  h2->bodies -= st->body.len;
   if (st->prev) st->prev->next = st->next;
   else h2->streams = st->next;
   if (st->next) st->next->prev = st->prev;

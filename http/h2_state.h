@@ -22,6 +22,7 @@ struct m0__h2 {
   m0__h2_stream *streams; /* every stream opened, until its close */
   int deferred;       /* streams whose DATA waits for the queue to drain */
   int waiting;        /* streams whose request is away (a stand-in each) */
+  size_t bodies;      /* request body bytes its open streams hold */
   bool draining;      /* GOAWAY sent: close once no stream waits */
   bool refused;       /* the session was ended for the client's fault: counted once */
 };

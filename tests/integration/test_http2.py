@@ -18,7 +18,8 @@ frames:
    (HEADERS + RST_STREAM: GOAWAY long before the burst's end), a SETTINGS frame of
    100 entries (GOAWAY ENHANCE_YOUR_CALM), a PING flood that reads no ACK
    (the connection is ended), garbage after the preface (GOAWAY
-   PROTOCOL_ERROR), the preface a byte at a time (served); after each,
+   PROTOCOL_ERROR), the preface a byte at a time (served), 40 bodies sent
+   at once (past 8 MiB held, 413); after each,
    /health still answers over HTTP/2 and HTTP/1.1;
 4. the drain: GOAWAY with the last stream id, a stream whose answer is away
    still answered, then the close;
@@ -285,11 +286,25 @@ def hostile_split(port):
     F.check(b'"ok"' in body, f"the preface a byte at a time: served: {frames[:6]}")
 
 
+def hostile_bodies(port):
+    """40 streams at once, each sending a body under --max-body-bytes (900 KB): past 8 MiB held at once
+    the rest are answered 413."""
+    body = path("body.txt")
+    with open(body, "wb") as f:
+        f.write(b"b" * 900000)
+    p = subprocess.run(["h2load", "-n", "40", "-c", "1", "-m", "40", "-d", body, f"http://127.0.0.1:{port}/loop/echo"],
+                       capture_output=True, timeout=60)
+    m = re.search(r"status codes: (\d+) 2xx, \d+ 3xx, (\d+) 4xx", p.stdout.decode(errors="replace"))
+    F.check(m and int(m.group(1)) > 0 and int(m.group(2)) > 0 and int(m.group(1)) + int(m.group(2)) == 40,
+            f"bodies held at once are bounded: some 413: {m and m.group(0)}")
+
+
 def part_hostile():
     with Server("host_check", "--port", "0", "--http2", "--keepalive-timeout-ms", "2000") as s:
         for name, fn in [("hpack bomb", hostile_bomb), ("rapid reset", hostile_rapid_reset),
                          ("settings", hostile_settings), ("ping flood", hostile_ping_flood),
-                         ("garbage", hostile_garbage), ("split preface", hostile_split)]:
+                         ("garbage", hostile_garbage), ("split preface", hostile_split),
+                         ("bodies", hostile_bodies)]:
             fn(s.port)
             F.check(health(s.port), f"/health answers after the {name}")
         F.check(s.proc.poll() is None, f"the host lives: {s.stderr()[-2000:]}")

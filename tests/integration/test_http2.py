@@ -18,7 +18,8 @@ frames:
    (HEADERS + RST_STREAM: GOAWAY long before the burst's end), a SETTINGS frame of
    100 entries (GOAWAY ENHANCE_YOUR_CALM), a PING flood that reads no ACK
    (the connection is ended), garbage after the preface (GOAWAY
-   PROTOCOL_ERROR), the preface a byte at a time (served), 40 bodies sent
+   PROTOCOL_ERROR), the preface a byte at a time (served), 150 streams
+   left open (past 100 refused), 40 bodies sent
    at once (past 8 MiB held, 413); after each,
    /health still answers over HTTP/2 and HTTP/1.1;
 4. the drain: GOAWAY with the last stream id, a stream whose answer is away
@@ -286,6 +287,18 @@ def hostile_split(port):
     F.check(b'"ok"' in body, f"the preface a byte at a time: served: {frames[:6]}")
 
 
+def hostile_streams(port):
+    """150 streams opened and left open (no END_STREAM): past 100 each is refused (RST_STREAM)."""
+    c = connect(port)
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0) +
+              b"".join(frame(HEADERS, END_HEADERS, i, request(b"/loop/echo", b"POST")) for i in range(1, 301, 2)))
+    frames, eof = frames_until(c, lambda fr: sum(t == RST for t, _, _, _ in fr) >= 50 or goaway_code(fr) is not None)
+    c.close()
+    refused = sorted(s for t, _, s, _ in frames if t == RST)
+    F.check(len(refused) >= 50 and refused[0] > 200, f"past 100 open streams each is refused: {refused[:5]}.. "
+            f"({len(refused)}), GOAWAY {goaway_code(frames)}")
+
+
 def hostile_bodies(port):
     """40 streams at once, each sending a body under --max-body-bytes (900 KB): past 8 MiB held at once
     the rest are answered 413."""
@@ -304,7 +317,7 @@ def part_hostile():
         for name, fn in [("hpack bomb", hostile_bomb), ("rapid reset", hostile_rapid_reset),
                          ("settings", hostile_settings), ("ping flood", hostile_ping_flood),
                          ("garbage", hostile_garbage), ("split preface", hostile_split),
-                         ("bodies", hostile_bodies)]:
+                         ("streams", hostile_streams), ("bodies", hostile_bodies)]:
             fn(s.port)
             F.check(health(s.port), f"/health answers after the {name}")
         F.check(s.proc.poll() is None, f"the host lives: {s.stderr()[-2000:]}")

@@ -19,7 +19,7 @@ frames:
    100 entries (GOAWAY ENHANCE_YOUR_CALM), a PING flood that reads no ACK
    (the connection is ended), garbage after the preface (GOAWAY
    PROTOCOL_ERROR), the preface a byte at a time (served), 150 streams
-   left open (past 100 refused), 40 bodies sent
+   left open (past 100 refused), 20 CONTINUATION frames (GOAWAY), 40 bodies sent
    at once (past 8 MiB held, 413); after each,
    /health still answers over HTTP/2 and HTTP/1.1;
 4. the drain: GOAWAY with the last stream id, a stream whose answer is away
@@ -299,6 +299,18 @@ def hostile_streams(port):
             f"({len(refused)}), GOAWAY {goaway_code(frames)}")
 
 
+def hostile_continuation(port):
+    """A HEADERS followed by 20 CONTINUATION frames of one field each (the 2024 CONTINUATION flood): GOAWAY."""
+    c = connect(port)
+    frames_out = frame(HEADERS, END_STREAM, 1, request())
+    frames_out += b"".join(frame(9, 0, 1, literal(b"x-c", b"v")) for _ in range(20))  # 9: CONTINUATION
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frames_out)
+    frames, eof = frames_until(c, lambda fr: goaway_code(fr) is not None)
+    c.close()
+    F.check(goaway_code(frames) is not None and not has(frames, HEADERS, 1),
+            f"CONTINUATION flood: GOAWAY, the stream not answered: {goaway_code(frames)}")
+
+
 def hostile_bodies(port):
     """40 streams at once, each sending a body under --max-body-bytes (900 KB): past 8 MiB held at once
     the rest are answered 413."""
@@ -317,7 +329,8 @@ def part_hostile():
         for name, fn in [("hpack bomb", hostile_bomb), ("rapid reset", hostile_rapid_reset),
                          ("settings", hostile_settings), ("ping flood", hostile_ping_flood),
                          ("garbage", hostile_garbage), ("split preface", hostile_split),
-                         ("streams", hostile_streams), ("bodies", hostile_bodies)]:
+                         ("streams", hostile_streams), ("continuation", hostile_continuation),
+                         ("bodies", hostile_bodies)]:
             fn(s.port)
             F.check(health(s.port), f"/health answers after the {name}")
         F.check(s.proc.poll() is None, f"the host lives: {s.stderr()[-2000:]}")

@@ -269,6 +269,10 @@ def item4(streams):
             floor = (f"same session: {floor_arm} {_fmt(_num(fa.get('cpu_s_per_million')), '.3g')} CPU-s per million "
                      f"frames, p99 {_fmt(_num(fa.get('p99_ms')), '.3g')} ms, idle "
                      f"{_fmt(_num(fa.get('idle_bytes_per_conn')), '.0f')} B/subscriber")
+            others = [f"{k} {_fmt(_num(v.get('cpu_s_per_million')), '.3g')}" for k, v in sorted(arms.items())
+                      if k.startswith(floor_arm + "-") and isinstance(v, dict) and v.get("rounds")]
+            if others:
+                floor += f" (other floors, CPU-s per million frames: {', '.join(others)})"
         else:
             floor = f"{NO_FLOOR} ({floor_arm} did not run)"
         why = "bench/run_streams did not run" if streams is None else f"no {m0}/{floor_arm} pair in this session"

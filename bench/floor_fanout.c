@@ -1,7 +1,7 @@
 /* bench/floor_fanout.c — the kernel's floor under bench/run_streams: N held
  * loopback TCP subscribers, one write per subscriber per frame, nothing else.
  *
- *   m0_floor_fanout sse|ws write|writev THREADS
+ *   m0_floor_fanout sse|ws write|writev|send THREADS
  *
  * Design notes.
  * - Listens on 127.0.0.1, an ephemeral port, and prints `listening PORT` on
@@ -17,7 +17,9 @@
  *   written with one write(2) per socket; `writev`: one writev(2) per socket
  *   of its pieces (the id line, the data, the end; or the frame header and
  *   the payload), as a server that does not copy a frame per subscriber
- *   writes it.
+ *   writes it; `send`: one send(2) per socket of the frame built once
+ *   (MSG_DONTWAIT | MSG_NOSIGNAL), which enters the socket layer without
+ *   the file layer's write path.
  * - The main thread accepts, reads requests and stdin; a frame is handed to
  *   the THREADS writer threads by a byte on each one's pipe, and the next
  *   line is not taken before every thread has written the frame (the frames
@@ -61,7 +63,7 @@ typedef struct floor_conn { /* a connection whose request is not complete yet */
   char req[FLOOR_REQ_CAP];
 } floor_conn;
 
-static int floor_ws, floor_vec;
+static int floor_ws, floor_vec, floor_send;
 static char floor_frame[70000];
 static size_t floor_len;
 static struct iovec floor_iov[3];
@@ -74,7 +76,9 @@ static void *floor_run(void *arg) {
     if (b == 'q')
       break;
     for (size_t i = 0; i < t->n; i++) {
-      ssize_t w = floor_vec ? writev(t->fds[i], floor_iov, floor_niov) : write(t->fds[i], floor_frame, floor_len);
+      ssize_t w = floor_vec    ? writev(t->fds[i], floor_iov, floor_niov)
+                  : floor_send ? send(t->fds[i], floor_frame, floor_len, MSG_DONTWAIT | MSG_NOSIGNAL)
+                               : write(t->fds[i], floor_frame, floor_len);
       t->writes++;
       if (w != (ssize_t)floor_len)
         t->shorts++;
@@ -122,13 +126,14 @@ static const char FLOOR_WS_HEAD[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade
 
 int main(int argc, char **argv) {
   if (argc != 4 || (strcmp(argv[1], "sse") && strcmp(argv[1], "ws")) ||
-      (strcmp(argv[2], "write") && strcmp(argv[2], "writev")) || atoi(argv[3]) < 1 ||
+      (strcmp(argv[2], "write") && strcmp(argv[2], "writev") && strcmp(argv[2], "send")) || atoi(argv[3]) < 1 ||
       atoi(argv[3]) > FLOOR_MAX_THREADS) {
-    fprintf(stderr, "usage: m0_floor_fanout sse|ws write|writev THREADS (1..%d)\n", FLOOR_MAX_THREADS);
+    fprintf(stderr, "usage: m0_floor_fanout sse|ws write|writev|send THREADS (1..%d)\n", FLOOR_MAX_THREADS);
     return 2;
   }
   floor_ws = !strcmp(argv[1], "ws");
   floor_vec = !strcmp(argv[2], "writev");
+  floor_send = !strcmp(argv[2], "send");
   int nth = atoi(argv[3]);
   static floor_thread th[FLOOR_MAX_THREADS];
   for (int i = 0; i < nth; i++) {

@@ -317,6 +317,7 @@ void m0__metrics_respond(const m0__page *page, const char *process, const m0_app
   FIELD("open_connections", "gauge", "Connections open now, streams included.", open);
   FIELD("streams", "gauge", "Streams open now: server-sent events and WebSockets.", streams);
   FIGURE("handoffs_total", "Connections handed to a sibling loop.", handoffs);
+  FIGURE("http2_refused_total", "HTTP/2 streams reset and sessions ended for the client's fault.", h2_refused);
   FIELD("pool_queue", "gauge", "Requests waiting for or inside the handler pool.", queued);
   FIGURE("stream_frames_dropped_total", "Frames dropped for a subscriber: its queue was full, or the frame came late "
                                         "(after a higher id of its channel).", dropped);

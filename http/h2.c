@@ -62,6 +62,7 @@
 #include "http/h2_state.h"
 #include "http/query.h"
 #include "http/views.h"
+#include "transport/page.h"
 
 #define H2_MAX_STREAMS 100
 #define H2_OUT_HIGH (1u << 20) /* unwritten bytes past which DATA waits */
@@ -352,15 +353,21 @@ static void h2_stream_free(m0__h2 *h2, m0__h2_stream *st) {
   free(st);
 }
 
-/* Refusals are counted with the loop's (the drain's line says them): a
- * stream reset (its header list, past 100 streams), a session ended with
- * an error (Rapid Reset, a SETTINGS flood, a bad frame). */
+/* A refusal, counted with the loop's (the drain's line) and on the page
+ * (m0_http2_refused_total). */
+static void h2_refused(m0__conn *c) {
+  c->h->stats.errors_4xx++;
+  if (c->h->figures) atomic_fetch_add_explicit(&c->h->figures->h2_refused, 1, memory_order_relaxed);
+}
+
+/* Refusals: a stream reset (its header list, past 100 streams), a session
+ * ended with an error (Rapid Reset, a SETTINGS flood, a bad frame). */
 static int h2_on_sent(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   (void)s;
   m0__conn *c = ud;
   bool goaway = f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR && !c->h2->refused;
   if (goaway) c->h2->refused = true;
-  if (goaway || f->hd.type == NGHTTP2_RST_STREAM) c->h->stats.errors_4xx++;
+  if (goaway || f->hd.type == NGHTTP2_RST_STREAM) h2_refused(c);
   return 0;
 }
 
@@ -457,7 +464,7 @@ static bool h2_resume(m0__conn *c) {
 void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
   ssize_t r = nghttp2_session_mem_recv(c->h2->s, (const uint8_t *)buf, n);
   if (r < 0) { /* a flood, or bytes that are no frame: GOAWAY, if the socket takes it, and the close */
-    if (!c->h2->refused) c->h->stats.errors_4xx++;
+    if (!c->h2->refused) h2_refused(c);
     c->h2->refused = true;
     nghttp2_session_terminate_session(c->h2->s, r == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
   }

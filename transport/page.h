@@ -216,7 +216,8 @@ typedef struct m0__loop_figures {
   _Atomic uint64_t ws_in;     /* messages received whole (after reassembly and inflation) */
   _Atomic uint64_t ws_out;    /* messages the application sent (m0_ws_send) */
   _Atomic uint64_t ws_closes[M0__PAGE_WS_CODES]; /* WebSockets ended, by code (m0__page_ws_code_index) */
-  uint64_t pad_[6];
+  _Atomic uint64_t h2_refused; /* HTTP/2 streams reset and sessions ended for the client's fault (http/h2.c) */
+  uint64_t pad_[5];
   /* Requests with each application actor now, by bank (the generation's,
    * as the loop lines): a gauge, stored by the loop. */
   _Atomic uint64_t actor_inflight[2][M0__PAGE_APP_ACTORS];

@@ -325,7 +325,8 @@ def hostile_bodies(port):
 
 
 def part_hostile():
-    with Server("host_check", "--port", "0", "--http2", "--keepalive-timeout-ms", "2000") as s:
+    with Server("host_check", "--port", "0", "--http2", "--keepalive-timeout-ms", "2000", "--metrics-path",
+                "/metrics") as s:
         for name, fn in [("hpack bomb", hostile_bomb), ("rapid reset", hostile_rapid_reset),
                          ("settings", hostile_settings), ("ping flood", hostile_ping_flood),
                          ("garbage", hostile_garbage), ("split preface", hostile_split),
@@ -334,6 +335,9 @@ def part_hostile():
             fn(s.port)
             F.check(health(s.port), f"/health answers after the {name}")
         F.check(s.proc.poll() is None, f"the host lives: {s.stderr()[-2000:]}")
+        rc, out, err = curl("--http2-prior-knowledge", f"http://127.0.0.1:{s.port}/metrics")
+        n = sum(int(v) for v in re.findall(r'^m0_http2_refused_total\{loop="\d+"\} (\d+)$', out, re.M))
+        F.check(n >= 5, f"hostile: the refusals on /metrics (m0_http2_refused_total): {n}")
         F.check(s.stop() == 0, f"hostile: drained, exit 0\n{s.stderr()[-1500:]}")
         m = re.search(r"drained: \d+ requests, \d+ connections, (\d+) refused", s.stderr())
         F.check(m and int(m.group(1)) >= 5, f"hostile: each refusal counted (the drain's line): {m and m.group(0)}")

@@ -2,7 +2,10 @@
  * uv_read_start into the buffer the connection asks for, written by
  * uv_write / uv_try_write. What conn.c and write.c called directly before
  * the seam, unchanged. Everything here runs on the connection's loop. */
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/errors.h"
@@ -51,8 +54,23 @@ static int io_uv_write(m0__conn *c, const uv_buf_t *iov, unsigned n) {
   return uv_write(&c->io.uv.wreq, io_uv_stream(c), iov, n, io_uv_on_write) ? M0__ETRANSPORT : 0;
 }
 
+/* One piece (most writes: an answer in the scratch, a stream's frame) goes
+ * by send(2): the socket layer without the file layer's write path that
+ * libuv's write(2) takes, ~5 % less CPU a write (bench/floor_fanout.c's
+ * send mode against its write). Only where libuv would write now (nothing
+ * queued, no connect under way); several pieces go by libuv's writev. */
 static int io_uv_try_write(m0__conn *c, const uv_buf_t *iov, unsigned n) {
-  int w = uv_try_write(io_uv_stream(c), iov, n);
+  uv_stream_t *s = io_uv_stream(c);
+  int fd;
+  if (n == 1 && !s->write_queue_size && !s->connect_req && uv_fileno((uv_handle_t *)s, &fd) == 0) {
+    size_t len = iov[0].len < INT_MAX ? iov[0].len : INT_MAX; /* the count must fit the int returned */
+    ssize_t w;
+    do w = send(fd, iov[0].base, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w >= 0) return (int)w;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno; /* libuv's codes are -errno on unix */
+  }
+  int w = uv_try_write(s, iov, n);
   return w == UV_EAGAIN || w == UV_ENOSYS ? 0 : w;
 }
 

@@ -212,6 +212,11 @@ def part_https():
         F.check(out.endswith("200 1.1"), f"curl --http1.1 over TLS: {out!r} {err}")
         ok, out = h2load(u, n=200, m=100)
         F.check(ok == 200, f"h2load over TLS (ALPN h2): {ok} of 200 2xx\n{out}")
+    with Prefork("host_check", "--port", "0", "--http2", "--workers", "2", "--certfile", path("leaf.crt"),
+                 "--keyfile", path("leaf.key")) as s:
+        u = f"https://localhost:{s.port}/health"
+        ok, out = h2load(u, n=400, m=50, clients=4)
+        F.check(ok == 400, f"--workers 2 over TLS (ALPN h2 in each worker): {ok} of 400 2xx\n{out}")
 
 
 def hostile_bomb(port):

@@ -573,27 +573,8 @@ static void check_descriptors(const m0_config *cfg, const m0_app *app, m0__check
 /* The HTTPS listener's certificates: config/certs.c. */
 static void check_certificates(const m0_config *cfg, const m0_app *app, m0__check *c) { m0__certs_check(cfg, c); }
 
-/* The loops' transport (--io, http/io.h): io_uring asked for must be
- * allowed here (a kernel without it, a seccomp profile that refuses it);
- * auto says which it takes and why. */
-static void check_io(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  (void)app;
-  const char *v = M0__CFGS(cfg, io);
-  int mode = m0__io_mode_parse(v);
-  char why[256] = "";
-  if (mode < 0) {
-    CHECK_FAIL(c, "--io %.64s is not a transport", v);
-    CHECK_FIX(c, "set --io / M0_IO to epoll, uring or auto");
-  } else if (mode == M0__IO_EPOLL) {
-    CHECK_OK(c, "epoll: libuv");
-  } else if (m0__io_ring_probe(why, sizeof why) == 0) {
-    CHECK_OK(c, "uring: one io_uring per loop");
-  } else if (mode == M0__IO_AUTO) {
-    CHECK_OK(c, "epoll: %s", why);
-  } else {
-    CHECK_FAIL(c, "--io uring: %s", why);
-    CHECK_FIX(c, "set --io / M0_IO to epoll or auto, or allow io_uring (kernel.io_uring_disabled, the seccomp profile)");
-  }
+static void check_io(const m0_config *cfg, const m0_app *app, m0__check *c) { /* --io: which transport (http/io.c) */
+  c->ok = m0__io_check(M0__CFGS(cfg, io), c->detail, sizeof c->detail, c->fix, sizeof c->fix);
 }
 
 static const check_fn checks_fns[M0__CHECK_COUNT] = {

@@ -45,7 +45,7 @@
   X(max_connections, "max-connections", "M0_MAX_CONNECTIONS", INT, "1024", 1, 1000000,           \
     "connections per loop; beyond, new ones wait in the backlog")                                \
   X(io, "io", "M0_IO", STR, "epoll", 0, 0,                                                       \
-    "the loops' sockets: epoll (libuv), uring (io_uring), auto (io_uring where the kernel allows it)") \
+    "the loops' sockets: epoll (libuv), uring (io_uring, experimental), auto (uring where allowed, else epoll)") \
   X(header_timeout_ms, "header-timeout-ms", "M0_HEADER_TIMEOUT_MS", INT, "10000", 1, 3600000,    \
     "request line + headers must arrive within (408)")                                           \
   X(body_timeout_ms, "body-timeout-ms", "M0_BODY_TIMEOUT_MS", INT, "30000", 1, 3600000,          \

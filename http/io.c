@@ -27,7 +27,27 @@ int m0__io_mode_parse(const char *s) {
   if (!strcmp(s, "epoll")) return M0__IO_EPOLL;
   if (!strcmp(s, "uring")) return M0__IO_URING;
   if (!strcmp(s, "auto")) return M0__IO_AUTO;
-  return -1;
+  return M0__EINVALID;
+}
+
+bool m0__io_check(const char *v, char *detail, size_t dlen, char *fix, size_t flen) {
+  int mode = m0__io_mode_parse(v);
+  char why[256] = "";
+  if (mode < 0) {
+    snprintf(detail, dlen, "--io %.64s is not a transport", v);
+    snprintf(fix, flen, "set --io / M0_IO to epoll, uring or auto");
+    return false;
+  }
+  if (mode == M0__IO_EPOLL) snprintf(detail, dlen, "epoll: libuv");
+  else if (m0__io_ring_probe(why, sizeof why) == 0) snprintf(detail, dlen, "uring: one io_uring per loop");
+  else if (mode == M0__IO_AUTO) snprintf(detail, dlen, "epoll: %s", why);
+  else {
+    snprintf(detail, dlen, "--io uring: %s", why);
+    snprintf(fix, flen, "set --io / M0_IO to epoll or auto, or allow io_uring (kernel.io_uring_disabled, the seccomp "
+                        "profile)");
+    return false;
+  }
+  return true;
 }
 
 const char *m0__io_path(int mode, char *why, size_t why_len) {

@@ -118,8 +118,13 @@ void m0__io_fini(m0__http *h);
  * M0__ETRANSPORT with why (a ring made and dropped: the check and the
  * doctor ask it). */
 int m0__io_ring_probe(char *why, size_t why_len);
-/* --io's text: its m0__io_mode, or -1. */
+/* --io's text: its m0__io_mode, or M0__EINVALID. */
 int m0__io_mode_parse(const char *s);
+/* The check io (config/checks.c): whether --io's text v can be served
+ * here, with detail (the path taken, why not io_uring) and fix. io_uring
+ * asked for must be allowed (a kernel without it, a seccomp profile that
+ * refuses it); auto says which it takes and why. */
+bool m0__io_check(const char *v, char *detail, size_t dlen, char *fix, size_t flen);
 /* The transport mode would give here: "uring" or "epoll" (why, when auto
  * falls back or uring is refused). */
 const char *m0__io_path(int mode, char *why, size_t why_len);

@@ -1,7 +1,8 @@
 /* The libuv transport (http/io.h): a uv_tcp_t per connection, read by
  * uv_read_start into the buffer the connection asks for, written by
- * uv_write / uv_try_write. What conn.c and write.c called directly before
- * the seam, unchanged. Everything here runs on the connection's loop. */
+ * uv_write / uv_try_write (one piece by send(2): io_uv_try_write). What
+ * conn.c and write.c called directly before the seam. Everything here runs
+ * on the connection's loop. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>

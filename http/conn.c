@@ -531,10 +531,7 @@ void m0__http_sweep(m0__http *h) {
       m0__conn_close(c); /* its writer gone: a stream cut, its instance told (actors/streamed.c) */
       continue;
     }
-    if (c->h2 && !c->closing) {
-      m0__h2_sweep(c); /* its DATA held back while the client did not read */
-      m0__conn_flush(c);
-    }
+    if (c->h2 && !c->closing && m0__h2_tick(c, now)) continue; /* HTTP/2: held DATA; GOAWAY when idle */
     if (now < c->deadline || c->waiting) continue;
     if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
       h->stats.timeouts++;

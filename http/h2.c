@@ -536,6 +536,18 @@ bool m0__h2_sweep(m0__conn *c) {
 
 bool m0__h2_wrote(m0__conn *c) { return m0__h2_sweep(c); }
 
+#define H2_GOAWAY_LINGER_MS 1000 /* an idle connection's GOAWAY: closed once written, or then */
+
+bool m0__h2_tick(m0__conn *c, uint64_t now) {
+  m0__h2_sweep(c);
+  m0__conn_flush(c);
+  if (c->closing || now < c->deadline || c->close_after) return c->closing || now < c->deadline;
+  m0__h2_drain(c);
+  c->deadline = now + H2_GOAWAY_LINGER_MS;
+  m0__conn_flush(c);
+  return true;
+}
+
 void m0__h2_free(m0__h2 *h2) {
   nghttp2_session_del(h2->s);
   while (h2->streams) h2_stream_free(h2, h2->streams); /* those nghttp2 did not close */

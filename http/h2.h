@@ -32,6 +32,11 @@ void m0__h2_drain(m0__conn *c);
  * read or a late answer): streams held back while the client did not read
  * (its queue past the mark) go on. true when bytes went or it closed. */
 bool m0__h2_sweep(m0__conn *c);
+/* The sweep's turn (now: the loop's ms): what the session has to send,
+ * and an idle connection past its deadline told GOAWAY, as at the drain,
+ * and closed once that is written (or a second later). true: nothing more
+ * for the sweep to do with it. */
+bool m0__h2_tick(m0__conn *c, uint64_t now);
 /* The connection's writes are done (http/write.c): the session's next
  * bytes (DATA held back at the mark) are written. true when some went (a
  * write is in flight again) or the connection closed. */

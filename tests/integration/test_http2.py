@@ -20,7 +20,8 @@ frames:
    (the connection is ended), garbage after the preface (GOAWAY
    PROTOCOL_ERROR), the preface a byte at a time (served), 150 streams
    left open (past 100 refused), 20 CONTINUATION frames (GOAWAY), 40 bodies sent
-   at once (past 8 MiB held, 413); after each,
+   at once (past 8 MiB held, 413), an idle connection (GOAWAY, then the
+   close); after each,
    /health still answers over HTTP/2 and HTTP/1.1;
 4. the drain: GOAWAY with the last stream id, a stream whose answer is away
    still answered, then the close;
@@ -316,6 +317,17 @@ def hostile_continuation(port):
             f"CONTINUATION flood: GOAWAY, the stream not answered: {goaway_code(frames)}")
 
 
+def hostile_idle(port):
+    """A connection idle past --keepalive-timeout-ms is told GOAWAY NO_ERROR, then closed."""
+    c = connect(port)
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1, request()))
+    frames, eof = frames_until(c, lambda fr: False)  # until the host closes it (the socket's 10 s at most)
+    c.close()
+    last = next((int.from_bytes(p[:4], "big") for t, _, _, p in frames if t == GOAWAY), None)
+    F.check(eof and has(frames, DATA, 1) and goaway_code(frames) == 0 and last == 1,
+            f"idle: answered, then GOAWAY NO_ERROR naming stream 1 and the close: {goaway_code(frames)} {last}")
+
+
 def hostile_bodies(port):
     """40 streams at once, each sending a body under --max-body-bytes (900 KB): past 8 MiB held at once
     the rest are answered 413."""
@@ -336,7 +348,7 @@ def part_hostile():
                          ("settings", hostile_settings), ("ping flood", hostile_ping_flood),
                          ("garbage", hostile_garbage), ("split preface", hostile_split),
                          ("streams", hostile_streams), ("continuation", hostile_continuation),
-                         ("bodies", hostile_bodies)]:
+                         ("bodies", hostile_bodies), ("idle", hostile_idle)]:
             fn(s.port)
             F.check(health(s.port), f"/health answers after the {name}")
         F.check(s.proc.poll() is None, f"the host lives: {s.stderr()[-2000:]}")

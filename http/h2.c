@@ -264,16 +264,20 @@ static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
 
 /* Whether a response field is the connection's (RFC 9113 8.2.2). */
 static bool h2_hop(const char *n, size_t nl) {
-  static const char *const hop[] = {"connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection"};
-  for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
-    if (strlen(hop[i]) == nl && !strncasecmp(n, hop[i], nl)) return true;
-  return false;
+  switch (nl) { /* by length first: most fields are none of these */
+  case 7: return !strncasecmp(n, "upgrade", 7);
+  case 10: return !strncasecmp(n, "connection", 10) || !strncasecmp(n, "keep-alive", 10);
+  case 16: return !strncasecmp(n, "proxy-connection", 16);
+  case 17: return !strncasecmp(n, "transfer-encoding", 17);
+  default: return false;
+  }
 }
 
 /* The HTTP/1.1 head in st->out as HEADERS, and the rest as DATA. */
 int m0__h2_submit(m0__conn *c, m0__h2_stream *st) {
   m0__buf *b = &st->out.copied;
-  const char *end = b->len > 12 ? memmem(b->p, b->len, "\r\n\r\n", 4) : NULL;
+  const char *end = st->head_len >= 16 && st->head_len <= b->len ? b->p + st->head_len - 4 : NULL; /* h2_dispatch's */
+  if (!end || memcmp(end, "\r\n\r\n", 4) != 0) end = b->len > 12 ? memmem(b->p, b->len, "\r\n\r\n", 4) : NULL;
   if (!end) return NGHTTP2_ERR_INVALID_ARGUMENT;
   st->head_len = (size_t)(end - b->p) + 4;
   st->body_len = m0__outq_bytes(&st->out) - st->head_len;
@@ -326,6 +330,7 @@ static void h2_dispatch(m0__conn *c, m0__h2_stream *st) {
   if (h->access_log)
     m0__access_log_line(h->worker, req.method, req.path, res.status, bytes, st->trace_hi, st->trace_lo, NULL);
   if (h->ops->served) h->ops->served(h, &req, st->trace_flags, res.status, bytes);
+  st->head_len = m0__outq_bytes(&st->out) - bytes; /* where the body begins: m0__h2_submit checks it */
   if (m0__h2_submit(c, st) != 0) nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 

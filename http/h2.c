@@ -5,7 +5,7 @@
  *
  * Design notes
  * - A connection becomes HTTP/2 when its first bytes are the preface
- *   (http/conn.c asks m0__h2_sniff, with --http2 only): cleartext prior
+ *   (m0__h2_preface, asked by http/conn.c with --http2 only): cleartext prior
  *   knowledge, or TLS whose ALPN chose h2 (the client sends the preface
  *   there too). c->h2 is then the session, and the connection's reads come
  *   here instead of the HTTP/1.1 parser; the transport, the output queues
@@ -30,19 +30,23 @@
  *   closes first only unlinks it. A reply in pieces (an actor's writer) is
  *   refused at its begin (501, actors/writer.c), a route that is a stream
  *   501, and a view's writer, stream or WebSocket 500 (the response table
- *   offers them not): never a stream that hangs. While a stream waits its connection has no idle timeout;
- *   at the drain it is closed once the last is answered.
+ *   offers them not): never a stream that hangs. While a stream waits its
+ *   connection has no idle timeout; at the drain it is told GOAWAY and
+ *   closed once the last is answered.
  * - Output: what nghttp2 says is appended to the connection's target
- *   queue after each read and written at its end (the loop's one write per
- *   callback). DATA waits (NGHTTP2_ERR_DEFERRED) while the connection holds
- *   more than H2_OUT_HIGH unwritten: the next read or the sweep resumes it.
+ *   queue and written (the loop's one write per callback), up to
+ *   H2_OUT_HIGH unwritten: past it control frames wait in nghttp2's queue
+ *   (where its flood guards count them) and DATA is deferred
+ *   (NGHTTP2_ERR_DEFERRED); the end of a write (m0__h2_wrote), the next
+ *   read or the sweep goes on (m0__h2_sweep).
  * - Limits: 100 concurrent streams, a header list no larger than an
  *   HTTP/1.1 head may be (a stream over it is reset: the HPACK bomb), a
  *   body no larger (413) and the bodies of all its streams at once no
- *   larger than H2_BODIES_MAX or one body (413), and nghttp2's flood guards: outbound control
- *   frames queued (PING, SETTINGS ACK floods), SETTINGS entries, CONTINUATION
- *   frames and a rate of RST_STREAM (Rapid Reset): past them the session
- *   ends with GOAWAY and the connection closes.
+ *   larger than H2_BODIES_MAX or one body (413), and nghttp2's flood
+ *   guards: outbound control frames queued (PING, SETTINGS ACK floods),
+ *   SETTINGS entries, CONTINUATION frames and a rate of RST_STREAM (Rapid
+ *   Reset): past them the session ends with GOAWAY and the connection
+ *   closes. Each refusal is counted (h2_refused).
  * Everything here runs on the connection's loop.
  */
 #include "http/h2.h"
@@ -471,7 +475,8 @@ void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
   if (r < 0) { /* a flood, or bytes that are no frame: GOAWAY, if the socket takes it, and the close */
     if (!c->h2->refused) h2_refused(c);
     c->h2->refused = true;
-    nghttp2_session_terminate_session(c->h2->s, r == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+    uint32_t code = r == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR;
+    nghttp2_session_terminate_session(c->h2->s, code);
   }
   m0__h2_sweep(c);
   c->phase = PHASE_IDLE;

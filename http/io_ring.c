@@ -320,10 +320,8 @@ static void ring_complete(ring_loop *r, const struct io_uring_cqe *cqe) {
   if (rc->closing && rc->inflight == 0) ring_list(c);
 }
 
-static void ring_on_poll(uv_poll_t *p, int status, int events) {
-  (void)status;
-  (void)events;
-  ring_loop *r = p->data;
+/* Takes the completions there are; how many. */
+static unsigned ring_reap(ring_loop *r) {
   struct io_uring_cqe *cqe;
   unsigned head, n = 0;
   io_uring_for_each_cqe(&r->ring, head, cqe) {
@@ -331,6 +329,13 @@ static void ring_on_poll(uv_poll_t *p, int status, int events) {
     n++;
   }
   io_uring_cq_advance(&r->ring, n);
+  return n;
+}
+
+static void ring_on_poll(uv_poll_t *p, int status, int events) {
+  (void)status;
+  (void)events;
+  ring_reap(p->data);
 }
 
 /* A listed connection's turn: closed for good, or its stash and end handed
@@ -362,8 +367,24 @@ static void ring_ready(m0__conn *c) {
   if (rc->reading && !rc->armed && !rc->closing && !rc->end && ring_arm(c) != 0) m0__conn_close(c);
 }
 
+static void ring_ready_all(ring_loop *r);
+
 static void ring_on_prepare(uv_prepare_t *p) {
   ring_loop *r = p->data;
+  /* The sends of this turn mostly complete inside the submit: their
+   * completions are taken here, not after another wait of the loop (a
+   * few rounds at most: the loop's other handles wait meanwhile). */
+  for (int round = 0; round < 4; round++) {
+    ring_ready_all(r);
+    if (!io_uring_sq_ready(&r->ring)) return;
+    ring_submit(r);
+    if (!ring_reap(r)) return;
+  }
+  ring_ready_all(r); /* what the last round's completions left: submitted before the loop waits */
+  if (io_uring_sq_ready(&r->ring)) ring_submit(r);
+}
+
+static void ring_ready_all(ring_loop *r) {
   while (r->ready) {
     m0__conn *list = r->ready;
     r->ready = NULL;
@@ -374,7 +395,6 @@ static void ring_on_prepare(uv_prepare_t *p) {
       ring_ready(c);
     }
   }
-  if (io_uring_sq_ready(&r->ring)) ring_submit(r);
 }
 
 /* ---- the loop's ring ------------------------------------------------- */
@@ -401,7 +421,7 @@ static int ring_probe_ops(struct io_uring *ring, char *why, size_t why_len) {
 static int ring_queue_init(struct io_uring *ring) {
   struct io_uring_params p;
   memset(&p, 0, sizeof p);
-  p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER;
+  p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN;
   int rv = io_uring_queue_init_params(RING_ENTRIES, ring, &p);
   if (rv == -EINVAL) { /* an older kernel: without the flags */
     memset(&p, 0, sizeof p);

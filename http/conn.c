@@ -325,17 +325,17 @@ void m0__conn_read(m0__conn *c, char *buf, ssize_t nread) {
     } else m0__conn_close(c);
     return;
   }
+  if (c->h2) { /* draining too: its answers need the client's WINDOW_UPDATEs */
+    m0__h2_read(c, buf, (size_t)nread);
+    m0__conn_flush(c);
+    return;
+  }
   if (c->phase == PHASE_LINGER || c->close_after) return; /* discarding */
   if (c->ws) {
     m0__ws_read(c->ws, buf, (size_t)nread);
     return;
   }
   if (c->stream) return; /* a stream reads nothing more */
-  if (c->h2) {
-    m0__h2_read(c, buf, (size_t)nread);
-    m0__conn_flush(c);
-    return;
-  }
   if (c->h->http2 && c->phase == PHASE_FRESH && m0__h2_preface(c, buf, (size_t)nread)) return;
   if (buf == c->in + c->in_len && c->in) {
     c->in_len += (size_t)nread;

@@ -471,6 +471,7 @@ static bool h2_resume(m0__conn *c) {
 }
 
 void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
+  if (!nghttp2_session_want_read(c->h2->s)) return; /* the session is over: its last bytes go, then the close */
   ssize_t r = nghttp2_session_mem_recv(c->h2->s, (const uint8_t *)buf, n);
   if (r < 0) { /* a flood, or bytes that are no frame: GOAWAY, if the socket takes it, and the close */
     if (!c->h2->refused) h2_refused(c);
@@ -519,12 +520,16 @@ bool m0__h2_preface(m0__conn *c, char *buf, size_t n) {
   return true;
 }
 
+/* The connection is not closed here: its streams (answered, or away) are
+ * sent whole first, which takes the client's WINDOW_UPDATEs, so it goes on
+ * reading; m0__h2_pump closes it once nghttp2 has no stream left after the
+ * GOAWAY (neither want_read nor want_write), the drain's bound or the
+ * deadline if sooner. */
 void m0__h2_drain(m0__conn *c) {
   nghttp2_session *s = c->h2->s;
   nghttp2_submit_goaway(s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s), NGHTTP2_NO_ERROR, NULL, 0);
-  m0__h2_pump(c);
   c->h2->draining = true;
-  if (!c->h2->waiting) c->close_after = true; /* else once the last waiting stream is answered */
+  m0__h2_pump(c);
 }
 
 /* A socket that takes all at once leaves no write to complete, which is
@@ -551,7 +556,8 @@ bool m0__h2_wrote(m0__conn *c) { return m0__h2_sweep(c); }
 bool m0__h2_tick(m0__conn *c, uint64_t now) {
   m0__h2_sweep(c);
   m0__conn_flush(c);
-  if (c->closing || now < c->deadline || c->close_after) return c->closing || now < c->deadline;
+  if (c->closing || now < c->deadline) return true;
+  if (c->close_after || c->h2->draining) return false; /* told, and past its bound: the sweep closes it */
   m0__h2_drain(c);
   c->deadline = now + H2_GOAWAY_LINGER_MS;
   m0__conn_flush(c);

@@ -410,6 +410,34 @@ def part_drain():
         F.check(s.wait(15) == 0, f"drain: exit 0\n{s.stderr()[-1500:]}")
 
 
+def part_drain_window():
+    """SIGTERM while a 1 MiB file is held by the client's flow-control window (65,535 bytes sent): the
+    WINDOW_UPDATEs sent after the GOAWAY are read, the file goes whole, then the close."""
+    d = path("static-drain")
+    os.makedirs(d, exist_ok=True)
+    data = os.urandom(1 << 20)
+    with open(os.path.join(d, "one.bin"), "wb") as f:
+        f.write(data)
+    with Server("todo", "--port", "0", "--http2", "--blocking-threads", "1", env={"M0_TODO_STATIC": d}) as s:
+        c = connect(s.port)
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1,
+                                                        request(b"/static/one.bin")))
+        got = lambda fr: sum(len(p) for t, _, sid, p in fr if t == DATA and sid == 1)
+        frames, eof = frames_until(c, lambda fr: got(fr) >= 65535)
+        s.signal()
+        more, eof = frames_until(c, lambda fr: goaway_code(fr) is not None)
+        frames += more
+        grow = struct.pack(">I", 1 << 30)
+        c.sendall(frame(8, 0, 0, grow) + frame(8, 0, 1, grow))  # 8: WINDOW_UPDATE, the connection's and the stream's
+        more, eof = frames_until(c, lambda fr: False)
+        c.close()
+        frames += more
+        body = b"".join(p for t, _, sid, p in frames if t == DATA and sid == 1)
+        F.check(body == data and eof, f"drain: a file held by flow control is sent whole after the GOAWAY: "
+                f"{len(body)} of {len(data)} bytes, eof {eof}")
+        F.check(s.wait(15) == 0, f"drain (window): exit 0\n{s.stderr()[-1500:]}")
+
+
 def part_modes():
     for args, cls in [(("--threads", "2"), Server), (("--workers", "2"), Prefork)]:
         with cls("host_check", "--port", "0", "--http2", *args) as s:
@@ -418,5 +446,5 @@ def part_modes():
             F.check(health(s.port), f"{args}: /health")
 
 
-run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("files", part_files), ("https", part_https), ("hostile", part_hostile), ("drain", part_drain),
+run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("files", part_files), ("https", part_https), ("hostile", part_hostile), ("drain", part_drain), ("drain window", part_drain_window),
               ("modes", part_modes)], tmp=TMP)

@@ -26,7 +26,8 @@ bool m0__h2_preface(m0__conn *c, char *buf, size_t n);
  * caller flushes). When the session is over, the connection closes after
  * its last bytes. */
 void m0__h2_read(m0__conn *c, const char *buf, size_t n);
-/* The drain: GOAWAY with the last stream id, and close after it. */
+/* The drain: GOAWAY with the last stream id; the connection closes once
+ * its streams are sent (it reads on: their WINDOW_UPDATEs). */
 void m0__h2_drain(m0__conn *c);
 /* What the session has to send, written (the sweep's turn, and after a
  * read or a late answer): streams held back while the client did not read

@@ -106,6 +106,7 @@ static int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void 
   if (!st) return NGHTTP2_ERR_CALLBACK_FAILURE;
   st->id = f->hd.stream_id;
   st->c = ud;
+  st->due = uv_now(st->c->h->uv) + st->c->h->header_timeout_ms; /* as HTTP/1.1's head */
   st->next = h2->streams;
   if (h2->streams) h2->streams->prev = st;
   h2->streams = st;
@@ -324,9 +325,8 @@ static void h2_dispatch(m0__conn *c, m0__h2_stream *st) {
   m0__current_trace = (m0__trace_id){st->trace_hi, st->trace_lo};
   bool away = h2_answer(st, &req, &res);
   m0__current_trace = (m0__trace_id){0, 0};
-  if (away) { /* it waits: no idle timeout while it does */
+  if (away) { /* it waits: no idle timeout while it does (m0__h2_deadline) */
     c->h2->waiting++;
-    c->deadline = UINT64_MAX;
     return;
   }
   h->stats.requests++;
@@ -338,11 +338,19 @@ static void h2_dispatch(m0__conn *c, m0__h2_stream *st) {
   if (m0__h2_submit(c, st) != 0) nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
 
+/* A request's head whole: its body has the body timeout from now, as over
+ * HTTP/1.1; its end: no deadline, it is answered. */
 static int h2_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
-  if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
   if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
   m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
-  if (st && !st->refused) h2_dispatch(ud, st);
+  if (!st) return 0;
+  if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST)
+      st->due = uv_now(st->c->h->uv) + st->c->h->body_timeout_ms;
+    return 0;
+  }
+  st->due = 0;
+  if (!st->refused) h2_dispatch(ud, st);
   return 0;
 }
 
@@ -481,7 +489,29 @@ void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
   }
   m0__h2_sweep(c);
   c->phase = PHASE_IDLE;
-  c->deadline = c->h2->waiting ? UINT64_MAX : uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+  m0__h2_deadline(c);
+}
+
+void m0__h2_deadline(m0__conn *c) {
+  uint64_t d = c->h2->waiting ? UINT64_MAX : uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+  for (m0__h2_stream *st = c->h2->streams; st; st = st->next)
+    if (st->due && st->due < d) d = st->due;
+  c->deadline = d;
+}
+
+/* Streams whose head or body did not come within its timeout (slowloris)
+ * are reset (CANCEL), each counted among the loop's timeouts, as HTTP/1.1's
+ * 408; the connection and its other streams go on. Whether one was. */
+static bool h2_late(m0__conn *c, uint64_t now) {
+  bool late = false;
+  for (m0__h2_stream *st = c->h2->streams; st; st = st->next) {
+    if (!st->due || st->due > now) continue;
+    st->due = 0;
+    late = true;
+    c->h->stats.timeouts++;
+    nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+  }
+  return late;
 }
 
 /* The bytes kept so far, then n more: false when out of memory. */
@@ -558,6 +588,12 @@ bool m0__h2_tick(m0__conn *c, uint64_t now) {
   m0__conn_flush(c);
   if (c->closing || now < c->deadline) return true;
   if (c->close_after || c->h2->draining) return false; /* told, and past its bound: the sweep closes it */
+  if (h2_late(c, now)) {
+    m0__h2_deadline(c);
+    m0__h2_sweep(c);
+    m0__conn_flush(c);
+    return true;
+  }
   m0__h2_drain(c);
   c->deadline = now + H2_GOAWAY_LINGER_MS;
   m0__conn_flush(c);

@@ -88,7 +88,7 @@ static void h2_later(m0__h2_stream *st, bool ok) {
   c->h->stats.requests++;
   if (!ok || m0__h2_submit(c, st) != 0)
     nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-  if (!c->h2->waiting) c->deadline = uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+  m0__h2_deadline(c);
   m0__h2_sweep(c); /* draining: closed once this stream is sent (m0__h2_pump) */
 }
 

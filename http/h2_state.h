@@ -57,6 +57,7 @@ struct m0__h2_stream {
   bool refused;  /* a header over the limits: reset */
   bool too_big;  /* a body over the limit: 413 */
   bool deferred; /* its DATA waits (H2_OUT_HIGH) */
+  uint64_t due;  /* while its request comes: the header or body deadline (the loop's ms); 0: whole */
   m0__outq out;  /* the answer, as HTTP/1.1 bytes */
   size_t head_len, body_len, sent;
 };
@@ -64,6 +65,9 @@ struct m0__h2_stream {
 /* The HTTP/1.1 answer in st->out as HEADERS, and the rest as DATA: 0 or
  * an nghttp2 error. */
 int m0__h2_submit(m0__conn *c, m0__h2_stream *st);
+/* The connection's deadline: its streams' header and body deadlines, and
+ * the keep-alive timeout from now (none while an answer is away). */
+void m0__h2_deadline(m0__conn *c);
 /* What the session has to say, into the connection's target queue. */
 void m0__h2_pump(m0__conn *c);
 /* The request to the handler threads (route -1: app->handle) through a

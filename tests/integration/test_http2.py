@@ -438,6 +438,31 @@ def part_drain_window():
         F.check(s.wait(15) == 0, f"drain (window): exit 0\n{s.stderr()[-1500:]}")
 
 
+def part_slow():
+    """--body-timeout-ms 1000: a body trickled a byte every 0.3 s (slowloris) has its stream reset (CANCEL)
+    without an answer, while a second stream on the same connection is answered and /health answers."""
+    with Server("host_check", "--port", "0", "--http2", "--body-timeout-ms", "1000") as s:
+        c = connect(s.port)
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, request(b"/loop/echo", b"POST")))
+        c.settimeout(0.3)
+        frames, buf = [], b""
+        for _ in range(20):  # 6 s at most; the reset comes about a second (and a sweep) in
+            c.sendall(frame(DATA, 0, 1, b"x"))
+            more, eof = frames_until(c, lambda fr: has(fr, RST, 1))
+            frames += more
+            if has(frames, RST, 1) or not eof:
+                break
+        c.settimeout(10)
+        c.sendall(frame(DATA, END_STREAM, 1, b"x") + frame(HEADERS, END_STREAM | END_HEADERS, 3, request()))
+        more, eof = frames_until(c, lambda fr: has(fr, HEADERS, 3))
+        c.close()
+        frames += more
+        rst = next((int.from_bytes(p[:4], "big") for t, _, sid, p in frames if t == RST and sid == 1), None)
+        F.check(rst == 8 and not has(frames, HEADERS, 1), f"a trickled body is reset (CANCEL), not answered: {rst}")
+        F.check(has(frames, HEADERS, 3), "the connection's next stream is answered")
+        F.check(health(s.port), "/health after the slow body")
+
+
 def part_modes():
     for args, cls in [(("--threads", "2"), Server), (("--workers", "2"), Prefork)]:
         with cls("host_check", "--port", "0", "--http2", *args) as s:
@@ -446,5 +471,5 @@ def part_modes():
             F.check(health(s.port), f"{args}: /health")
 
 
-run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("files", part_files), ("https", part_https), ("hostile", part_hostile), ("drain", part_drain), ("drain window", part_drain_window),
+run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("files", part_files), ("https", part_https), ("hostile", part_hostile), ("drain", part_drain), ("drain window", part_drain_window), ("slow", part_slow),
               ("modes", part_modes)], tmp=TMP)

@@ -377,14 +377,24 @@ static void h2_refused(m0__conn *c) {
   if (c->h->figures) atomic_fetch_add_explicit(&c->h->figures->h2_refused, 1, memory_order_relaxed);
 }
 
-/* Refusals: a stream reset (its header list, past 100 streams), a session
- * ended with an error (Rapid Reset, a SETTINGS flood, a bad frame). */
+/* Whether a reset is the client's fault: nghttp2's (a protocol error, a
+ * stream past the 100, a flow-control error) or a header list over the
+ * limits; not ours (INTERNAL_ERROR: an answer that could not be made or
+ * read, such as a file shorter than it said; CANCEL: a timeout). */
+static bool h2_reset_refused(nghttp2_session *s, const nghttp2_frame *f) {
+  uint32_t code = f->rst_stream.error_code;
+  if (code != NGHTTP2_INTERNAL_ERROR && code != NGHTTP2_CANCEL) return true;
+  m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+  return st && st->refused; /* h2_on_header's: nghttp2 resets it INTERNAL_ERROR */
+}
+
+/* Refusals: a stream reset for the client's fault, a session ended with an
+ * error (Rapid Reset, a SETTINGS flood, a bad frame), once. */
 static int h2_on_sent(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
-  (void)s;
   m0__conn *c = ud;
   bool goaway = f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR && !c->h2->refused;
   if (goaway) c->h2->refused = true;
-  if (goaway || f->hd.type == NGHTTP2_RST_STREAM) h2_refused(c);
+  if (goaway || (f->hd.type == NGHTTP2_RST_STREAM && h2_reset_refused(s, f))) h2_refused(c);
   return 0;
 }
 

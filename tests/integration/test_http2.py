@@ -463,6 +463,31 @@ def part_slow():
         F.check(health(s.port), "/health after the slow body")
 
 
+def part_short_file():
+    """A file cut shorter while its stream waits on flow control: the stream is reset (INTERNAL_ERROR), the
+    host's fault, not the client's: m0_http2_refused_total stays 0."""
+    d = path("static-short")
+    os.makedirs(d, exist_ok=True)
+    name = os.path.join(d, "cut.bin")
+    with open(name, "wb") as f:
+        f.write(os.urandom(1 << 20))
+    with Server("todo", "--port", "0", "--http2", "--blocking-threads", "1", "--metrics-path", "/metrics",
+                env={"M0_TODO_STATIC": d}) as s:
+        c = connect(s.port)
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1,
+                                                        request(b"/static/cut.bin")))
+        frames, eof = frames_until(c, lambda fr: sum(len(p) for t, _, sid, p in fr if t == DATA and sid == 1) >= 65535)
+        os.truncate(name, 100000)
+        grow = struct.pack(">I", 1 << 30)
+        c.sendall(frame(8, 0, 0, grow) + frame(8, 0, 1, grow))  # 8: WINDOW_UPDATE
+        more, eof = frames_until(c, lambda fr: has(fr, RST, 1))
+        c.close()
+        F.check(has(more, RST, 1), f"a file cut short: its stream reset: eof {eof}")
+        rc, out, err = curl("--http2-prior-knowledge", f"http://127.0.0.1:{s.port}/metrics")
+        n = re.findall(r'^m0_http2_refused_total\{loop="\d+"\} (\d+)$', out, re.M)
+        F.check(n and sum(int(v) for v in n) == 0, f"the host's own reset is not counted a refusal: {n}")
+
+
 def part_modes():
     for args, cls in [(("--threads", "2"), Server), (("--workers", "2"), Prefork)]:
         with cls("host_check", "--port", "0", "--http2", *args) as s:
@@ -471,5 +496,5 @@ def part_modes():
             F.check(health(s.port), f"{args}: /health")
 
 
-run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("files", part_files), ("https", part_https), ("hostile", part_hostile), ("drain", part_drain), ("drain window", part_drain_window), ("slow", part_slow),
+run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("files", part_files), ("https", part_https), ("hostile", part_hostile), ("drain", part_drain), ("drain window", part_drain_window), ("slow", part_slow), ("short file", part_short_file),
               ("modes", part_modes)], tmp=TMP)

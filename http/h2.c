@@ -114,8 +114,12 @@ static int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void 
   return 0;
 }
 
-/* One field of a request's header list. Past the limits the stream is
- * reset (a temporal failure: nghttp2 sends RST_STREAM and goes on). */
+/* The fields a view will see: the header list's, and :authority as Host. */
+static int h2_fields(const m0__h2_stream *st) { return st->nheaders + (st->authority.len != 0); }
+
+/* One field of a request's header list. Past the limits (its bytes, or
+ * more fields than a view's M0__MAX_HEADERS) the stream is reset, never a
+ * field dropped (a temporal failure: nghttp2 sends RST_STREAM and goes on). */
 static int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
                         const uint8_t *value, size_t vl, uint8_t flags, void *ud) {
   (void)flags;
@@ -123,7 +127,7 @@ static int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_
   m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
   if (!st || f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0; /* trailers: dropped */
   st->hbytes += nl + vl + 32;
-  if (st->hbytes > c->h->lim.max_header_bytes || st->nheaders == M0__MAX_HEADERS) {
+  if (st->hbytes > c->h->lim.max_header_bytes || h2_fields(st) == M0__MAX_HEADERS) {
     st->refused = true;
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }

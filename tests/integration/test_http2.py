@@ -233,6 +233,19 @@ def hostile_bomb(port):
     F.check(not has(frames, HEADERS, 1), "HPACK bomb: stream 1 not answered")
 
 
+def hostile_fields(port):
+    """:authority and 99 fields are answered; :authority and 100 (101 for a view, whose limit is 100) reset
+    the stream, none dropped silently."""
+    c = connect(port)
+    fields = lambda k: request() + b"".join(literal(b"x-%d" % i, b"v") for i in range(k))
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1, fields(99)) +
+              frame(HEADERS, END_STREAM | END_HEADERS, 3, fields(100)))
+    frames, eof = frames_until(c, lambda fr: has(fr, HEADERS, 1) and (has(fr, RST, 3) or has(fr, HEADERS, 3)))
+    c.close()
+    F.check(has(frames, HEADERS, 1) and has(frames, RST, 3) and not has(frames, HEADERS, 3),
+            f"100 fields and :authority: reset, 99 answered: {[(t, sid) for t, _, sid, _ in frames]}")
+
+
 def hostile_rapid_reset(port):
     c = connect(port)
     burst = b"".join(frame(HEADERS, END_STREAM | END_HEADERS, i, request()) + frame(RST, 0, i, struct.pack(">I", 8))
@@ -344,7 +357,7 @@ def hostile_bodies(port):
 def part_hostile():
     with Server("host_check", "--port", "0", "--http2", "--keepalive-timeout-ms", "2000", "--metrics-path",
                 "/metrics") as s:
-        for name, fn in [("hpack bomb", hostile_bomb), ("rapid reset", hostile_rapid_reset),
+        for name, fn in [("hpack bomb", hostile_bomb), ("fields", hostile_fields), ("rapid reset", hostile_rapid_reset),
                          ("settings", hostile_settings), ("ping flood", hostile_ping_flood),
                          ("garbage", hostile_garbage), ("split preface", hostile_split),
                          ("streams", hostile_streams), ("continuation", hostile_continuation),

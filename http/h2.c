@@ -27,17 +27,21 @@
  *   m0__http_answer and m0__http_resume hand its answer back here, sent on
  *   its stream if that is still open. The stand-in is freed by that
  *   answer, which always comes (a timeout answers 504); a stream that
- *   closes first only unlinks it. A reply in pieces (an actor's writer) is
- *   refused at its begin (501, actors/writer.c), a route that is a stream
- *   501, and a view's writer, stream or WebSocket 500 (the response table
- *   offers them not): never a stream that hangs. While a stream waits its
- *   connection has no idle timeout; at the drain it is told GOAWAY and
- *   closed once the last is answered.
+ *   closes first only unlinks it. Never a stream that hangs: a reply in
+ *   pieces (an actor's writer) is refused at its begin (501,
+ *   actors/writer.c), a route that is a stream 501, a view's writer, stream
+ *   or WebSocket 500 (the response table offers none).
+ * - Time: a stream whose request is still coming has its header, then its
+ *   body deadline (st->due), reset past it; the connection's deadline is
+ *   the earliest of them, else the keep-alive timeout, none while an
+ *   answer is away (m0__h2_deadline). At the drain, or idle past it, the
+ *   connection is told GOAWAY and goes on reading until its last stream is
+ *   sent (the client's WINDOW_UPDATEs), then closes (m0__h2_pump).
  * - Output: what nghttp2 says is appended to the connection's target
  *   queue and written (the loop's one write per callback), up to
  *   H2_OUT_HIGH unwritten: past it control frames wait in nghttp2's queue
  *   (where its flood guards count them) and DATA is deferred
- *   (NGHTTP2_ERR_DEFERRED); the end of a write (m0__h2_wrote), the next
+ *   (NGHTTP2_ERR_DEFERRED); the end of a write (http/write.c), the next
  *   read or the sweep goes on (m0__h2_sweep).
  * - Limits: 100 concurrent streams, a header list no larger than an
  *   HTTP/1.1 head may be (a stream over it is reset: the HPACK bomb), a
@@ -586,14 +590,12 @@ bool m0__h2_sweep(m0__conn *c) {
   for (int i = 0; i < H2_SEND_ROUNDS && !c->closing; i++) {
     h2_resume(c);
     m0__h2_pump(c);
-    if (c->writing || !m0__outq_bytes(&c->h->scratch)) break; /* behind a write: its end goes on (m0__h2_wrote) */
+    if (c->writing || !m0__outq_bytes(&c->h->scratch)) break; /* behind a write: its end goes on (http/write.c) */
     went = true;
     m0__conn_flush(c);
   }
   return went || c->closing;
 }
-
-bool m0__h2_wrote(m0__conn *c) { return m0__h2_sweep(c); }
 
 #define H2_GOAWAY_LINGER_MS 1000 /* an idle connection's GOAWAY: closed once written, or then */
 

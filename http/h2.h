@@ -29,19 +29,16 @@ void m0__h2_read(m0__conn *c, const char *buf, size_t n);
 /* The drain: GOAWAY with the last stream id; the connection closes once
  * its streams are sent (it reads on: their WINDOW_UPDATEs). */
 void m0__h2_drain(m0__conn *c);
-/* What the session has to send, written (the sweep's turn, and after a
- * read or a late answer): streams held back while the client did not read
- * (its queue past the mark) go on. true when bytes went or it closed. */
+/* What the session has to send, written (the end of a write, http/write.c;
+ * the sweep's turn; after a read or a late answer): streams held back while
+ * the client did not read (its queue past the mark) go on. true when bytes
+ * went (a write is in flight again) or the connection closed. */
 bool m0__h2_sweep(m0__conn *c);
 /* The sweep's turn (now: the loop's ms): what the session has to send,
  * and an idle connection past its deadline told GOAWAY, as at the drain,
  * and closed once that is written (or a second later). true: nothing more
  * for the sweep to do with it. */
 bool m0__h2_tick(m0__conn *c, uint64_t now);
-/* The connection's writes are done (http/write.c): the session's next
- * bytes (DATA held back at the mark) are written. true when some went (a
- * write is in flight again) or the connection closed. */
-bool m0__h2_wrote(m0__conn *c);
 void m0__h2_free(m0__h2 *s);
 /* The answers of a stream whose request went away (the handler threads,
  * m0_defer), to its stand-in (c->h2_proxy), as m0__http_complete's and

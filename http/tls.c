@@ -162,33 +162,25 @@ static int tls_on_servername(SSL *s, int *alert, void *arg) {
   return SSL_TLSEXT_ERR_OK;
 }
 
+/* --http2: h2 first (the server's preference), then http/1.1. */
+static const unsigned char tls_alpn_h2_wire[] = "\x02h2\x08http/1.1";
+
+/* The client's choice among arg's protocols (tls_alpn_wire, or
+ * tls_alpn_h2_wire: wire form, NUL-ended). */
 static int tls_on_alpn(SSL *s, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
                        unsigned inlen, void *arg) {
+  (void)s;
+  const unsigned char *wire = arg;
   unsigned char *sel;
-  if (SSL_select_next_proto(&sel, outlen, tls_alpn_wire, sizeof tls_alpn_wire - 1, in, inlen) !=
+  if (SSL_select_next_proto(&sel, outlen, wire, (unsigned)strlen((const char *)wire), in, inlen) !=
       OPENSSL_NPN_NEGOTIATED)
     return SSL_TLSEXT_ERR_ALERT_FATAL; /* no_application_protocol */
   *out = sel;
   return SSL_TLSEXT_ERR_OK;
 }
 
-/* --http2: h2 first (the server's preference), then http/1.1. */
-static const unsigned char tls_alpn_h2_wire[] = "\x02h2\x08http/1.1";
-
-static int tls_on_alpn_h2(SSL *s, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
-                          unsigned inlen, void *arg) {
-  (void)s;
-  (void)arg;
-  unsigned char *sel;
-  if (SSL_select_next_proto(&sel, outlen, tls_alpn_h2_wire, sizeof tls_alpn_h2_wire - 1, in, inlen) !=
-      OPENSSL_NPN_NEGOTIATED)
-    return SSL_TLSEXT_ERR_ALERT_FATAL;
-  *out = sel;
-  return SSL_TLSEXT_ERR_OK;
-}
-
 void m0__tls_ctx_alpn_h2(m0__tls_ctx *x) {
-  for (int i = 0; i < x->n; i++) SSL_CTX_set_alpn_select_cb(x->ctx[i], tls_on_alpn_h2, x);
+  for (int i = 0; i < x->n; i++) SSL_CTX_set_alpn_select_cb(x->ctx[i], tls_on_alpn, (void *)tls_alpn_h2_wire);
 }
 
 static void tls_why(char *why, size_t whylen, const char *file, const char *what) {
@@ -231,7 +223,7 @@ static SSL_CTX *tls_ctx_one(m0__tls_ctx *x, const char *cert, const char *key, c
     EVP_PKEY_free(pkey);
     SSL_CTX_set_tlsext_servername_callback(c, tls_on_servername);
     SSL_CTX_set_tlsext_servername_arg(c, x);
-    SSL_CTX_set_alpn_select_cb(c, tls_on_alpn, x);
+    SSL_CTX_set_alpn_select_cb(c, tls_on_alpn, (void *)tls_alpn_wire);
     return c;
   }
   EVP_PKEY_free(pkey);

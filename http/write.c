@@ -56,7 +56,7 @@ static void conn_written(m0__conn *c, int status) {
     conn_write(c, other);
     return;
   }
-  if (c->h2 && m0__h2_wrote(c)) return; /* HTTP/2: the session's next bytes went (http/h2.c) */
+  if (c->h2 && m0__h2_sweep(c)) return; /* HTTP/2: the session's next bytes went (http/h2.c) */
   /* The client caught up: give the queues back, it may idle for long. */
   m0__outq_free(&c->q[0]);
   m0__outq_free(&c->q[1]);

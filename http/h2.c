@@ -34,7 +34,7 @@
  * - Time: a stream whose request is still coming has its header, then its
  *   body deadline (st->due), reset past it; the connection's deadline is
  *   the earliest of them, else the keep-alive timeout, none while an
- *   answer is away (m0__h2_deadline). At the drain, or idle past it, the
+ *   answer is away (m0__h2_deadline, http/h2_time.c). At the drain, or idle past it, the
  *   connection is told GOAWAY and goes on reading until its last stream is
  *   sent (the client's WINDOW_UPDATEs), then closes (m0__h2_pump).
  * - Output: what nghttp2 says is appended to the connection's target
@@ -510,28 +510,6 @@ void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
   m0__h2_deadline(c);
 }
 
-void m0__h2_deadline(m0__conn *c) {
-  uint64_t d = c->h2->waiting ? UINT64_MAX : uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
-  for (m0__h2_stream *st = c->h2->streams; st; st = st->next)
-    if (st->due && st->due < d) d = st->due;
-  c->deadline = d;
-}
-
-/* Streams whose head or body did not come within its timeout (slowloris)
- * are reset (CANCEL), each counted among the loop's timeouts, as HTTP/1.1's
- * 408; the connection and its other streams go on. Whether one was. */
-static bool h2_late(m0__conn *c, uint64_t now) {
-  bool late = false;
-  for (m0__h2_stream *st = c->h2->streams; st; st = st->next) {
-    if (!st->due || st->due > now) continue;
-    st->due = 0;
-    late = true;
-    c->h->stats.timeouts++;
-    nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-  }
-  return late;
-}
-
 /* The bytes kept so far, then n more: false when out of memory. */
 static bool h2_keep_in(m0__conn *c, const char *buf, size_t n) {
   if (c->in && buf == c->in + c->in_len) { /* read where m0__conn_alloc said: after what is kept */
@@ -595,25 +573,6 @@ bool m0__h2_sweep(m0__conn *c) {
     m0__conn_flush(c);
   }
   return went || c->closing;
-}
-
-#define H2_GOAWAY_LINGER_MS 1000 /* an idle connection's GOAWAY: closed once written, or then */
-
-bool m0__h2_tick(m0__conn *c, uint64_t now) {
-  m0__h2_sweep(c);
-  m0__conn_flush(c);
-  if (c->closing || now < c->deadline) return true;
-  if (c->close_after || c->h2->draining) return false; /* told, and past its bound: the sweep closes it */
-  if (h2_late(c, now)) {
-    m0__h2_deadline(c);
-    m0__h2_sweep(c);
-    m0__conn_flush(c);
-    return true;
-  }
-  m0__h2_drain(c);
-  c->deadline = now + H2_GOAWAY_LINGER_MS;
-  m0__conn_flush(c);
-  return true;
 }
 
 void m0__h2_free(m0__h2 *h2) {

@@ -1,6 +1,7 @@
 /* The state of HTTP/2 connections and streams, private to http/h2.c (the
- * session, the frames, the answers made at once) and http/h2_away.c (the
- * requests that leave the loop and their later answers). Design notes in
+ * session, the frames, the answers made at once), http/h2_away.c (the
+ * requests that leave the loop and their later answers) and http/h2_time.c
+ * (the deadlines). Design notes in
  * http/h2.c. Everything here runs on the connection's loop. */
 #ifndef M0_HTTP_H2_STATE_H
 #define M0_HTTP_H2_STATE_H

@@ -1,0 +1,51 @@
+/* An HTTP/2 connection's time (the sweep's turn, http/conn.c): its
+ * streams' header and body deadlines (slowloris), the keep-alive timeout
+ * and the GOAWAY of an idle connection. Design notes in http/h2.c.
+ * Everything here runs on the connection's loop. */
+#include <nghttp2/nghttp2.h>
+#include <stdint.h>
+
+#include "http/conn.h"
+#include "http/h2.h"
+#include "http/h2_state.h"
+
+void m0__h2_deadline(m0__conn *c) {
+  uint64_t d = c->h2->waiting ? UINT64_MAX : uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
+  for (m0__h2_stream *st = c->h2->streams; st; st = st->next)
+    if (st->due && st->due < d) d = st->due;
+  c->deadline = d;
+}
+
+/* Streams whose head or body did not come within its timeout (slowloris)
+ * are reset (CANCEL), each counted among the loop's timeouts, as HTTP/1.1's
+ * 408; the connection and its other streams go on. Whether one was. */
+static bool h2_late(m0__conn *c, uint64_t now) {
+  bool late = false;
+  for (m0__h2_stream *st = c->h2->streams; st; st = st->next) {
+    if (!st->due || st->due > now) continue;
+    st->due = 0;
+    late = true;
+    c->h->stats.timeouts++;
+    nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+  }
+  return late;
+}
+
+#define H2_GOAWAY_LINGER_MS 1000 /* an idle connection's GOAWAY: closed once written, or then */
+
+bool m0__h2_tick(m0__conn *c, uint64_t now) {
+  m0__h2_sweep(c);
+  m0__conn_flush(c);
+  if (c->closing || now < c->deadline) return true;
+  if (c->close_after || c->h2->draining) return false; /* told, and past its bound: the sweep closes it */
+  if (h2_late(c, now)) {
+    m0__h2_deadline(c);
+    m0__h2_sweep(c);
+    m0__conn_flush(c);
+    return true;
+  }
+  m0__h2_drain(c);
+  c->deadline = now + H2_GOAWAY_LINGER_MS;
+  m0__conn_flush(c);
+  return true;
+}

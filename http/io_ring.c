@@ -115,11 +115,14 @@ static int ring_arm(m0__conn *c) {
   return 0;
 }
 
-static void ring_cancel(m0__conn *c, unsigned op) {
+/* false: no entry for it even after a submit (the kernel refused one: a
+ * full completion queue), so the operation stays in flight. */
+static bool ring_cancel(m0__conn *c, unsigned op) {
   struct io_uring_sqe *s = ring_sqe(ring_of(c));
-  if (!s) return; /* cannot happen after a submit; the close then waits for the peer */
+  if (!s) return false;
   io_uring_prep_cancel64(s, (uint64_t)(uintptr_t)c | op, 0);
   io_uring_sqe_set_data64(s, 0);
+  return true;
 }
 
 /* ---- the table ------------------------------------------------------- */
@@ -157,7 +160,12 @@ static int ring_write(m0__conn *c, const uv_buf_t *iov, unsigned n) {
   m0__io_ring_conn *rc = ring_conn(c);
   if (rc->closing || rc->sending) return M0__ETRANSPORT;
   if (n > RING_IOVS) n = RING_IOVS; /* the rest goes with the next send */
-  if (r->nmsg == RING_MSGS || r->niov + n > RING_IOVS) ring_submit(r);
+  if (r->nmsg == RING_MSGS || r->niov + n > RING_IOVS) {
+    ring_submit(r);
+    /* The kernel took none of the queue, whose msghdrs are in the arena:
+     * no room for this one (the connection closes, never an overflow). */
+    if (r->nmsg == RING_MSGS || r->niov + n > RING_IOVS) return M0__ETRANSPORT;
+  }
   struct io_uring_sqe *s = ring_sqe(r);
   if (!s) return M0__ETRANSPORT;
   struct iovec *v = &r->iovs[r->niov];
@@ -202,9 +210,11 @@ static void ring_close(m0__conn *c) {
      * libuv write would have put it in the kernel before the close; only
      * what waits for room (a client not reading) is cancelled. */
     ring_submit(ring_of(c));
-    if (rc->sending) ring_cancel(c, RING_OP_SEND);
+    if (rc->sending && !ring_cancel(c, RING_OP_SEND)) shutdown(rc->fd, SHUT_RDWR);
   }
-  if (rc->armed) ring_cancel(c, RING_OP_RECV);
+  /* A cancel the ring cannot take: the shutdown ends the operations still
+   * in flight, whose completions then free the connection. */
+  if (rc->armed && !ring_cancel(c, RING_OP_RECV)) shutdown(rc->fd, SHUT_RDWR);
   if (rc->inflight == 0) ring_list(c); /* m0__conn_closed next turn, never inside close */
 }
 

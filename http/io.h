@@ -2,7 +2,9 @@
  * connection (http/conn.c, http/write.c) moves its bytes through, and the
  * calls a transport makes back into the connection. Two tables today:
  * libuv's (http/io_uv.c: a uv_tcp_t, epoll) and io_uring's (http/io_ring.c:
- * one ring per loop). A filter (TLS) is a third table that wraps one of them.
+ * one ring per loop). TLS is a third (http/tls_io.c): a libuv socket with
+ * the engine between it and the connection, so HTTPS runs on libuv whatever
+ * --io asks (making it a filter over either table is the way to io_uring).
  *
  * Design notes (the contract)
  * - Everything runs on the connection's loop. A loop's connections all use

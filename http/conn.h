@@ -37,9 +37,10 @@ typedef struct m0__answer {
   const char *extra; /* header lines the loop added before the request left (before_request) */
   size_t extra_len;
 } m0__answer;
-/* The answer's headers into res, Content-Type aside (copied to ctype, cn
- * bytes). false when one cannot be written as it is. */
-bool m0__answer_headers(m0_response *res, const m0__answer *a, char *ctype, size_t cn);
+/* The answer written into res (made by m0__response_init): its extra lines,
+ * headers and body; 502 when its headers cannot be written as they are.
+ * HTTP/1.1's and an HTTP/2 stream's late answers alike. */
+void m0__answer_write(m0_response *res, const m0__answer *a);
 /* A waiting connection's answer is in its queue (a writer's END): it goes
  * on with what came meanwhile. */
 void m0__http_resume(m0__http *h, m0__conn *c);

@@ -280,7 +280,7 @@ void m0__http_complete(m0__http *h, m0__conn *c, const void *resp, size_t n, int
 
 /* The answer's headers into res, Content-Type aside (m0_respond's to write,
  * copied to ctype). false when one cannot be written as it is. */
-bool m0__answer_headers(m0_response *res, const m0__answer *a, char *ctype, size_t cn) {
+static bool answer_headers(m0_response *res, const m0__answer *a, char *ctype, size_t cn) {
   bool ok = true;
   for (size_t i = 0; ok && i < a->nhdrs; i++) {
     const m0_header *x = &a->hdrs[i];
@@ -295,20 +295,24 @@ bool m0__answer_headers(m0_response *res, const m0__answer *a, char *ctype, size
   return ok;
 }
 
+void m0__answer_write(m0_response *res, const m0__answer *a) {
+  if (a->extra_len && a->extra_len <= sizeof res->extra) { /* lines m0_response_header checked on the loop */
+    memcpy(res->extra, a->extra, a->extra_len);
+    res->extra_len = a->extra_len;
+  }
+  char ctype[128] = "";
+  bool ok = answer_headers(res, a, ctype, sizeof ctype);
+  if (ok) ok = m0_respond(res, a->status, ctype[0] ? ctype : NULL, a->body, a->blen, M0_BODY_COPY) == 0;
+  if (!ok && !res->done) m0__respond_status(res, 502, NULL); /* headers over the block's limit */
+}
+
 long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status) {
   *status = a->status;
   if (c->h2_proxy) return m0__h2_answer(c, a, status);
   if (!m0__conn_unwait(c, a->status)) return M0__ECLOSED;
   m0_response res;
   m0__response_init(&res, m0__conn_target(c), &h->date, a->version_minor, a->head, a->close);
-  if (a->extra_len && a->extra_len <= sizeof res.extra) { /* lines m0_response_header checked on the loop */
-    memcpy(res.extra, a->extra, a->extra_len);
-    res.extra_len = a->extra_len;
-  }
-  char ctype[128] = "";
-  bool ok = m0__answer_headers(&res, a, ctype, sizeof ctype);
-  if (ok) ok = m0_respond(&res, a->status, ctype[0] ? ctype : NULL, a->body, a->blen, M0_BODY_COPY) == 0;
-  if (!ok && !res.done) m0__respond_status(&res, 502, NULL); /* headers over the block's limit */
+  m0__answer_write(&res, a);
   *status = res.status;
   m0__conn_answered(c, true);
   return res.head ? 0 : (long)res.body_len;

@@ -109,14 +109,7 @@ long m0__h2_answer(m0__conn *pc, const m0__answer *a, int *status) {
   if (!st) return M0__ECLOSED;
   m0_response res;
   m0__response_init(&res, &st->out, &st->c->h->date, 1, a->head, false);
-  if (a->extra_len && a->extra_len <= sizeof res.extra) { /* lines m0_response_header checked on the loop */
-    memcpy(res.extra, a->extra, a->extra_len);
-    res.extra_len = a->extra_len;
-  }
-  char ctype[128] = "";
-  bool ok = m0__answer_headers(&res, a, ctype, sizeof ctype);
-  if (ok) ok = m0_respond(&res, a->status, ctype[0] ? ctype : NULL, a->body, a->blen, M0_BODY_COPY) == 0;
-  if (!ok && !res.done) m0__respond_status(&res, 502, NULL);
+  m0__answer_write(&res, a);
   *status = res.status;
   h2_later(st, true);
   return res.head ? 0 : (long)res.body_len;

@@ -473,7 +473,8 @@ static void ring_free(ring_loop *r) {
   free(r);
 }
 
-int m0__io_ring_init(m0__http *h, char *why, size_t why_len) {
+/* A ring whose operations and buffer ring passed (*out), or why not. */
+static int ring_make(ring_loop **out, char *why, size_t why_len) {
   ring_loop *r = calloc(1, sizeof *r);
   if (!r) return ring_why(why, why_len, "its state", ENOMEM);
   int rv = ring_queue_init(&r->ring);
@@ -486,6 +487,14 @@ int m0__io_ring_init(m0__http *h, char *why, size_t why_len) {
     ring_free(r);
     return rv;
   }
+  *out = r;
+  return 0;
+}
+
+int m0__io_ring_init(m0__http *h, char *why, size_t why_len) {
+  ring_loop *r;
+  int rv = ring_make(&r, why, why_len);
+  if (rv != 0) return rv;
   r->h = h;
   r->multishot = true;
   if (uv_poll_init(h->uv, &r->poll, r->ring.ring_fd) != 0) {
@@ -512,16 +521,10 @@ void m0__io_ring_fini(m0__http *h) {
 }
 
 int m0__io_ring_probe(char *why, size_t why_len) {
-  ring_loop *r = calloc(1, sizeof *r);
-  if (!r) return ring_why(why, why_len, "its state", ENOMEM);
-  int rv = ring_queue_init(&r->ring);
-  if (rv != 0) {
-    free(r);
-    return ring_why(why, why_len, "io_uring_queue_init", -rv);
-  }
-  rv = ring_probe_ops(&r->ring, why, why_len);
-  if (rv == 0) rv = ring_buffers(r, why, why_len);
+  ring_loop *r;
+  int rv = ring_make(&r, why, why_len);
+  if (rv != 0) return rv;
   io_uring_queue_exit(&r->ring);
   ring_free(r);
-  return rv;
+  return 0;
 }

@@ -269,7 +269,20 @@ static void tls_on_close(uv_handle_t *handle) {
   m0__conn_closed(c);
 }
 
+/* The close_notify before the close, where the socket takes it now (the
+ * end of a response with Connection: close): without it the client cannot
+ * tell the end from a cut, and OpenSSL 3.5's clients (Python 3.13's) then
+ * drop the session instead of resuming it. */
+static void tls_notify_close(m0__conn *c) {
+  m0__tls_conn *s = tls_state(c);
+  if (!s || s->out || !m0__tls_ready(s->t) || m0__tls_pending(s->t) || m0__tls_close_notify(s->t) != 0) return;
+  char b[256];
+  uv_buf_t buf = uv_buf_init(b, (unsigned)m0__tls_take(s->t, b, sizeof b));
+  if (buf.len && uv_try_write(tls_stream(c), &buf, 1) < 0) { /* a peer gone: nothing to tell it */ }
+}
+
 static void tls_close(m0__conn *c) {
+  tls_notify_close(c);
   if (tls_state(c)) {
     tls_unlist(c);
     tls_state(c)->reading = false;

@@ -115,6 +115,20 @@ def https_get(port, target="/health", c=None, session=None, host="localhost"):
     return head.split(b"\r\n")[0].decode(), body, facts
 
 
+def closed_cleanly(port, version):
+    """Whether an answer with Connection: close ends with the server's
+    close_notify (ragged EOFs not suppressed: one raises SSLEOFError)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx(version).wrap_socket(raw, server_hostname="localhost", suppress_ragged_eofs=False) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            try:
+                while s.recv(65536):
+                    pass
+            except ssl.SSLEOFError:
+                return False
+    return True
+
+
 def curl(port, *urls, extra=()):
     p = subprocess.run(["curl", "-sS", "--cacert", path("ca.crt"), *extra, "-w", "%{http_code} %{http_version} "
                         "%{num_connects}\\n", *[f"https://localhost:{port}{u}" for u in urls]],
@@ -137,6 +151,8 @@ def part_single():
             line, body, facts = https_get(s.port, c=ctx(v))
             F.check(line == "HTTP/1.1 200 OK" and b'"ok"' in body and facts["alpn"] == "http/1.1",
                     f"python ssl {v.name}: {line!r} {body!r} {facts['version']} alpn {facts['alpn']}")
+            F.check(closed_cleanly(s.port, v), f"python ssl {v.name}: Connection: close ends with a close_notify "
+                    "(a ragged end: the client cannot tell it from a cut, and OpenSSL 3.5 drops the session)")
         # SNI: b.test gets b's certificate, localhost the first (the default)
         for name, want in (("b.test", "CN = b.test"), ("localhost", "CN = localhost"), ("other.test", "CN = localhost")):
             rc, out = s_client(s.port, "-servername", name)

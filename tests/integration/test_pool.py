@@ -179,13 +179,22 @@ def yielding():
             except Exception as e:
                 errors.append(repr(e))
 
-        ts = [threading.Thread(target=slow, daemon=True) for _ in range(2)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(timeout=15)
-        F.check(not errors and not any(t.is_alive() for t in ts), f"{label}: the slow views answered ({errors})")
-        said = wait_for(lambda: s.stderr().count("it now runs at nice 19"), 5)
+        # Two clients at once, again while a pool thread has not said it yet:
+        # on a loaded machine one thread can take every slow view while the
+        # other waits for a CPU (the premise is both running slow views, not
+        # how soon). Bounded: 20 rounds.
+        alive = False
+        for _ in range(20):
+            ts = [threading.Thread(target=slow, daemon=True) for _ in range(2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(timeout=15)
+            alive = alive or any(t.is_alive() for t in ts)
+            if errors or alive or wait_for(lambda: s.stderr().count("it now runs at nice 19") >= 2, 2):
+                break
+        F.check(not errors and not alive, f"{label}: the slow views answered ({errors})")
+        said = s.stderr().count("it now runs at nice 19")
         after = nices(pid)
         niced = [n for ns in after.values() for n in ns if n == 19]
         F.check(len(niced) == 2 and said == 2,

@@ -132,6 +132,9 @@ bool m0__io_check(const char *v, char *detail, size_t dlen, char *fix, size_t fl
 const char *m0__io_path(int mode, char *why, size_t why_len);
 
 extern const m0__io_ops m0__io_uv_ops;
+/* libuv's shutdown of the write side of stream, c's socket (an error then
+ * closes c): its table's, and TLS's after the close_notify. */
+int m0__io_uv_shutdown(m0__conn *c, uv_stream_t *stream);
 extern const m0__io_ops m0__io_ring_ops;
 int m0__io_ring_init(m0__http *h, char *why, size_t why_len);
 void m0__io_ring_fini(m0__http *h);

@@ -84,16 +84,18 @@ static void io_uv_on_shutdown(uv_shutdown_t *req, int status) {
   if (status < 0) m0__conn_close(c);
 }
 
-static int io_uv_shutdown(m0__conn *c) {
+int m0__io_uv_shutdown(m0__conn *c, uv_stream_t *stream) {
   uv_shutdown_t *req = malloc(sizeof *req);
   if (!req) return M0__ENOMEM;
   req->data = c;
-  if (uv_shutdown(req, io_uv_stream(c), io_uv_on_shutdown) != 0) {
+  if (uv_shutdown(req, stream, io_uv_on_shutdown) != 0) {
     free(req);
     return M0__ETRANSPORT;
   }
   return 0;
 }
+
+static int io_uv_shutdown(m0__conn *c) { return m0__io_uv_shutdown(c, io_uv_stream(c)); }
 
 static void io_uv_on_close(uv_handle_t *handle) { m0__conn_closed(io_uv_conn(handle)); }
 

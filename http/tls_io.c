@@ -236,25 +236,12 @@ static int tls_write(m0__conn *c, const uv_buf_t *iov, unsigned n) {
   return rv;
 }
 
-static void tls_on_shutdown(uv_shutdown_t *req, int status) {
-  m0__conn *c = req->data;
-  free(req);
-  if (status < 0) m0__conn_close(c);
-}
-
 /* The close_notify, then the write side's end after it (libuv keeps the
  * order of the writes queued before the shutdown). */
 static int tls_shutdown(m0__conn *c) {
   m0__tls_conn *s = tls_state(c);
   if (m0__tls_ready(s->t) && m0__tls_close_notify(s->t) == 0 && tls_flush(c) != 0) return M0__ETRANSPORT;
-  uv_shutdown_t *req = malloc(sizeof *req);
-  if (!req) return M0__ENOMEM;
-  req->data = c;
-  if (uv_shutdown(req, tls_stream(c), tls_on_shutdown) != 0) {
-    free(req);
-    return M0__ETRANSPORT;
-  }
-  return 0;
+  return m0__io_uv_shutdown(c, tls_stream(c));
 }
 
 static void tls_on_close(uv_handle_t *handle) {

@@ -376,14 +376,20 @@ def part_hostile():
         F.check(m and int(m.group(1)) >= 5, f"hostile: each refusal counted (the drain's line): {m and m.group(0)}")
 
 
+def static_file(folder, name, size):
+    """A folder for todo's M0_TODO_STATIC holding name, size random bytes: (the folder, the bytes)."""
+    d = path(folder)
+    os.makedirs(d, exist_ok=True)
+    data = os.urandom(size)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+    return d, data
+
+
 def part_files():
     """m0_respond_file over HTTP/2 (todo's /static/{name}): 30 MB whole and byte-exact, within curl's bound
     (DATA held back at the 1 MiB mark goes on as the writes end, not at the sweep's second: 27 s so), and a range."""
-    d = path("static")
-    os.makedirs(d, exist_ok=True)
-    data = os.urandom(30 << 20)
-    with open(os.path.join(d, "big.bin"), "wb") as f:
-        f.write(data)
+    d, data = static_file("static", "big.bin", 30 << 20)
     with Server("todo", "--port", "0", "--http2", "--blocking-threads", "1", env={"M0_TODO_STATIC": d}) as s:
         u = f"http://127.0.0.1:{s.port}/static/big.bin"
         p = subprocess.run(["curl", "-sS", "--max-time", "15", "--http2-prior-knowledge", "-o", path("got.bin"), u],
@@ -429,11 +435,7 @@ def part_drain():
 def part_drain_window():
     """SIGTERM while a 1 MiB file is held by the client's flow-control window (65,535 bytes sent): the
     WINDOW_UPDATEs sent after the GOAWAY are read, the file goes whole, then the close."""
-    d = path("static-drain")
-    os.makedirs(d, exist_ok=True)
-    data = os.urandom(1 << 20)
-    with open(os.path.join(d, "one.bin"), "wb") as f:
-        f.write(data)
+    d, data = static_file("static-drain", "one.bin", 1 << 20)
     with Server("todo", "--port", "0", "--http2", "--blocking-threads", "1", env={"M0_TODO_STATIC": d}) as s:
         c = connect(s.port)
         c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1,

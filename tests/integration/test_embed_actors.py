@@ -21,13 +21,12 @@ Proves, from outside (HTTP to embed's routes):
 """
 import json
 import os
-import re
 import signal
 import subprocess
 import tempfile
 import urllib.request
 
-from harness import BIN, Failures, Server, children, private_dir, wait_for
+from harness import BIN, Failures, sanitizer_report, Server, children, private_dir, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-embed-actors-")
@@ -154,7 +153,7 @@ def stopped(s):
         rc = repr(e)
     F.check(rc == 0, f"SIGINT: embed exits 0 ({rc}):\n{s.stderr()[-2000:]}")
     F.check("host stopped with 0" in s.stderr(), f"embed says its host stopped with 0:\n{s.stderr()[-1000:]}")
-    F.check(not re.search(r"Sanitizer|runtime error:", s.stderr()), f"no sanitizer report:\n{s.stderr()[-3000:]}")
+    F.check(not sanitizer_report(s.stderr()), f"no sanitizer report:\n{sanitizer_report(s.stderr())}")
     left = [k for k in kids if wait_for(lambda k=k: not os.path.exists(f"/proc/{k}"), 5) is False]
     F.check(not left, f"the worker's process is gone after the stop ({left} of {kids})")
 

@@ -38,7 +38,7 @@ except ImportError:  # Debian's package, when the tests run under another python
     import websockets
 
 import harness
-from harness import BIN, Failures, Prefork, Server, private_dir, run, run_parts, wait_for, write_json
+from harness import BIN, Failures, sanitizer_report, Prefork, Server, private_dir, run, run_parts, wait_for, write_json
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-front-streams-")
@@ -185,7 +185,7 @@ def serve(label, topo, cls):
         actor.kill()
         actor.wait(5)
         rc, err = s.stop(), s.stderr()
-        F.check(rc == 0 and "Sanitizer" not in err and "runtime error" not in err,
+        F.check(rc == 0 and not sanitizer_report(err),
                 f"{label}: SIGTERM -> exit 0, no sanitizer report ({rc}): {err[-1500:]}")
 
 

@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.request
 
-from harness import BIN, Failures, Prefork, Server, children, environ, free_port, run, wait_for
+from harness import BIN, Failures, sanitizer_report, Prefork, Server, children, environ, free_port, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-proof-")
@@ -392,7 +392,7 @@ def spawned(mode, args, cls):
 def stopped(s, label):
     rc = s.stop()
     err = s.stderr()
-    F.check(rc == 0 and "Sanitizer" not in err and "runtime error:" not in err,
+    F.check(rc == 0 and not sanitizer_report(err),
             f"{label}: the host exits 0 at SIGTERM, no sanitizer report ({rc}, {err[-600:]})")
 
 

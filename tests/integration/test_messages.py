@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 
-from harness import BIN, Failures, Prefork, Server, children, doctor_url, private_dir, run_parts, wait_for, write_json
+from harness import BIN, Failures, sanitizer_report, Prefork, Server, children, doctor_url, private_dir, run_parts, wait_for, write_json
 from harness import as_json
 from hostile_actor import Pair1
 
@@ -233,17 +233,14 @@ def burst(label, port, pid):
                 sleeper.close()
 
 
-SANITIZER_RE = re.compile(r"ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer|LeakSanitizer")
-
-
 def stopped(label, s):
     """SIGTERM: the host (and under prefork its workers) drains and exits 0,
     with no sanitizer report on the shared stderr."""
     rc = s.stop(timeout=20)
     err = s.stderr()
-    bad = SANITIZER_RE.search(err)
+    bad = sanitizer_report(err)
     F.check(rc == 0 and not bad, f"{label}: SIGTERM drains the host to exit 0 without a sanitizer report "
-                                 f"(exit {rc}): {err[bad.start() - 200 if bad else -600:][:1200]}")
+                                 f"(exit {rc}): {bad or err[-600:]}")
 
 
 def placement_pids(s, placement, serving, externals):

@@ -80,7 +80,7 @@ import tempfile
 import threading
 import time
 
-from harness import Failures, Prefork, Server, wait_for
+from harness import Failures, sanitizer_report, Prefork, Server, wait_for
 from test_streams import Stream, children, reap_seen
 
 F = Failures()
@@ -733,8 +733,8 @@ def by_identity(label, *mode):
         F.check(gone(top), f"{label}: SIGTERM -> the last generation exits")
         F.check(s.wait(30) == 0, f"{label}: SIGTERM -> the top pid exits 0")
         top = None
-        bad = re.search(r".*(?:Sanitizer|runtime error).*", s.stderr())
-        F.check(not bad, f"{label}: no sanitizer report from any generation ({bad and bad.group(0)})")
+        bad = sanitizer_report(s.stderr())
+        F.check(not bad, f"{label}: no sanitizer report from any generation ({bad})")
     finally:
         if top is not None and top != (s.proc and s.proc.pid):
             for p in children(top) + [top]:

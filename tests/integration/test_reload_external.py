@@ -37,7 +37,7 @@ import threading
 import time
 import urllib.request
 
-from harness import BIN, Failures, Server, wait_for
+from harness import BIN, Failures, sanitizer_report, Server, wait_for
 
 F = Failures()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -235,10 +235,10 @@ def scenario(label, actor, env_extra, mode=("--threads", "2"), refuse=False):
         F.check(s.stop(timeout=15) == 0, f"{label}: SIGTERM: the host exits 0:\n{s.stderr()[-1500:]}")
         exits = re.findall(r"^m0: master: the generation that served before \(pid \d+\) exited (\S+)$", s.stderr(), re.M)
         err = s.stderr()
-        at = err.find("Sanitizer")
-        F.check(set(exits) <= {"0"} and at < 0,
+        bad = sanitizer_report(err)
+        F.check(set(exits) <= {"0"} and not bad,
                 f"{label}: every generation that served before exited 0 ({exits}), no sanitizer report"
-                + (f":\n{err[max(0, at - 300):at + 2500]}" if at >= 0 else ""))
+                + (f":\n{bad}" if bad else ""))
         for p in (c, py):
             try:
                 F.check(p.wait(timeout=10) == 0, f"{label}: instance pid {p.pid} exits 0 on the host's STOP")

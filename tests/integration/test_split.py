@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 
-from harness import BIN, Failures, Prefork, Server, run, wait_for
+from harness import BIN, Failures, sanitizer_report, Prefork, Server, run, wait_for
 from rawhttp import Conn, Splits, parse_responses, request
 
 F = Failures()
@@ -152,7 +152,6 @@ def http_cases():
 # ---- what an answer is, read the same however it was cut --------------------
 
 PID_RE = re.compile(rb'"pid":\d+')
-SANITIZER_RE = re.compile(r"runtime error:|AddressSanitizer|LeakSanitizer")
 
 
 def normal(responses, drop_1xx):
@@ -358,7 +357,7 @@ def wire_in(mode_args, label, n_random, cls=Server):
             actor.kill()
             actor.wait(timeout=5)
         F.check(s.stop() == 0, f"{label}: the host exits 0 on SIGTERM")
-        F.check(not SANITIZER_RE.search(s.stderr()), f"{label}: no sanitizer report ({s.stderr()[-600:]})")
+        F.check(not sanitizer_report(s.stderr()), f"{label}: no sanitizer report ({sanitizer_report(s.stderr())})")
         print(f"{label}: {len(wire_cases())} cases through an outside instance, each in {3 + n_random} cuttings, "
               f"with and without a FIN", flush=True)
 
@@ -382,7 +381,7 @@ for label, args, cls, n_random in [
         print(f"{label}: {len(http_cases())} HTTP cases and 4 SSE ones, each in {3 + n_random} cuttings, "
               f"with and without a FIN", flush=True)
         F.check(s.stop() == 0, f"{label}: exit 0 on SIGTERM ({s.stderr()[-400:]})")
-        F.check(not SANITIZER_RE.search(s.stderr()), f"{label}: no sanitizer report ({s.stderr()[-600:]})")
+        F.check(not sanitizer_report(s.stderr()), f"{label}: no sanitizer report ({sanitizer_report(s.stderr())})")
 
 wire_in([], "wire, single", 4)
 wire_in(["--workers", "2"], "wire, --workers 2", 2, cls=Prefork)

@@ -28,7 +28,7 @@ import signal
 import tempfile
 import threading
 
-from harness import Failures, Prefork, Server, actor_pids, alive, get, reap, run, wait_for
+from harness import Failures, sanitizer_report, Prefork, Server, actor_pids, alive, get, reap, run, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-supervision-")
@@ -71,7 +71,7 @@ def stopped(label, s, rc=0, sig=signal.SIGTERM):
     got = s.wait(30)
     err = s.stderr()
     F.check(got == rc, f"{label}: the host exits {rc} ({got})\n{err}")
-    F.check("Sanitizer" not in err and "runtime error" not in err, f"{label}: no sanitizer report\n{err}")
+    F.check(not sanitizer_report(err), f"{label}: no sanitizer report\n{sanitizer_report(err)}")
     return err
 
 

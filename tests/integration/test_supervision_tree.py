@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 
-from harness import (Failures, Prefork, Server, actor_pids, alive, get, reap, run, run_parts, wait_for,
+from harness import (Failures, sanitizer_report, Prefork, Server, actor_pids, alive, get, reap, run, run_parts, wait_for,
                      write_json)
 
 F = Failures()
@@ -71,7 +71,7 @@ def ended(label, s, rc):
     got = s.wait(30)
     err = s.stderr()
     F.check(got == rc, f"{label}: the host exits {rc} ({got})\n{err}")
-    F.check("Sanitizer" not in err and "runtime error" not in err, f"{label}: no sanitizer report\n{err}")
+    F.check(not sanitizer_report(err), f"{label}: no sanitizer report\n{sanitizer_report(err)}")
     return err
 
 

@@ -15,6 +15,19 @@
 #define links_dialer_tls(d, c) nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, c)
 #define links_listener_tls(l, c) nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, c)
 
+#ifdef __SANITIZE_ADDRESS__
+/* LeakSanitizer's hook, in builds with it. nng 1.5.2 (Debian 12) never
+ * frees an ipc pipe whose SP greeting completed after its listener's accept
+ * was cancelled (ipc_ep_close closes it, nothing reaps it): at exit the pipe
+ * and its endpoint hold each other. What nng_listen and nng_dial made is
+ * nng's to free, not m0's, so no leak under them is reported; what it points
+ * to is then reachable, and any leak of m0's own is still a report. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+  return "leak:nng_listen\nleak:nng_listener_create\nleak:nng_dial\nleak:nng_dialer_create\n";
+}
+#endif
+
 #define LINKS_PATH_MAX 1024
 #define LINKS_PEM_MAX (1u << 20) /* a certificate chain is a few kB */
 

@@ -8,21 +8,40 @@
  * the same run, under the same pinning and CPU accounting.
  *
  *   m0_floor_http epoll|uring PORT     (0 = an ephemeral port, printed)
+ *   m0_floor_http epoll|uring PORT LOOPS [CPU,CPU,...]
  *
  * epoll: level-triggered, one recv and one send per readable connection, as
  * nginx and libuv do per request. uring: recv and send as io_uring requests,
  * every send and the next recv queued per completion and submitted with the
- * wait, one io_uring_enter per batch (multishot accept). */
+ * wait, one io_uring_enter per batch (multishot accept).
+ *
+ * LOOPS (bench/run_scale's floor arm, the floor under N loops): LOOPS
+ * processes, each its own SO_REUSEPORT listener on the same port (the
+ * kernel's hash spreads the connections) and the loop above, loop i pinned to
+ * the i-th CPU of the list (round robin; none: wherever the caller's taskset
+ * lets it run), under a parent that only waits: SIGTERM or SIGINT to it stops
+ * them all (exit 0), a loop that dies stops the rest (exit 1). Processes, not
+ * threads, because that is nginx's shape (`worker_processes N`, `listen ...
+ * reuseport`, worker_cpu_affinity: the comparator it stands under) and m0's
+ * --workers: nothing shared, no lock, no address space in common, so the
+ * floor has nothing to lose as loops are added but what the kernel itself
+ * costs (the hash, the caches, the scheduler); m0 --threads' loops sharing one
+ * process can only cost more. LOOPS = 1 is the same shape with one loop, the
+ * base of the floor's N-over-1 efficiency. Without LOOPS the program is the
+ * one-process responder above, unchanged. */
 #include <errno.h>
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char RESP[] = "HTTP/1.1 200 OK\r\nServer: floor\r\nDate: Mon, 30 Nov 2026 00:00:00 GMT\r\n"
@@ -30,6 +49,7 @@ static const char RESP[] = "HTTP/1.1 200 OK\r\nServer: floor\r\nDate: Mon, 30 No
 #define RLEN (sizeof RESP - 1)
 #define MAXFD 8192
 #define DEPTH_MAX 64 /* requests answered per read; pipelining deeper is refused */
+#define LOOPS_MAX 256
 
 static char out[DEPTH_MAX * RLEN]; /* DEPTH_MAX copies of RESP */
 static struct {
@@ -54,17 +74,26 @@ static void stop(int sig) {
   _exit(0);
 }
 
-static int listener(int port) {
+/* A listening socket on 127.0.0.1:*port (0: an ephemeral one, written back);
+ * reuseport: one of several on that port (SO_REUSEPORT). */
+static int floor_listen(int *port, int reuseport) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof a;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
   if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 4096) || getsockname(fd, (struct sockaddr *)&a, &len)) {
     perror("m0_floor_http: listen");
     exit(1);
   }
-  fprintf(stderr, "m0_floor_http: listening on http://127.0.0.1:%d (pid %d)\n", ntohs(a.sin_port), (int)getpid());
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+static int listener(int port) {
+  int fd = floor_listen(&port, 0);
+  fprintf(stderr, "m0_floor_http: listening on http://127.0.0.1:%d (pid %d)\n", port, (int)getpid());
   return fd;
 }
 
@@ -154,12 +183,84 @@ static int run_uring(int lfd) {
   }
 }
 
+/* "0,1,3" into cpu[]: how many, or -1 when it is not such a list. */
+static int floor_cpus(const char *text, int *cpu) {
+  int n = 0;
+  for (const char *p = text; *p && n < LOOPS_MAX; n++) {
+    char *end;
+    long c = strtol(p, &end, 10);
+    if (end == p || c < 0 || c >= CPU_SETSIZE || (*end && *end != ',')) return -1;
+    cpu[n] = (int)c;
+    p = *end ? end + 1 : end;
+  }
+  return n;
+}
+
+/* One loop of several, in its own process: its listener only, on its CPU. */
+static _Noreturn void floor_child(const char *mode, const int *lfd, int i, int loops, int cpu) {
+  sigset_t all;
+  prctl(PR_SET_PDEATHSIG, SIGTERM); /* a parent killed outright takes its loops with it */
+  for (int j = 0; j < loops; j++)
+    if (j != i) close(lfd[j]);
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set)) {
+      fprintf(stderr, "m0_floor_http: loop %d on CPU %d: %s\n", i, cpu, strerror(errno));
+      _exit(1);
+    }
+  }
+  signal(SIGTERM, stop);
+  signal(SIGINT, stop);
+  sigfillset(&all);
+  sigprocmask(SIG_UNBLOCK, &all, NULL);
+  if (!strcmp(mode, "epoll")) run_epoll(lfd[i]);
+  _exit(run_uring(lfd[i]));
+}
+
+/* LOOPS processes on one port, SO_REUSEPORT each; the parent waits for a
+ * signal (SIGCHLD included: a loop that died) and then stops them all. */
+static int run_loops(const char *mode, int port, int loops, const int *cpu, int ncpu) {
+  int lfd[LOOPS_MAX], sig = 0, failed = 0;
+  pid_t pid[LOOPS_MAX];
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, NULL); /* before the fork: no signal is lost between the two */
+  for (int i = 0; i < loops; i++) lfd[i] = floor_listen(&port, 1);
+  for (int i = 0; i < loops; i++) {
+    pid[i] = fork();
+    if (pid[i] < 0) {
+      perror("m0_floor_http: fork");
+      loops = i, failed = 1;
+      break;
+    }
+    if (pid[i] == 0) floor_child(mode, lfd, i, loops, ncpu ? cpu[i % ncpu] : -1);
+  }
+  for (int i = 0; i < loops; i++) close(lfd[i]);
+  if (!failed) {
+    fprintf(stderr, "m0_floor_http: listening on http://127.0.0.1:%d (pid %d, %d loops, SO_REUSEPORT)\n", port,
+            (int)getpid(), loops);
+    sigwait(&set, &sig);
+  }
+  for (int i = 0; i < loops; i++) kill(pid[i], SIGTERM);
+  for (int i = 0; i < loops; i++) waitpid(pid[i], NULL, 0);
+  return failed || sig == SIGCHLD;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3 || (strcmp(argv[1], "epoll") && strcmp(argv[1], "uring"))) {
-    fprintf(stderr, "usage: m0_floor_http epoll|uring PORT\n");
+  int cpu[LOOPS_MAX], ncpu = 0, loops = argc > 3 ? atoi(argv[3]) : 0;
+  if (argc > 4) ncpu = floor_cpus(argv[4], cpu);
+  if (argc < 3 || argc > 5 || (strcmp(argv[1], "epoll") && strcmp(argv[1], "uring")) ||
+      (argc > 3 && (loops < 1 || loops > LOOPS_MAX)) || ncpu < 0) {
+    fprintf(stderr, "usage: m0_floor_http epoll|uring PORT [LOOPS [CPU,CPU,...]]\n");
     return 2;
   }
   for (int i = 0; i < DEPTH_MAX; i++) memcpy(out + (size_t)i * RLEN, RESP, RLEN);
+  if (loops) return run_loops(argv[1], atoi(argv[2]), loops, cpu, ncpu);
   signal(SIGTERM, stop);
   signal(SIGINT, stop);
   int lfd = listener(atoi(argv[2]));

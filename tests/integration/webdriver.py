@@ -145,13 +145,15 @@ class Driver:
     def session(self, method, path, body=None, timeout=30):
         return self.call(method, f"/session/{self.sid}{path}", body, timeout)
 
-    def start(self, width=1280, height=900):
+    def start(self, width=1280, height=900, extra=()):
+        """extra: more command-line switches for the browser (a test's
+        --ignore-certificate-errors-spki-list, say)."""
         # --remote-debugging-pipe: no DevTools socket on "localhost" (a
         # minbase chroot has no /etc/hosts).
         args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe",
                 f"--window-size={width},{height}", f"--user-data-dir={os.path.join(self.home, 'profile')}",
                 "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+                "--disable-background-networking", "--disable-component-update", "--disable-sync", *extra]
         caps = {"capabilities": {"alwaysMatch": {
             "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
             "timeouts": {"script": 5000, "pageLoad": 15000, "implicit": 0}}}}

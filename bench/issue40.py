@@ -13,8 +13,11 @@ row per target of issue 40's "Deliver" list:
           floor-epoll and floor-uring arms against nginx, when they ran.
   item 2  per-core efficiency at N loops >= 0.95x one loop's, --threads N and
           --workers N, paired (bench/run_scale), and m0/nginx at N >= 1.25x
-          (item 1's lead, held at N). No floor: nginx's own N-over-1
-          efficiency is shown beside it.
+          (item 1's lead, held at N). Floor: run_scale's floor arm (bench/
+          floor_http.c as N SO_REUSEPORT processes), when it ran: its own
+          N-over-1 efficiency beside m0's, m0 against it at N, and its own
+          lead over nginx at N; nginx's own N-over-1 efficiency beside it
+          either way.
   item 3  external actor over ipc >= 2x nginx proxy_pass's requests per
           CPU-second of every process, p99 <= nginx's, at 16 and 256
           connections; thread actor >= 0.8x the on-loop route (requests/s and
@@ -153,6 +156,23 @@ def item1_ir(cg):
     return rows
 
 
+def _scale_floor(runs, arm, n, c):
+    """The floor under item 2's rows at N (run_scale's floor arm, paired by
+    round): (under the efficiency, under the lead) texts, or None without it."""
+    if not any(r.get("arm") == "floor" and r.get("n") == n and r.get("conns") == c for r in runs):
+        return None
+    fe = paired(runs, "req_per_cpu_s", {"arm": "floor", "n": n}, {"arm": "floor", "n": 1}, conns=c)
+    mine = paired(runs, "req_per_cpu_s", {"arm": arm, "n": n}, {"arm": "threads", "n": 1}, conns=c)
+    mf = paired(runs, "req_per_cpu_s", {"arm": arm, "n": n}, {"arm": "floor", "n": n}, conns=c)
+    mf1 = paired(runs, "req_per_cpu_s", {"arm": "threads", "n": 1}, {"arm": "floor", "n": 1}, conns=c)
+    fn = paired(runs, "req_per_cpu_s", {"arm": "floor", "n": n}, {"arm": "nginx", "n": n}, conns=c)
+    fn1 = paired(runs, "req_per_cpu_s", {"arm": "floor", "n": 1}, {"arm": "nginx", "n": 1}, conns=c)
+    what = f"same session, paired: the floor (bench/floor_http.c, {n} SO_REUSEPORT processes, pinned as nginx's)"
+    vs = f"--{arm} {n} / floor {n} {_fmt(mf, '.3f')}x (at N = 1: {_fmt(mf1, '.3f')}x)"
+    return (f"{what} {n} over 1: {_fmt(fe, '.3f')}x per CPU-second, beside m0's {_fmt(mine, '.3f')}x; {vs}",
+            f"{what} / nginx {n} workers {_fmt(fn, '.3f')}x (at N = 1: {_fmt(fn1, '.3f')}x); {vs}")
+
+
 def item2(scale):
     runs = (scale or {}).get("runs") or []
     eff = "per-core efficiency at N loops >= 0.95x one loop's (paired by round)"
@@ -163,22 +183,26 @@ def item2(scale):
     rows = []
     ns = sorted({r.get("n") for r in runs if isinstance(r.get("n"), int)})
     conns = sorted({r.get("conns") for r in runs if isinstance(r.get("conns"), int)})
+    absent = f"{NO_FLOOR} (run_scale ran without its floor arm)"
     for c in conns:
         for n in [x for x in ns if x > 1]:
             shares = any(r.get("client_shares_server") for r in runs if r.get("n") == n)
             note = " (wrk on a server CPU: no CPU to spare)" if shares else ""
             ng = paired(runs, "req_per_cpu_s", {"arm": "nginx", "n": n}, {"arm": "nginx", "n": 1}, conns=c)
-            floor = f"{NO_FLOOR}; nginx's own efficiency at N = {n} over 1: {_fmt(ng, '.3f')}x (same session)"
             for arm in ("threads", "workers"):
+                fl = _scale_floor(runs, arm, n, c)
+                floor = f"{fl[0] if fl else absent}; nginx's own efficiency at N = {n} over 1: {_fmt(ng, '.3f')}x " \
+                        f"(same session)"
                 v = paired(runs, "req_per_cpu_s", {"arm": arm, "n": n}, {"arm": "threads", "n": 1}, conns=c)
                 rows.append(_row(2, eff, v, ">=", 0.95, "x", f"--{arm} {n}, /x/now, {c} connections{note}", floor))
         for n in [x for x in ns if x > 1]:
             for arm in ("threads", "workers"):
+                fl = _scale_floor(runs, arm, n, c)
                 v = paired(runs, "req_per_cpu_s", {"arm": arm, "n": n}, {"arm": "nginx", "n": n}, conns=c)
                 one = paired(runs, "req_per_cpu_s", {"arm": "threads", "n": 1}, {"arm": "nginx", "n": 1}, conns=c)
                 rows.append(_row(2, lead, v, ">=", 1.25, "x",
                                  f"--{arm} {n} vs nginx {n} workers, {c} connections (at N = 1: {_fmt(one, '.3f')}x)",
-                                 NO_FLOOR))
+                                 fl[1] if fl else absent))
     if not rows:
         rows = [_unmeasured(2, eff, "bench/run_scale ran N = 1 only"), _unmeasured(2, lead, "N = 1 only")]
     return rows

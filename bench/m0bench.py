@@ -31,7 +31,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 NOISY = 0.10  # a run is flagged noisy when others used > 10% of a CPU during it
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
-LISTEN_RE = re.compile(r"m0: (\S+) listening on http://(\S+):(\d+) \((.*?)pid (\d+)(?:, generation \d+)?\)")
+LISTEN_RE = re.compile(r"m0: (\S+) listening on https?://(\S+):(\d+) \((.*?)pid (\d+)(?:, generation \d+)?\)")
 DRAINED_RE = re.compile(r"m0: loop\.(\d+) drained: (\d+) requests, (\d+) connections, (\d+) refused, "
                         r"(\d+) timed out, (\d+) handed off, (\d+) taken over")
 SERVING_RE = re.compile(r"m0: worker (\d+) serving \(pid (\d+)\)")

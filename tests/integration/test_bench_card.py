@@ -9,7 +9,10 @@ target is judged from the scripts' per-run records, paired by round (m0 at
 missed target carries the floor its script measured in the session (the
 floor-epoll arm, the floor-sse arm, run_lifecycle's start floor) or says
 "no floor measured", and a link to the hand-written section on what was
-tried that reaches a heading of the file; a script
+tried that reaches a heading of the file; item 2's missed targets carry
+run_scale's floor arm when it ran (the floor's own N-over-1 efficiency beside
+m0's, m0 against the floor at N, the floor against nginx at N) and say "no
+floor measured" from a run_scale report without it; a script
 that did not run is "not measured"; and a session whose reports have shapes
 bench/run does not know (a changed script's JSON) still renders, exit 0,
 those targets "not measured".
@@ -46,6 +49,19 @@ def actors_report():
     return {"runs": runs, "settings": {"part1_comparator": "loop", "part2_comparator": "nginx-loop"},
             "switch_us": 2.0, "switch_costs": {"ext_c16": {"switch_us_per_req": 12.0, "switches_per_req": 6.0,
                                                            "us_per_req": 40.0, "target_us_per_req": 25.0}}}
+
+
+def scale_report(floor=True):
+    """run_scale, N = 1 and 2 at 256 connections: --threads 2 at 0.90x one loop's per-core efficiency (missed),
+    --workers 2 at 0.97x (met), nginx 0.944x, the floor 0.95x; m0 0.789x the floor at N = 2."""
+    per_cpu = {("threads", 1): 100, ("threads", 2): 90, ("workers", 2): 97, ("nginx", 1): 90, ("nginx", 2): 85,
+               ("floor", 1): 120, ("floor", 2): 114}
+    runs = [{"arm": arm, "n": n, "conns": 256, "round": rnd, "req_per_cpu_s": v * 1000.0, "rps": 5e4, "p99_ms": 1.0,
+             "client_shares_server": n == 2}
+            for rnd in (1, 2, 3) for (arm, n), v in per_cpu.items() if floor or arm != "floor"]
+    eff = [{"arm": "floor", "n": 2, "conns": 256, "base": "floor (N = 1)", "req_per_cpu_s": {"per_round": [0.95] * 3,
+            "median": 0.95}, "rps": {"per_round": [1.0] * 3, "median": 1.0}}] if floor else []
+    return {"runs": runs, "settings": {"rounds": 3, "loops": [1, 2], "conns": [256]}, "efficiency_over_n1": eff}
 
 
 def good_reports():
@@ -167,6 +183,30 @@ def main():
             f"ext at 1.5x: missed, run_actors' switch floor beside it ({lines[i:i + 2]})")
     F.check(any("bench/run_scale did not run" in ln for ln in lines), "item 2: not measured, run_scale did not run")
     F.check("item 5, Memory and start: MISSED (1 of 2 met)" in p.stdout, "an item's status counts its targets")
+
+    for floor in (True, False):
+        name = "scale-floor" if floor else "scale-no-floor"
+        p, text = render(out, name, {"scale": scale_report(floor)})
+        F.check(p.returncode == 0, f"{name}: --render exits 0 (got {p.returncode}: {p.stderr[-500:]})")
+        lines = card_lines(p.stdout)
+        eff = [ln for ln in lines if "per-core efficiency" in ln and "--threads 2," in ln]
+        i = lines.index(eff[0]) if eff else 0
+        F.check(len(eff) == 1 and "MISSED by 0.05x: 0.9x" in eff[0], f"{name}: --threads 2 at 0.90x: missed ({eff})")
+        fl = lines[i + 1] if eff else ""
+        lead = [ln for ln in lines if "m0/nginx at N loops" in ln and "--threads 2 vs" in ln]
+        j = lines.index(lead[0]) if lead else 0
+        fl2 = lines[j + 1] if lead else ""
+        if floor:
+            F.check("2 over 1: 0.950x per CPU-second, beside m0's 0.900x" in fl and "--threads 2 / floor 2 0.789x" in fl
+                    and "nginx's own efficiency at N = 2 over 1: 0.944x" in fl,
+                    f"the floor arm's efficiency at N = 2 beside m0's, m0 against the floor, nginx's ({fl})")
+            F.check("/ nginx 2 workers 1.341x (at N = 1: 1.333x)" in fl2 and "--threads 2 / floor 2 0.789x" in fl2,
+                    f"m0/nginx at 2 missed: the floor's own lead over nginx at N beside it ({fl2})")
+            F.check("the floor, 2 loops" in text, "RESULTS.md's figures name the floor's efficiency")
+        else:
+            F.check("floor: no floor measured" in fl and "nginx's own efficiency at N = 2 over 1: 0.944x" in fl,
+                    f"without the floor arm: no floor measured, nginx's efficiency beside it ({fl})")
+            F.check("floor: no floor measured" in fl2, f"without the floor arm, m0/nginx at 2: no floor measured ({fl2})")
 
     p, text = render(out, "odd", odd_reports())
     F.check(p.returncode == 0, f"reports of unknown shapes: --render still exits 0 (got {p.returncode}: "

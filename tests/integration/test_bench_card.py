@@ -206,7 +206,8 @@ def main():
         else:
             F.check("floor: no floor measured" in fl and "nginx's own efficiency at N = 2 over 1: 0.944x" in fl,
                     f"without the floor arm: no floor measured, nginx's efficiency beside it ({fl})")
-            F.check("floor: no floor measured" in fl2, f"without the floor arm, m0/nginx at 2: no floor measured ({fl2})")
+            F.check("floor: no floor measured" in fl2,
+                    f"without the floor arm, m0/nginx at 2: no floor measured ({fl2})")
 
     p, text = render(out, "odd", odd_reports())
     F.check(p.returncode == 0, f"reports of unknown shapes: --render still exits 0 (got {p.returncode}: "

@@ -35,8 +35,9 @@
  *   body deadline (st->due), reset past it; the connection's deadline is
  *   the earliest of them, else the keep-alive timeout, none while an
  *   answer is away (m0__h2_deadline, http/h2_time.c). At the drain, or idle past it, the
- *   connection is told GOAWAY and goes on reading until its last stream is
- *   sent (the client's WINDOW_UPDATEs), then closes (m0__h2_pump).
+ *   connection is told GOAWAY twice, a round trip apart (http/h2_drain.c),
+ *   and goes on reading until its last stream is sent (the client's
+ *   WINDOW_UPDATEs), then closes (m0__h2_pump).
  * - Output: what nghttp2 says is appended to the connection's target
  *   queue and written (the loop's one write per callback), up to
  *   H2_OUT_HIGH unwritten: past it control frames wait in nghttp2's queue
@@ -349,6 +350,7 @@ static void h2_dispatch(m0__conn *c, m0__h2_stream *st) {
 /* A request's head whole: its body has the body timeout from now, as over
  * HTTP/1.1; its end: no deadline, it is answered. */
 static int h2_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
+  if (f->hd.type == NGHTTP2_PING) return m0__h2_drain_acked(ud, f);
   if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
   m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
   if (!st) return 0;
@@ -544,18 +546,6 @@ bool m0__h2_preface(m0__conn *c, char *buf, size_t n) {
   free(in);
   m0__conn_flush(c);
   return true;
-}
-
-/* The connection is not closed here: its streams (answered, or away) are
- * sent whole first, which takes the client's WINDOW_UPDATEs, so it goes on
- * reading; m0__h2_pump closes it once nghttp2 has no stream left after the
- * GOAWAY (neither want_read nor want_write), the drain's bound or the
- * deadline if sooner. */
-void m0__h2_drain(m0__conn *c) {
-  nghttp2_session *s = c->h2->s;
-  nghttp2_submit_goaway(s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s), NGHTTP2_NO_ERROR, NULL, 0);
-  c->h2->draining = true;
-  m0__h2_pump(c);
 }
 
 /* A socket that takes all at once leaves no write to complete, which is

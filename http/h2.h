@@ -26,8 +26,9 @@ bool m0__h2_preface(m0__conn *c, char *buf, size_t n);
  * caller flushes). When the session is over, the connection closes after
  * its last bytes. */
 void m0__h2_read(m0__conn *c, const char *buf, size_t n);
-/* The drain: GOAWAY with the last stream id; the connection closes once
- * its streams are sent (it reads on: their WINDOW_UPDATEs). */
+/* The drain (http/h2_drain.c): GOAWAY 2^31-1 and a PING, then at its ACK
+ * GOAWAY with the last stream id; the connection closes once its streams
+ * are sent (it reads on: their WINDOW_UPDATEs). Again: what is left goes. */
 void m0__h2_drain(m0__conn *c);
 /* What the session has to send, written (the end of a write, http/write.c;
  * the sweep's turn; after a read or a late answer): streams held back while

@@ -24,7 +24,8 @@ struct m0__h2 {
   int deferred;       /* streams whose DATA waits for the queue to drain */
   int waiting;        /* streams whose request is away (a stand-in each) */
   size_t bodies;      /* request body bytes its open streams hold */
-  bool draining;      /* GOAWAY sent: close once no stream waits */
+  bool draining;      /* told to go (the first GOAWAY, 2^31-1): streams still taken */
+  bool told;          /* the last GOAWAY submitted (the last stream taken): close once none waits */
   bool refused;       /* the session was ended for the client's fault: counted once */
 };
 
@@ -69,6 +70,8 @@ int m0__h2_submit(m0__conn *c, m0__h2_stream *st);
 /* The connection's deadline: its streams' header and body deadlines, and
  * the keep-alive timeout from now (none while an answer is away). */
 void m0__h2_deadline(m0__conn *c);
+/* A PING's ACK (the drain's round trip: the last GOAWAY goes). */
+int m0__h2_drain_acked(m0__conn *c, const nghttp2_frame *f);
 /* What the session has to say, into the connection's target queue. */
 void m0__h2_pump(m0__conn *c);
 /* The request to the handler threads (route -1: app->handle) through a

@@ -113,8 +113,9 @@ def connect(port):
     return s
 
 
-def frames_until(s, done, limit=1 << 22):
-    """Reads frames until done(frames) or EOF; returns (frames, eof)."""
+def frames_until(s, done, limit=1 << 22, ack=True):
+    """Reads frames until done(frames) or EOF, each PING answered (ack) as a client's library does; returns
+    (frames, eof)."""
     buf, frames = b"", []
     while not done(frames):
         try:
@@ -129,6 +130,8 @@ def frames_until(s, done, limit=1 << 22):
             if len(buf) < 9 + n:
                 break
             frames.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n]))
+            if ack and buf[3] == PING and not buf[4] & ACK:
+                s.sendall(frame(PING, ACK, 0, buf[9:9 + n]))
             buf = buf[9 + n:]
         if len(buf) > limit:
             break
@@ -140,6 +143,11 @@ def goaway_code(frames):
         if t == GOAWAY:
             return int.from_bytes(p[4:8], "big")
     return None
+
+
+def goaway_last(frames):
+    """The last stream id of the last GOAWAY (the drain says 2^31-1 first), or None."""
+    return ([int.from_bytes(p[:4], "big") & 0x7FFFFFFF for t, _, _, p in frames if t == GOAWAY] or [None])[-1]
 
 
 def has(frames, ftype, sid=None):
@@ -339,7 +347,7 @@ def hostile_idle(port):
     c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1, request()))
     frames, eof = frames_until(c, lambda fr: False)  # until the host closes it (the socket's 10 s at most)
     c.close()
-    last = next((int.from_bytes(p[:4], "big") for t, _, _, p in frames if t == GOAWAY), None)
+    last = goaway_last(frames)
     F.check(eof and has(frames, DATA, 1) and goaway_code(frames) == 0 and last == 1,
             f"idle: answered, then GOAWAY NO_ERROR naming stream 1 and the close: {goaway_code(frames)} {last}")
 
@@ -426,7 +434,7 @@ def part_drain():
         c.close()
         frames += more
         body = b"".join(p for t, _, sid, p in frames if t == DATA and sid == 1)
-        last = next((int.from_bytes(p[:4], "big") for t, _, _, p in frames if t == GOAWAY), None)
+        last = goaway_last(frames)
         F.check(last == 3 and goaway_code(frames) == 0, f"drain: GOAWAY NO_ERROR, last stream 3: {last}")
         F.check(b'"deferred":2000' in body and eof, f"drain: the stream away is answered, then the close: {body!r}")
         F.check(s.wait(15) == 0, f"drain: exit 0\n{s.stderr()[-1500:]}")
@@ -514,5 +522,7 @@ def part_modes():
             F.check(health(s.port), f"{args}: /health")
 
 
-run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("files", part_files), ("https", part_https), ("hostile", part_hostile), ("drain", part_drain), ("drain window", part_drain_window), ("slow", part_slow), ("short file", part_short_file),
-              ("modes", part_modes)], tmp=TMP)
+if __name__ == "__main__":  # test_http2_hostile.py takes its frames from here
+    run_parts(F, [("cleartext", part_cleartext), ("pool", part_pool), ("files", part_files), ("https", part_https),
+                  ("hostile", part_hostile), ("drain", part_drain), ("drain window", part_drain_window),
+                  ("slow", part_slow), ("short file", part_short_file), ("modes", part_modes)], tmp=TMP)

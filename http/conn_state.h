@@ -54,6 +54,7 @@ struct m0__conn {
   struct m0_ws *ws;       /* a WebSocket (http/websocket.h), or NULL */
   struct m0__h2 *h2;      /* an HTTP/2 session (http/h2.h), or NULL */
   bool h2_proxy;          /* an HTTP/2 stream's stand-in while its request is away (http/h2.c): no socket */
+  bool h2_sse;            /* an HTTP/2 SSE stream's stand-in (http/h2_stream.c): no socket, flushed there */
   uint16_t peer_port;
   char peer[M0__ADDR_TEXT]; /* the socket's other end, as text: set once, at the adopt */
 };

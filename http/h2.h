@@ -41,6 +41,9 @@ bool m0__h2_sweep(m0__conn *c);
  * for the sweep to do with it. */
 bool m0__h2_tick(m0__conn *c, uint64_t now);
 void m0__h2_free(m0__h2 *s);
+/* An SSE stream's stand-in was given bytes (m0__conn_flush, c->h2_sse):
+ * its stream's DATA goes on a turn later (http/h2_stream.c). */
+void m0__h2_sse_flush(m0__conn *c);
 /* The answers of a stream whose request went away (the handler threads,
  * m0_defer), to its stand-in (c->h2_proxy), as m0__http_complete's and
  * m0__http_answer's (http/conn.h): the stand-in's memory goes here. The

@@ -54,9 +54,11 @@ static char *h2_graph(void *ctx, const char *records_of) {
   return st->c->h->ops->graph ? st->c->h->ops->graph(st->c->h, records_of) : NULL; /* a harness's: none */
 }
 
-/* What a view may do over HTTP/2: answer later, the graph; not a writer,
- * a stream or a WebSocket (m0_respond_writer and the rest then answer 500). */
-const m0__response_ops m0__h2_res_ops = {NULL, NULL, NULL, h2_defer_begin, NULL, h2_graph};
+/* What a view may do over HTTP/2: a stream (SSE, http/h2_stream.c), answer
+ * later, the graph; not a writer or a WebSocket (m0_respond_writer and
+ * m0_respond_websocket then answer 500). */
+const m0__response_ops m0__h2_res_ops = {m0__h2_stream_begin, m0__h2_stream_write, NULL, h2_defer_begin, NULL,
+                                         h2_graph};
 
 /* To an application actor's instance. true: it went. */
 bool m0__h2_to_actor(m0__h2_stream *st, const m0_request *req, const m0_route *r, m0_response *res) {

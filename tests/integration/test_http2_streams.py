@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Server-sent-event streams over HTTP/2 (docs/behaviour.md, HTTP/2;
+http/h2_stream.c), host_check's GET /events (the producer's beats, each an
+event with an id) with hand-made frames and curl:
+
+1. cleartext prior knowledge: two streams on one connection (streams 1 and
+   3), each answered HEADERS then DATA, the events of each in id order;
+   /metrics counts both subscribers; the client's RST_STREAM of stream 1
+   takes it out of the fan-out (the count goes back to 1) while stream 3
+   is still served;
+2. the drain (SIGTERM): the open stream is sent its `event: m0.closing`
+   and ends (END_STREAM), then the host exits 0;
+3. HTTPS, ALPN h2: curl --http2 reads the stream (HTTP version 2, events in
+   id order) until its --max-time.
+"""
+import os
+import re
+import socket
+import struct
+import subprocess
+
+from harness import Failures, Server, run_parts, wait_for
+from test_http2 import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST, SETTINGS, TMP, connect, frame,
+                        make_certs, path, request)
+
+F = Failures()
+CANCEL = 0x8
+WINDOW_UPDATE = 8
+
+
+class Conn:
+    """One HTTP/2 connection read frame by frame; each stream's DATA bytes kept."""
+
+    def __init__(self, port):
+        self.s = connect(port)
+        self.s.settimeout(10)
+        self.buf = b""
+        self.frames = []
+        self.data = {}
+        self.ended = set()
+        self.eof = False
+        # A window large enough that flow control never holds a beat here.
+        self.s.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 30)))
+
+    def open(self, sid, path_=b"/events"):
+        self.s.sendall(frame(HEADERS, END_STREAM | END_HEADERS, sid, request(path_)))
+
+    def read_until(self, done, limit=2000):
+        """Reads frames until done() or EOF, at most `limit` reads (each bounded by the socket timeout)."""
+        for _ in range(limit):
+            if done():
+                return True
+            try:
+                b = self.s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                b = b""
+            if not b:
+                self.eof = True
+                return done()
+            self.buf += b
+            while len(self.buf) >= 9:
+                n = int.from_bytes(self.buf[:3], "big")
+                if len(self.buf) < 9 + n:
+                    break
+                t, fl, sid = self.buf[3], self.buf[4], int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF
+                p = self.buf[9:9 + n]
+                self.frames.append((t, fl, sid, p))
+                if t == DATA:
+                    self.data[sid] = self.data.get(sid, b"") + p
+                if t in (DATA, HEADERS) and fl & END_STREAM:
+                    self.ended.add(sid)
+                self.buf = self.buf[9 + n:]
+        return done()
+
+    def ids(self, sid):
+        return [int(m) for m in re.findall(rb"^id: (\d+)$", self.data.get(sid, b""), re.M)]
+
+    def close(self):
+        self.s.close()
+
+
+def streams_metric(port):
+    """The sum of m0_streams over the loops (HTTP/1.1), or None."""
+    p = subprocess.run(["curl", "-sS", "--max-time", "5", f"http://127.0.0.1:{port}/metrics"], capture_output=True,
+                       timeout=10)
+    v = re.findall(rb'^m0_streams\{loop="\d+"\} (\d+)$', p.stdout, re.M)
+    return sum(int(x) for x in v) if v else None
+
+
+def in_order(ids):
+    return all(a < b for a, b in zip(ids, ids[1:]))
+
+
+def part_two_streams():
+    with Server("host_check", "--port", "0", "--http2", "--metrics-path", "/metrics") as s:
+        c = Conn(s.port)
+        c.open(1)
+        c.open(3)
+        got = c.read_until(lambda: len(c.ids(1)) >= 3 and len(c.ids(3)) >= 3)
+        F.check(got, f"two streams on one connection: events on each (1: {c.ids(1)}, 3: {c.ids(3)}, eof {c.eof})")
+        for sid in (1, 3):
+            heads = [i for i, (t, _, x, _) in enumerate(c.frames) if t == HEADERS and x == sid]
+            datas = [i for i, (t, _, x, _) in enumerate(c.frames) if t == DATA and x == sid]
+            F.check(heads and datas and heads[0] < datas[0], f"stream {sid}: HEADERS, then DATA")
+            F.check(in_order(c.ids(sid)), f"stream {sid}: events in id order: {c.ids(sid)}")
+            F.check(sid not in c.ended, f"stream {sid}: not ended")
+        F.check(wait_for(lambda: streams_metric(s.port) == 2, 10), f"/metrics: 2 streams ({streams_metric(s.port)})")
+        c.s.sendall(frame(RST, 0, 1, struct.pack(">I", CANCEL)))
+        F.check(wait_for(lambda: streams_metric(s.port) == 1, 10),
+                f"RST_STREAM of stream 1: its subscriber gone, 1 stream left ({streams_metric(s.port)})")
+        seen = len(c.ids(3))
+        got = c.read_until(lambda: len(c.ids(3)) >= seen + 3)
+        F.check(got and in_order(c.ids(3)), f"stream 3 is still served after stream 1's reset: {c.ids(3)[seen:]}")
+        c.close()
+        F.check(wait_for(lambda: streams_metric(s.port) == 0, 10),
+                f"the connection closed: no stream left ({streams_metric(s.port)})")
+
+
+def part_drain():
+    with Server("host_check", "--port", "0", "--http2") as s:
+        c = Conn(s.port)
+        c.open(1)
+        F.check(c.read_until(lambda: len(c.ids(1)) >= 1), f"drain: the stream's first event ({c.ids(1)})")
+        s.signal()
+        ended = c.read_until(lambda: 1 in c.ended)
+        data = c.data.get(1, b"")
+        F.check(ended, f"drain: the stream ends (END_STREAM; eof {c.eof}): ...{data[-200:]!r}")
+        F.check(b"event: m0.closing" in data, f"drain: the stream is told m0.closing: ...{data[-200:]!r}")
+        c.close()
+        rc = s.wait(15)
+        F.check(rc == 0, f"drain: the host exits 0 ({rc})")
+
+
+def part_https():
+    make_certs()
+    with Server("host_check", "--port", "0", "--http2", "--certfile", path("leaf.crt"), "--keyfile",
+                path("leaf.key")) as s:
+        out = os.path.join(TMP, "events.txt")
+        p = subprocess.run(["curl", "-sS", "--http2", "--cacert", path("ca.crt"), "--max-time", "2", "-o", out, "-w",
+                            "%{http_code} %{http_version}", f"https://localhost:{s.port}/events"],
+                           capture_output=True, timeout=20)
+        body = open(out, "rb").read() if os.path.exists(out) else b""
+        ids = [int(m) for m in re.findall(rb"^id: (\d+)$", body, re.M)]
+        F.check(p.stdout.decode() == "200 2", f"https: curl --http2 answered over h2: {p.stdout!r} {p.stderr!r}")
+        F.check(len(ids) >= 2 and in_order(ids), f"https: events in id order over h2: {ids} ({body[:200]!r})")
+
+
+if __name__ == "__main__":
+    run_parts(F, [("two streams", part_two_streams), ("drain", part_drain), ("https", part_https)], tmp=TMP)

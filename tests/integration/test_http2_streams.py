@@ -7,7 +7,8 @@ event with an id) with hand-made frames and curl:
    3), each answered HEADERS then DATA, the events of each in id order;
    /metrics counts both subscribers; the client's RST_STREAM of stream 1
    takes it out of the fan-out (the count goes back to 1) while stream 3
-   is still served;
+   is still served; a WebSocket upgrade's fields on a stream reset it
+   (WebSocket stays HTTP/1.1);
 2. the drain (SIGTERM): the open stream is sent its `event: m0.closing`
    and ends (END_STREAM), then the host exits 0;
 3. HTTPS, ALPN h2: curl --http2 reads the stream (HTTP version 2, events in
@@ -21,7 +22,7 @@ import subprocess
 
 from harness import Failures, Server, run_parts, wait_for
 from test_http2 import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST, SETTINGS, TMP, connect, frame,
-                        make_certs, path, request)
+                        literal, make_certs, path, request)
 
 F = Failures()
 CANCEL = 0x8
@@ -111,6 +112,10 @@ def part_two_streams():
         seen = len(c.ids(3))
         got = c.read_until(lambda: len(c.ids(3)) >= seen + 3)
         F.check(got and in_order(c.ids(3)), f"stream 3 is still served after stream 1's reset: {c.ids(3)[seen:]}")
+        # WebSocket stays HTTP/1.1: an upgrade's fields on a stream are a protocol error (reset).
+        c.s.sendall(frame(HEADERS, END_STREAM | END_HEADERS, 5, request(b"/events") + literal(b"upgrade", b"websocket")))
+        F.check(c.read_until(lambda: any(t == RST and x == 5 for t, _, x, _ in c.frames)),
+                "a WebSocket upgrade's fields over HTTP/2: the stream is reset")
         c.close()
         F.check(wait_for(lambda: streams_metric(s.port) == 0, 10),
                 f"the connection closed: no stream left ({streams_metric(s.port)})")

@@ -9,30 +9,38 @@ event with an id) with hand-made frames and curl:
    takes it out of the fan-out (the count goes back to 1) while stream 3
    is still served; a WebSocket upgrade's fields on a stream reset it
    (WebSocket stays HTTP/1.1);
+1b. flow control: a subscriber whose stream window is 0 (SETTINGS) is a
+   slow one: m0pub's 30 KB frames past its 64 KiB cap are dropped for it
+   and counted while a reading stream gets each; once it opens its window
+   it gets what waited, an m0.gap telling the loss, then the next frame;
 2. the drain (SIGTERM): the open stream is sent its `event: m0.closing`
    and ends (END_STREAM), then the host exits 0;
 3. HTTPS, ALPN h2: curl --http2 reads the stream (HTTP version 2, events in
    id order) until its --max-time.
 """
+import json
 import os
 import re
 import socket
 import struct
 import subprocess
+import tempfile
 
-from harness import Failures, Server, run_parts, wait_for
+from harness import BIN, Failures, Server, run_parts, wait_for
 from test_http2 import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST, SETTINGS, TMP, connect, frame,
                         literal, make_certs, path, request)
 
 F = Failures()
 CANCEL = 0x8
 WINDOW_UPDATE = 8
+INITIAL_WINDOW_SIZE = 4
+BIG = "x" * 30000  # two of these fill a subscriber's 64 KiB queue
 
 
 class Conn:
     """One HTTP/2 connection read frame by frame; each stream's DATA bytes kept."""
 
-    def __init__(self, port):
+    def __init__(self, port, window=(1 << 31) - 1):
         self.s = connect(port)
         self.s.settimeout(10)
         self.buf = b""
@@ -40,8 +48,10 @@ class Conn:
         self.data = {}
         self.ended = set()
         self.eof = False
-        # A window large enough that flow control never holds a beat here.
-        self.s.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 30)))
+        # Each stream's window (SETTINGS_INITIAL_WINDOW_SIZE: 0 takes no DATA until a WINDOW_UPDATE), and a
+        # connection's window large enough that flow control never holds a frame here.
+        self.s.sendall(PREFACE + frame(SETTINGS, 0, 0, struct.pack(">HI", INITIAL_WINDOW_SIZE, window)) +
+                       frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 30)))
 
     def open(self, sid, path_=b"/events"):
         self.s.sendall(frame(HEADERS, END_STREAM | END_HEADERS, sid, request(path_)))
@@ -121,6 +131,60 @@ def part_two_streams():
                 f"the connection closed: no stream left ({streams_metric(s.port)})")
 
 
+def dropped(port):
+    """m0_channel_frames_dropped_total{channel="beats"} (0 when absent)."""
+    p = subprocess.run(["curl", "-sS", "--max-time", "5", f"http://127.0.0.1:{port}/metrics"], capture_output=True,
+                       timeout=10)
+    m = re.search(rb'^m0_channel_frames_dropped_total\{channel="beats"\} (\d+)$', p.stdout, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def part_window():
+    """A subscriber that opens no window is a slow one: its frames are
+    dropped past the cap and counted, and once it opens its window it gets
+    what waited, then an m0.gap naming the loss, then the next frame."""
+    run_dir = tempfile.mkdtemp(dir=TMP)
+    os.chmod(run_dir, 0o700)
+    with Server("host_check", "--port", "0", "--http2", "--run-dir", run_dir, "--metrics-path", "/metrics",
+                env={"M0_HOSTCHECK_PERIOD_MS": "100000"}) as s:
+        reader, stuck = Conn(s.port), Conn(s.port, window=0)
+        reader.open(1)
+        stuck.open(1)
+        F.check(stuck.read_until(lambda: any(t == HEADERS and x == 1 for t, _, x, _ in stuck.frames)),
+                "window 0: the stream's HEADERS come (not flow-controlled)")
+        F.check(wait_for(lambda: streams_metric(s.port) == 2, 10), f"window 0: 2 streams ({streams_metric(s.port)})")
+        pub = subprocess.Popen([os.path.join(BIN, "m0pub"), "--run-dir", run_dir, "--event", "big"],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        n = 0
+        while n < 40 and dropped(s.port) == 0:  # one at a time, each once the reader has it
+            pub.stdin.write(f"{n} {BIG}\n")
+            pub.stdin.flush()
+            n += 1
+            if not reader.read_until(lambda: reader.data.get(1, b"").count(b"event: big") >= n):
+                break
+        lost = dropped(s.port)
+        F.check(lost >= 1 and not stuck.data.get(1), f"window 0: frames dropped for it past the cap ({lost} of {n}), "
+                                                     f"no DATA sent to it ({len(stuck.data.get(1, b''))} bytes)")
+        stuck.s.sendall(frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 1 << 30)))
+        F.check(stuck.read_until(lambda: b"event: m0.gap" in stuck.data.get(1, b"")),
+                f"window opened: an m0.gap comes after what waited: ...{stuck.data.get(1, b'')[-200:]!r}")
+        pub.stdin.write(f"{n} {BIG}\n")
+        pub.stdin.flush()
+        data = stuck.data.get(1, b"")
+        got = stuck.read_until(lambda: stuck.data.get(1, b"").count(b"event: big") > data.count(b"event: big"))
+        after = stuck.data.get(1, b"")
+        F.check(got and after.index(b"event: m0.gap") < after.rindex(b"event: big"),
+                f"window opened: the next frame follows the gap ({got})")
+        gap = re.search(rb'event: m0.gap\ndata: (\{.*\})', after)
+        told = json.loads(gap.group(1)) if gap else {}
+        F.check(told.get("lost", 0) >= 1 and told.get("lost", 0) == lost, f"window opened: the gap tells the {lost} "
+                                                                        f"lost: {told}")
+        pub.stdin.close()
+        pub.wait(timeout=10)
+        reader.close()
+        stuck.close()
+
+
 def part_drain():
     with Server("host_check", "--port", "0", "--http2") as s:
         c = Conn(s.port)
@@ -151,4 +215,4 @@ def part_https():
 
 
 if __name__ == "__main__":
-    run_parts(F, [("two streams", part_two_streams), ("drain", part_drain), ("https", part_https)], tmp=TMP)
+    run_parts(F, [("two streams", part_two_streams), ("window", part_window), ("drain", part_drain), ("https", part_https)], tmp=TMP)

@@ -242,6 +242,11 @@ int m0__coord_drain(coord *c, int64_t deadline) {
    * skips it: nng's close waits for its poller, which took over a second
    * with a sibling's loop gone and two CPU hogs beside it. */
   bool exits_now = c->stuck && !m0__coord_all_exited(c) && c->proc->stop_fd < 0;
+  /* Those hang-ups are nng closes, the first of the teardown: bounded from
+   * here as the rest (host/top.h: nng 1.5.2's reaper can wait for ever; a
+   * single host with a tls+tcp process actor hung here under load, the
+   * main thread in nng_close and the reaper in a task wait). */
+  m0__top_guard_arm(&c->top, rc);
   for (int i = 0; c->pub_open && !exits_now && i < c->pub.nloops; i++) m0__publisher_disconnect(&c->pub, i);
   return rc;
 }

@@ -160,7 +160,13 @@ static void *top_guard_main(void *arg) {
 
 void m0__top_guard_arm(m0__top *t, int rc) {
   m0__top_guard *g = &t->guard;
-  if (t->proc->stop_fd >= 0 || g->armed) return; /* embedded: the application's process, not ours to exit */
+  if (t->proc->stop_fd >= 0) return; /* embedded: the application's process, not ours to exit */
+  if (g->armed) { /* armed at the drain's end: the code is the serving's, known only now */
+    pthread_mutex_lock(&g->mu);
+    g->code = m0__exit_code(rc);
+    pthread_mutex_unlock(&g->mu);
+    return;
+  }
   g->until = m0__now_ms() + M0__TOP_TEARDOWN_MS;
   g->code = m0__exit_code(rc);
   g->done = g->tearing = false;

@@ -118,7 +118,9 @@ bool m0__top_name_producer(m0__top *t);
  * the bound, and "m0: drained, exit 0" at the top. Returns drain's. */
 int m0__top_serve_end(m0__top *t, const char *what, int (*drain)(void *arg, int64_t bound), void *arg);
 
-/* The close and the teardown begin: bounded from now (not embedded). */
+/* The close and the teardown begin: bounded from now (not embedded). Armed
+ * already (at the drain's end, host/coord_drain.c), only rc is taken: the
+ * bound runs from the first arming. */
 void m0__top_guard_arm(m0__top *t, int rc);
 /* Closes what the top hosts when every handle in hs has ended (the
  * caller's own peers closed first); otherwise only joins those that ended.

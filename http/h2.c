@@ -49,9 +49,10 @@
  *   body no larger (413) and the bodies of all its streams at once no
  *   larger than H2_BODIES_MAX or one body (413), and nghttp2's flood
  *   guards: outbound control frames queued (PING, SETTINGS ACK floods),
- *   SETTINGS entries, CONTINUATION frames and a rate of RST_STREAM (Rapid
- *   Reset): past them the session ends with GOAWAY and the connection
- *   closes. Each refusal is counted (h2_refused).
+ *   SETTINGS entries, CONTINUATION frames, and ours (http/h2_guard.c): a
+ *   rate of RST_STREAM (Rapid Reset), stream ids that go down: past them
+ *   the session ends with GOAWAY (ENHANCE_YOUR_CALM for a flood,
+ *   PROTOCOL_ERROR) and the connection closes. Each refusal is counted (h2_refused).
  * Everything here runs on the connection's loop.
  */
 #include "http/h2.h"
@@ -79,8 +80,6 @@
 /* Request bodies one connection's streams may hold at once, beside each
  * one's --max-body-bytes: 100 streams must not hold 100 bodies. */
 #define H2_BODIES_MAX (8u << 20)
-#define H2_RESETS_BURST 200    /* RST_STREAM a client may send at once ... */
-#define H2_RESETS_RATE 33      /* ... and per second after (nghttp2's rate) */
 
 typedef enum h2_sniffed { H2_NOT, H2_BEGUN, H2_WHOLE } h2_sniffed;
 
@@ -352,6 +351,7 @@ static void h2_dispatch(m0__conn *c, m0__h2_stream *st) {
  * HTTP/1.1; its end: no deadline, it is answered. */
 static int h2_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   if (f->hd.type == NGHTTP2_PING) return m0__h2_drain_acked(ud, f);
+  if (f->hd.type == NGHTTP2_RST_STREAM) return m0__h2_guard_reset(ud); /* Rapid Reset */
   if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
   m0__h2_stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
   if (!st) return 0;
@@ -404,6 +404,7 @@ static bool h2_reset_refused(nghttp2_session *s, const nghttp2_frame *f) {
  * error (Rapid Reset, a SETTINGS flood, a bad frame), once. */
 static int h2_on_sent(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   m0__conn *c = ud;
+  if (f->hd.type == NGHTTP2_RST_STREAM) m0__h2_guard_sent_reset(c, f->hd.stream_id);
   bool goaway = f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR && !c->h2->refused;
   if (goaway) c->h2->refused = true;
   if (goaway || (f->hd.type == NGHTTP2_RST_STREAM && h2_reset_refused(s, f))) h2_refused(c);
@@ -458,9 +459,9 @@ static nghttp2_session *h2_session(m0__conn *c) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_close);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_sent);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cb, m0__h2_guard_begin); /* stream ids */
   nghttp2_option_set_max_outbound_ack(opt, 1000); /* PING / SETTINGS floods */
   nghttp2_option_set_max_settings(opt, 32);
-  nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESETS_BURST, H2_RESETS_RATE); /* Rapid Reset */
   nghttp2_option_set_max_continuations(opt, 8);
   nghttp2_session_server_new2(&s, cb, c, opt);
   nghttp2_option_del(opt);
@@ -478,6 +479,7 @@ static int h2_start(m0__conn *c) {
     return M0__ENOMEM;
   }
   c->h2 = h2;
+  m0__h2_guard_init(c);
   nghttp2_settings_entry set[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)c->h->lim.max_header_bytes},
@@ -506,7 +508,8 @@ void m0__h2_read(m0__conn *c, const char *buf, size_t n) {
   if (r < 0) { /* a flood, or bytes that are no frame: GOAWAY, if the socket takes it, and the close */
     if (!c->h2->refused) h2_refused(c);
     c->h2->refused = true;
-    uint32_t code = r == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR;
+    bool flood = r == NGHTTP2_ERR_FLOODED || r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
+    uint32_t code = flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR;
     nghttp2_session_terminate_session(c->h2->s, code);
   }
   m0__h2_sweep(c);

@@ -17,6 +17,8 @@
 
 typedef struct m0__h2_stream m0__h2_stream;
 
+#define M0__H2_RESET_IDS 16 /* streams reset lately whose HEADERS may still come (http/h2_guard.c) */
+
 /* An HTTP/2 connection's session (c->h2). */
 struct m0__h2 {
   nghttp2_session *s;
@@ -27,6 +29,12 @@ struct m0__h2 {
   bool draining;      /* told to go (the first GOAWAY, 2^31-1): streams still taken */
   bool told;          /* the last GOAWAY submitted (the last stream taken): close once none waits */
   bool refused;       /* the session was ended for the client's fault: counted once */
+  /* http/h2_guard.c's */
+  uint32_t resets;    /* RST_STREAM the client may still send now (Rapid Reset: a bucket) */
+  uint64_t resets_at; /* when the bucket was last filled (the loop's ms) */
+  int32_t last_id;    /* the highest request stream id seen */
+  int32_t reset_ids[M0__H2_RESET_IDS]; /* the streams the host reset lately */
+  unsigned reset_next;
 };
 
 /* A stream's stand-in while its request is away: what the loop's seams
@@ -73,6 +81,14 @@ int m0__h2_submit(m0__conn *c, m0__h2_stream *st);
 void m0__h2_deadline(m0__conn *c);
 /* A PING's ACK (the drain's round trip: the last GOAWAY goes). */
 int m0__h2_drain_acked(m0__conn *c, const nghttp2_frame *f);
+/* What a client may not do that nghttp2 lets by (http/h2_guard.c): the
+ * bucket of RST_STREAM filled at the start; a RST_STREAM received (Rapid
+ * Reset); one sent (its stream's HEADERS may still come); a frame's
+ * header (nghttp2's on_begin_frame: stream ids that go down). */
+void m0__h2_guard_init(m0__conn *c);
+int m0__h2_guard_reset(m0__conn *c);
+void m0__h2_guard_sent_reset(m0__conn *c, int32_t id);
+int m0__h2_guard_begin(nghttp2_session *s, const nghttp2_frame_hd *hd, void *ud);
 /* What the session has to say, into the connection's target queue. */
 void m0__h2_pump(m0__conn *c);
 /* The request to the handler threads (route -1: app->handle) through a

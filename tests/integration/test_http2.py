@@ -265,8 +265,8 @@ def hostile_rapid_reset(port):
     frames, eof = frames_until(c, lambda fr: goaway_code(fr) is not None)
     c.close()
     last = next((int.from_bytes(p[:4], "big") & 0x7FFFFFFF for t, _, _, p in frames if t == GOAWAY), None)
-    # nghttp2's rate of RST_STREAM ends the session (its code: INTERNAL_ERROR) long before the burst's end
-    F.check(last is not None and last < 1999, f"rapid reset: GOAWAY before the burst's end: last stream {last}, "
+    F.check(last is not None and last < 1999 and goaway_code(frames) == ENHANCE_YOUR_CALM,
+            f"rapid reset: GOAWAY ENHANCE_YOUR_CALM before the burst's end: last stream {last}, "
             f"code {goaway_code(frames)}")
 
 
@@ -337,8 +337,8 @@ def hostile_continuation(port):
     c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frames_out)
     frames, eof = frames_until(c, lambda fr: goaway_code(fr) is not None)
     c.close()
-    F.check(goaway_code(frames) is not None and not has(frames, HEADERS, 1),
-            f"CONTINUATION flood: GOAWAY, the stream not answered: {goaway_code(frames)}")
+    F.check(goaway_code(frames) == ENHANCE_YOUR_CALM and not has(frames, HEADERS, 1),
+            f"CONTINUATION flood: GOAWAY ENHANCE_YOUR_CALM, the stream not answered: {goaway_code(frames)}")
 
 
 def hostile_idle(port):

@@ -4,13 +4,18 @@
 
 1. the drain in two GOAWAYs (RFC 9113 6.8), at SIGTERM and at SIGHUP: first 2^31-1 and a PING; a request
    the client sends before it answers the PING (its HEADERS split across two writes) is still answered, and
-   the last GOAWAY names it; then the close.
+   the last GOAWAY names it; then the close;
+2. floods end the session with GOAWAY ENHANCE_YOUR_CALM (test_http2's hostile part checks Rapid Reset,
+   SETTINGS and CONTINUATION), counted on /metrics;
+3. stream ids that go down, or a closed stream's id used again: GOAWAY PROTOCOL_ERROR.
 """
+import re
 import signal
 
 from harness import Failures, Server, run_parts
-from test_http2 import (ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PREFACE, SETTINGS,
-                        TMP, connect, frame, frames_until, goaway_code, goaway_last, has, health, request)
+from test_http2 import (ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PREFACE, PROTOCOL_ERROR, SETTINGS,
+                        TMP, connect, curl, frame, frames_until, goaway_code, goaway_last, has, health, literal,
+                        request)
 
 F = Failures()
 LAST = (1 << 31) - 1
@@ -55,4 +60,31 @@ def part_drain():
     drain_round_trip(signal.SIGHUP)
 
 
-run_parts(F, [("drain", part_drain)], tmp=TMP)
+def stream_ids(port, frames_out, what):
+    c = connect(port)
+    c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frames_out)
+    frames, eof = frames_until(c, lambda fr: goaway_code(fr) is not None)
+    c.close()
+    F.check(goaway_code(frames) == PROTOCOL_ERROR, f"{what}: GOAWAY PROTOCOL_ERROR: {goaway_code(frames)}")
+
+
+def part_stream_ids():
+    get = lambda sid: frame(HEADERS, END_STREAM | END_HEADERS, sid, request())
+    with Server("host_check", "--port", "0", "--http2", "--metrics-path", "/metrics") as s:
+        stream_ids(s.port, get(5) + get(3), "stream ids that go down (5, then 3)")
+        stream_ids(s.port, get(1) + get(3) + get(1), "a closed stream's id used again (1, 3, 1)")
+        c = connect(s.port)  # trailers: a HEADERS on an open stream's id, not one that goes down
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, request(b"/loop/echo", b"POST")) +
+                  frame(HEADERS, END_STREAM | END_HEADERS, 3, request()) + frame(DATA, 0, 1, b"body") +
+                  frame(HEADERS, END_STREAM | END_HEADERS, 1, literal(b"x-trailer", b"v")))
+        frames, eof = frames_until(c, lambda fr: answered(fr, 1) or goaway_code(fr) is not None)
+        c.close()
+        F.check(answered(frames, 1) and goaway_code(frames) is None, f"trailers on an open stream: answered, no "
+                f"GOAWAY: {goaway_code(frames)}")
+        F.check(health(s.port), "/health after the stream ids")
+        rc, out, err = curl("--http2-prior-knowledge", f"http://127.0.0.1:{s.port}/metrics")
+        n = sum(int(v) for v in re.findall(r'^m0_http2_refused_total\{loop="\d+"\} (\d+)$', out, re.M))
+        F.check(n >= 2, f"stream ids: each refusal counted (m0_http2_refused_total): {n}")
+
+
+run_parts(F, [("drain", part_drain), ("stream ids", part_stream_ids)], tmp=TMP)

@@ -1,22 +1,38 @@
 /* The `certificates` check and the loops' TLS context (config/certs.h).
- * The check reads the files itself, one question at a time, so that a
- * refusal names the file and the one thing to fix; it then builds the
- * context the way serve does (http/tls.c), so nothing the check passed is
- * refused later by the loader. A reload's next generation runs it too: a
- * certificate replaced by an expired or mismatched one is refused there,
- * and the old generation serves on with the files it read. */
+ * Design notes:
+ * - The files are read once per generation, here, by the process that runs
+ *   the check (serve's top process; under --workers the supervisor). The
+ *   check reads each file's bytes, one question at a time, so that a
+ *   refusal names the file and the one thing to fix; it then builds the
+ *   context from those same bytes the way the loops do, so nothing the
+ *   check passed is refused later by the loader.
+ * - What passed goes into a memfd sealed read-only (a bundle: the names and
+ *   the PEM text of each pair), cfg->certs_fd. The process's loops build
+ *   their context from it; the supervisor hands it to every worker it
+ *   spawns or respawns (M0__CERTS_FD), which builds from it and never opens
+ *   the paths: a worker respawned after an operator replaced the files
+ *   with bad or half-written ones serves the ones its generation checked
+ *   (nginx's master reads them, its workers inherit them).
+ * - A reload's next generation runs the check again: it reads the files as
+ *   they are then, and one that fails is refused while the old generation
+ *   serves on with the bytes it read. */
 #include "config/certs.h"
 #include "config/checks.h"
 #include "runtime/seal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CERTS_CHAIN_MAX 10
 #define CERTS_SOON_S (14 * 86400)
@@ -66,20 +82,35 @@ static bool certs_names(X509 *leaf, char *out, size_t n) {
   return k > 0;
 }
 
-/* Reads file's PEM certificates into ch. */
-static bool certs_read_chain(const char *file, certs_chain *ch, m0__check *c) {
+/* file's bytes (malloc'd, *len of them), or NULL with the check failed. */
+static char *certs_slurp(const char *file, size_t *len, m0__check *c) {
   FILE *f = fopen(file, "r");
-  if (!f) {
-    CERTS_FAIL(c, "%s: cannot be read (%s)", file, strerror(errno));
+  char *buf = f ? malloc(M0__TLS_PEM_MAX + 1) : NULL;
+  int err = f ? (buf ? 0 : ENOMEM) : errno;
+  *len = buf ? fread(buf, 1, M0__TLS_PEM_MAX + 1, f) : 0;
+  if (buf && ferror(f)) err = errno ? errno : EIO;
+  if (f) fclose(f);
+  if (buf && !err && *len <= M0__TLS_PEM_MAX) return buf;
+  free(buf);
+  if (err) {
+    CERTS_FAIL(c, "%s: cannot be read (%s)", file, strerror(err));
     CERTS_FIX(c, "give the host's user read access to it, %s", certs_where);
-    return false;
+  } else {
+    CERTS_FAIL(c, "%s: holds more than %d bytes: not a PEM certificate or key", file, M0__TLS_PEM_MAX);
+    CERTS_FIX(c, "give the PEM chain and key files themselves, %s", certs_where);
   }
+  return NULL;
+}
+
+/* p's PEM certificates into ch. */
+static bool certs_read_chain(const m0__tls_pem *p, certs_chain *ch, m0__check *c) {
+  BIO *b = BIO_new_mem_buf(p->cert, (int)p->cert_len);
   X509 *x;
-  while (ch->n < CERTS_CHAIN_MAX && (x = PEM_read_X509(f, NULL, NULL, NULL)) != NULL) ch->x[ch->n++] = x;
-  fclose(f);
+  while (b && ch->n < CERTS_CHAIN_MAX && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) ch->x[ch->n++] = x;
+  BIO_free(b);
   ERR_clear_error();
   if (ch->n == 0) {
-    CERTS_FAIL(c, "%s: holds no PEM certificate", file);
+    CERTS_FAIL(c, "%s: holds no PEM certificate", p->cert_name);
     CERTS_FIX(c, "give a PEM file beginning -----BEGIN CERTIFICATE----- (the leaf, then its intermediates), %s",
               certs_where);
     return false;
@@ -112,26 +143,22 @@ static bool certs_chain_ok(const char *file, const certs_chain *ch, m0__check *c
   return true;
 }
 
-/* The key in keyfile is the leaf's. */
-static bool certs_key_ok(const char *file, const char *keyfile, X509 *leaf, m0__check *c) {
-  FILE *f = fopen(keyfile, "r");
-  if (!f) {
-    CERTS_FAIL(c, "%s: cannot be read (%s)", keyfile, strerror(errno));
-    CERTS_FIX(c, "give the host's user read access to it, %s", certs_where);
-    return false;
-  }
-  EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, (void *)"");
-  fclose(f);
+/* The key in p is the leaf's. */
+static bool certs_key_ok(const m0__tls_pem *p, X509 *leaf, m0__check *c) {
+  BIO *b = BIO_new_mem_buf(p->key, (int)p->key_len);
+  EVP_PKEY *k = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, (void *)"") : NULL;
+  BIO_free(b);
   ERR_clear_error();
   if (!k) {
-    CERTS_FAIL(c, "%s: holds no unencrypted PEM private key", keyfile);
-    CERTS_FIX(c, "give the key as PEM without a passphrase (openssl pkey -in KEY -out %s), %s", keyfile, certs_where);
+    CERTS_FAIL(c, "%s: holds no unencrypted PEM private key", p->key_name);
+    CERTS_FIX(c, "give the key as PEM without a passphrase (openssl pkey -in KEY -out %s), %s", p->key_name,
+              certs_where);
     return false;
   }
   bool same = EVP_PKEY_eq(X509_get0_pubkey(leaf), k) == 1;
   EVP_PKEY_free(k);
   if (!same) {
-    CERTS_FAIL(c, "%.700s: the key does not match the certificate of %.700s", keyfile, file);
+    CERTS_FAIL(c, "%.700s: the key does not match the certificate of %.700s", p->key_name, p->cert_name);
     CERTS_FIX(c, "pair each --certfile with its own key, in the same order, %s", certs_where);
   }
   return same;
@@ -139,10 +166,10 @@ static bool certs_key_ok(const char *file, const char *keyfile, X509 *leaf, m0__
 
 /* One certificate file and its key: appends "names (until date)" to the
  * detail; sets the warning when it expires soon. */
-static bool certs_one(const char *file, const char *keyfile, m0__check *c, char *said, size_t n) {
+static bool certs_one(const m0__tls_pem *p, m0__check *c, char *said, size_t n) {
+  const char *file = p->cert_name;
   certs_chain ch = {0};
-  bool ok = certs_read_chain(file, &ch, c) && certs_chain_ok(file, &ch, c) &&
-            certs_key_ok(file, keyfile, ch.x[0], c);
+  bool ok = certs_read_chain(p, &ch, c) && certs_chain_ok(file, &ch, c) && certs_key_ok(p, ch.x[0], c);
   char names[512], until[32];
   if (ok && !certs_names(ch.x[0], names, sizeof names)) {
     CERTS_FAIL(c, "%s: the certificate names no host (no subjectAltName DNS or IP entry; clients ignore the CN)",
@@ -164,7 +191,122 @@ static bool certs_one(const char *file, const char *keyfile, m0__check *c, char 
   return ok;
 }
 
-void m0__certs_check(const m0_config *cfg, m0__check *c) {
+/* The pairs the check read: names and bytes malloc'd (a key in its
+ * certificate's file shares the certificate's bytes: the file is read once). */
+typedef struct certs_bundle {
+  m0__tls_pem pem[M0__TLS_CERTS_MAX];
+  int n;
+} certs_bundle;
+
+static void certs_bundle_free(certs_bundle *b) {
+  for (int i = 0; i < b->n; i++) {
+    m0__tls_pem *p = &b->pem[i];
+    if (p->key != p->cert) free((char *)p->key);
+    free((char *)p->cert);
+    free((char *)p->cert_name);
+    free((char *)p->key_name);
+  }
+  b->n = 0;
+}
+
+/* Reads the pair file, key into the next of b (false: the check failed). */
+static bool certs_read_pair(certs_bundle *b, const char *file, const char *key, m0__check *c) {
+  if (b->n == M0__TLS_CERTS_MAX) {
+    CERTS_FAIL(c, "%s: more than %d certificates", file, M0__TLS_CERTS_MAX);
+    CERTS_FIX(c, "serve at most %d names' certificates from one host", M0__TLS_CERTS_MAX);
+    return false;
+  }
+  m0__tls_pem *p = &b->pem[b->n++];
+  if (!(p->cert_name = strdup(file)) || !(p->key_name = strdup(key))) {
+    CERTS_FAIL(c, "%s: out of memory", file);
+    return false;
+  }
+  if (!(p->cert = certs_slurp(file, &p->cert_len, c))) return false;
+  if (!strcmp(file, key)) {
+    p->key = p->cert;
+    p->key_len = p->cert_len;
+  } else if (!(p->key = certs_slurp(key, &p->key_len, c))) return false;
+  return true;
+}
+
+/* Every pair of the lists read into b and checked; said: what passed. */
+static void certs_read_all(const char *certs, const char *keys, certs_bundle *b, m0__check *c, char *said,
+                           size_t n) {
+  char file[M0__STR_MAX], key[M0__STR_MAX];
+  const char *cl = certs, *kl = keys;
+  c->ok = true;
+  while (c->ok && m0__tls_next_file(&cl, file, sizeof file)) {
+    if (!m0__tls_next_file(&kl, key, sizeof key) || !key[0]) {
+      CERTS_FAIL(c, "%s: no --keyfile paired with it", file);
+      CERTS_FIX(c, "list one key per certificate, in the same order (--keyfile a.key,b.key)");
+    } else if (certs_read_pair(b, file, key, c)) certs_one(&b->pem[b->n - 1], c, said, n);
+  }
+  if (c->ok && m0__tls_next_file(&kl, key, sizeof key)) {
+    CERTS_FAIL(c, "%s: a --keyfile with no --certfile paired with it", key);
+    CERTS_FIX(c, "list one key per certificate, in the same order (--keyfile a.key,b.key)");
+  }
+}
+
+/* The bundle's bytes: "m0-certs\n", the number of pairs, then per pair a
+ * line of four lengths (certificate name, certificate, key name, key; the
+ * names with their NUL) and those bytes. malloc'd, *len of them. */
+static char *certs_pack(const certs_bundle *b, size_t *len) {
+  size_t cap = 64;
+  for (int i = 0; i < b->n; i++)
+    cap += 96 + strlen(b->pem[i].cert_name) + strlen(b->pem[i].key_name) + 2 + b->pem[i].cert_len + b->pem[i].key_len;
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  size_t k = (size_t)snprintf(out, cap, "m0-certs\n%d\n", b->n);
+  for (int i = 0; i < b->n; i++) {
+    const m0__tls_pem *p = &b->pem[i];
+    size_t cn = strlen(p->cert_name) + 1, kn = strlen(p->key_name) + 1;
+    k += (size_t)snprintf(out + k, cap - k, "%zu %zu %zu %zu\n", cn, p->cert_len, kn, p->key_len);
+    memcpy(out + k, p->cert_name, cn), k += cn;
+    memcpy(out + k, p->cert, p->cert_len), k += p->cert_len;
+    memcpy(out + k, p->key_name, kn), k += kn;
+    memcpy(out + k, p->key, p->key_len), k += p->key_len;
+  }
+  *len = k;
+  return out;
+}
+
+/* The bundle in a memfd sealed read-only (what a worker is handed): its
+ * descriptor (close-on-exec), or -1 with errno. */
+static int certs_seal(const certs_bundle *b) {
+  size_t len;
+  char *bytes = certs_pack(b, &len);
+  int fd = bytes ? memfd_create("m0-certs", MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
+  size_t done = 0;
+  while (fd >= 0 && done < len) {
+    ssize_t w = write(fd, bytes + done, len - done);
+    if (w <= 0 && errno != EINTR) break;
+    if (w > 0) done += (size_t)w;
+  }
+  int err = !bytes ? ENOMEM : errno;
+  free(bytes);
+  if (fd >= 0 && (done < len || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)) {
+    err = done < len ? (err ? err : EIO) : errno;
+    close(fd);
+    fd = -1;
+  }
+  if (fd < 0) errno = err;
+  return fd;
+}
+
+/* Keeps b's bytes in cfg (the check passed them). */
+static void certs_keep(m0_config *cfg, const certs_bundle *b, m0__check *c) {
+  int fd = certs_seal(b);
+  if (fd < 0) {
+    CERTS_FAIL(c, "cannot keep the certificates' bytes for the loops and workers (memfd: %s)", strerror(errno));
+    CERTS_FIX(c, "this needs Linux 3.17 or later with memfd sealing");
+    return;
+  }
+  if (cfg->certs_held) close(cfg->certs_fd);
+  cfg->certs_fd = fd;
+  cfg->certs_held = true;
+}
+
+void m0__certs_check(m0_config *cfg, m0__check *c) {
   const char *certs = M0__CFGS(cfg, certfile), *keys = M0__CFGS(cfg, keyfile);
   if (!certs[0]) {
     c->ok = true;
@@ -175,26 +317,21 @@ void m0__certs_check(const m0_config *cfg, m0__check *c) {
     return;
   }
   if (!keys[0]) keys = certs; /* the key in the certificate's file, as nginx allows */
-  char file[M0__STR_MAX], key[M0__STR_MAX], said[M0__STR_MAX + 256] = "";
-  const char *cl = certs, *kl = keys;
-  c->ok = true;
-  while (c->ok && m0__tls_next_file(&cl, file, sizeof file)) {
-    if (!m0__tls_next_file(&kl, key, sizeof key) || !key[0]) {
-      CERTS_FAIL(c, "%s: no --keyfile paired with it", file);
-      CERTS_FIX(c, "list one key per certificate, in the same order (--keyfile a.key,b.key)");
-    } else certs_one(file, key, c, said, sizeof said);
-  }
-  if (!c->ok) return;
-  char why[M0__STR_MAX + 256];
-  m0__tls_ctx *x = m0__tls_ctx_new(certs, keys, NULL, why, sizeof why);
-  if (!x) {
+  char said[M0__STR_MAX + 256] = "", why[M0__STR_MAX + 256];
+  certs_bundle b = {.n = 0};
+  certs_read_all(certs, keys, &b, c, said, sizeof said);
+  m0__tls_ctx *x = c->ok ? m0__tls_ctx_new_pem(b.pem, b.n, NULL, why, sizeof why) : NULL;
+  if (c->ok && !x) {
     CERTS_FAIL(c, "%s", why);
     CERTS_FIX(c, "give PEM files OpenSSL 3 reads (a leaf with an RSA, EC or Ed25519 key), %s", certs_where);
-    return;
   }
   m0__tls_ctx_free(x);
-  snprintf(c->detail, sizeof c->detail, "HTTPS (TLS 1.2, 1.3) with %s; no kernel TLS: files (m0_respond_file) "
-           "are read and encrypted by the loop, not sendfile'd", said);
+  if (c->ok) certs_keep(cfg, &b, c);
+  certs_bundle_free(&b);
+  if (c->ok)
+    snprintf(c->detail, sizeof c->detail, "HTTPS (TLS 1.2, 1.3) with %s, read once here (workers are handed these "
+             "bytes; a SIGHUP reads the files again); no kernel TLS: files (m0_respond_file) are read and "
+             "encrypted by the loop, not sendfile'd", said);
 }
 
 /* The ticket secret: SHA-256 of the family's cookie (runtime/seal.h), which
@@ -209,14 +346,76 @@ static bool certs_secret(uint8_t out[M0__TLS_SECRET_BYTES]) {
   return ok;
 }
 
+/* The line at *at (before end) of want numbers into v; *at past it. */
+static bool certs_nums(const char **at, const char *end, size_t *v, int want) {
+  char line[128];
+  size_t k = 0;
+  while (*at + k < end && k < sizeof line - 1 && (*at)[k] != '\n') k++;
+  if (*at + k >= end || (*at)[k] != '\n') return false;
+  memcpy(line, *at, k);
+  line[k] = 0;
+  *at += k + 1;
+  char *s = line, *e;
+  for (int i = 0; i < want; i++, s = e) {
+    unsigned long long n = strtoull(s, &e, 10);
+    if (e == s || n > 2 * M0__TLS_PEM_MAX) return false;
+    v[i] = (size_t)n;
+  }
+  return *s == 0;
+}
+
+/* The bundle's bytes (certs_pack) read back into b, pointing into them. */
+static bool certs_unpack(const char *at, size_t len, certs_bundle *b) {
+  const char *end = at + len;
+  size_t n, v[4];
+  if (len < 9 || memcmp(at, "m0-certs\n", 9) != 0) return false;
+  at += 9;
+  if (!certs_nums(&at, end, &n, 1) || n < 1 || n > M0__TLS_CERTS_MAX) return false;
+  for (b->n = 0; b->n < (int)n; b->n++) {
+    m0__tls_pem *p = &b->pem[b->n];
+    if (!certs_nums(&at, end, v, 4) || v[0] < 1 || v[2] < 1 || (size_t)(end - at) < v[0] + v[1] + v[2] + v[3] ||
+        at[v[0] - 1] || at[v[0] + v[1] + v[2] - 1])
+      return false;
+    *p = (m0__tls_pem){.cert_name = at, .cert = at + v[0], .cert_len = v[1], .key_name = at + v[0] + v[1],
+                       .key = at + v[0] + v[1] + v[2], .key_len = v[3]};
+    at += v[0] + v[1] + v[2] + v[3];
+  }
+  return at == end;
+}
+
+bool m0__certs_inherit(m0_config *cfg, const char *fd_text) {
+  char *e;
+  long fd = fd_text ? strtol(fd_text, &e, 10) : -1;
+  if (!fd_text || e == fd_text || *e || fd < 0 || fd > INT32_MAX) return false;
+  int seals = fcntl((int)fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_WRITE)) return false; /* not the supervisor's sealed bytes */
+  fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+  if (cfg->certs_held) close(cfg->certs_fd);
+  cfg->certs_fd = (int)fd;
+  cfg->certs_held = true;
+  return true;
+}
+
 m0__tls_ctx *m0__certs_ctx(const m0_config *cfg, char *why, size_t whylen) {
-  const char *certs = M0__CFGS(cfg, certfile), *keys = M0__CFGS(cfg, keyfile);
+  const char *certs = M0__CFGS(cfg, certfile);
   why[0] = 0;
   if (!certs[0]) return NULL;
+  struct stat st;
+  void *map = MAP_FAILED;
+  if (cfg->certs_held && fstat(cfg->certs_fd, &st) == 0 && st.st_size > 0)
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, cfg->certs_fd, 0);
+  certs_bundle b = {.n = 0};
+  if (map == MAP_FAILED || !certs_unpack(map, (size_t)st.st_size, &b)) {
+    snprintf(why, whylen, "%s: the certificates' bytes the check `certificates` read are not here (a worker is "
+             "handed its supervisor's, M0__CERTS_FD); the files are not read again", certs);
+    if (map != MAP_FAILED) munmap(map, (size_t)st.st_size);
+    return NULL;
+  }
   uint8_t secret[M0__TLS_SECRET_BYTES];
   bool shared = certs_secret(secret);
-  m0__tls_ctx *x = m0__tls_ctx_new(certs, keys[0] ? keys : certs, shared ? secret : NULL, why, whylen);
+  m0__tls_ctx *x = m0__tls_ctx_new_pem(b.pem, b.n, shared ? secret : NULL, why, whylen);
   OPENSSL_cleanse(secret, sizeof secret);
+  munmap(map, (size_t)st.st_size);
   if (x && M0__CFG(cfg, http2)) m0__tls_ctx_alpn_h2(x);
   return x;
 }

@@ -62,7 +62,8 @@ int m0__app_max_threads(const m0_app *app);
  * order (leaf first, each followed by its issuer), valid now, names a host
  * (subjectAltName DNS or IP) and its key (--keyfile, else the same file)
  * matches it; passing with a warning (fix set) when one expires within 14
- * days. */
-void m0__certs_check(const m0_config *cfg, m0__check *c);
+ * days. Each file is read once, here: what passed is kept in cfg->certs_fd
+ * (config/certs.h) for the loops and the workers. */
+void m0__certs_check(m0_config *cfg, m0__check *c);
 
 #endif

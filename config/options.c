@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -168,6 +169,8 @@ void m0__config_fini(m0_config *cfg) {
   free(cfg->plain_tcp);
   cfg->plain_tcp = NULL;
   cfg->nplain_tcp = 0;
+  if (cfg->certs_held) close(cfg->certs_fd);
+  cfg->certs_held = false;
 }
 
 void m0__config_usage(FILE *out, const char *prog) {

@@ -146,6 +146,12 @@ struct m0_config {
   /* Its "supervisors" (config/appspec.h, m0__sup_spec). */
   struct m0__sup_spec *supervisors;
   int nsupervisors;
+  /* The --certfile / --keyfile bytes as the check `certificates` read them
+   * (a sealed memfd, config/certs.h), or a worker's from its supervisor:
+   * the loops' TLS context is made from these, never from the paths. The
+   * one field a check writes. */
+  bool certs_held;
+  int certs_fd;
 };
 
 #define M0__CFG(cfg, id) ((cfg)->v[M0__O_##id].num)

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "base/errors.h"
+#include "config/certs.h"
 #include "config/checks.h"
 #include "config/options.h"
 #include "config/topofile.h"
@@ -49,6 +50,9 @@ static int serve_worker(const m0_app *app, m0_config *cfg, const char *index) {
     fprintf(stderr, "m0: a worker was started without what the supervisor passes (M0__FDS, M0__RUN_DIR)\n");
     return 1;
   }
+  /* HTTPS: the bytes the supervisor's check read; without them the loops'
+   * context is refused (config/certs.h), the paths are never read here. */
+  if (getenv("M0__CERTS_FD")) m0__certs_inherit(cfg, getenv("M0__CERTS_FD"));
   m0__proc p = {.producer = NULL, .first = i, .here = 1, .handoff = &v[3]};
   m0__process_describe(&p.proc, app, cfg);
   p.proc.children = false; /* the supervisor reaps; a worker has no children of its own */

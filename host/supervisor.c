@@ -139,12 +139,19 @@ static int sup_spawn(sup *s, int i) {
   char topo[48] = "";
   int topo_fd = getenv("M0__TOPOLOGY_FD") ? s->proc.reload.keep.own_topo_fd : -1;
   if (topo_fd >= 0) snprintf(topo, sizeof topo, "M0__TOPOLOGY_FD=%d", topo_fd);
-  char *extra[] = {fds, idx, dirv, supv, cookie, gen, topo_fd >= 0 ? topo : NULL, NULL};
+  /* The certificates as this generation's check read them (config/certs.h):
+   * a worker, first or respawned, never reads the files. */
+  char certs[48] = "";
+  int certs_fd = s->cfg->certs_held ? s->cfg->certs_fd : -1;
+  if (certs_fd >= 0) snprintf(certs, sizeof certs, "M0__CERTS_FD=%d", certs_fd);
+  char *extra[] = {fds, idx, dirv, supv, cookie, gen, certs, topo_fd >= 0 ? topo : NULL, NULL};
+  if (certs_fd < 0) extra[6] = extra[7], extra[7] = NULL;
   /* Exactly these are inherited, at their numbers (M0__FDS says them). */
-  m0__spawn_fd *inherit = calloc((size_t)(4 + 2 * s->n), sizeof *inherit);
+  m0__spawn_fd *inherit = calloc((size_t)(5 + 2 * s->n), sizeof *inherit);
   if (!inherit) return M0__ENOMEM;
   int ni = 0;
   inherit[ni++] = (m0__spawn_fd){topo_fd, topo_fd}; /* < 0: skipped */
+  inherit[ni++] = (m0__spawn_fd){certs_fd, certs_fd};
   int own[3] = {s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd};
   for (int j = 0; j < 3; j++) inherit[ni++] = (m0__spawn_fd){own[j], own[j]};
   for (int j = 0; j < 2 * s->n; j++) inherit[ni++] = (m0__spawn_fd){s->handoff[j], s->handoff[j]};

@@ -190,19 +190,34 @@ static void tls_why(char *why, size_t whylen, const char *file, const char *what
   ERR_clear_error();
 }
 
-static EVP_PKEY *tls_read_key(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, (void *)"");
-  fclose(f);
+/* p's certificate text into c: the leaf, then the certificates that issued
+ * it, in order (what SSL_CTX_use_certificate_chain_file does with a file). */
+static bool tls_use_chain(SSL_CTX *c, const m0__tls_pem *p) {
+  BIO *b = p->cert_len <= INT_MAX ? BIO_new_mem_buf(p->cert, (int)p->cert_len) : NULL;
+  X509 *leaf = b ? PEM_read_bio_X509_AUX(b, NULL, NULL, NULL) : NULL, *ca;
+  bool ok = leaf && SSL_CTX_use_certificate(c, leaf) == 1 && SSL_CTX_clear_chain_certs(c) == 1;
+  X509_free(leaf);
+  while (ok && (ca = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL)
+    if (SSL_CTX_add0_chain_cert(c, ca) != 1) X509_free(ca), ok = false;
+  unsigned long e = ERR_peek_last_error(); /* the end of the text reads as "no start line" */
+  if (ok && e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) ok = false;
+  if (ok) ERR_clear_error();
+  BIO_free(b);
+  return ok;
+}
+
+static EVP_PKEY *tls_read_key(const m0__tls_pem *p) {
+  BIO *b = p->key_len <= INT_MAX ? BIO_new_mem_buf(p->key, (int)p->key_len) : NULL;
+  EVP_PKEY *k = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, (void *)"") : NULL;
+  BIO_free(b);
   return k;
 }
 
-/* One SSL_CTX for cert and key, with the host's defaults. */
-static SSL_CTX *tls_ctx_one(m0__tls_ctx *x, const char *cert, const char *key, char *why, size_t whylen) {
+/* One SSL_CTX for p's certificate and key, with the host's defaults. */
+static SSL_CTX *tls_ctx_one(m0__tls_ctx *x, const m0__tls_pem *p, char *why, size_t whylen) {
   EVP_PKEY *pkey = NULL;
   SSL_CTX *c = SSL_CTX_new(TLS_server_method());
-  if (!c) return tls_why(why, whylen, cert, "cannot make a TLS context"), NULL;
+  if (!c) return tls_why(why, whylen, p->cert_name, "cannot make a TLS context"), NULL;
   SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
   SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
@@ -212,13 +227,13 @@ static SSL_CTX *tls_ctx_one(m0__tls_ctx *x, const char *cert, const char *key, c
   if (SSL_CTX_set_cipher_list(c, TLS_CIPHERS_12) != 1 ||
       SSL_CTX_set_session_id_context(c, (const unsigned char *)"m0", 2) != 1 ||
       SSL_CTX_set_tlsext_ticket_key_evp_cb(c, tls_on_ticket) != 1) {
-    tls_why(why, whylen, cert, "cannot set the TLS defaults");
-  } else if (SSL_CTX_use_certificate_chain_file(c, cert) != 1) {
-    tls_why(why, whylen, cert, "cannot read the certificate chain (PEM, the leaf first)");
-  } else if (!(pkey = tls_read_key(key))) {
-    tls_why(why, whylen, key, "cannot read the private key (PEM, unencrypted)");
+    tls_why(why, whylen, p->cert_name, "cannot set the TLS defaults");
+  } else if (!tls_use_chain(c, p)) {
+    tls_why(why, whylen, p->cert_name, "cannot read the certificate chain (PEM, the leaf first)");
+  } else if (!(pkey = tls_read_key(p))) {
+    tls_why(why, whylen, p->key_name, "cannot read the private key (PEM, unencrypted)");
   } else if (SSL_CTX_use_PrivateKey(c, pkey) != 1 || SSL_CTX_check_private_key(c) != 1) {
-    tls_why(why, whylen, key, "the key does not match the certificate");
+    tls_why(why, whylen, p->key_name, "the key does not match the certificate");
   } else {
     EVP_PKEY_free(pkey);
     SSL_CTX_set_tlsext_servername_callback(c, tls_on_servername);
@@ -242,8 +257,9 @@ bool m0__tls_next_file(const char **list, char *out, size_t n) {
   return true;
 }
 
-m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const uint8_t *secret, char *why,
-                             size_t whylen) {
+m0__tls_ctx *m0__tls_ctx_new_pem(const m0__tls_pem *pem, int n, const uint8_t *secret, char *why, size_t whylen) {
+  if (n <= 0 || n > M0__TLS_CERTS_MAX)
+    return snprintf(why, whylen, "--certfile: %s", n <= 0 ? "no certificate given" : "too many certificates"), NULL;
   m0__tls_ctx *x = calloc(1, sizeof *x);
   if (!x) return snprintf(why, whylen, "out of memory"), NULL;
   pthread_mutex_init(&x->lock, NULL);
@@ -253,25 +269,62 @@ m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const 
     m0__tls_ctx_free(x);
     return NULL;
   }
+  for (; x->n < n; x->n++)
+    if (!(x->ctx[x->n] = tls_ctx_one(x, &pem[x->n], why, whylen))) {
+      m0__tls_ctx_free(x);
+      return NULL;
+    }
+  return x;
+}
+
+/* path's bytes, malloc'd (*len of them), or NULL: unreadable, or past
+ * M0__TLS_PEM_MAX (not a certificate). */
+static char *tls_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "r");
+  char *buf = f ? malloc(M0__TLS_PEM_MAX + 1) : NULL;
+  *len = buf ? fread(buf, 1, M0__TLS_PEM_MAX + 1, f) : 0;
+  if (f) fclose(f);
+  if (buf && *len <= M0__TLS_PEM_MAX) return buf;
+  free(buf);
+  return NULL;
+}
+
+/* The files of two comma-separated lists read into pem[] (the names and
+ * bytes malloc'd), or false with why; *n pairs either way. */
+static bool tls_files(const char *certfiles, const char *keyfiles, m0__tls_pem *pem, int *n, char *why,
+                      size_t whylen) {
   char cert[4096], key[4096];
   const char *cl = certfiles ? certfiles : "", *kl = keyfiles ? keyfiles : "";
-  while (m0__tls_next_file(&cl, cert, sizeof cert)) {
-    if (!m0__tls_next_file(&kl, key, sizeof key) || !*key) {
-      snprintf(why, whylen, "%s: no key file paired with it (one --keyfile per --certfile, in order)", cert);
-    } else if (x->n == M0__TLS_CERTS_MAX) {
-      snprintf(why, whylen, "%s: more than %d certificates", cert, M0__TLS_CERTS_MAX);
-    } else if ((x->ctx[x->n] = tls_ctx_one(x, cert, key, why, whylen)) != NULL) {
-      x->n++;
-      continue;
-    }
-    m0__tls_ctx_free(x);
-    return NULL;
+  for (*n = 0; m0__tls_next_file(&cl, cert, sizeof cert); (*n)++) {
+    if (!m0__tls_next_file(&kl, key, sizeof key) || !*key)
+      return snprintf(why, whylen, "%s: no key file paired with it (one --keyfile per --certfile, in order)", cert),
+             false;
+    if (*n == M0__TLS_CERTS_MAX) return snprintf(why, whylen, "%s: more than %d certificates", cert, *n), false;
+    m0__tls_pem *p = &pem[*n];
+    p->cert_name = strdup(cert);
+    p->key_name = strdup(key);
+    p->cert = tls_file(cert, &p->cert_len);
+    p->key = tls_file(key, &p->key_len);
+    if (!p->cert || !p->key || !p->cert_name || !p->key_name)
+      return snprintf(why, whylen, "%s: cannot be read (or past %d bytes)", p->cert ? key : cert, M0__TLS_PEM_MAX),
+             (*n)++, false;
   }
-  if (x->n == 0 || m0__tls_next_file(&kl, key, sizeof key)) {
-    snprintf(why, whylen, "%s: %s", x->n ? key : "--certfile",
-             x->n ? "a key file with no certificate paired with it" : "no certificate given");
-    m0__tls_ctx_free(x);
-    return NULL;
+  if (m0__tls_next_file(&kl, key, sizeof key))
+    return snprintf(why, whylen, "%s: a key file with no certificate paired with it", key), false;
+  return true;
+}
+
+m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const uint8_t *secret, char *why,
+                             size_t whylen) {
+  m0__tls_pem pem[M0__TLS_CERTS_MAX] = {{0}};
+  int n = 0;
+  m0__tls_ctx *x = tls_files(certfiles, keyfiles, pem, &n, why, whylen) ? m0__tls_ctx_new_pem(pem, n, secret, why, whylen)
+                                                                       : NULL;
+  for (int i = 0; i < n; i++) {
+    free((char *)pem[i].cert_name);
+    free((char *)pem[i].key_name);
+    free((char *)pem[i].cert);
+    free((char *)pem[i].key);
   }
   return x;
 }
@@ -404,6 +457,7 @@ const char *m0__tls_alpn(const m0__tls *t) {
   const unsigned char *p;
   unsigned n;
   SSL_get0_alpn_selected(t->ssl, &p, &n);
+  if (n == 2 && memcmp(p, "h2", 2) == 0) return "h2";
   return n == 8 && memcmp(p, "http/1.1", 8) == 0 ? "http/1.1" : "";
 }
 

@@ -33,11 +33,25 @@ typedef struct m0__tls m0__tls;
 /* The bytes of the secret the ticket keys are derived from. */
 #define M0__TLS_SECRET_BYTES 32
 
-/* Builds a context from certfiles and keyfiles, comma-separated lists of
- * PEM files paired in order (a chain file: the leaf first). secret (32
- * bytes) keys the session tickets; NULL: a fresh random one (tickets then
- * resume only within this process). Returns the context, or NULL with
- * "<file>: <what is wrong>" in why. */
+/* One certificate chain (the leaf first) and its key as PEM text, not
+ * NUL-ended, with the names a refusal gives them (the files they were read
+ * from). */
+typedef struct m0__tls_pem {
+  const char *cert_name, *key_name;
+  const char *cert, *key;
+  size_t cert_len, key_len;
+} m0__tls_pem;
+/* The most bytes a certificate or key file holds. */
+#define M0__TLS_PEM_MAX (1 << 20)
+
+/* Builds a context from n pairs of PEM text (SNI: the first is the
+ * default); reads no file. secret (32 bytes) keys the session tickets;
+ * NULL: a fresh random one (tickets then resume only within this process).
+ * Returns the context, or NULL with "<name>: <what is wrong>" in why. */
+m0__tls_ctx *m0__tls_ctx_new_pem(const m0__tls_pem *pem, int n, const uint8_t *secret, char *why, size_t whylen);
+/* The same from certfiles and keyfiles, comma-separated lists of PEM files
+ * paired in order, read here (the host's loops use the text its check read:
+ * config/certs.h). */
 m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const uint8_t *secret, char *why,
                              size_t whylen);
 void m0__tls_ctx_free(m0__tls_ctx *x);

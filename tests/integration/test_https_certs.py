@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Certificates are configuration, read once per generation (docs/behaviour.md,
+HTTPS): under --workers 2 the supervisor's check reads --certfile/--keyfile
+and hands the bytes it passed to every worker it spawns (a sealed memfd).
+
+The files are then replaced by garbage (an operator's half-written copy) and
+a worker is killed with SIGKILL: its respawned successor serves HTTPS with the
+certificate read at start (its serial checked on every answer), holding the
+sealed bytes, not the files. A SIGHUP then reads the files again: refused in
+one line naming the file, and the old generation serves on.
+"""
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+
+from harness import Failures, Prefork, children, run_parts, wait_for
+
+F = Failures()
+TMP = tempfile.mkdtemp(prefix="m0-https-certs-")
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def openssl(*args):
+    p = subprocess.run(["openssl", *args], capture_output=True, timeout=20)
+    assert p.returncode == 0, p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+
+
+def make_certs():
+    """A CA (keyUsage: Python 3.13 verifies strictly) and a leaf it signed: live.crt, live.key."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", path("ca.key"), "-out", path("ca.crt"), "-days", "30",
+            "-subj", "/CN=m0 test CA", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    openssl("req", *ec, "-keyout", path("live.key"), "-out", path("live.csr"), "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+    openssl("x509", "-req", "-in", path("live.csr"), "-CA", path("ca.crt"), "-CAkey", path("ca.key"),
+            "-CAcreateserial", "-out", path("live.crt"), "-copy_extensions", "copy", "-days", "30")
+
+
+def get(port, target="/pid"):
+    """(status line, body, the served certificate's serial) of one request on a new TLS connection,
+    or None when the connection fails (a worker killed under it)."""
+    c = ssl.create_default_context(cafile=path("ca.crt"))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with c.wrap_socket(raw, server_hostname="localhost") as s:
+                serial = s.getpeercert().get("serialNumber")
+                s.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+                data = b""
+                while True:
+                    try:
+                        b = s.recv(65536)
+                    except (ssl.SSLEOFError, ConnectionResetError):
+                        break
+                    if not b:
+                        break
+                    data += b
+    except (OSError, ssl.SSLError):
+        return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode(), body.decode(errors="replace").strip(), serial
+
+
+def holds_sealed_bytes(pid):
+    """Whether pid holds the certificates' memfd (config/certs.c names it m0-certs)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:m0-certs"):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def part_respawn():
+    args = ["--port", "0", "--workers", "2", "--certfile", path("live.crt"), "--keyfile", path("live.key")]
+    with Prefork("host_check", *args) as s:
+        first = get(s.port)
+        F.check(first is not None and first[0] == "HTTP/1.1 200 OK", f"--workers 2 serves HTTPS ({first})")
+        serial = first[2] if first else None
+        workers = children(s.proc.pid)
+        F.check(len(workers) == 2, f"two workers ({workers})")
+        # an operator's half-written replacement: neither file is PEM any more
+        for name in ("live.crt", "live.key"):
+            with open(path(name), "w") as f:
+                f.write("-----BEGIN CERT")
+        victim = min(workers)
+        os.kill(victim, signal.SIGKILL)
+        gone = lambda: s.proc.poll() is not None  # a worker that refused its configuration stops the host
+        fresh = wait_for(lambda: (children(s.proc.pid) - workers) or gone(), 20)
+        fresh = fresh if isinstance(fresh, set) else set()
+        F.check(bool(fresh), f"the supervisor respawned worker {victim}\n{s.stderr()[-1200:]}")
+        new = min(fresh) if fresh else -1
+        served, serials = set(), set()
+
+        def new_one_served():
+            r = get(s.port)
+            if r and r[0] == "HTTP/1.1 200 OK":
+                served.add(r[1])
+                serials.add(r[2])
+            return str(new) in served or gone() or None
+
+        F.check(wait_for(new_one_served, 20) and not gone(),
+                f"the respawned worker {new} serves HTTPS after the files turned to garbage (served by {served}; "
+                f"host exit {s.proc.poll()})\n{s.stderr()[-1200:]}")
+        F.check(serials == {serial}, f"with the certificate read at start (serials {serials}, was {serial})")
+        F.check(holds_sealed_bytes(new), f"the respawned worker {new} holds the sealed bytes (memfd m0-certs)")
+        # a new generation reads the files again: refused, naming the file; the old one serves on
+        if gone():
+            return
+        s.signal(signal.SIGHUP)
+        refused = re.compile(r"^m0: reload refused: .*live\.crt: holds no PEM certificate.*generation 1 keeps serving",
+                             re.M)
+        F.check(bool(wait_for(lambda: refused.search(s.stderr()), 30)),
+                f"SIGHUP with garbage files: refused in one line naming the file\n{s.stderr()[-1200:]}")
+        after = [get(s.port) for _ in range(4)]
+        F.check(all(r and r[0] == "HTTP/1.1 200 OK" and r[2] == serial for r in after),
+                f"the old generation serves on with its certificate ({after})")
+        F.check(s.stop(timeout=20) == 0, f"drained and exited 0\n{s.stderr()[-800:]}")
+
+
+make_certs()
+run_parts(F, [("respawn", part_respawn)], tmp=TMP)

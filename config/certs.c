@@ -293,8 +293,11 @@ static int certs_seal(const certs_bundle *b) {
   return fd;
 }
 
-/* Keeps b's bytes in cfg (the check passed them). */
-static void certs_keep(m0_config *cfg, const certs_bundle *b, m0__check *c) {
+/* Keeps b's bytes in cfg (the check passed them). cfg is the checks'
+ * const view of a configuration its caller owns and may write (serve,
+ * embed): certs_fd is the one field a check writes (config/options.h). */
+static void certs_keep(const m0_config *view, const certs_bundle *b, m0__check *c) {
+  m0_config *cfg = (m0_config *)view;
   int fd = certs_seal(b);
   if (fd < 0) {
     CERTS_FAIL(c, "cannot keep the certificates' bytes for the loops and workers (memfd: %s)", strerror(errno));
@@ -306,7 +309,7 @@ static void certs_keep(m0_config *cfg, const certs_bundle *b, m0__check *c) {
   cfg->certs_held = true;
 }
 
-void m0__certs_check(m0_config *cfg, m0__check *c) {
+void m0__certs_check(const m0_config *cfg, m0__check *c) {
   const char *certs = M0__CFGS(cfg, certfile), *keys = M0__CFGS(cfg, keyfile);
   if (!certs[0]) {
     c->ok = true;

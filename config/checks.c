@@ -570,12 +570,8 @@ static void check_descriptors(const m0_config *cfg, const m0_app *app, m0__check
               want + 64, w > 1 ? "workers or handler threads" : "handler threads");
 }
 
-/* The HTTPS listener's certificates: config/certs.c. The one check that
- * keeps what it read (cfg->certs_fd: the bytes the loops serve); every
- * caller's configuration is its own, not a const object (serve, embed). */
-static void check_certificates(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  m0__certs_check((m0_config *)cfg, c);
-}
+/* The HTTPS listener's certificates: config/certs.c. */
+static void check_certificates(const m0_config *cfg, const m0_app *app, m0__check *c) { m0__certs_check(cfg, c); }
 
 static void check_io(const m0_config *cfg, const m0_app *app, m0__check *c) { /* --io: which transport (http/io.c) */
   c->ok = m0__io_check(M0__CFGS(cfg, io), c->detail, sizeof c->detail, c->fix, sizeof c->fix);

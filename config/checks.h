@@ -64,6 +64,6 @@ int m0__app_max_threads(const m0_app *app);
  * matches it; passing with a warning (fix set) when one expires within 14
  * days. Each file is read once, here: what passed is kept in cfg->certs_fd
  * (config/certs.h) for the loops and the workers. */
-void m0__certs_check(m0_config *cfg, m0__check *c);
+void m0__certs_check(const m0_config *cfg, m0__check *c);
 
 #endif

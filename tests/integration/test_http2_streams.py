@@ -26,7 +26,7 @@ import struct
 import subprocess
 import tempfile
 
-from harness import BIN, Failures, Server, run_parts, wait_for
+from harness import BIN, Failures, Server, run_parts, sanitizer_report, wait_for
 from test_http2 import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST, SETTINGS, TMP, connect, frame,
                         literal, make_certs, path, request)
 
@@ -98,6 +98,13 @@ def streams_metric(port):
     return sum(int(x) for x in v) if v else None
 
 
+def stopped(s, label, signalled=False):
+    """SIGTERM (unless sent already), then exit 0 and no sanitizer's report (an ASan build's leak or misuse)."""
+    rc = s.wait(15) if signalled else s.stop(timeout=15)
+    F.check(rc == 0, f"{label}: the host exits 0 ({rc})")
+    F.check(not sanitizer_report(s.stderr()), f"{label}: no sanitizer report:\n{sanitizer_report(s.stderr())}")
+
+
 def in_order(ids):
     return all(a < b for a, b in zip(ids, ids[1:]))
 
@@ -129,6 +136,7 @@ def part_two_streams():
         c.close()
         F.check(wait_for(lambda: streams_metric(s.port) == 0, 10),
                 f"the connection closed: no stream left ({streams_metric(s.port)})")
+        stopped(s, "two streams")
 
 
 def dropped(port):
@@ -183,6 +191,7 @@ def part_window():
         pub.wait(timeout=10)
         reader.close()
         stuck.close()
+        stopped(s, "window")
 
 
 def part_drain():
@@ -196,8 +205,7 @@ def part_drain():
         F.check(ended, f"drain: the stream ends (END_STREAM; eof {c.eof}): ...{data[-200:]!r}")
         F.check(b"event: m0.closing" in data, f"drain: the stream is told m0.closing: ...{data[-200:]!r}")
         c.close()
-        rc = s.wait(15)
-        F.check(rc == 0, f"drain: the host exits 0 ({rc})")
+        stopped(s, "drain", signalled=True)
 
 
 def part_https():

@@ -29,6 +29,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -182,5 +183,8 @@ def browser():
     print(f"test: took {time.monotonic() - t0:.1f}s", flush=True)
 
 
-browser()
+try:
+    browser()
+finally:
+    shutil.rmtree(TMP, ignore_errors=True)
 F.done()

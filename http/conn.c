@@ -336,7 +336,7 @@ void m0__conn_read(m0__conn *c, char *buf, ssize_t nread) {
     return;
   }
   if (c->stream) return; /* a stream reads nothing more */
-  if (c->h->http2 && c->phase == PHASE_FRESH && m0__h2_preface(c, buf, (size_t)nread)) return;
+  if (c->h->http2 && c->phase == PHASE_FRESH && m0__h2_begin(c, buf, (size_t)nread)) return;
   if (c->in && buf == c->in + c->in_len) {
     c->in_len += (size_t)nread;
     conn_process(c, c->in, c->in_len);

@@ -71,6 +71,7 @@
 #include "http/conn_state.h"
 #include "http/h2_state.h"
 #include "http/query.h"
+#include "http/tls_io.h"
 #include "http/route_stream.h"
 #include "http/views.h"
 #include "transport/page.h"
@@ -549,6 +550,18 @@ bool m0__h2_preface(m0__conn *c, char *buf, size_t n) {
   c->in_len = c->in_cap = 0;
   m0__h2_read(c, in, len);
   free(in);
+  m0__conn_flush(c);
+  return true;
+}
+
+bool m0__h2_begin(m0__conn *c, char *buf, size_t n) {
+  if (c->h->io != &m0__io_tls_ops) return m0__h2_preface(c, buf, n); /* cleartext: prior knowledge */
+  if (strcmp(m0__io_tls_alpn(c), "h2") != 0) return false;
+  if (h2_start(c) != 0) {
+    m0__conn_close(c);
+    return true;
+  }
+  m0__h2_read(c, buf, n); /* the preface, or nghttp2's bad client magic */
   m0__conn_flush(c);
   return true;
 }

@@ -21,6 +21,12 @@ typedef struct m0__h2 m0__h2;
  * false: not the preface, nothing taken (HTTP/1.1's). true may have
  * closed the connection (no memory). */
 bool m0__h2_preface(m0__conn *c, char *buf, size_t n);
+/* A fresh connection's first bytes under --http2: HTTP/2 or not (false:
+ * nothing taken, HTTP/1.1's). Cleartext: the preface (m0__h2_preface).
+ * Over TLS what ALPN chose, whatever the bytes (RFC 9113 3.3): h2 is
+ * HTTP/2 (not the preface: GOAWAY PROTOCOL_ERROR and the close),
+ * http/1.1 or none HTTP/1.1 (the preface: 505, as without --http2). */
+bool m0__h2_begin(m0__conn *c, char *buf, size_t n);
 /* The connection's bytes: frames read, streams answered, and what the
  * session has to say appended to the connection's target queue (the
  * caller flushes). When the session is over, the connection closes after

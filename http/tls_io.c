@@ -287,6 +287,8 @@ static size_t tls_queued(const m0__conn *c) {
   return tls_state(c) ? n + m0__tls_pending(tls_state(c)->t) : n;
 }
 
+const char *m0__io_tls_alpn(const m0__conn *c) { return m0__tls_alpn(tls_state(c)->t); }
+
 const m0__io_ops m0__io_tls_ops = {
     .name = "tls",
     .plain = false,

@@ -13,5 +13,8 @@ extern const m0__io_ops m0__io_tls_ops;
 int m0__io_tls_init(m0__http *h, m0__tls_ctx *x);
 /* After the loop's handles are closed (its idle handle among them). */
 void m0__io_tls_fini(m0__http *h);
+/* The protocol c's ALPN chose ("h2", "http/1.1"), or "" (none). c: a
+ * connection of this transport, its handshake done. */
+const char *m0__io_tls_alpn(const m0__conn *c);
 
 #endif

@@ -7,14 +7,18 @@
    the last GOAWAY names it; then the close;
 2. floods end the session with GOAWAY ENHANCE_YOUR_CALM (test_http2's hostile part checks Rapid Reset,
    SETTINGS and CONTINUATION), counted on /metrics;
-3. stream ids that go down, or a closed stream's id used again: GOAWAY PROTOCOL_ERROR.
+3. stream ids that go down, or a closed stream's id used again: GOAWAY PROTOCOL_ERROR;
+4. ALPN decides over TLS (RFC 9113 3.3): h2 chosen and an HTTP/1.1 request sent: GOAWAY PROTOCOL_ERROR and the
+   close, not served; http/1.1 chosen, or none, and the preface sent: HTTP/1.1's 505 and the close.
 """
 import re
 import signal
+import socket
+import ssl
 
 from harness import Failures, Server, run_parts
 from test_http2 import (ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PREFACE, PROTOCOL_ERROR, SETTINGS,
-                        TMP, connect, curl, frame, frames_until, goaway_code, goaway_last, has, health, literal,
+                        TMP, connect, curl, make_certs, path, frame, frames_until, goaway_code, goaway_last, has, health, literal,
                         request)
 
 F = Failures()
@@ -87,4 +91,50 @@ def part_stream_ids():
         F.check(n >= 2, f"stream ids: each refusal counted (m0_http2_refused_total): {n}")
 
 
-run_parts(F, [("drain", part_drain), ("stream ids", part_stream_ids)], tmp=TMP)
+def tls_talk(port, alpn, send):
+    """What the host says to send over TLS with ALPN alpn (None: no ALPN), until its close: (chosen, bytes)."""
+    ctx = ssl.create_default_context(cafile=path("ca.crt"))
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    c = ctx.wrap_socket(raw, server_hostname="localhost")
+    chosen, got = c.selected_alpn_protocol(), b""
+    c.sendall(send)
+    try:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            got += b
+    except (ConnectionResetError, socket.timeout, ssl.SSLError):
+        pass
+    c.close()
+    return chosen, got
+
+
+def h2_frames(b):
+    frames = []
+    while len(b) >= 9 and len(b) >= 9 + int.from_bytes(b[:3], "big"):
+        n = int.from_bytes(b[:3], "big")
+        frames.append((b[3], b[4], int.from_bytes(b[5:9], "big") & 0x7FFFFFFF, b[9:9 + n]))
+        b = b[9 + n:]
+    return frames
+
+
+def part_alpn():
+    make_certs()
+    h1 = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    h2 = PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1, request())
+    with Server("host_check", "--port", "0", "--http2", "--certfile", path("leaf.crt"), "--keyfile",
+                path("leaf.key")) as s:
+        chosen, got = tls_talk(s.port, ["h2"], h1)
+        F.check(chosen == "h2" and not got.startswith(b"HTTP/") and goaway_code(h2_frames(got)) == PROTOCOL_ERROR,
+                f"ALPN h2, an HTTP/1.1 request: GOAWAY PROTOCOL_ERROR, not served: {chosen} {got[:80]!r}")
+        for alpn in (["http/1.1"], None):
+            chosen, got = tls_talk(s.port, alpn, h2)
+            F.check(got.startswith(b"HTTP/1.1 505") and b"Connection: close" in got,
+                    f"ALPN {chosen}, the preface: HTTP/1.1's 505 and the close: {got[:80]!r}")
+        F.check(s.proc.poll() is None, "the host lives after the ALPN cases")
+
+
+run_parts(F, [("drain", part_drain), ("stream ids", part_stream_ids), ("alpn", part_alpn)], tmp=TMP)

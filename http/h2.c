@@ -272,6 +272,7 @@ static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
     got += k;
   }
   st->sent += got;
+  c->h2->moved_at = uv_now(c->h->uv); /* the send timeout counts from here (http/h2_time.c) */
   if (st->sent == st->body_len) *flags |= NGHTTP2_DATA_FLAG_EOF;
   return (ssize_t)got;
 }
@@ -295,6 +296,7 @@ int m0__h2_submit(m0__conn *c, m0__h2_stream *st) {
   if (!end) return NGHTTP2_ERR_INVALID_ARGUMENT;
   st->head_len = (size_t)(end - b->p) + 4;
   st->body_len = m0__outq_bytes(&st->out) - st->head_len;
+  c->h2->moved_at = uv_now(c->h->uv);
   nghttp2_nv nv[M0__MAX_HEADERS + 1];
   size_t n = 0;
   nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)b->p + 9, 7, 3, NGHTTP2_NV_FLAG_NONE};

@@ -29,6 +29,7 @@ struct m0__h2 {
   bool draining;      /* told to go (the first GOAWAY, 2^31-1): streams still taken */
   bool told;          /* the last GOAWAY submitted (the last stream taken): close once none waits */
   bool refused;       /* the session was ended for the client's fault: counted once */
+  uint64_t moved_at;  /* when an answer's DATA last went to nghttp2 (the loop's ms): the send timeout */
   /* http/h2_guard.c's */
   uint32_t resets;    /* RST_STREAM the client may still send now (Rapid Reset: a bucket) */
   uint64_t resets_at; /* when the bucket was last filled (the loop's ms) */

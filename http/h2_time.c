@@ -9,10 +9,23 @@
 #include "http/h2.h"
 #include "http/h2_state.h"
 
+/* Whether an answer waits for the client: its DATA not all sent (its
+ * flow-control window shut, or the socket full). */
+static bool h2_held(const m0__conn *c) {
+  for (const m0__h2_stream *st = c->h2->streams; st; st = st->next)
+    if (st->sent < st->body_len) return true;
+  return false;
+}
+
+/* An answer held by the client (h2_held) has HTTP/1.1's send timeout: no
+ * DATA gone for --body-timeout-ms, as an HTTP/1.1 client that reads none
+ * of its answers (http/conn.c): its PINGs and other frames do not put it
+ * off. */
 void m0__h2_deadline(m0__conn *c) {
   uint64_t d = c->h2->waiting ? UINT64_MAX : uv_now(c->h->uv) + c->h->keepalive_timeout_ms;
   for (m0__h2_stream *st = c->h2->streams; st; st = st->next)
     if (st->due && st->due < d) d = st->due;
+  if (h2_held(c) && c->h2->moved_at + c->h->body_timeout_ms < d) d = c->h2->moved_at + c->h->body_timeout_ms;
   c->deadline = d;
 }
 
@@ -38,6 +51,15 @@ bool m0__h2_tick(m0__conn *c, uint64_t now) {
   m0__conn_flush(c);
   if (c->closing || now < c->deadline) return true;
   if (c->close_after || c->h2->draining) return false; /* told, and past its bound: the sweep closes it */
+  if (h2_held(c) && now >= c->h2->moved_at + c->h->body_timeout_ms) { /* the send timeout */
+    c->h->stats.timeouts++;
+    nghttp2_session_terminate_session(c->h2->s, NGHTTP2_NO_ERROR);
+    m0__h2_sweep(c);
+    c->close_after = true; /* once the GOAWAY is written, or the linger's end */
+    c->deadline = now + H2_GOAWAY_LINGER_MS;
+    m0__conn_flush(c);
+    return true;
+  }
   if (h2_late(c, now)) {
     m0__h2_deadline(c);
     m0__h2_sweep(c);

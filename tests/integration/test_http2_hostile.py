@@ -9,7 +9,9 @@
    SETTINGS and CONTINUATION), counted on /metrics;
 3. stream ids that go down, or a closed stream's id used again: GOAWAY PROTOCOL_ERROR;
 4. ALPN decides over TLS (RFC 9113 3.3): h2 chosen and an HTTP/1.1 request sent: GOAWAY PROTOCOL_ERROR and the
-   close, not served; http/1.1 chosen, or none, and the preface sent: HTTP/1.1's 505 and the close.
+   close, not served; http/1.1 chosen, or none, and the preface sent: HTTP/1.1's 505 and the close;
+5. the send timeout: a client that PINGs but never opens its flow-control window to take a 1 MiB answer is
+   told GOAWAY and closed --body-timeout-ms after its last DATA went, as an HTTP/1.1 client that reads none.
 """
 import re
 import signal
@@ -18,7 +20,7 @@ import ssl
 
 from harness import Failures, Server, run_parts
 from test_http2 import (ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PREFACE, PROTOCOL_ERROR, SETTINGS,
-                        TMP, connect, curl, make_certs, path, frame, frames_until, goaway_code, goaway_last, has, health, literal,
+                        TMP, connect, curl, make_certs, path, static_file, frame, frames_until, goaway_code, goaway_last, has, health, literal,
                         request)
 
 F = Failures()
@@ -137,4 +139,40 @@ def part_alpn():
         F.check(s.proc.poll() is None, "the host lives after the ALPN cases")
 
 
-run_parts(F, [("drain", part_drain), ("stream ids", part_stream_ids), ("alpn", part_alpn)], tmp=TMP)
+def part_send_timeout():
+    d, data = static_file("static-held", "one.bin", 1 << 20)
+    with Server("todo", "--port", "0", "--http2", "--blocking-threads", "1", "--body-timeout-ms", "1000",
+                "--keepalive-timeout-ms", "60000", env={"M0_TODO_STATIC": d}) as s:
+        c = connect(s.port)
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1,
+                                                        request(b"/static/one.bin")))
+        got = lambda fr: sum(len(p) for t, _, sid, p in fr if t == DATA and sid == 1)
+        frames, eof = frames_until(c, lambda fr: got(fr) >= 65535)  # the window's worth, then nothing
+        c.settimeout(0.25)
+        for _ in range(60):  # 15 s at most of a PING every quarter second; the bound is a second and a sweep
+            try:
+                c.sendall(frame(PING, 0, 0, b"stillhre"))
+            except OSError:
+                break
+            more, _ = frames_until(c, lambda fr: has(fr, GOAWAY))  # a quarter second, or the GOAWAY
+            frames += more
+            if has(frames, GOAWAY):
+                break
+        c.settimeout(5)
+        closed = False
+        try:
+            while c.recv(65536):
+                pass
+            closed = True
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            closed = False
+        c.close()
+        F.check(has(frames, GOAWAY) and closed and got(frames) < len(data), f"send timeout: PINGs and a shut "
+                f"window: GOAWAY ({goaway_code(frames)}) and the close ({closed}), {got(frames)} of {len(data)} bytes")
+        F.check(health(s.port), "/health after the send timeout")
+
+
+run_parts(F, [("drain", part_drain), ("stream ids", part_stream_ids), ("alpn", part_alpn),
+              ("send timeout", part_send_timeout)], tmp=TMP)

@@ -14,6 +14,11 @@ certificate error is ignored. One browser session visits, one after another:
   --blocking-threads 1 (the pool: /instance runs on a pool thread there):
   "h2" for the navigation and the fetch (Chromium offers h2 by ALPN).
 
+Then todo --http2 --blocking-threads 1 (its pool): the page POSTs a todo
+(JSON), reads it back with GET /todos?tag=h2, and fetches a 300,000-byte
+static file (m0_respond_file, past HTTP/2's first flow-control window),
+whose SHA-256 the page computes (crypto.subtle) and the test compares.
+
 Each time the page is the server's own GET /health over https (so its
 script runs with the server's origin); the script fetches the JSON routes
 /instance (a view; its pid is the server's, or a worker's under
@@ -63,6 +68,29 @@ fetch("/instance", {cache: "no-store"}).then((a) => a.json()).then((j) => {
   });
   es.onerror = () => { r.errors.push("EventSource error, readyState " + es.readyState); es.close(); r.done = true; show(); };
 }).catch((e) => { r.errors.push(String(e)); r.done = true; show(); });
+show();
+"""
+
+# Run on todo's /health page: POSTs a todo and reads it back (JSON both
+# ways), then fetches a static file (m0_respond_file, larger than HTTP/2's
+# first window) and hashes it.
+FILES_JS = r"""
+const r = window.__m0 = {posted: null, listed: null, file: null, errors: [], done: false};
+document.documentElement.innerHTML = '<head><title>m0 https: running</title></head><body><pre id="out"></pre></body>';
+const show = () => {
+  document.getElementById("out").textContent = JSON.stringify(r);
+  if (r.done) document.title = r.errors.length ? "m0 https: failed" : "m0 https: ok";
+};
+const hex = (b) => Array.from(new Uint8Array(b)).map((x) => x.toString(16).padStart(2, "0")).join("");
+fetch("/todos", {method: "POST", headers: {"Content-Type": "application/json"},
+                 body: JSON.stringify({title: "from chromium \u2713", tags: ["h2"]})})
+  .then((a) => a.json().then((j) => { r.posted = {status: a.status, body: j}; return fetch("/todos?tag=h2"); }))
+  .then((a) => a.json()).then((j) => { r.listed = j; return fetch("/static/big.bin"); })
+  .then((a) => a.arrayBuffer().then((b) => crypto.subtle.digest("SHA-256", b).then((d) => {
+    r.file = {status: a.status, length: b.byteLength, sha256: hex(d)};
+  })))
+  .catch((e) => { r.errors.push(String(e)); })
+  .finally(() => { r.done = true; show(); });
 show();
 """
 
@@ -155,6 +183,34 @@ def visit(d, s, label, want, pool, sse):
             f"{label}: EventSource /events: 2 beats in a row from a serving pid ({beats})")
 
 
+def visit_files(d, s, label, data):
+    """todo's JSON routes both ways and a static file, byte-exact, over h2."""
+    d.go(f"https://127.0.0.1:{s.port}/health?t={time.monotonic_ns()}")
+    st = d.js(STATE_JS)
+    ours = st["origin"] == f"https://127.0.0.1:{s.port}"
+    F.check(ours, f"{label}: the page is the server's (its certificate accepted by the pin), origin {st}")
+    if not ours:
+        return
+    d.js(FILES_JS)
+    done = poll(lambda: d.js(STATE_JS)["title"] in ("m0 https: ok", "m0 https: failed"), 8)
+    st = d.js(STATE_JS)
+    print(f"test: {label}: {st}", flush=True)
+    F.check(done and st["title"] == "m0 https: ok", f"{label}: the page's script finished without error ({st})")
+    F.check(st["nav"] == "h2", f"{label}: the navigation went over h2 ({st['nav']!r})")
+    try:
+        r = json.loads(st["out"])
+    except ValueError:
+        r = {}
+    posted, listed, got = r.get("posted") or {}, r.get("listed") or {}, r.get("file") or {}
+    F.check(posted.get("status") == 201 and (posted.get("body") or {}).get("title") == "from chromium \u2713",
+            f"{label}: POST /todos (a JSON body): 201 and the todo ({posted})")
+    F.check([t.get("title") for t in listed.get("todos") or []] == ["from chromium \u2713"],
+            f"{label}: GET /todos?tag=h2: the todo posted ({listed})")
+    F.check(got.get("status") == 200 and got.get("length") == len(data)
+            and got.get("sha256") == hashlib.sha256(data).hexdigest(),
+            f"{label}: GET /static/big.bin: {len(data)} bytes, byte-exact (SHA-256 in the page) ({got})")
+
+
 def browser():
     if not available():
         print(f"skipped: no {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)", flush=True)
@@ -179,6 +235,15 @@ def browser():
             with kind("host_check", "--port", "0", *tls, *args) as s:
                 visit(d, s, f"chromium: host_check {label}", want, pool, h2_sse or want != "h2")
                 F.check(s.stop() == 0, f"{label}: drained and exited 0\n{s.stderr()[-800:]}")
+        static = path("static")
+        os.makedirs(static)
+        data = bytes((i * 7 + i // 251) % 256 for i in range(300000))  # past HTTP/2's first 64 KiB window
+        with open(os.path.join(static, "big.bin"), "wb") as f:
+            f.write(data)
+        with Server("todo", "--port", "0", *tls, "--http2", "--blocking-threads", "1",
+                    env={"M0_TODO_STATIC": static}) as s:
+            visit_files(d, s, "chromium: todo --blocking-threads 1", data)
+            F.check(s.stop() == 0, f"todo: drained and exited 0\n{s.stderr()[-800:]}")
     F.check(not d.left, f"no chromium process left after stopping chromedriver ({d.left})")
     print(f"test: took {time.monotonic() - t0:.1f}s", flush=True)
 

@@ -15,7 +15,10 @@
  *   (nginx's master reads them, its workers inherit them).
  * - A reload's next generation runs the check again: it reads the files as
  *   they are then, and one that fails is refused while the old generation
- *   serves on with the bytes it read. */
+ *   serves on with the bytes it read.
+ * - The ticket secret is not the files': generation 1 derives it from its
+ *   cookie, and it goes on by M0__TICKETS to every worker and to the next
+ *   generation, so a session resumes across a reload. */
 #include "config/certs.h"
 #include "config/checks.h"
 #include "runtime/seal.h"
@@ -284,7 +287,8 @@ static int certs_seal(const certs_bundle *b) {
   }
   int err = !bytes ? ENOMEM : errno;
   free(bytes);
-  if (fd >= 0 && (done < len || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)) {
+  int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+  if (fd >= 0 && (done < len || fcntl(fd, F_ADD_SEALS, seals) != 0)) {
     err = done < len ? (err ? err : EIO) : errno;
     close(fd);
     fd = -1;
@@ -337,9 +341,18 @@ void m0__certs_check(const m0_config *cfg, m0__check *c) {
              "encrypted by the loop, not sendfile'd", said);
 }
 
-/* The ticket secret: SHA-256 of the family's cookie (runtime/seal.h), which
- * every process of one generation shares and no one outside it knows. */
+/* The ticket secret: the one handed on by a supervisor or a predecessor
+ * (M0__TICKETS, m0__certs_tickets_env; wiped where it was read, as
+ * /proc/PID/environ shows that memory), else SHA-256 of the family's cookie
+ * (runtime/seal.h), which every process of the first generation shares and
+ * no one outside it knows. */
 static bool certs_secret(uint8_t out[M0__TLS_SECRET_BYTES]) {
+  char *given = getenv("M0__TICKETS");
+  if (given) {
+    bool ok = m0__tls_secret_parse(given, out);
+    memset(given, '0', strlen(given));
+    if (ok) return true;
+  }
   if (!m0__family_known()) return false;
   char env[64];
   m0__family_env(env);
@@ -347,6 +360,26 @@ static bool certs_secret(uint8_t out[M0__TLS_SECRET_BYTES]) {
   bool ok = EVP_Digest(env, strlen(env), out, &len, EVP_sha256(), NULL) == 1;
   OPENSSL_cleanse(env, sizeof env);
   return ok;
+}
+
+void m0__certs_tickets_env(const m0__tls_ctx *x, char out[M0__CERTS_TICKETS_ENV]) {
+  out[0] = 0;
+  if (!x) return;
+  uint8_t secret[M0__TLS_SECRET_BYTES];
+  char hex[2 * M0__TLS_SECRET_BYTES + 1];
+  m0__tls_ctx_secret(x, secret);
+  m0__tls_secret_hex(secret, hex);
+  snprintf(out, M0__CERTS_TICKETS_ENV, "M0__TICKETS=%s", hex);
+  OPENSSL_cleanse(secret, sizeof secret);
+  OPENSSL_cleanse(hex, sizeof hex);
+}
+
+int m0__certs_pass_make(const m0_config *cfg, const m0__tls_ctx *x, m0__certs_pass *out) {
+  int fd = cfg->certs_held ? cfg->certs_fd : -1;
+  out->fd[0] = 0;
+  if (fd >= 0) snprintf(out->fd, sizeof out->fd, "M0__CERTS_FD=%d", fd);
+  m0__certs_tickets_env(x, out->tickets);
+  return fd;
 }
 
 /* The line at *at (before end) of want numbers into v; *at past it. */

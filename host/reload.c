@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/errors.h"
+#include "config/certs.h"
 #include "host/process.h"
 #include "host/rollback.h"
 #include "host/signals.h"
@@ -239,10 +240,14 @@ static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pi
   snprintf(exev, sizeof exev, "M0__EXE=%s", reload_exe);
   m0__rollback_pass keep;
   m0__rollback_pass_make(p, &keep, back);
-  char *extra[] = {up, dirv, exev, keep.env[0], keep.env[1], keep.env[2], NULL};
+  /* The ticket secret goes on, so sessions resume across the reload (config/certs.h). */
+  char tickets[M0__CERTS_TICKETS_ENV];
+  m0__certs_tickets_env(p->tls, tickets); /* "": none (host/spawn.h skips it) */
+  char *extra[] = {up, dirv, exev, tickets, keep.env[0], keep.env[1], keep.env[2], NULL};
   int inherit[8] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd};
   for (int j = 0; j < keep.nfds; j++) inherit[5 + j] = keep.fds[j];
   int rv = spawn_inheriting(pid, path, inherit, 5 + keep.nfds, extra);
+  explicit_bzero(tickets, sizeof tickets);
   m0__rollback_passed(&keep);
   return rv;
 }

@@ -34,7 +34,8 @@ static char **spawn_env(const m0__spawn_spec *s) {
   size_t k = 0;
   for (size_t e = 0; e < ne; e++)
     if (spawn_keeps(environ[e], s->drop_tls)) env[k++] = environ[e];
-  for (size_t x = 0; x < nx; x++) env[k++] = s->extra[x];
+  for (size_t x = 0; x < nx; x++)
+    if (s->extra[x][0]) env[k++] = s->extra[x];
   env[k] = NULL;
   return env;
 }

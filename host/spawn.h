@@ -40,7 +40,7 @@ typedef struct m0__spawn_fd {
 typedef struct m0__spawn_spec {
   const char *path;        /* NULL: /proc/self/exe */
   char *const *argv;       /* NULL-terminated */
-  char *const *extra;      /* NULL-terminated NAME=value added to the filtered environment; may be NULL */
+  char *const *extra;      /* NULL-terminated NAME=value added to the filtered environment ("" skipped); may be NULL */
   const m0__spawn_fd *fds; /* the descriptor list */
   int nfds;
   bool drop_tls;      /* the host's M0_TLS_* do not reach the child */

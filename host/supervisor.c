@@ -51,6 +51,7 @@
 #include "host/spawn.h"
 #include "host/title.h"
 #include "host/top.h"
+#include "config/certs.h"
 #include "runtime/trace.h"
 #include "host/appactors.h"
 #include "transport/handoff.h"
@@ -139,13 +140,12 @@ static int sup_spawn(sup *s, int i) {
   char topo[48] = "";
   int topo_fd = getenv("M0__TOPOLOGY_FD") ? s->proc.reload.keep.own_topo_fd : -1;
   if (topo_fd >= 0) snprintf(topo, sizeof topo, "M0__TOPOLOGY_FD=%d", topo_fd);
-  /* The certificates as this generation's check read them (config/certs.h):
-   * a worker, first or respawned, never reads the files. */
-  char certs[48] = "";
-  int certs_fd = s->cfg->certs_held ? s->cfg->certs_fd : -1;
-  if (certs_fd >= 0) snprintf(certs, sizeof certs, "M0__CERTS_FD=%d", certs_fd);
-  char *extra[] = {fds, idx, dirv, supv, cookie, gen, certs, topo_fd >= 0 ? topo : NULL, NULL};
-  if (certs_fd < 0) extra[6] = extra[7], extra[7] = NULL;
+  /* The certificates as this generation's check read them, and its ticket
+   * secret: a worker, first or respawned, never reads the files
+   * (config/certs.h; "" where they do not apply: host/spawn.h skips it). */
+  m0__certs_pass cp;
+  int certs_fd = m0__certs_pass_make(s->cfg, s->proc.tls, &cp);
+  char *extra[] = {fds, idx, dirv, supv, cookie, gen, cp.fd, cp.tickets, topo_fd >= 0 ? topo : NULL, NULL};
   /* Exactly these are inherited, at their numbers (M0__FDS says them). */
   m0__spawn_fd *inherit = calloc((size_t)(5 + 2 * s->n), sizeof *inherit);
   if (!inherit) return M0__ENOMEM;
@@ -159,6 +159,7 @@ static int sup_spawn(sup *s, int i) {
   pid_t pid;
   int rv = m0__spawn(&spec, &pid);
   free(inherit);
+  explicit_bzero(&cp, sizeof cp);
   if (rv != 0) {
     fprintf(stderr, "m0: cannot spawn worker %d: %s\n", i, strerror(rv));
     return M0__ESYSTEM;

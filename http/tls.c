@@ -318,8 +318,8 @@ m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const 
                              size_t whylen) {
   m0__tls_pem pem[M0__TLS_CERTS_MAX] = {{0}};
   int n = 0;
-  m0__tls_ctx *x = tls_files(certfiles, keyfiles, pem, &n, why, whylen) ? m0__tls_ctx_new_pem(pem, n, secret, why, whylen)
-                                                                       : NULL;
+  bool read = tls_files(certfiles, keyfiles, pem, &n, why, whylen);
+  m0__tls_ctx *x = read ? m0__tls_ctx_new_pem(pem, n, secret, why, whylen) : NULL;
   for (int i = 0; i < n; i++) {
     free((char *)pem[i].cert_name);
     free((char *)pem[i].key_name);
@@ -327,6 +327,10 @@ m0__tls_ctx *m0__tls_ctx_new(const char *certfiles, const char *keyfiles, const 
     free((char *)pem[i].key);
   }
   return x;
+}
+
+void m0__tls_ctx_secret(const m0__tls_ctx *x, uint8_t out[M0__TLS_SECRET_BYTES]) {
+  memcpy(out, x->secret, M0__TLS_SECRET_BYTES);
 }
 
 void m0__tls_ctx_free(m0__tls_ctx *x) {

@@ -61,6 +61,8 @@ void m0__tls_ctx_alpn_h2(m0__tls_ctx *x);
 /* The next file of a comma-separated list *list into out (cut to n - 1
  * bytes), *list moved past it; false at the end. */
 bool m0__tls_next_file(const char **list, char *out, size_t n);
+/* The secret x's ticket keys are derived from, into out. */
+void m0__tls_ctx_secret(const m0__tls_ctx *x, uint8_t out[M0__TLS_SECRET_BYTES]);
 /* Fills out with a fresh random secret (0, or M0__ESYSTEM). */
 int m0__tls_secret_make(uint8_t out[M0__TLS_SECRET_BYTES]);
 /* The secret as 64 hex digits (out: 65 bytes) and back (false: not that). */

@@ -8,6 +8,10 @@ a worker is killed with SIGKILL: its respawned successor serves HTTPS with the
 certificate read at start (its serial checked on every answer), holding the
 sealed bytes, not the files. A SIGHUP then reads the files again: refused in
 one line naming the file, and the old generation serves on.
+
+Session tickets across a reload (single and --workers 2): a session made on
+generation 1 (TLS 1.3 and 1.2) resumes on generation 2 after a SIGHUP, the
+ticket secret handed from a generation to the next and to its workers.
 """
 import os
 import re
@@ -17,10 +21,11 @@ import ssl
 import subprocess
 import tempfile
 
-from harness import Failures, Prefork, children, run_parts, wait_for
+from harness import Failures, Prefork, Server, children, run_parts, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-https-certs-")
+SERVING = re.compile(r"^m0: reload: generation 2 serving \(pid (\d+)\)", re.M)
 
 
 def path(name):
@@ -41,15 +46,26 @@ def make_certs():
             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
     openssl("x509", "-req", "-in", path("live.csr"), "-CA", path("ca.crt"), "-CAkey", path("ca.key"),
             "-CAcreateserial", "-out", path("live.crt"), "-copy_extensions", "copy", "-days", "30")
+    for name in ("live.crt", "live.key"):  # kept whole for the tickets' part
+        with open(path(name)) as f, open(path("kept" + name[4:]), "w") as out:
+            out.write(f.read())
 
 
-def get(port, target="/pid"):
-    """(status line, body, the served certificate's serial) of one request on a new TLS connection,
-    or None when the connection fails (a worker killed under it)."""
+def ctx(version=None):
     c = ssl.create_default_context(cafile=path("ca.crt"))
+    if version:
+        c.minimum_version = c.maximum_version = version
+    return c
+
+
+def get(port, target="/pid", c=None, session=None, facts=None):
+    """(status line, body, the served certificate's serial) of one request on a new TLS connection,
+    or None when the connection fails (a worker killed under it); facts (a dict): whether the
+    session was resumed, and the session to resume later (a session resumes through its context)."""
+    c = c or ctx()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-            with c.wrap_socket(raw, server_hostname="localhost") as s:
+            with c.wrap_socket(raw, server_hostname="localhost", session=session) as s:
                 serial = s.getpeercert().get("serialNumber")
                 s.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
                 data = b""
@@ -61,6 +77,8 @@ def get(port, target="/pid"):
                     if not b:
                         break
                     data += b
+                if facts is not None:
+                    facts.update(reused=s.session_reused, session=s.session)  # after the reads: TLS 1.3's ticket
     except (OSError, ssl.SSLError):
         return None
     head, _, body = data.partition(b"\r\n\r\n")
@@ -129,5 +147,40 @@ def part_respawn():
         F.check(s.stop(timeout=20) == 0, f"drained and exited 0\n{s.stderr()[-800:]}")
 
 
+def tickets(mode, *more):
+    """A session made on generation 1 resumes on generation 2 after a SIGHUP: the ticket
+    secret goes on from a generation to the next, and to its workers (config/certs.h)."""
+    with Prefork("host_check", "--port", "0", "--certfile", path("kept.crt"), "--keyfile", path("kept.key"),
+                 *more) as s:
+        old = {str(p) for p in children(s.proc.pid) | {s.proc.pid}}  # generation 1's processes
+        made = {}
+        for name, v in (("TLS 1.3", ssl.TLSVersion.TLSv1_3), ("TLS 1.2", ssl.TLSVersion.TLSv1_2)):
+            facts, c = {}, ctx(v)
+            r = get(s.port, c=c, facts=facts)
+            F.check(r is not None and r[1] in old and facts.get("session") is not None,
+                    f"{mode}, {name}: a session made on generation 1 ({r})")
+            made[name] = (c, facts.get("session"))
+        s.signal(signal.SIGHUP)
+        F.check(bool(wait_for(lambda: SERVING.search(s.stderr()), 30)),
+                f"{mode}: SIGHUP: generation 2 serves\n{s.stderr()[-1200:]}")
+        for name, (c, session) in made.items():
+            facts = {}
+
+            def on_next():
+                facts.clear()
+                r = get(s.port, c=c, session=session, facts=facts)
+                return r is not None and r[1] not in old and r[0] == "HTTP/1.1 200 OK" or None
+
+            F.check(bool(wait_for(on_next, 20)), f"{mode}, {name}: a connection served by generation 2")
+            F.check(facts.get("reused") is True,
+                    f"{mode}, {name}: generation 1's session resumed on generation 2 ({facts})")
+        F.check(s.stop(timeout=20) == 0, f"{mode}: exited 0\n{s.stderr()[-800:]}")
+
+
+def part_tickets():
+    tickets("single")
+    tickets("--workers 2", "--workers", "2")
+
+
 make_certs()
-run_parts(F, [("respawn", part_respawn)], tmp=TMP)
+run_parts(F, [("respawn", part_respawn), ("tickets", part_tickets)], tmp=TMP)

@@ -351,6 +351,7 @@ static bool certs_secret(uint8_t out[M0__TLS_SECRET_BYTES]) {
   if (given) {
     bool ok = m0__tls_secret_parse(given, out);
     memset(given, '0', strlen(given));
+    unsetenv("M0__TICKETS"); /* read once: a second context here is not handed zeros */
     if (ok) return true;
   }
   if (!m0__family_known()) return false;

@@ -25,9 +25,8 @@ script runs with the server's origin); the script fetches the JSON routes
 --workers) and /actor/echo (an application actor's reply), and
 opens an EventSource on /events until 2 `beat` events came (their data
 JSON with the server's pid); it writes what it saw into document.title and
-a DOM element, which the test reads. Over HTTP/2 the EventSource is
-expected to be served once docs/behaviour.md's HTTP/2 section no longer
-lists "(SSE)" under "Not yet" (read at start), refused until then. Chromium absent: "skipped: ..." and
+a DOM element, which the test reads (the EventSource over HTTP/2 too: an
+SSE stream on an h2 stream). Chromium absent: "skipped: ..." and
 exit 0 (this test does not install it; test_browser_streams does).
 """
 import base64
@@ -133,18 +132,7 @@ def pids_of(s):
     return {s.proc.pid} | descendants(s.proc.pid)
 
 
-def sse_over_h2():
-    """Whether docs/behaviour.md's HTTP/2 section says SSE is served over
-    HTTP/2 (the one place that says it): its "Not yet:" sentence does not
-    name "(SSE)"."""
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "behaviour.md")) as f:
-        text = f.read()
-    section = text.split("\n### HTTP/2\n", 1)[-1].split("\n### ", 1)[0]
-    not_yet = section.split("Not yet:", 1)[1].split("\n- ", 1)[0] if "Not yet:" in section else ""
-    return "(SSE)" not in not_yet
-
-
-def visit(d, s, label, want, pool, sse):
+def visit(d, s, label, want, pool):
     """The page over https from server s; its fetch and EventSource; the
     protocol the browser used for both is `want`."""
     d.go(f"https://127.0.0.1:{s.port}/health?t={time.monotonic_ns()}")
@@ -157,8 +145,7 @@ def visit(d, s, label, want, pool, sse):
     done = poll(lambda: d.js(STATE_JS)["title"] in ("m0 https: ok", "m0 https: failed"), 8)
     st = d.js(STATE_JS)
     print(f"test: {label}: {st}", flush=True)
-    F.check(done and (st["title"] == "m0 https: ok" or not sse),
-            f"{label}: the page's script finished{' without error' if sse else ''} ({st})")
+    F.check(done and st["title"] == "m0 https: ok", f"{label}: the page's script finished without error ({st})")
     F.check(st["nav"] == want and st["fetch"] == want,
             f"{label}: the navigation and the fetch went over {want!r} (nextHopProtocol: {st['nav']!r}, "
             f"{st['fetch']!r})")
@@ -175,10 +162,6 @@ def visit(d, s, label, want, pool, sse):
     F.check(actor.get("actor") == "echo" and actor.get("pid") in pids,
             f"{label}: fetch /actor/echo: the application actor's JSON reply ({actor})")
     beats = r.get("beats") or []
-    if not sse:
-        F.check(not beats and r.get("errors"), f"{label}: EventSource /events over HTTP/2: refused, as docs/behaviour.md "
-                f"says (HTTP/2, 'Not yet'): an error event, no beat ({r})")
-        return
     F.check(len(beats) >= 2 and all(b.get("pid") in pids for b in beats) and beats[1]["beat"] == beats[0]["beat"] + 1,
             f"{label}: EventSource /events: 2 beats in a row from a serving pid ({beats})")
 
@@ -224,8 +207,6 @@ def browser():
         ("--workers 2", Prefork, ["--http2", "--workers", "2"], "h2", False),
         ("--blocking-threads 1 (pool)", Server, ["--http2", "--blocking-threads", "1"], "h2", True),
     ]
-    h2_sse = sse_over_h2()
-    print(f"test: docs/behaviour.md says SSE over HTTP/2 is {'served' if h2_sse else 'not served yet'}", flush=True)
     t0 = time.monotonic()
     with Driver(output_dir(NAME)) as d:
         caps = d.start(extra=[f"--ignore-certificate-errors-spki-list={pin}"])
@@ -233,7 +214,7 @@ def browser():
               f"{time.monotonic() - t0:.1f}s; leaf pin {pin}", flush=True)
         for label, kind, args, want, pool in modes:
             with kind("host_check", "--port", "0", *tls, *args) as s:
-                visit(d, s, f"chromium: host_check {label}", want, pool, h2_sse or want != "h2")
+                visit(d, s, f"chromium: host_check {label}", want, pool)
                 F.check(s.stop() == 0, f"{label}: drained and exited 0\n{s.stderr()[-800:]}")
         static = path("static")
         os.makedirs(static)

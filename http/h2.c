@@ -40,7 +40,8 @@
  *   WINDOW_UPDATEs), then closes (m0__h2_pump).
  * - Output: what nghttp2 says is appended to the connection's target
  *   queue and written (the loop's one write per callback), up to
- *   H2_OUT_HIGH unwritten: past it control frames wait in nghttp2's queue
+ *   H2_OUT_HIGH unwritten (over TLS H2_OUT_HIGH_TLS with the transport's
+ *   ciphertext: memory): past it control frames wait in nghttp2's queue
  *   (where its flood guards count them) and DATA is deferred
  *   (NGHTTP2_ERR_DEFERRED); the end of a write (http/write.c), the next
  *   read or the sweep goes on (m0__h2_sweep).
@@ -78,6 +79,7 @@
 
 #define H2_MAX_STREAMS 100
 #define H2_OUT_HIGH (1u << 20) /* unwritten bytes past which DATA waits */
+#define H2_OUT_HIGH_TLS (256u << 10) /* with the ciphertext (1 MiB without: 3 MB a client that reads none) */
 /* Request bodies one connection's streams may hold at once, beside each
  * one's --max-body-bytes: 100 streams must not hold 100 bodies. */
 #define H2_BODIES_MAX (8u << 20)
@@ -237,8 +239,12 @@ static bool h2_answer(m0__h2_stream *st, m0_request *req, m0_response *res) {
 
 /* ---- a stream's answer ------------------------------------------------- */
 
-/* What the connection holds unwritten (its queues and the loop's scratch). */
-static size_t h2_unwritten(m0__conn *c) { return m0__conn_queued(c) + m0__outq_bytes(&c->h->scratch); }
+/* Whether the connection holds more unwritten than its mark: its queues, the loop's
+ * scratch, over TLS the transport's ciphertext too (a copy, until the socket takes it). */
+static bool h2_full(m0__conn *c) {
+  size_t n = m0__conn_queued(c) + m0__outq_bytes(&c->h->scratch);
+  return c->h->io->plain ? n > H2_OUT_HIGH : n + c->h->io->queued(c) > H2_OUT_HIGH_TLS;
+}
 
 /* DATA from the answer's queue past its head: memory, or a file piece. */
 static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
@@ -247,7 +253,7 @@ static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
   (void)id;
   m0__conn *c = ud;
   m0__h2_stream *st = src->ptr;
-  if (h2_unwritten(c) > H2_OUT_HIGH) {
+  if (h2_full(c)) {
     st->deferred = true;
     c->h2->deferred++;
     return NGHTTP2_ERR_DEFERRED;
@@ -432,7 +438,7 @@ static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud) 
  * its last bytes once the session is over. */
 void m0__h2_pump(m0__conn *c) {
   nghttp2_session *s = c->h2->s;
-  while (h2_unwritten(c) <= H2_OUT_HIGH) {
+  while (!h2_full(c)) {
     const uint8_t *d;
     ssize_t n = nghttp2_session_mem_send(s, &d);
     if (n <= 0) {
@@ -495,7 +501,7 @@ static int h2_start(m0__conn *c) {
  * the mark. Whether one did. */
 static bool h2_resume(m0__conn *c) {
   m0__h2 *h2 = c->h2;
-  if (!h2->deferred || m0__conn_queued(c) > H2_OUT_HIGH) return false;
+  if (!h2->deferred || h2_full(c)) return false;
   for (m0__h2_stream *st = h2->streams; st && h2->deferred; st = st->next) {
     if (!st->deferred) continue;
     st->deferred = false;

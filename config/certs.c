@@ -437,7 +437,7 @@ m0__tls_ctx *m0__certs_ctx(const m0_config *cfg, char *why, size_t whylen) {
   const char *certs = M0__CFGS(cfg, certfile);
   why[0] = 0;
   if (!certs[0]) return NULL;
-  struct stat st;
+  struct stat st = {0};
   void *map = MAP_FAILED;
   if (cfg->certs_held && fstat(cfg->certs_fd, &st) == 0 && st.st_size > 0)
     map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, cfg->certs_fd, 0);

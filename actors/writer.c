@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/errors.h"
 #include "http/conn_state.h"
+#include "http/h2.h"
 #include "service/stream.h"
 
 typedef struct lwriter lwriter;
@@ -67,10 +68,6 @@ static const m0__writer_ops lw_ops;
 m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int status, const char *content_type,
                             void (*on_gone)(void *arg), void *arg) {
   m0__loop *l = h->owner;
-  if (c->h2_proxy) { /* an HTTP/2 stream's stand-in (http/h2_away.c): no reply in pieces over HTTP/2 yet */
-    m0__respond_status(res, 501, NULL);
-    return NULL;
-  }
   if (status < 200 || status > 599 || status == 204 || status == 205 || status == 304) {
     fprintf(stderr, "m0: refused a writer with the status %d (one with a body: 200..599 but 204, 205, 304); "
                     "answered 500\n", status);
@@ -82,10 +79,15 @@ m0_writer *m0__writer_begin(m0__http *h, m0__conn *c, m0_response *res, int stat
     free(w);
     return NULL;
   }
-  bool chunked = res->version_minor >= 1;
-  if (!chunked) res->close = true; /* HTTP/1.0: the end of the body is the close */
+  bool chunked = res->version_minor >= 1 && !c->h2_proxy; /* HTTP/2 frames its DATA itself */
+  if (!chunked && !c->h2_proxy) res->close = true; /* HTTP/1.0: the end of the body is the close */
   m0__body b = {NULL, 0, M0_BODY_COPY, NULL, -1, 0, chunked ? M0__BODY_CHUNKED : M0__BODY_UNTIL_CLOSE};
   if (m0__respond_body(res, status, content_type, &b) != 0) { /* a bad content type: answered 500 */
+    nng_msg_free(w->end);
+    free(w);
+    return NULL;
+  }
+  if (c->h2_proxy && m0__h2_pieces_begin(c) != 0) { /* an HTTP/2 stream (http/h2_stream.c), closed meanwhile */
     nng_msg_free(w->end);
     free(w);
     return NULL;

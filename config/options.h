@@ -20,7 +20,7 @@
   X(keyfile, "keyfile", "M0_KEYFILE", STR, "", 0, 0,                                              \
     "PEM private key of each --certfile, in the same order")                                     \
   X(http2, "http2", "M0_HTTP2", BOOL, "0", 0, 1,                                                  \
-    "HTTP/2: ALPN h2 over HTTPS and the cleartext preface (prior knowledge); no streams or replies in pieces yet") \
+    "HTTP/2: ALPN h2 over HTTPS and the cleartext preface (prior knowledge); no WebSocket over it") \
   X(workers, "workers", "M0_WORKERS", INT, "1", -1000000, 1000000, "worker processes")           \
   X(threads, "threads", "M0_THREADS", INT, "1", -1000000, 1000000, "loops on threads")           \
   X(blocking_threads, "blocking-threads", "M0_BLOCKING_THREADS", INT, "0", -1000000, 1000000,    \

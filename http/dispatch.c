@@ -320,6 +320,8 @@ long m0__http_answer(m0__http *h, m0__conn *c, const m0__answer *a, int *status)
 
 void m0__http_resume(m0__http *h, m0__conn *c) {
   (void)h;
-  if (c->h2_proxy) m0__h2_complete(c, NULL, 0, -1, 0, 0); /* no writer over HTTP/2: not reached */
+  if (c->h2_proxy) {
+    if (!m0__h2_pieces_end(c)) m0__h2_complete(c, NULL, 0, -1, 0, 0); /* a writer's end: http/h2_stream.c */
+  }
   else if (m0__conn_unwait(c, -1)) m0__conn_answered(c, true);
 }

@@ -27,10 +27,9 @@
  *   m0__http_answer and m0__http_resume hand its answer back here, sent on
  *   its stream if that is still open. The stand-in is freed by that
  *   answer, which always comes (a timeout answers 504); a stream that
- *   closes first only unlinks it. Never a stream that hangs: a reply in
- *   pieces (an actor's writer) is refused at its begin (501,
- *   actors/writer.c), a view's writer or WebSocket 500 (the response table
- *   offers none); a stream (SSE) is http/h2_stream.c's.
+ *   closes first only unlinks it. A stream (SSE) and a reply in pieces (a
+ *   writer) are http/h2_stream.c's; a WebSocket is answered 500 (the
+ *   response table offers none).
  * - Time: a stream whose request is still coming has its header, then its
  *   body deadline (st->due), reset past it; the connection's deadline is
  *   the earliest of them, else the keep-alive timeout, none while an

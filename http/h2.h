@@ -47,9 +47,18 @@ bool m0__h2_sweep(m0__conn *c);
  * for the sweep to do with it. */
 bool m0__h2_tick(m0__conn *c, uint64_t now);
 void m0__h2_free(m0__h2 *s);
-/* An SSE stream's stand-in was given bytes (m0__conn_flush, c->h2_sse):
- * its stream's DATA goes on a turn later (http/h2_stream.c). */
+/* An SSE stream's stand-in was given bytes (m0__conn_flush, c->h2_sse),
+ * or a writer's (c->h2_proxy with c->writer): its stream's DATA goes on a
+ * turn later (http/h2_stream.c). */
 void m0__h2_sse_flush(m0__conn *c);
+/* A writer begins on a stand-in (actors/writer.c; its head, alone, in its
+ * target queue): its stream answers HEADERS, then each piece as DATA. 0,
+ * M0__ECLOSED (the stream closed meanwhile) or M0__ENOMEM. */
+int m0__h2_pieces_begin(m0__conn *c);
+/* The writer ended (m0__http_resume; c->close_on_complete: cut): the
+ * stream ends once its pieces are sent (a cut one is reset). false: c is
+ * no writer's stand-in. */
+bool m0__h2_pieces_end(m0__conn *c);
 /* The answers of a stream whose request went away (the handler threads,
  * m0_defer), to its stand-in (c->h2_proxy), as m0__http_complete's and
  * m0__http_answer's (http/conn.h): the stand-in's memory goes here. The

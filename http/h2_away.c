@@ -54,11 +54,23 @@ static char *h2_graph(void *ctx, const char *records_of) {
   return st->c->h->ops->graph ? st->c->h->ops->graph(st->c->h, records_of) : NULL; /* a harness's: none */
 }
 
-/* What a view may do over HTTP/2: a stream (SSE, http/h2_stream.c), answer
- * later, the graph; not a writer or a WebSocket (m0_respond_writer and
- * m0_respond_websocket then answer 500). */
-const m0__response_ops m0__h2_res_ops = {m0__h2_stream_begin, m0__h2_stream_write, NULL, h2_defer_begin, NULL,
-                                         h2_graph};
+/* m0_respond_writer on a stream: the loop's seam, given the stand-in
+ * (its pieces: http/h2_stream.c). */
+static m0_writer *h2_writer_begin(void *ctx, m0_response *res, int status, const char *content_type,
+                                  void (*on_gone)(void *arg), void *arg) {
+  m0__h2_stream *st = ctx;
+  m0__http *h = st->c->h;
+  m0__conn *pc = h->ops->writer_begin ? h2_proxy_new(st) : NULL;
+  m0_writer *w = pc ? h->ops->writer_begin(h, pc, res, status, content_type, on_gone, arg) : NULL;
+  if (pc && !w) h2_proxy_end(pc, false);
+  return w;
+}
+
+/* What a view may do over HTTP/2: a stream (SSE) and a writer
+ * (http/h2_stream.c), answer later, the graph; not a WebSocket
+ * (m0_respond_websocket then answers 500). */
+const m0__response_ops m0__h2_res_ops = {m0__h2_stream_begin, m0__h2_stream_write, NULL, h2_defer_begin,
+                                         h2_writer_begin, h2_graph};
 
 /* To an application actor's instance. true: it went. */
 bool m0__h2_to_actor(m0__h2_stream *st, const m0_request *req, const m0_route *r, m0_response *res) {

@@ -71,7 +71,8 @@ struct m0__h2_stream {
   uint64_t due;  /* while its request comes: the header or body deadline (the loop's ms); 0: whole */
   m0__outq out;  /* the answer, as HTTP/1.1 bytes */
   size_t head_len, body_len, sent;
-  m0__conn *sse; /* a server-sent-event stream's stand-in (http/h2_stream.c), or NULL */
+  m0__conn *sse; /* a server-sent-event stream's stand-in, or a writer's (http/h2_stream.c), or NULL */
+  struct m0__h2_pieces *pieces; /* a reply in pieces (http/h2_stream.c), or NULL */
 };
 
 /* The HTTP/1.1 answer in st->out as HEADERS, and the rest as DATA: 0 or

@@ -46,12 +46,24 @@ typedef struct h2s_sub {
   m0__h2_stream *st; /* NULL once its stream closed */
 } h2s_sub;
 
+/* An application actor's reply in pieces on a stream: its writer
+ * (actors/writer.c) writes the stream's stand-in (m0__h2_proxy, whose
+ * queues are then what h2s_read takes). */
+struct m0__h2_pieces {
+  uv_idle_t idle;
+  m0__conn *pc;      /* the stand-in: freed here once the stream closed */
+  m0__h2_stream *st; /* NULL once its stream closed */
+  bool submitted;    /* its HEADERS and data provider */
+};
+
 static void h2s_free(uv_handle_t *hd) {
   h2s_sub *px = hd->data;
   m0__outq_free(&px->c.q[0]);
   m0__outq_free(&px->c.q[1]);
   free(px);
 }
+
+static void h2s_free_pieces(uv_handle_t *hd) { free(hd->data); }
 
 /* The turn after the stand-in was given bytes: its stream's DATA goes on. */
 static void h2s_on_idle(uv_idle_t *idle) {
@@ -63,29 +75,57 @@ static void h2s_on_idle(uv_idle_t *idle) {
   m0__h2_sweep(c);
 }
 
+/* The turn after a writer gave its stand-in bytes (or ended): the head
+ * submitted the first time, then the DATA goes on. */
+static void h2s_pieces_on_idle(uv_idle_t *idle) {
+  struct m0__h2_pieces *p = idle->data;
+  uv_idle_stop(idle);
+  if (!p->st || p->st->c->closing) return;
+  m0__conn *c = p->st->c;
+  if (!p->submitted) {
+    p->submitted = true;
+    if (m0__h2_submit(c, p->st) != 0)
+      nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, p->st->id, NGHTTP2_INTERNAL_ERROR);
+  }
+  nghttp2_session_resume_data(c->h2->s, p->st->id);
+  m0__h2_sweep(c);
+}
+
+static void h2s_pieces_soon(struct m0__h2_pieces *p) {
+  if (p->st && !uv_is_active((uv_handle_t *)&p->idle)) uv_idle_start(&p->idle, h2s_pieces_on_idle);
+}
+
 void m0__h2_sse_flush(m0__conn *pc) {
+  if (pc->h2_proxy) { /* a writer's stand-in */
+    m0__h2_stream *st = ((m0__h2_proxy *)pc)->st;
+    if (st && st->pieces) h2s_pieces_soon(st->pieces);
+    return;
+  }
   h2s_sub *px = (h2s_sub *)pc;
   if (px->st && !uv_is_active((uv_handle_t *)&px->idle)) uv_idle_start(&px->idle, h2s_on_idle);
 }
 
-/* Up to len bytes of what the stand-in was given, taken from its queues. */
+/* Up to len bytes of what the stand-in was given, taken from its queues;
+ * a queue taken whole is cleared at once (m0__conn_queued then counts only
+ * what is left: the cap's and a writer's room). */
 static size_t h2s_take(m0__conn *pc, uint8_t *buf, size_t len) {
   size_t got = 0;
   while (got < len) {
     m0__outq *q = &pc->q[pc->qi];
-    if (pc->qskip == m0__outq_bytes(q)) { /* sent: the other queue is next */
-      m0__outq_clear(q);
-      pc->qskip = 0;
+    uv_buf_t iov[2 * M0__OUT_REFS + 1];
+    if (!m0__outq_bytes(q) || m0__outq_iov(q, pc->qskip, iov) <= 0) { /* no file piece is ever here */
       if (!m0__outq_bytes(&pc->q[1 - pc->qi])) break;
-      pc->qi = 1 - pc->qi;
+      pc->qi = 1 - pc->qi; /* the other queue is next */
       continue;
     }
-    uv_buf_t iov[2 * M0__OUT_REFS + 1];
-    if (m0__outq_iov(q, pc->qskip, iov) <= 0) break; /* no file piece is ever here */
     size_t k = iov[0].len < len - got ? iov[0].len : len - got;
     memcpy(buf + got, iov[0].base, k);
     got += k;
     pc->qskip += k;
+    if (pc->qskip == m0__outq_bytes(q)) { /* sent */
+      m0__outq_clear(q);
+      pc->qskip = 0;
+    }
   }
   return got;
 }
@@ -106,12 +146,14 @@ static ssize_t h2s_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len
     return NGHTTP2_ERR_DEFERRED;
   }
   size_t got = h2s_take(pc, buf, len);
-  if (!m0__conn_queued(pc)) { /* read out: a subscriber that lost frames is told which */
+  if (!m0__conn_queued(pc) && pc->subs) { /* read out: a subscriber that lost frames is told which */
     m0__stream_caught_up(pc);
     got += h2s_take(pc, buf + got, len - got);
   }
+  if (got && pc->writer) c->h->ops->writer_progress(c->h, pc); /* room for its writer (on_room: a turn later) */
   if (got) return (ssize_t)got;
   if (!pc->close_after) return NGHTTP2_ERR_DEFERRED;
+  if (pc->close_on_complete) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* a writer's abort: cut, reset */
   *flags |= NGHTTP2_DATA_FLAG_EOF;
   return 0;
 }
@@ -148,11 +190,32 @@ int m0__h2_stream_write(void *ctx, const void *frame, size_t len) {
 void m0__h2_sse_open(m0__h2_stream *st, nghttp2_data_provider *dp) {
   m0__conn *pc = st->sse;
   dp->read_callback = h2s_read;
+  if (st->pieces) return;
   m0__stream_replay(pc); /* Last-Event-ID's frames, behind the view's own */
   if (!pc->closing && !pc->close_after && pc->h->draining) m0__stream_goodbye(pc); /* begun as the drain did */
 }
 
+/* A writer's stream closed (its end sent, or the client's reset): the
+ * writer is told it is gone if it still writes, and the stand-in goes
+ * (h2_stream_free unlinked it). */
+static void h2s_pieces_end(m0__h2_stream *st) {
+  struct m0__h2_pieces *p = st->pieces;
+  m0__conn *pc = p->pc;
+  st->pieces = NULL;
+  st->sse = NULL;
+  p->st = NULL;
+  if (pc->writer) pc->h->ops->writer_gone(pc->h, pc);
+  m0__outq_free(&pc->q[0]);
+  m0__outq_free(&pc->q[1]);
+  free(pc); /* an m0__h2_proxy, its m0__conn first */
+  uv_close((uv_handle_t *)&p->idle, h2s_free_pieces);
+}
+
 void m0__h2_sse_end(m0__h2 *h2, m0__h2_stream *st) {
+  if (st->pieces) {
+    h2s_pieces_end(st);
+    return;
+  }
   h2s_sub *px = (h2s_sub *)st->sse;
   st->sse = NULL;
   px->st = NULL;
@@ -160,4 +223,34 @@ void m0__h2_sse_end(m0__h2 *h2, m0__h2_stream *st) {
   m0__stream_forget(&px->c);
   h2->waiting--;
   uv_close((uv_handle_t *)&px->idle, h2s_free);
+}
+
+int m0__h2_pieces_begin(m0__conn *pc) {
+  m0__h2_stream *st = ((m0__h2_proxy *)pc)->st;
+  struct m0__h2_pieces *p = st ? calloc(1, sizeof *p) : NULL;
+  if (!p) return st ? M0__ENOMEM : M0__ECLOSED;
+  m0__outq *head = m0__conn_target(pc); /* the head alone: no piece came yet */
+  if (m0__outq_move_tail(&st->out, head, 0) != 0) {
+    free(p);
+    return M0__ENOMEM;
+  }
+  m0__outq_clear(head);
+  st->head_len = m0__outq_bytes(&st->out);
+  uv_idle_init(pc->h->uv, &p->idle);
+  p->idle.data = p;
+  p->pc = pc;
+  p->st = st;
+  st->pieces = p;
+  st->sse = pc;
+  st->c->h->stats.requests++;
+  h2s_pieces_soon(p);
+  return 0;
+}
+
+bool m0__h2_pieces_end(m0__conn *pc) {
+  m0__h2_stream *st = ((m0__h2_proxy *)pc)->st;
+  if (!st || !st->pieces) return false;
+  pc->close_after = true; /* sent out, then END_STREAM (or, cut: close_on_complete, a reset) */
+  h2s_pieces_soon(st->pieces);
+  return true;
 }

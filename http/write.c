@@ -199,7 +199,7 @@ void m0__conn_wrote(m0__conn *c, ssize_t n) {
 static void conn_send(m0__conn *c, m0__outq *s);
 
 void m0__conn_flush(m0__conn *c) {
-  if (c->h2_sse) { /* an HTTP/2 stream's stand-in: its DATA goes on (http/h2_stream.c) */
+  if (c->h2_sse || (c->h2_proxy && c->writer)) { /* an HTTP/2 stream's stand-in: its DATA goes on (http/h2_stream.c) */
     m0__h2_sse_flush(c);
     return;
   }

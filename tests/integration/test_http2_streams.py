@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Server-sent-event streams over HTTP/2 (docs/behaviour.md, HTTP/2;
-http/h2_stream.c), host_check's GET /events (the producer's beats, each an
+"""Server-sent-event streams and replies in pieces over HTTP/2
+(docs/behaviour.md, HTTP/2; http/h2_stream.c), host_check's GET /events (the producer's beats, each an
 event with an id) with hand-made frames and curl:
 
 1. cleartext prior knowledge: two streams on one connection (streams 1 and
@@ -13,6 +13,9 @@ event with an id) with hand-made frames and curl:
    slow one: m0pub's 30 KB frames past its 64 KiB cap are dropped for it
    and counted while a reading stream gets each; once it opens its window
    it gets what waited, an m0.gap telling the loss, then the next frame;
+1c. an application actor's reply in pieces (/actor/stream: a writer): whole,
+   10 MiB of it through flow control, and one reset halfway leaves the next
+   served; a view's writer (todo's /todos/export, NDJSON) whole;
 2. the drain (SIGTERM): the open stream is sent its `event: m0.closing`
    and ends (END_STREAM), then the host exits 0;
 3. HTTPS, ALPN h2: curl --http2 reads the stream (HTTP version 2, events in
@@ -194,6 +197,42 @@ def part_window():
         stopped(s, "window")
 
 
+def part_pieces():
+    """An application actor's reply in pieces (host_check's /actor/stream, a
+    writer) over HTTP/2: whole, 10 MiB of it through flow control, and one
+    the client resets halfway leaves the host serving the next whole."""
+    with Server("host_check", "--port", "0", "--http2") as s:
+        u = f"http://127.0.0.1:{s.port}/actor/stream"
+        p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "20", "-w", "\n%{http_code} %{http_version}",
+                            u + "?n=3&size=5"], capture_output=True, timeout=30)
+        F.check(p.stdout == b"aaaa\nbbbb\ncccc\n\n200 2", f"pieces: three pieces, then the end: {p.stdout!r} {p.stderr!r}")
+        p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "30", u + "?n=40&size=262144"],
+                           capture_output=True, timeout=40)
+        F.check(p.returncode == 0 and len(p.stdout) == 40 * 262144 and p.stdout[-262144:] == b"n" * 262143 + b"\n",
+                f"pieces: 40 of 256 KiB whole ({len(p.stdout)} bytes, rc {p.returncode}) {p.stderr!r}")
+        c = Conn(s.port, window=65535)
+        c.open(1, b"/actor/stream?n=50&size=262144&ms=20")
+        F.check(c.read_until(lambda: len(c.data.get(1, b"")) >= 1), "pieces: the first DATA")
+        c.s.sendall(frame(RST, 0, 1, struct.pack(">I", CANCEL)))
+        c.close()
+        p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "20", u + "?n=3&size=5"],
+                           capture_output=True, timeout=30)
+        F.check(p.stdout == b"aaaa\nbbbb\ncccc\n", f"pieces: after a reset one, the next is whole: {p.stdout!r}")
+        stopped(s, "pieces")
+    with Server("todo", "--port", "0", "--http2", "--blocking-threads", "1") as s:  # a view's writer
+        u = f"http://127.0.0.1:{s.port}/todos"
+        for i in range(3):
+            subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "10", "-H",
+                            "content-type: application/json", "-d", json.dumps({"title": f"t{i}"}), u],
+                           capture_output=True, timeout=20)
+        p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "10", "-w", "%{http_version}",
+                            u + "/export"], capture_output=True, timeout=20)
+        lines = p.stdout.decode(errors="replace").split("\n")
+        titles = [json.loads(x).get("title") for x in lines[:-1] if x.startswith("{")]
+        F.check(titles == ["t0", "t1", "t2"] and lines[-1] == "2", f"a view's writer (todo's export): {p.stdout!r}")
+        stopped(s, "a view's writer")
+
+
 def part_drain():
     with Server("host_check", "--port", "0", "--http2") as s:
         c = Conn(s.port)
@@ -223,4 +262,4 @@ def part_https():
 
 
 if __name__ == "__main__":
-    run_parts(F, [("two streams", part_two_streams), ("window", part_window), ("drain", part_drain), ("https", part_https)], tmp=TMP)
+    run_parts(F, [("two streams", part_two_streams), ("window", part_window), ("pieces", part_pieces), ("drain", part_drain), ("https", part_https)], tmp=TMP)

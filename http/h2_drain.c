@@ -10,9 +10,10 @@
  *   before reading ours, brings the last GOAWAY naming the last stream
  *   taken (nghttp2's last processed). Streams up to it are answered; the
  *   client retries those past it, which nothing read.
- * - The ACK's wait is bounded by the connection's deadline (the drain's
- *   bound, or the idle GOAWAY's linger: http/h2_time.c): a client that
- *   never answers is closed there, as before.
+ * - The ACK's wait is bounded (H2_DRAIN_ACK_MS, the connection's deadline
+ *   meanwhile): a client that never answers gets the last GOAWAY then, and
+ *   its streams up to it are finished as any (a draining idle client held
+ *   the drain to its bound).
  * - The connection reads on (its WINDOW_UPDATEs, its requests still
  *   coming) and closes once nghttp2 has no stream left after the last
  *   GOAWAY (m0__h2_pump: neither want_read nor want_write).
@@ -24,6 +25,8 @@
 #include "http/conn.h"
 #include "http/h2.h"
 #include "http/h2_state.h"
+
+#define H2_DRAIN_ACK_MS 1000 /* the PING's ACK waited for at most */
 
 /* The drain's PING: its ACK says the client read the first GOAWAY. */
 static const uint8_t h2_drain_ping[8] = {'m', '0', '-', 'd', 'r', 'a', 'i', 'n'};
@@ -39,11 +42,22 @@ void m0__h2_drain(m0__conn *c) {
   m0__h2 *h2 = c->h2;
   if (!h2->draining) {
     h2->draining = true;
+    h2->ack_by = uv_now(c->h->uv) + H2_DRAIN_ACK_MS;
+    if (c->deadline > h2->ack_by) c->deadline = h2->ack_by;
     /* Refused once the session has said GOAWAY of its own (an error's): the last at once. */
     if (nghttp2_submit_shutdown_notice(h2->s) != 0 || nghttp2_submit_ping(h2->s, NGHTTP2_FLAG_NONE, h2_drain_ping) != 0)
       h2_drain_last(c);
   }
   m0__h2_pump(c);
+}
+
+bool m0__h2_drain_late(m0__conn *c, uint64_t now) {
+  if (!c->h2->draining || c->h2->told || now < c->h2->ack_by) return false;
+  h2_drain_last(c);
+  m0__h2_deadline(c);
+  m0__h2_sweep(c);
+  if (c->close_after && c->deadline > now + H2_DRAIN_ACK_MS) c->deadline = now + H2_DRAIN_ACK_MS; /* written, or closed then */
+  return true;
 }
 
 int m0__h2_drain_acked(m0__conn *c, const nghttp2_frame *f) {

@@ -26,6 +26,7 @@ void m0__h2_deadline(m0__conn *c) {
   for (m0__h2_stream *st = c->h2->streams; st; st = st->next)
     if (st->due && st->due < d) d = st->due;
   if (h2_held(c) && c->h2->moved_at + c->h->body_timeout_ms < d) d = c->h2->moved_at + c->h->body_timeout_ms;
+  if (c->h2->draining && !c->h2->told && c->h2->ack_by < d) d = c->h2->ack_by; /* http/h2_drain.c */
   c->deadline = d;
 }
 
@@ -50,6 +51,7 @@ bool m0__h2_tick(m0__conn *c, uint64_t now) {
   m0__h2_sweep(c);
   m0__conn_flush(c);
   if (c->closing || now < c->deadline) return true;
+  if (m0__h2_drain_late(c, now)) return true; /* no ACK: the last GOAWAY, then as any */
   if (c->close_after || c->h2->draining) return false; /* told, and past its bound: the sweep closes it */
   if (h2_held(c) && now >= c->h2->moved_at + c->h->body_timeout_ms) { /* the send timeout */
     c->h->stats.timeouts++;

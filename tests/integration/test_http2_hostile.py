@@ -67,9 +67,26 @@ def drain_round_trip(sig):
         F.check(s.stop() == 0, f"{sig.name}: exit 0\n{s.stderr()[-1500:]}")
 
 
+def drain_no_ack():
+    """A client that never answers the drain's PING still gets the last GOAWAY (the wait is bounded), then the
+    close; the host exits 0."""
+    with Server("host_check", "--port", "0", "--http2") as s:
+        c = connect(s.port)
+        c.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_STREAM | END_HEADERS, 1, request()))
+        frames, eof = frames_until(c, lambda fr: answered(fr, 1))
+        s.signal()
+        more, eof = frames_until(c, lambda fr: False, ack=False)  # until the close (the socket's 10 s at most)
+        c.close()
+        lasts = [int.from_bytes(p[:4], "big") & 0x7FFFFFFF for t, _, _, p in more if t == GOAWAY]
+        F.check(lasts == [LAST, 1] and eof, f"no PING ACK: GOAWAY 2^31-1, then the last naming 1, then the close: "
+                f"{lasts} eof {eof}")
+        F.check(s.wait(15) == 0, f"no PING ACK: exit 0\n{s.stderr()[-1500:]}")
+
+
 def part_drain():
     drain_round_trip(signal.SIGTERM)
     drain_round_trip(signal.SIGHUP)
+    drain_no_ack()
 
 
 def stream_ids(port, frames_out, what):

@@ -223,7 +223,8 @@ def check_h2(where, port, tls):
 def check_httpx(where, port):
     import httpx
     base = f"https://127.0.0.1:{port}"  # the address: a fresh chroot's getaddrinfo may not know localhost
-    with httpx.Client(http2=True, verify=path("ca.crt"), trust_env=False, timeout=10) as c:
+    ca = ssl.create_default_context(cafile=path("ca.crt"))  # a context: httpx 0.28 (Debian 13) deprecates a path
+    with httpx.Client(http2=True, verify=ca, trust_env=False, timeout=10) as c:
         r = c.get(base + "/pid")
         F.check(r.http_version == "HTTP/2" and r.status_code == 200 and r.text.strip().isdigit(),
                 f"{where}: httpx GET /pid: {r.http_version} {r.status_code} {r.text[:60]!r}")

@@ -3,8 +3,8 @@
  *
  * Design notes
  * - One GOAWAY naming the highest stream seen would refuse the requests
- *   already on the wire (sent before the client read it): h2load lost
- *   350-800 per million across two reloads. So the first GOAWAY names
+ *   already on the wire (sent before the client read it): 350-800 per
+ *   million across two reloads, an outside tester found. So the first GOAWAY names
  *   2^31-1 (NO_ERROR: "stop opening streams"), a PING follows it, and
  *   only the PING's ACK, which the client sends after every frame it sent
  *   before reading ours, brings the last GOAWAY naming the last stream

@@ -61,7 +61,7 @@ import ssl  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from harness import Failures, Prefork, Server, run_parts  # noqa: E402
+from harness import Failures, Prefork, Server, run_parts, sanitizer_report  # noqa: E402
 
 H2 = _has("h2")
 HTTPX = H2 and _has("httpx")
@@ -267,6 +267,7 @@ def serve(where, args, cls, tls):
             except Exception as x:
                 F.check(False, f"{where}: {name} raised {type(x).__name__}: {x}")
         F.check(s.stop() == 0, f"{where}: exit 0 on SIGTERM\n{s.stderr()[-1500:]}")
+        F.check(not sanitizer_report(s.stderr()), f"{where}: no sanitizer report: {sanitizer_report(s.stderr())}")
 
 
 def part(name, args, cls):

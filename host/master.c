@@ -123,17 +123,35 @@ static bool master_children_left(master *m) {
   return !(w < 0 && errno == ECHILD) && m0__now_ms() < m->deadline;
 }
 
+/* What generation 1's signal handlers wrote after its last look (its
+ * self-pipe's read end, kept across the exec; negative: none): a signal
+ * that came between that look and the exec, taken by a thread that did not
+ * block it. Read before the descriptors are closed; the signal numbers in
+ * *late. Returns how many. */
+static size_t master_late(int fd, unsigned char *late, size_t n) {
+  if (fd < 0) return 0;
+  ssize_t got = read(fd, late, n); /* non-blocking: the pipe was made so */
+  close(fd);
+  return got > 0 ? (size_t)got : 0;
+}
+
+/* Those signals, handled as if they came now: before any pending here. */
+static void master_late_signals(master *m, const unsigned char *late, size_t n) {
+  for (size_t i = 0; i < n; i++) master_signal(m, late[i]);
+}
+
 /* M0__MASTER=chan,serving pid,stopping,drain ms,its wait status if generation
- * 1 reaped it (-1 if not),pid file (m0__reload_exit):
+ * 1 reaped it (-1 if not),generation 1's signal pipe (negative if none),pid file
+ * (m0__reload_exit):
  * not the configuration, which the master never reads again (a file
  * changed since must not stop it). */
 int m0__master_run(const m0_app *app) {
   master m = {.chan = -1};
   const char *v = getenv("M0__MASTER");
   long cur = 0;
-  int stopping = 0, at = 0, reaped = -1;
-  if (!v || sscanf(v, "%d,%ld,%d,%ld,%d,%n", &m.chan, &cur, &stopping, &m.drain_ms, &reaped, &at) != 5 || !at ||
-      m.chan < 3 || cur <= 0) {
+  int stopping = 0, at = 0, reaped = -1, sigpipe = -1;
+  if (!v || sscanf(v, "%d,%ld,%d,%ld,%d,%d,%n", &m.chan, &cur, &stopping, &m.drain_ms, &reaped, &sigpipe, &at) != 6 ||
+      !at || m.chan < 3 || cur <= 0) {
     fprintf(stderr, "m0: a master was started without what generation 1 passes (M0__MASTER)\n");
     return 1;
   }
@@ -145,6 +163,8 @@ int m0__master_run(const m0_app *app) {
     m.stopping = true;
     m.deadline = m0__now_ms() + m.drain_ms + MASTER_GRACE_MS;
   }
+  unsigned char late[64];
+  size_t nlate = master_late(sigpipe, late, sizeof late);
   /* Nothing of generation 1 but the channel and stdio. */
   close_range(3, (unsigned)m.chan - 1, 0);
   close_range((unsigned)m.chan + 1, ~0u, 0);
@@ -162,6 +182,7 @@ int m0__master_run(const m0_app *app) {
     return 1;
   }
   master_reap(&m); /* a child may have exited before the exec: no SIGCHLD for it here */
+  master_late_signals(&m, late, nlate);
   if (!m.done && reaped >= 0) { /* generation 1 reaped it in its drain */
     m.done = true;
     m.code = master_code(reaped);
@@ -210,7 +231,7 @@ int m0__master_first(const m0_app *app, const m0_config *cfg) {
     pidfile = "";
   }
   char v[PATH_MAX + 96];
-  snprintf(v, sizeof v, "%d,%ld,0,%ld,-1,%s", sv[0], (long)pid, M0__CFG(cfg, drain_timeout_ms), pidfile);
+  snprintf(v, sizeof v, "%d,%ld,0,%ld,-1,-1,%s", sv[0], (long)pid, M0__CFG(cfg, drain_timeout_ms), pidfile);
   setenv("M0__MASTER", v, 1);
   return m0__master_run(app);
 }

@@ -494,8 +494,12 @@ void m0__reload_exit(int code) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   fcntl(reload_master_fd, F_SETFD, 0);
   char v[PATH_MAX + 96];
-  snprintf(v, sizeof v, "%d,%ld,%d,%ld,%d,%s", reload_master_fd, (long)reload_succ, reload_stopping ? 1 : 0,
-           reload_drain_ms, reload_succ_status, reload_pidfile);
+  /* A signal taken after that look by a thread that does not block it
+   * (nng's) is written to the self-pipe until the exec, which would close
+   * the pipe with it (a SIGUSR1 lost: no line at all): its read end goes on
+   * to the master, which sends it on. */
+  snprintf(v, sizeof v, "%d,%ld,%d,%ld,%d,%d,%s", reload_master_fd, (long)reload_succ, reload_stopping ? 1 : 0,
+           reload_drain_ms, reload_succ_status, m0__signals_pass(), reload_pidfile);
   setenv("M0__MASTER", v, 1);
   if (code != 0)
     fprintf(stderr, "m0: generation 1 drained with exit %d; the pid goes on as the master\n", code);

@@ -52,6 +52,11 @@ int m0__signals_take(void) {
   return bits;
 }
 
+int m0__signals_pass(void) {
+  if (signals_pipe[0] < 0 || fcntl(signals_pipe[0], F_SETFD, 0) != 0) return M0__ESYSTEM;
+  return signals_pipe[0];
+}
+
 void m0__signals_restore(void) {
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);

@@ -22,5 +22,10 @@ int m0__signals_install(bool children);
 /* Reads what is pending; returns M0__SIG_ bits. */
 int m0__signals_take(void);
 void m0__signals_restore(void);
+/* The read end, kept open across an exec (its close-on-exec cleared), for
+ * the program exec'd to read what a handler writes until then; M0__ESYSTEM
+ * if none.
+ * Thread safety: any thread (the handlers stay). */
+int m0__signals_pass(void);
 
 #endif

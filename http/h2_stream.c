@@ -65,14 +65,15 @@ static void h2s_free(uv_handle_t *hd) {
 
 static void h2s_free_pieces(uv_handle_t *hd) { free(hd->data); }
 
-/* The turn after the stand-in was given bytes: its stream's DATA goes on. */
+/* The turn after the stand-in was given bytes: its stream's DATA goes on
+ * (resumed at the flush), once for all the connection's streams given
+ * bytes in this turn (the first one's sweep sends the others' too). */
 static void h2s_on_idle(uv_idle_t *idle) {
   h2s_sub *px = idle->data;
   uv_idle_stop(idle);
   if (!px->st || px->st->c->closing) return;
   m0__conn *c = px->st->c;
-  nghttp2_session_resume_data(c->h2->s, px->st->id); /* not deferred: nothing to resume, no harm */
-  m0__h2_sweep(c);
+  if (nghttp2_session_want_write(c->h2->s)) m0__h2_sweep(c);
 }
 
 /* The turn after a writer gave its stand-in bytes (or ended): the head
@@ -102,7 +103,10 @@ void m0__h2_sse_flush(m0__conn *pc) {
     return;
   }
   h2s_sub *px = (h2s_sub *)pc;
-  if (px->st && !uv_is_active((uv_handle_t *)&px->idle)) uv_idle_start(&px->idle, h2s_on_idle);
+  if (!px->st) return;
+  /* At every flush: its DATA may have been read out (deferred) since the last. */
+  nghttp2_session_resume_data(px->st->c->h2->s, px->st->id); /* not deferred (or not yet submitted): no harm */
+  if (!uv_is_active((uv_handle_t *)&px->idle)) uv_idle_start(&px->idle, h2s_on_idle);
 }
 
 /* Up to len bytes of what the stand-in was given, taken from its queues;

@@ -1,5 +1,6 @@
 /* HTTP/2 streams that are server-sent-event streams (m0_respond_stream, a
- * route that is a channel): each event a DATA frame on its stream.
+ * route that is a channel) or replies in pieces (a writer: an application
+ * actor's, a view's): each event or piece a DATA frame on its stream.
  *
  * Design notes
  * - The channels (http/stream.c) subscribe, queue, cap and tell
@@ -27,6 +28,15 @@
  *   or a beat may be on the stack: c.closing says it is gone).
  * - While a stream is open its connection counts it among those waiting
  *   (h2->waiting): no keep-alive GOAWAY under a stream.
+ * - A writer (actors/writer.c) writes the stand-in its request went away
+ *   with (m0__h2_proxy, http/h2_away.c), unchunked: its head goes to the
+ *   stream's answer at the begin (m0__h2_pieces_begin), its pieces are read
+ *   as an SSE stand-in's are, each read giving the writer its room
+ *   (writer_progress, as the end of a socket's write does); its end
+ *   (m0__http_resume) ends the stream once all is sent, a cut one with a
+ *   reset. The stream's close tells a writer still writing it is gone and
+ *   frees the stand-in (m0__h2_sse_end), the writer's later END finding no
+ *   connection, as over HTTP/1.1.
  * Everything here runs on the connection's loop.
  */
 #include <stdlib.h>

@@ -17,6 +17,8 @@ curl:
 1c. an application actor's reply in pieces (/actor/stream: a writer): whole,
    10 MiB of it through flow control, and one reset halfway leaves the next
    served; a view's writer (todo's /todos/export, NDJSON) whole;
+1d. a route that is a channel (m0 --topology, "stream"): m0pub's frames
+   arrive on its HTTP/2 stream in order;
 2. the drain (SIGTERM): the open stream is sent its `event: m0.closing`
    and ends (END_STREAM), then the host exits 0;
 3. HTTPS, ALPN h2: curl --http2 reads the stream (HTTP version 2, events in
@@ -238,6 +240,30 @@ def part_pieces():
         stopped(s, "a view's writer")
 
 
+def part_route():
+    """A route that is a channel (m0 --topology, "stream": "room.{room}"):
+    m0pub's frames on room.blue arrive on its HTTP/2 stream, in order."""
+    rd = tempfile.mkdtemp(dir=TMP)
+    os.chmod(rd, 0o700)
+    topo = os.path.join(TMP, "topo.json")
+    with open(topo, "w") as f:
+        json.dump({"routes": [{"method": "GET", "pattern": "/live/{room}", "stream": "room.{room}"}]}, f)
+    with Server("m0", "--port", "0", "--http2", "--topology", topo, "--run-dir", rd) as s:
+        c = Conn(s.port)
+        c.open(1, b"/live/blue")
+        F.check(c.read_until(lambda: any(t == HEADERS and x == 1 for t, _, x, _ in c.frames)),
+                "stream route: its HEADERS")
+        for word in ("hello1", "hello2"):
+            subprocess.run([os.path.join(BIN, "m0pub"), "--run-dir", rd, "--channel", "room.blue", "--event", "said",
+                            word], capture_output=True, timeout=20)
+        got = c.read_until(lambda: len(c.ids(1)) >= 2)
+        data = c.data.get(1, b"")
+        F.check(got and in_order(c.ids(1)) and 0 <= data.find(b"data: hello1") < data.find(b"data: hello2"),
+                f"stream route: m0pub's two frames in order: {data!r}")
+        c.close()
+        stopped(s, "stream route")
+
+
 def part_drain():
     with Server("host_check", "--port", "0", "--http2") as s:
         c = Conn(s.port)
@@ -268,4 +294,4 @@ def part_https():
 
 if __name__ == "__main__":
     run_parts(F, [("two streams", part_two_streams), ("window", part_window), ("pieces", part_pieces),
-                  ("drain", part_drain), ("https", part_https)], tmp=TMP)
+                  ("route", part_route), ("drain", part_drain), ("https", part_https)], tmp=TMP)

@@ -193,6 +193,7 @@ int m0__h2_stream_begin(void *ctx, const char *channel, bool has_last, uint64_t 
     return rv;
   }
   st->c->h2->waiting++;
+  m0__conn_keepalive(st->c); /* the stand-in has no socket: a peer that vanished is found on the connection's */
   return 0;
 }
 

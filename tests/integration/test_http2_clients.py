@@ -61,7 +61,7 @@ import ssl  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from harness import Failures, Prefork, Server, run_parts, sanitizer_report  # noqa: E402
+from harness import Failures, Prefork, Server, output_dir, run_parts, sanitizer_report  # noqa: E402
 
 H2 = _has("h2")
 HTTPX = H2 and _has("httpx")
@@ -266,8 +266,13 @@ def serve(where, args, cls, tls):
                 fn()
             except Exception as x:
                 F.check(False, f"{where}: {name} raised {type(x).__name__}: {x}")
-        F.check(s.stop() == 0, f"{where}: exit 0 on SIGTERM\n{s.stderr()[-1500:]}")
-        F.check(not sanitizer_report(s.stderr()), f"{where}: no sanitizer report: {sanitizer_report(s.stderr())}")
+        rc, log = s.stop(), s.stderr()
+        if rc != 0 or sanitizer_report(log):  # the whole log left to read: the check shows its end
+            name = re.sub(r"[^a-z0-9]+", "-", where.lower()).strip("-") + ".log"
+            with open(os.path.join(output_dir("test_http2_clients"), name), "w") as f:
+                f.write(log)
+        F.check(rc == 0, f"{where}: exit 0 on SIGTERM: {rc}\n{log[-1500:]}")
+        F.check(not sanitizer_report(log), f"{where}: no sanitizer report: {sanitizer_report(log)}")
 
 
 def part(name, args, cls):

@@ -240,7 +240,7 @@ static bool h2_answer(m0__h2_stream *st, m0_request *req, m0_response *res) {
 
 /* Whether the connection holds more unwritten than its mark: its queues, the loop's
  * scratch, over TLS the transport's ciphertext too (a copy, until the socket takes it). */
-static bool h2_full(m0__conn *c) {
+bool m0__h2_full(m0__conn *c) {
   size_t n = m0__conn_queued(c) + m0__outq_bytes(&c->h->scratch);
   return c->h->io->plain ? n > H2_OUT_HIGH : n + c->h->io->queued(c) > H2_OUT_HIGH_TLS;
 }
@@ -252,7 +252,7 @@ static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
   (void)id;
   m0__conn *c = ud;
   m0__h2_stream *st = src->ptr;
-  if (h2_full(c)) {
+  if (m0__h2_full(c)) {
     st->deferred = true;
     c->h2->deferred++;
     return NGHTTP2_ERR_DEFERRED;
@@ -437,7 +437,7 @@ static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud) 
  * its last bytes once the session is over. */
 void m0__h2_pump(m0__conn *c) {
   nghttp2_session *s = c->h2->s;
-  while (!h2_full(c)) {
+  while (!m0__h2_full(c)) {
     const uint8_t *d;
     ssize_t n = nghttp2_session_mem_send(s, &d);
     if (n <= 0) {
@@ -500,7 +500,7 @@ static int h2_start(m0__conn *c) {
  * the mark. Whether one did. */
 static bool h2_resume(m0__conn *c) {
   m0__h2 *h2 = c->h2;
-  if (!h2->deferred || h2_full(c)) return false;
+  if (!h2->deferred || m0__h2_full(c)) return false;
   for (m0__h2_stream *st = h2->streams; st && h2->deferred; st = st->next) {
     if (!st->deferred) continue;
     st->deferred = false;

@@ -97,6 +97,9 @@ void m0__h2_guard_sent_reset(m0__conn *c, int32_t id);
 int m0__h2_guard_begin(nghttp2_session *s, const nghttp2_frame_hd *hd, void *ud);
 /* What the session has to say, into the connection's target queue. */
 void m0__h2_pump(m0__conn *c);
+/* Whether the connection holds more unwritten than its mark (DATA then
+ * waits: NGHTTP2_ERR_DEFERRED, resumed by the sweep). */
+bool m0__h2_full(m0__conn *c);
 /* The request to the handler threads (route -1: app->handle) through a
  * stand-in; true when it went, else res is answered (503). */
 bool m0__h2_to_pool(m0__h2_stream *st, const m0_request *req, int route, m0_response *res);

@@ -48,8 +48,6 @@
 #include "http/h2_state.h"
 #include "http/stream.h"
 
-#define H2S_OUT_HIGH (1u << 20) /* http/h2.c's H2_OUT_HIGH: the connection's unwritten bytes past which DATA waits */
-
 typedef struct h2s_sub {
   m0__conn c; /* first: what http/stream.c holds */
   uv_idle_t idle;
@@ -154,7 +152,7 @@ static ssize_t h2s_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len
   m0__conn *c = ud;
   m0__h2_stream *st = src->ptr;
   m0__conn *pc = st->sse;
-  if (m0__conn_queued(c) + m0__outq_bytes(&c->h->scratch) > H2S_OUT_HIGH) {
+  if (m0__h2_full(c)) { /* the connection's mark (http/h2.c) */
     st->deferred = true; /* resumed with the others (h2_resume) */
     c->h2->deferred++;
     return NGHTTP2_ERR_DEFERRED;

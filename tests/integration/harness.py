@@ -11,7 +11,7 @@ The helpers every test shares, defined here once: `Prefork` (a Server under
 signalled by name or after its pid was reused), `InPidNamespace`,
 `pid_namespace_refused` and `nspid` (a host as PID 1 of a new PID
 namespace, as in a container), `HealthLoad` (GET /health under a reload),
-`free_port`, `free_ports`, `EventStream` (a raw client of a stream route)
+`free_port`, `free_ports`, `with_free_port` (a port a host is told, again if taken), `EventStream` (a raw client of a stream route)
 and `port_map` (ports for a server told its port), `SPPeer` and
 `sp_hello` (a push0 peer on an actor's mailbox), `private_dir` (a run
 directory), `write_json` (a topology file), `run` and `m0pub` (a
@@ -286,6 +286,22 @@ def free_ports(n):
 def free_port():
     """A free TCP port on 127.0.0.1, for a server told which port to take."""
     return free_ports(1)[0]
+
+
+def with_free_port(run, attempts=3):
+    """run(port) with a port free now, and again with another (attempts at
+    most) when the host said it could not listen at it: a port free now may
+    be taken before the host listens (another program's connection got it as
+    its own; two suites side by side do that). For a URL the host must be
+    told, where port 0 cannot be."""
+    for attempt in range(attempts):
+        port = free_port()
+        try:
+            return run(port)
+        except AssertionError as e:
+            if "cannot listen at tcp://" not in str(e) or attempt == attempts - 1:
+                raise
+            print(f"port {port} was taken before the host listened; another", flush=True)
 
 
 def port_map(names):

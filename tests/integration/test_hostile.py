@@ -169,7 +169,7 @@ import urllib.request
 from collections import Counter
 
 import harness
-from harness import (BIN, Failures, Prefork, SPPeer, Server, alive, children, free_port, m0pub, metric, port_map, reap,
+from harness import (BIN, Failures, Prefork, SPPeer, Server, alive, children, m0pub, metric, port_map, reap,
                      wait_for)
 from hostile_actor import Pair1, replies, request_ids
 from rawhttp import Conn, request
@@ -867,15 +867,16 @@ def socket_battery(loops, host_pid, own):
     return out
 
 
-def app_socket(mode, transport):
-    """The hostile instance at echo's own socket (module docstring, last part)."""
+def app_socket(mode, transport, port=None):
+    """The hostile instance at echo's own socket (module docstring, last part);
+    over tcp at port."""
     label = f"app socket {mode}/{transport}"
     loops = LOOPS[mode]
     d = tempfile.mkdtemp(prefix=f"app-{mode}-{transport}-", dir=TMP)
     os.chmod(d, 0o700)
     actor = {"name": "echo", "placement": "external"}
     if transport == "tcp":
-        actor["url"] = f"tcp://127.0.0.1:{free_port()}"
+        actor["url"] = f"tcp://127.0.0.1:{port}"
         actor["trusted_network"] = True  # what is attacked here is the admission table, not the proof (test_instance_proof)
     path = os.path.join(TMP, f"topo-app-{mode}-{transport}.json")
     with open(path, "w") as fh:
@@ -1105,7 +1106,10 @@ try:
     for mode in ("single", "threads"):
         for transport in ("ipc", "tcp"):
             try:
-                app_socket(mode, transport)
+                if transport == "tcp":
+                    harness.with_free_port(lambda port, mode=mode: app_socket(mode, "tcp", port))
+                else:
+                    app_socket(mode, transport)
             except Exception as e:  # noqa: BLE001 (as above)
                 F.check(False, f"app socket {mode}/{transport}: {e!r}")
 finally:

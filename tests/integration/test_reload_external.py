@@ -37,7 +37,7 @@ import threading
 import time
 import urllib.request
 
-from harness import BIN, Failures, sanitizer_report, Server, wait_for
+from harness import BIN, Failures, sanitizer_report, Server, wait_for, with_free_port
 
 F = Failures()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -258,18 +258,9 @@ def main():
         with open(key, "w") as f:
             f.write(os.urandom(16).hex() + "\n")
         os.chmod(key, 0o600)
-        # A port free now may be taken before the host listens (another
-        # program's connection got it as its own): then another, three at most.
-        for attempt in range(3):
-            port = free_port()
-            try:
-                scenario("tcp", {"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{port}",
-                                 "secret": key}, {"M0_ACTOR_SECRET_FILE": key})
-                break
-            except AssertionError as e:
-                if "cannot listen at tcp://" not in str(e) or attempt == 2:
-                    raise
-                print(f"tcp: port {port} was taken before the host listened; another", flush=True)
+        with_free_port(lambda port: scenario("tcp", {"name": "echo", "placement": "external",
+                                                     "url": f"tcp://127.0.0.1:{port}", "secret": key},
+                                             {"M0_ACTOR_SECRET_FILE": key}))
     finally:
         for p in PROGRAMS:
             if p.poll() is None:

@@ -20,6 +20,7 @@
  *   cookie, and it goes on by M0__TICKETS to every worker and to the next
  *   generation, so a session resumes across a reload. */
 #include "config/certs.h"
+#include "base/file.h"
 #include "config/checks.h"
 #include "runtime/seal.h"
 
@@ -85,22 +86,21 @@ static bool certs_names(X509 *leaf, char *out, size_t n) {
   return k > 0;
 }
 
-/* file's bytes (malloc'd, *len of them), or NULL with the check failed. */
+/* file's bytes (malloc'd, *len of them), or NULL with the check failed: a
+ * FIFO, device or directory is refused without being read (base/file.h:
+ * a FIFO would hang the doctor, the start and a reload's checks). */
 static char *certs_slurp(const char *file, size_t *len, m0__check *c) {
-  FILE *f = fopen(file, "r");
-  char *buf = f ? malloc(M0__TLS_PEM_MAX + 1) : NULL;
-  int err = f ? (buf ? 0 : ENOMEM) : errno;
-  *len = buf ? fread(buf, 1, M0__TLS_PEM_MAX + 1, f) : 0;
-  if (buf && ferror(f)) err = errno ? errno : EIO;
-  if (f) fclose(f);
-  if (buf && !err && *len <= M0__TLS_PEM_MAX) return buf;
-  free(buf);
-  if (err) {
-    CERTS_FAIL(c, "%s: cannot be read (%s)", file, strerror(err));
-    CERTS_FIX(c, "give the host's user read access to it, %s", certs_where);
-  } else {
+  char why[256];
+  char *buf = m0__file_read(file, M0__TLS_PEM_MAX, len, why, sizeof why);
+  if (buf) return buf;
+  CERTS_FAIL(c, "%s: %s", file, why);
+  if (strncmp(why, "is not a regular file", 21) == 0) {
+    CERTS_FIX(c, "give the PEM file itself (a regular file, not a FIFO, device or directory), %s", certs_where);
+  } else if (strncmp(why, "holds more than", 15) == 0) {
     CERTS_FAIL(c, "%s: holds more than %d bytes: not a PEM certificate or key", file, M0__TLS_PEM_MAX);
-    CERTS_FIX(c, "give the PEM chain and key files themselves, %s", certs_where);
+    CERTS_FIX(c, "give the PEM chain and key files themselves (a chain is a few kB), %s", certs_where);
+  } else {
+    CERTS_FIX(c, "give the host's user read access to it, %s", certs_where);
   }
   return NULL;
 }

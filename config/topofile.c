@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/text.h"
 #include "config/topoapps.h"
 #include "config/topokeys.h"
@@ -53,41 +54,18 @@ static bool topo_refuse(topo_file *f, const char *key) {
  * cut here and read as if it ended, without a word). */
 #define TOPO_FILE_MAX (1u << 20)
 
+/* Not a FIFO, device or directory: one would hang the doctor, a start and
+ * a reload's checks (base/file.h). */
 static char *topo_read(const char *path, char *why, size_t whylen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(why, whylen, "%s cannot be opened: %s", path, strerror(errno));
-    return NULL;
-  }
-  char *buf = NULL;
-  size_t len = 0, cap = 0, n;
-  char chunk[4096];
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    if (len + n > TOPO_FILE_MAX) {
-      fclose(f);
-      free(buf);
-      snprintf(why, whylen, "%s is larger than %u bytes: not a topology file", path, TOPO_FILE_MAX);
-      return NULL;
-    }
-    if (len + n + 1 > cap) {
-      cap = (len + n + 1) * 2;
-      char *nb = realloc(buf, cap);
-      if (!nb) break;
-      buf = nb;
-    }
-    memcpy(buf + len, chunk, n);
-    len += n;
-  }
-  if (ferror(f)) { /* a directory, say: it opens, then every read fails */
-    snprintf(why, whylen, "%s cannot be read: %s", path, strerror(errno));
-    fclose(f);
-    free(buf);
-    return NULL;
-  }
-  fclose(f);
-  if (!buf) buf = calloc(1, 1);
-  else buf[len] = 0;
-  return buf;
+  char what[128];
+  size_t len;
+  char *buf = m0__file_read(path, TOPO_FILE_MAX, &len, what, sizeof what);
+  if (buf) return buf;
+  if (strncmp(what, "holds more than", 15) == 0)
+    snprintf(why, whylen, "%s is larger than %u bytes: not a topology file", path, TOPO_FILE_MAX);
+  else
+    snprintf(why, whylen, "%s %s", path, what);
+  return NULL;
 }
 
 /* A "tls" path: as written when absolute, else joined to the directory of

@@ -16,6 +16,7 @@
  * - OpenSSL's error queue is per thread: every failure here takes its
  *   reason and clears the queue, so no later call sees a stale error. */
 #include "http/tls.h"
+#include "base/file.h"
 #include "base/errors.h"
 
 #include <openssl/core_names.h>
@@ -280,13 +281,8 @@ m0__tls_ctx *m0__tls_ctx_new_pem(const m0__tls_pem *pem, int n, const uint8_t *s
 /* path's bytes, malloc'd (*len of them), or NULL: unreadable, or past
  * M0__TLS_PEM_MAX (not a certificate). */
 static char *tls_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "r");
-  char *buf = f ? malloc(M0__TLS_PEM_MAX + 1) : NULL;
-  *len = buf ? fread(buf, 1, M0__TLS_PEM_MAX + 1, f) : 0;
-  if (f) fclose(f);
-  if (buf && *len <= M0__TLS_PEM_MAX) return buf;
-  free(buf);
-  return NULL;
+  char why[128]; /* a FIFO or device is refused, not waited on (base/file.h) */
+  return m0__file_read(path, M0__TLS_PEM_MAX, len, why, sizeof why);
 }
 
 /* The files of two comma-separated lists read into pem[] (the names and

@@ -24,7 +24,7 @@ static int proof_random(uint8_t *out, size_t n) {
 
 int m0__secret_read_file(const char *path, m0__secret *out, char *why, size_t whylen, char *fix, size_t fixlen) {
   out->len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); /* a FIFO: refused below, not waited on */
   if (fd < 0) {
     snprintf(why, whylen, "the key file %s cannot be read: %s", path, strerror(errno));
     snprintf(fix, fixlen, "give a key file this user can read");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/errors.h"
+#include "base/file.h"
 
 /* A dialer's or listener's TLS configuration: the NNG_OPT_TLS_CONFIG
  * pointer option, which nng 1.5 (Debian 12) and 1.10 (Debian 13) both take
@@ -121,25 +122,16 @@ int m0__link_dial(nng_socket s, const char *url, int flags) {
 }
 
 /* Reads path (at most LINKS_PEM_MAX bytes) into a NUL-terminated string. */
+/* A FIFO, device or directory is refused, not waited on (base/file.h). */
 static char *links_read(const char *path, const char *what, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, errlen, "%s %s cannot be read: %s", what, path, strerror(errno));
-    return NULL;
-  }
-  char *buf = malloc(LINKS_PEM_MAX + 1);
-  size_t n = buf ? fread(buf, 1, LINKS_PEM_MAX + 1, f) : 0;
-  int e = ferror(f) ? errno : 0;
-  fclose(f);
-  if (!buf) snprintf(err, errlen, "%s %s: out of memory", what, path);
-  else if (e) snprintf(err, errlen, "%s %s cannot be read: %s", what, path, strerror(e));
-  else if (n > LINKS_PEM_MAX)
+  char why[128];
+  size_t n;
+  char *buf = m0__file_read(path, LINKS_PEM_MAX, &n, why, sizeof why);
+  if (buf) return buf;
+  if (strncmp(why, "holds more than", 15) == 0)
     snprintf(err, errlen, "%s %s is larger than %u bytes: not a PEM file", what, path, LINKS_PEM_MAX);
-  else {
-    buf[n] = 0;
-    return buf;
-  }
-  free(buf);
+  else
+    snprintf(err, errlen, "%s %s %s", what, path, why);
   return NULL;
 }
 

@@ -279,8 +279,8 @@ def topologies():
             fh.write(text)
         topology_refused(label, path, line, words)
     missing = os.path.join(TMP, "none.json")
-    topology_refused("missing", missing, None, [f"{missing} cannot be opened: No such file or directory"])
-    topology_refused("a directory", TMP, None, [f"{TMP} cannot be read: Is a directory"])
+    topology_refused("missing", missing, None, [f"{missing} cannot be read: No such file or directory"])
+    topology_refused("a directory", TMP, None, [f"{TMP} is not a regular file (a directory)"])
     big = os.path.join(TMP, "big.json")
     with open(big, "w") as fh:  # valid JSON, padded past 1 MiB: was cut and read as a syntax error at the cut
         fh.write('{"mode": "threads",' + " " * (1 << 20) + '"loops": 2}\n')

@@ -1,0 +1,26 @@
+/* A file the configuration names, read at start (a certificate, a key, the
+ * topology file, a secret): an operator may have named a FIFO, a device or
+ * a directory by mistake (or an attacker who can write the folder, on
+ * purpose). open(2) of a FIFO with no writer blocks for ever, and a read of
+ * a device may never end: the doctor, a start or a reload's checks would
+ * hang. So each such file is opened without blocking, looked at with
+ * fstat, and anything but a regular file of a sane size is refused with a
+ * line naming it. */
+#ifndef M0_BASE_FILE_H
+#define M0_BASE_FILE_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+/* "a FIFO", "a directory", "a character device", ... for st_mode. */
+const char *m0__file_kind(mode_t mode);
+/* path opened read-only (close-on-exec, blocking again once opened) when
+ * it is a regular file; st filled. Else -1 with why: "cannot be read:
+ * <errno>" or "is not a regular file (a FIFO)". */
+int m0__file_open(const char *path, struct stat *st, char *why, size_t whylen);
+/* path's bytes, malloc'd and NUL-terminated (*len without the NUL), when it
+ * is a regular file of at most max bytes; else NULL with why (as above, or
+ * "holds more than <max> bytes"). */
+char *m0__file_read(const char *path, size_t max, size_t *len, char *why, size_t whylen);
+
+#endif

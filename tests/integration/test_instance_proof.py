@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.request
 
-from harness import BIN, Failures, sanitizer_report, Prefork, Server, children, environ, free_port, run, wait_for
+from harness import BIN, Failures, sanitizer_report, Prefork, Server, children, environ, run, wait_for, with_free_port
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-proof-")
@@ -257,8 +257,7 @@ def nobody():
     return None
 
 
-def external():
-    port = free_port()
+def external(port):
     key = key_file("echo.key", os.urandom(24).hex())
     other = key_file("other.key", os.urandom(24).hex())
     doctor_cases(port, key)
@@ -356,9 +355,8 @@ def flooded(s, real, aport):
     F.check(got == (200, real.pid), f"flood: the real instance still serves ({got})")
 
 
-def spawned(mode, args, cls):
+def spawned(mode, args, cls, port):
     label = f"process over tcp ({mode})"
-    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     path = topology(f"proc-{mode}.json", {"name": "echo", "placement": "process", "instances": 2, "url": url})
     rc, out, err = run("host_check", "--doctor", "--topology", path, *args)
@@ -396,7 +394,7 @@ def stopped(s, label):
             f"{label}: the host exits 0 at SIGTERM, no sanitizer report ({rc}, {err[-600:]})")
 
 
-external()
-spawned("threads 2", ["--threads", "2"], Server)
-spawned("workers 2", ["--workers", "2"], Prefork)
+with_free_port(external)
+with_free_port(lambda port: spawned("threads 2", ["--threads", "2"], Server, port))
+with_free_port(lambda port: spawned("workers 2", ["--workers", "2"], Prefork, port))
 F.done()

@@ -40,7 +40,7 @@ import tempfile
 import threading
 
 import harness
-from harness import BIN, Failures, Server, free_port, metric, private_dir, wait_for, write_json
+from harness import BIN, Failures, Server, metric, private_dir, wait_for, with_free_port, write_json
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-m0actor-")
@@ -328,10 +328,10 @@ def installed():
 
 wire_alone()
 publish_only("ipc", {"name": "echo", "placement": "external"})
-tcp_port = free_port()
 key = key_file("echo.key")
-publish_only("tcp with a secret", {"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{tcp_port}",
-                                   "secret": key}, secret=key)
+with_free_port(lambda port: publish_only("tcp with a secret", {"name": "echo", "placement": "external",
+                                                               "url": f"tcp://127.0.0.1:{port}", "secret": key},
+                                         secret=key))
 messages()
 installed()
 shutil.rmtree(TMP, ignore_errors=True)

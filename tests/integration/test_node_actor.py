@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 
 import harness
-from harness import Failures, sanitizer_report, Server, free_port, private_dir, run_parts, wait_for, write_json
+from harness import Failures, sanitizer_report, Server, private_dir, run_parts, wait_for, with_free_port, write_json
 
 NODE = shutil.which("node") or shutil.which("nodejs")
 if not NODE:
@@ -165,8 +165,9 @@ def key_file(name):
 
 def tcp():
     key = key_file("echo.key")
-    scenario("tcp with a secret", {"name": "echo", "placement": "external",
-                                   "url": f"tcp://127.0.0.1:{free_port()}", "secret": key}, secret=key)
+    with_free_port(lambda port: scenario("tcp with a secret", {"name": "echo", "placement": "external",
+                                                               "url": f"tcp://127.0.0.1:{port}", "secret": key},
+                                         secret=key))
 
 
 print(f"node {subprocess.run([NODE, '--version'], capture_output=True, text=True).stdout.strip()}", flush=True)

@@ -52,7 +52,7 @@ import threading
 import time
 
 import harness
-from harness import BIN, Failures, Prefork, Server, environ, free_port, get, wait_for
+from harness import BIN, Failures, Prefork, Server, environ, get, wait_for, with_free_port
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-observer-")
@@ -555,14 +555,13 @@ def waiting(label, s):
     F.check(back, f"{label}: worker 0 continued: loop.0 takes them, 0 waiting again")
 
 
-def external(mode, machine):
+def external(mode, machine, port):
     """An external echo_actor over tcp, under --threads 2 (it dials the host)
     or --workers 2 (it dials the supervisor, which relays it to both
     workers: service/relay.h); machine is where the graph says it is."""
     label = f"dashboard {mode} 2 --blocking-threads 2, echo external (echo_actor over tcp)"
     run = os.path.join(TMP, "run-external" + mode)
-    os.mkdir(run, 0o700)
-    port = free_port()
+    os.makedirs(run, 0o700, exist_ok=True)
     path = os.path.join(run, "topo.json")
     with open(path, "w") as f:
         json.dump({"app_actors": [{"name": "echo", "placement": "external", "url": f"tcp://127.0.0.1:{port}",
@@ -772,10 +771,10 @@ if __name__ == "__main__":
         supervised()
         spawned()
         prefork()
-        external("--threads", "127.0.0.1")
+        with_free_port(lambda port: external("--threads", "127.0.0.1", port))
         # A worker sees the relay's leg; the relay's introduction says where
         # the instance dialed from (service/relay.h).
-        external("--workers", "127.0.0.1")
+        with_free_port(lambda port: external("--workers", "127.0.0.1", port))
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     F.done()

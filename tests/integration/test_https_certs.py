@@ -12,6 +12,15 @@ one line naming the file, and the old generation serves on.
 Session tickets across a reload (single and --workers 2): a session made on
 generation 1 (TLS 1.3 and 1.2) resumes on generation 2 after a SIGHUP, the
 ticket secret handed from a generation to the next and to its workers.
+
+A file named as --certfile or --keyfile that is not a regular file (a FIFO,
+which blocks an open for ever, a directory, a device): --doctor and a start
+exit 78 in one line naming it, within a bound; one put in place of the
+certificate before a SIGHUP is refused in one line, the old generation
+serving on. A reload's doctor that does not answer (SIGSTOPped here: it
+stands for any hang) is killed within --reload-timeout-ms and the reload
+refused in one line, while under --workers 2 a worker killed meanwhile is
+respawned after it and a SIGTERM ends the host with 0.
 """
 import os
 import re
@@ -21,7 +30,7 @@ import ssl
 import subprocess
 import tempfile
 
-from harness import Failures, Prefork, Server, children, run_parts, wait_for
+from harness import Failures, Prefork, Server, children, run, run_parts, wait_for
 
 F = Failures()
 TMP = tempfile.mkdtemp(prefix="m0-https-certs-")
@@ -182,5 +191,117 @@ def part_tickets():
     tickets("--workers 2", "--workers", "2")
 
 
+def copy_certs(prefix):
+    """live.crt/.key copied to PREFIX.crt/.key (replaced by the part that uses them)."""
+    for ext in ("crt", "key"):
+        with open(path("live." + ext)) as f, open(path(f"{prefix}.{ext}"), "w") as out:
+            out.write(f.read())
+    return path(prefix + ".crt"), path(prefix + ".key")
+
+
+def part_not_regular():
+    """--doctor and a start: 78 and one line naming the file, never a hang."""
+    crt, key = copy_certs("nr")
+    os.mkfifo(path("fifo.pem"))
+    cases = [("a FIFO as --certfile", path("fifo.pem"), key, "a FIFO"),
+             ("a FIFO as --keyfile", crt, path("fifo.pem"), "a FIFO"),
+             ("a directory as --certfile", TMP, key, "a directory"),
+             ("a device as --keyfile", crt, "/dev/zero", "a character device")]
+    for label, c, k, kind in cases:
+        named = k if c == crt else c
+        for how in (["--doctor"], []):
+            try:
+                rc, out, err = run("host_check", "--port", "0", "--certfile", c, "--keyfile", k, *how, timeout=20)
+            except subprocess.TimeoutExpired:
+                F.check(False, f"{label} {how}: no answer within 20 s (hung)")
+                continue
+            lines = [ln for ln in err.splitlines() if ln.startswith("m0:")]
+            want = f"{named}: is not a regular file ({kind})"
+            shown = out if how else err
+            F.check(rc == 78 and want in shown and (how or len(lines) == 1),
+                    f"{label} {how}: exit 78 and one line saying '{want}' (exit {rc}, {err[-400:]!r})")
+
+
+def part_fifo_reload():
+    """A FIFO in place of the certificate, then SIGHUP: refused in one line; the old generation serves."""
+    crt, key = copy_certs("fr")
+    with Server("host_check", "--port", "0", "--certfile", crt, "--keyfile", key) as s:
+        os.unlink(crt)
+        os.mkfifo(crt)
+        s.signal(signal.SIGHUP)
+        refused = re.compile(r"^m0: reload refused: .*fr\.crt: is not a regular file \(a FIFO\).*"
+                             r"generation 1 keeps serving$", re.M)
+        F.check(bool(wait_for(lambda: refused.search(s.stderr()), 30)),
+                f"SIGHUP with a FIFO as --certfile: refused in one line naming it\n{s.stderr()[-1200:]}")
+        r = get(s.port, "/health")
+        F.check(r is not None and r[0] == "HTTP/1.1 200 OK", f"/health still 200 ({r})")
+        F.check(s.stop(timeout=20) == 0, f"SIGTERM: exited 0\n{s.stderr()[-800:]}")
+
+
+def doctor_of(sup):
+    """The pid of sup's child running --doctor, or None."""
+    for pid in children(sup):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"--doctor" in f.read().split(b"\0"):
+                    return pid
+        except OSError:
+            pass
+    return None
+
+
+def part_doctor_bound():
+    """A reload's doctor that does not answer is killed within --reload-timeout-ms; the host goes on."""
+    crt, key = copy_certs("db")
+    bound = 3000
+    with Prefork("host_check", "--port", "0", "--workers", "2", "--reload-timeout-ms", str(bound),
+                 "--certfile", crt, "--keyfile", key) as s:
+        sup = s.proc.pid
+        workers = children(sup)
+        F.check(len(workers) == 2, f"two workers ({workers})")
+        with open(crt, "w") as f:  # a doctor that answers refuses: a missed catch starts no generation
+            f.write("-----BEGIN CERT")
+        slow = re.compile(rf"^m0: reload refused: the checks did not answer within {bound} ms .*doctor pid (\d+) "
+                          r"killed; generation 1 keeps serving$", re.M)
+        answered = re.compile(r"^m0: reload refused: .*db\.crt: holds no PEM certificate", re.M)
+        caught = None
+        for attempt in range(10):  # the doctor must be caught running: retried when it answered first
+            seen = len(answered.findall(s.stderr()))
+            s.signal(signal.SIGHUP)
+            doc = wait_for(lambda: doctor_of(sup), 10, step=0.0005)
+            if doc:
+                try:
+                    os.kill(doc, signal.SIGSTOP)
+                except OSError:
+                    doc = None
+            wait_for(lambda: slow.search(s.stderr()) or len(answered.findall(s.stderr())) > seen, 30)
+            if doc and len(answered.findall(s.stderr())) == seen:  # stopped before it answered: no retry
+                caught = doc
+                break
+        F.check(caught is not None, f"a reload's doctor caught running and stopped ({attempt + 1} tries)")
+        if caught is None:
+            return
+        m = slow.search(s.stderr())
+        F.check(m and int(m.group(1)) == caught, f"a stopped doctor ({caught}): the reload refused within {bound} ms "
+                                                 f"in one line naming it\n{s.stderr()[-1200:]}")
+        F.check(not os.path.exists(f"/proc/{caught}"), f"the doctor {caught} killed and reaped (no zombie)")
+        r = get(s.port, "/health")
+        F.check(r is not None and r[0] == "HTTP/1.1 200 OK", f"/health still 200 ({r})")
+        # a worker killed while a doctor hangs is respawned once it is killed; SIGTERM is acted on
+        s.signal(signal.SIGHUP)
+        doc = wait_for(lambda: doctor_of(sup), 10, step=0.0005)
+        if doc:
+            try:
+                os.kill(doc, signal.SIGSTOP)
+            except OSError:
+                pass
+        victim = min(children(sup) - {doc})
+        os.kill(victim, signal.SIGKILL)
+        fresh = wait_for(lambda: children(sup) - workers - {doc} or None, 30)
+        F.check(bool(fresh), f"worker {victim}, killed while a doctor hung, respawned\n{s.stderr()[-800:]}")
+        F.check(s.stop(timeout=30) == 0, f"SIGTERM: exited 0\n{s.stderr()[-800:]}")
+
+
 make_certs()
-run_parts(F, [("respawn", part_respawn), ("tickets", part_tickets)], tmp=TMP)
+run_parts(F, [("not-regular", part_not_regular), ("fifo-reload", part_fifo_reload),
+              ("doctor-bound", part_doctor_bound), ("respawn", part_respawn), ("tickets", part_tickets)], tmp=TMP)

@@ -27,8 +27,10 @@ static void loop_on_sweep(uv_timer_t *t) {
   m0__loop *l = t->data;
   m0__http_sweep(&l->http);
   if (l->host_swept) l->host_swept(l);
-  if (l->stopping) { /* the first sweep of the drain runs when the fresh grace ends (loop_stop) */
-    l->grace_over = true;
+  if (l->stopping) { /* a sweep of the drain runs when the fresh grace ends (loop_stop) */
+    uint64_t now = uv_now(&l->uv), every = uv_timer_get_repeat(&l->sweep);
+    if (now >= l->grace_at) l->grace_over = true;
+    else if (l->grace_at - now < every) uv_timer_start(&l->sweep, loop_on_sweep, l->grace_at - now + 1, every);
     m0__loop_maybe_finish(l);
   }
   if (l->fd_starved && !l->stopping && l->http.nconns < l->ctx.capacity) m0__accept_poll(l, true); /* try again */
@@ -108,10 +110,12 @@ static void loop_stop(m0__loop *l) {
    * now) answers the requests pipelined behind one being answered too
    * (idle keep-alive connections close at once either way: http/conn.h). */
   m0__http_drain(&l->http, atomic_load(&l->page->head->generation) > l->generation);
-  /* A fresh connection's grace (drain_fresh_ms) ends at a sweep: the next
-   * one runs then, not up to a sweep period later. */
-  if (l->http.drain_fresh_ms)
-    uv_timer_start(&l->sweep, loop_on_sweep, l->http.drain_fresh_ms + 1, uv_timer_get_repeat(&l->sweep));
+  /* A fresh connection's grace (drain_fresh_ms) ends at a sweep: one runs
+   * then, not up to a sweep period later; the others keep their period (an
+   * HTTP/2 connection's drain has a bound of its own, http/h2_drain.c). */
+  uint64_t every = uv_timer_get_repeat(&l->sweep), fresh = l->http.drain_fresh_ms;
+  l->grace_at = uv_now(&l->uv) + fresh;
+  if (fresh) uv_timer_start(&l->sweep, loop_on_sweep, fresh < every ? fresh + 1 : every, every);
   else l->grace_over = true;
   m0__loop_maybe_finish(l);
 }

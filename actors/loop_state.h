@@ -96,6 +96,7 @@ struct m0__loop {
   void *state;
   bool listening, polling, stopping, finished;
   bool grace_over; /* stopping: the drain's fresh grace has passed (m0__loop_maybe_finish) */
+  uint64_t grace_at; /* stopping: when that grace ends (the loop's ms) */
   bool recycling; /* reached recycle_at: accepts nothing more, waits for STOP */
   atomic_bool told_stop; /* set by the coordinator just before it sends STOP (actors/accept.c) */
   bool fd_starved; /* an accept ran out of descriptors: the listener waits for a close or the next sweep */

@@ -29,6 +29,7 @@ struct m0__h2 {
   bool draining;      /* told to go (the first GOAWAY, 2^31-1): streams still taken */
   bool told;          /* the last GOAWAY submitted (the last stream taken): close once none waits */
   uint64_t ack_by;    /* draining: the last GOAWAY goes then without the PING's ACK (the loop's ms) */
+  bool cut;           /* past ack_by: SSE streams whose goodbye is unsent were reset (http/h2_drain.c) */
   bool refused;       /* the session was ended for the client's fault: counted once */
   uint64_t moved_at;  /* when an answer's DATA last went to nghttp2 (the loop's ms): the send timeout */
   /* http/h2_guard.c's */
@@ -84,8 +85,9 @@ int m0__h2_submit(m0__conn *c, m0__h2_stream *st);
 void m0__h2_deadline(m0__conn *c);
 /* A PING's ACK (the drain's round trip: the last GOAWAY goes). */
 int m0__h2_drain_acked(m0__conn *c, const nghttp2_frame *f);
-/* Past ack_by without the ACK (the sweep's turn): the last GOAWAY goes
- * all the same. Whether it went. */
+/* Past ack_by (the sweep's turn, whatever the connection's deadline):
+ * the last GOAWAY goes without the ACK, and SSE streams whose goodbye is
+ * still unsent are reset. Whether either was done. */
 bool m0__h2_drain_late(m0__conn *c, uint64_t now);
 /* What a client may not do that nghttp2 lets by (http/h2_guard.c): the
  * bucket of RST_STREAM filled at the start; a RST_STREAM received (Rapid

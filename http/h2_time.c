@@ -50,8 +50,10 @@ static bool h2_late(m0__conn *c, uint64_t now) {
 bool m0__h2_tick(m0__conn *c, uint64_t now) {
   m0__h2_sweep(c);
   m0__conn_flush(c);
-  if (c->closing || now < c->deadline) return true;
+  if (c->closing) return true;
+  /* The drain's bound before the deadline (none under an SSE stream): http/h2_drain.c. */
   if (m0__h2_drain_late(c, now)) return true; /* no ACK: the last GOAWAY, then as any */
+  if (now < c->deadline) return true;
   if (c->close_after || c->h2->draining) return false; /* told, and past its bound: the sweep closes it */
   if (h2_held(c) && now >= c->h2->moved_at + c->h->body_timeout_ms) { /* the send timeout */
     c->h->stats.timeouts++;

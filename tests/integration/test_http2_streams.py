@@ -20,7 +20,9 @@ curl:
 1d. a route that is a channel (m0 --topology, "stream"): m0pub's frames
    arrive on its HTTP/2 stream in order;
 2. the drain (SIGTERM): the open stream is sent its `event: m0.closing`
-   and ends (END_STREAM), then the host exits 0;
+   and ends (END_STREAM); one whose window is 0 (which can take no
+   goodbye) is reset CANCEL and its connection closed; the host exits 0
+   within the drain's bound;
 3. HTTPS, ALPN h2: curl --http2 reads the stream (HTTP version 2, events in
    id order) until its --max-time.
 Each host is stopped by SIGTERM: exit 0, no sanitizer report (an ASan
@@ -268,14 +270,25 @@ def part_drain():
     with Server("host_check", "--port", "0", "--http2") as s:
         c = Conn(s.port)
         c.open(1)
+        shut = Conn(s.port, window=0)  # its m0.closing can never be sent
+        shut.open(1)
         F.check(c.read_until(lambda: len(c.ids(1)) >= 1), f"drain: the stream's first event ({c.ids(1)})")
+        F.check(shut.read_until(lambda: any(t == HEADERS and sid == 1 for t, _, sid, _ in shut.frames)),
+                f"drain: the stream of window 0 answered its HEADERS: {shut.frames[:4]}")
         s.signal()
         ended = c.read_until(lambda: 1 in c.ended)
         data = c.data.get(1, b"")
         F.check(ended, f"drain: the stream ends (END_STREAM; eof {c.eof}): ...{data[-200:]!r}")
         F.check(b"event: m0.closing" in data, f"drain: the stream is told m0.closing: ...{data[-200:]!r}")
         c.close()
+        cut = lambda: any(t == RST and sid == 1 for t, _, sid, _ in shut.frames)
+        shut.read_until(lambda: cut() and shut.eof)
+        code = next((int.from_bytes(p[:4], "big") for t, _, sid, p in shut.frames if t == RST and sid == 1), None)
+        F.check(code == CANCEL and shut.eof, f"drain: the stream of window 0 is reset CANCEL ({code}), then the "
+                f"close (eof {shut.eof}): {[(t, sid) for t, _, sid, _ in shut.frames][-6:]}")
+        shut.close()
         stopped(s, "drain", signalled=True)
+        F.check("did not finish" not in s.stderr(), f"drain: within its bound:\n{s.stderr()[-800:]}")
 
 
 def part_https():

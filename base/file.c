@@ -2,12 +2,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-const char *m0__file_kind(mode_t mode) {
+/* "a FIFO", "a directory", "a character device", ... for st_mode. */
+static const char *file_kind(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -16,33 +19,37 @@ const char *m0__file_kind(mode_t mode) {
   return S_ISREG(mode) ? "a regular file" : "not a file";
 }
 
-int m0__file_open(const char *path, struct stat *st, char *why, size_t whylen) {
+/* path opened read-only in *fd (close-on-exec, blocking again once opened)
+ * when it is a regular file; st filled. Else false with why: "cannot be
+ * read: <errno>" or "is not a regular file (a FIFO)". */
+static bool file_open(const char *path, int *fd_out, struct stat *st, char *why, size_t whylen) {
   /* O_NONBLOCK: open(2) of a FIFO without a writer returns at once. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     snprintf(why, whylen, "cannot be read: %s", strerror(errno));
-    return -1;
+    return false;
   }
   if (fstat(fd, st) != 0) {
     snprintf(why, whylen, "cannot be read: %s", strerror(errno));
     close(fd);
-    return -1;
+    return false;
   }
   if (!S_ISREG(st->st_mode)) {
-    snprintf(why, whylen, "is not a regular file (%s)", m0__file_kind(st->st_mode));
+    snprintf(why, whylen, "is not a regular file (%s)", file_kind(st->st_mode));
     close(fd);
-    return -1;
+    return false;
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  return fd;
+  *fd_out = fd;
+  return true;
 }
 
 char *m0__file_read(const char *path, size_t max, size_t *len, char *why, size_t whylen) {
   struct stat st;
   *len = 0;
-  int fd = m0__file_open(path, &st, why, whylen);
-  if (fd < 0) return NULL;
+  int fd;
+  if (!file_open(path, &fd, &st, why, whylen)) return NULL;
   /* Read to its end, not to st_size: a file that grows while read is read
    * whole, or refused past max (never cut short without a word). */
   char *buf = (size_t)st.st_size <= max ? malloc(max + 1) : NULL;

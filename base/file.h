@@ -10,17 +10,13 @@
 #define M0_BASE_FILE_H
 
 #include <stddef.h>
-#include <sys/stat.h>
 
-/* "a FIFO", "a directory", "a character device", ... for st_mode. */
-const char *m0__file_kind(mode_t mode);
-/* path opened read-only (close-on-exec, blocking again once opened) when
- * it is a regular file; st filled. Else -1 with why: "cannot be read:
- * <errno>" or "is not a regular file (a FIFO)". */
-int m0__file_open(const char *path, struct stat *st, char *why, size_t whylen);
 /* path's bytes, malloc'd and NUL-terminated (*len without the NUL), when it
- * is a regular file of at most max bytes; else NULL with why (as above, or
- * "holds more than <max> bytes"). */
+ * is a regular file of at most max bytes; else NULL with why: "cannot be
+ * read: <errno>", "is not a regular file (a FIFO)" (a directory, a
+ * character device...) or "holds more than <max> bytes". Opened with
+ * O_NONBLOCK (an open of a FIFO returns at once), then looked at with
+ * fstat before a byte is read. */
 char *m0__file_read(const char *path, size_t max, size_t *len, char *why, size_t whylen);
 
 #endif

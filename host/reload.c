@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/errors.h"
+#include "base/file.h"
 #include "config/certs.h"
 #include "host/process.h"
 #include "host/rollback.h"
@@ -488,14 +489,15 @@ int m0__reload_pidfile_write(const char *path) {
 }
 
 /* Only the file this process wrote, still naming it (a later host may have
- * taken the path over). */
+ * taken the path over; a FIFO put there is not waited on: base/file.h). */
 void m0__reload_pidfile_remove(const char *path) {
   if (!path || !*path) return;
-  FILE *f = fopen(path, "re");
+  char why[128];
+  size_t len;
+  char *text = m0__file_read(path, 64, &len, why, sizeof why);
   long pid = 0;
-  if (!f) return;
-  bool ours = fscanf(f, "%ld", &pid) == 1 && pid == (long)getpid();
-  fclose(f);
+  bool ours = text && sscanf(text, "%ld", &pid) == 1 && pid == (long)getpid();
+  free(text);
   if (ours) unlink(path);
 }
 

@@ -124,58 +124,70 @@ int m0__reload_inherit(m0__process *p) {
   return 1;
 }
 
-/* A doctor's JSON is a few kB; past this it is not one. */
-#define RELOAD_DOCTOR_MAX (1 << 20)
+#define RELOAD_DOCTOR_MAX (1 << 20) /* a doctor's JSON is a few kB; past this it is not one */
+
+/* The signals whose bytes the handler wrote on sigfd, into *seen (bit n:
+ * signal n), for raise() once the doctor is done; true on SIGTERM or SIGINT. */
+static bool reload_doctor_signals(int sigfd, uint64_t *seen) {
+  unsigned char b;
+  while (read(sigfd, &b, 1) == 1) *seen |= b < 64 ? 1ull << b : 0;
+  return *seen & (1ull << SIGTERM | 1ull << SIGINT);
+}
 
 /* What fd says until its end, within bound_ms: the doctor's bytes (malloc'd,
- * NUL-terminated) in *out. 0, or ETIMEDOUT, or an errno. A poll with a
- * deadline, never a blocking read: a doctor that hangs (a FIFO named as a
- * file it reads, say) must not hold the serving generation's main thread,
- * whose signals (SIGTERM, SIGCHLD for a respawn) wait meanwhile. */
-static int reload_doctor_read(int fd, long bound_ms, char **out) {
+ * NUL-terminated) in *out. 0, or ETIMEDOUT, ECANCELED (a SIGTERM came on
+ * sigfd), or an errno. A poll with a deadline, never a blocking read: a
+ * doctor that hangs (a FIFO named as a file it reads, say) must not hold
+ * the serving generation's main thread; a stop is acted on at once, and
+ * other signals (SIGCHLD for a respawn) wait at most the bound. */
+static int reload_doctor_read(int fd, int sigfd, long bound_ms, char **out, uint64_t *seen) {
   int64_t deadline = m0__now_ms() + bound_ms;
   size_t len = 0;
   char *buf = malloc(RELOAD_DOCTOR_MAX + 1);
   int err = buf ? 0 : ENOMEM;
   while (!err) {
     int64_t left = deadline - m0__now_ms();
-    struct pollfd pf = {fd, POLLIN, 0};
-    int n = left > 0 ? poll(&pf, 1, (int)left) : 0;
+    struct pollfd pf[2] = {{fd, POLLIN, 0}, {sigfd, POLLIN, 0}};
+    int n = left > 0 ? poll(pf, sigfd >= 0 ? 2 : 1, (int)left) : 0;
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       err = n < 0 ? errno : ETIMEDOUT;
       break;
+    }
+    if (!pf[0].revents) {
+      err = reload_doctor_signals(sigfd, seen) ? ECANCELED : 0;
+      continue;
     }
     ssize_t r = read(fd, buf + len, RELOAD_DOCTOR_MAX - len);
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) break;
     if (r < 0 || (len += (size_t)r) == RELOAD_DOCTOR_MAX) err = r < 0 ? errno : EFBIG;
   }
-  if (err) {
-    free(buf);
-    return err;
-  }
-  buf[len] = 0;
-  *out = buf;
-  return 0;
+  if (err) free(buf);
+  else buf[len] = 0, *out = buf;
+  return err;
 }
 
 /* The doctor's JSON from its pipe (bounded: reload_doctor_read), the doctor
  * reaped either way, killed first when it did not answer. NULL: said. */
-static json_t *reload_doctor_wait(pid_t pid, int fd, long bound_ms, unsigned long long gen) {
+static json_t *reload_doctor_wait(pid_t pid, int fd, int sigfd, long bound_ms, unsigned long long gen) {
   char *text = NULL;
-  int err = reload_doctor_read(fd, bound_ms, &text);
+  uint64_t seen = 0;
+  int err = reload_doctor_read(fd, sigfd, bound_ms, &text, &seen);
   if (err) kill(pid, SIGKILL); /* by pid: ours, not reaped yet, so not reused */
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) continue;
   json_error_t je;
   json_t *j = text ? json_loads(text, JSON_DISABLE_EOF_CHECK, &je) : NULL; /* one object on one line */
   free(text);
+  for (int sig = 1; sig < 64; sig++) /* the handler writes each again, for the loop that reads the pipe */
+    if (seen >> sig & 1) raise(sig);
   if (err == ETIMEDOUT)
     fprintf(stderr, "m0: reload refused: the checks did not answer within %ld ms (--reload-timeout-ms; a file the "
                     "configuration names that never ends, a FIFO say); doctor pid %d killed; generation %llu keeps "
                     "serving\n", bound_ms, (int)pid, gen);
+  else if (err == ECANCELED)
+    fprintf(stderr, "m0: reload refused: a SIGTERM came while the checks ran; doctor pid %d killed\n", (int)pid);
   else if (!j)
     fprintf(stderr, "m0: reload refused: the checks did not run (the doctor %s %d); generation %llu keeps serving\n",
             WIFSIGNALED(st) ? "died of signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), gen);
@@ -185,8 +197,8 @@ static json_t *reload_doctor_wait(pid_t pid, int fd, long bound_ms, unsigned lon
 /* The doctor of this binary with this argv and environment: the same
  * ordered checks in a process of their own, so nothing of them (a TLS
  * identity loaded, nng's threads) touches the serving one. Its JSON, or
- * NULL (said). Bounded by bound_ms, then killed. */
-static json_t *reload_doctor(unsigned long long gen, long bound_ms) {
+ * NULL (said). Bounded by --reload-timeout-ms, then killed. */
+static json_t *reload_doctor(const m0__process *p, unsigned long long gen) {
   int argc = reload_argc;
   char **argv = calloc((size_t)argc + 2, sizeof *argv);
   int out[2] = {-1, -1};
@@ -210,7 +222,7 @@ static json_t *reload_doctor(unsigned long long gen, long bound_ms) {
             strerror(rv), gen);
     goto out;
   }
-  j = reload_doctor_wait(pid, out[0], bound_ms, gen);
+  j = reload_doctor_wait(pid, out[0], p->stop_fd < 0 ? p->sigfd : -1, M0__CFG(p->cfg, reload_timeout_ms), gen);
 out:
   if (out[0] >= 0) close(out[0]);
   if (out[1] >= 0) close(out[1]);
@@ -222,7 +234,7 @@ out:
  * reload cannot change. Else false, said in one line. */
 static bool reload_config_ok(m0__process *p) {
   unsigned long long gen = (unsigned long long)p->reload.generation;
-  json_t *j = reload_doctor(gen, M0__CFG(p->cfg, reload_timeout_ms));
+  json_t *j = reload_doctor(p, gen);
   if (!j) return false;
   bool ok = json_is_true(json_object_get(j, "ok"));
   json_t *checks = json_object_get(j, "checks"), *topo = json_object_get(j, "topology");

@@ -14,31 +14,22 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "http/conn.h"
-
-static void fz_hello(void *state, const m0_request *req, m0_response *res) {
-  m0_respond(res, 200, "text/plain", "hi", 2, M0_BODY_STATIC);
-}
-static void fz_echo(void *state, const m0_request *req, m0_response *res) {
-  m0_respond(res, 200, "application/octet-stream", req->body.p, req->body.n, M0_BODY_COPY);
-}
-static const m0_route fz_routes[] = {{"GET", "/hello", fz_hello, M0_ON_LOOP},
-                                     {"POST", "/echo/{x}", fz_echo, 0}};
-static const m0_app fz_app = {.name = "fuzz", .routes = fz_routes, .nroutes = 2};
+#include "tests/fuzz/fz_conn.h"
 
 static char fz_out[1 << 20];
 static size_t fz_out_len;
 
-static void fz_closed(m0__http *h) { uv_stop(h->uv); }
-
-/* Every m0 process ignores SIGPIPE (host/signals.c); the harness must too:
- * its own write into a socketpair the connection already closed would kill
- * the run otherwise (a finding of the long run, not of m0). */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  signal(SIGPIPE, SIG_IGN);
+  fz_ignore_sigpipe();
   return 0;
+}
+
+static void fz_pump(void *arg) {
+  int fd = *(int *)arg;
+  ssize_t r;
+  while ((r = read(fd, fz_out + fz_out_len, sizeof fz_out - fz_out_len)) > 0) fz_out_len += (size_t)r;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -48,9 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uv_loop_init(&loop);
   m0__http h;
   memset(&h, 0, sizeof h);
-  static const m0__http_ops fz_ops = {.closed = fz_closed};
-  m0__http_config cfg = {.app = &fz_app, .lim = {1024, 256, 2048}, .header_timeout_ms = 1000,
-                         .body_timeout_ms = 1000, .keepalive_timeout_ms = 1000, .max_keepalive_requests = 8};
+  m0__http_config cfg = fz_config();
   m0__http_init(&h, &loop, &cfg, &fz_ops, NULL);
   /* libuv takes an AF_UNIX stream as a tcp handle's descriptor fine. */
   if (m0__http_adopt(&h, sv[0]) != 0) {
@@ -68,21 +57,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (write(sv[1], data + at, n) < 0) break;
     at += n;
     uv_run(&loop, UV_RUN_NOWAIT);
-    ssize_t r;
-    while ((r = read(sv[1], fz_out + fz_out_len, sizeof fz_out - fz_out_len)) > 0) fz_out_len += (size_t)r;
+    fz_pump(&sv[1]);
   }
   shutdown(sv[1], SHUT_WR);
-  for (int turns = 0; h.nconns > 0 && turns < 10000; turns++) {
-    uv_run(&loop, UV_RUN_NOWAIT);
-    ssize_t r;
-    while ((r = read(sv[1], fz_out + fz_out_len, sizeof fz_out - fz_out_len)) > 0) fz_out_len += (size_t)r;
-    if (turns > 100) m0__http_drain(&h, false); /* a bound: after a while, drain it */
-  }
-  if (h.nconns > 0) abort(); /* the connection never ended */
+  fz_until_gone(&h, &loop, fz_pump, &sv[1]);
   if (fz_out_len && memcmp(fz_out, "HTTP/1.1 ", 9) != 0) abort();
-  uv_run(&loop, UV_RUN_NOWAIT);
+  fz_end(&h, &loop);
   close(sv[1]);
-  uv_loop_close(&loop);
-  m0__http_fini(&h);
   return 0;
 }

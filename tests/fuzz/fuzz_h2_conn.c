@@ -17,27 +17,15 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "http/conn.h"
-
-static void fz_hello(void *state, const m0_request *req, m0_response *res) {
-  m0_respond(res, 200, "text/plain", "hi", 2, M0_BODY_STATIC);
-}
-static void fz_echo(void *state, const m0_request *req, m0_response *res) {
-  m0_respond(res, 200, "application/octet-stream", req->body.p, req->body.n, M0_BODY_COPY);
-}
-static const m0_route fz_routes[] = {{"GET", "/hello", fz_hello, M0_ON_LOOP},
-                                     {"POST", "/echo/{x}", fz_echo, 0}};
-static const m0_app fz_app = {.name = "fuzz-h2", .routes = fz_routes, .nroutes = 2};
+#include "tests/fuzz/fz_conn.h"
 
 #define FZ_OUT (4u << 20)
 static const char fz_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-static void fz_closed(m0__http *h) { uv_stop(h->uv); }
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  signal(SIGPIPE, SIG_IGN); /* as every m0 process (host/signals.c) */
+  fz_ignore_sigpipe();
   return 0;
 }
 
@@ -57,27 +45,31 @@ static void fz_check_frames(const uint8_t *o, size_t n) {
   }
 }
 
-static void fz_pump(int fd, uint8_t *out, size_t *len) {
+typedef struct {
+  int fd;
+  uint8_t *out;
+  size_t len;
+} fz_sink;
+
+static void fz_pump(void *arg) {
+  fz_sink *k = arg;
   ssize_t r;
-  while (*len < FZ_OUT && (r = read(fd, out + *len, FZ_OUT - *len)) > 0) *len += (size_t)r;
+  while (k->len < FZ_OUT && (r = read(k->fd, k->out + k->len, FZ_OUT - k->len)) > 0) k->len += (size_t)r;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) return 0;
-  uint8_t *out = malloc(FZ_OUT);
-  size_t out_len = 0;
+  fz_sink k = {sv[1], malloc(FZ_OUT), 0};
   uv_loop_t loop;
   uv_loop_init(&loop);
   m0__http h;
   memset(&h, 0, sizeof h);
-  static const m0__http_ops fz_ops = {.closed = fz_closed};
-  m0__http_config cfg = {.app = &fz_app, .lim = {1024, 256, 2048}, .header_timeout_ms = 1000,
-                         .body_timeout_ms = 1000, .keepalive_timeout_ms = 1000, .max_keepalive_requests = 8,
-                         .http2 = true};
+  m0__http_config cfg = fz_config();
+  cfg.http2 = true;
   m0__http_init(&h, &loop, &cfg, &fz_ops, NULL);
-  if (!out || m0__http_adopt(&h, sv[0]) != 0) {
-    free(out);
+  if (!k.out || m0__http_adopt(&h, sv[0]) != 0) {
+    free(k.out);
     close(sv[1]);
     uv_loop_close(&loop);
     m0__http_fini(&h);
@@ -91,20 +83,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (write(sv[1], data + at, n) < 0) break;
     at += n;
     uv_run(&loop, UV_RUN_NOWAIT);
-    fz_pump(sv[1], out, &out_len);
+    fz_pump(&k);
   }
   shutdown(sv[1], SHUT_WR);
-  for (int turns = 0; h.nconns > 0 && turns < 10000; turns++) {
-    uv_run(&loop, UV_RUN_NOWAIT);
-    fz_pump(sv[1], out, &out_len);
-    if (turns > 100) m0__http_drain(&h, false); /* a bound: after a while, drain it */
-  }
-  if (h.nconns > 0) abort(); /* the connection never ended */
-  if (out_len < FZ_OUT) fz_check_frames(out, out_len);
-  uv_run(&loop, UV_RUN_NOWAIT);
+  fz_until_gone(&h, &loop, fz_pump, &k);
+  if (k.len < FZ_OUT) fz_check_frames(k.out, k.len);
+  fz_end(&h, &loop);
   close(sv[1]);
-  uv_loop_close(&loop);
-  m0__http_fini(&h);
-  free(out);
+  free(k.out);
   return 0;
 }

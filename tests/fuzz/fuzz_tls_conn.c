@@ -25,18 +25,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "http/conn.h"
 #include "http/tls.h"
-
-static void fz_hello(void *state, const m0_request *req, m0_response *res) {
-  m0_respond(res, 200, "text/plain", "hi", 2, M0_BODY_STATIC);
-}
-static void fz_echo(void *state, const m0_request *req, m0_response *res) {
-  m0_respond(res, 200, "application/octet-stream", req->body.p, req->body.n, M0_BODY_COPY);
-}
-static const m0_route fz_routes[] = {{"GET", "/hello", fz_hello, M0_ON_LOOP},
-                                     {"POST", "/echo/{x}", fz_echo, 0}};
-static const m0_app fz_app = {.name = "fuzz-tls", .routes = fz_routes, .nroutes = 2};
+#include "tests/fuzz/fz_conn.h"
 
 #define FZ_OUT (4u << 20)
 
@@ -46,8 +36,6 @@ static struct {
   m0__tls_ctx *h1, *h2;
   SSL_CTX *client;
 } fz;
-
-static void fz_closed(m0__http *h) { uv_stop(h->uv); }
 
 /* A self-signed P-256 certificate and its key, into two files in dir. */
 static void fz_make_cert(const char *crt, const char *key) {
@@ -73,7 +61,7 @@ static void fz_make_cert(const char *crt, const char *key) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  signal(SIGPIPE, SIG_IGN); /* as every m0 process (host/signals.c) */
+  fz_ignore_sigpipe();
   char dir[] = "/tmp/m0-fuzz-tls-XXXXXX", crt[64], key[64], why[256];
   if (!mkdtemp(dir)) abort();
   snprintf(crt, sizeof crt, "%s/c.pem", dir);
@@ -129,6 +117,8 @@ static size_t fz_next(fz_pick *k, size_t mod) {
   return 1 + b % mod;
 }
 
+static void fz_pump_client(void *arg) { fz_pump_in(arg); }
+
 /* Writes the client's pending ciphertext in pieces k chooses, running the
  * loop after each; flips one byte when tamper says. */
 static void fz_pump_out(fz_client *c, uv_loop_t *loop, fz_pick *k, bool tamper) {
@@ -181,11 +171,6 @@ static void fz_session(m0__http *h, uv_loop_t *loop, fz_client *c, const uint8_t
   }
 }
 
-static void fz_close_handle(uv_handle_t *hd, void *arg) {
-  (void)arg;
-  if (!uv_is_closing(hd)) uv_close(hd, NULL);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   int sv[2];
@@ -194,11 +179,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uv_loop_init(&loop);
   m0__http h;
   memset(&h, 0, sizeof h);
-  static const m0__http_ops fz_ops = {.closed = fz_closed};
   bool h2 = data[0] % 3 == 2;
-  m0__http_config cfg = {.app = &fz_app, .lim = {1024, 256, 2048}, .header_timeout_ms = 1000,
-                         .body_timeout_ms = 1000, .keepalive_timeout_ms = 1000, .max_keepalive_requests = 8,
-                         .tls = h2 ? fz.h2 : fz.h1, .http2 = h2};
+  m0__http_config cfg = fz_config();
+  cfg.tls = h2 ? fz.h2 : fz.h1;
+  cfg.http2 = h2;
   m0__http_init(&h, &loop, &cfg, &fz_ops, NULL);
   fz_client c = {.ssl = SSL_new(fz.client), .cin = BIO_new(BIO_s_mem()), .cout = BIO_new(BIO_s_mem()),
                  .fd = sv[1], .plain = malloc(FZ_OUT), .wire = malloc(FZ_OUT)};
@@ -207,18 +191,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   SSL_set_connect_state(c.ssl);
   fz_session(&h, &loop, &c, data, size);
   shutdown(sv[1], SHUT_WR);
-  for (int turns = 0; h.nconns > 0 && turns < 10000; turns++) {
-    uv_run(&loop, UV_RUN_NOWAIT);
-    fz_pump_in(&c);
-    if (turns > 100) m0__http_drain(&h, false); /* a bound: after a while, drain it */
-  }
-  if (h.nconns > 0) abort(); /* the connection never ended */
+  fz_until_gone(&h, &loop, fz_pump_client, &c);
   if (c.nwire <= FZ_OUT) fz_check_records(c.wire, c.nwire);
   if (!h2 && c.nplain && memcmp(c.plain, "HTTP/1.1 ", 9) != 0) abort();
-  uv_walk(&loop, fz_close_handle, NULL); /* as the loop ends (actors/loop.c): the transport's idle handle */
-  uv_run(&loop, UV_RUN_DEFAULT);
-  m0__http_fini(&h);
-  if (uv_loop_close(&loop) != 0) abort();
+  fz_end(&h, &loop);
   SSL_free(c.ssl);
   free(c.plain);
   free(c.wire);

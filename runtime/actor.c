@@ -75,6 +75,7 @@ static int actor_listen(m0__actor *a, uint32_t id, const char *url, m0__tracer *
   if (poly) nng_socket_set_ms(a->mailbox, NNG_OPT_SENDTIMEO, 100);
   /* Its pipes counted and capped, on_pipe told of each (runtime/bounds.h). */
   if (m0__bounds_watch(a->mailbox, id, url, on_pipe, arg) != 0 || m0__link_listen(a->mailbox, url) != 0) {
+    m0__link_unwatch(a->mailbox);
     m0__socket_close(a->mailbox);
     m0__bounds_unwatch(a->mailbox);
     return M0__ETRANSPORT;
@@ -102,6 +103,7 @@ int m0__actor_listen_also(m0__actor *a, const char *url) {
 
 void m0__actor_close(m0__actor *a) {
   if (a->open) {
+    m0__link_unwatch(a->mailbox);
     m0__socket_close(a->mailbox);
     m0__bounds_unwatch(a->mailbox);
   }

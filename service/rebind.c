@@ -11,31 +11,10 @@
 #include <time.h>
 
 #include "base/errors.h"
+#include "transport/ipc_watch.h"
 #include "transport/topology.h"
 
 #define SERVICE_STALE_MS 500
-
-/* Whether a unix socket listens at path (/proc/net/unix: flags
- * __SO_ACCEPTCON, state 01). Not by connecting to it: a connection closed
- * before its SP greeting stops nng 1.5.2's ipc listener from accepting
- * (no later dial got in, 3 of 3). */
-static bool service_path_listened(const char *path) {
-  FILE *f = fopen("/proc/net/unix", "re");
-  if (!f) return true; /* cannot tell: wait for the path to go */
-  char line[4096 + 128];
-  size_t n = strlen(path);
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f)) {
-    unsigned long flags = 0;
-    unsigned st = 0;
-    int at = 0;
-    if (sscanf(line, "%*s %*s %*s %lx %*s %x %*s %n", &flags, &st, &at) < 2 || !at) continue;
-    size_t len = strcspn(line + at, "\n");
-    found = (flags & 0x10000) && st == 1 && len == n && !memcmp(line + at, path, n);
-  }
-  fclose(f);
-  return found;
-}
 
 /* An ipc path the old generation's listener has let go of: gone, or there
  * with no listener for SERVICE_STALE_MS (one that died without its
@@ -44,7 +23,7 @@ static bool service_path_listened(const char *path) {
 static bool service_path_free(const char *path, int64_t *stale_since) {
   struct stat st;
   if (lstat(path, &st) != 0) return errno == ENOENT;
-  bool stale = !service_path_listened(path);
+  bool stale = !m0__unix_listening(path);
   int64_t now = m0__now_ms();
   if (!stale) *stale_since = 0;
   else if (!*stale_since) *stale_since = now;

@@ -9,6 +9,7 @@
 
 #include "base/errors.h"
 #include "base/file.h"
+#include "transport/ipc_watch.h"
 
 /* A dialer's or listener's TLS configuration: the NNG_OPT_TLS_CONFIG
  * pointer option, which nng 1.5 (Debian 12) and 1.10 (Debian 13) both take
@@ -50,6 +51,7 @@ int m0__link_reach(const char *url) {
 }
 
 int m0__link_listen(nng_socket s, const char *url) {
+  if (m0__link_reach(url) == 1) return m0__ipc_listen(s, url); /* watched: transport/ipc_watch.h */
   if (!m0__link_encrypted(url)) return nng_listen(s, url, NULL, 0);
   pthread_mutex_lock(&links.mu);
   nng_tls_config *cfg = links.set ? links.server : NULL;
@@ -68,6 +70,8 @@ int m0__link_listen(nng_socket s, const char *url) {
   nng_tls_config_free(cfg); /* the listener holds its own */
   return rv;
 }
+
+void m0__link_unwatch(nng_socket s) { m0__ipc_unwatch(s); }
 
 /* A configuration with the identity's certificate, key and CA, peers
  * required to present a certificate the CA signed. 0 or nng's error, and

@@ -32,6 +32,9 @@
  * dial's flags are nng_dial's: 0 waits for the first connection,
  * NNG_FLAG_NONBLOCK dials in the background. */
 int m0__link_listen(nng_socket s, const char *url);
+/* Before a socket that listened is closed (its ipc listeners are watched:
+ * transport/ipc_watch.h). */
+void m0__link_unwatch(nng_socket s);
 int m0__link_dial(nng_socket s, const char *url, int flags);
 
 /* This process's TLS identity: its certificate and key (PEM files) and the

@@ -1,0 +1,226 @@
+#include "transport/ipc_watch.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/ids.h"
+
+
+/* The sockets at path (/proc/net/unix: Num RefCount Protocol Flags Type St
+ * Inode Path): how many listen (flags __SO_ACCEPTCON, state 01), and in
+ * *held how many others (a listener's accepted connections carry its path;
+ * the dialing ends carry none). -1: /proc cannot be read. */
+static int unix_at(const char *path, int *held) {
+  FILE *f = fopen("/proc/net/unix", "re");
+  if (!f) return -1;
+  char line[4096 + 128];
+  size_t n = strlen(path);
+  int listening = 0;
+  *held = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long flags = 0;
+    unsigned st = 0;
+    int at = 0;
+    if (sscanf(line, "%*s %*s %*s %lx %*s %x %*s %n", &flags, &st, &at) < 2 || !at) continue;
+    size_t len = strcspn(line + at, "\n");
+    if (len != n || memcmp(line + at, path, n)) continue;
+    if ((flags & 0x10000) && st == 1) listening++;
+    else ++*held;
+  }
+  fclose(f);
+  return listening;
+}
+
+bool m0__unix_listening(const char *path) {
+  int held;
+  return unix_at(path, &held) != 0;
+}
+
+#if NNG_MAJOR_VERSION == 1 && NNG_MINOR_VERSION < 10
+
+typedef struct {
+  nng_socket sock;
+  nng_listener l;
+  char url[M0__URL_MAX];
+  int64_t since; /* more connections held at its path than it has pipes (past `left`), since (0: not) */
+  int left;      /* connections a listener made again left open for good (a stopped one's, nng's leak) */
+} ipc_watched;
+
+typedef struct {
+  pthread_t thread;
+  int wake; /* an eventfd: stop */
+  atomic_bool stop;
+} ipc_runner;
+
+/* The process's watched listeners (ipc_watch.h, Design notes). */
+static struct {
+  pthread_mutex_t mu;
+  ipc_watched *w;
+  int n, cap;
+  ipc_runner *run; /* the thread, while any listener is watched */
+} watch = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int ipc_listen_now(nng_socket s, const char *url, nng_listener *l) {
+  int rv = nng_listener_create(l, s, url);
+  if (rv == 0 && (rv = nng_listener_start(*l, 0)) != 0) nng_listener_close(*l);
+  return rv;
+}
+
+/* A listener found stopped: closed (the pipes it made with it: their
+ * peers redial; nng unlinks its path) and made again at its URL, unless
+ * another has bound the path by then (a next generation's: nng's listen
+ * would connect to it to see, and close before the greeting). */
+static void watched_relisten(ipc_watched *w) {
+  struct stat st;
+  nng_listener_close(w->l);
+  int rv = lstat(w->url + strlen("ipc://"), &st) == 0 ? NNG_EADDRINUSE : ipc_listen_now(w->sock, w->url, &w->l);
+  /* The connections the stopped one took and never passed on: nng 1.5.2
+   * shuts them but never frees them, so they stay at the path. */
+  if (unix_at(w->url + strlen("ipc://"), &w->left) < 0) w->left = 0;
+  w->since = 0;
+  fprintf(stderr,
+          "m0: the ipc listener at %s had stopped taking connections (nng 1.5.2 stops one for good when a peer "
+          "closes during its greeting): %s\n",
+          w->url, rv == 0 ? "it listens there again, and its peers redial" : nng_strerror(rv));
+  if (rv != 0) w->l = (nng_listener)NNG_LISTENER_INITIALIZER; /* watched no more */
+}
+
+/* The "pipes" statistic of listener id, found by its "id" (nng 1.5.2's
+ * nng_stat_find_listener returns the first listener's, whichever it is). */
+static nng_stat *listener_pipes(nng_stat *st, int id) {
+  for (; st; st = nng_stat_next(st)) {
+    if (nng_stat_type(st) != NNG_STAT_SCOPE) continue;
+    nng_stat *found = NULL;
+    if (strcmp(nng_stat_name(st), "listener") == 0) {
+      nng_stat *c = nng_stat_child(st), *pipes = NULL;
+      bool it = false;
+      for (; c; c = nng_stat_next(c)) {
+        if (strcmp(nng_stat_name(c), "id") == 0) it = nng_stat_value(c) == (uint64_t)id;
+        else if (strcmp(nng_stat_name(c), "pipes") == 0) pipes = c;
+      }
+      found = it ? pipes : NULL;
+    } else {
+      found = listener_pipes(nng_stat_child(st), id);
+    }
+    if (found) return found;
+  }
+  return NULL;
+}
+
+/* Each listener looked at (under mu): one holding more connections at its
+ * path than it has pipes for M0__IPC_STUCK_MS is made again. */
+static void watch_look(void) {
+  nng_stat *snap;
+  if (watch.n == 0 || nng_stats_get(&snap) != 0) return;
+  int64_t now = m0__now_ms();
+  for (int i = 0; i < watch.n; i++) {
+    ipc_watched *w = &watch.w[i];
+    nng_stat *pipes = nng_listener_id(w->l) > 0 ? listener_pipes(snap, nng_listener_id(w->l)) : NULL;
+    int held;
+    if (!pipes || unix_at(w->url + strlen("ipc://"), &held) < 0) continue;
+    int extra = held - (int)nng_stat_value(pipes);
+    if (extra < w->left) w->left = extra < 0 ? 0 : extra; /* those left went at last */
+    if (extra <= w->left)
+      w->since = 0;
+    else if (!w->since)
+      w->since = now;
+    else if (now - w->since >= M0__IPC_STUCK_MS)
+      watched_relisten(w);
+  }
+  nng_stats_free(snap);
+}
+
+static void *watch_thread(void *arg) {
+  ipc_runner *r = arg;
+  struct pollfd pf = {.fd = r->wake, .events = POLLIN};
+  while (!atomic_load(&r->stop)) {
+    if (poll(&pf, 1, M0__IPC_LOOK_MS) < 0 && errno != EINTR) break;
+    pthread_mutex_lock(&watch.mu);
+    watch_look();
+    pthread_mutex_unlock(&watch.mu);
+  }
+  return NULL;
+}
+
+static void runner_wake(ipc_runner *r) {
+  uint64_t one = 1;
+  if (write(r->wake, &one, sizeof one) < 0) { /* a full counter wakes already */
+  }
+}
+
+/* Under mu: the thread, when none runs. NULL without memory or a thread. */
+static ipc_runner *runner_start(void) {
+  ipc_runner *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  atomic_init(&r->stop, false);
+  if ((r->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+    free(r);
+    return NULL;
+  }
+  if (pthread_create(&r->thread, NULL, watch_thread, r) != 0) {
+    close(r->wake);
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+int m0__ipc_listen(nng_socket s, const char *url) {
+  nng_listener l;
+  int rv = ipc_listen_now(s, url, &l);
+  if (rv != 0) return rv;
+  pthread_mutex_lock(&watch.mu);
+  if (watch.n == watch.cap) {
+    int cap = watch.cap ? 2 * watch.cap : 8;
+    ipc_watched *more = realloc(watch.w, (size_t)cap * sizeof *more);
+    if (more) watch.w = more, watch.cap = cap;
+  }
+  if (watch.n < watch.cap && strlen(url) < M0__URL_MAX) { /* else unwatched: it listens all the same */
+    ipc_watched *w = &watch.w[watch.n++];
+    *w = (ipc_watched){.sock = s, .l = l};
+    snprintf(w->url, sizeof w->url, "%s", url);
+    if (!watch.run) watch.run = runner_start();
+  }
+  pthread_mutex_unlock(&watch.mu);
+  return 0;
+}
+
+void m0__ipc_unwatch(nng_socket s) {
+  ipc_runner *done = NULL;
+  pthread_mutex_lock(&watch.mu);
+  for (int i = 0; i < watch.n;)
+    if (nng_socket_id(watch.w[i].sock) == nng_socket_id(s)) watch.w[i] = watch.w[--watch.n];
+    else i++;
+  if (watch.n == 0) {
+    done = watch.run;
+    watch.run = NULL;
+    free(watch.w);
+    watch.w = NULL;
+    watch.cap = 0;
+  }
+  pthread_mutex_unlock(&watch.mu);
+  if (done) { /* joined outside mu: it takes mu each turn */
+    atomic_store(&done->stop, true);
+    runner_wake(done);
+    pthread_join(done->thread, NULL);
+    close(done->wake);
+    free(done);
+  }
+}
+
+#else /* nng 1.10 and later accept on after a peer gone during its greeting */
+
+int m0__ipc_listen(nng_socket s, const char *url) { return nng_listen(s, url, NULL, 0); }
+
+void m0__ipc_unwatch(nng_socket s) { (void)s; }
+
+#endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/errors.h"
 #include "base/ids.h"
 
 
@@ -21,7 +22,7 @@
  * the dialing ends carry none). -1: /proc cannot be read. */
 static int unix_at(const char *path, int *held) {
   FILE *f = fopen("/proc/net/unix", "re");
-  if (!f) return -1;
+  if (!f) return M0__ESYSTEM;
   char line[4096 + 128];
   size_t n = strlen(path);
   int listening = 0;

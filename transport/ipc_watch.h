@@ -21,7 +21,9 @@
  *   are there for the moment of a greeting or a close; for
  *   M0__IPC_STUCK_MS at every look, it has stopped: it is closed (nng
  *   closes the pipes it made: their peers redial) and made again at the
- *   same URL, in one line on stderr.
+ *   same URL, in one line on stderr. The connections the stopped one took
+ *   stay open (nng 1.5.2 shuts them but never frees them): counted as left
+ *   over (`left`), and no longer once they go.
  * - One thread per process looks at every ipc listener of it each
  *   M0__IPC_LOOK_MS (one read of /proc/net/unix and one snapshot of nng's
  *   statistics, tens of microseconds). Its list is the process's, as nng's

@@ -62,7 +62,8 @@
  * - The drain's goodbye ignores the cap (it is the last thing a client gets,
  *   and says why: an m0.closing event with a retry hint, or a close frame
  *   with 1001); the connection leaves the list first so no frame follows
- *   it, and closes once that is written.
+ *   it, and closes once that is written, or within M0__STREAM_GOODBYE_MS
+ *   when it waits behind bytes the client has not read.
  */
 #include "http/stream.h"
 
@@ -500,7 +501,13 @@ void m0__stream_goodbye(m0__conn *c) {
   m0__outq_append(m0__conn_target(c), bye, sizeof bye - 1);
   c->close_after = true;
   m0__conn_flush(c);
-  if (!c->closing) m0__stream_forget(c);
+  if (c->closing) return;
+  m0__stream_forget(c);
+  /* A client that reads nothing leaves it queued behind what it did not
+   * take: closed by the sweep within a second, or it would hold the drain
+   * to its bound (as a stream over HTTP/2 waits for the PING's ACK). */
+  uint64_t by = uv_now(c->h->uv) + M0__STREAM_GOODBYE_MS;
+  if (m0__conn_queued(c) && c->deadline > by) c->deadline = by;
 }
 
 int m0__stream_begin(void *ctx, const char *channel, bool has_last, uint64_t last) {

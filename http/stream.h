@@ -18,6 +18,9 @@
 /* The close code a WebSocket that lost a frame is closed with (RFC 6455's
  * "Try Again Later": the server casts off a client it cannot serve now). */
 #define M0__STREAM_WS_LOST 1013
+/* The drain's goodbye waits this long behind bytes its client has not read
+ * (http/stream.c, m0__stream_goodbye), then the connection is closed. */
+#define M0__STREAM_GOODBYE_MS 1000
 /* Channels a loop knows at most (each with its history). */
 #define M0__CHANNELS_MAX 1024
 

@@ -1119,8 +1119,11 @@ def relayed():
             instances_in_graphs(s.port)), 15)
         F.check(both and w0 and views,
                 f"--workers 2: two relayed instances, the first gone and worker 0 respawned: each worker's graph "
-                f"names the one left echo.1, the supervisor's slot, on this machine ({instances_in_graphs(s.port)})")
-        F.check(s.stop() == 0 and exit_of(b, 5) == 0, "--workers 2, aligned slots: SIGTERM -> exit 0, B stopped")
+                f"names the one left echo.1, the supervisor's slot, on this machine ({instances_in_graphs(s.port)}; "
+                f"the host said: {s.stderr()[-2500:]})")
+        rc, brc = s.stop(), exit_of(b, 5)
+        F.check(rc == 0 and brc == 0, f"--workers 2, aligned slots: SIGTERM -> exit 0, B stopped (host {rc}, B {brc}; "
+                                      f"the host said: {s.stderr()[-1500:]})")
 
     # Spawned instances are the supervisor's children, made once for the
     # host (not once per worker), and serve every worker.
@@ -1166,8 +1169,15 @@ def relayed():
         # connected to the supervisor; each worker has it once its leg is up
         ups = wait_for(lambda: (lambda d: d if d == {"0": 1, "1": 1} else None)(instances_by_worker(s.port)), 10)
         F.check(ups, f"--workers 2: both workers have the silent instance ({instances_by_worker(s.port)})")
-        conns = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=8) for _ in range(8)]
-        where = workers_of(conns)
+        def spread():  # 8 keep-alive connections that reach both workers (one worker may take all 8 at once)
+            cs = [http.client.HTTPConnection("127.0.0.1", s.port, timeout=8) for _ in range(8)]
+            ws = workers_of(cs)
+            if set(ws) == {"0", "1"}:
+                return cs, ws
+            for c in cs:
+                c.close()
+            return None
+        conns, where = wait_for(spread, 10) or ([], [])
         for c in conns:
             c.putrequest("GET", "/actor/echo")
             c.endheaders()

@@ -12,13 +12,19 @@ process exits 1 within ~2 s (not before its bound) and stderr names the loop
 that did not finish; 50 back-to-back idle start/stop cycles (SIGTERM and
 SIGINT) every one exit 0 within 1.5 s (no crash, no stall at teardown); a
 stream requested after the signal on a connection accepted before it gets
-its head and at once m0.closing with a retry hint.
+its head and at once m0.closing with a retry hint; an SSE client that reads
+nothing (its queue full, a frame dropped for it) does not hold the drain to
+its bound: exit 0.
 """
+import os
 import re
 import signal
+import socket
+import subprocess
 import time
 
-from harness import Failures, Server, wait_for
+import harness
+from harness import Failures, Server, private_dir, wait_for
 from rawhttp import Conn, request
 
 F = Failures()
@@ -113,6 +119,33 @@ def stream_begun_in_drain():
         fresh.close()
 
 
+def stream_not_read():
+    """An SSE client that reads nothing, its socket and its stream's queue
+    full (frames dropped for it): its goodbye cannot be written, and the
+    drain closes it rather than wait for it to its bound (exit 1)."""
+    rd = private_dir("rd-")
+    with Server("host_check", "--port", "0", "--run-dir", rd, "--metrics-path", "/metrics") as s:
+        deaf = socket.socket()
+        deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        deaf.connect(("127.0.0.1", s.port))
+        deaf.sendall(request("GET", "/events"))
+
+        def dropped():  # publishes one 60,000-byte frame; true once the deaf stream lost one
+            subprocess.run([os.path.join(harness.BIN, "m0pub"), "--run-dir", rd, "--channel", "beats", "x" * 60000],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+            with Conn(s.port) as probe:
+                probe.send(request("GET", "/metrics"))
+                body = probe.try_response()[3].decode()
+            return any(int(v) > 0 for v in re.findall(r"^m0_stream_frames_dropped_total\S* (\d+)$", body, re.M))
+        full = wait_for(dropped, 30, step=0)
+        F.check(full, "stream not read: frames published until the deaf stream's queue is full (one dropped)")
+        s.signal(signal.SIGTERM)
+        rc = s.wait(10)
+        F.check(rc == 0, f"stream not read: its goodbye cannot be written, the drain closes it: exit 0, not the "
+                         f"bound's 1 ({rc})\n{s.stderr()[-600:]}")
+        deaf.close()
+
+
 def drain_bound():
     with Server("host_check", "--port", "0", "--drain-timeout-ms", "300", env={"M0_HOSTCHECK_SLOW_SAYS": "1"}) as s:
         busy = Conn(s.port, timeout=8)
@@ -152,6 +185,7 @@ in_flight(signal.SIGTERM)
 in_flight(signal.SIGINT)
 idle_only()
 stream_begun_in_drain()
+stream_not_read()
 drain_bound()
 repeated_stops()
 F.done()

@@ -75,6 +75,8 @@ struct m0__h2_stream {
   size_t head_len, body_len, sent;
   m0__conn *sse; /* a server-sent-event stream's stand-in, or a writer's (http/h2_stream.c), or NULL */
   struct m0__h2_pieces *pieces; /* a reply in pieces (http/h2_stream.c), or NULL */
+  size_t stuck_left;            /* a writer's: its bytes queued when last seen to move (http/h2_time.c) */
+  uint64_t stuck_by;            /* and when it is stuck if none has moved since (the loop's ms) */
 };
 
 /* The HTTP/1.1 answer in st->out as HEADERS, and the rest as DATA: 0 or

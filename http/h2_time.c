@@ -45,6 +45,30 @@ static bool h2_late(m0__conn *c, uint64_t now) {
   return late;
 }
 
+/* A writer's stream whose client took none of its queued pieces within
+ * the body timeout (a window it never opens) is reset (CANCEL), counted
+ * among the loop's timeouts, as HTTP/1.1's stuck writer is closed
+ * (http/conn.c, conn_stuck_writer): the stream's close tells the writer it
+ * is gone. The connection and its other streams go on. Whether one was. */
+static bool h2_stuck_writers(m0__conn *c, uint64_t now) {
+  bool stuck = false;
+  for (m0__h2_stream *st = c->h2->streams; st; st = st->next) {
+    m0__conn *pc = st->sse;
+    if (!pc || !pc->writer || pc->closing || st->stuck_by == UINT64_MAX) continue;
+    size_t left = m0__conn_queued(pc);
+    if (!st->stuck_by || left == 0 || left != st->stuck_left) { /* moved, or waits on its writer: not stuck */
+      st->stuck_left = left;
+      st->stuck_by = now + c->h->body_timeout_ms;
+    } else if (now >= st->stuck_by) {
+      st->stuck_by = UINT64_MAX; /* reset once */
+      stuck = true;
+      c->h->stats.timeouts++;
+      nghttp2_submit_rst_stream(c->h2->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    }
+  }
+  return stuck;
+}
+
 #define H2_GOAWAY_LINGER_MS 1000 /* an idle connection's GOAWAY: closed once written, or then */
 
 bool m0__h2_tick(m0__conn *c, uint64_t now) {
@@ -53,6 +77,11 @@ bool m0__h2_tick(m0__conn *c, uint64_t now) {
   if (c->closing) return true;
   /* The drain's bound before the deadline (none under an SSE stream): http/h2_drain.c. */
   if (m0__h2_drain_late(c, now)) return true; /* no ACK: the last GOAWAY, then as any */
+  if (h2_stuck_writers(c, now)) { /* whatever the deadline: none while a writer's stream is open */
+    m0__h2_sweep(c);
+    m0__conn_flush(c);
+    return true;
+  }
   if (now < c->deadline) return true;
   if (c->close_after || c->h2->draining) return false; /* told, and past its bound: the sweep closes it */
   if (h2_held(c) && now >= c->h2->moved_at + c->h->body_timeout_ms) { /* the send timeout */

@@ -17,6 +17,9 @@ curl:
 1c. an application actor's reply in pieces (/actor/stream: a writer): whole,
    10 MiB of it through flow control, and one reset halfway leaves the next
    served; a view's writer (todo's /todos/export, NDJSON) whole;
+1c'. a reply in pieces whose client opens no window (SETTINGS 0) is reset
+   CANCEL once --body-timeout-ms passes with nothing sent, and the
+   connection answers its next stream;
 1d. a route that is a channel (m0 --topology, "stream"): m0pub's frames
    arrive on its HTTP/2 stream in order;
 2. the drain (SIGTERM): the open stream is sent its `event: m0.closing`
@@ -242,6 +245,25 @@ def part_pieces():
         stopped(s, "a view's writer")
 
 
+def part_stuck_writer():
+    """A reply in pieces whose client opens no window takes none of it: its
+    stream is reset CANCEL once --body-timeout-ms passes with nothing sent
+    (HTTP/1.1's stuck writer is closed), and the connection serves on."""
+    with Server("host_check", "--port", "0", "--http2", "--body-timeout-ms", "1000") as s:
+        c = Conn(s.port, window=0)
+        c.open(1, b"/actor/stream?n=50&size=262144")
+        reset = c.read_until(lambda: any(t == RST and sid == 1 for t, _, sid, _ in c.frames))
+        code = next((int.from_bytes(p[:4], "big") for t, _, sid, p in c.frames if t == RST and sid == 1), None)
+        F.check(reset and code == CANCEL and not c.data.get(1),
+                f"stuck writer: its stream reset CANCEL ({code}), no DATA taken: {c.frames[:4]}")
+        c.open(3, b"/health")
+        c.s.sendall(frame(WINDOW_UPDATE, 0, 3, struct.pack(">I", 65535)))  # this one it reads
+        F.check(c.read_until(lambda: 3 in c.ended), f"stuck writer: the same connection answers its next stream "
+                                                    f"({[f[:3] for f in c.frames[-3:]]})")
+        c.close()
+        stopped(s, "stuck writer")
+
+
 def part_route():
     """A route that is a channel (m0 --topology, "stream": "room.{room}"):
     m0pub's frames on room.blue arrive on its HTTP/2 stream, in order."""
@@ -307,4 +329,4 @@ def part_https():
 
 if __name__ == "__main__":
     run_parts(F, [("two streams", part_two_streams), ("window", part_window), ("pieces", part_pieces),
-                  ("route", part_route), ("drain", part_drain), ("https", part_https)], tmp=TMP)
+                  ("stuck writer", part_stuck_writer), ("route", part_route), ("drain", part_drain), ("https", part_https)], tmp=TMP)

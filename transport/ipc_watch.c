@@ -95,42 +95,46 @@ static void watched_relisten(ipc_watched *w) {
   if (rv != 0) w->l = (nng_listener)NNG_LISTENER_INITIALIZER; /* watched no more */
 }
 
-/* The "pipes" statistic of listener id, found by its "id" (nng 1.5.2's
+/* Listener id's statistic `name`, found by its "id" (nng 1.5.2's
  * nng_stat_find_listener returns the first listener's, whichever it is). */
-static nng_stat *listener_pipes(nng_stat *st, int id) {
+static nng_stat *listener_stat(nng_stat *st, int id, const char *name) {
   for (; st; st = nng_stat_next(st)) {
     if (nng_stat_type(st) != NNG_STAT_SCOPE) continue;
     nng_stat *found = NULL;
     if (strcmp(nng_stat_name(st), "listener") == 0) {
-      nng_stat *c = nng_stat_child(st), *pipes = NULL;
+      nng_stat *c = nng_stat_child(st), *want = NULL;
       bool it = false;
       for (; c; c = nng_stat_next(c)) {
         if (strcmp(nng_stat_name(c), "id") == 0) it = nng_stat_value(c) == (uint64_t)id;
-        else if (strcmp(nng_stat_name(c), "pipes") == 0) pipes = c;
+        else if (strcmp(nng_stat_name(c), name) == 0) want = c;
       }
-      found = it ? pipes : NULL;
+      found = it ? want : NULL;
     } else {
-      found = listener_pipes(nng_stat_child(st), id);
+      found = listener_stat(nng_stat_child(st), id, name);
     }
     if (found) return found;
   }
   return NULL;
 }
 
-/* Each listener looked at (under mu): one holding more connections at its
- * path than it has pipes for M0__IPC_STUCK_MS is made again. */
+/* Each listener looked at (under mu): one whose greeting failed once and
+ * that holds more connections at its path than it has pipes for
+ * M0__IPC_STUCK_MS is made again. */
 static void watch_look(void) {
   nng_stat *snap;
   if (watch.n == 0 || nng_stats_get(&snap) != 0) return;
   int64_t now = m0__now_ms();
   for (int i = 0; i < watch.n; i++) {
     ipc_watched *w = &watch.w[i];
-    nng_stat *pipes = nng_listener_id(w->l) > 0 ? listener_pipes(snap, nng_listener_id(w->l)) : NULL;
-    int held;
-    if (!pipes || unix_at(w->url + strlen("ipc://"), &held) < 0) continue;
+    int id = nng_listener_id(w->l), held;
+    nng_stat *pipes = id > 0 ? listener_stat(snap, id, "pipes") : NULL;
+    nng_stat *other = pipes ? listener_stat(snap, id, "other") : NULL;
+    if (!other || unix_at(w->url + strlen("ipc://"), &held) < 0) continue;
     int extra = held - (int)nng_stat_value(pipes);
     if (extra < w->left) w->left = extra < 0 ? 0 : extra; /* those left went at last */
-    if (extra <= w->left)
+    /* Stopped only after a greeting failed (counted as "other"): a peer
+     * still greeting, however slow, is no stop. */
+    if (extra <= w->left || nng_stat_value(other) == 0)
       w->since = 0;
     else if (!w->since)
       w->since = now;

@@ -15,9 +15,10 @@
  *   nng_listen.
  * - Such a listener still accepts connections and greets them, but keeps
  *   them from its socket: its peers look connected and are never read.
- *   What tells it: the connections held at its path (/proc/net/unix lists
- *   a listener's accepted ends under its path) outnumber the pipes nng
- *   counts for it (its "pipes" statistic). A live listener's extra ones
+ *   What tells it: a greeting failed (nng counts it among the listener's
+ *   "other" errors) and the connections held at its path (/proc/net/unix
+ *   lists a listener's accepted ends under its path) outnumber the pipes
+ *   nng counts for it (its "pipes" statistic). A live listener's extra ones
  *   are there for the moment of a greeting or a close; for
  *   M0__IPC_STUCK_MS at every look, it has stopped: it is closed (nng
  *   closes the pipes it made: their peers redial) and made again at the
@@ -45,8 +46,9 @@ int m0__ipc_listen(nng_socket s, const char *url);
 /* Before s is closed: its listeners are no longer watched. */
 void m0__ipc_unwatch(nng_socket s);
 /* Whether a unix socket listens at path (/proc/net/unix; true when that
- * cannot be read: a caller waiting for the path to be let go waits). Not by connecting to it: that connection, closed before
- * its greeting, is the fault above. */
+ * cannot be read: a caller waiting for the path to be let go waits). Not
+ * by connecting to it: that connection, closed before its greeting, is the
+ * fault above. */
 bool m0__unix_listening(const char *path);
 
 #endif

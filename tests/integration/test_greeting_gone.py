@@ -130,8 +130,9 @@ def workers():
         echo_instance(url)
         seen = wait_for(lambda: (lambda w: w if w == {"0", "1"} else None)(workers_echoed(s.port)), BOUND)
         F.check(seen and len(socks) >= 8,
-                f"--workers 2: after every socket of the run directory was hit ({[os.path.basename(p) for p in socks]}),"
-                f" the instance answers connections on both workers ({workers_echoed(s.port)})")
+                f"--workers 2: after every socket of the run directory was hit "
+                f"({[os.path.basename(p) for p in socks]}), the instance answers connections on both workers "
+                f"({workers_echoed(s.port)})")
         victim = min(kids) if kids else None
         if victim:
             os.kill(victim, signal.SIGKILL)

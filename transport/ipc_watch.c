@@ -12,21 +12,19 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/errors.h"
 #include "base/ids.h"
 
 
-/* The sockets at path (/proc/net/unix: Num RefCount Protocol Flags Type St
- * Inode Path): how many listen (flags __SO_ACCEPTCON, state 01), and in
- * *held how many others (a listener's accepted connections carry its path;
- * the dialing ends carry none). -1: /proc cannot be read. */
-static int unix_at(const char *path, int *held) {
-  FILE *f = fopen("/proc/net/unix", "re");
-  if (!f) return M0__ESYSTEM;
+/* The sockets at path in f, /proc/net/unix read again from its start (Num
+ * RefCount Protocol Flags Type St Inode Path): how many listen (flags
+ * __SO_ACCEPTCON, state 01), and in *held how many others (a listener's
+ * accepted connections carry its path; the dialing ends carry none). */
+static int unix_at(FILE *f, const char *path, int *held) {
   char line[4096 + 128];
   size_t n = strlen(path);
   int listening = 0;
   *held = 0;
+  rewind(f);
   while (fgets(line, sizeof line, f)) {
     unsigned long flags = 0;
     unsigned st = 0;
@@ -37,13 +35,15 @@ static int unix_at(const char *path, int *held) {
     if ((flags & 0x10000) && st == 1) listening++;
     else ++*held;
   }
-  fclose(f);
   return listening;
 }
 
 bool m0__unix_listening(const char *path) {
-  int held;
-  return unix_at(path, &held) != 0;
+  FILE *f = fopen("/proc/net/unix", "re");
+  if (!f) return true;
+  int held, n = unix_at(f, path, &held);
+  fclose(f);
+  return n > 0;
 }
 
 #if NNG_MAJOR_VERSION == 1 && NNG_MINOR_VERSION < 10
@@ -60,6 +60,11 @@ typedef struct {
   pthread_t thread;
   int wake; /* an eventfd: stop */
   atomic_bool stop;
+  /* /proc/net/unix, open for the thread's life: read again at each look
+   * (a descriptor opened and closed each second by this thread would take
+   * the numbers the loops' connections let go of, which ThreadSanitizer's
+   * descriptor model reports as races with their close). */
+  FILE *net;
 } ipc_runner;
 
 /* The process's watched listeners (ipc_watch.h, Design notes). */
@@ -80,13 +85,13 @@ static int ipc_listen_now(nng_socket s, const char *url, nng_listener *l) {
  * peers redial; nng unlinks its path) and made again at its URL, unless
  * another has bound the path by then (a next generation's: nng's listen
  * would connect to it to see, and close before the greeting). */
-static void watched_relisten(ipc_watched *w) {
+static void watched_relisten(ipc_watched *w, FILE *net) {
   struct stat st;
   nng_listener_close(w->l);
   int rv = lstat(w->url + strlen("ipc://"), &st) == 0 ? NNG_EADDRINUSE : ipc_listen_now(w->sock, w->url, &w->l);
   /* The connections the stopped one took and never passed on: nng 1.5.2
    * shuts them but never frees them, so they stay at the path. */
-  if (unix_at(w->url + strlen("ipc://"), &w->left) < 0) w->left = 0;
+  (void)unix_at(net, w->url + strlen("ipc://"), &w->left);
   w->since = 0;
   fprintf(stderr,
           "m0: the ipc listener at %s had stopped taking connections (nng 1.5.2 stops one for good when a peer "
@@ -120,7 +125,7 @@ static nng_stat *listener_stat(nng_stat *st, int id, const char *name) {
 /* Each listener looked at (under mu): one whose greeting failed once and
  * that holds more connections at its path than it has pipes for
  * M0__IPC_STUCK_MS is made again. */
-static void watch_look(void) {
+static void watch_look(FILE *net) {
   nng_stat *snap;
   if (watch.n == 0 || nng_stats_get(&snap) != 0) return;
   int64_t now = m0__now_ms();
@@ -129,7 +134,8 @@ static void watch_look(void) {
     int id = nng_listener_id(w->l), held;
     nng_stat *pipes = id > 0 ? listener_stat(snap, id, "pipes") : NULL;
     nng_stat *other = pipes ? listener_stat(snap, id, "other") : NULL;
-    if (!other || unix_at(w->url + strlen("ipc://"), &held) < 0) continue;
+    if (!other) continue;
+    (void)unix_at(net, w->url + strlen("ipc://"), &held);
     int extra = held - (int)nng_stat_value(pipes);
     if (extra < w->left) w->left = extra < 0 ? 0 : extra; /* those left went at last */
     /* Stopped only after a greeting failed (counted as "other"): a peer
@@ -139,7 +145,7 @@ static void watch_look(void) {
     else if (!w->since)
       w->since = now;
     else if (now - w->since >= M0__IPC_STUCK_MS)
-      watched_relisten(w);
+      watched_relisten(w, net);
   }
   nng_stats_free(snap);
 }
@@ -150,7 +156,7 @@ static void *watch_thread(void *arg) {
   while (!atomic_load(&r->stop)) {
     if (poll(&pf, 1, M0__IPC_LOOK_MS) < 0 && errno != EINTR) break;
     pthread_mutex_lock(&watch.mu);
-    watch_look();
+    watch_look(r->net);
     pthread_mutex_unlock(&watch.mu);
   }
   return NULL;
@@ -167,12 +173,11 @@ static ipc_runner *runner_start(void) {
   ipc_runner *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   atomic_init(&r->stop, false);
-  if ((r->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
-    free(r);
-    return NULL;
-  }
-  if (pthread_create(&r->thread, NULL, watch_thread, r) != 0) {
-    close(r->wake);
+  r->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  r->net = fopen("/proc/net/unix", "re"); /* none: nothing can be watched */
+  if (r->wake < 0 || !r->net || pthread_create(&r->thread, NULL, watch_thread, r) != 0) {
+    if (r->wake >= 0) close(r->wake);
+    if (r->net) fclose(r->net);
     free(r);
     return NULL;
   }
@@ -218,6 +223,7 @@ void m0__ipc_unwatch(nng_socket s) {
     runner_wake(done);
     pthread_join(done->thread, NULL);
     close(done->wake);
+    fclose(done->net);
     free(done);
   }
 }

@@ -978,7 +978,7 @@ def by_worker(port, n=8, method="POST", body=b"w"):
     finally:
         for c in conns:
             c.close()
-    return [tuple(o) for o in out]
+    return [tuple(o) for o in out if len(o) == 3]  # a connection that failed first leaves the rest unasked
 
 
 def both_workers_answered(port, pids, within=10):

@@ -18,6 +18,7 @@
 #include "base/num.h"
 #include "base/clock.h"
 #include "service/wire.h"
+#include "transport/links.h"
 
 /* A leg cut because a STREAM could not go on it is dialed again this much
  * later: its worker must have seen the old connection go first (a leg
@@ -104,7 +105,7 @@ static void leg_open(m0__relay *r, m0__relay_leg *l, int w) {
    * a STREAM cuts the leg (relay_reply_out). */
   nng_socket_set_int(l->sock, NNG_OPT_SENDBUF, RELAY_LEG_SENDBUF);
   nng_socket_set_ms(l->sock, NNG_OPT_SENDTIMEO, 100);
-  if (nng_dial(l->sock, r->doors[w], NULL, NNG_FLAG_NONBLOCK) != 0 ||
+  if (m0__link_dial(l->sock, r->doors[w], NNG_FLAG_NONBLOCK) != 0 ||
       nng_socket_get_int(l->sock, NNG_OPT_RECVFD, &l->fd) != 0) {
     m0__socket_close(l->sock);
     fprintf(stderr, "m0: actor %s: cannot dial worker %d's door %s\n", r->svc->name, w, r->doors[w]);

@@ -50,10 +50,14 @@ bool m0__unix_listening(const char *path) {
 
 typedef struct {
   nng_socket sock;
+  bool dialer;    /* a dialer (d), else a listener (l) */
   nng_listener l;
+  nng_dialer d;
   char url[M0__URL_MAX];
-  int64_t since; /* more connections held at its path than it has pipes (past `left`), since (0: not) */
-  int left;      /* connections a listener made again left open for good (a stopped one's, nng's leak) */
+  int64_t since;  /* stopped-looking since (0: not): a listener's more connections at its path than pipes (past
+                   * `left`), a dialer's no pipe and no try */
+  int left;       /* connections a listener made again left open for good (a stopped one's, nng's leak) */
+  uint64_t tries; /* a dialer's connections and failed tries, as last seen */
 } ipc_watched;
 
 typedef struct {
@@ -100,13 +104,14 @@ static void watched_relisten(ipc_watched *w, FILE *net) {
   if (rv != 0) w->l = (nng_listener)NNG_LISTENER_INITIALIZER; /* watched no more */
 }
 
-/* Listener id's statistic `name`, found by its "id" (nng 1.5.2's
- * nng_stat_find_listener returns the first listener's, whichever it is). */
-static nng_stat *listener_stat(nng_stat *st, int id, const char *name) {
+/* The statistic `name` of the listener or dialer (scope) id, found by its
+ * "id" (nng 1.5.2's nng_stat_find_listener and _dialer return the first
+ * one's, whichever it is). */
+static nng_stat *endpoint_stat(nng_stat *st, const char *scope, int id, const char *name) {
   for (; st; st = nng_stat_next(st)) {
     if (nng_stat_type(st) != NNG_STAT_SCOPE) continue;
     nng_stat *found = NULL;
-    if (strcmp(nng_stat_name(st), "listener") == 0) {
+    if (strcmp(nng_stat_name(st), scope) == 0) {
       nng_stat *c = nng_stat_child(st), *want = NULL;
       bool it = false;
       for (; c; c = nng_stat_next(c)) {
@@ -115,37 +120,81 @@ static nng_stat *listener_stat(nng_stat *st, int id, const char *name) {
       }
       found = it ? want : NULL;
     } else {
-      found = listener_stat(nng_stat_child(st), id, name);
+      found = endpoint_stat(nng_stat_child(st), scope, id, name);
     }
     if (found) return found;
   }
   return NULL;
 }
 
-/* Each listener looked at (under mu): one whose greeting failed once and
- * that holds more connections at its path than it has pipes for
- * M0__IPC_STUCK_MS is made again. */
+/* A listener looked at: one whose greeting failed once and that holds
+ * more connections at its path than it has pipes for M0__IPC_STUCK_MS is
+ * made again. */
+static void listener_look(ipc_watched *w, nng_stat *snap, FILE *net, int64_t now) {
+  int id = nng_listener_id(w->l), held;
+  nng_stat *pipes = id > 0 ? endpoint_stat(snap, "listener", id, "pipes") : NULL;
+  nng_stat *other = pipes ? endpoint_stat(snap, "listener", id, "other") : NULL;
+  if (!other) return;
+  (void)unix_at(net, w->url + strlen("ipc://"), &held);
+  int extra = held - (int)nng_stat_value(pipes);
+  if (extra < w->left) w->left = extra < 0 ? 0 : extra; /* those left went at last */
+  /* Stopped only after a greeting failed (counted as "other"): a peer
+   * still greeting, however slow, is no stop. */
+  if (extra <= w->left || nng_stat_value(other) == 0) w->since = 0;
+  else if (!w->since) w->since = now;
+  else if (now - w->since >= M0__IPC_STUCK_MS) watched_relisten(w, net);
+}
+
+/* A dialer's tries: its connections and each way one failed. */
+static uint64_t dialer_tries(nng_stat *snap, int id) {
+  static const char *const counted[] = {"connect", "refused", "disconnect", "canceled", "other",
+                                        "timeout", "proto",   "auth",       "oom",      "reject"};
+  uint64_t n = 0;
+  for (size_t i = 0; i < sizeof counted / sizeof *counted; i++) {
+    nng_stat *st = endpoint_stat(snap, "dialer", id, counted[i]);
+    if (st) n += nng_stat_value(st);
+  }
+  return n;
+}
+
+/* A dialer looked at: one with no pipe that has not tried for
+ * M0__IPC_STUCK_MS has stopped (a live one tries again within its
+ * reconnect time): closed (nothing of it is in flight) and dialed again.
+ * false when it is gone (its socket closed): no longer watched. */
+static bool dialer_look(ipc_watched *w, nng_stat *snap, int64_t now) {
+  int id = nng_dialer_id(w->d);
+  nng_stat *pipes = id > 0 ? endpoint_stat(snap, "dialer", id, "pipes") : NULL;
+  if (!pipes) return false;
+  uint64_t tries = dialer_tries(snap, id);
+  if (nng_stat_value(pipes) > 0 || tries != w->tries) {
+    w->tries = tries;
+    w->since = 0;
+  } else if (!w->since) {
+    w->since = now;
+  } else if (now - w->since >= M0__IPC_STUCK_MS) {
+    nng_dialer_close(w->d);
+    int rv = nng_dial(w->sock, w->url, &w->d, NNG_FLAG_NONBLOCK);
+    fprintf(stderr,
+            "m0: the ipc dialer to %s had stopped dialing (nng 1.5.2 stops one for good when its peer closes "
+            "during the greeting): %s\n",
+            w->url, rv == 0 ? "it dials again" : nng_strerror(rv));
+    w->since = 0;
+    w->tries = 0;
+    return rv == 0;
+  }
+  return true;
+}
+
+/* Each endpoint looked at (under mu); the dialers gone are let go. */
 static void watch_look(FILE *net) {
   nng_stat *snap;
   if (watch.n == 0 || nng_stats_get(&snap) != 0) return;
   int64_t now = m0__now_ms();
-  for (int i = 0; i < watch.n; i++) {
+  for (int i = 0; i < watch.n;) {
     ipc_watched *w = &watch.w[i];
-    int id = nng_listener_id(w->l), held;
-    nng_stat *pipes = id > 0 ? listener_stat(snap, id, "pipes") : NULL;
-    nng_stat *other = pipes ? listener_stat(snap, id, "other") : NULL;
-    if (!other) continue;
-    (void)unix_at(net, w->url + strlen("ipc://"), &held);
-    int extra = held - (int)nng_stat_value(pipes);
-    if (extra < w->left) w->left = extra < 0 ? 0 : extra; /* those left went at last */
-    /* Stopped only after a greeting failed (counted as "other"): a peer
-     * still greeting, however slow, is no stop. */
-    if (extra <= w->left || nng_stat_value(other) == 0)
-      w->since = 0;
-    else if (!w->since)
-      w->since = now;
-    else if (now - w->since >= M0__IPC_STUCK_MS)
-      watched_relisten(w, net);
+    if (!w->dialer) listener_look(w, snap, net, now);
+    if (w->dialer && !dialer_look(w, snap, now)) watch.w[i] = watch.w[--watch.n];
+    else i++;
   }
   nng_stats_free(snap);
 }
@@ -184,22 +233,40 @@ static ipc_runner *runner_start(void) {
   return r;
 }
 
-int m0__ipc_listen(nng_socket s, const char *url) {
-  nng_listener l;
-  int rv = ipc_listen_now(s, url, &l);
-  if (rv != 0) return rv;
-  pthread_mutex_lock(&watch.mu);
+/* Under mu: a place for one more endpoint, the thread started if none
+ * runs; NULL without memory (the endpoint is then not watched). */
+static ipc_watched *watch_add(nng_socket s, const char *url) {
   if (watch.n == watch.cap) {
     int cap = watch.cap ? 2 * watch.cap : 8;
     ipc_watched *more = realloc(watch.w, (size_t)cap * sizeof *more);
     if (more) watch.w = more, watch.cap = cap;
   }
-  if (watch.n < watch.cap && strlen(url) < M0__URL_MAX) { /* else unwatched: it listens all the same */
-    ipc_watched *w = &watch.w[watch.n++];
-    *w = (ipc_watched){.sock = s, .l = l};
-    snprintf(w->url, sizeof w->url, "%s", url);
-    if (!watch.run) watch.run = runner_start();
-  }
+  if (watch.n == watch.cap || strlen(url) >= M0__URL_MAX) return NULL;
+  if (!watch.run) watch.run = runner_start();
+  ipc_watched *w = &watch.w[watch.n++];
+  *w = (ipc_watched){.sock = s};
+  snprintf(w->url, sizeof w->url, "%s", url);
+  return w;
+}
+
+int m0__ipc_listen(nng_socket s, const char *url) {
+  nng_listener l;
+  int rv = ipc_listen_now(s, url, &l);
+  if (rv != 0) return rv;
+  pthread_mutex_lock(&watch.mu);
+  ipc_watched *w = watch_add(s, url);
+  if (w) w->l = l;
+  pthread_mutex_unlock(&watch.mu);
+  return 0;
+}
+
+int m0__ipc_dial(nng_socket s, const char *url, int flags) {
+  nng_dialer d;
+  int rv = nng_dial(s, url, &d, flags);
+  if (rv != 0) return rv;
+  pthread_mutex_lock(&watch.mu);
+  ipc_watched *w = watch_add(s, url);
+  if (w) w->dialer = true, w->d = d;
   pthread_mutex_unlock(&watch.mu);
   return 0;
 }
@@ -231,6 +298,8 @@ void m0__ipc_unwatch(nng_socket s) {
 #else /* nng 1.10 and later accept on after a peer gone during its greeting */
 
 int m0__ipc_listen(nng_socket s, const char *url) { return nng_listen(s, url, NULL, 0); }
+
+int m0__ipc_dial(nng_socket s, const char *url, int flags) { return nng_dial(s, url, NULL, flags); }
 
 void m0__ipc_unwatch(nng_socket s) { (void)s; }
 

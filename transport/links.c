@@ -100,6 +100,7 @@ static int links_config(nng_tls_config **out, nng_tls_mode mode, char *const pem
 }
 
 int m0__link_dial(nng_socket s, const char *url, int flags) {
+  if (m0__link_reach(url) == 1) return m0__ipc_dial(s, url, flags); /* watched: transport/ipc_watch.h */
   if (!m0__link_encrypted(url)) return nng_dial(s, url, NULL, flags);
   nng_url *u;
   int rv = nng_url_parse(&u, url);

@@ -1092,7 +1092,8 @@ def relayed():
         seen, bad = both_workers_answered(s.port, {a.pid}) if now else (set(), [])
         F.check(now and seen == {"0", "1"} and a.poll() is None,
                 f"--workers 2: a worker SIGKILLed and respawned ({victim} -> {now}) is relayed to the same "
-                f"instance again (workers {seen}; not: {bad[:4]}; instance {a.poll()})")
+                f"instance again (workers {seen}; not: {bad[:4]}; instance {a.poll()}; the host said: "
+                f"{s.stderr()[-2500:]})")
         F.check(s.stop() == 0, "--workers 2, echo external: SIGTERM -> exit 0")
         F.check(exit_of(a, 5) == 0,
                 f"--workers 2: the drain stops the external instance (STOP: it exits 0, {a.returncode})")

@@ -54,9 +54,8 @@ typedef struct {
   nng_listener l;
   nng_dialer d;
   char url[M0__URL_MAX];
-  int64_t since;  /* stopped-looking since (0: not): a listener's more connections at its path than pipes (past
-                   * `left`), a dialer's no pipe and no try */
-  int left;       /* connections a listener made again left open for good (a stopped one's, nng's leak) */
+  int64_t since;  /* stopped-looking since (0: not): a listener's more connections at its path than pipes, a
+                   * dialer's no pipe and no try */
   uint64_t tries; /* a dialer's connections and failed tries, as last seen */
 } ipc_watched;
 
@@ -89,13 +88,10 @@ static int ipc_listen_now(nng_socket s, const char *url, nng_listener *l) {
  * peers redial; nng unlinks its path) and made again at its URL, unless
  * another has bound the path by then (a next generation's: nng's listen
  * would connect to it to see, and close before the greeting). */
-static void watched_relisten(ipc_watched *w, FILE *net) {
+static void watched_relisten(ipc_watched *w) {
   struct stat st;
   nng_listener_close(w->l);
   int rv = lstat(w->url + strlen("ipc://"), &st) == 0 ? NNG_EADDRINUSE : ipc_listen_now(w->sock, w->url, &w->l);
-  /* The connections the stopped one took and never passed on: nng 1.5.2
-   * shuts them but never frees them, so they stay at the path. */
-  (void)unix_at(net, w->url + strlen("ipc://"), &w->left);
   w->since = 0;
   fprintf(stderr,
           "m0: the ipc listener at %s had stopped taking connections (nng 1.5.2 stops one for good when a peer "
@@ -136,13 +132,13 @@ static void listener_look(ipc_watched *w, nng_stat *snap, FILE *net, int64_t now
   nng_stat *other = pipes ? endpoint_stat(snap, "listener", id, "other") : NULL;
   if (!other) return;
   (void)unix_at(net, w->url + strlen("ipc://"), &held);
-  int extra = held - (int)nng_stat_value(pipes);
-  if (extra < w->left) w->left = extra < 0 ? 0 : extra; /* those left went at last */
   /* Stopped only after a greeting failed (counted as "other"): a peer
-   * still greeting, however slow, is no stop. */
-  if (extra <= w->left || nng_stat_value(other) == 0) w->since = 0;
+   * still greeting, however slow, is no stop. A listener made again starts
+   * at 0, so the connections the stopped one took and kept (nng 1.5.2 shuts
+   * them but never frees them) are not taken for a new stop. */
+  if (held <= (int)nng_stat_value(pipes) || nng_stat_value(other) == 0) w->since = 0;
   else if (!w->since) w->since = now;
-  else if (now - w->since >= M0__IPC_STUCK_MS) watched_relisten(w, net);
+  else if (now - w->since >= M0__IPC_STUCK_MS) watched_relisten(w);
 }
 
 /* A dialer's tries: its connections and each way one failed. */

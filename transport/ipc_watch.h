@@ -23,8 +23,9 @@
  *   M0__IPC_STUCK_MS at every look, it has stopped: it is closed (nng
  *   closes the pipes it made: their peers redial) and made again at the
  *   same URL, in one line on stderr. The connections the stopped one took
- *   stay open (nng 1.5.2 shuts them but never frees them): counted as left
- *   over (`left`), and no longer once they go.
+ *   stay open (nng 1.5.2 shuts them but never frees them); the listener
+ *   made again has no failed greeting yet, so they are not taken for its
+ *   stop.
  * - A dialer meets the same fault from the other side (its peer's process
  *   killed as the dialer greets it: a relay's leg to a worker respawned,
  *   one time in 40 under ThreadSanitizer): it stops redialing. A live

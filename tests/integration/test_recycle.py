@@ -109,7 +109,7 @@ def recycle():
         F.check(done and not cl.bad, f"{label}: {RECYCLES} recycles under load (got "
                                      f"{err.count(') recycled;')}), {cl.total()} requests")
         F.check(not cl.bad, f"{label}: no request lost or refused: {len(cl.bad)} of {cl.total() + len(cl.bad)} "
-                            f"were not a whole 200 ({cl.bad[:5]})")
+                            f"were not a whole 200 ({cl.bad[:5]}; the host said:\n{err[-3000:]})")
         F.check(s.proc.poll() is None, f"{label}: the supervisor serves on (rc {s.proc.poll()}):\n{err}")
 
         # Per worker index, in order: `serving (pid P)`, `recycles after D`,

@@ -32,6 +32,7 @@
 #define ACCEPT_STUCK_MS 2
 
 static void accept_on_listen(uv_poll_t *p, int status, int events);
+static void accept_on_plain(uv_poll_t *p, int status, int events);
 
 /* One hand-off arrived. Never below zero: a wrapped count would make this
  * loop look infinitely loaded, and no sibling would hand it anything again. */
@@ -46,15 +47,18 @@ void m0__accept_poll(m0__loop *l, bool on) {
   l->polling = on;
   if (on) uv_poll_start(&l->listener, UV_READABLE, accept_on_listen);
   else uv_poll_stop(&l->listener);
+  if (l->plain_fd < 0) return;
+  if (on) uv_poll_start(&l->plain_listener, UV_READABLE, accept_on_plain);
+  else uv_poll_stop(&l->plain_listener);
 }
 
-/* Takes a connection: ours from now on. */
-static void accept_adopt(m0__loop *l, int fd) {
+/* Takes a connection: ours from now on (plain: the plain listener's). */
+static void accept_adopt(m0__loop *l, int fd, bool plain) {
   if (l->finished) {
     close(fd); /* came after the drain's grace, which the loop waited for it (m0__loop_maybe_finish) */
     return;
   }
-  if (m0__http_adopt(&l->http, fd) == 0) atomic_fetch_add(&m0__loop_line_at(l, l->index)->open, 1);
+  if (m0__http_adopt(&l->http, fd, plain) == 0) atomic_fetch_add(&m0__loop_line_at(l, l->index)->open, 1);
   if (l->http.nconns >= l->ctx.capacity) m0__accept_poll(l, false);
   m0__loop_maybe_finish(l); /* draining: that was the hand-off it waited for (or it could not be taken) */
 }
@@ -99,9 +103,11 @@ static int accept_hand(m0__loop *l, int i, int fd) {
   return M0__ETRANSPORT;
 }
 
-static void accept_on_listen(uv_poll_t *p, int status, int events) {
-  m0__loop *l = p->data;
-  if (status < 0 || l->stopping) return;
+/* A batch of lfd's connections. The plain listener's (plain) are never
+ * handed to a sibling: a redirect or a scrape is not worth a hop, and a
+ * hand-off carries no word of which listener it came from. */
+static void accept_batch(m0__loop *l, int lfd, bool plain) {
+  if (l->stopping) return;
   /* Told by its coordinator, before STOP was sent, that the drain begins: a
    * connection that came after that is not taken, even when the listener's
    * wake is handled in this pass before the mailbox's (it stays in the
@@ -118,7 +124,7 @@ static void accept_on_listen(uv_poll_t *p, int status, int events) {
       m0__accept_poll(l, false); /* the rest wait in the backlog */
       return;
     }
-    int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       /* Out of descriptors the listener stays readable: polled on, the loop
        * spun and wrote this line a million times a second. It waits instead
@@ -133,7 +139,7 @@ static void accept_on_listen(uv_poll_t *p, int status, int events) {
       return; /* EAGAIN: another loop won it, or the backlog is empty */
     }
     l->fd_starved = false;
-    if (l->share) {
+    if (l->share && !plain) {
       int to = accept_pick(l, now);
       if (to != l->index && accept_hand(l, to, fd) == 0) {
         l->handed++;
@@ -142,8 +148,18 @@ static void accept_on_listen(uv_poll_t *p, int status, int events) {
         continue;
       }
     }
-    accept_adopt(l, fd);
+    accept_adopt(l, fd, plain);
   }
+}
+
+static void accept_on_listen(uv_poll_t *p, int status, int events) {
+  (void)events;
+  if (status == 0) accept_batch(p->data, ((m0__loop *)p->data)->listen_fd, false);
+}
+
+static void accept_on_plain(uv_poll_t *p, int status, int events) {
+  (void)events;
+  if (status == 0) accept_batch(p->data, ((m0__loop *)p->data)->plain_fd, true);
 }
 
 /* A hand-off this loop cannot have been sent: named and counted
@@ -164,7 +180,7 @@ void m0__accept_on_handoff(m0__loop *l, const m0__msg *m) {
   }
   accept_pending_done(l);
   l->adopted++;
-  accept_adopt(l, fd);
+  accept_adopt(l, fd, false);
 }
 
 /* Prefork: connections a sibling process handed us. */
@@ -179,7 +195,7 @@ void m0__accept_on_handin(uv_poll_t *p, int status, int events) {
     }
     accept_pending_done(l);
     l->adopted++;
-    accept_adopt(l, fd);
+    accept_adopt(l, fd, false);
   }
 }
 

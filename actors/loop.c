@@ -74,13 +74,14 @@ static void loop_go(m0__loop *l) {
   l->http.history_from = l->first_id + 1;
   l->http.ids = &l->page->head->event_id;
   int rv = uv_poll_init(&l->uv, &l->listener, l->listen_fd);
+  if (rv == 0 && l->plain_fd >= 0) rv = uv_poll_init(&l->uv, &l->plain_listener, l->plain_fd);
   if (rv != 0) {
     char why[160];
     snprintf(why, sizeof why, "loop.%d cannot listen: %s", l->index, uv_strerror(rv));
     m0__tell(&l->self, &l->coord, M0__K_DIED, why, strlen(why));
     return;
   }
-  l->listener.data = l;
+  l->listener.data = l->plain_listener.data = l;
   /* A sibling's hand-off may come after this loop's drain closed the
    * listener (it chose this loop just before): still checked, and taken. */
   l->listen_family = m0__handoff_family(l->listen_fd);
@@ -95,16 +96,23 @@ static void loop_go(m0__loop *l) {
 /* The descriptor goes only once the poll handle is closed. */
 static void loop_on_listener_closed(uv_handle_t *h) {
   m0__loop *l = h->data;
-  close(l->listen_fd);
-  l->listen_fd = -1;
+  int *fd = h == (uv_handle_t *)&l->plain_listener ? &l->plain_fd : &l->listen_fd;
+  close(*fd);
+  *fd = -1;
+}
+
+static void loop_close_listeners(m0__loop *l) {
+  if (!l->listening) return;
+  uv_close((uv_handle_t *)&l->listener, loop_on_listener_closed);
+  if (l->plain_fd >= 0) uv_close((uv_handle_t *)&l->plain_listener, loop_on_listener_closed);
+  l->listening = false;
 }
 
 static void loop_stop(m0__loop *l) {
   if (l->stopping) return;
   l->stopping = true;
   atomic_store(&m0__loop_line_at(l, l->index)->leaving, 1);
-  if (l->listening) uv_close((uv_handle_t *)&l->listener, loop_on_listener_closed);
-  l->listening = false;
+  loop_close_listeners(l);
   loop_order(l, true); /* every frame that came goes before the goodbye */
   /* A drain because the next generation serves (its number is on the page
    * now) answers the requests pipelined behind one being answered too
@@ -421,7 +429,7 @@ static void loop_run(m0__handle *h) {
   }
 out:
   if (uv_ready) {
-    if (l->listening) uv_close((uv_handle_t *)&l->listener, loop_on_listener_closed);
+    loop_close_listeners(l);
     m0__asks_close(l);
     uv_walk(&l->uv, loop_close_left, NULL);
     uv_run(&l->uv, UV_RUN_NOWAIT);
@@ -435,6 +443,7 @@ out:
   /* STOP to the pool threads: their queue is empty by now. */
   for (int j = 0; l->pool && j < l->npool; j++) m0__send(&l->self, &l->pool[j], M0__K_STOP, 0, 0, NULL, 0);
   if (l->listen_fd >= 0) close(l->listen_fd);
+  if (l->plain_fd >= 0) close(l->plain_fd);
 }
 
 /* After the join (runtime/handle.h on why not before). */
@@ -486,6 +495,7 @@ int m0__loop_init(m0__loop *l, const m0__loop_config *cfg, m0__exits *exits) {
   l->page = cfg->page;
   l->generation = cfg->generation;
   l->listen_fd = cfg->listen_fd;
+  l->plain_fd = cfg->plain_fd;
   l->coord_id = cfg->coord_id;
   l->coord_url = cfg->coord_url;
   l->handoff = cfg->handoff;

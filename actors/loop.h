@@ -32,6 +32,7 @@ typedef struct m0__loop_config {
   m0__page *page;
   uint64_t generation; /* its process's (host/reload.h) */
   int listen_fd;       /* the loop owns it from m0__loop_init */
+  int plain_fd;        /* the plain listener beside HTTPS, or -1: the loop owns it too */
   uint32_t coord_id;   /* who it reports to: the coordinator of its process */
   const char *coord_url;
   const int *handoff;  /* prefork: [2*loops] datagram sockets (recv, send) */

@@ -38,6 +38,7 @@ struct m0__loop {
   uint64_t generation; /* its process's (host/reload.h) */
   int listen_fd; /* the loop owns it from start */
   int listen_family; /* its SO_DOMAIN, kept past its close (m0__handoff_check) */
+  int plain_fd;      /* the plain listener beside HTTPS (--plain-port), or -1: owned as listen_fd */
   uint32_t coord_id;    /* who it reports to: the coordinator of its process */
   const char *coord_url;
   const int *handoff;   /* prefork: [2*loops] datagram sockets (recv, send) */
@@ -62,6 +63,7 @@ struct m0__loop {
   /* the loop's own */
   uv_loop_t uv;
   uv_poll_t listener;
+  uv_poll_t plain_listener; /* polled with listener when plain_fd >= 0 */
   uv_poll_t mail;
   uv_poll_t handin; /* prefork: connections handed in by SCM_RIGHTS */
   uv_check_t pass_begin;

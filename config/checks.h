@@ -26,6 +26,7 @@
   X(pool_routes, "pool-routes")                       \
   X(trusted_proxies, "trusted-proxies")               \
   X(certificates, "certificates")                     \
+  X(plain_port, "plain-port")                         \
   X(io, "io")                                         \
   X(descriptors, "descriptors")
 

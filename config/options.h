@@ -19,6 +19,8 @@
     "PEM certificate chain, leaf first: the listener speaks HTTPS (several: commas, chosen by SNI)") \
   X(keyfile, "keyfile", "M0_KEYFILE", STR, "", 0, 0,                                              \
     "PEM private key of each --certfile, in the same order")                                     \
+  X(plain_port, "plain-port", "M0_PLAIN_PORT", INT, "-1", -1, 65535,                              \
+    "with --certfile, a plain HTTP listener too: the metrics path, and 308 to HTTPS (-1 = none)") \
   X(http2, "http2", "M0_HTTP2", BOOL, "0", 0, 1,                                                  \
     "HTTP/2: ALPN h2 over HTTPS and the cleartext preface (prior knowledge); no WebSocket over it") \
   X(workers, "workers", "M0_WORKERS", INT, "1", -1000000, 1000000, "worker processes")           \

@@ -225,6 +225,7 @@ static int coord_start_loops(coord *c, const m0_ctx *base) {
                         .swept = m0__observer_swept, .host = &pr->decl}; /* the observer's (host/observer.h) */
   coord_loop_settings(&lc, cfg, pr->loops);
   lc.http.tls = pr->tls;
+  lc.http.https_port = pr->port; /* where the plain listener's redirects go */
   lc.http.http2 = M0__CFG(cfg, http2) != 0;
   for (int i = 0; i < p->here; i++) {
     int idx = p->first + i;
@@ -232,8 +233,10 @@ static int coord_start_loops(coord *c, const m0_ctx *base) {
     lc.index = lc.ctx.worker = idx;
     lc.pool_threads = &c->pools[i * c->npool];
     lc.listen_fd = i == 0 ? pr->listen_fd : fcntl(pr->listen_fd, F_DUPFD_CLOEXEC, 0);
+    lc.plain_fd = i == 0 || pr->plain_fd < 0 ? pr->plain_fd : fcntl(pr->plain_fd, F_DUPFD_CLOEXEC, 0);
     if (m0__loop_init(l, &lc, &pr->exits) != 0) {
       if (i > 0 && lc.listen_fd >= 0) close(lc.listen_fd);
+      if (i > 0 && lc.plain_fd >= 0) close(lc.plain_fd);
       m0__say_cannot("cannot make loop %d's inbox", idx);
       return M0__ENOMEM;
     }

@@ -93,6 +93,9 @@ void m0__process_banner(m0__process *p, int first, int here) {
   char host[64];
   m0__listen_host(p->listen_fd, M0__CFGS(p->cfg, host), host, sizeof host); /* a handed-over one's own */
   const char *scheme = M0__CFGS(p->cfg, certfile)[0] ? "https" : "http";
+  if (p->plain_fd >= 0) /* before the line a starter waits for */
+    fprintf(stderr, "m0: %s plain HTTP on http://%s:%d (the metrics path; 308 to https for the rest)\n", p->app->name,
+            host, p->plain_port);
   if (p->mode == M0__MODE_PREFORK)
     fprintf(stderr,
             "m0: %s listening on %s://%s:%d (prefork, %d workers, %d pool threads per loop, pid %d, generation "

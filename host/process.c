@@ -1,6 +1,7 @@
 #include "host/process.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <stdarg.h>
@@ -40,7 +41,7 @@ void m0__process_describe(m0__process *p, const m0_app *app, const m0_config *cf
   p->mode = M0__CFG(cfg, workers) > 1 ? M0__MODE_PREFORK : threads > 1 ? M0__MODE_THREADS : M0__MODE_SINGLE;
   p->loops = p->mode == M0__MODE_PREFORK ? (int)M0__CFG(cfg, workers) : threads;
   p->pool = M0__CFG(cfg, blocking_threads) > 0 ? (int)M0__CFG(cfg, blocking_threads) : 0;
-  p->inherit_listen = p->inherit_page = p->inherit_app_page = -1;
+  p->inherit_listen = p->inherit_plain = p->inherit_page = p->inherit_app_page = -1;
   p->stop_fd = -1;
   p->children = p->mode == M0__MODE_PREFORK;
   p->reload.generation = 1;
@@ -72,10 +73,36 @@ static int process_sockets(m0__process *p) {
   return 0;
 }
 
-/* The listener (made, or inherited) and the stop: the embedder's pipe or
+/* The plain listener beside HTTPS: systemd's second, the one a supervisor
+ * or a predecessor passed (M0__PLAIN_FD: inherited as --port's is, so a
+ * changed --plain-port takes a restart), else bound when --plain-port asks.
+ * One passed to a generation whose configuration has none is closed. */
+static int process_plain(m0__process *p, char *err, size_t errlen) {
+  const char *v = getenv("M0__PLAIN_FD");
+  int passed = v && atoi(v) >= 3 ? atoi(v) : -1;
+  unsetenv("M0__PLAIN_FD"); /* ours, or nobody's: it goes no further than this process */
+  long want = M0__CFG(p->cfg, plain_port);
+  if (passed >= 0 && (want < 0 || p->inherit_plain >= 0)) close(passed);
+  else if (passed >= 0) p->inherit_plain = passed;
+  if (p->inherit_plain >= 0) {
+    fcntl(p->inherit_plain, F_SETFD, FD_CLOEXEC);
+    p->plain_fd = p->inherit_plain;
+    p->plain_port = m0__listen_port(p->plain_fd);
+  } else if (want >= 0 && !p->inherit_dir) { /* a worker serves its supervisor's, or none */
+    p->plain_fd = m0__listen(M0__CFGS(p->cfg, host), (int)want, 4096, &p->plain_port, err, errlen);
+    if (p->plain_fd < 0) return M0__EBIND;
+  }
+  return 0;
+}
+
+/* The listeners (made, or inherited) and the stop: the embedder's pipe or
  * the signals. */
 static int process_listen(m0__process *p) {
   char err[1024];
+  if (process_plain(p, err, sizeof err) != 0) {
+    m0__say_cannot("%s (--plain-port)", err);
+    return M0__EBIND;
+  }
   if (p->inherit_listen >= 0) {
     p->listen_fd = p->inherit_listen;
     p->port = m0__listen_port(p->listen_fd);
@@ -148,7 +175,7 @@ static int process_page(m0__process *p) {
 int m0__process_setup(m0__process *p) {
   const m0_config *cfg = p->cfg;
   char err[1024];
-  p->listen_fd = -1;
+  p->listen_fd = p->plain_fd = -1;
   p->sigfd = -1;
   p->exits.fd = -1;
   /* libuv makes a process-wide signal pipe at the first uv_loop_init and

@@ -45,6 +45,7 @@ typedef struct m0__process {
   int pool;                 /* handler threads behind each loop */
   const char *inherit_dir;  /* a worker's run directory, else NULL (made) */
   int inherit_listen;       /* a worker's or systemd's listener, else -1 (bound) */
+  int inherit_plain;        /* systemd's second listener (the plain one), else -1 (M0__PLAIN_FD, or bound) */
   int inherit_page, inherit_app_page; /* a worker's pages, else -1 (made) */
   int stop_fd;              /* embedded: a byte here stops it; -1: SIGTERM/SIGINT */
   bool children;            /* the supervisor: SIGCHLD wakes its wait too */
@@ -69,6 +70,7 @@ typedef struct m0__process {
   char inproc_ns[48]; /* this host's inproc namespace, m0-<pid>.<host> (transport/topology.h) */
   m0__tracer *trace;
   int listen_fd, port;
+  int plain_fd, plain_port; /* the plain listener beside HTTPS (--plain-port), or -1 */
   int sigfd;
   m0__exits exits;
   bool page_made, topo_made;

@@ -278,10 +278,11 @@ void m0__reload_notify(m0__process *p, const char *state) {
 /* Spawns path with reload_argv, this environment (host/spawn.h's filter)
  * and extra: exactly the descriptors in inherit (those >= 0) are inherited
  * at their numbers, no signal blocked, the host's handled ones at default. */
+#define RELOAD_FDS 9 /* a next generation's six, and a rollback's three (host/rollback.h) */
 static int spawn_inheriting(pid_t *pid, const char *path, const int *inherit, int n, char *const *extra) {
-  m0__spawn_fd fds[8]; /* a next generation's five, and a rollback's three (host/rollback.h) */
-  for (int j = 0; j < n && j < 8; j++) fds[j] = (m0__spawn_fd){inherit[j], inherit[j]};
-  m0__spawn_spec spec = {.path = path, .argv = reload_argv, .extra = extra, .fds = fds, .nfds = n < 8 ? n : 8,
+  m0__spawn_fd fds[RELOAD_FDS];
+  for (int j = 0; j < n && j < RELOAD_FDS; j++) fds[j] = (m0__spawn_fd){inherit[j], inherit[j]};
+  m0__spawn_spec spec = {.path = path, .argv = reload_argv, .extra = extra, .fds = fds, .nfds = n < RELOAD_FDS ? n : RELOAD_FDS,
                          .reset_signals = true};
   return m0__spawn(&spec, pid);
 }
@@ -302,10 +303,12 @@ static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pi
   /* The ticket secret goes on, so sessions resume across the reload (config/certs.h). */
   char tickets[M0__CERTS_TICKETS_ENV];
   m0__certs_tickets_env(p->tls, tickets); /* "": none (host/spawn.h skips it) */
-  char *extra[] = {up, dirv, exev, tickets, keep.env[0], keep.env[1], keep.env[2], NULL};
-  int inherit[8] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd};
-  for (int j = 0; j < keep.nfds; j++) inherit[5 + j] = keep.fds[j];
-  int rv = spawn_inheriting(pid, path, inherit, 5 + keep.nfds, extra);
+  char plain[32] = ""; /* the plain listener beside HTTPS, inherited as the listener is */
+  if (p->plain_fd >= 0) snprintf(plain, sizeof plain, "M0__PLAIN_FD=%d", p->plain_fd);
+  char *extra[] = {up, dirv, exev, tickets, plain, keep.env[0], keep.env[1], keep.env[2], NULL};
+  int inherit[RELOAD_FDS] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd, p->plain_fd};
+  for (int j = 0; j < keep.nfds; j++) inherit[6 + j] = keep.fds[j];
+  int rv = spawn_inheriting(pid, path, inherit, 6 + keep.nfds, extra);
   explicit_bzero(tickets, sizeof tickets);
   m0__rollback_passed(&keep);
   return rv;

@@ -105,17 +105,25 @@ static int serve_top(const m0_app *app, const m0_producer *producer, m0_config *
   /* Access-log lines leave one at a time, not at exit. */
   if (M0__CFG(cfg, access_log)) setvbuf(stdout, NULL, _IOLBF, 0);
   char sd_err[512];
-  int sd_fd = m0__sd_listen_fd(sd_err, sizeof sd_err); /* socket activation, instead of binding */
+  int sd_plain;
+  int sd_fd = m0__sd_listen_fd(&sd_plain, sd_err, sizeof sd_err); /* socket activation, instead of binding */
+  if (sd_fd >= 0 && sd_plain >= 0 && !M0__CFGS(cfg, certfile)[0]) {
+    snprintf(sd_err, sizeof sd_err, "socket activation hands over two listeners, and the second is the plain one "
+                                    "beside HTTPS, but there is no --certfile (give the .socket unit one "
+                                    "ListenStream=, or set --certfile)");
+    sd_fd = M0__ECONFIG;
+  }
   if (sd_fd == M0__ECONFIG) {
     fprintf(stderr, "m0: %s\n", sd_err);
     return 78;
   }
   if (!getenv("M0__UPGRADE") && !getenv("M0__CHAN") && m0__reload_pidfile_write(M0__CFGS(cfg, pid_file)) != 0)
     return 73; /* EX_CANTCREAT: generation 1 writes it; the pid stays (host/master.h) */
-  if (M0__CFG(cfg, workers) > 1) return m0__exit_code(m0__supervise(app, producer, cfg, argv, sd_fd));
+  if (M0__CFG(cfg, workers) > 1) return m0__exit_code(m0__supervise(app, producer, cfg, argv, sd_fd, sd_plain));
   m0__proc p = {.producer = producer};
   m0__process_describe(&p.proc, app, cfg);
   p.proc.inherit_listen = sd_fd;
+  p.proc.inherit_plain = sd_plain;
   p.here = p.proc.loops;
   if (m0__reload_inherit(&p.proc) < 0) return 1;
   m0__title_set(app->name, "gen %llu", (unsigned long long)p.proc.reload.generation);

@@ -145,13 +145,16 @@ static int sup_spawn(sup *s, int i) {
    * (config/certs.h; "" where they do not apply: host/spawn.h skips it). */
   m0__certs_pass cp;
   int certs_fd = m0__certs_pass_make(s->cfg, s->proc.tls, &cp);
-  char *extra[] = {fds, idx, dirv, supv, cookie, gen, cp.fd, cp.tickets, topo_fd >= 0 ? topo : NULL, NULL};
+  char plain[32] = ""; /* the plain listener beside HTTPS ("": none; host/spawn.h skips it) */
+  if (s->proc.plain_fd >= 0) snprintf(plain, sizeof plain, "M0__PLAIN_FD=%d", s->proc.plain_fd);
+  char *extra[] = {fds, idx, dirv, supv, cookie, gen, cp.fd, cp.tickets, plain, topo_fd >= 0 ? topo : NULL, NULL};
   /* Exactly these are inherited, at their numbers (M0__FDS says them). */
-  m0__spawn_fd *inherit = calloc((size_t)(5 + 2 * s->n), sizeof *inherit);
+  m0__spawn_fd *inherit = calloc((size_t)(6 + 2 * s->n), sizeof *inherit);
   if (!inherit) return M0__ENOMEM;
   int ni = 0;
   inherit[ni++] = (m0__spawn_fd){topo_fd, topo_fd}; /* < 0: skipped */
   inherit[ni++] = (m0__spawn_fd){certs_fd, certs_fd};
+  inherit[ni++] = (m0__spawn_fd){s->proc.plain_fd, s->proc.plain_fd}; /* < 0: skipped */
   int own[3] = {s->proc.listen_fd, s->proc.page.fd, s->proc.page.app_fd};
   for (int j = 0; j < 3; j++) inherit[ni++] = (m0__spawn_fd){own[j], own[j]};
   for (int j = 0; j < 2 * s->n; j++) inherit[ni++] = (m0__spawn_fd){s->handoff[j], s->handoff[j]};
@@ -553,11 +556,12 @@ static int sup_serve(sup *s, const m0_producer *producer) {
 }
 
 int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_config *cfg, char **argv,
-                  int listen_fd) {
+                  int listen_fd, int plain_fd) {
   sup *s = calloc(1, sizeof *s);
   if (!s) return M0__ENOMEM;
   m0__process_describe(&s->proc, app, cfg);
   s->proc.inherit_listen = listen_fd; /* systemd's, or -1: bound */
+  s->proc.inherit_plain = plain_fd;
   if (m0__reload_inherit(&s->proc) < 0) { /* a next generation's listener, page and run directory */
     free(s);
     return M0__EINVALID;
@@ -583,6 +587,7 @@ int m0__supervise(const m0_app *app, const m0_producer *producer, const m0_confi
   bool clean = m0__top_close(&s->top, &prod, 1);
   m0__top_end(&s->top, clean, rc); /* not clean (the producer inside its step): exits here */
   if (s->proc.listen_fd >= 0) close(s->proc.listen_fd);
+  if (s->proc.plain_fd >= 0) close(s->proc.plain_fd);
   for (int k = 0; s->handoff && k < 2 * s->n; k++)
     if (s->handoff[k] >= 0) close(s->handoff[k]);
   free(s->w);

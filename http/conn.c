@@ -97,7 +97,7 @@ void m0__conn_close(m0__conn *c) {
   if (c->next) c->next->prev = c->prev;
   if (c->writer) h->ops->writer_gone(h, c); /* its writer stops here, and says so to the application */
   m0__conn_write_close(c); /* a file piece may be waiting for the socket */
-  h->io->close(c);
+  c->io_ops->close(c);
 }
 
 /* The last response is written: close now, or linger after an error so the
@@ -110,7 +110,7 @@ void m0__conn_finish(m0__conn *c) {
   }
   c->phase = PHASE_LINGER;
   c->deadline = uv_now(c->h->uv) + CONN_LINGER_MS;
-  if (c->h->io->shutdown(c) != 0) m0__conn_close(c);
+  if (c->io_ops->shutdown(c) != 0) m0__conn_close(c);
 }
 
 /* ---- requests -------------------------------------------------------- */
@@ -212,7 +212,7 @@ static bool conn_next(m0__conn *c) {
   if (m0__conn_queued(c) > CONN_OUT_HIGH || (c->writing && c->q[1 - c->qi].nrefs == M0__OUT_REFS)) {
     /* The client is not reading its answers: stop reading its requests. */
     c->paused = true;
-    h->io->read_stop(c);
+    c->io_ops->read_stop(c);
     c->deadline = uv_now(h->uv) + h->body_timeout_ms;
     return false;
   }
@@ -265,7 +265,7 @@ static void conn_process(m0__conn *c, char *buf, size_t len) {
 void m0__conn_unpause(m0__conn *c) {
   c->paused = false;
   conn_process(c, c->in, c->in_len);
-  if (!c->closing && !c->paused && !c->close_after && !c->waiting && c->h->io->read_start(c) != 0) m0__conn_close(c);
+  if (!c->closing && !c->paused && !c->close_after && !c->waiting && c->io_ops->read_start(c) != 0) m0__conn_close(c);
 }
 
 /* ---- reading --------------------------------------------------------- */
@@ -386,6 +386,7 @@ int m0__http_init(m0__http *h, uv_loop_t *uv, const m0__http_config *cfg, const 
   h->latency = cfg->latency;
   h->figures = cfg->figures;
   h->http2 = cfg->http2;
+  h->https_port = cfg->https_port;
   h->rbuf = malloc(M0__RBUF_SIZE);
   memset(&h->scratch, 0, sizeof h->scratch);
   memset(&h->spans, 0, sizeof h->spans);
@@ -415,7 +416,7 @@ static void conn_peer(m0__conn *c) {
   socklen_t len = sizeof ss;
   c->peer[0] = 0;
   c->peer_port = 0;
-  int fd = c->h->io->fd(c);
+  int fd = c->io_ops->fd(c);
   if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &len) != 0) return;
   if (ss.ss_family == AF_INET) {
     const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
@@ -431,19 +432,21 @@ static void conn_peer(m0__conn *c) {
   }
 }
 
-int m0__http_adopt(m0__http *h, int fd) {
+int m0__http_adopt(m0__http *h, int fd, bool plain) {
   m0__conn *c = calloc(1, sizeof *c);
   if (!c) {
     close(fd);
     return M0__ENOMEM;
   }
   c->h = h;
-  int rv = h->io->open(c, fd); /* the descriptor is the transport's from here */
-  if (rv == 0) rv = h->io->read_start(c);
+  c->plain = plain;
+  c->io_ops = plain ? &m0__io_uv_ops : h->io;
+  int rv = c->io_ops->open(c, fd); /* the descriptor is the transport's from here */
+  if (rv == 0) rv = c->io_ops->read_start(c);
   if (rv != 0) {
     c->closing = true;
     h->nconns++; /* m0__conn_closed counts it out again */
-    h->io->close(c);
+    c->io_ops->close(c);
     return M0__ETRANSPORT; /* the socket could not be opened or read */
   }
   conn_peer(c);
@@ -478,7 +481,7 @@ void m0__conn_answered(m0__conn *c, bool ok) {
     c->deadline = uv_now(h->uv) + h->body_timeout_ms;
   } else if (!c->close_after) {
     conn_process(c, c->in, c->in_len); /* requests that came while it waited */
-    if (!c->closing && !c->close_after && !c->waiting && !c->paused && h->io->read_start(c) != 0) m0__conn_close(c);
+    if (!c->closing && !c->close_after && !c->waiting && !c->paused && c->io_ops->read_start(c) != 0) m0__conn_close(c);
   }
   m0__conn_flush(c);
 }
@@ -510,7 +513,7 @@ void m0__http_abort(m0__http *h, m0__conn *c) {
  * is stuck: closed, like nginx's send_timeout. One with nothing queued is
  * waiting on its writer, not stuck. */
 static bool conn_stuck_writer(m0__conn *c, uint64_t now) {
-  size_t left = c->writing ? c->h->io->queued(c) + m0__conn_queued(c) : 0;
+  size_t left = c->writing ? c->io_ops->queued(c) + m0__conn_queued(c) : 0;
   if (left == 0 || left != c->last_write) {
     c->last_write = left;
     c->deadline = now + c->h->body_timeout_ms;
@@ -544,7 +547,7 @@ void m0__http_sweep(m0__http *h) {
 }
 
 void m0__conn_keepalive(m0__conn *c) {
-  int fd = c->h->io->fd(c), on = 1, idle = 60;
+  int fd = c->io_ops->fd(c), on = 1, idle = 60;
   if (fd < 0) return;
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
@@ -553,8 +556,8 @@ void m0__conn_keepalive(m0__conn *c) {
 /* Whether bytes the loop has not read yet wait in the kernel for c: the
  * client's next request is already on its way. */
 static bool conn_input_waits(m0__conn *c) {
-  if (c->h->io->input_waits) return c->h->io->input_waits(c);
-  int fd = c->h->io->fd(c), n = 0;
+  if (c->io_ops->input_waits) return c->io_ops->input_waits(c);
+  int fd = c->io_ops->fd(c), n = 0;
   return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 

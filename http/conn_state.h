@@ -27,6 +27,8 @@ typedef struct m0__wpoll {
 struct m0__conn {
   m0__io_slot io; /* first: the transport's state (http/io.h); libuv's handle address is the connection's */
   m0__http *h;
+  const struct m0__io_ops *io_ops; /* its transport: h->io, or libuv's for one on the plain listener */
+  bool plain; /* came on the plain listener beside HTTPS: only the metrics path is served (http/plain.c) */
   m0__conn *next, *prev;
   m0__parser p;
   char *in; /* only what a partial request needs; NULL most of the time */

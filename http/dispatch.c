@@ -181,9 +181,8 @@ static bool dispatch_answer(m0__conn *c, m0_request *req, m0_response *res) {
   if (m0__path_dot_segment(req->path)) {
     res->close = true; /* a refusal, as the parser's are */
     m0__respond_status(res, 400, NULL);
-  } else if (h->metrics_len && req->path.n == h->metrics_len && !memcmp(req->path.p, h->metrics_path, h->metrics_len)) {
-    h->ops->metrics(h, res);
-  } else if (!(h->app->before_request && h->app->before_request(h->state, req, res))) {
+  } else if (!m0__http_host_answer(c, req, res) &&
+             !(h->app->before_request && h->app->before_request(h->state, req, res))) {
     return dispatch_app(c, req, res);
   }
   return false;
@@ -196,7 +195,7 @@ static void conn_wait(m0__conn *c, bool last) {
   c->waiting = true;
   c->close_on_complete = last;
   c->phase = PHASE_WAIT;
-  c->h->io->read_stop(c);
+  c->io_ops->read_stop(c);
 }
 
 /* A request answered here: counted, logged, and what follows it. */

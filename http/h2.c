@@ -68,6 +68,7 @@
 #include "base/buf.h"
 #include "base/errors.h"
 #include "http/accesslog.h"
+#include "http/conn.h"
 #include "http/conn_state.h"
 #include "http/h2_state.h"
 #include "http/query.h"
@@ -227,9 +228,8 @@ static bool h2_answer(m0__h2_stream *st, m0_request *req, m0_response *res) {
   if (st->too_big) m0__respond_status(res, 413, NULL);
   else if (!req->method.n || !req->path.n || req->path.p[0] != '/' || m0__path_dot_segment(req->path))
     m0__respond_status(res, 400, NULL);
-  else if (h->metrics_len && req->path.n == h->metrics_len && !memcmp(req->path.p, h->metrics_path, h->metrics_len))
-    h->ops->metrics(h, res);
-  else if (!(h->app->before_request && h->app->before_request(h->state, req, res)))
+  else if (!m0__http_host_answer(st->c, req, res) &&
+           !(h->app->before_request && h->app->before_request(h->state, req, res)))
     away = h2_app(st, req, res);
   if (away || res->deferred) return true;
   if (!res->done) m0__respond_status(res, 500, NULL); /* a writer, a WebSocket: not over HTTP/2 */
@@ -242,7 +242,7 @@ static bool h2_answer(m0__h2_stream *st, m0_request *req, m0_response *res) {
  * scratch, over TLS the transport's ciphertext too (a copy, until the socket takes it). */
 bool m0__h2_full(m0__conn *c) {
   size_t n = m0__conn_queued(c) + m0__outq_bytes(&c->h->scratch);
-  return c->h->io->plain ? n > H2_OUT_HIGH : n + c->h->io->queued(c) > H2_OUT_HIGH_TLS;
+  return c->io_ops->plain ? n > H2_OUT_HIGH : n + c->io_ops->queued(c) > H2_OUT_HIGH_TLS;
 }
 
 /* DATA from the answer's queue past its head: memory, or a file piece. */
@@ -562,7 +562,7 @@ bool m0__h2_preface(m0__conn *c, char *buf, size_t n) {
 }
 
 bool m0__h2_begin(m0__conn *c, char *buf, size_t n) {
-  if (c->h->io != &m0__io_tls_ops) return m0__h2_preface(c, buf, n); /* cleartext: prior knowledge */
+  if (c->io_ops != &m0__io_tls_ops) return m0__h2_preface(c, buf, n); /* cleartext: prior knowledge */
   if (strcmp(m0__io_tls_alpn(c), "h2") != 0) return false;
   if (h2_start(c) != 0) {
     m0__conn_close(c);

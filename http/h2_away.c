@@ -17,6 +17,8 @@ static m0__conn *h2_proxy_new(m0__h2_stream *st) {
   if (!px) return NULL;
   px->c.h = st->c->h;
   px->c.h2_proxy = true;
+  px->c.io_ops = st->c->io_ops;
+  px->c.plain = st->c->plain;
   px->c.writing = true; /* its target is its own queue, which nothing writes */
   memcpy(px->c.peer, st->c->peer, sizeof px->c.peer);
   px->st = st;

@@ -177,6 +177,8 @@ int m0__h2_stream_begin(void *ctx, const char *channel, bool has_last, uint64_t 
   if (!px) return M0__ENOMEM;
   px->c.h = h;
   px->c.h2_sse = true;
+  px->c.io_ops = st->c->io_ops;
+  px->c.plain = st->c->plain;
   px->c.writing = true; /* its queues are taken by h2s_read, never written */
   memcpy(px->c.peer, st->c->peer, sizeof px->c.peer);
   px->st = st;

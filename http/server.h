@@ -104,6 +104,7 @@ typedef struct m0__http_config {
   struct m0__loop_figures *figures; /* the loop's figures on the shared page (WebSocket counts), or NULL */
   int io; /* the connections' transport asked for (http/io.h: m0__io_mode; 0 = libuv) */
   struct m0__tls_ctx *tls; /* HTTPS: every connection through this context (http/tls_io.h), or NULL */
+  int https_port; /* with tls: the HTTPS listener's port, which the plain listener redirects to (http/plain.c) */
   bool http2; /* --http2: a connection that starts with HTTP/2's preface is served as HTTP/2 (http/h2.h) */
 } m0__http_config;
 
@@ -132,6 +133,7 @@ typedef struct m0__http {
   m0__proxies proxies;
   const char *metrics_path; /* NULL: none */
   size_t metrics_len;
+  int https_port; /* m0__http_config's */
   m0__date date;
   m0__conn *conns; /* every open connection, for the sweep and the drain */
   int nconns;

@@ -199,7 +199,7 @@ void m0__stream_forget(m0__conn *c) {
  * not tried: p[*took, n) is the caller's to queue, in order), or
  * M0__ECLOSED when the socket failed (c is closed). */
 static int stream_write_now(m0__conn *c, const void *p, size_t n, size_t *took) {
-  const m0__io_ops *io = c->h->io;
+  const m0__io_ops *io = c->io_ops;
   *took = 0;
   if (c->writing || !io->try_write || m0__outq_bytes(&c->h->scratch)) return 0;
   uv_buf_t b = {.base = (char *)p, .len = n};

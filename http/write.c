@@ -94,7 +94,7 @@ static void wpoll_on_close(uv_handle_t *h) {
 static int conn_wait_writable(m0__conn *c) {
   if (!c->wp) {
     int fd = -1;
-    if ((fd = c->h->io->fd(c)) < 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return M0__ESYSTEM;
+    if ((fd = c->io_ops->fd(c)) < 0 || (fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return M0__ESYSTEM;
     m0__wpoll *wp = calloc(1, sizeof *wp);
     if (!wp || uv_poll_init(c->h->uv, &wp->poll, fd) != 0) {
       int rv = wp ? M0__ESYSTEM : M0__ENOMEM;
@@ -131,7 +131,7 @@ static int conn_pump_read(m0__conn *c, int fd, uint64_t off, size_t left) {
   do r = pread(fd, buf, n, (off_t)off);
   while (r < 0 && errno == EINTR);
   uv_buf_t b = uv_buf_init(buf, r > 0 ? (unsigned)r : 0);
-  int rv = r > 0 ? c->h->io->write(c, &b, 1) : M0__ESYSTEM;
+  int rv = r > 0 ? c->io_ops->write(c, &b, 1) : M0__ESYSTEM;
   free(buf);
   return rv;
 }
@@ -143,7 +143,7 @@ static void conn_pump(m0__conn *c) {
     uv_buf_t iov[2 * M0__OUT_REFS + 1];
     int n = m0__outq_iov(q, c->qskip, iov);
     if (n > 0) {
-      if (c->h->io->write(c, iov, (unsigned)n) != 0) conn_written(c, -1);
+      if (c->io_ops->write(c, iov, (unsigned)n) != 0) conn_written(c, -1);
       return;
     }
     int fd, sock;
@@ -153,11 +153,11 @@ static void conn_pump(m0__conn *c) {
       conn_written(c, 0);
       return;
     }
-    if (!c->h->io->plain) { /* TLS: the piece read into memory */
+    if (!c->io_ops->plain) { /* TLS: the piece read into memory */
       if (conn_pump_read(c, fd, off, left) != 0) conn_written(c, -1);
       return;
     }
-    if ((sock = c->h->io->fd(c)) < 0) {
+    if ((sock = c->io_ops->fd(c)) < 0) {
       conn_written(c, -1);
       return;
     }
@@ -228,7 +228,7 @@ static void conn_send(m0__conn *c, m0__outq *s) {
   }
   uv_buf_t iov[2 * M0__OUT_REFS + 1];
   int n = m0__outq_iov(s, 0, iov); /* up to a file piece: conn_pump sends that */
-  const m0__io_ops *io = c->h->io;
+  const m0__io_ops *io = c->io_ops;
   int w = n && io->try_write ? io->try_write(c, iov, (unsigned)n) : 0;
   if (w < 0) {
     m0__outq_clear(s);

@@ -51,7 +51,22 @@ static const char *sd_not_listener(int fd) {
   return NULL;
 }
 
-int m0__sd_listen_fd(char *err, size_t errlen) {
+/* Descriptor fd as a listener: it, or M0__ECONFIG with err saying what it is. */
+static int sd_listener(int fd, char *err, size_t errlen) {
+  const char *what = sd_not_listener(fd);
+  if (what) {
+    snprintf(err, errlen, "socket activation: descriptor %d is %s, where m0 serves a listening TCP "
+                          "socket (give the .socket unit a ListenStream= with a port or address:port)", fd, what);
+    return M0__ECONFIG;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return fd;
+}
+
+int m0__sd_listen_fd(int *plain, char *err, size_t errlen) {
+  *plain = -1;
   const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
   if (!pid || !fds || atol(pid) != (long)getpid()) return M0__ENOTFOUND; /* not for this process */
   char *end;
@@ -62,21 +77,14 @@ int m0__sd_listen_fd(char *err, size_t errlen) {
     return M0__ECONFIG;
   }
   if (n == 0) return M0__ENOTFOUND;
-  if (n > 1) {
-    snprintf(err, errlen, "socket activation hands over %ld descriptors (LISTEN_FDS=%s), but m0 serves one "
-                          "listener, descriptor 3 (give the .socket unit one ListenStream=)", n, fds);
+  if (n > 2) {
+    snprintf(err, errlen, "socket activation hands over %ld descriptors (LISTEN_FDS=%s), but m0 serves at most "
+                          "two listeners, descriptors 3 and 4 (give the .socket unit one ListenStream=, or two: "
+                          "HTTPS's, then the plain one beside it)", n, fds);
     return M0__ECONFIG;
   }
-  int fd = 3; /* SD_LISTEN_FDS_START */
-  const char *what = sd_not_listener(fd);
-  if (what) {
-    snprintf(err, errlen, "socket activation: descriptor 3 is %s, where m0 serves a listening TCP "
-                          "socket (give the .socket unit a ListenStream= with a port or address:port)", what);
-    return M0__ECONFIG;
-  }
-  int fl = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  int fd = sd_listener(3, err, errlen); /* SD_LISTEN_FDS_START */
+  if (fd >= 0 && n == 2 && (*plain = sd_listener(4, err, errlen)) < 0) return M0__ECONFIG;
   return fd;
 }
 

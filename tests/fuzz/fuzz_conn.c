@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   m0__http_config cfg = fz_config();
   m0__http_init(&h, &loop, &cfg, &fz_ops, NULL);
   /* libuv takes an AF_UNIX stream as a tcp handle's descriptor fine. */
-  if (m0__http_adopt(&h, sv[0]) != 0) {
+  if (m0__http_adopt(&h, sv[0], false) != 0) {
     close(sv[1]);
     uv_loop_close(&loop);
     m0__http_fini(&h);

@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   m0__http_config cfg = fz_config();
   cfg.http2 = true;
   m0__http_init(&h, &loop, &cfg, &fz_ops, NULL);
-  if (!k.out || m0__http_adopt(&h, sv[0]) != 0) {
+  if (!k.out || m0__http_adopt(&h, sv[0], false) != 0) {
     free(k.out);
     close(sv[1]);
     uv_loop_close(&loop);

@@ -186,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   m0__http_init(&h, &loop, &cfg, &fz_ops, NULL);
   fz_client c = {.ssl = SSL_new(fz.client), .cin = BIO_new(BIO_s_mem()), .cout = BIO_new(BIO_s_mem()),
                  .fd = sv[1], .plain = malloc(FZ_OUT), .wire = malloc(FZ_OUT)};
-  if (!c.ssl || !c.cin || !c.cout || !c.plain || !c.wire || m0__http_adopt(&h, sv[0]) != 0) abort();
+  if (!c.ssl || !c.cin || !c.cout || !c.plain || !c.wire || m0__http_adopt(&h, sv[0], false) != 0) abort();
   SSL_set_bio(c.ssl, c.cin, c.cout);
   SSL_set_connect_state(c.ssl);
   fz_session(&h, &loop, &c, data, size);

@@ -535,7 +535,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          .heartbeat_ms = 1, .history_max = 4, .history_bytes_max = 1024,
                          .ws_max_message = FZ_MAX_MESSAGE};
   m0__http_init(&f->h, &loop, &cfg, &fz_ops, NULL);
-  if (m0__http_adopt(&f->h, sv[0]) == 0) {
+  if (m0__http_adopt(&f->h, sv[0], false) == 0) {
     fz_in in = {data, size, 0};
     f->hs = fz_byte(&in);
     fz_handshake(f, f->hs);

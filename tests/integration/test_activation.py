@@ -13,8 +13,9 @@ host_check started through /bin/sh so that LISTEN_PID can be its own pid:
   descriptor 3 (also under --workers 2): served there, and the listening line
   names that address and port (before, it named --host's 127.0.0.1).
 - Refused, exit 78 and one `m0:` line naming what is wrong, nothing served:
-  LISTEN_FDS=2 (two listeners handed over: m0 serves one; before, the second
-  was silently ignored), LISTEN_FDS=abc, and descriptor 3 a regular file (was:
+  LISTEN_FDS=2 without --certfile (the second listener is the plain one
+  beside HTTPS: test_plain_listener.py serves it; before, the second was
+  silently ignored), LISTEN_FDS=3, LISTEN_FDS=abc, and descriptor 3 a regular file (was:
   a listening line with port -1, then exit 1 "loop.0 cannot listen"), a UDP
   socket (was: "listening" on the UDP port, exit 0, nothing ever served), a
   TCP socket that was never made to listen (was: served on a port the kernel
@@ -181,11 +182,12 @@ def refused():
     unix = socket.socket(socket.AF_UNIX)
     unix.bind(os.path.join(d, "s"))
     unix.listen(1)
-    l1, l2 = tcp_listener(), tcp_listener()
+    l1, l2, l3 = tcp_listener(), tcp_listener(), tcp_listener()
     cases = [
-        ("LISTEN_FDS=2", [l1, l2], {"listen_fds": "2"}, "socket activation hands over 2 descriptors (LISTEN_FDS=2)"),
+        ("LISTEN_FDS=2", [l1, l2], {"listen_fds": "2"}, "the second is the plain one beside HTTPS, but there is no --certfile"),
         ("LISTEN_FDS=2 --workers 2", [l1, l2], {"listen_fds": "2", "args": ["--workers", "2"]},
-         "socket activation hands over 2 descriptors (LISTEN_FDS=2)"),
+         "the second is the plain one beside HTTPS, but there is no --certfile"),
+        ("LISTEN_FDS=3", [l1, l2, l3], {"listen_fds": "3"}, "socket activation hands over 3 descriptors (LISTEN_FDS=3)"),
         ("LISTEN_FDS=abc", [l1], {"listen_fds": "abc"}, "LISTEN_FDS=abc is not a count of descriptors"),
         ("descriptor 3 a regular file", [regular], {}, "descriptor 3 is a regular file"),
         ("descriptor 3 a UDP socket", [udp], {}, "descriptor 3 is a datagram (UDP) socket"),
@@ -207,7 +209,7 @@ def refused():
             F.check("listening on" not in err, f"{label}: nothing served")
             a.kill()
     finally:
-        for s in (regular, udp, unbound, unix, l1, l2):
+        for s in (regular, udp, unbound, unix, l1, l2, l3):
             s.close()
         for n in os.listdir(d):
             os.unlink(os.path.join(d, n))

@@ -274,13 +274,15 @@ static void test_checks_counts_and_modes(void **st) {
   static const char *const order[] = {"workers-count", "workers-vs-application", "threads-count", "workers-vs-threads",
                                       "threads-vs-application", "blocking-threads-count", "environment", "topology",
                                       "actors", "run-dir", "application", "trace", "supervision",
-                                      "pool-routes", "trusted-proxies", "certificates", "io", "descriptors"};
+                                      "pool-routes", "trusted-proxies", "certificates", "plain-port", "io", "descriptors"};
   for (int i = 0; i < M0__CHECK_COUNT; i++) {
     assert_string_equal(ch[i].name, order[i]);
     assert_true(ch[i].ok);
     assert_string_equal(ch[i].fix, "");
   }
   refused(CHECKS(&app_routes, ch, "--workers", "0"), ch, M0__C_workers_count, "workers is 0 (flag)", "from 1 to 4096");
+  refused(CHECKS(&app_routes, ch, "--plain-port", "0"), ch, M0__C_plain_port,
+          "--plain-port / M0_PLAIN_PORT is 0 but there is no --certfile", "set --certfile");
   refused(CHECKS(&app_routes, ch, "--io", "kqueue"), ch, M0__C_io, "--io kqueue is not a transport", "epoll, uring or auto");
   refused(CHECKS(&app_routes, ch, "--trusted-proxies", "10.0.0.0/8,proxy.example"), ch, M0__C_trusted_proxies,
           "--trusted-proxies: \"proxy.example\" is not an address", "comma-separated");

@@ -255,10 +255,12 @@ static void test_sd_notify(void **st) {
 
 /* Runs m0__sd_listen_fd with descriptor 3 replaced by `fd` (-1: closed) and
  * the variables given (pid NULL: this process's). Returns its result. */
-static int activated(int fd, const char *pid, const char *fds, char *err, size_t n) {
-  int saved = fcntl(3, F_DUPFD_CLOEXEC, 10); /* whatever 3 is now, put back after */
+static int activated_two(int fd, int fd4, const char *pid, const char *fds, char *err, size_t n, int *plain) {
+  int saved = fcntl(3, F_DUPFD_CLOEXEC, 10), saved4 = fcntl(4, F_DUPFD_CLOEXEC, 10); /* put back after */
   if (fd >= 0) assert_int_equal(dup2(fd, 3), 3);
   else close(3);
+  if (fd4 >= 0) assert_int_equal(dup2(fd4, 4), 4);
+  else close(4);
   char me[24];
   snprintf(me, sizeof me, "%d", (int)getpid());
   if (pid) setenv("LISTEN_PID", pid, 1);
@@ -266,18 +268,34 @@ static int activated(int fd, const char *pid, const char *fds, char *err, size_t
   if (fds) setenv("LISTEN_FDS", fds, 1);
   else unsetenv("LISTEN_FDS");
   err[0] = 0;
-  int rv = m0__sd_listen_fd(err, n);
+  int rv = m0__sd_listen_fd(plain, err, n);
   if (rv == 3) {
     assert_true(fcntl(3, F_GETFL) & O_NONBLOCK);
     assert_true(fcntl(3, F_GETFD) & FD_CLOEXEC);
   }
+  if (*plain == 4) {
+    assert_true(fcntl(4, F_GETFL) & O_NONBLOCK);
+    assert_true(fcntl(4, F_GETFD) & FD_CLOEXEC);
+  }
   unsetenv("LISTEN_PID");
   unsetenv("LISTEN_FDS");
   close(3);
+  close(4);
   if (saved >= 0) {
     dup2(saved, 3);
     close(saved);
   }
+  if (saved4 >= 0) {
+    dup2(saved4, 4);
+    close(saved4);
+  }
+  return rv;
+}
+
+static int activated(int fd, const char *pid, const char *fds, char *err, size_t n) {
+  int plain;
+  int rv = activated_two(fd, -1, pid, fds, err, n, &plain);
+  assert_int_equal(plain, -1);
   return rv;
 }
 
@@ -289,15 +307,26 @@ static void test_sd_listen_fd(void **st) {
   assert_int_equal(listen(l, 4), 0);
   unsetenv("LISTEN_PID");
   unsetenv("LISTEN_FDS");
-  assert_int_equal(m0__sd_listen_fd(err, sizeof err), M0__ENOTFOUND); /* not activated */
+  int plain;
+  assert_int_equal(m0__sd_listen_fd(&plain, err, sizeof err), M0__ENOTFOUND); /* not activated */
   assert_int_equal(activated(l, NULL, "1", err, sizeof err), 3);
   assert_int_equal(activated(l, "1", "1", err, sizeof err), M0__ENOTFOUND);     /* another process's */
   assert_int_equal(activated(l, "x", "1", err, sizeof err), M0__ENOTFOUND);
   assert_int_equal(activated(l, NULL, NULL, err, sizeof err), M0__ENOTFOUND);   /* LISTEN_PID alone */
   assert_int_equal(activated(l, NULL, "0", err, sizeof err), M0__ENOTFOUND);    /* nothing handed over */
-  assert_int_equal(activated(l, NULL, "2", err, sizeof err), M0__ECONFIG);
-  assert_string_equal(err, "socket activation hands over 2 descriptors (LISTEN_FDS=2), but m0 serves one listener, "
-                           "descriptor 3 (give the .socket unit one ListenStream=)");
+  /* two: the second is the plain listener beside HTTPS */
+  assert_int_equal(activated_two(l, l, NULL, "2", err, sizeof err, &plain), 3);
+  assert_int_equal(plain, 4);
+  int pp[2];
+  assert_int_equal(pipe(pp), 0);
+  assert_int_equal(activated_two(l, pp[0], NULL, "2", err, sizeof err, &plain), M0__ECONFIG);
+  assert_contains(err, "socket activation: descriptor 4 is a pipe, where m0 serves a listening TCP socket");
+  close(pp[0]);
+  close(pp[1]);
+  assert_int_equal(activated(l, NULL, "3", err, sizeof err), M0__ECONFIG);
+  assert_string_equal(err, "socket activation hands over 3 descriptors (LISTEN_FDS=3), but m0 serves at most two "
+                           "listeners, descriptors 3 and 4 (give the .socket unit one ListenStream=, or two: "
+                           "HTTPS's, then the plain one beside it)");
   const char *not_counts[] = {"abc", "", "-1", "1x"};
   for (size_t i = 0; i < sizeof not_counts / sizeof *not_counts; i++) {
     assert_int_equal(activated(l, NULL, not_counts[i], err, sizeof err), M0__ECONFIG);

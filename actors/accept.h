@@ -6,6 +6,9 @@
  *   descriptor and the loop calls accept4 itself, so an accepted socket is a
  *   plain descriptor it may keep or hand to a sibling. Past max-connections
  *   the loop stops polling the listener: new connections wait in the backlog.
+ *   The plain listener beside HTTPS (--plain-port), when there is one, is
+ *   polled, stopped and closed with it; its connections are adopted by the
+ *   loop that accepted them, never handed on (m0__http_adopt's plain).
  * - Accept sharing: the winner of an accept hands the connection to the
  *   least-loaded sibling (open + pending on the shared page; ties stay; a
  *   rotating start; a sibling leaving or stuck in one pass > 2 ms is skipped).

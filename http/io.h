@@ -7,9 +7,10 @@
  * --io asks (making it a filter over either table is the way to io_uring).
  *
  * Design notes (the contract)
- * - Everything runs on the connection's loop. A loop's connections all use
- *   the table chosen at m0__io_init (h->io); each connection's transport
- *   state is its m0__conn's io slot (http/conn_state.h).
+ * - Everything runs on the connection's loop. A connection uses the table
+ *   chosen at m0__io_init (h->io), or libuv's when it came on the plain
+ *   listener beside HTTPS; it keeps which in c->io_ops, and its transport
+ *   state in its m0__conn's io slot (http/conn_state.h).
  * - open takes the descriptor whatever it returns; after a failed open or
  *   read_start the caller still calls close, and on_closed follows.
  * - Reading: between read_start and read_stop the transport calls

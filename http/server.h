@@ -113,7 +113,7 @@ typedef struct m0__http {
   const m0__http_ops *ops; /* never NULL (an empty table when none was given) */
   const m0__response_ops *res_ops; /* what its views' answers may do here (http/dispatch.c) */
   const struct m0__stream_ws_ops *ws_ops; /* http/websocket.c's, for http/stream.c (m0__ws_stream_ops) */
-  const struct m0__io_ops *io; /* the connections' transport (http/io.h) */
+  const struct m0__io_ops *io; /* the listener's connections' transport (http/io.h; the plain one's: libuv's) */
   void *io_ctx;                 /* its per-loop state (the ring), or NULL */
   void *owner;             /* the loop, for its ops */
   const m0_app *app;

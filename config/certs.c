@@ -43,6 +43,7 @@
 
 #define CERTS_FAIL(c, ...) ((c)->ok = false, snprintf((c)->detail, sizeof (c)->detail, __VA_ARGS__))
 #define CERTS_FIX(c, ...) snprintf((c)->fix, sizeof (c)->fix, __VA_ARGS__)
+#define CERTS_OK(c, ...) ((c)->ok = true, snprintf((c)->detail, sizeof (c)->detail, __VA_ARGS__))
 
 static const char certs_where[] = "or point --certfile / M0_CERTFILE (and --keyfile / M0_KEYFILE) at the right files";
 
@@ -339,6 +340,24 @@ void m0__certs_check(const m0_config *cfg, m0__check *c) {
     snprintf(c->detail, sizeof c->detail, "HTTPS (TLS 1.2, 1.3) with %s, read once here (workers are handed these "
              "bytes; a SIGHUP reads the files again); no kernel TLS: files (m0_respond_file) are read and "
              "encrypted by the loop, not sendfile'd", said);
+}
+
+/* --plain-port: a plain HTTP listener beside HTTPS (http/plain.c). */
+void m0__plain_port_check(const m0_config *cfg, m0__check *c) {
+  long plain = M0__CFG(cfg, plain_port), port = M0__CFG(cfg, port);
+  if (plain < 0) {
+    CERTS_OK(c, "no --plain-port: one listener, --port's");
+  } else if (!M0__CFGS(cfg, certfile)[0]) {
+    CERTS_FAIL(c, "--plain-port / M0_PLAIN_PORT is %ld but there is no --certfile: --port speaks plain HTTP already",
+               plain);
+    CERTS_FIX(c, "set --certfile (HTTPS on --port, plain HTTP on --plain-port), or unset --plain-port");
+  } else if (plain && plain == port) {
+    CERTS_FAIL(c, "--plain-port and --port are both %ld", plain);
+    CERTS_FIX(c, "give the plain listener a port of its own (80 beside 443, as nginx's two listen lines)");
+  } else {
+    CERTS_OK(c, "plain HTTP on port %ld beside HTTPS: the metrics path is served there, every other request is "
+                "sent to HTTPS with 308", plain);
+  }
 }
 
 /* The ticket secret: the one handed on by a supervisor or a predecessor

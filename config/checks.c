@@ -9,11 +9,9 @@
 #include "transport/links.h"
 #include "transport/topology.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <nng/nng.h>
-#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -570,27 +568,9 @@ static void check_descriptors(const m0_config *cfg, const m0_app *app, m0__check
               want + 64, w > 1 ? "workers or handler threads" : "handler threads");
 }
 
-/* The HTTPS listener's certificates: config/certs.c. */
+/* The HTTPS listener's certificates, and the plain listener beside it: config/certs.c. */
 static void check_certificates(const m0_config *cfg, const m0_app *app, m0__check *c) { m0__certs_check(cfg, c); }
-
-/* --plain-port: a plain HTTP listener beside HTTPS (http/plain.c). */
-static void check_plain_port(const m0_config *cfg, const m0_app *app, m0__check *c) {
-  (void)app;
-  long plain = M0__CFG(cfg, plain_port), port = M0__CFG(cfg, port);
-  if (plain < 0) {
-    CHECK_OK(c, "no --plain-port: one listener, --port's");
-  } else if (!M0__CFGS(cfg, certfile)[0]) {
-    CHECK_FAIL(c, "--plain-port / M0_PLAIN_PORT is %ld but there is no --certfile: --port speaks plain HTTP already",
-               plain);
-    CHECK_FIX(c, "set --certfile (HTTPS on --port, plain HTTP on --plain-port), or unset --plain-port");
-  } else if (plain && plain == port) {
-    CHECK_FAIL(c, "--plain-port and --port are both %ld", plain);
-    CHECK_FIX(c, "give the plain listener a port of its own (80 beside 443, as nginx's two listen lines)");
-  } else {
-    CHECK_OK(c, "plain HTTP on port %ld beside HTTPS: the metrics path is served there, every other request is "
-                "sent to HTTPS with 308", plain);
-  }
-}
+static void check_plain_port(const m0_config *cfg, const m0_app *app, m0__check *c) { m0__plain_port_check(cfg, c); }
 
 static void check_io(const m0_config *cfg, const m0_app *app, m0__check *c) { /* --io: which transport (http/io.c) */
   c->ok = m0__io_check(M0__CFGS(cfg, io), c->detail, sizeof c->detail, c->fix, sizeof c->fix);

@@ -66,5 +66,8 @@ int m0__app_max_threads(const m0_app *app);
  * days. Each file is read once, here: what passed is kept in cfg->certs_fd
  * (config/certs.h) for the loops and the workers. */
 void m0__certs_check(const m0_config *cfg, m0__check *c);
+/* The check plain-port (config/certs.c): passes with no --plain-port; else
+ * it needs --certfile and a port other than --port's. */
+void m0__plain_port_check(const m0_config *cfg, m0__check *c);
 
 #endif

@@ -105,11 +105,8 @@ int m0__reload_inherit(m0__process *p) {
   }
   /* Ours now; none of them goes further than this process (a worker is
    * handed exactly what it needs: host/supervisor.c). */
-  cloexec(lfd);
-  cloexec(pfd);
-  cloexec(afd);
-  cloexec(rfd);
-  cloexec(chan);
+  int taken[] = {lfd, pfd, afd, rfd, chan};
+  for (size_t k = 0; k < sizeof taken / sizeof *taken; k++) cloexec(taken[k]);
   p->reload.chan_fd = chan;
   p->inherit_listen = lfd;
   p->inherit_page = pfd;
@@ -282,8 +279,8 @@ void m0__reload_notify(m0__process *p, const char *state) {
 static int spawn_inheriting(pid_t *pid, const char *path, const int *inherit, int n, char *const *extra) {
   m0__spawn_fd fds[RELOAD_FDS];
   for (int j = 0; j < n && j < RELOAD_FDS; j++) fds[j] = (m0__spawn_fd){inherit[j], inherit[j]};
-  m0__spawn_spec spec = {.path = path, .argv = reload_argv, .extra = extra, .fds = fds, .nfds = n < RELOAD_FDS ? n : RELOAD_FDS,
-                         .reset_signals = true};
+  m0__spawn_spec spec = {.path = path, .argv = reload_argv, .extra = extra, .fds = fds, .reset_signals = true};
+  spec.nfds = n < RELOAD_FDS ? n : RELOAD_FDS;
   return m0__spawn(&spec, pid);
 }
 
@@ -303,7 +300,7 @@ static int reload_spawn(m0__process *p, const char *path, int ready_w, pid_t *pi
   /* The ticket secret goes on, so sessions resume across the reload (config/certs.h). */
   char tickets[M0__CERTS_TICKETS_ENV];
   m0__certs_tickets_env(p->tls, tickets); /* "": none (host/spawn.h skips it) */
-  char plain[32] = ""; /* the plain listener beside HTTPS, inherited as the listener is */
+  char plain[32] = ""; /* the plain listener beside HTTPS, inherited as the listener is ("": none) */
   if (p->plain_fd >= 0) snprintf(plain, sizeof plain, "M0__PLAIN_FD=%d", p->plain_fd);
   char *extra[] = {up, dirv, exev, tickets, plain, keep.env[0], keep.env[1], keep.env[2], NULL};
   int inherit[RELOAD_FDS] = {p->listen_fd, p->page.fd, p->page.app_fd, ready_w, p->reload.chan_fd, p->plain_fd};

@@ -535,6 +535,7 @@ void m0__http_sweep(m0__http *h) {
       continue;
     }
     if (c->h2 && !c->closing && m0__h2_tick(c, now)) continue; /* HTTP/2: held DATA; GOAWAY when idle */
+    if (c->phase == PHASE_IDLE && !c->writing && c->io_ops->rest) c->io_ops->rest(c);
     if (now < c->deadline || c->waiting) continue;
     if ((c->phase == PHASE_HEAD || c->phase == PHASE_BODY) && !c->writing && !c->paused) {
       h->stats.timeouts++;

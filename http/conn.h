@@ -20,10 +20,6 @@ void m0__http_fini(m0__http *h);
  * m0__http_plain_answer). Returns 0, or M0__ENOMEM / M0__ETRANSPORT after
  * which the descriptor is closed. */
 int m0__http_adopt(m0__http *h, int fd, bool plain);
-/* The host's answers before the application's (http/plain.c): the metrics
- * path, and on a connection of the plain listener a 308 to HTTPS for every
- * other request. true when res is answered. */
-bool m0__http_host_answer(m0__conn *c, const m0_request *req, m0_response *res);
 /* The answer to a deferred request: whole response bytes (copied). The
  * connection may have closed meanwhile; its memory waited for this call. */
 /* fd >= 0: then flen bytes of that file from off (m0_respond_file on a pool

@@ -25,6 +25,7 @@
 #include "http/conn.h"
 #include "http/conn_state.h"
 #include "http/h2.h"
+#include "http/plain.h"
 #include "http/query.h"
 #include "http/route_stream.h"
 #include "http/stream.h"

@@ -73,6 +73,10 @@ typedef struct m0__io_ops {
    * drain keeps such a connection for its next request); NULL: the
    * kernel's count (FIONREAD on fd). */
   bool (*input_waits)(const m0__conn *c);
+  /* The connection waits for its next request (the sweep says so, at most
+   * a second into the wait): memory the transport makes again when bytes
+   * come may go. NULL: none held. */
+  void (*rest)(m0__conn *c);
 } m0__io_ops;
 
 /* The io_uring state of one connection: lives in its io slot. */

@@ -12,7 +12,8 @@
  *   left out when it is 443. A request with no Host (HTTP/1.0) has nowhere
  *   to be sent: 400.
  */
-#include "http/conn.h"
+#include "http/plain.h"
+
 #include "http/conn_state.h"
 #include "http/response.h"
 

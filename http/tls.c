@@ -223,7 +223,6 @@ static SSL_CTX *tls_ctx_one(m0__tls_ctx *x, const m0__tls_pem *p, char *why, siz
   SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(c, 1);
-  SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_app_data(c, x);
   if (SSL_CTX_set_cipher_list(c, TLS_CIPHERS_12) != 1 ||
       SSL_CTX_set_session_id_context(c, (const unsigned char *)"m0", 2) != 1 ||
@@ -355,6 +354,11 @@ m0__tls *m0__tls_new(m0__tls_ctx *x) {
   SSL_set_bio(t->ssl, t->rbio, t->wbio);
   SSL_set_accept_state(t->ssl);
   return t;
+}
+
+void m0__tls_rest(m0__tls *t) {
+  int freed = SSL_free_buffers(t->ssl); /* 0: a record is part read, its buffer stays */
+  (void)freed;
 }
 
 void m0__tls_free(m0__tls *t) {

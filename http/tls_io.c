@@ -287,6 +287,10 @@ static size_t tls_queued(const m0__conn *c) {
   return tls_state(c) ? n + m0__tls_pending(tls_state(c)->t) : n;
 }
 
+static void tls_rest(m0__conn *c) {
+  if (tls_state(c)) m0__tls_rest(tls_state(c)->t);
+}
+
 const char *m0__io_tls_alpn(const m0__conn *c) { return m0__tls_alpn(tls_state(c)->t); }
 
 const m0__io_ops m0__io_tls_ops = {
@@ -298,6 +302,7 @@ const m0__io_ops m0__io_tls_ops = {
     .write = tls_write,
     .try_write = NULL,
     .shutdown = tls_shutdown,
+    .rest = tls_rest,
     .close = tls_close,
     .fd = tls_fd,
     .queued = tls_queued,

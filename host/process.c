@@ -80,7 +80,7 @@ static int process_sockets(m0__process *p) {
 static int process_plain(m0__process *p, char *err, size_t errlen) {
   const char *v = getenv("M0__PLAIN_FD");
   int passed = v && atoi(v) >= 3 ? atoi(v) : -1;
-  unsetenv("M0__PLAIN_FD"); /* ours, or nobody's: it goes no further than this process */
+  if (v) unsetenv("M0__PLAIN_FD"); /* ours, or nobody's: it goes no further than this process */
   long want = M0__CFG(p->cfg, plain_port);
   if (passed >= 0 && (want < 0 || p->inherit_plain >= 0)) close(passed);
   else if (passed >= 0) p->inherit_plain = passed;

@@ -13,10 +13,14 @@
  *   an idle handle hands it up at the next turn (never inside read_start).
  * - Writing: a write encrypts all of its iov at once (the connection's
  *   memory is free again before write returns) and the engine's output is
- *   written by one uv_write at a time, from a buffer of its own; the
- *   handshake, tickets, alerts and close_notify go the same way. The
- *   connection's write is told done (m0__conn_wrote, its plaintext bytes)
- *   when the uv_write that carried the last of its ciphertext completes.
+ *   written at once where the socket takes it (uv_try_write), its rest by
+ *   one uv_write at a time, from a buffer of its own; the handshake,
+ *   tickets, alerts and close_notify go the same way. The connection's
+ *   write is told done (m0__conn_wrote, its plaintext bytes) when the
+ *   uv_write that carried the last of its ciphertext completes, or, when
+ *   the socket took it all at once, from an idle handle at the next turn
+ *   (never inside write). A uv_write for every answer cost one
+ *   epoll_ctl each: libuv re-arms the socket at each write's end.
  * - No try_write: what the socket takes now is ciphertext, not the
  *   connection's bytes. plain is false: files are not sendfile'd here.
  * - close: libuv ends a write in flight (ECANCELED, told to the connection
@@ -35,8 +39,10 @@
 
 typedef struct tls_loop {
   uv_idle_t idle;   /* runs while the ready list is not empty */
+  uv_idle_t done;   /* runs while the written list is not empty */
   m0__tls_ctx *x;   /* the process's, shared by its loops */
   m0__conn *ready;  /* connections with bytes to hand up at the next turn */
+  m0__conn *written; /* connections whose write the socket took whole, to be told */
 } tls_loop;
 
 typedef struct m0__tls_conn {
@@ -46,7 +52,9 @@ typedef struct m0__tls_conn {
   bool conn_write;       /* the connection has a write not yet told done */
   bool carried;          /* the uv_write in flight carries the last of it */
   bool reading, listed;
+  bool told_later;       /* in the loop's written list */
   m0__conn *rnext;       /* in the loop's ready list */
+  m0__conn *wnext;       /* in its written list */
 } m0__tls_conn;
 
 static m0__conn *tls_conn(void *handle) { return (m0__conn *)handle; } /* the slot is first, tcp first in it */
@@ -55,6 +63,7 @@ static m0__tls_conn *tls_state(const m0__conn *c) { return c->io.tls.s; }
 static tls_loop *tls_loop_of(const m0__conn *c) { return c->h->io_ctx; }
 
 static void tls_on_write(uv_write_t *req, int status);
+static void tls_on_done(uv_idle_t *idle);
 
 /* Writes what the engine has for the socket, unless a write is in flight
  * (its completion comes back here). 0, or M0__ETRANSPORT / M0__ENOMEM. */
@@ -65,8 +74,22 @@ static int tls_flush(m0__conn *c) {
   if (!(s->out = malloc(n))) return M0__ENOMEM;
   n = m0__tls_take(s->t, s->out, n);
   uv_buf_t b = uv_buf_init(s->out, (unsigned)n);
+  int took = uv_try_write(tls_stream(c), &b, 1);
+  if (took == (int)n) { /* all of it: the connection's write, if it was in it, is told at the next turn */
+    free(s->out);
+    s->out = NULL;
+    if (s->conn_write && !s->told_later) {
+      tls_loop *l = tls_loop_of(c);
+      s->told_later = true;
+      s->wnext = l->written;
+      l->written = c;
+      uv_idle_start(&l->done, tls_on_done);
+    }
+    return 0;
+  }
+  if (took > 0) b = uv_buf_init(s->out + took, (unsigned)(n - (size_t)took));
   c->io.tls.uv.wreq.data = c;
-  if (uv_write(&c->io.tls.uv.wreq, tls_stream(c), &b, 1, tls_on_write) != 0) {
+  if ((took < 0 && took != UV_EAGAIN) || uv_write(&c->io.tls.uv.wreq, tls_stream(c), &b, 1, tls_on_write) != 0) {
     free(s->out);
     s->out = NULL;
     return M0__ETRANSPORT;
@@ -105,6 +128,26 @@ static void tls_on_write(uv_write_t *req, int status) {
     return;
   }
   if (tell) m0__conn_wrote(c, (ssize_t)s->owed);
+}
+
+/* The writes the socket took whole since the last turn, told at the
+ * start of this one (as tls_on_write tells one a uv_write carried, from
+ * libuv's pending phase: an idle handle keeps the poll from blocking, as
+ * that queue does). */
+static void tls_on_done(uv_idle_t *idle) {
+  tls_loop *l = idle->data;
+  m0__conn *c = l->written;
+  l->written = NULL;
+  uv_idle_stop(idle);
+  for (m0__conn *next; c; c = next) {
+    m0__tls_conn *s = tls_state(c);
+    next = s->wnext;
+    s->wnext = NULL;
+    if (!s->told_later) continue; /* closed by one told before it: told at its close */
+    s->told_later = s->conn_write = false;
+    int rv = tls_flush(c);
+    m0__conn_wrote(c, rv != 0 ? rv : (ssize_t)s->owed);
+  }
 }
 
 /* Hands decrypted bytes up while the connection reads; writes what the
@@ -174,15 +217,21 @@ static void tls_on_idle(uv_idle_t *idle) {
   }
 }
 
+/* Out of the loop's lists: a closed connection's write is told at its
+ * close (tls_on_close). */
 static void tls_unlist(m0__conn *c) {
   m0__tls_conn *s = tls_state(c);
-  if (!s->listed) return;
-  for (m0__conn **p = &tls_loop_of(c)->ready; *p; p = &tls_state(*p)->rnext)
+  for (m0__conn **p = &tls_loop_of(c)->ready; s->listed && *p; p = &tls_state(*p)->rnext)
     if (*p == c) {
       *p = s->rnext;
-      break;
+      s->listed = false;
     }
-  s->listed = false;
+  for (m0__conn **p = &tls_loop_of(c)->written; s->told_later && *p; p = &tls_state(*p)->wnext)
+    if (*p == c) {
+      *p = s->wnext;
+      s->told_later = false;
+    }
+  s->listed = s->told_later = false;
 }
 
 static int tls_open(m0__conn *c, int fd) {
@@ -247,6 +296,10 @@ static int tls_shutdown(m0__conn *c) {
 static void tls_on_close(uv_handle_t *handle) {
   m0__conn *c = tls_conn(handle);
   m0__tls_conn *s = tls_state(c);
+  if (s && s->conn_write) { /* taken whole by the socket, not told yet: ended as a cancelled write is */
+    s->conn_write = false;
+    m0__conn_wrote(c, UV_ECANCELED);
+  }
   if (s) {
     m0__tls_free(s->t);
     free(s->out);
@@ -313,13 +366,14 @@ int m0__io_tls_init(m0__http *h, m0__tls_ctx *x) {
   if (!l) return M0__ENOMEM;
   l->x = x;
   uv_idle_init(h->uv, &l->idle);
-  l->idle.data = l;
+  uv_idle_init(h->uv, &l->done);
+  l->idle.data = l->done.data = l;
   h->io = &m0__io_tls_ops;
   h->io_ctx = l;
   return 0;
 }
 
 void m0__io_tls_fini(m0__http *h) {
-  free(h->io_ctx); /* its idle handle was closed with the loop's others */
+  free(h->io_ctx); /* its idle handles were closed with the loop's others */
   h->io_ctx = NULL;
 }

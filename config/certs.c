@@ -26,8 +26,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ocsp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -168,12 +170,45 @@ static bool certs_key_ok(const m0__tls_pem *p, X509 *leaf, m0__check *c) {
   return same;
 }
 
-/* One certificate file and its key: appends "names (until date)" to the
- * detail; sets the warning when it expires soon. */
-static bool certs_one(const m0__tls_pem *p, m0__check *c, char *said, size_t n) {
+/* p's OCSP response (read from ocsp) against its chain: DER, successful,
+ * answering for the leaf (by its issuer, the chain's second), good, and
+ * current (thisUpdate not ahead, nextUpdate not passed; 5 minutes' leeway
+ * for clocks). */
+static bool certs_ocsp_ok(const m0__tls_pem *p, const char *ocsp, const certs_chain *ch, m0__check *c) {
+  const unsigned char *at = (const unsigned char *)p->ocsp;
+  OCSP_RESPONSE *r = p->ocsp_len <= LONG_MAX ? d2i_OCSP_RESPONSE(NULL, &at, (long)p->ocsp_len) : NULL;
+  OCSP_BASICRESP *bs = r && OCSP_response_status(r) == OCSP_RESPONSE_STATUS_SUCCESSFUL ? OCSP_response_get1_basic(r) : NULL;
+  OCSP_CERTID *id = ch->n > 1 ? OCSP_cert_to_id(NULL, ch->x[0], ch->x[1]) : NULL;
+  int status = -1, reason;
+  ASN1_GENERALIZEDTIME *revoked, *this_upd = NULL, *next_upd = NULL;
+  bool found = bs && id && OCSP_resp_find_status(bs, id, &status, &reason, &revoked, &this_upd, &next_upd) == 1;
+  if (!r || at != (const unsigned char *)p->ocsp + p->ocsp_len) CERTS_FAIL(c, "%s: not a DER OCSP response", ocsp);
+  else if (!bs) CERTS_FAIL(c, "%s: the responder's answer is %s, not successful", ocsp,
+                           OCSP_response_status_str(OCSP_response_status(r)));
+  else if (ch->n < 2) CERTS_FAIL(c, "%s: %s holds no issuer to match the response against", ocsp, p->cert_name);
+  else if (!found) CERTS_FAIL(c, "%s: answers for another certificate than %s's", ocsp, p->cert_name);
+  else if (status != V_OCSP_CERTSTATUS_GOOD) CERTS_FAIL(c, "%s: says %s's certificate is %s", ocsp, p->cert_name,
+                                                        OCSP_cert_status_str(status));
+  else if (OCSP_check_validity(this_upd, next_upd, 300, -1) != 1) CERTS_FAIL(c, "%s: is out of date", ocsp);
+  else c->ok = true;
+  if (!c->ok)
+    CERTS_FIX(c, "fetch a current one for the leaf (openssl ocsp -issuer ISSUER -cert LEAF -url URL -respout FILE; "
+                 "the chain must hold the issuer), or leave this certificate's --ocsp-response entry empty");
+  ERR_clear_error();
+  OCSP_CERTID_free(id);
+  OCSP_BASICRESP_free(bs);
+  OCSP_RESPONSE_free(r);
+  return c->ok;
+}
+
+/* One certificate file and its key (and its OCSP response, read from
+ * ocsp, when one is given): appends "names (until date)" to the detail;
+ * sets the warning when it expires soon. */
+static bool certs_one(const m0__tls_pem *p, const char *ocsp, m0__check *c, char *said, size_t n) {
   const char *file = p->cert_name;
   certs_chain ch = {0};
-  bool ok = certs_read_chain(p, &ch, c) && certs_chain_ok(file, &ch, c) && certs_key_ok(p, ch.x[0], c);
+  bool ok = certs_read_chain(p, &ch, c) && certs_chain_ok(file, &ch, c) && certs_key_ok(p, ch.x[0], c) &&
+            (!p->ocsp || certs_ocsp_ok(p, ocsp, &ch, c));
   char names[512], until[32];
   if (ok && !certs_names(ch.x[0], names, sizeof names)) {
     CERTS_FAIL(c, "%s: the certificate names no host (no subjectAltName DNS or IP entry; clients ignore the CN)",
@@ -186,7 +221,8 @@ static bool certs_one(const m0__tls_pem *p, m0__check *c, char *said, size_t n) 
     const ASN1_TIME *end = X509_get0_notAfter(ch.x[0]);
     certs_date(end, until, sizeof until);
     size_t used = strlen(said);
-    snprintf(said + used, n - used, "%s%s: %s (until %s)", used ? "; " : "", file, names, until);
+    snprintf(said + used, n - used, "%s%s: %s (until %s%s)", used ? "; " : "", file, names, until,
+             p->ocsp ? ", OCSP stapled" : "");
     time_t soon = time(NULL) + CERTS_SOON_S;
     if (X509_cmp_time(end, &soon) < 0)
       CERTS_FIX(c, "%s expires on %s: renew it before then (a SIGHUP reads the new one)", file, until);
@@ -206,6 +242,7 @@ static void certs_bundle_free(certs_bundle *b) {
   for (int i = 0; i < b->n; i++) {
     m0__tls_pem *p = &b->pem[i];
     if (p->key != p->cert) free((char *)p->key);
+    free((char *)p->ocsp);
     free((char *)p->cert);
     free((char *)p->cert_name);
     free((char *)p->key_name);
@@ -213,8 +250,9 @@ static void certs_bundle_free(certs_bundle *b) {
   b->n = 0;
 }
 
-/* Reads the pair file, key into the next of b (false: the check failed). */
-static bool certs_read_pair(certs_bundle *b, const char *file, const char *key, m0__check *c) {
+/* Reads the pair file, key (and ocsp, unless "") into the next of b
+ * (false: the check failed). */
+static bool certs_read_pair(certs_bundle *b, const char *file, const char *key, const char *ocsp, m0__check *c) {
   if (b->n == M0__TLS_CERTS_MAX) {
     CERTS_FAIL(c, "%s: more than %d certificates", file, M0__TLS_CERTS_MAX);
     CERTS_FIX(c, "serve at most %d names' certificates from one host", M0__TLS_CERTS_MAX);
@@ -230,45 +268,51 @@ static bool certs_read_pair(certs_bundle *b, const char *file, const char *key, 
     p->key = p->cert;
     p->key_len = p->cert_len;
   } else if (!(p->key = certs_slurp(key, &p->key_len, c))) return false;
-  return true;
+  return !ocsp[0] || (p->ocsp = certs_slurp(ocsp, &p->ocsp_len, c)) != NULL;
 }
 
 /* Every pair of the lists read into b and checked; said: what passed. */
-static void certs_read_all(const char *certs, const char *keys, certs_bundle *b, m0__check *c, char *said,
+static void certs_read_all(const m0_config *cfg, const char *keys, certs_bundle *b, m0__check *c, char *said,
                            size_t n) {
-  char file[M0__STR_MAX], key[M0__STR_MAX];
-  const char *cl = certs, *kl = keys;
+  char file[M0__STR_MAX], key[M0__STR_MAX], ocsp[M0__STR_MAX];
+  const char *cl = M0__CFGS(cfg, certfile), *kl = keys, *ol = M0__CFGS(cfg, ocsp_response);
   c->ok = true;
   while (c->ok && m0__tls_next_file(&cl, file, sizeof file)) {
+    if (!m0__tls_next_file(&ol, ocsp, sizeof ocsp)) ocsp[0] = 0;
     if (!m0__tls_next_file(&kl, key, sizeof key) || !key[0]) {
       CERTS_FAIL(c, "%s: no --keyfile paired with it", file);
       CERTS_FIX(c, "list one key per certificate, in the same order (--keyfile a.key,b.key)");
-    } else if (certs_read_pair(b, file, key, c)) certs_one(&b->pem[b->n - 1], c, said, n);
+    } else if (certs_read_pair(b, file, key, ocsp, c)) certs_one(&b->pem[b->n - 1], ocsp, c, said, n);
   }
-  if (c->ok && m0__tls_next_file(&kl, key, sizeof key)) {
-    CERTS_FAIL(c, "%s: a --keyfile with no --certfile paired with it", key);
-    CERTS_FIX(c, "list one key per certificate, in the same order (--keyfile a.key,b.key)");
+  bool extra_key = c->ok && m0__tls_next_file(&kl, key, sizeof key);
+  if (extra_key || (c->ok && m0__tls_next_file(&ol, ocsp, sizeof ocsp))) {
+    CERTS_FAIL(c, "%s: a --%s with no --certfile paired with it", extra_key ? key : ocsp,
+               extra_key ? "keyfile" : "ocsp-response");
+    CERTS_FIX(c, "list one entry per certificate, in the same order (--keyfile a.key,b.key, --ocsp-response a.der,)");
   }
 }
 
 /* The bundle's bytes: "m0-certs\n", the number of pairs, then per pair a
- * line of four lengths (certificate name, certificate, key name, key; the
- * names with their NUL) and those bytes. malloc'd, *len of them. */
+ * line of five lengths (certificate name, certificate, key name, key, OCSP
+ * response; the names with their NUL) and those bytes. malloc'd, *len of
+ * them. */
 static char *certs_pack(const certs_bundle *b, size_t *len) {
   size_t cap = 64;
   for (int i = 0; i < b->n; i++)
-    cap += 96 + strlen(b->pem[i].cert_name) + strlen(b->pem[i].key_name) + 2 + b->pem[i].cert_len + b->pem[i].key_len;
+    cap += 128 + strlen(b->pem[i].cert_name) + strlen(b->pem[i].key_name) + 2 + b->pem[i].cert_len + b->pem[i].key_len +
+           b->pem[i].ocsp_len;
   char *out = malloc(cap);
   if (!out) return NULL;
   size_t k = (size_t)snprintf(out, cap, "m0-certs\n%d\n", b->n);
   for (int i = 0; i < b->n; i++) {
     const m0__tls_pem *p = &b->pem[i];
     size_t cn = strlen(p->cert_name) + 1, kn = strlen(p->key_name) + 1;
-    k += (size_t)snprintf(out + k, cap - k, "%zu %zu %zu %zu\n", cn, p->cert_len, kn, p->key_len);
+    k += (size_t)snprintf(out + k, cap - k, "%zu %zu %zu %zu %zu\n", cn, p->cert_len, kn, p->key_len, p->ocsp_len);
     memcpy(out + k, p->cert_name, cn), k += cn;
     memcpy(out + k, p->cert, p->cert_len), k += p->cert_len;
     memcpy(out + k, p->key_name, kn), k += kn;
     memcpy(out + k, p->key, p->key_len), k += p->key_len;
+    if (p->ocsp_len) memcpy(out + k, p->ocsp, p->ocsp_len), k += p->ocsp_len;
   }
   *len = k;
   return out;
@@ -318,16 +362,18 @@ void m0__certs_check(const m0_config *cfg, m0__check *c) {
   const char *certs = M0__CFGS(cfg, certfile), *keys = M0__CFGS(cfg, keyfile);
   if (!certs[0]) {
     c->ok = true;
-    if (keys[0]) {
-      CERTS_FAIL(c, "--keyfile / M0_KEYFILE is set (%s) but no --certfile / M0_CERTFILE", keys);
-      CERTS_FIX(c, "set --certfile / M0_CERTFILE to the certificate chain of that key, or unset the key");
+    const char *ocsp = M0__CFGS(cfg, ocsp_response);
+    if (keys[0] || ocsp[0]) {
+      CERTS_FAIL(c, "--%s is set (%s) but no --certfile / M0_CERTFILE", keys[0] ? "keyfile / M0_KEYFILE" :
+                 "ocsp-response / M0_OCSP_RESPONSE", keys[0] ? keys : ocsp);
+      CERTS_FIX(c, "set --certfile / M0_CERTFILE to the certificate chain it belongs to, or unset it");
     } else snprintf(c->detail, sizeof c->detail, "no --certfile: the listener speaks plain HTTP");
     return;
   }
   if (!keys[0]) keys = certs; /* the key in the certificate's file, as nginx allows */
   char said[M0__STR_MAX + 256] = "", why[M0__STR_MAX + 256];
   certs_bundle b = {.n = 0};
-  certs_read_all(certs, keys, &b, c, said, sizeof said);
+  certs_read_all(cfg, keys, &b, c, said, sizeof said);
   m0__tls_ctx *x = c->ok ? m0__tls_ctx_new_pem(b.pem, b.n, NULL, why, sizeof why) : NULL;
   if (c->ok && !x) {
     CERTS_FAIL(c, "%s", why);
@@ -423,18 +469,19 @@ static bool certs_nums(const char **at, const char *end, size_t *v, int want) {
 /* The bundle's bytes (certs_pack) read back into b, pointing into them. */
 static bool certs_unpack(const char *at, size_t len, certs_bundle *b) {
   const char *end = at + len;
-  size_t n, v[4];
+  size_t n, v[5];
   if (len < 9 || memcmp(at, "m0-certs\n", 9) != 0) return false;
   at += 9;
   if (!certs_nums(&at, end, &n, 1) || n < 1 || n > M0__TLS_CERTS_MAX) return false;
   for (b->n = 0; b->n < (int)n; b->n++) {
     m0__tls_pem *p = &b->pem[b->n];
-    if (!certs_nums(&at, end, v, 4) || v[0] < 1 || v[2] < 1 || (size_t)(end - at) < v[0] + v[1] + v[2] + v[3] ||
-        at[v[0] - 1] || at[v[0] + v[1] + v[2] - 1])
+    if (!certs_nums(&at, end, v, 5) || v[0] < 1 || v[2] < 1 ||
+        (size_t)(end - at) < v[0] + v[1] + v[2] + v[3] + v[4] || at[v[0] - 1] || at[v[0] + v[1] + v[2] - 1])
       return false;
     *p = (m0__tls_pem){.cert_name = at, .cert = at + v[0], .cert_len = v[1], .key_name = at + v[0] + v[1],
-                       .key = at + v[0] + v[1] + v[2], .key_len = v[3]};
-    at += v[0] + v[1] + v[2] + v[3];
+                       .key = at + v[0] + v[1] + v[2], .key_len = v[3], .ocsp_len = v[4]};
+    p->ocsp = v[4] ? p->key + v[3] : NULL;
+    at += v[0] + v[1] + v[2] + v[3] + v[4];
   }
   return at == end;
 }

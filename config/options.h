@@ -19,6 +19,8 @@
     "PEM certificate chain, leaf first: the listener speaks HTTPS (several: commas, chosen by SNI)") \
   X(keyfile, "keyfile", "M0_KEYFILE", STR, "", 0, 0,                                              \
     "PEM private key of each --certfile, in the same order")                                     \
+  X(ocsp_response, "ocsp-response", "M0_OCSP_RESPONSE", STR, "", 0, 0,                            \
+    "DER OCSP response of each --certfile, in the same order (\"\": none), stapled when asked")     \
   X(plain_port, "plain-port", "M0_PLAIN_PORT", INT, "-1", -1, 65535,                              \
     "with --certfile, a plain HTTP listener too: the metrics path, and 308 to HTTPS (-1 = none)") \
   X(http2, "http2", "M0_HTTP2", BOOL, "0", 0, 1,                                                  \

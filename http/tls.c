@@ -47,8 +47,15 @@ typedef struct tls_keys {
   unsigned char name[16], aes[32], mac[32];
 } tls_keys;
 
+/* A certificate's stapled OCSP response (--ocsp-response), DER. */
+typedef struct tls_ocsp {
+  unsigned char *der;
+  size_t len;
+} tls_ocsp;
+
 struct m0__tls_ctx {
   SSL_CTX *ctx[M0__TLS_CERTS_MAX];
+  tls_ocsp ocsp[M0__TLS_CERTS_MAX]; /* by ctx: len 0, none */
   int n;
   uint8_t secret[M0__TLS_SECRET_BYTES];
   pthread_mutex_t lock; /* the loops' handshakes share keys[] */
@@ -180,6 +187,27 @@ static int tls_on_alpn(SSL *s, const unsigned char **out, unsigned char *outlen,
   return SSL_TLSEXT_ERR_OK;
 }
 
+/* A client asked for the certificate's status (status_request): the
+ * response the check read, stapled (OpenSSL frees the copy). The context
+ * is the one SNI chose, so is the response (arg). */
+static int tls_on_status(SSL *s, void *arg) {
+  const tls_ocsp *o = arg;
+  unsigned char *copy = OPENSSL_memdup(o->der, o->len);
+  if (copy && SSL_set_tlsext_status_ocsp_resp(s, copy, (long)o->len) == 1) return SSL_TLSEXT_ERR_OK;
+  OPENSSL_free(copy);
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+/* x's i-th context staples p's OCSP response, if it has one. */
+static bool tls_use_ocsp(m0__tls_ctx *x, int i, const m0__tls_pem *p) {
+  if (!p->ocsp_len) return true;
+  tls_ocsp *o = &x->ocsp[i];
+  if (!(o->der = malloc(p->ocsp_len))) return false;
+  memcpy(o->der, p->ocsp, p->ocsp_len);
+  o->len = p->ocsp_len;
+  return SSL_CTX_set_tlsext_status_cb(x->ctx[i], tls_on_status) == 1 && SSL_CTX_set_tlsext_status_arg(x->ctx[i], o) == 1;
+}
+
 void m0__tls_ctx_alpn_h2(m0__tls_ctx *x) {
   for (int i = 0; i < x->n; i++) SSL_CTX_set_alpn_select_cb(x->ctx[i], tls_on_alpn, (void *)tls_alpn_h2_wire);
 }
@@ -269,11 +297,18 @@ m0__tls_ctx *m0__tls_ctx_new_pem(const m0__tls_pem *pem, int n, const uint8_t *s
     m0__tls_ctx_free(x);
     return NULL;
   }
-  for (; x->n < n; x->n++)
+  for (; x->n < n; x->n++) {
     if (!(x->ctx[x->n] = tls_ctx_one(x, &pem[x->n], why, whylen))) {
       m0__tls_ctx_free(x);
       return NULL;
     }
+    if (!tls_use_ocsp(x, x->n, &pem[x->n])) {
+      snprintf(why, whylen, "%s: cannot keep its OCSP response (out of memory)", pem[x->n].cert_name);
+      x->n++;
+      m0__tls_ctx_free(x);
+      return NULL;
+    }
+  }
   return x;
 }
 
@@ -330,7 +365,10 @@ void m0__tls_ctx_secret(const m0__tls_ctx *x, uint8_t out[M0__TLS_SECRET_BYTES])
 
 void m0__tls_ctx_free(m0__tls_ctx *x) {
   if (!x) return;
-  for (int i = 0; i < x->n; i++) SSL_CTX_free(x->ctx[i]);
+  for (int i = 0; i < x->n; i++) {
+    SSL_CTX_free(x->ctx[i]);
+    free(x->ocsp[i].der);
+  }
   pthread_mutex_destroy(&x->lock);
   OPENSSL_cleanse(x, sizeof *x);
   free(x);

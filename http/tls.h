@@ -40,6 +40,8 @@ typedef struct m0__tls_pem {
   const char *cert_name, *key_name;
   const char *cert, *key;
   size_t cert_len, key_len;
+  const char *ocsp; /* a DER OCSP response for the leaf, stapled when a client asks; ocsp_len 0: none */
+  size_t ocsp_len;
 } m0__tls_pem;
 /* The most bytes a certificate or key file holds. */
 #define M0__TLS_PEM_MAX (1 << 20)

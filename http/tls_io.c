@@ -224,12 +224,12 @@ static void tls_unlist(m0__conn *c) {
   for (m0__conn **p = &tls_loop_of(c)->ready; s->listed && *p; p = &tls_state(*p)->rnext)
     if (*p == c) {
       *p = s->rnext;
-      s->listed = false;
+      break;
     }
   for (m0__conn **p = &tls_loop_of(c)->written; s->told_later && *p; p = &tls_state(*p)->wnext)
     if (*p == c) {
       *p = s->wnext;
-      s->told_later = false;
+      break;
     }
   s->listed = s->told_later = false;
 }

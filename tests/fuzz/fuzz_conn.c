@@ -4,7 +4,9 @@
  * pipelining on, a views table with an on-loop route and a 404/405 path);
  * then the client half-closes and the loop runs until the connection is
  * gone. Every answer must be a well-formed status line, and the loop must
- * end: a connection that never closes is a finding (the run aborts). */
+ * end: a connection that never closes is a finding (the run aborts). The
+ * first byte's top bit makes it a connection of the plain listener beside
+ * HTTPS (http/plain.c: its requests redirected). */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,9 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   m0__http h;
   memset(&h, 0, sizeof h);
   m0__http_config cfg = fz_config();
+  cfg.https_port = 8443;
   m0__http_init(&h, &loop, &cfg, &fz_ops, NULL);
   /* libuv takes an AF_UNIX stream as a tcp handle's descriptor fine. */
-  if (m0__http_adopt(&h, sv[0], false) != 0) {
+  if (m0__http_adopt(&h, sv[0], size && (data[0] & 0x80)) != 0) {
     close(sv[1]);
     uv_loop_close(&loop);
     m0__http_fini(&h);

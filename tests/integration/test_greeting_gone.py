@@ -17,7 +17,7 @@ Proves:
   each worker's door for the relay, the producer's), the instance answers
   connections on both workers, and a worker SIGKILLed then is respawned
   (the supervisor's socket takes it) and answers /instance;
-- a listener is made again at most once per hit (a live one is not taken
+- a listener is made again at most once per hit, judged before the kill (a live one is not taken
   for stopped), and each time in one line naming its URL; SIGTERM drains:
   exit 0.
 """
@@ -89,10 +89,11 @@ def workers_echoed(port):
     return seen
 
 
-def remade_once(s, hits):
+def remade_once(s, hits, text=None):
     """Each URL made again at most as often as it was hit (a live listener is
-    never taken for stopped), each line naming what became of it."""
-    lines = REMADE.findall(s.stderr())
+    never taken for stopped), each line naming what became of it; text: the
+    host's stderr up to a point (else all of it)."""
+    lines = REMADE.findall(s.stderr() if text is None else text)
     per = collections.Counter(path for path, _ in lines)
     F.check(all(per[p] <= hits.get(p, 0) for p in per) and all(w.startswith("it listens there again")
                                                                 for _, w in lines),
@@ -133,6 +134,11 @@ def workers():
                 f"--workers 2: after every socket of the run directory was hit "
                 f"({[os.path.basename(p) for p in socks]}), the instance answers connections on both workers "
                 f"({workers_echoed(s.port)})")
+        # Judged before the kill: a worker killed as its dialers greet its
+        # siblings stops their listeners too (nng 1.5.2), and those are made
+        # again as rightly as the ones this test hit (in a Debian 12 chroot
+        # under ASan, the surviving worker's loop.1.sock was).
+        remade_once(s, hits, s.stderr())
         victim = min(kids) if kids else None
         if victim:
             os.kill(victim, signal.SIGKILL)
@@ -142,7 +148,9 @@ def workers():
         F.check(victim and now and back,
                 f"--workers 2: a worker SIGKILLed after the hits is respawned ({victim} -> {now}) and both workers "
                 f"answer through the instance again ({workers_echoed(s.port)})")
-        remade_once(s, hits)
+        F.check(all(w.startswith("it listens there again") for _, w in REMADE.findall(s.stderr())),
+                f"--workers 2: after the kill too, each listener made again says so in one line "
+                f"({REMADE.findall(s.stderr())})")
         F.check(s.stop() == 0, "--workers 2: SIGTERM -> exit 0")
 
 

@@ -108,9 +108,6 @@ class Driver:
     def __enter__(self):
         env = dict(os.environ, HOME=self.home, XDG_CONFIG_HOME=os.path.join(self.home, "config"),
                    XDG_CACHE_HOME=os.path.join(self.home, "cache"))
-        self.proc = subprocess.Popen([CHROMEDRIVER, f"--port={self.port}", f"--log-path={self.log}"],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True, env=env)
 
         def ready():
             try:
@@ -118,7 +115,20 @@ class Driver:
             except (OSError, WebDriverError, ValueError):
                 return self.proc.poll() is not None and "exited"
 
-        if poll(ready, 10) is not True:
+        # chromedriver binds the port it is given: another program may take a
+        # free port between its pick and that bind (seen with two test runs
+        # side by side), and chromedriver then exits. A new port, three times.
+        for _ in range(3):
+            self.proc = subprocess.Popen([CHROMEDRIVER, f"--port={self.port}", f"--log-path={self.log}"],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+            if poll(ready, 10) is True or self.proc.poll() is None:
+                break
+            with open(self.log, errors="replace") as f:
+                if "Address already in use" not in f.read():
+                    break
+            self.port = free_port()
+        if poll(ready, 1) is not True:
             raise AssertionError(f"chromedriver did not answer /status within 10 s (exit {self.proc.poll()}); "
                                  f"its log: {self.log}")
         return self
